@@ -1,0 +1,142 @@
+//! Shared value types: what a caller asks for ([`ToolCall`]) and what policy answers
+//! ([`Decision`]). Every module may use these; they carry no behaviour beyond ordering.
+
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The tools a call can name. `exec` runs a program; the others are file tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Tool {
+    /// Run a program.
+    Exec,
+    /// Read a file.
+    Read,
+    /// Create or replace a file.
+    Write,
+    /// Change part of a file.
+    Edit,
+    /// Delete a file or directory.
+    Delete,
+    /// Move or rename.
+    Move,
+    /// Create a directory.
+    Mkdir,
+    /// List a directory.
+    List,
+    /// Search file names or contents.
+    Search,
+}
+
+impl Tool {
+    /// Every tool, in a stable order.
+    pub const ALL: [Tool; 9] = [
+        Tool::Exec,
+        Tool::Read,
+        Tool::Write,
+        Tool::Edit,
+        Tool::Delete,
+        Tool::Move,
+        Tool::Mkdir,
+        Tool::List,
+        Tool::Search,
+    ];
+
+    /// The name used in policies and records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Exec => "exec",
+            Tool::Read => "read",
+            Tool::Write => "write",
+            Tool::Edit => "edit",
+            Tool::Delete => "delete",
+            Tool::Move => "move",
+            Tool::Mkdir => "mkdir",
+            Tool::List => "list",
+            Tool::Search => "search",
+        }
+    }
+
+    /// Parses a policy name.
+    pub fn from_name(s: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A rule's effect, ordered by strictness: `Allow < Ask < Deny`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Run it.
+    Allow,
+    /// Run it only if a person approves.
+    Ask,
+    /// Do not run it.
+    Deny,
+}
+
+impl Effect {
+    /// The name used in policies and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Ask => "ask",
+            Effect::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One request to the broker.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    /// Which tool.
+    pub tool: Tool,
+    /// For `exec`: the argv as given (program first).
+    pub argv: Vec<String>,
+    /// For file tools: the target paths.
+    pub paths: Vec<PathBuf>,
+    /// The workspace (the caller's `--cwd`), canonical.
+    pub cwd: PathBuf,
+}
+
+/// Why a rule (or a built-in fallback) contributed to a decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleMatch {
+    /// The rule's id; built-in fallbacks use `default-deny` and `unanalysable`.
+    pub id: String,
+    /// What the rule says.
+    pub effect: Effect,
+    /// The reason shown to users.
+    pub reason: String,
+    /// The simple command (or path) it matched, as text.
+    pub subject: String,
+}
+
+/// The answer of policy to a [`ToolCall`].
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision {
+    /// The combined effect: any deny → deny; else any ask → ask; else allow.
+    pub effect: Effect,
+    /// Every rule that matched, and the fallbacks that applied.
+    pub rules: Vec<RuleMatch>,
+    /// The simple commands that were found and checked (for `exec`).
+    pub commands: Vec<String>,
+    /// Parts that could not be analysed, and why.
+    pub unanalysable: Vec<String>,
+}

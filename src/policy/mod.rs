@@ -1,0 +1,269 @@
+//! Policies: TOML → typed, validated rules and a sandbox profile; evaluation of a
+//! [`ToolCall`] into a [`Decision`]. Pure: no I/O except reading the policy file itself.
+//!
+//! Semantics (Cedar's forbid-overrides-permit, default deny): for every simple command of a
+//! call, any matching `deny` → deny; else any `ask` → ask; else any `allow` → allow; else
+//! deny (`default-deny`). The call's effect is the strictest over its commands and over the
+//! policy's `unanalysable` fallback for any part that could not be analysed.
+
+mod matcher;
+mod schema;
+pub mod shell;
+
+pub use matcher::CommandPattern;
+pub use schema::{Limits, Network, SandboxProfile};
+
+use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};
+use globset::GlobSet;
+use shell::{Analysis, ShellEnv};
+use std::path::{Path, PathBuf};
+
+/// Built-in policies, compiled into the binary from `policies/`.
+pub const BUILTINS: [(&str, &str); 3] = [
+    ("strict", include_str!("../../policies/strict.toml")),
+    ("standard", include_str!("../../policies/standard.toml")),
+    ("permissive", include_str!("../../policies/permissive.toml")),
+];
+
+/// Why a policy could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The policy text is invalid; `file:line:column: message`.
+    #[error("{file}:{line}:{column}: {message}")]
+    Invalid {
+        /// File (or `builtin:NAME`).
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong and, where it helps, what to write instead.
+        message: String,
+    },
+    /// Neither a built-in name nor a path.
+    #[error(
+        "unknown policy `{0}`: use a built-in (strict, standard, permissive) or a path to a .toml file"
+    )]
+    UnknownName(String),
+    /// `extends` forms a cycle or is too deep.
+    #[error("policy {0}: `extends` chain is cyclic or deeper than 8")]
+    ExtendsTooDeep(String),
+}
+
+/// A compiled rule.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    /// Unique id.
+    pub id: String,
+    /// Effect when it matches.
+    pub effect: Effect,
+    /// Shown to users.
+    pub reason: String,
+    /// Tools it applies to; empty = every tool.
+    pub tools: Vec<Tool>,
+    /// Command patterns (exec); the rule matches if any pattern matches. `None` = any command.
+    pub commands: Option<Vec<CommandPattern>>,
+    /// Path globs; the rule matches if any path matches. `None` = any path.
+    pub paths: Option<(GlobSet, Vec<String>)>,
+}
+
+/// A loaded, validated policy.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Name (file stem or built-in name).
+    pub name: String,
+    /// Where it came from: `builtin:NAME` or a path.
+    pub source: String,
+    /// One line for `policy list`.
+    pub description: String,
+    /// Effect for parts of a command that cannot be analysed.
+    pub unanalysable: Effect,
+    /// Rules, inherited first.
+    pub rules: Vec<Rule>,
+    /// The sandbox applied to every run.
+    pub sandbox: SandboxProfile,
+}
+
+impl Policy {
+    /// Loads a built-in by name, or a file if `spec` contains `/` or ends in `.toml`.
+    pub fn load(spec: &str) -> Result<Policy, PolicyError> {
+        if spec.contains('/') || spec.ends_with(".toml") {
+            Policy::load_file(Path::new(spec))
+        } else {
+            Policy::builtin(spec)
+        }
+    }
+
+    /// Loads a built-in policy.
+    pub fn builtin(name: &str) -> Result<Policy, PolicyError> {
+        let (_, text) = BUILTINS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| PolicyError::UnknownName(name.to_string()))?;
+        Policy::from_str(text, &format!("builtin:{name}"), name, None)
+    }
+
+    /// Loads a policy file.
+    pub fn load_file(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "policy".into());
+        Policy::from_str(&text, &path.display().to_string(), &name, path.parent())
+    }
+
+    /// Parses policy text. `file` names it in errors; `dir` resolves a relative `extends`.
+    pub fn from_str(
+        text: &str,
+        file: &str,
+        default_name: &str,
+        dir: Option<&Path>,
+    ) -> Result<Policy, PolicyError> {
+        schema::load(text, file, default_name, dir, 0)
+    }
+
+    /// Decides a call. `env` supplies `~`, `$HOME` and `$PWD` for the shell analysis.
+    pub fn evaluate(&self, call: &ToolCall, env: &ShellEnv) -> Decision {
+        let mut rules_out: Vec<RuleMatch> = Vec::new();
+        let mut effect = Effect::Allow;
+        let mut commands = Vec::new();
+        let mut unanalysable = Vec::new();
+
+        if call.tool == Tool::Exec {
+            let analysis: Analysis = shell::analyse_argv(&call.argv, env);
+            for cmd in &analysis.commands {
+                let subject = cmd.display();
+                commands.push(subject.clone());
+                let e = self.effect_for(call.tool, &subject, &mut rules_out, |rule, may| {
+                    let cmd_ok = match &rule.commands {
+                        None => true,
+                        Some(pats) => pats.iter().any(|p| p.matches(cmd, may, env)),
+                    };
+                    let path_ok = match &rule.paths {
+                        None => true,
+                        Some((set, _)) => matcher::exec_paths(cmd, env, may)
+                            .iter()
+                            .any(|p| p.as_ref().is_none_or(|p| set.is_match(p))),
+                    };
+                    cmd_ok && path_ok
+                });
+                effect = effect.max(e);
+            }
+            for note in analysis.unanalysable {
+                rules_out.push(RuleMatch {
+                    id: "unanalysable".into(),
+                    effect: self.unanalysable,
+                    reason: format!(
+                        "cannot analyse: {note}; the policy's `unanalysable = \"{}\"` applies",
+                        self.unanalysable
+                    ),
+                    subject: call.argv.join(" "),
+                });
+                effect = effect.max(self.unanalysable);
+                unanalysable.push(note);
+            }
+            if analysis.commands.is_empty() && unanalysable.is_empty() {
+                // An empty script runs nothing; nothing to deny.
+                effect = Effect::Allow;
+            }
+        } else {
+            for path in &call.paths {
+                let subject = path.display().to_string();
+                let e = self.effect_for(call.tool, &subject, &mut rules_out, |rule, _| {
+                    rule.commands.is_none()
+                        && rule
+                            .paths
+                            .as_ref()
+                            .is_none_or(|(set, _)| set.is_match(path))
+                });
+                effect = effect.max(e);
+            }
+            if call.paths.is_empty() {
+                effect = Effect::Deny;
+                rules_out.push(RuleMatch {
+                    id: "default-deny".into(),
+                    effect: Effect::Deny,
+                    reason: "a file tool call without a path".into(),
+                    subject: String::new(),
+                });
+            }
+        }
+        Decision {
+            effect,
+            rules: rules_out,
+            commands,
+            unanalysable,
+        }
+    }
+
+    /// The effect for one subject; pushes every matching rule (or the default-deny fallback).
+    fn effect_for(
+        &self,
+        tool: Tool,
+        subject: &str,
+        out: &mut Vec<RuleMatch>,
+        matches: impl Fn(&Rule, bool) -> bool,
+    ) -> Effect {
+        let mut best: Option<Effect> = None;
+        for rule in &self.rules {
+            if !rule.tools.is_empty() && !rule.tools.contains(&tool) {
+                continue;
+            }
+            // Deny and ask rules match what a command *may* be (unknown words match anything);
+            // allow rules only what it certainly is.
+            let may = rule.effect != Effect::Allow;
+            if matches(rule, may) {
+                out.push(RuleMatch {
+                    id: rule.id.clone(),
+                    effect: rule.effect,
+                    reason: rule.reason.clone(),
+                    subject: subject.to_string(),
+                });
+                best = Some(best.map_or(rule.effect, |b| b.max(rule.effect)));
+            }
+        }
+        match best {
+            Some(e) => e,
+            None => {
+                out.push(RuleMatch {
+                    id: "default-deny".into(),
+                    effect: Effect::Deny,
+                    reason: format!("no rule allows this {tool} call (default deny)"),
+                    subject: subject.to_string(),
+                });
+                Effect::Deny
+            }
+        }
+    }
+}
+
+/// Lexically normalises an absolute path: collapses `//`, `.` and `..`, drops a trailing `/`.
+pub fn normalize(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,697 @@
+//! The TOML schema: raw serde types ("parse"), `extends` merging, and validation into the
+//! typed [`Policy`] ("don't validate twice"). Every error carries `file:line:column`.
+
+use super::{CommandPattern, Policy, PolicyError, Rule};
+use crate::model::{Effect, Tool};
+use globset::{GlobBuilder, GlobSetBuilder};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+use toml::Spanned;
+
+/// Network access for the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// No sockets at all except `socketpair`.
+    None,
+    /// A private loopback interface (network namespace); no outside network, no unix sockets.
+    Loopback,
+    /// The host network, TCP connect only to these ports; no bind, no UDP, no unix sockets.
+    ConnectTcp(Vec<u16>),
+}
+
+/// Resource limits. `None` = not limited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Limits {
+    /// Wall-clock timeout.
+    pub timeout: Option<Duration>,
+    /// CPU seconds (RLIMIT_CPU).
+    pub cpu: Option<u64>,
+    /// Address space per process, bytes (RLIMIT_AS).
+    pub memory: Option<u64>,
+    /// Processes in the sandbox (pid namespace `pid_max`, RLIMIT_NPROC).
+    pub pids: Option<u64>,
+    /// Open files per process (RLIMIT_NOFILE).
+    pub open_files: Option<u64>,
+    /// Largest file a process may write, bytes (RLIMIT_FSIZE).
+    pub file_size: Option<u64>,
+    /// stdout + stderr bytes before the run is stopped.
+    pub output: Option<u64>,
+}
+
+/// The `[sandbox]` table, with `${VAR}` templates still unexpanded.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SandboxProfile {
+    /// Readable paths.
+    pub read: Vec<String>,
+    /// Writable paths (also readable and executable).
+    pub write: Vec<String>,
+    /// Executable paths (also readable).
+    pub exec: Vec<String>,
+    /// Paths never readable, even under `read`/`write`/`exec` (globs in the last component).
+    pub deny: Vec<String>,
+    /// Paths kept read-only inside writable ones; relative ones apply to each writable root.
+    pub protected: Vec<String>,
+    /// Network access.
+    pub network: Network,
+    /// Run even if some confinement layer cannot be applied (and say so).
+    pub best_effort: bool,
+    /// Use pid/mount/ipc(/net) namespaces where the broker is privileged.
+    pub namespaces: bool,
+    /// A private per-invocation TMPDIR (instead of access to the global /tmp).
+    pub private_tmp: bool,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Environment variables passed through (globs).
+    pub env_allow: Vec<String>,
+    /// Environment variables set (values may use `${VAR}`).
+    pub env_set: BTreeMap<String, String>,
+    /// Extra patterns always removed, on top of the built-in list.
+    pub env_scrub: Vec<String>,
+}
+
+/// Always scrubbed, whatever the policy allows: credentials and loader/shell injection.
+pub const ALWAYS_SCRUB: &[&str] = &[
+    "*_TOKEN",
+    "*_TOKEN_*",
+    "*TOKEN",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_KEY",
+    "*_API_KEY*",
+    "*APIKEY*",
+    "*CREDENTIAL*",
+    "*_AUTH",
+    "AWS_*",
+    "AZURE_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GH_*",
+    "GITHUB_TOKEN",
+    "NPM_TOKEN",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DOCKER_*",
+    "KUBECONFIG",
+    "LD_*",
+    "DYLD_*",
+    "BASH_ENV",
+    "ENV",
+    "BASH_FUNC_*",
+    "PROMPT_COMMAND",
+    "PYTHONSTARTUP",
+    "PERL5OPT",
+    "NODE_OPTIONS",
+    "GATEWAY_*",
+];
+
+// ---------- raw serde types ----------
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: Option<String>,
+    description: Option<String>,
+    extends: Option<Spanned<String>>,
+    unanalysable: Option<Spanned<String>>,
+    #[serde(default)]
+    sandbox: RawSandbox,
+    #[serde(default, rename = "rule")]
+    rules: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    #[serde(default)]
+    read: Vec<Spanned<String>>,
+    #[serde(default)]
+    write: Vec<Spanned<String>>,
+    #[serde(default)]
+    exec: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+    #[serde(default)]
+    protected: Vec<Spanned<String>>,
+    network: Option<Spanned<toml::Value>>,
+    best_effort: Option<bool>,
+    namespaces: Option<bool>,
+    private_tmp: Option<bool>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    env: RawEnv,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    timeout: Option<Spanned<toml::Value>>,
+    cpu: Option<Spanned<toml::Value>>,
+    memory: Option<Spanned<toml::Value>>,
+    pids: Option<Spanned<toml::Value>>,
+    open_files: Option<Spanned<toml::Value>>,
+    file_size: Option<Spanned<toml::Value>>,
+    output: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEnv {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    set: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    scrub: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    id: Spanned<String>,
+    effect: Spanned<String>,
+    reason: Spanned<String>,
+    tools: Option<Vec<Spanned<String>>>,
+    command: Option<Spanned<toml::Value>>,
+    path: Option<Vec<Spanned<String>>>,
+}
+
+/// A raw policy with the file each part came from (for error positions after merging).
+struct Sourced<T> {
+    value: T,
+    file: String,
+    text: String,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> PolicyError {
+        let (line, column) = line_col(self.text, span.start);
+        PolicyError::Invalid {
+            file: self.file.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(offset, |i| offset - i - 1) + 1;
+    (line, col)
+}
+
+// ---------- loading and merging ----------
+
+pub(super) fn load(
+    text: &str,
+    file: &str,
+    default_name: &str,
+    dir: Option<&Path>,
+    depth: usize,
+) -> Result<Policy, PolicyError> {
+    let chain = load_chain(text, file, dir, depth)?;
+    compile(chain, default_name, file)
+}
+
+/// Returns the `extends` chain, root first.
+fn load_chain(
+    text: &str,
+    file: &str,
+    dir: Option<&Path>,
+    depth: usize,
+) -> Result<Vec<Sourced<RawPolicy>>, PolicyError> {
+    if depth > 8 {
+        return Err(PolicyError::ExtendsTooDeep(file.to_string()));
+    }
+    let raw: RawPolicy = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+        PolicyError::Invalid {
+            file: file.to_string(),
+            line,
+            column,
+            message: e.message().trim().to_string(),
+        }
+    })?;
+    let mut chain = Vec::new();
+    if let Some(parent) = &raw.extends {
+        let spec = parent.get_ref();
+        let ctx = Ctx { file, text };
+        if spec.contains('/') || spec.ends_with(".toml") {
+            let p = match dir {
+                Some(d) if !Path::new(spec).is_absolute() => d.join(spec),
+                _ => Path::new(spec).to_path_buf(),
+            };
+            let ptext = std::fs::read_to_string(&p).map_err(|e| {
+                ctx.err(
+                    parent.span(),
+                    format!("cannot read `extends` file {}: {e}", p.display()),
+                )
+            })?;
+            chain = load_chain(&ptext, &p.display().to_string(), p.parent(), depth + 1)?;
+        } else {
+            let Some((_, ptext)) = super::BUILTINS.iter().find(|(n, _)| n == spec) else {
+                return Err(ctx.err(
+                    parent.span(),
+                    format!("`extends = \"{spec}\"`: no such built-in policy (strict, standard, permissive) and not a path"),
+                ));
+            };
+            chain = load_chain(ptext, &format!("builtin:{spec}"), None, depth + 1)?;
+        }
+    }
+    chain.push(Sourced {
+        value: raw,
+        file: file.to_string(),
+        text: text.to_string(),
+    });
+    Ok(chain)
+}
+
+const VARS: [&str; 3] = ["WORKSPACE", "HOME", "TMPDIR"];
+
+fn check_path(ctx: &Ctx, s: &Spanned<String>, relative_ok: bool) -> Result<String, PolicyError> {
+    let p = s.get_ref();
+    let mut rest = p.as_str();
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(ctx.err(s.span(), format!("`{p}`: unterminated `${{`")));
+        };
+        let var = &after[..end];
+        if !VARS.contains(&var) {
+            return Err(ctx.err(
+                s.span(),
+                format!("`{p}`: unknown variable `${{{var}}}`; use ${{WORKSPACE}}, ${{HOME}} or ${{TMPDIR}}"),
+            ));
+        }
+        rest = &after[end + 1..];
+    }
+    let absolute = p.starts_with('/') || p.starts_with("${") || p == "~" || p.starts_with("~/");
+    if !absolute && !relative_ok {
+        return Err(ctx.err(
+            s.span(),
+            format!("`{p}`: sandbox paths must be absolute or start with ${{WORKSPACE}}, ${{HOME}}, ${{TMPDIR}} or ~"),
+        ));
+    }
+    if p.is_empty() {
+        return Err(ctx.err(s.span(), "empty path"));
+    }
+    // Globs are allowed in the last component of deny/protected paths; check they compile.
+    GlobBuilder::new(p)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| ctx.err(s.span(), format!("bad glob `{p}`: {e}")))?;
+    Ok(p.clone())
+}
+
+fn parse_size(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
+    let bad = || {
+        ctx.err(
+            v.span(),
+            format!("`{what}`: expected a positive size (an integer in bytes or a string like \"512MiB\", \"2GiB\")"),
+        )
+    };
+    match v.get_ref() {
+        toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
+        toml::Value::String(s) => {
+            let s = s.trim();
+            let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+            let (num, unit) = s.split_at(split);
+            let n: u64 = num.parse().map_err(|_| bad())?;
+            let mult: u64 = match unit.trim() {
+                "" | "B" => 1,
+                "K" | "KB" | "KiB" | "k" => 1 << 10,
+                "M" | "MB" | "MiB" => 1 << 20,
+                "G" | "GB" | "GiB" => 1 << 30,
+                "T" | "TB" | "TiB" => 1 << 40,
+                _ => return Err(bad()),
+            };
+            match n.checked_mul(mult) {
+                Some(v) if v > 0 => Ok(v),
+                _ => Err(bad()),
+            }
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn parse_duration(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
+    let bad = || {
+        ctx.err(
+            v.span(),
+            format!("`{what}`: expected a positive duration (seconds as an integer, or \"30s\", \"10m\", \"1h\")"),
+        )
+    };
+    match v.get_ref() {
+        toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
+        toml::Value::String(s) => {
+            let s = s.trim();
+            let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+            let (num, unit) = s.split_at(split);
+            let n: u64 = num.parse().map_err(|_| bad())?;
+            let mult = match unit {
+                "" | "s" => 1,
+                "m" => 60,
+                "h" => 3600,
+                _ => return Err(bad()),
+            };
+            match n.checked_mul(mult) {
+                Some(v) if v > 0 => Ok(v),
+                _ => Err(bad()),
+            }
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn parse_count(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
+    match v.get_ref() {
+        toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
+        _ => Err(ctx.err(v.span(), format!("`{what}`: expected a positive integer"))),
+    }
+}
+
+fn parse_effect(ctx: &Ctx, v: &Spanned<String>, what: &str) -> Result<Effect, PolicyError> {
+    match v.get_ref().as_str() {
+        "allow" => Ok(Effect::Allow),
+        "ask" => Ok(Effect::Ask),
+        "deny" => Ok(Effect::Deny),
+        other => Err(ctx.err(
+            v.span(),
+            format!("`{what} = \"{other}\"`: expected \"allow\", \"ask\" or \"deny\""),
+        )),
+    }
+}
+
+fn compile(
+    chain: Vec<Sourced<RawPolicy>>,
+    default_name: &str,
+    file: &str,
+) -> Result<Policy, PolicyError> {
+    let mut name = default_name.to_string();
+    let mut description = String::new();
+    let mut unanalysable = Effect::Deny;
+    let mut rules: Vec<Rule> = Vec::new();
+    let mut sb = SandboxProfile {
+        read: vec![],
+        write: vec![],
+        exec: vec![],
+        deny: vec![],
+        protected: vec![],
+        network: Network::None,
+        best_effort: false,
+        namespaces: true,
+        private_tmp: true,
+        limits: Limits::default(),
+        env_allow: vec![],
+        env_set: BTreeMap::new(),
+        env_scrub: vec![],
+    };
+    let last = chain.len().saturating_sub(1);
+    for (idx, src) in chain.iter().enumerate() {
+        let ctx = Ctx {
+            file: &src.file,
+            text: &src.text,
+        };
+        let raw = &src.value;
+        if idx == last {
+            if let Some(n) = &raw.name {
+                name = n.clone();
+            }
+        }
+        if let Some(d) = &raw.description {
+            description = d.clone();
+        }
+        if let Some(u) = &raw.unanalysable {
+            unanalysable = parse_effect(&ctx, u, "unanalysable")?;
+        }
+        let s = &raw.sandbox;
+        for (list, out, rel) in [
+            (&s.read, &mut sb.read, false),
+            (&s.write, &mut sb.write, false),
+            (&s.exec, &mut sb.exec, false),
+            (&s.deny, &mut sb.deny, false),
+            (&s.protected, &mut sb.protected, true),
+        ] {
+            for p in list {
+                out.push(check_path(&ctx, p, rel)?);
+            }
+        }
+        if let Some(n) = &s.network {
+            sb.network = match n.get_ref() {
+                toml::Value::String(m) if m == "none" => Network::None,
+                toml::Value::String(m) if m == "loopback" => Network::Loopback,
+                toml::Value::Table(t) if t.len() == 1 && t.contains_key("connect_tcp") => {
+                    let ports =
+                        t.get("connect_tcp")
+                            .and_then(|v| v.as_array())
+                            .ok_or_else(|| {
+                                ctx.err(n.span(), "`connect_tcp` must be an array of ports")
+                            })?;
+                    let mut out = Vec::new();
+                    for p in ports {
+                        match p.as_integer() {
+                            Some(i) if (1..=65535).contains(&i) => out.push(i as u16),
+                            _ => {
+                                return Err(ctx.err(
+                                    n.span(),
+                                    format!("`connect_tcp`: `{p}` is not a TCP port (1-65535)"),
+                                ));
+                            }
+                        }
+                    }
+                    Network::ConnectTcp(out)
+                }
+                _ => {
+                    return Err(ctx.err(
+                        n.span(),
+                        "`network`: expected \"none\", \"loopback\" or { connect_tcp = [ports] }",
+                    ));
+                }
+            };
+        }
+        if let Some(b) = s.best_effort {
+            sb.best_effort = b;
+        }
+        if let Some(b) = s.namespaces {
+            sb.namespaces = b;
+        }
+        if let Some(b) = s.private_tmp {
+            sb.private_tmp = b;
+        }
+        let l = &s.limits;
+        if let Some(v) = &l.timeout {
+            sb.limits.timeout = Some(Duration::from_secs(parse_duration(
+                &ctx,
+                v,
+                "limits.timeout",
+            )?));
+        }
+        if let Some(v) = &l.cpu {
+            sb.limits.cpu = Some(parse_duration(&ctx, v, "limits.cpu")?);
+        }
+        if let Some(v) = &l.memory {
+            sb.limits.memory = Some(parse_size(&ctx, v, "limits.memory")?);
+        }
+        if let Some(v) = &l.pids {
+            sb.limits.pids = Some(parse_count(&ctx, v, "limits.pids")?);
+        }
+        if let Some(v) = &l.open_files {
+            sb.limits.open_files = Some(parse_count(&ctx, v, "limits.open_files")?);
+        }
+        if let Some(v) = &l.file_size {
+            sb.limits.file_size = Some(parse_size(&ctx, v, "limits.file_size")?);
+        }
+        if let Some(v) = &l.output {
+            sb.limits.output = Some(parse_size(&ctx, v, "limits.output")?);
+        }
+        for a in s.env.allow.iter().chain(&s.env.scrub) {
+            globset::Glob::new(a.get_ref()).map_err(|e| {
+                ctx.err(a.span(), format!("bad env pattern `{}`: {e}", a.get_ref()))
+            })?;
+        }
+        sb.env_allow
+            .extend(s.env.allow.iter().map(|a| a.get_ref().clone()));
+        sb.env_scrub
+            .extend(s.env.scrub.iter().map(|a| a.get_ref().clone()));
+        for (k, v) in &s.env.set {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(ctx.err(v.span(), format!("`env.set`: `{k}` is not a variable name")));
+            }
+            sb.env_set.insert(k.clone(), v.get_ref().clone());
+        }
+        for r in &raw.rules {
+            rules.push(compile_rule(&ctx, r)?);
+        }
+    }
+    // Rule ids are unique across the whole chain.
+    for (i, r) in rules.iter().enumerate() {
+        if rules[..i].iter().any(|o| o.id == r.id) {
+            return Err(PolicyError::Invalid {
+                file: file.to_string(),
+                line: 1,
+                column: 1,
+                message: format!(
+                    "rule id `{}` is defined twice (ids must be unique, also across `extends`)",
+                    r.id
+                ),
+            });
+        }
+    }
+    Ok(Policy {
+        name,
+        source: file.to_string(),
+        description,
+        unanalysable,
+        rules,
+        sandbox: sb,
+    })
+}
+
+fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
+    let rr = r.get_ref();
+    let id = rr.id.get_ref().trim().to_string();
+    if id.is_empty() || id == "default-deny" || id == "unanalysable" {
+        return Err(ctx.err(
+            rr.id.span(),
+            "rule `id` must be non-empty and not a reserved id (default-deny, unanalysable)",
+        ));
+    }
+    let effect = parse_effect(ctx, &rr.effect, "effect")?;
+    let reason = rr.reason.get_ref().trim().to_string();
+    if reason.is_empty() {
+        return Err(ctx.err(
+            rr.reason.span(),
+            format!("rule `{id}`: `reason` must say why (it is shown to users)"),
+        ));
+    }
+    let mut tools = Vec::new();
+    for t in rr.tools.iter().flatten() {
+        match Tool::from_name(t.get_ref()) {
+            Some(tool) => tools.push(tool),
+            None => {
+                return Err(ctx.err(
+                    t.span(),
+                    format!(
+                        "rule `{id}`: unknown tool `{}`; tools are {}",
+                        t.get_ref(),
+                        Tool::ALL.map(Tool::name).join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    let commands = match &rr.command {
+        None => None,
+        Some(c) => {
+            let bad = |m: &str| ctx.err(c.span(), format!("rule `{id}`: `command` {m}"));
+            let arr = c
+                .get_ref()
+                .as_array()
+                .ok_or_else(|| bad("must be an array of strings, or an array of such arrays"))?;
+            if arr.is_empty() {
+                return Err(bad("is empty"));
+            }
+            let pats: Vec<Vec<String>> = if arr.iter().all(|v| v.is_str()) {
+                vec![
+                    arr.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect(),
+                ]
+            } else if arr.iter().all(|v| v.is_array()) {
+                let mut out = Vec::new();
+                for v in arr {
+                    let inner = v.as_array().map(|a| a.as_slice()).unwrap_or(&[]);
+                    if !inner.iter().all(|x| x.is_str()) {
+                        return Err(bad("patterns must contain only strings"));
+                    }
+                    out.push(
+                        inner
+                            .iter()
+                            .filter_map(|x| x.as_str().map(String::from))
+                            .collect(),
+                    );
+                }
+                out
+            } else {
+                return Err(bad(
+                    "must be an array of strings, or an array of such arrays",
+                ));
+            };
+            let mut compiled = Vec::new();
+            for p in &pats {
+                compiled.push(CommandPattern::compile(p).map_err(|e| bad(&e))?);
+            }
+            if !tools.is_empty() && !tools.contains(&Tool::Exec) {
+                return Err(bad(
+                    "applies only to the exec tool; add \"exec\" to `tools`",
+                ));
+            }
+            Some(compiled)
+        }
+    };
+    let paths = match &rr.path {
+        None => None,
+        Some(list) => {
+            let mut b = GlobSetBuilder::new();
+            let mut texts = Vec::new();
+            for p in list {
+                let g = GlobBuilder::new(p.get_ref())
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| {
+                        ctx.err(
+                            p.span(),
+                            format!("rule `{id}`: bad path glob `{}`: {e}", p.get_ref()),
+                        )
+                    })?;
+                if !p.get_ref().starts_with('/') && !p.get_ref().starts_with("**") {
+                    return Err(ctx.err(
+                        p.span(),
+                        format!(
+                            "rule `{id}`: path glob `{}` must be absolute (or start with **)",
+                            p.get_ref()
+                        ),
+                    ));
+                }
+                b.add(g);
+                texts.push(p.get_ref().clone());
+            }
+            let set = b
+                .build()
+                .map_err(|e| ctx.err(r.span(), format!("rule `{id}`: {e}")))?;
+            Some((set, texts))
+        }
+    };
+    Ok(Rule {
+        id,
+        effect,
+        reason,
+        tools,
+        commands,
+        paths,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_col;
+
+    #[test]
+    fn line_col_counts_from_one() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    }
+}

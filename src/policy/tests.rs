@@ -1,0 +1,286 @@
+use super::*;
+use crate::model::{Effect, Tool, ToolCall};
+
+fn env() -> ShellEnv {
+    ShellEnv {
+        home: "/home/u".into(),
+        cwd: "/w".into(),
+    }
+}
+
+fn exec(p: &Policy, argv: &[&str]) -> Decision {
+    let call = ToolCall {
+        tool: Tool::Exec,
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        paths: vec![],
+        cwd: "/w".into(),
+    };
+    p.evaluate(&call, &env())
+}
+
+const RM_POLICY: &str = r#"
+[[rule]]
+id = "allow-all"
+effect = "allow"
+tools = ["exec"]
+reason = "test"
+
+[[rule]]
+id = "no-rm-root"
+effect = "deny"
+tools = ["exec"]
+command = ["rm", "-rf", "/"]
+reason = "deletes the system"
+
+[[rule]]
+id = "ask-force-push"
+effect = "ask"
+command = ["git", "push", "--force*"]
+reason = "rewrites history"
+"#;
+
+fn rm_policy() -> Policy {
+    match Policy::from_str(RM_POLICY, "t.toml", "t", None) {
+        Ok(p) => p,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn flag_order_and_path_independence() {
+    let p = rm_policy();
+    for argv in [
+        vec!["rm", "-rf", "/"],
+        vec!["rm", "-fr", "/"],
+        vec!["rm", "-r", "-f", "/"],
+        vec!["/bin/rm", "-rf", "/"],
+        vec!["rm", "-R", "--force", "/"],
+        vec!["rm", "--recursive", "-f", "//"],
+        vec!["rm", "-rf", "/usr/.."],
+        vec!["rm", "-rf", "--", "/"],
+        vec!["rm", "-v", "-rf", "x", "/"],
+    ] {
+        let d = exec(&p, &argv);
+        assert_eq!(d.effect, Effect::Deny, "{argv:?}");
+        assert!(
+            d.rules
+                .iter()
+                .any(|r| r.id == "no-rm-root" && r.reason == "deletes the system")
+        );
+    }
+    for argv in [
+        vec!["rm", "-r", "/"],
+        vec!["rm", "-rf", "/tmp/x"],
+        vec!["rm", "-f", "/"],
+        vec!["ls", "-rf", "/"],
+    ] {
+        assert_eq!(exec(&p, &argv).effect, Effect::Allow, "{argv:?}");
+    }
+}
+
+#[test]
+fn shell_strings_check_every_simple_command() {
+    let p = rm_policy();
+    assert_eq!(exec(&p, &["sh", "-c", "ls; rm -rf /"]).effect, Effect::Deny);
+    assert_eq!(
+        exec(&p, &["bash", "-c", "echo x && rm -rf /"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(
+        exec(&p, &["sh", "-c", "true | (cd x; rm -fr /)"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(
+        exec(&p, &["sh", "-c", "echo $(rm -rf /)"]).effect,
+        Effect::Deny
+    );
+    // Unresolvable program: the strictest applicable rule.
+    let d = exec(&p, &["sh", "-c", "$(echo rm) -rf /"]);
+    assert_eq!(d.effect, Effect::Deny);
+    assert!(d.rules.iter().any(|r| r.id == "no-rm-root"));
+    // Unresolvable argument.
+    assert_eq!(
+        exec(&p, &["sh", "-c", "rm -rf $TARGET"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(exec(&p, &["sh", "-c", "ls; echo ok"]).effect, Effect::Allow);
+    assert_eq!(
+        exec(&p, &["sh", "-c", "git push origin main --force-with-lease"]).effect,
+        Effect::Ask
+    );
+}
+
+#[test]
+fn deny_beats_ask_beats_allow_and_default_denies() {
+    let p = rm_policy();
+    let d = exec(&p, &["sh", "-c", "git push --force; rm -rf /"]);
+    assert_eq!(d.effect, Effect::Deny);
+    let ids: Vec<&str> = d.rules.iter().map(|r| r.id.as_str()).collect();
+    assert!(
+        ids.contains(&"no-rm-root")
+            && ids.contains(&"ask-force-push")
+            && ids.contains(&"allow-all")
+    );
+
+    let empty = Policy::from_str("", "e.toml", "e", None).expect("empty policy parses");
+    let d = exec(&empty, &["ls"]);
+    assert_eq!(d.effect, Effect::Deny);
+    assert_eq!(d.rules[0].id, "default-deny");
+}
+
+#[test]
+fn unanalysable_falls_back_to_policy_setting() {
+    for (setting, want) in [
+        ("deny", Effect::Deny),
+        ("ask", Effect::Ask),
+        ("allow", Effect::Allow),
+    ] {
+        let text = format!("unanalysable = \"{setting}\"\n{RM_POLICY}");
+        let p = Policy::from_str(&text, "t.toml", "t", None).expect("parses");
+        let d = exec(&p, &["sh", "-c", "if then fi ("]);
+        assert_eq!(d.effect, want, "{setting}");
+        assert!(!d.unanalysable.is_empty());
+        assert!(d.rules.iter().any(|r| r.id == "unanalysable"));
+    }
+}
+
+#[test]
+fn builtins_load_and_every_rule_has_a_reason() {
+    for (name, _) in BUILTINS {
+        let p = Policy::builtin(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!p.rules.is_empty());
+        assert!(p.rules.iter().all(|r| !r.reason.is_empty()));
+    }
+}
+
+#[test]
+fn builtin_decisions() {
+    let strict = Policy::builtin("strict").expect("strict");
+    let standard = Policy::builtin("standard").expect("standard");
+    let permissive = Policy::builtin("permissive").expect("permissive");
+    assert_eq!(exec(&strict, &["ls", "-la"]).effect, Effect::Allow);
+    assert_eq!(exec(&strict, &["rm", "-rf", "build"]).effect, Effect::Deny);
+    assert_eq!(
+        exec(&strict, &["sh", "-c", "ls; rm -rf ~"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(
+        exec(&strict, &["git", "push", "--force"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(
+        exec(&strict, &["chmod", "+x", "tests.sh"]).effect,
+        Effect::Allow
+    );
+    assert_eq!(exec(&strict, &["chmod", "u+s", "x"]).effect, Effect::Deny);
+    assert_eq!(exec(&standard, &["rm", "-rf", "build"]).effect, Effect::Ask);
+    assert_eq!(exec(&standard, &["rm", "-rf", "/"]).effect, Effect::Deny);
+    assert_eq!(exec(&standard, &["rm", "-rf", "~"]).effect, Effect::Deny);
+    assert_eq!(
+        exec(&standard, &["bash", "-c", "rm -fr $HOME"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(
+        exec(&standard, &["git", "reset", "--hard"]).effect,
+        Effect::Ask
+    );
+    assert_eq!(exec(&standard, &["cargo", "test"]).effect, Effect::Allow);
+    assert_eq!(exec(&standard, &["sh"]).effect, Effect::Ask);
+    assert_eq!(exec(&permissive, &["rm", "-rf", "/"]).effect, Effect::Allow);
+}
+
+#[test]
+fn extends_appends_rules_and_overrides_scalars() {
+    let text = r#"
+extends = "strict"
+unanalysable = "ask"
+[sandbox]
+read = ["/srv/data"]
+[[rule]]
+id = "deny-python"
+effect = "deny"
+tools = ["exec"]
+command = ["python3"]
+reason = "no python here"
+"#;
+    let p = Policy::from_str(text, "mine.toml", "mine", None).expect("parses");
+    assert_eq!(p.unanalysable, Effect::Ask);
+    assert!(p.sandbox.read.contains(&"/usr".to_string()));
+    assert!(p.sandbox.read.contains(&"/srv/data".to_string()));
+    assert_eq!(exec(&p, &["python3", "-c", "1"]).effect, Effect::Deny);
+    assert_eq!(exec(&p, &["rm", "-rf", "x"]).effect, Effect::Deny);
+    assert_eq!(exec(&p, &["ls"]).effect, Effect::Allow);
+}
+
+fn err(text: &str) -> String {
+    match Policy::from_str(text, "bad.toml", "bad", None) {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn validation_errors_have_positions() {
+    let e = err("[[rule]]\nid = \"x\"\neffect = \"allow\"\n");
+    assert!(
+        e.starts_with("bad.toml:1:1:") && e.contains("reason"),
+        "{e}"
+    );
+    let e = err("[[rule]]\nid = \"x\"\neffect = \"maybe\"\nreason = \"r\"\n");
+    assert!(
+        e.starts_with("bad.toml:3:10:") && e.contains("\"allow\""),
+        "{e}"
+    );
+    let e = err("[sandbox]\nreed = [\"/\"]\n");
+    assert!(e.starts_with("bad.toml:2:1:") && e.contains("reed"), "{e}");
+    let e =
+        err("[[rule]]\nid = \"x\"\neffect = \"deny\"\nreason = \"r\"\ncommand = [\"rm\", \"[\"]\n");
+    assert!(e.starts_with("bad.toml:5:") && e.contains("glob"), "{e}");
+    let e = err("[[rule]]\nid = \"x\"\neffect = \"deny\"\nreason = \"  \"\n");
+    assert!(e.starts_with("bad.toml:4:") && e.contains("reason"), "{e}");
+    let e = err("[sandbox]\nread = [\"${NOPE}/x\"]\n");
+    assert!(e.starts_with("bad.toml:2:") && e.contains("NOPE"), "{e}");
+    let e = err("[sandbox]\nread = [\"relative/x\"]\n");
+    assert!(e.contains("absolute"), "{e}");
+    let e = err("[sandbox]\nnetwork = \"internet\"\n");
+    assert!(e.starts_with("bad.toml:2:11:"), "{e}");
+    let e = err("[sandbox.limits]\nmemory = \"lots\"\n");
+    assert!(e.starts_with("bad.toml:2:"), "{e}");
+    let e = err("[[rule]]\nid = \"x\"\neffect = \"deny\"\nreason = \"r\"\ntools = [\"exce\"]\n");
+    assert!(e.contains("unknown tool `exce`"), "{e}");
+    let e = err("extends = \"nope\"\n");
+    assert!(e.contains("no such built-in"), "{e}");
+    let e = err(
+        "[[rule]]\nid = \"a\"\neffect = \"deny\"\nreason = \"r\"\n[[rule]]\nid = \"a\"\neffect = \"deny\"\nreason = \"r\"\n",
+    );
+    assert!(e.contains("defined twice"), "{e}");
+    assert!(matches!(
+        Policy::load("nosuch"),
+        Err(PolicyError::UnknownName(_))
+    ));
+}
+
+#[test]
+fn limits_parse_units() {
+    let p = Policy::from_str(
+        "[sandbox.limits]\ntimeout = \"2m\"\nmemory = \"512MiB\"\nfile_size = 1024\npids = 10\n",
+        "l.toml",
+        "l",
+        None,
+    )
+    .expect("parses");
+    assert_eq!(
+        p.sandbox.limits.timeout,
+        Some(std::time::Duration::from_secs(120))
+    );
+    assert_eq!(p.sandbox.limits.memory, Some(512 << 20));
+    assert_eq!(p.sandbox.limits.file_size, Some(1024));
+    assert_eq!(p.sandbox.limits.pids, Some(10));
+}
+
+#[test]
+fn normalize_paths() {
+    assert_eq!(normalize("//"), "/");
+    assert_eq!(normalize("/a/./b/../c/"), "/a/c");
+    assert_eq!(normalize("/.."), "/");
+}
