@@ -1,1 +1,5 @@
-fn main() {}
+//! The `gateway` binary: parse → run → exit code; nothing else.
+
+fn main() -> std::process::ExitCode {
+    gateway::cli::main()
+}

@@ -11,7 +11,7 @@ mod schema;
 pub mod shell;
 
 pub use matcher::CommandPattern;
-pub use schema::{Limits, Network, SandboxProfile};
+pub use schema::{ALWAYS_SCRUB, Limits, Network, SandboxProfile};
 
 use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};
 use globset::GlobSet;

@@ -1,0 +1,564 @@
+//! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
+//! The only module that imports the others.
+
+use crate::model::{Decision, Effect, Tool, ToolCall};
+use crate::policy::shell::ShellEnv;
+use crate::policy::{self, Policy};
+use crate::sandbox::{self, EnforcementStatus, Outcome, SandboxError, Spec, Stdin, Stream};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Paths no child may read under any policy: credentials whose loss cannot be undone. The
+/// state directory is added at run time.
+pub const ALWAYS_DENY: &[&str] = &[
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "/etc/shadow",
+    "/etc/gshadow",
+];
+
+/// Why the broker could not run a call (beyond policy decisions).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The request itself is wrong (missing command, bad cwd, bad --env).
+    #[error("{0}")]
+    Usage(String),
+    /// The program was not found.
+    #[error("command not found: {program} (searched PATH={path})")]
+    NotFound {
+        /// What was asked for.
+        program: String,
+        /// The PATH searched.
+        path: String,
+    },
+    /// The policy is invalid.
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    /// The sandbox could not be set up or the program not executed.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Local I/O of the broker (temp dirs).
+    #[error("{what}: {source}")]
+    Io {
+        /// What.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// An exec request.
+pub struct ExecRequest<'a> {
+    /// argv.
+    pub argv: Vec<String>,
+    /// The workspace.
+    pub cwd: PathBuf,
+    /// The policy.
+    pub policy: &'a Policy,
+    /// Broker state directory (never reachable by children).
+    pub state_dir: PathBuf,
+    /// `--env K=V` additions.
+    pub env: Vec<(String, String)>,
+    /// Overrides the policy's timeout.
+    pub timeout: Option<Duration>,
+    /// stdin for the child.
+    pub stdin: Stdin,
+}
+
+/// The result of an exec request.
+#[derive(Debug, Serialize)]
+pub struct ExecResult {
+    /// The policy decision.
+    pub decision: Decision,
+    /// Whether it ran.
+    pub ran: bool,
+    /// For ask: whether a person approved.
+    pub approved: Option<bool>,
+    /// How it ended, if it ran.
+    pub outcome: Option<Outcome>,
+}
+
+/// The environment the analyser uses for `~`, `$HOME`, `$PWD`.
+pub fn shell_env(cwd: &Path) -> ShellEnv {
+    ShellEnv {
+        home: home().display().to_string(),
+        cwd: cwd.display().to_string(),
+    }
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"))
+}
+
+/// Canonical workspace, or a usage error.
+pub fn workspace(cwd: &Path) -> Result<PathBuf, BrokerError> {
+    let c = std::fs::canonicalize(cwd)
+        .map_err(|e| BrokerError::Usage(format!("--cwd {}: {e}", cwd.display())))?;
+    if !c.is_dir() {
+        return Err(BrokerError::Usage(format!(
+            "--cwd {}: not a directory",
+            cwd.display()
+        )));
+    }
+    Ok(c)
+}
+
+/// Decides an exec call.
+pub fn decide_exec(policy: &Policy, argv: &[String], ws: &Path) -> Decision {
+    let call = ToolCall {
+        tool: Tool::Exec,
+        argv: argv.to_vec(),
+        paths: vec![],
+        cwd: ws.to_path_buf(),
+    };
+    policy.evaluate(&call, &shell_env(ws))
+}
+
+struct Vars<'a> {
+    workspace: &'a Path,
+    home: PathBuf,
+    tmpdir: &'a Path,
+}
+
+impl Vars<'_> {
+    fn expand(&self, t: &str) -> String {
+        let mut s = t
+            .replace("${WORKSPACE}", &self.workspace.display().to_string())
+            .replace("${HOME}", &self.home.display().to_string())
+            .replace("${TMPDIR}", &self.tmpdir.display().to_string());
+        if s == "~" {
+            s = self.home.display().to_string();
+        } else if let Some(rest) = s.strip_prefix("~/") {
+            s = format!("{}/{rest}", self.home.display());
+        }
+        s
+    }
+}
+
+/// Expands a glob in the last component against the directory's entries; plain paths pass
+/// through (existing or not).
+fn expand_glob(p: &str) -> Vec<PathBuf> {
+    let path = Path::new(p);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !name.contains(['*', '?', '[']) {
+        return vec![path.to_path_buf()];
+    }
+    let (Some(dir), Ok(g)) = (path.parent(), Glob::new(&name)) else {
+        return vec![];
+    };
+    let m = g.compile_matcher();
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if m.is_match(e.file_name()) {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn globset(pats: &[String]) -> GlobSet {
+    let mut b = GlobSetBuilder::new();
+    for p in pats {
+        if let Ok(g) = Glob::new(p) {
+            b.add(g);
+        }
+    }
+    b.build().unwrap_or_else(|_| GlobSet::empty())
+}
+
+/// The sandbox a policy gives a run, before the program is known.
+#[derive(Debug, Serialize)]
+pub struct SandboxPlan {
+    /// Readable.
+    pub read: Vec<PathBuf>,
+    /// Writable.
+    pub write: Vec<PathBuf>,
+    /// Executable.
+    pub exec: Vec<PathBuf>,
+    /// Denied.
+    pub deny: Vec<PathBuf>,
+    /// Read-only in writable trees.
+    pub protected: Vec<PathBuf>,
+    /// Network.
+    pub network: sandbox::Network,
+    /// Limits.
+    pub limits: sandbox::Limits,
+    /// Environment passed to the child.
+    #[serde(serialize_with = "env_names")]
+    pub env: Vec<(OsString, OsString)>,
+    /// Namespaces requested.
+    pub namespaces: bool,
+    /// Best effort.
+    pub best_effort: bool,
+}
+
+fn env_names<S: serde::Serializer>(env: &[(OsString, OsString)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(env.iter().map(|(k, _)| k.to_string_lossy().into_owned()))
+}
+
+/// Builds the sandbox plan for a workspace. `tmpdir` is the private TMPDIR (or the global one).
+pub fn plan(
+    policy: &Policy,
+    ws: &Path,
+    state_dir: &Path,
+    tmpdir: &Path,
+    extra_env: &[(String, String)],
+) -> Result<SandboxPlan, BrokerError> {
+    let sb = &policy.sandbox;
+    let vars = Vars {
+        workspace: ws,
+        home: home(),
+        tmpdir,
+    };
+    let list = |v: &[String]| -> Vec<PathBuf> {
+        v.iter().map(|t| PathBuf::from(vars.expand(t))).collect()
+    };
+    let read = list(&sb.read);
+    let write = list(&sb.write);
+    let exec = list(&sb.exec);
+
+    let mut deny: Vec<PathBuf> = Vec::new();
+    for t in sb
+        .deny
+        .iter()
+        .map(String::as_str)
+        .chain(ALWAYS_DENY.iter().copied())
+    {
+        for p in expand_glob(&vars.expand(t)) {
+            if let Ok(c) = std::fs::canonicalize(&p)
+                && c != p
+            {
+                deny.push(c);
+            }
+            deny.push(p);
+        }
+    }
+    deny.push(state_dir.to_path_buf());
+    if let Ok(c) = std::fs::canonicalize(state_dir) {
+        deny.push(c);
+    }
+    deny.sort();
+    deny.dedup();
+
+    // The workspace is writable: it may not be /, nor contain a denied path or the state dir.
+    if ws == Path::new("/") {
+        return Err(BrokerError::Usage(
+            "the workspace (--cwd) is /: run from a project directory".into(),
+        ));
+    }
+    if let Some(d) = deny.iter().find(|d| d.starts_with(ws) || ws.starts_with(d)) {
+        return Err(BrokerError::Usage(format!(
+            "the workspace {} is not allowed: it contains or lies in {}, which policy `{}` never exposes; run from a project directory",
+            ws.display(),
+            d.display(),
+            policy.name
+        )));
+    }
+
+    let mut protected = Vec::new();
+    for t in &sb.protected {
+        let e = vars.expand(t);
+        if e.starts_with('/') {
+            protected.extend(expand_glob(&e).into_iter().filter(|p| p.exists()));
+        } else {
+            for w in &write {
+                if w.is_dir() && w.as_path() != Path::new("/") {
+                    protected.extend(
+                        expand_glob(&w.join(&e).display().to_string())
+                            .into_iter()
+                            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+                    );
+                } else if w.as_path() == Path::new("/") {
+                    // Writable `/` (permissive): protect in the workspace.
+                    protected.extend(
+                        expand_glob(&ws.join(&e).display().to_string())
+                            .into_iter()
+                            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+                    );
+                }
+            }
+        }
+    }
+    // Symlinked protected paths would bind their target; refuse to follow them.
+    protected.retain(|p| {
+        std::fs::symlink_metadata(p)
+            .map(|m| !m.file_type().is_symlink())
+            .unwrap_or(false)
+    });
+    protected.sort();
+    protected.dedup();
+
+    // Environment: allowlist minus always-scrubbed, then the policy's settings, then --env.
+    let allow = globset(&sb.env_allow);
+    let mut scrub_pats: Vec<String> = policy::ALWAYS_SCRUB.iter().map(|s| s.to_string()).collect();
+    scrub_pats.extend(sb.env_scrub.iter().cloned());
+    let scrub = globset(&scrub_pats);
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            allow.is_match(k.as_ref()) && !scrub.is_match(k.as_ref())
+        })
+        .collect();
+    let mut set = |k: &str, v: String| {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.into(), v.into()));
+    };
+    for (k, v) in &sb.env_set {
+        set(k, vars.expand(v));
+    }
+    for (k, v) in extra_env {
+        if scrub.is_match(k) {
+            return Err(BrokerError::Usage(format!(
+                "--env {k}: the name matches an always-scrubbed pattern (credentials, loader and shell-startup variables never reach the sandbox)"
+            )));
+        }
+        set(k, v.clone());
+    }
+    env.sort();
+
+    let limits = &sb.limits;
+    Ok(SandboxPlan {
+        read,
+        write,
+        exec,
+        deny,
+        protected,
+        network: match &sb.network {
+            policy::Network::None => sandbox::Network::None,
+            policy::Network::Loopback => sandbox::Network::Loopback,
+            policy::Network::ConnectTcp(p) => sandbox::Network::ConnectTcp(p.clone()),
+        },
+        limits: sandbox::Limits {
+            timeout: limits.timeout,
+            cpu: limits.cpu,
+            memory: limits.memory,
+            pids: limits.pids,
+            open_files: limits.open_files,
+            file_size: limits.file_size,
+            output: limits.output,
+        },
+        env,
+        namespaces: sb.namespaces,
+        best_effort: sb.best_effort,
+    })
+}
+
+/// Resolves the program like execvp: a name with `/` relative to `cwd`, else along PATH.
+fn resolve_program(
+    prog: &str,
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+) -> Result<PathBuf, BrokerError> {
+    if prog.is_empty() {
+        return Err(BrokerError::Usage("the command is empty".into()));
+    }
+    if prog.contains('/') {
+        let p = cwd.join(prog);
+        if p.exists() {
+            return Ok(p);
+        }
+        return Err(BrokerError::NotFound {
+            program: prog.into(),
+            path: "(not searched: the name contains /)".into(),
+        });
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let p = Path::new(dir).join(prog);
+        let p = if p.is_relative() { cwd.join(p) } else { p };
+        if let Ok(m) = std::fs::metadata(&p)
+            && m.is_file()
+        {
+            return Ok(p);
+        }
+    }
+    Err(BrokerError::NotFound {
+        program: prog.into(),
+        path,
+    })
+}
+
+/// A private TMPDIR, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, BrokerError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        for i in 0..100u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let p = base.join(format!("gateway-{}-{nanos:x}-{i}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+                Ok(()) => {
+                    let c = std::fs::canonicalize(&p).unwrap_or(p);
+                    return Ok(TempDir(c));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(BrokerError::Io {
+                        what: format!("creating a private TMPDIR in {}", base.display()),
+                        source: e,
+                    });
+                }
+            }
+        }
+        Err(BrokerError::Io {
+            what: "creating a private TMPDIR".into(),
+            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs an exec request. `ask` is called for an `ask` decision and returns whether a person
+/// approved; `sink` receives output as it arrives.
+pub fn exec(
+    req: ExecRequest<'_>,
+    ask: &mut dyn FnMut(&Decision) -> bool,
+    sink: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<ExecResult, BrokerError> {
+    if req.argv.is_empty() {
+        return Err(BrokerError::Usage(
+            "missing command: gateway exec -- CMD [ARGS...]".into(),
+        ));
+    }
+    let ws = workspace(&req.cwd)?;
+    let decision = decide_exec(req.policy, &req.argv, &ws);
+    let mut approved = None;
+    match decision.effect {
+        Effect::Deny => {
+            return Ok(ExecResult {
+                decision,
+                ran: false,
+                approved,
+                outcome: None,
+            });
+        }
+        Effect::Ask => {
+            let ok = ask(&decision);
+            approved = Some(ok);
+            if !ok {
+                return Ok(ExecResult {
+                    decision,
+                    ran: false,
+                    approved,
+                    outcome: None,
+                });
+            }
+        }
+        Effect::Allow => {}
+    }
+    let private = req.policy.sandbox.private_tmp;
+    let tmp = if private { Some(TempDir::new()?) } else { None };
+    let tmpdir = match &tmp {
+        Some(t) => t.0.clone(),
+        None => std::env::temp_dir(),
+    };
+    let plan = plan(req.policy, &ws, &req.state_dir, &tmpdir, &req.env)?;
+    let program = resolve_program(&req.argv[0], &ws, &plan.env)?;
+    let mut limits = plan.limits;
+    if let Some(t) = req.timeout {
+        limits.timeout = Some(t);
+    }
+    let spec = Spec {
+        program,
+        argv: req.argv.iter().map(OsString::from).collect(),
+        env: plan.env,
+        cwd: ws,
+        read: plan.read,
+        write: plan.write,
+        exec: plan.exec,
+        deny: plan.deny,
+        protected: plan.protected,
+        network: plan.network,
+        limits,
+        namespaces: plan.namespaces,
+        best_effort: plan.best_effort,
+        stdin: req.stdin,
+    };
+    let outcome = sandbox::run(&spec, sink)?;
+    drop(tmp);
+    Ok(ExecResult {
+        decision,
+        ran: true,
+        approved,
+        outcome: Some(outcome),
+    })
+}
+
+/// What `policy explain` shows.
+#[derive(Debug, Serialize)]
+pub struct Explanation {
+    /// Policy name.
+    pub policy: String,
+    /// The decision.
+    pub decision: Decision,
+    /// The sandbox that would apply.
+    pub sandbox: SandboxPlan,
+    /// The kernel's landlock ABI.
+    pub landlock_abi: i32,
+}
+
+/// Explains what would happen to a command, without running it.
+pub fn explain(
+    policy: &Policy,
+    argv: &[String],
+    cwd: &Path,
+    state_dir: &Path,
+) -> Result<Explanation, BrokerError> {
+    let ws = workspace(cwd)?;
+    let decision = decide_exec(policy, argv, &ws);
+    let tmp = if policy.sandbox.private_tmp {
+        std::env::temp_dir().join("gateway-<per-invocation>")
+    } else {
+        std::env::temp_dir()
+    };
+    let sandbox = plan(policy, &ws, state_dir, &tmp, &[])?;
+    Ok(Explanation {
+        policy: policy.name.clone(),
+        decision,
+        sandbox,
+        landlock_abi: sandbox::landlock_abi(),
+    })
+}
+
+/// Summary of enforcement for human output.
+pub fn enforcement_summary(e: &EnforcementStatus) -> String {
+    let mut parts = vec![format!(
+        "landlock abi {} (fs {}, net {}, scoped {})",
+        e.landlock.abi, e.landlock.fs, e.landlock.net, e.landlock.scoped
+    )];
+    parts.push(format!("seccomp {}", e.seccomp));
+    parts.push(format!("caps dropped {}", e.capabilities_dropped));
+    parts.push(format!(
+        "namespaces pid {} mnt {} ipc {} net {}",
+        e.pid_namespace, e.mount_namespace, e.ipc_namespace, e.net_namespace
+    ));
+    parts.join("; ")
+}

@@ -1,0 +1,452 @@
+//! Command line: clap definitions, human and `--json` output. Calls the broker only.
+
+use crate::broker::{self, BrokerError, ExecRequest};
+use crate::model::{Decision, Effect};
+use crate::policy::{self, Policy};
+use crate::sandbox::{SandboxError, Stdin, Stream};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
+/// command was killed by signal N.
+pub mod exit {
+    /// Denied by policy.
+    pub const DENIED: u8 = 120;
+    /// `ask` and nobody approved (no terminal, or the answer was no).
+    pub const NOT_APPROVED: u8 = 121;
+    /// Bad usage: unknown option, missing command, bad --cwd or --env.
+    pub const USAGE: u8 = 122;
+    /// The policy is invalid or unknown.
+    pub const POLICY: u8 = 123;
+    /// The timeout expired; the sandbox was killed.
+    pub const TIMEOUT: u8 = 124;
+    /// The sandbox could not be set up (e.g. no landlock and not best-effort).
+    pub const SANDBOX: u8 = 125;
+    /// The program exists but cannot be executed.
+    pub const NOT_EXECUTABLE: u8 = 126;
+    /// The program was not found.
+    pub const NOT_FOUND: u8 = 127;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gateway",
+    version,
+    about = "Run agents' commands confined by policy, landlock and seccomp"
+)]
+struct Cli {
+    /// Broker state directory (audit log, keys, backups); never reachable by sandboxed commands.
+    #[arg(long, global = true, env = "GATEWAY_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Policy: a built-in name (strict, standard, permissive) or a path to a TOML file.
+    #[arg(
+        long,
+        global = true,
+        env = "GATEWAY_POLICY",
+        default_value = "standard",
+        value_name = "NAME|PATH"
+    )]
+    policy: String,
+    /// The workspace (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Print one JSON object instead of human output.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run a command confined by the policy's sandbox.
+    Exec {
+        /// Wall-clock limit in seconds (overrides the policy).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+        /// Set an environment variable in the sandbox (repeatable).
+        #[arg(long = "env", value_name = "K=V")]
+        env: Vec<String>,
+        /// The command and its arguments.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<String>,
+    },
+    /// Inspect policies.
+    Policy {
+        #[command(subcommand)]
+        cmd: PolicyCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PolicyCmd {
+    /// Validate a policy file.
+    Check {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Show the decision, the matching rules and the sandbox for a command, without running it.
+    Explain {
+        /// The command.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<String>,
+    },
+    /// List the built-in policies.
+    List,
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("gateway: {msg}");
+    ExitCode::from(code)
+}
+
+fn state_dir(cli: &Cli) -> PathBuf {
+    if let Some(d) = &cli.state_dir {
+        return std::path::absolute(d).unwrap_or_else(|_| d.clone());
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("gateway");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    PathBuf::from(home).join(".local/state/gateway")
+}
+
+/// Parses arguments, runs, and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => ExitCode::SUCCESS,
+                _ => ExitCode::from(exit::USAGE),
+            };
+        }
+    };
+    match &cli.cmd {
+        Cmd::Policy {
+            cmd: PolicyCmd::List,
+        } => policy_list(&cli),
+        Cmd::Policy {
+            cmd: PolicyCmd::Check { file },
+        } => match Policy::load_file(file) {
+            Ok(p) => {
+                if cli.json {
+                    println!(
+                        "{}",
+                        json!({"ok": true, "policy": p.name, "rules": p.rules.len()})
+                    );
+                } else {
+                    println!(
+                        "{}: ok ({} rules, extends resolved)",
+                        file.display(),
+                        p.rules.len()
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                if cli.json {
+                    println!("{}", json!({"ok": false, "error": e.to_string()}));
+                }
+                fail(exit::POLICY, e)
+            }
+        },
+        Cmd::Policy {
+            cmd: PolicyCmd::Explain { command },
+        } => {
+            let policy = match Policy::load(&cli.policy) {
+                Ok(p) => p,
+                Err(e) => return fail(exit::POLICY, e),
+            };
+            let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+            match broker::explain(&policy, command, &cwd, &state_dir(&cli)) {
+                Ok(x) => {
+                    if cli.json {
+                        println!("{}", serde_json::to_string_pretty(&x).unwrap_or_default());
+                    } else {
+                        print_explanation(&x);
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => broker_error(e),
+            }
+        }
+        Cmd::Exec {
+            timeout,
+            env,
+            command,
+        } => run_exec(&cli, *timeout, env, command),
+    }
+}
+
+fn policy_list(cli: &Cli) -> ExitCode {
+    let mut rows = Vec::new();
+    for (name, _) in policy::BUILTINS {
+        match Policy::builtin(name) {
+            Ok(p) => rows.push((name, p.description, p.rules.len())),
+            Err(e) => return fail(exit::POLICY, e),
+        }
+    }
+    if cli.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, d, r)| json!({"name": n, "description": d, "rules": r}))
+            .collect();
+        println!("{}", serde_json::Value::Array(v));
+    } else {
+        for (n, d, r) in rows {
+            println!("{n:<11} {r:>2} rules  {d}");
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn print_explanation(x: &broker::Explanation) {
+    let d = &x.decision;
+    println!("policy:    {}", x.policy);
+    println!("decision:  {}", d.effect);
+    for c in &d.commands {
+        println!("command:   {c}");
+    }
+    for r in &d.rules {
+        println!(
+            "  {:<5} {:<28} {}  [{}]",
+            r.effect, r.id, r.reason, r.subject
+        );
+    }
+    for u in &d.unanalysable {
+        println!("unanalysable: {u}");
+    }
+    let s = &x.sandbox;
+    let show = |name: &str, v: &[PathBuf]| {
+        let items: Vec<String> = v.iter().map(|p| p.display().to_string()).collect();
+        println!("{name:<10} {}", items.join(" "));
+    };
+    println!("sandbox (landlock ABI {}):", x.landlock_abi);
+    show("  read", &s.read);
+    show("  write", &s.write);
+    show("  exec", &s.exec);
+    show("  deny", &s.deny);
+    show("  protected", &s.protected);
+    println!("  network    {:?}", s.network);
+    println!("  limits     {:?}", s.limits);
+    let names: Vec<String> = s
+        .env
+        .iter()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    println!("  env        {}", names.join(" "));
+}
+
+fn rules_text(d: &Decision) -> String {
+    let mut s = String::new();
+    for r in d.rules.iter().filter(|r| r.effect == d.effect) {
+        s.push_str(&format!(
+            "\n  rule {} ({}): {}  [{}]",
+            r.id, r.effect, r.reason, r.subject
+        ));
+    }
+    s
+}
+
+/// Asks on the terminal. Without one, answers no.
+fn tty_ask(d: &Decision) -> bool {
+    if !crate::sandbox::stdin_is_tty() {
+        return false;
+    }
+    let Ok(mut tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return false;
+    };
+    let _ = write!(
+        tty,
+        "gateway: this command needs approval:{}\nRun it? [y/N] ",
+        rules_text(d)
+    );
+    let _ = tty.flush();
+    let mut line = String::new();
+    let mut r = std::io::BufReader::new(tty);
+    if r.read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+fn broker_error(e: BrokerError) -> ExitCode {
+    let code = match &e {
+        BrokerError::Usage(_) => exit::USAGE,
+        BrokerError::NotFound { .. } => exit::NOT_FOUND,
+        BrokerError::Policy(_) => exit::POLICY,
+        BrokerError::Sandbox(SandboxError::Exec { source, .. }) => {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::NOT_EXECUTABLE
+            }
+        }
+        BrokerError::Sandbox(_) | BrokerError::Io { .. } => exit::SANDBOX,
+    };
+    fail(code, e)
+}
+
+fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String]) -> ExitCode {
+    let policy = match Policy::load(&cli.policy) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    let timeout = match timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return fail(
+                exit::USAGE,
+                format!("--timeout {t}: must be a positive number of seconds"),
+            );
+        }
+    };
+    let mut env_pairs = Vec::new();
+    for kv in env {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => env_pairs.push((k.to_string(), v.to_string())),
+            _ => return fail(exit::USAGE, format!("--env {kv}: expected NAME=VALUE")),
+        }
+    }
+    let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+    let req = ExecRequest {
+        argv: command.to_vec(),
+        cwd,
+        policy: &policy,
+        state_dir: state_dir(cli),
+        env: env_pairs,
+        timeout,
+        stdin: Stdin::Inherit,
+    };
+    let json = cli.json;
+    let mut out_buf = Vec::new();
+    let mut err_buf = Vec::new();
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut sink = |s: Stream, b: &[u8]| {
+        if json {
+            match s {
+                Stream::Stdout => out_buf.extend_from_slice(b),
+                Stream::Stderr => err_buf.extend_from_slice(b),
+            }
+        } else {
+            let _ = match s {
+                Stream::Stdout => {
+                    let mut o = stdout.lock();
+                    o.write_all(b).and_then(|_| o.flush())
+                }
+                Stream::Stderr => {
+                    let mut o = stderr.lock();
+                    o.write_all(b).and_then(|_| o.flush())
+                }
+            };
+        }
+    };
+    let mut ask = tty_ask;
+    let res = broker::exec(req, &mut ask, &mut sink);
+    let res = match res {
+        Ok(r) => r,
+        Err(e) => {
+            if json {
+                println!("{}", json!({"error": e.to_string()}));
+            }
+            return broker_error(e);
+        }
+    };
+    let d = &res.decision;
+    let code: u8 = match (&res.outcome, d.effect, res.approved) {
+        (None, Effect::Deny, _) => {
+            if !json {
+                eprintln!(
+                    "gateway: denied by policy `{}`: {}{}",
+                    policy.name,
+                    command.join(" "),
+                    rules_text(d)
+                );
+            }
+            exit::DENIED
+        }
+        (None, _, _) => {
+            if !json {
+                eprintln!(
+                    "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain -- {})",
+                    if crate::sandbox::stdin_is_tty() {
+                        "it was not approved"
+                    } else {
+                        "there is no terminal to ask on"
+                    },
+                    rules_text(d),
+                    command.join(" ")
+                );
+            }
+            exit::NOT_APPROVED
+        }
+        (Some(o), _, _) => {
+            if o.timed_out {
+                if !json {
+                    eprintln!(
+                        "gateway: timed out after {:.1}s; the sandbox and every process in it were killed",
+                        o.duration.as_secs_f64()
+                    );
+                }
+                exit::TIMEOUT
+            } else if o.output_limit_exceeded {
+                if !json {
+                    eprintln!(
+                        "gateway: output exceeded the policy's limit; the sandbox was killed"
+                    );
+                }
+                128 + libc::SIGKILL as u8
+            } else if let Some(c) = o.exit_code {
+                c as u8
+            } else {
+                128u8.saturating_add(o.signal.unwrap_or(0) as u8)
+            }
+        }
+    };
+    if json {
+        let o = res.outcome.as_ref();
+        let v = json!({
+            "decision": d.effect,
+            "rules": d.rules,
+            "commands": d.commands,
+            "unanalysable": d.unanalysable,
+            "ran": res.ran,
+            "approved": res.approved,
+            "exit_code": o.and_then(|o| o.exit_code),
+            "signal": o.and_then(|o| o.signal),
+            "timed_out": o.map(|o| o.timed_out).unwrap_or(false),
+            "output_limit_exceeded": o.map(|o| o.output_limit_exceeded).unwrap_or(false),
+            "duration_ms": o.map(|o| o.duration.as_secs_f64() * 1000.0),
+            "enforcement": o.map(|o| &o.enforcement),
+            "stdout": String::from_utf8_lossy(&out_buf),
+            "stderr": String::from_utf8_lossy(&err_buf),
+        });
+        println!("{v}");
+    }
+    ExitCode::from(code)
+}

@@ -1,0 +1,167 @@
+//! The landlock ruleset, built in the parent with the `landlock` crate (the child only calls
+//! `landlock_restrict_self` on the resulting fd).
+//!
+//! Landlock grants access to whole hierarchies and cannot subtract. To allow a tree except some
+//! denied paths inside it, the tree is enumerated along the way to each denied path: every
+//! ancestor gets only `ReadDir` (its entries can be listed), and every sibling that does not
+//! lead to a denied path gets the full rights. Symlinks met during enumeration are skipped (a
+//! rule on a symlink would apply to its target); access through them is decided by the
+//! target's own rules.
+
+use super::{LandlockStatus, Network, SandboxError, Spec};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+/// Most entries enumerated around denied paths before giving up (fail closed).
+const MAX_ENUMERATED: usize = 20_000;
+
+fn read_rights() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+pub(crate) fn build(
+    spec: &Spec,
+    kernel_abi: i32,
+) -> Result<(Option<OwnedFd>, LandlockStatus), SandboxError> {
+    let abi = ABI::from(kernel_abi);
+    let mut status = LandlockStatus {
+        abi: kernel_abi.max(0) as u32,
+        ..LandlockStatus::default()
+    };
+    if kernel_abi <= 0 {
+        return Ok((None, status));
+    }
+    let level = if spec.best_effort {
+        CompatLevel::BestEffort
+    } else {
+        CompatLevel::HardRequirement
+    };
+    let err = |e: &dyn std::fmt::Display| SandboxError::Landlock(e.to_string());
+    let all = AccessFs::from_all(abi);
+    let mut rs = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(all)
+        .map_err(|e| err(&e))?;
+    let net_rules = kernel_abi >= 4 && !matches!(spec.network, Network::Loopback);
+    if net_rules {
+        rs = rs
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| err(&e))?;
+    }
+    let scoped = kernel_abi >= 6;
+    if scoped {
+        rs = rs
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(|e| err(&e))?;
+    }
+    let mut created = rs.create().map_err(|e| err(&e))?;
+
+    let exec_rights = read_rights() | AccessFs::Execute;
+    let mut count = 0usize;
+    for p in &spec.read {
+        add_tree(&mut created, p, read_rights(), &spec.deny, abi, &mut count)?;
+    }
+    for p in &spec.exec {
+        add_tree(&mut created, p, exec_rights, &spec.deny, abi, &mut count)?;
+    }
+    for p in &spec.write {
+        add_tree(&mut created, p, all, &spec.deny, abi, &mut count)?;
+    }
+    if net_rules && let Network::ConnectTcp(ports) = &spec.network {
+        for port in ports {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .map_err(|e| err(&e))?;
+        }
+    }
+    status.fs = true;
+    status.net = net_rules;
+    status.scoped = scoped;
+    status.rules = count;
+    let fd: Option<OwnedFd> = created.into();
+    Ok((fd, status))
+}
+
+fn add_tree(
+    rs: &mut RulesetCreated,
+    root: &Path,
+    rights: BitFlags<AccessFs>,
+    deny: &[PathBuf],
+    abi: ABI,
+    count: &mut usize,
+) -> Result<(), SandboxError> {
+    if deny.iter().any(|d| d == root) {
+        return Ok(());
+    }
+    let inner: Vec<PathBuf> = deny
+        .iter()
+        .filter(|d| d.starts_with(root) && d.as_path() != root)
+        .cloned()
+        .collect();
+    if inner.is_empty() {
+        return add_one(rs, root, rights, abi, count);
+    }
+    // Some denied path lies below: list-only here, recurse into the entries.
+    let meta = match std::fs::symlink_metadata(root) {
+        Ok(m) => m,
+        Err(_) => return Ok(()),
+    };
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    add_one(rs, root, rights & AccessFs::ReadDir, abi, count)?;
+    let entries = std::fs::read_dir(root).map_err(|e| {
+        SandboxError::Landlock(format!(
+            "cannot list {} to exclude denied paths: {e}",
+            root.display()
+        ))
+    })?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_symlink() {
+            continue;
+        }
+        *count += 1;
+        if *count > MAX_ENUMERATED {
+            return Err(SandboxError::Landlock(format!(
+                "more than {MAX_ENUMERATED} entries around denied paths under {}; narrow the policy's read paths",
+                root.display()
+            )));
+        }
+        add_tree(rs, &path, rights, &inner, abi, count)?;
+    }
+    Ok(())
+}
+
+fn add_one(
+    rs: &mut RulesetCreated,
+    path: &Path,
+    rights: BitFlags<AccessFs>,
+    abi: ABI,
+    count: &mut usize,
+) -> Result<(), SandboxError> {
+    let fd = match PathFd::new(path) {
+        Ok(fd) => fd,
+        // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
+        Err(_) => return Ok(()),
+    };
+    let is_dir = std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false);
+    let rights = if is_dir {
+        rights
+    } else {
+        rights & AccessFs::from_file(abi)
+    };
+    if rights.is_empty() {
+        return Ok(());
+    }
+    rs.as_mut()
+        .add_rule(PathBeneath::new(fd, rights))
+        .map_err(|e| SandboxError::Landlock(format!("rule for {}: {e}", path.display())))?;
+    *count += 1;
+    Ok(())
+}

@@ -1,0 +1,622 @@
+//! `Spec` → confined child. Knows nothing of policies: the broker turns a decision into a plain
+//! [`Spec`] (paths, network, limits, env) and [`run`] applies it and reports, in
+//! [`EnforcementStatus`], what was really enforced.
+//!
+//! Layers, each enforced on its own:
+//! - **namespaces** (when privileged): pid (own /proc; everything dies with the command),
+//!   mount (denied paths masked, protected paths read-only), ipc, and net for `loopback`;
+//! - **capabilities** all cleared, securebits locked, **no_new_privs**;
+//! - **landlock**: filesystem rights of the kernel's ABI, TCP bind/connect (ABI ≥ 4), abstract
+//!   unix socket and signal scoping (ABI ≥ 6);
+//! - **seccomp**: dangerous syscalls and socket families denied;
+//! - **rlimits** and the pid namespace's `pid_max`: CPU, memory, processes, files, file size.
+
+mod landlock;
+mod seccomp;
+mod sys;
+
+use serde::Serialize;
+use std::ffi::{CString, OsString};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Network access.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// No sockets except `socketpair(AF_UNIX)`.
+    None,
+    /// IPv4/IPv6 in a private network namespace with only `lo`.
+    Loopback,
+    /// The host network; TCP connect to these ports only.
+    ConnectTcp(Vec<u16>),
+}
+
+/// Resource limits; `None` = unlimited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Wall clock.
+    pub timeout: Option<Duration>,
+    /// CPU seconds.
+    pub cpu: Option<u64>,
+    /// Address space per process (bytes).
+    pub memory: Option<u64>,
+    /// Processes.
+    pub pids: Option<u64>,
+    /// Open files per process.
+    pub open_files: Option<u64>,
+    /// Largest file written (bytes).
+    pub file_size: Option<u64>,
+    /// stdout + stderr bytes before the run is stopped.
+    pub output: Option<u64>,
+}
+
+/// Where the child's stdin comes from.
+#[derive(Debug)]
+pub enum Stdin {
+    /// The caller's stdin.
+    Inherit,
+    /// `/dev/null`.
+    Null,
+}
+
+/// What to run and how to confine it. Paths are absolute and, where they exist, canonical.
+#[derive(Debug)]
+pub struct Spec {
+    /// Resolved program path.
+    pub program: PathBuf,
+    /// argv, program name first.
+    pub argv: Vec<OsString>,
+    /// The complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Readable trees.
+    pub read: Vec<PathBuf>,
+    /// Writable trees.
+    pub write: Vec<PathBuf>,
+    /// Executable trees.
+    pub exec: Vec<PathBuf>,
+    /// Never readable (existing paths).
+    pub deny: Vec<PathBuf>,
+    /// Read-only inside writable trees (existing paths).
+    pub protected: Vec<PathBuf>,
+    /// Network.
+    pub network: Network,
+    /// Limits.
+    pub limits: Limits,
+    /// Use namespaces when privileged.
+    pub namespaces: bool,
+    /// Run even if a layer cannot be applied.
+    pub best_effort: bool,
+    /// stdin.
+    pub stdin: Stdin,
+}
+
+/// What landlock really enforced.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LandlockStatus {
+    /// The kernel's landlock ABI (0 = none).
+    pub abi: u32,
+    /// Filesystem rules enforced.
+    pub fs: bool,
+    /// TCP bind/connect rules enforced.
+    pub net: bool,
+    /// Abstract unix socket and signal scoping enforced.
+    pub scoped: bool,
+    /// Number of rules in the ruleset.
+    pub rules: usize,
+}
+
+/// What the sandbox really applied to a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EnforcementStatus {
+    /// Landlock.
+    pub landlock: LandlockStatus,
+    /// The seccomp filter was installed.
+    pub seccomp: bool,
+    /// no_new_privs was set.
+    pub no_new_privs: bool,
+    /// Every capability was cleared and securebits locked.
+    pub capabilities_dropped: bool,
+    /// pid namespace with its own /proc.
+    pub pid_namespace: bool,
+    /// mount namespace.
+    pub mount_namespace: bool,
+    /// ipc namespace.
+    pub ipc_namespace: bool,
+    /// network namespace.
+    pub net_namespace: bool,
+    /// Protected paths made read-only.
+    pub protected_read_only: usize,
+    /// Denied paths masked in the mount namespace.
+    pub denied_masked: usize,
+    /// Limits applied, by name.
+    pub limits: Vec<String>,
+    /// Layers that were requested but not applied, and why.
+    pub not_applied: Vec<String>,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// Exit code, if the command exited.
+    pub exit_code: Option<i32>,
+    /// Signal, if it was killed by one.
+    pub signal: Option<i32>,
+    /// The timeout expired and the sandbox was killed.
+    pub timed_out: bool,
+    /// Output exceeded the limit and the sandbox was killed.
+    pub output_limit_exceeded: bool,
+    /// Wall time.
+    pub duration: Duration,
+    /// Bytes of stdout and stderr produced (including any not delivered past the limit).
+    pub stdout_bytes: u64,
+    /// See `stdout_bytes`.
+    pub stderr_bytes: u64,
+    /// What was enforced.
+    pub enforcement: EnforcementStatus,
+}
+
+/// Which output stream a chunk came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// stdout.
+    Stdout,
+    /// stderr.
+    Stderr,
+}
+
+/// Why a run could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// Landlock is missing or refused the ruleset, and the policy is not best-effort.
+    #[error(
+        "landlock: {0}; this kernel cannot confine the filesystem as the policy requires (set `best_effort = true` in the policy to run anyway, reported as not enforced)"
+    )]
+    Landlock(String),
+    /// The seccomp program could not be built.
+    #[error("seccomp filter: {0}")]
+    Seccomp(String),
+    /// A confinement step failed in the child.
+    #[error("sandbox setup failed while {stage}: {source}")]
+    Setup {
+        /// The step.
+        stage: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// execve failed.
+    #[error("cannot execute {path}: {source}")]
+    Exec {
+        /// The program.
+        path: PathBuf,
+        /// The OS error (ENOENT, EACCES, ...).
+        source: std::io::Error,
+    },
+    /// Something the parent needed failed (pipes, clone, poll).
+    #[error("{what}: {source}")]
+    Io {
+        /// What.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A string with a NUL byte cannot be passed to the kernel.
+    #[error("{0} contains a NUL byte")]
+    Nul(String),
+    /// A required layer is unavailable.
+    #[error("{0} (set `best_effort = true` in the policy to run without it)")]
+    Unavailable(String),
+}
+
+fn cstr(b: &[u8], what: &str) -> Result<CString, SandboxError> {
+    CString::new(b).map_err(|_| SandboxError::Nul(what.to_string()))
+}
+
+/// Does the kernel support landlock? Returns the ABI version (0 = no).
+pub fn landlock_abi() -> i32 {
+    sys::landlock_abi()
+}
+
+/// Is this process's stdin a terminal?
+pub fn stdin_is_tty() -> bool {
+    sys::isatty(0)
+}
+
+/// Smallest pid_max the kernel accepts in a pid namespace (RESERVED_PIDS + 1).
+const PID_MAX_MIN: u64 = 301;
+
+/// Runs `spec` confined; `sink` receives output chunks as they arrive.
+pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, SandboxError> {
+    let start = Instant::now();
+    let privileged = sys::euid() == 0;
+    let mut status = EnforcementStatus::default();
+
+    // Landlock.
+    let abi = sys::landlock_abi();
+    if abi <= 0 && !spec.best_effort {
+        return Err(SandboxError::Landlock(
+            "not supported by this kernel (needs Linux 5.13+ with landlock in the lsm= list)"
+                .into(),
+        ));
+    }
+    let (ll_fd, ll_status) = landlock::build(spec, abi)?;
+    if ll_fd.is_none() {
+        status
+            .not_applied
+            .push("landlock: unsupported by the kernel".into());
+    }
+    status.landlock = ll_status;
+    if matches!(spec.network, Network::None | Network::ConnectTcp(_)) && !status.landlock.net {
+        status.not_applied.push(
+            "landlock TCP rules: kernel ABI < 4 (seccomp still limits socket families)".into(),
+        );
+    }
+    if !status.landlock.scoped {
+        status
+            .not_applied
+            .push("landlock signal/abstract-socket scoping: kernel ABI < 6".into());
+    }
+
+    // Seccomp.
+    let bpf = seccomp::build(&spec.network).map_err(SandboxError::Seccomp)?;
+
+    // Namespaces.
+    let use_ns = spec.namespaces && privileged;
+    if spec.namespaces && !privileged {
+        status.not_applied.push(
+            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the session may outlive a timeout)".into(),
+        );
+    }
+    if matches!(spec.network, Network::Loopback) && !use_ns {
+        if spec.best_effort {
+            status.not_applied.push(
+                "network loopback: no network namespace; socket families still limited".into(),
+            );
+        } else {
+            return Err(SandboxError::Unavailable(
+                "network = \"loopback\" needs a network namespace, which needs a privileged broker"
+                    .into(),
+            ));
+        }
+    }
+    if !spec.protected.is_empty() && !use_ns {
+        if spec.best_effort {
+            status.not_applied.push(format!(
+                "{} protected paths: read-only mounts need a mount namespace",
+                spec.protected.len()
+            ));
+        } else {
+            return Err(SandboxError::Unavailable(
+                "protected paths are made read-only with a mount namespace, which needs a privileged broker".into(),
+            ));
+        }
+    }
+
+    let mut mounts = Vec::new();
+    if use_ns {
+        for d in &spec.deny {
+            let Ok(m) = std::fs::symlink_metadata(d) else {
+                continue;
+            };
+            let c = cstr(d.as_os_str().as_bytes(), "denied path")?;
+            if m.is_dir() {
+                mounts.push(sys::MountStep::MaskDir(c));
+            } else {
+                mounts.push(sys::MountStep::MaskFile(c));
+            }
+        }
+        for p in &spec.protected {
+            if std::fs::symlink_metadata(p).is_ok() {
+                mounts.push(sys::MountStep::ReadOnly(cstr(
+                    p.as_os_str().as_bytes(),
+                    "protected path",
+                )?));
+            }
+        }
+    }
+    let denied_masked = mounts
+        .iter()
+        .filter(|m| !matches!(m, sys::MountStep::ReadOnly(_)))
+        .count();
+    let protected_ro = mounts.len() - denied_masked;
+
+    // Limits.
+    let mut rlimits = Vec::new();
+    let l = &spec.limits;
+    if let Some(v) = l.cpu {
+        rlimits.push((libc::RLIMIT_CPU, v));
+        status.limits.push(format!("cpu={v}s"));
+    }
+    if let Some(v) = l.memory {
+        rlimits.push((libc::RLIMIT_AS, v));
+        status
+            .limits
+            .push(format!("memory={v}B (address space per process)"));
+    }
+    if let Some(v) = l.open_files {
+        rlimits.push((libc::RLIMIT_NOFILE, v));
+        status.limits.push(format!("open_files={v}"));
+    }
+    if let Some(v) = l.file_size {
+        rlimits.push((libc::RLIMIT_FSIZE, v));
+        status.limits.push(format!("file_size={v}B"));
+    }
+    let mut pid_max = None;
+    if let Some(v) = l.pids {
+        rlimits.push((libc::RLIMIT_NPROC, v));
+        if use_ns {
+            // Pids are numbered from 1 in the namespace; pid_max bounds how many exist at once.
+            let pm = (v + 1).max(PID_MAX_MIN);
+            pid_max = Some(cstr(pm.to_string().as_bytes(), "pid_max")?);
+            status
+                .limits
+                .push(format!("pids={} (pid namespace pid_max)", pm - 1));
+        } else if privileged {
+            status.not_applied.push(
+                "pids: RLIMIT_NPROC does not bind uid 0 and there is no pid namespace".into(),
+            );
+        } else {
+            status
+                .limits
+                .push(format!("pids={v} (RLIMIT_NPROC, per user)"));
+        }
+    }
+    if let Some(t) = l.timeout {
+        status.limits.push(format!("timeout={}s", t.as_secs()));
+    }
+    if let Some(o) = l.output {
+        status.limits.push(format!("output={o}B"));
+    }
+
+    // The fresh /proc of the pid namespace gets read access if the policy reads /proc.
+    let proc_path = std::path::Path::new("/proc");
+    let proc_readable = spec
+        .read
+        .iter()
+        .chain(&spec.exec)
+        .chain(&spec.write)
+        .any(|p| proc_path.starts_with(p))
+        && !spec.deny.iter().any(|d| d.as_path() == proc_path);
+    // LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR.
+    let proc_access: u64 = if proc_readable && ll_fd.is_some() {
+        (1 << 2) | (1 << 3)
+    } else {
+        0
+    };
+
+    // Pipes.
+    let io = |what| move |source| SandboxError::Io { what, source };
+    let (mut out_r, out_w) = std::io::pipe().map_err(io("creating the stdout pipe"))?;
+    let (mut err_r, err_w) = std::io::pipe().map_err(io("creating the stderr pipe"))?;
+    let (mut rep_r, rep_w) = std::io::pipe().map_err(io("creating the report pipe"))?;
+    let null_stdin: Option<std::fs::File> = match spec.stdin {
+        Stdin::Inherit => None,
+        Stdin::Null => Some(std::fs::File::open("/dev/null").map_err(io("opening /dev/null"))?),
+    };
+    let out_w: OwnedFd = out_w.into();
+    let err_w: OwnedFd = err_w.into();
+    let rep_w: OwnedFd = rep_w.into();
+
+    let mut env = Vec::with_capacity(spec.env.len());
+    for (k, v) in &spec.env {
+        let mut b = k.as_bytes().to_vec();
+        b.push(b'=');
+        b.extend_from_slice(v.as_bytes());
+        env.push(cstr(&b, "an environment variable")?);
+    }
+    let mut argv = Vec::with_capacity(spec.argv.len());
+    for a in &spec.argv {
+        argv.push(cstr(a.as_bytes(), "an argument")?);
+    }
+    let cap_last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40);
+    let plan = sys::ChildPlan {
+        path: cstr(spec.program.as_os_str().as_bytes(), "the program path")?,
+        argv,
+        envp: env,
+        cwd: cstr(spec.cwd.as_os_str().as_bytes(), "the working directory")?,
+        stdin: null_stdin.as_ref().map(|f| f.as_raw_fd()),
+        stdout: sys::raw(&out_w),
+        stderr: sys::raw(&err_w),
+        report: sys::raw(&rep_w),
+        landlock: ll_fd.as_ref().map(sys::raw),
+        bpf,
+        rlimits,
+        ns: use_ns.then(|| sys::NsPlan {
+            net: matches!(spec.network, Network::Loopback),
+            mounts,
+            pid_max,
+            proc_access,
+        }),
+        cap_last,
+        privileged,
+    };
+    let (pid, pidfd) = sys::spawn(&plan).map_err(io("starting the sandboxed process"))?;
+    drop(plan);
+    drop(out_w);
+    drop(err_w);
+    drop(rep_w);
+    drop(ll_fd);
+    drop(null_stdin);
+
+    // Relay output until the child exits and the pipes close, enforcing timeout and output cap.
+    let deadline = l.timeout.map(|t| start + t);
+    let mut timed_out = false;
+    let mut over_limit = false;
+    let mut exited = false;
+    let mut out_open = true;
+    let mut err_open = true;
+    let mut counts = [0u64; 2];
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut exit_seen_at: Option<Instant> = None;
+    let kill_all = |pid: libc::pid_t| {
+        if use_ns {
+            sys::kill(pid, libc::SIGKILL);
+        } else {
+            sys::killpg(pid, libc::SIGKILL);
+            sys::kill(pid, libc::SIGKILL);
+        }
+    };
+    while out_open || err_open || !exited {
+        let mut timeout_ms: i32 = -1;
+        if let Some(d) = deadline
+            && !timed_out
+        {
+            let left = d.saturating_duration_since(Instant::now());
+            timeout_ms = left.as_millis().min(i32::MAX as u128) as i32;
+        }
+        if let Some(t) = exit_seen_at {
+            // Without a pid namespace, a descendant may keep the pipes open: stop after a grace.
+            let left = Duration::from_millis(200).saturating_sub(t.elapsed());
+            timeout_ms = left.as_millis() as i32;
+            if left.is_zero() {
+                break;
+            }
+        }
+        let mut fds = vec![
+            sys::PollFd {
+                fd: out_r.as_raw_fd(),
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: err_r.as_raw_fd(),
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: pidfd.as_raw_fd(),
+                ready: false,
+                hangup: false,
+            },
+        ];
+        if !out_open {
+            fds[0].fd = -1;
+        }
+        if !err_open {
+            fds[1].fd = -1;
+        }
+        if exited {
+            fds[2].fd = -1;
+        }
+        sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
+        for (i, (reader, open)) in [(&mut out_r, &mut out_open), (&mut err_r, &mut err_open)]
+            .into_iter()
+            .enumerate()
+        {
+            if *open && (fds[i].ready || fds[i].hangup) {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => *open = false,
+                    Ok(n) => {
+                        counts[i] += n as u64;
+                        let total = counts[0] + counts[1];
+                        let limit = l.output.unwrap_or(u64::MAX);
+                        if total > limit {
+                            let keep = n.saturating_sub((total - limit) as usize);
+                            if keep > 0 && !over_limit {
+                                sink(
+                                    if i == 0 {
+                                        Stream::Stdout
+                                    } else {
+                                        Stream::Stderr
+                                    },
+                                    &buf[..keep],
+                                );
+                            }
+                            if !over_limit {
+                                over_limit = true;
+                                kill_all(pid);
+                            }
+                        } else {
+                            sink(
+                                if i == 0 {
+                                    Stream::Stdout
+                                } else {
+                                    Stream::Stderr
+                                },
+                                &buf[..n],
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if !exited && (fds[2].ready || fds[2].hangup) {
+            exited = true;
+            if !use_ns {
+                // The command is gone: its session's stragglers go with it.
+                sys::killpg(pid, libc::SIGKILL);
+                exit_seen_at = Some(Instant::now());
+            }
+        }
+        if let Some(d) = deadline
+            && !timed_out
+            && !exited
+            && Instant::now() >= d
+        {
+            timed_out = true;
+            kill_all(pid);
+        }
+    }
+    let raw_status = sys::wait(pid).map_err(io("collecting the sandboxed process"))?;
+    let duration = start.elapsed();
+
+    // The report pipe holds setup failures and, with namespaces, the command's wait status.
+    let mut rep = Vec::new();
+    let _ = rep_r.read_to_end(&mut rep);
+    let mut cmd_status: Option<i32> = if use_ns { None } else { Some(raw_status) };
+    for rec in rep.chunks_exact(8) {
+        let st = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
+        let val = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
+        if st == sys::stage::EXIT_STATUS {
+            cmd_status = Some(val);
+        } else if st == sys::stage::EXEC {
+            return Err(SandboxError::Exec {
+                path: spec.program.clone(),
+                source: std::io::Error::from_raw_os_error(val),
+            });
+        } else {
+            return Err(SandboxError::Setup {
+                stage: sys::stage::name(st),
+                source: std::io::Error::from_raw_os_error(val),
+            });
+        }
+    }
+
+    status.seccomp = true;
+    status.no_new_privs = true;
+    status.capabilities_dropped = privileged;
+    status.pid_namespace = use_ns;
+    status.mount_namespace = use_ns;
+    status.ipc_namespace = use_ns;
+    status.net_namespace = use_ns && matches!(spec.network, Network::Loopback);
+    status.protected_read_only = protected_ro;
+    status.denied_masked = denied_masked;
+
+    let (exit_code, signal) = match cmd_status {
+        _ if timed_out || over_limit => (None, Some(libc::SIGKILL)),
+        Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
+        Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
+        // The helper died without a report: it was killed (only the broker can do that).
+        _ => (None, Some(libc::SIGKILL)),
+    };
+    let _ = std::io::stdout().flush();
+    Ok(Outcome {
+        exit_code,
+        signal,
+        timed_out,
+        output_limit_exceeded: over_limit,
+        duration,
+        stdout_bytes: counts[0],
+        stderr_bytes: counts[1],
+        enforcement: status,
+    })
+}

@@ -1,0 +1,318 @@
+//! The seccomp filter: a deny-list compiled by `seccompiler` (which also kills on a foreign
+//! architecture), prefixed with our own check that refuses x32-ABI syscall numbers on x86_64,
+//! which share the x86_64 audit arch and would otherwise bypass a per-number filter.
+//!
+//! Denied calls fail with `EPERM` (so programs see an ordinary error), except `clone3`, which
+//! fails with `ENOSYS` so that libc falls back to `clone`, whose flags we can inspect.
+
+use super::Network;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
+};
+use std::collections::BTreeMap;
+
+/// One group of denied syscalls and why.
+struct Group {
+    why: &'static str,
+    calls: &'static [libc::c_long],
+}
+
+/// Unconditionally denied syscalls, by reason.
+fn groups() -> Vec<Group> {
+    let mut g = vec![
+        Group {
+            why: "debugging other processes reads and changes their memory",
+            calls: &[
+                libc::SYS_ptrace,
+                libc::SYS_process_vm_readv,
+                libc::SYS_process_vm_writev,
+                libc::SYS_kcmp,
+                libc::SYS_pidfd_getfd,
+            ],
+        },
+        Group {
+            why: "mounts and root changes rewrite what paths mean",
+            calls: &[
+                libc::SYS_mount,
+                libc::SYS_umount2,
+                libc::SYS_pivot_root,
+                libc::SYS_chroot,
+                libc::SYS_move_mount,
+                libc::SYS_open_tree,
+                libc::SYS_fsopen,
+                libc::SYS_fsmount,
+                libc::SYS_fsconfig,
+                libc::SYS_fspick,
+                libc::SYS_mount_setattr,
+            ],
+        },
+        Group {
+            why: "new or foreign namespaces are how container escapes start",
+            calls: &[libc::SYS_unshare, libc::SYS_setns],
+        },
+        Group {
+            why: "the kernel keyring holds other sessions' credentials",
+            calls: &[libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key],
+        },
+        Group {
+            why: "bpf, perf, userfaultfd and io_uring are large kernel attack surfaces (io_uring also bypasses seccomp for the operations it performs)",
+            calls: &[
+                libc::SYS_bpf,
+                libc::SYS_perf_event_open,
+                libc::SYS_userfaultfd,
+                libc::SYS_io_uring_setup,
+                libc::SYS_io_uring_enter,
+                libc::SYS_io_uring_register,
+            ],
+        },
+        Group {
+            why: "kernel, module, swap, reboot and accounting control belong to the administrator",
+            calls: &[
+                libc::SYS_kexec_load,
+                libc::SYS_kexec_file_load,
+                libc::SYS_init_module,
+                libc::SYS_finit_module,
+                libc::SYS_delete_module,
+                libc::SYS_swapon,
+                libc::SYS_swapoff,
+                libc::SYS_reboot,
+                libc::SYS_acct,
+                libc::SYS_quotactl,
+                libc::SYS_syslog,
+                libc::SYS_vhangup,
+                libc::SYS_settimeofday,
+                libc::SYS_clock_settime,
+                libc::SYS_clock_adjtime,
+                libc::SYS_adjtimex,
+                libc::SYS_sethostname,
+                libc::SYS_setdomainname,
+            ],
+        },
+        Group {
+            why: "file handles open files by inode, bypassing path-based checks (the shocker escape)",
+            calls: &[libc::SYS_open_by_handle_at, libc::SYS_name_to_handle_at],
+        },
+        Group {
+            why: "fanotify can watch and block file access of other processes",
+            calls: &[libc::SYS_fanotify_init],
+        },
+    ];
+    #[cfg(target_arch = "x86_64")]
+    g.push(Group {
+        why: "raw I/O port access and obsolete loaders",
+        calls: &[
+            libc::SYS_iopl,
+            libc::SYS_ioperm,
+            libc::SYS_uselib,
+            libc::SYS_modify_ldt,
+        ],
+    });
+    g
+}
+
+/// Namespace clone flags that `clone` may not use.
+const NS_FLAGS: [u64; 7] = [
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+fn cond(idx: u8, len: Len, op: Op, v: u64) -> Result<Cond, String> {
+    Cond::new(idx, len, op, v).map_err(|e| e.to_string())
+}
+
+fn rule(conds: Vec<Cond>) -> Result<SeccompRule, String> {
+    SeccompRule::new(conds).map_err(|e| e.to_string())
+}
+
+/// Builds the program for a network mode. Errors are seccompiler's, as text.
+pub(crate) fn build(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for g in groups() {
+        let _ = g.why;
+        for &c in g.calls {
+            rules.insert(c, vec![]);
+        }
+    }
+    // clone with any namespace flag (arg 0 on every architecture).
+    let mut clone_rules = Vec::new();
+    for f in NS_FLAGS {
+        clone_rules.push(rule(vec![cond(0, Len::Qword, Op::MaskedEq(f), f)?])?);
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    // personality: only the query (0xffffffff) and PER_LINUX are allowed; other personas change
+    // address-space layout or syscall semantics (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, ...).
+    rules.insert(
+        libc::SYS_personality,
+        vec![rule(vec![
+            cond(0, Len::Dword, Op::Ne, 0)?,
+            cond(0, Len::Dword, Op::Ne, 0xffff_ffff)?,
+        ])?],
+    );
+    // ioctl TIOCSTI / TIOCLINUX push input into a terminal (typing commands into the user's
+    // shell). The kernel uses the low 32 bits of the request, so compare those with a mask
+    // over the full 64-bit argument: high bits cannot smuggle it past (CVE-2019-10063).
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(
+                1,
+                Len::Qword,
+                Op::MaskedEq(0xffff_ffff),
+                libc::TIOCSTI as u64,
+            )?])?,
+            rule(vec![cond(
+                1,
+                Len::Qword,
+                Op::MaskedEq(0xffff_ffff),
+                libc::TIOCLINUX as u64,
+            )?])?,
+        ],
+    );
+    // Sockets: only what the network mode allows. socketpair(AF_UNIX) is always allowed
+    // (pipes between the command's own processes); socketpair of anything else is denied.
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![cond(
+            0,
+            Len::Dword,
+            Op::Ne,
+            libc::AF_UNIX as u64,
+        )?])?],
+    );
+    match network {
+        Network::None => {
+            rules.insert(libc::SYS_socket, vec![]);
+        }
+        Network::Loopback | Network::ConnectTcp(_) => {
+            // Allow AF_INET/AF_INET6 stream and datagram (loopback: inside a private network
+            // namespace) or stream only (connect_tcp, where landlock restricts the ports).
+            // Deny every other family (unix: reaches agents and daemons outside; netlink,
+            // packet: raw access) and raw sockets.
+            let mut socket_rules = Vec::new();
+            for fam in 0..=64u64 {
+                if fam == libc::AF_INET as u64 || fam == libc::AF_INET6 as u64 {
+                    continue;
+                }
+                socket_rules.push(rule(vec![cond(0, Len::Dword, Op::Eq, fam)?])?);
+            }
+            socket_rules.push(rule(vec![cond(0, Len::Dword, Op::Gt, 64)?])?);
+            for fam in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+                let allowed_types: &[u64] = if matches!(network, Network::Loopback) {
+                    &[libc::SOCK_STREAM as u64, libc::SOCK_DGRAM as u64]
+                } else {
+                    &[libc::SOCK_STREAM as u64]
+                };
+                // Deny every socket type of this family that is not allowed.
+                for t in 0..16u64 {
+                    if allowed_types.contains(&t) {
+                        continue;
+                    }
+                    socket_rules.push(rule(vec![
+                        cond(0, Len::Dword, Op::Eq, fam)?,
+                        cond(1, Len::Dword, Op::MaskedEq(0xf), t)?,
+                    ])?);
+                }
+            }
+            rules.insert(libc::SYS_socket, socket_rules);
+        }
+    }
+
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    let main: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+
+    // clone3 passes its flags in memory that seccomp cannot read: answer ENOSYS so libc uses
+    // clone, which the rules above inspect. Then, on x86_64, refuse x32 syscall numbers.
+    let mut prog = prefix();
+    prog.extend(main.into_iter().map(|f| libc::sock_filter {
+        code: f.code,
+        jt: f.jt,
+        jf: f.jf,
+        k: f.k,
+    }));
+    Ok(prog)
+}
+
+const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// Hand-written prefix (seccompiler has no range rules): arch check, x32 refusal, clone3 → ENOSYS.
+fn prefix() -> Vec<libc::sock_filter> {
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+    let mut p = vec![
+        stmt(BPF_LD_W_ABS, OFF_ARCH),
+        jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, OFF_NR),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        // x32 syscalls have bit 30 set.
+        p.push(jump(BPF_JGE_K, 0x4000_0000, 0, 1));
+        p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32));
+    }
+    p.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
+    p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_build_for_every_network_mode() {
+        for n in [
+            Network::None,
+            Network::Loopback,
+            Network::ConnectTcp(vec![443]),
+        ] {
+            let p = build(&n).expect("filter builds");
+            assert!(p.len() > 20 && p.len() < 4096, "{}", p.len());
+        }
+    }
+
+    #[test]
+    fn every_group_has_a_reason() {
+        assert!(
+            groups()
+                .iter()
+                .all(|g| !g.why.is_empty() && !g.calls.is_empty())
+        );
+    }
+}

@@ -1,0 +1,629 @@
+//! Every `unsafe` of the crate: process creation, the confinement steps between fork and exec,
+//! and the few syscalls that have no safe wrapper in our dependencies.
+//!
+//! Between `clone` and `execve` the child must be async-signal-safe: it may not allocate, lock
+//! or unwind. Everything it needs (C strings, pointer arrays, the landlock ruleset fd, the
+//! seccomp BPF program) is prepared by the parent in [`ChildPlan`], and the child only makes raw
+//! syscalls through `libc`. The `caps` crate allocates (it builds `HashSet`s), so capability
+//! dropping is written here with `prctl`/`capset` directly; the same holds for mounts.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Stages reported by the child when a step fails (the record's first word).
+pub(crate) mod stage {
+    pub const EXIT_STATUS: u32 = 1;
+    pub const MOUNT_PRIVATE: u32 = 10;
+    pub const MOUNT_DENY: u32 = 11;
+    pub const MOUNT_PROTECT: u32 = 12;
+    pub const MOUNT_PROC: u32 = 13;
+    pub const PID_MAX: u32 = 14;
+    pub const LOOPBACK: u32 = 15;
+    pub const FORK: u32 = 16;
+    pub const PROC_RULE: u32 = 17;
+    pub const STDIO: u32 = 20;
+    pub const CHDIR: u32 = 21;
+    pub const RLIMIT: u32 = 22;
+    pub const SECUREBITS: u32 = 23;
+    pub const CAP_BOUNDING: u32 = 24;
+    pub const CAP_AMBIENT: u32 = 25;
+    pub const CAPSET: u32 = 26;
+    pub const NO_NEW_PRIVS: u32 = 27;
+    pub const LANDLOCK: u32 = 28;
+    pub const SECCOMP: u32 = 29;
+    pub const SETSID: u32 = 30;
+    pub const EXEC: u32 = 31;
+
+    /// Human name of a stage, for errors.
+    pub fn name(s: u32) -> &'static str {
+        match s {
+            MOUNT_PRIVATE => "making the mount namespace private",
+            MOUNT_DENY => "masking a denied path in the mount namespace",
+            MOUNT_PROTECT => "making a protected path read-only",
+            MOUNT_PROC => "mounting /proc for the pid namespace",
+            PID_MAX => "setting pid_max in the pid namespace",
+            LOOPBACK => "bringing up the loopback interface",
+            FORK => "forking the command inside the pid namespace",
+            PROC_RULE => "adding the landlock rule for the new /proc",
+            STDIO => "setting up stdin/stdout/stderr",
+            CHDIR => "changing to the working directory",
+            RLIMIT => "setting resource limits",
+            SECUREBITS => "locking securebits",
+            CAP_BOUNDING => "dropping the capability bounding set",
+            CAP_AMBIENT => "clearing ambient capabilities",
+            CAPSET => "clearing capabilities",
+            NO_NEW_PRIVS => "setting no_new_privs",
+            LANDLOCK => "applying the landlock ruleset",
+            SECCOMP => "installing the seccomp filter",
+            SETSID => "starting a new session",
+            EXEC => "executing the program",
+            _ => "setting up the sandbox",
+        }
+    }
+}
+
+/// A mount to make in the child's mount namespace before the command starts.
+pub(crate) enum MountStep {
+    /// Hide a denied directory under an empty, read-only tmpfs.
+    MaskDir(CString),
+    /// Hide a denied file under `/dev/null`, read-only.
+    MaskFile(CString),
+    /// Bind a protected path onto itself and make it read-only.
+    ReadOnly(CString),
+}
+
+/// Namespace work done by the pid-1 helper.
+pub(crate) struct NsPlan {
+    pub net: bool,
+    pub mounts: Vec<MountStep>,
+    pub pid_max: Option<CString>,
+    /// Landlock access (bits) to grant on the fresh /proc; 0 = none. A rule on the host's /proc
+    /// inode does not cover the new procfs, so the helper adds it after mounting.
+    pub proc_access: u64,
+}
+
+/// Everything the child needs, prepared by the parent so the child does not allocate.
+pub(crate) struct ChildPlan {
+    pub path: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub cwd: CString,
+    pub stdin: Option<RawFd>,
+    pub stdout: RawFd,
+    pub stderr: RawFd,
+    pub report: RawFd,
+    pub landlock: Option<RawFd>,
+    pub bpf: Vec<libc::sock_filter>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    pub ns: Option<NsPlan>,
+    pub cap_last: u32,
+    pub privileged: bool,
+}
+
+const DEV_NULL: &std::ffi::CStr = c"/dev/null";
+const PROC: &std::ffi::CStr = c"/proc";
+const PID_MAX_PATH: &std::ffi::CStr = c"/proc/sys/kernel/pid_max";
+const TMPFS: &std::ffi::CStr = c"tmpfs";
+const TMPFS_OPTS: &std::ffi::CStr = c"size=0,mode=000";
+
+/// Starts the confined child. With `plan.ns`, the child is pid 1 of new pid, mount and ipc (and
+/// net) namespaces; it sets them up, forks the command and reports its wait status. Returns
+/// the direct child's pid and a pidfd for it.
+pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
+    let argv_ptrs: Vec<*const libc::c_char> = plan
+        .argv
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_ptrs: Vec<*const libc::c_char> = plan
+        .envp
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let mut flags = libc::SIGCHLD as libc::c_ulong;
+    if let Some(ns) = &plan.ns {
+        flags |= (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
+        if ns.net {
+            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+        }
+    }
+    // SAFETY: clone with a NULL stack behaves like fork: the child gets a copy-on-write copy of
+    // the address space and continues here. The child then runs only async-signal-safe code
+    // (raw syscalls on memory prepared above) and never returns from `child_main`.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        child_main(plan, &argv_ptrs, &envp_ptrs);
+    }
+    let pid = pid as libc::pid_t;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        kill(pid, libc::SIGKILL);
+        let _ = wait(pid);
+        return Err(e);
+    }
+    // SAFETY: `fd` was just returned by pidfd_open and is owned by nobody else.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+}
+
+/// Writes an 8-byte record (stage, value) to the report pipe. Async-signal-safe.
+fn report(fd: RawFd, st: u32, value: i32) {
+    let mut buf = [0u8; 8];
+    buf[..4].copy_from_slice(&st.to_ne_bytes());
+    buf[4..].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: writes 8 bytes from a stack buffer to an fd; a short or failed write is ignored
+    // because the parent treats a missing record as an unexplained failure.
+    unsafe {
+        libc::write(fd, buf.as_ptr().cast(), buf.len());
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn fail(fd: RawFd, st: u32) -> ! {
+    report(fd, st, errno());
+    // SAFETY: _exit ends the process without running destructors or atexit handlers, which is
+    // what a forked child must do.
+    unsafe { libc::_exit(125) }
+}
+
+fn child_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> ! {
+    if let Some(ns) = &plan.ns {
+        init_main(plan, ns, argv, envp)
+    } else {
+        command_main(plan, argv, envp)
+    }
+}
+
+/// Pid 1 of the new namespaces: mounts, limits, then fork the command and wait for it.
+fn init_main(
+    plan: &ChildPlan,
+    ns: &NsPlan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> ! {
+    let r = plan.report;
+    // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
+    // own (new) mount namespace so nothing below leaks to the host.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        fail(r, stage::MOUNT_PRIVATE);
+    }
+    for m in &ns.mounts {
+        match m {
+            MountStep::MaskDir(p) => {
+                // SAFETY: mounts an empty tmpfs on a path prepared by the parent; all pointers
+                // are valid NUL-terminated strings owned by `plan`.
+                let rc = unsafe {
+                    libc::mount(
+                        TMPFS.as_ptr(),
+                        p.as_ptr(),
+                        TMPFS.as_ptr(),
+                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        TMPFS_OPTS.as_ptr().cast(),
+                    )
+                };
+                if rc != 0 {
+                    fail(r, stage::MOUNT_DENY);
+                }
+            }
+            MountStep::MaskFile(p) => {
+                if bind_ro(DEV_NULL.as_ptr(), p.as_ptr()) != 0 {
+                    fail(r, stage::MOUNT_DENY);
+                }
+            }
+            MountStep::ReadOnly(p) => {
+                if bind_ro(p.as_ptr(), p.as_ptr()) != 0 {
+                    fail(r, stage::MOUNT_PROTECT);
+                }
+            }
+        }
+    }
+    // SAFETY: mounts a fresh procfs for our pid namespace over /proc; static strings.
+    if unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            PROC.as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        fail(r, stage::MOUNT_PROC);
+    }
+    if ns.proc_access != 0
+        && let Some(ruleset) = plan.landlock
+        && !add_proc_rule(ruleset, ns.proc_access)
+    {
+        fail(r, stage::PROC_RULE);
+    }
+    if let Some(v) = &ns.pid_max {
+        // SAFETY: open/write/close of a procfs file with a prepared NUL-terminated value.
+        let ok = unsafe {
+            let fd = libc::open(PID_MAX_PATH.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            let bytes = v.as_bytes();
+            let ok = fd >= 0
+                && libc::write(fd, bytes.as_ptr().cast(), bytes.len()) == bytes.len() as isize;
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            ok
+        };
+        if !ok {
+            fail(r, stage::PID_MAX);
+        }
+    }
+    if ns.net && !loopback_up() {
+        fail(r, stage::LOOPBACK);
+    }
+    // SAFETY: plain fork in a single-threaded child; the grandchild continues in command_main.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        fail(r, stage::FORK);
+    }
+    if child == 0 {
+        command_main(plan, argv, envp);
+    }
+    // The helper keeps only the report pipe: the command's output pipes must close when the
+    // command's side does.
+    // SAFETY: closing fds we own copies of; errors are irrelevant.
+    unsafe {
+        libc::close(plan.stdout);
+        libc::close(plan.stderr);
+        if let Some(fd) = plan.stdin {
+            libc::close(fd);
+        }
+        if let Some(fd) = plan.landlock {
+            libc::close(fd);
+        }
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid out-pointer; reaps any process re-parented to us.
+        let w = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if w == child {
+            report(r, stage::EXIT_STATUS, status);
+            // Exiting as pid 1 makes the kernel kill everything left in the namespace.
+            // SAFETY: see `fail`.
+            unsafe { libc::_exit(0) };
+        }
+        if w < 0 && errno() != libc::EINTR {
+            // SAFETY: see `fail`.
+            unsafe { libc::_exit(1) };
+        }
+    }
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
+
+fn add_proc_rule(ruleset: RawFd, access: u64) -> bool {
+    // SAFETY: opens /proc as O_PATH, passes a packed attr struct on the stack to
+    // landlock_add_rule on the ruleset fd prepared by the parent, then closes the O_PATH fd.
+    unsafe {
+        let fd = libc::open(
+            PROC.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
+        );
+        if fd < 0 {
+            return false;
+        }
+        let attr = PathBeneathAttr {
+            allowed_access: access,
+            parent_fd: fd,
+        };
+        let rc = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        );
+        libc::close(fd);
+        rc == 0
+    }
+}
+
+fn bind_ro(src: *const libc::c_char, dst: *const libc::c_char) -> libc::c_int {
+    // SAFETY: bind-mount then remount read-only; both pointers are NUL-terminated strings
+    // owned by the caller for the duration of the call.
+    unsafe {
+        let rc = libc::mount(
+            src,
+            dst,
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        );
+        if rc != 0 {
+            return rc;
+        }
+        libc::mount(
+            std::ptr::null(),
+            dst,
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            std::ptr::null(),
+        )
+    }
+}
+
+fn loopback_up() -> bool {
+    // SAFETY: an AF_INET datagram socket used only for SIOCGIFFLAGS/SIOCSIFFLAGS on "lo"; the
+    // ifreq is zero-initialised on the stack and the socket is closed before returning.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo\0".iter().enumerate() {
+            ifr.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) == 0;
+        if ok {
+            ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            ok = libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) == 0;
+        }
+        libc::close(s);
+        ok
+    }
+}
+
+// Securebits (linux/securebits.h), not exported by libc.
+const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAP_V3: u32 = 0x2008_0522;
+
+/// The command: stdio, session, cwd, limits, capabilities, no_new_privs, landlock, seccomp, exec.
+fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> ! {
+    let r = plan.report;
+    // SAFETY: every call below is a raw syscall on values prepared by the parent (fds, C
+    // strings, the BPF program) or on stack memory; none allocates. Each failure is reported
+    // with its stage and the process exits without unwinding.
+    unsafe {
+        if libc::setsid() < 0 {
+            fail(r, stage::SETSID);
+        }
+        let stdin_ok = match plan.stdin {
+            Some(fd) => libc::dup2(fd, 0) >= 0,
+            None => true,
+        };
+        if !stdin_ok || libc::dup2(plan.stdout, 1) < 0 || libc::dup2(plan.stderr, 2) < 0 {
+            fail(r, stage::STDIO);
+        }
+        // Every inherited fd above 2 closes at exec (the report pipe and the ruleset fd are
+        // still needed until then).
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
+            for fd in 3..65536 {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            fail(r, stage::CHDIR);
+        }
+        for &(res, v) in &plan.rlimits {
+            let lim = libc::rlimit {
+                rlim_cur: v,
+                rlim_max: v,
+            };
+            if libc::setrlimit(res, &lim) != 0 {
+                fail(r, stage::RLIMIT);
+            }
+        }
+        // Capabilities: lock securebits so that exec as uid 0 regains nothing, empty the
+        // bounding and ambient sets, then clear effective/permitted/inheritable.
+        if plan.privileged {
+            let bits = SECBIT_NOROOT
+                | SECBIT_NOROOT_LOCKED
+                | SECBIT_NO_SETUID_FIXUP
+                | SECBIT_NO_SETUID_FIXUP_LOCKED
+                | SECBIT_KEEP_CAPS_LOCKED
+                | SECBIT_NO_CAP_AMBIENT_RAISE
+                | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+            if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) != 0 {
+                fail(r, stage::SECUREBITS);
+            }
+            for cap in 0..=plan.cap_last {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                    fail(r, stage::CAP_BOUNDING);
+                }
+            }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            fail(r, stage::CAP_AMBIENT);
+        }
+        let mut hdr = CapHeader {
+            version: CAP_V3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) != 0 {
+            fail(r, stage::CAPSET);
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail(r, stage::NO_NEW_PRIVS);
+        }
+        if let Some(fd) = plan.landlock
+            && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+        {
+            fail(r, stage::LANDLOCK);
+        }
+        if !plan.bpf.is_empty() {
+            let prog = libc::sock_fprog {
+                len: plan.bpf.len() as libc::c_ushort,
+                filter: plan.bpf.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                fail(r, stage::SECCOMP);
+            }
+        }
+        libc::execve(plan.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        report(r, stage::EXEC, errno());
+        libc::_exit(127)
+    }
+}
+
+/// The kernel's landlock ABI version (0 if landlock is unavailable or disabled).
+pub(crate) fn landlock_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns the ABI version.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 { 0 } else { v as i32 }
+}
+
+/// Sends a signal to a process. Errors (already gone) are ignored.
+pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid we spawned; no memory is involved.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Sends a signal to a process group. Errors are ignored.
+pub(crate) fn killpg(pgid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: killpg(2) with a group we created (the command is a session leader).
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+/// Waits for a child; returns its raw wait status.
+pub(crate) fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// Readiness of one fd after [`poll`].
+pub(crate) struct PollFd {
+    pub fd: RawFd,
+    pub ready: bool,
+    pub hangup: bool,
+}
+
+/// poll(2) over `fds` for input; `timeout_ms` < 0 waits forever.
+pub(crate) fn poll(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
+    let mut raw: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `raw` is a valid array of `raw.len()` pollfd structs.
+    let n = unsafe { libc::poll(raw.as_mut_ptr(), raw.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    for (f, r) in fds.iter_mut().zip(&raw) {
+        f.ready = r.revents & libc::POLLIN != 0;
+        f.hangup = r.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
+    }
+    Ok(n as usize)
+}
+
+/// Effective uid.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether `fd` is a terminal.
+pub(crate) fn isatty(fd: RawFd) -> bool {
+    // SAFETY: isatty only inspects the fd.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// Returns the raw fd of an owned fd (helper to keep call sites free of trait imports).
+pub(crate) fn raw(fd: &OwnedFd) -> RawFd {
+    fd.as_raw_fd()
+}
