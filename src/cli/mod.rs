@@ -66,18 +66,13 @@ enum Cmd {
     /// Run a command confined by the policy's sandbox.
     Exec {
         /// Wall-clock limit in seconds (overrides the policy).
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
         timeout: Option<f64>,
         /// Set an environment variable in the sandbox (repeatable).
         #[arg(long = "env", value_name = "K=V")]
         env: Vec<String>,
         /// The command and its arguments.
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "CMD"
-        )]
+        #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// Inspect policies.
@@ -97,12 +92,7 @@ enum PolicyCmd {
     /// Show the decision, the matching rules and the sandbox for a command, without running it.
     Explain {
         /// The command.
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "CMD"
-        )]
+        #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// List the built-in policies.
