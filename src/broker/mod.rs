@@ -5,7 +5,6 @@ use crate::model::{Decision, Effect, Tool, ToolCall};
 use crate::policy::shell::ShellEnv;
 use crate::policy::{self, Policy};
 use crate::sandbox::{self, EnforcementStatus, Outcome, SandboxError, Spec, Stdin, Stream};
-use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -143,7 +142,7 @@ impl Vars<'_> {
     }
 }
 
-/// Expands a glob in the last component against the directory's entries; plain paths pass
+/// Expands `*`/`?` in the last component against the directory's entries; plain paths pass
 /// through (existing or not).
 fn expand_glob(p: &str) -> Vec<PathBuf> {
     let path = Path::new(p);
@@ -151,33 +150,22 @@ fn expand_glob(p: &str) -> Vec<PathBuf> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if !name.contains(['*', '?', '[']) {
+    if !name.contains(['*', '?']) {
         return vec![path.to_path_buf()];
     }
-    let (Some(dir), Ok(g)) = (path.parent(), Glob::new(&name)) else {
+    let Some(dir) = path.parent() else {
         return vec![];
     };
-    let m = g.compile_matcher();
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {
-            if m.is_match(e.file_name()) {
+            if policy::wildcard(&name, &e.file_name().to_string_lossy()) {
                 out.push(e.path());
             }
         }
     }
     out.sort();
     out
-}
-
-fn globset(pats: &[String]) -> GlobSet {
-    let mut b = GlobSetBuilder::new();
-    for p in pats {
-        if let Ok(g) = Glob::new(p) {
-            b.add(g);
-        }
-    }
-    b.build().unwrap_or_else(|_| GlobSet::empty())
 }
 
 /// The sandbox a policy gives a run, before the program is known.
@@ -276,6 +264,10 @@ pub fn plan(
             protected.extend(expand_glob(&e).into_iter().filter(|p| p.exists()));
         } else {
             for w in &write {
+                // The private TMPDIR is new and empty: nothing in it to protect.
+                if w.as_path() == tmpdir {
+                    continue;
+                }
                 if w.is_dir() && w.as_path() != Path::new("/") {
                     protected.extend(
                         expand_glob(&w.join(&e).display().to_string())
@@ -303,14 +295,15 @@ pub fn plan(
     protected.dedup();
 
     // Environment: allowlist minus always-scrubbed, then the policy's settings, then --env.
-    let allow = globset(&sb.env_allow);
-    let mut scrub_pats: Vec<String> = policy::ALWAYS_SCRUB.iter().map(|s| s.to_string()).collect();
-    scrub_pats.extend(sb.env_scrub.iter().cloned());
-    let scrub = globset(&scrub_pats);
+    let scrubbed = |k: &str| {
+        policy::ALWAYS_SCRUB.iter().any(|p| policy::env_match(p, k))
+            || sb.env_scrub.iter().any(|p| policy::env_match(p, k))
+    };
+    let allowed = |k: &str| sb.env_allow.iter().any(|p| policy::env_match(p, k));
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| {
             let k = k.to_string_lossy();
-            allow.is_match(k.as_ref()) && !scrub.is_match(k.as_ref())
+            allowed(&k) && !scrubbed(&k)
         })
         .collect();
     let mut set = |k: &str, v: String| {
@@ -321,7 +314,7 @@ pub fn plan(
         set(k, vars.expand(v));
     }
     for (k, v) in extra_env {
-        if scrub.is_match(k) {
+        if scrubbed(k) {
             return Err(BrokerError::Usage(format!(
                 "--env {k}: the name matches an always-scrubbed pattern (credentials, loader and shell-startup variables never reach the sandbox)"
             )));

@@ -19,17 +19,72 @@
 use super::normalize;
 use super::shell::{Arg, ShellEnv, SimpleCmd};
 use globset::{Glob, GlobBuilder, GlobMatcher};
+use std::sync::OnceLock;
+
+/// One pattern token: a literal compared as a string, or a glob validated at load and compiled
+/// to a regex only when first used (compiling every glob of a policy up front costs about a
+/// millisecond, which is most of a spawn).
+#[derive(Clone, Debug)]
+enum Pat {
+    Lit(String),
+    Glob {
+        text: String,
+        literal_separator: bool,
+        compiled: OnceLock<Option<GlobMatcher>>,
+    },
+}
+
+fn has_meta(p: &str) -> bool {
+    p.contains(['*', '?', '[', '{', '\\'])
+}
+
+impl Pat {
+    fn new(p: &str, literal_separator: bool) -> Result<Pat, globset::Error> {
+        if !has_meta(p) {
+            return Ok(Pat::Lit(p.to_string()));
+        }
+        GlobBuilder::new(p)
+            .literal_separator(literal_separator)
+            .backslash_escape(true)
+            .build()?;
+        Ok(Pat::Glob {
+            text: p.to_string(),
+            literal_separator,
+            compiled: OnceLock::new(),
+        })
+    }
+
+    fn is_match(&self, s: &str) -> bool {
+        match self {
+            Pat::Lit(l) => l == s,
+            Pat::Glob {
+                text,
+                literal_separator,
+                compiled,
+            } => {
+                // Most globs have a literal prefix (`mkfs*`, `--force*`): reject without
+                // compiling a regex when it does not match.
+                let prefix = &text[..text.find(['*', '?', '[', '{', '\\']).unwrap_or(text.len())];
+                s.starts_with(prefix)
+                    && compiled
+                        .get_or_init(|| glob(text, *literal_separator).ok())
+                        .as_ref()
+                        .is_some_and(|m| m.is_match(s))
+            }
+        }
+    }
+}
 
 /// A compiled command pattern.
 #[derive(Clone, Debug)]
 pub struct CommandPattern {
     /// The pattern as written, for display.
     pub text: String,
-    program: GlobMatcher,
+    program: Pat,
     program_is_path: bool,
     program_any: bool,
     short: Vec<char>,
-    long: Vec<GlobMatcher>,
+    long: Vec<Pat>,
     positional: Vec<Positional>,
 }
 
@@ -38,6 +93,8 @@ struct Positional {
     raw: String,
     is_path: bool,
     any: bool,
+    /// For patterns that do not depend on `~`: the compiled token (path patterns normalised).
+    fixed: Option<Pat>,
 }
 
 fn alias_short(c: char) -> char {
@@ -71,7 +128,7 @@ impl CommandPattern {
             return Err("the program of a command pattern is empty".into());
         }
         let program_is_path = prog.contains('/');
-        let program = glob(prog, program_is_path)
+        let program = Pat::new(prog, program_is_path)
             .map_err(|e| format!("bad glob `{prog}` in command pattern: {e}"))?;
         let mut short = Vec::new();
         let mut long = Vec::new();
@@ -80,14 +137,11 @@ impl CommandPattern {
             if p.is_empty() {
                 return Err("empty argument in command pattern".into());
             }
-            if let Some(rest) = p.strip_prefix("--").filter(|r| !r.is_empty()) {
+            if p.strip_prefix("--").is_some_and(|r| !r.is_empty()) {
                 if let Some(c) = alias_long(p) {
                     short.push(c);
                 } else {
-                    long.push(
-                        glob(&format!("--{rest}"), false)
-                            .map_err(|e| format!("bad glob `{p}`: {e}"))?,
-                    );
+                    long.push(Pat::new(p, false).map_err(|e| format!("bad glob `{p}`: {e}"))?);
                 }
             } else if let Some(rest) = p.strip_prefix('-').filter(|r| !r.is_empty()) {
                 if !rest.chars().all(|c| c.is_ascii_alphanumeric()) {
@@ -98,11 +152,22 @@ impl CommandPattern {
                 short.extend(rest.chars().map(alias_short));
             } else {
                 let is_path = p.starts_with('/') || p.starts_with('~');
-                glob(p, is_path).map_err(|e| format!("bad glob `{p}`: {e}"))?;
+                let checked = Pat::new(p, is_path).map_err(|e| format!("bad glob `{p}`: {e}"))?;
+                let fixed = if p.starts_with('~') {
+                    None
+                } else if is_path {
+                    Some(
+                        Pat::new(&normalize(p), true)
+                            .map_err(|e| format!("bad glob `{p}`: {e}"))?,
+                    )
+                } else {
+                    Some(checked)
+                };
                 positional.push(Positional {
                     raw: p.clone(),
                     is_path,
                     any: p == "*" || p == "**",
+                    fixed,
                 });
             }
         }
@@ -126,7 +191,7 @@ impl CommandPattern {
             _ if self.program_any => true,
             Arg::Lit(p) => {
                 if self.program_is_path {
-                    p.contains('/') && self.program.is_match(normalize(&abs(p, env)))
+                    p.contains('/') && self.program.is_match(&normalize(&abs(p, env)))
                 } else {
                     self.program.is_match(p.rsplit('/').next().unwrap_or(p))
                 }
@@ -208,8 +273,16 @@ impl CommandPattern {
         } else {
             p.raw.clone()
         };
-        let Ok(m) = glob(&pat, p.is_path) else {
-            return false;
+        let home_pat;
+        let m = match &p.fixed {
+            Some(f) => f,
+            None => match Pat::new(&pat, true) {
+                Ok(x) => {
+                    home_pat = x;
+                    &home_pat
+                }
+                Err(_) => return false,
+            },
         };
         match a {
             Arg::Unknown(_) => may,
@@ -231,9 +304,10 @@ impl CommandPattern {
                     return true;
                 }
                 // May the shell glob expand to something the pattern names?
-                may && Glob::new(&t)
-                    .map(|g| g.compile_matcher().is_match(&pat))
-                    .unwrap_or(true)
+                may && !has_meta(&pat)
+                    && Glob::new(&t)
+                        .map(|g| g.compile_matcher().is_match(&pat))
+                        .unwrap_or(true)
             }
         }
     }

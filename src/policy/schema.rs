@@ -3,7 +3,6 @@
 
 use super::{CommandPattern, Policy, PolicyError, Rule};
 use crate::model::{Effect, Tool};
-use globset::{GlobBuilder, GlobSetBuilder};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -308,11 +307,24 @@ fn check_path(ctx: &Ctx, s: &Spanned<String>, relative_ok: bool) -> Result<Strin
     if p.is_empty() {
         return Err(ctx.err(s.span(), "empty path"));
     }
-    // Globs are allowed in the last component of deny/protected paths; check they compile.
-    GlobBuilder::new(p)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| ctx.err(s.span(), format!("bad glob `{p}`: {e}")))?;
+    // `*` and `?` are allowed in the last component only (expanded against the directory).
+    let bare = VARS
+        .iter()
+        .fold(p.clone(), |acc, v| acc.replace(&format!("${{{v}}}"), ""));
+    if bare.contains(['[', ']', '{', '}']) {
+        return Err(ctx.err(
+            s.span(),
+            format!("`{p}`: sandbox paths support only `*` and `?`, in the last component"),
+        ));
+    }
+    if let Some((dir, _)) = bare.rsplit_once('/')
+        && dir.contains(['*', '?'])
+    {
+        return Err(ctx.err(
+            s.span(),
+            format!("`{p}`: `*` and `?` are allowed only in the last component"),
+        ));
+    }
     Ok(p.clone())
 }
 
@@ -426,10 +438,10 @@ fn compile(
             text: &src.text,
         };
         let raw = &src.value;
-        if idx == last {
-            if let Some(n) = &raw.name {
-                name = n.clone();
-            }
+        if idx == last
+            && let Some(n) = &raw.name
+        {
+            name = n.clone();
         }
         if let Some(d) = &raw.description {
             description = d.clone();
@@ -518,9 +530,17 @@ fn compile(
             sb.limits.output = Some(parse_size(&ctx, v, "limits.output")?);
         }
         for a in s.env.allow.iter().chain(&s.env.scrub) {
-            globset::Glob::new(a.get_ref()).map_err(|e| {
-                ctx.err(a.span(), format!("bad env pattern `{}`: {e}", a.get_ref()))
-            })?;
+            let v = a.get_ref();
+            if v.is_empty()
+                || !v
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '*')
+            {
+                return Err(ctx.err(
+                    a.span(),
+                    format!("env pattern `{v}`: use letters, digits, `_` and `*` (any run of characters)"),
+                ));
+            }
         }
         sb.env_allow
             .extend(s.env.allow.iter().map(|a| a.get_ref().clone()));
@@ -645,18 +665,7 @@ fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
     let paths = match &rr.path {
         None => None,
         Some(list) => {
-            let mut b = GlobSetBuilder::new();
-            let mut texts = Vec::new();
             for p in list {
-                let g = GlobBuilder::new(p.get_ref())
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|e| {
-                        ctx.err(
-                            p.span(),
-                            format!("rule `{id}`: bad path glob `{}`: {e}", p.get_ref()),
-                        )
-                    })?;
                 if !p.get_ref().starts_with('/') && !p.get_ref().starts_with("**") {
                     return Err(ctx.err(
                         p.span(),
@@ -666,13 +675,14 @@ fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
                         ),
                     ));
                 }
-                b.add(g);
-                texts.push(p.get_ref().clone());
             }
-            let set = b
-                .build()
-                .map_err(|e| ctx.err(r.span(), format!("rule `{id}`: {e}")))?;
-            Some((set, texts))
+            let texts: Vec<String> = list.iter().map(|p| p.get_ref().clone()).collect();
+            Some(super::PathGlobs::new(texts).map_err(|(i, e)| {
+                ctx.err(
+                    list[i].span(),
+                    format!("rule `{id}`: bad path glob `{}`: {e}", list[i].get_ref()),
+                )
+            })?)
         }
     };
     Ok(Rule {

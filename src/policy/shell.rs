@@ -474,11 +474,7 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
         "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "yash" | "posh" => {
             shell(name, rest, env, a, depth)
         }
-        "busybox" => {
-            if !rest.is_empty() {
-                command(rest, env, a, depth + 1);
-            }
-        }
+        "busybox" if !rest.is_empty() => command(rest, env, a, depth + 1),
         "eval" => {
             if rest.iter().all(|r| matches!(r, Arg::Lit(_) | Arg::Glob(_))) {
                 let s = rest.iter().map(Arg::text).collect::<Vec<_>>().join(" ");
@@ -650,9 +646,9 @@ fn unwrap_after(
         }
         if with_arg.contains(&t) {
             i += 2;
-        } else if t.starts_with('-') && t.len() > 1 {
-            i += 1;
-        } else if assignments && t.contains('=') && !t.starts_with('=') {
+        } else if (t.starts_with('-') && t.len() > 1)
+            || (assignments && t.contains('=') && !t.starts_with('='))
+        {
             i += 1;
         } else {
             break;

@@ -240,6 +240,8 @@ fn validation_errors_have_positions() {
     assert!(e.starts_with("bad.toml:4:") && e.contains("reason"), "{e}");
     let e = err("[sandbox]\nread = [\"${NOPE}/x\"]\n");
     assert!(e.starts_with("bad.toml:2:") && e.contains("NOPE"), "{e}");
+    let e = err("[sandbox]\ndeny = [\"/a/*/b\"]\n");
+    assert!(e.contains("last component"), "{e}");
     let e = err("[sandbox]\nread = [\"relative/x\"]\n");
     assert!(e.contains("absolute"), "{e}");
     let e = err("[sandbox]\nnetwork = \"internet\"\n");
@@ -283,4 +285,34 @@ fn normalize_paths() {
     assert_eq!(normalize("//"), "/");
     assert_eq!(normalize("/a/./b/../c/"), "/a/c");
     assert_eq!(normalize("/.."), "/");
+}
+
+#[test]
+fn env_patterns() {
+    assert!(env_match("*_TOKEN", "GITHUB_TOKEN"));
+    assert!(!env_match("*_TOKEN", "TOKEN"));
+    assert!(env_match("*SECRET*", "MY_SECRET_X"));
+    assert!(env_match("*SECRET*", "SECRET"));
+    assert!(env_match("LC_*", "LC_ALL"));
+    assert!(!env_match("LC_*", "XLC_ALL"));
+    assert!(env_match("PATH", "PATH"));
+    assert!(!env_match("PATH", "PATHX"));
+    assert!(env_match("*", "ANY"));
+    assert!(env_match("A*B*C", "AxxBxxC"));
+    assert!(!env_match("A*B*C", "AxxC"));
+    assert!(!env_match("AB*BA", "ABA"));
+    assert!(wildcard(".*history", ".bash_history"));
+    assert!(wildcard("ssh_host_*_key", "ssh_host_rsa_key"));
+    assert!(!wildcard("ssh_host_*_key", "ssh_host_rsa_key.pub"));
+    assert!(wildcard("a?c", "abc") && !wildcard("a?c", "ac"));
+    assert!(wildcard(".gateway*", ".gateway") && wildcard(".gateway*", ".gateway.toml"));
+    for p in ALWAYS_SCRUB {
+        assert!(
+            p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '*'),
+            "{p}"
+        );
+    }
+    let e = err("[sandbox.env]\nallow = [\"A[B]\"]\n");
+    assert!(e.starts_with("bad.toml:2:"), "{e}");
 }

@@ -430,7 +430,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         landlock: ll_fd.as_ref().map(sys::raw),
         bpf,
         rlimits,
-        ns: use_ns.then(|| sys::NsPlan {
+        ns: use_ns.then_some(sys::NsPlan {
             net: matches!(spec.network, Network::Loopback),
             mounts,
             pid_max,
