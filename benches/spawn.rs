@@ -1,9 +1,10 @@
 //! Spawn benchmark: median wall time of
 //!   1. `true` run directly,
 //!   2. `gateway exec --policy strict -- true`,
-//!   3. `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`,
-//! measured side by side in one process, interleaved round-robin so that machine noise hits all
-//! three alike. Goals (issue 2): gateway ≤ 2.5× direct, and ≥ 3× faster than bwrap.
+//!   3. `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`.
+//!
+//! They are measured side by side in one process, interleaved round-robin so that machine
+//! noise hits all three alike. Goals (issue 2): gateway ≤ 2.5× direct, and ≥ 3× faster than bwrap.
 //!
 //! Run: `cargo bench --bench spawn` (ITERATIONS env var, default 400).
 
