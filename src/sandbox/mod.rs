@@ -438,6 +438,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         }),
         cap_last,
         privileged,
+        stack: vec![0u8; sys::CHILD_STACK],
     };
     let (pid, pidfd) = sys::spawn(&plan).map_err(io("starting the sandboxed process"))?;
     drop(plan);

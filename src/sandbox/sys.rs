@@ -100,6 +100,51 @@ pub(crate) struct ChildPlan {
     pub ns: Option<NsPlan>,
     pub cap_last: u32,
     pub privileged: bool,
+    /// Stack for the command's vfork-style clone (allocated by the parent).
+    pub stack: Vec<u8>,
+}
+
+/// Size of [`ChildPlan::stack`]: the command's setup runs only raw syscalls.
+pub(crate) const CHILD_STACK: usize = 256 * 1024;
+
+/// What the command's clone callback receives.
+struct CommandArgs<'a> {
+    plan: &'a ChildPlan,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+}
+
+extern "C" fn command_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points to a CommandArgs on the stack of the (suspended, CLONE_VFORK) parent
+    // of this process, valid until this process execs or exits.
+    let args = unsafe { &*(arg as *const CommandArgs<'_>) };
+    command_main(args.plan, args.argv, args.envp)
+}
+
+/// Starts the command with clone(CLONE_VM | CLONE_VFORK) on the plan's stack, like
+/// posix_spawn: no page tables are copied, and the caller is suspended until the command execs
+/// or exits. Returns its pid or -1.
+fn spawn_command(
+    plan: &ChildPlan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> libc::pid_t {
+    let args = CommandArgs { plan, argv, envp };
+    let base = plan.stack.as_ptr() as usize;
+    // The stack grows down: start at the (16-byte aligned) top of the buffer.
+    let top = (base + plan.stack.len()) & !15usize;
+    // SAFETY: glibc's clone switches to `top` (inside a live buffer owned by `plan`) and calls
+    // `command_entry(&args)`. With CLONE_VFORK this thread does not run again until the child
+    // has exec'd or exited, so `args` and the stack outlive their use, and the child's writes
+    // to shared memory (errno in our TLS) cannot race with us.
+    unsafe {
+        libc::clone(
+            command_entry,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &args as *const CommandArgs<'_> as *mut libc::c_void,
+        )
+    }
 }
 
 const DEV_NULL: &std::ffi::CStr = c"/dev/null";
@@ -124,24 +169,35 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
         .map(|c| c.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let mut flags = libc::SIGCHLD as libc::c_ulong;
-    if let Some(ns) = &plan.ns {
-        flags |= (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
-        if ns.net {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+    let pid: libc::pid_t = match &plan.ns {
+        None => {
+            let pid = spawn_command(plan, &argv_ptrs, &envp_ptrs);
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            pid
         }
-    }
-    // SAFETY: clone with a NULL stack behaves like fork: the child gets a copy-on-write copy of
-    // the address space and continues here. The child then runs only async-signal-safe code
-    // (raw syscalls on memory prepared above) and never returns from `child_main`.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if pid == 0 {
-        child_main(plan, &argv_ptrs, &envp_ptrs);
-    }
-    let pid = pid as libc::pid_t;
+        Some(ns) => {
+            let mut flags =
+                (libc::SIGCHLD | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC)
+                    as libc::c_ulong;
+            if ns.net {
+                flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            }
+            // SAFETY: clone with a NULL stack behaves like fork: the child gets a copy-on-write
+            // copy of the address space and continues here. It then runs only async-signal-safe
+            // code (raw syscalls on memory prepared above) and never returns from `init_main`.
+            let pid =
+                unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if pid == 0 {
+                init_main(plan, ns, &argv_ptrs, &envp_ptrs);
+            }
+            pid as libc::pid_t
+        }
+    };
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is passed.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -175,14 +231,6 @@ fn fail(fd: RawFd, st: u32) -> ! {
     // SAFETY: _exit ends the process without running destructors or atexit handlers, which is
     // what a forked child must do.
     unsafe { libc::_exit(125) }
-}
-
-fn child_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> ! {
-    if let Some(ns) = &plan.ns {
-        init_main(plan, ns, argv, envp)
-    } else {
-        command_main(plan, argv, envp)
-    }
 }
 
 /// Pid 1 of the new namespaces: mounts, limits, then fork the command and wait for it.
@@ -275,13 +323,9 @@ fn init_main(
     if ns.net && !loopback_up() {
         fail(r, stage::LOOPBACK);
     }
-    // SAFETY: plain fork in a single-threaded child; the grandchild continues in command_main.
-    let child = unsafe { libc::fork() };
+    let child = spawn_command(plan, argv, envp);
     if child < 0 {
         fail(r, stage::FORK);
-    }
-    if child == 0 {
-        command_main(plan, argv, envp);
     }
     // The helper keeps only the report pipe: the command's output pipes must close when the
     // command's side does.
