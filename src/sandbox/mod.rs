@@ -231,9 +231,26 @@ pub fn stdin_is_tty() -> bool {
 /// Smallest pid_max the kernel accepts in a pid namespace (RESERVED_PIDS + 1).
 const PID_MAX_MIN: u64 = 301;
 
+/// Helpers (pid 1 of a run's namespaces) that reported and are exiting, not yet reaped.
+static PENDING: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+fn pending_reap(pid: libc::pid_t) {
+    if let Ok(mut p) = PENDING.lock() {
+        p.push(pid);
+    }
+}
+
+/// Reaps finished helpers without blocking.
+fn reap_pending() {
+    if let Ok(mut p) = PENDING.lock() {
+        p.retain(|&pid| !sys::try_wait(pid));
+    }
+}
+
 /// Runs `spec` confined; `sink` receives output chunks as they arrive.
 pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, SandboxError> {
     let start = Instant::now();
+    reap_pending();
     let privileged = sys::euid() == 0;
     let mut status = EnforcementStatus::default();
 
@@ -448,13 +465,17 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     drop(ll_fd);
     drop(null_stdin);
 
-    // Relay output until the child exits and the pipes close, enforcing timeout and output cap.
+    // Relay output until the command is done and the pipes close, enforcing timeout and output
+    // cap. With namespaces, "done" is the helper's status record: it sends it only after every
+    // process of the run is dead, so the namespace teardown need not be waited for.
     let deadline = l.timeout.map(|t| start + t);
     let mut timed_out = false;
     let mut over_limit = false;
     let mut exited = false;
     let mut out_open = true;
     let mut err_open = true;
+    let mut rep_open = true;
+    let mut rep: Vec<u8> = Vec::new();
     let mut counts = [0u64; 2];
     let mut buf = vec![0u8; 64 * 1024];
     let mut exit_seen_at: Option<Instant> = None;
@@ -466,7 +487,15 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             sys::kill(pid, libc::SIGKILL);
         }
     };
-    while out_open || err_open || !exited {
+    let status_in = |rep: &[u8]| {
+        rep.chunks_exact(8)
+            .any(|r| u32::from_ne_bytes([r[0], r[1], r[2], r[3]]) == sys::stage::EXIT_STATUS)
+    };
+    loop {
+        let done = exited || (use_ns && status_in(&rep));
+        if done && !out_open && !err_open {
+            break;
+        }
         let mut timeout_ms: i32 = -1;
         if let Some(d) = deadline
             && !timed_out
@@ -482,32 +511,13 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 break;
             }
         }
-        let mut fds = vec![
-            sys::PollFd {
-                fd: out_r.as_raw_fd(),
-                ready: false,
-                hangup: false,
-            },
-            sys::PollFd {
-                fd: err_r.as_raw_fd(),
-                ready: false,
-                hangup: false,
-            },
-            sys::PollFd {
-                fd: pidfd.as_raw_fd(),
-                ready: false,
-                hangup: false,
-            },
+        let fd_if = |open: bool, fd: i32| if open { fd } else { -1 };
+        let mut fds = [
+            sys::PollFd { fd: fd_if(out_open, out_r.as_raw_fd()), ready: false, hangup: false },
+            sys::PollFd { fd: fd_if(err_open, err_r.as_raw_fd()), ready: false, hangup: false },
+            sys::PollFd { fd: fd_if(rep_open, rep_r.as_raw_fd()), ready: false, hangup: false },
+            sys::PollFd { fd: fd_if(!done, pidfd.as_raw_fd()), ready: false, hangup: false },
         ];
-        if !out_open {
-            fds[0].fd = -1;
-        }
-        if !err_open {
-            fds[1].fd = -1;
-        }
-        if exited {
-            fds[2].fd = -1;
-        }
         sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
         for (i, (reader, open)) in [(&mut out_r, &mut out_open), (&mut err_r, &mut err_open)]
             .into_iter()
@@ -520,37 +530,30 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                         counts[i] += n as u64;
                         let total = counts[0] + counts[1];
                         let limit = l.output.unwrap_or(u64::MAX);
+                        let stream = if i == 0 { Stream::Stdout } else { Stream::Stderr };
                         if total > limit {
                             let keep = n.saturating_sub((total - limit) as usize);
                             if keep > 0 && !over_limit {
-                                sink(
-                                    if i == 0 {
-                                        Stream::Stdout
-                                    } else {
-                                        Stream::Stderr
-                                    },
-                                    &buf[..keep],
-                                );
+                                sink(stream, &buf[..keep]);
                             }
                             if !over_limit {
                                 over_limit = true;
                                 kill_all(pid);
                             }
                         } else {
-                            sink(
-                                if i == 0 {
-                                    Stream::Stdout
-                                } else {
-                                    Stream::Stderr
-                                },
-                                &buf[..n],
-                            );
+                            sink(stream, &buf[..n]);
                         }
                     }
                 }
             }
         }
-        if !exited && (fds[2].ready || fds[2].hangup) {
+        if rep_open && (fds[2].ready || fds[2].hangup) {
+            match rep_r.read(&mut buf) {
+                Ok(0) | Err(_) => rep_open = false,
+                Ok(n) => rep.extend_from_slice(&buf[..n]),
+            }
+        }
+        if !exited && (fds[3].ready || fds[3].hangup) {
             exited = true;
             if !use_ns {
                 // The command is gone: its session's stragglers go with it.
@@ -561,19 +564,26 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         if let Some(d) = deadline
             && !timed_out
             && !exited
+            && !(use_ns && status_in(&rep))
             && Instant::now() >= d
         {
             timed_out = true;
             kill_all(pid);
         }
     }
-    let raw_status = sys::wait(pid).map_err(io("collecting the sandboxed process"))?;
+    let mut raw_status = None;
+    if exited {
+        raw_status = Some(sys::wait(pid).map_err(io("collecting the sandboxed process"))?);
+        let _ = rep_r.read_to_end(&mut rep);
+    } else {
+        // Everything in the namespace is dead; the helper is exiting. Reap it later.
+        pending_reap(pid);
+    }
+    drop(pidfd);
     let duration = start.elapsed();
 
     // The report pipe holds setup failures and, with namespaces, the command's wait status.
-    let mut rep = Vec::new();
-    let _ = rep_r.read_to_end(&mut rep);
-    let mut cmd_status: Option<i32> = if use_ns { None } else { Some(raw_status) };
+    let mut cmd_status: Option<i32> = if use_ns { None } else { raw_status };
     for rec in rep.chunks_exact(8) {
         let st = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
         let val = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);

@@ -345,8 +345,21 @@ fn init_main(
         // SAFETY: waitpid with a valid out-pointer; reaps any process re-parented to us.
         let w = unsafe { libc::waitpid(-1, &mut status, 0) };
         if w == child {
+            // The command is done: kill everything else in the namespace and reap it all, so
+            // that when the broker reads the status nothing of the run is alive. (The kernel
+            // would do the same when pid 1 exits, but only after tearing down the mount
+            // namespace, which waits for an RCU grace period; this way the broker does not.)
+            // SAFETY: kill(-1) from pid 1 signals every other process in this pid namespace.
+            unsafe { libc::kill(-1, libc::SIGKILL) };
+            loop {
+                let mut st = 0;
+                // SAFETY: as above.
+                let w = unsafe { libc::waitpid(-1, &mut st, 0) };
+                if w < 0 && errno() != libc::EINTR {
+                    break;
+                }
+            }
             report(r, stage::EXIT_STATUS, status);
-            // Exiting as pid 1 makes the kernel kill everything left in the namespace.
             // SAFETY: see `fail`.
             unsafe { libc::_exit(0) };
         }
@@ -620,6 +633,14 @@ pub(crate) fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
             return Err(e);
         }
     }
+}
+
+/// Reaps a child if it has exited; true if reaped (or gone).
+pub(crate) fn try_wait(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child with WNOHANG and a valid out-pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    r == pid || r < 0
 }
 
 /// Readiness of one fd after [`poll`].
