@@ -287,6 +287,53 @@ impl Policy {
     }
 }
 
+/// Fuzz entry (fuzz/fuzz_targets/policy_parse.rs): any bytes as policy text; never panics.
+pub fn fuzz_policy(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(p) = Policy::from_str(text, "fuzz.toml", "fuzz", None)
+    {
+        // A policy that parsed must also evaluate without panicking.
+        let call = ToolCall {
+            tool: Tool::Exec,
+            argv: vec!["sh".into(), "-c".into(), "ls; rm -rf ~/x".into()],
+            paths: vec![],
+            cwd: "/w".into(),
+        };
+        let _ = p.evaluate(&call, &ShellEnv::default());
+    }
+}
+
+/// Fuzz entry (fuzz/fuzz_targets/shell_analyse.rs): any bytes as `sh -c` text, analysed and
+/// evaluated against the strict policy. Never panics; a script that contains a literal
+/// `rm -rf /` simple command is never allowed by strict.
+pub fn fuzz_shell(data: &[u8]) {
+    let Ok(script) = std::str::from_utf8(data) else {
+        return;
+    };
+    let env = ShellEnv {
+        home: "/home/u".into(),
+        cwd: "/w".into(),
+    };
+    let analysis = shell::analyse_script(script, &env);
+    static STRICT: OnceLock<Option<Policy>> = OnceLock::new();
+    if let Some(strict) = STRICT.get_or_init(|| Policy::builtin("strict").ok()) {
+        let call = ToolCall {
+            tool: Tool::Exec,
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            paths: vec![],
+            cwd: "/w".into(),
+        };
+        let d = strict.evaluate(&call, &env);
+        if analysis.commands.iter().any(|c| c.display() == "rm -rf /") {
+            assert_eq!(
+                d.effect,
+                Effect::Deny,
+                "strict allowed rm -rf / in {script:?}"
+            );
+        }
+    }
+}
+
 /// Matches a name against a pattern where `*` matches any run of characters and `?` one
 /// character: env patterns, and the last component of deny/protected paths. Written by hand
 /// because compiling globset regexes for these on every run costs ~0.3 ms, more than the rest

@@ -316,3 +316,34 @@ fn env_patterns() {
     let e = err("[sandbox.env]\nallow = [\"A[B]\"]\n");
     assert!(e.starts_with("bad.toml:2:"), "{e}");
 }
+
+#[test]
+fn fuzz_entries_survive_the_seed_corpus() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let mut n = 0;
+    for (dir, f) in [
+        ("policy_parse", fuzz_policy as fn(&[u8])),
+        ("shell_analyse", fuzz_shell),
+    ] {
+        for e in std::fs::read_dir(root.join(dir)).expect("corpus dir") {
+            let data = std::fs::read(e.expect("entry").path()).expect("read");
+            f(&data);
+            // Truncations and byte flips of each seed, as a quick smoke test.
+            for cut in [
+                0,
+                data.len() / 3,
+                data.len() / 2,
+                data.len().saturating_sub(1),
+            ] {
+                f(&data[..cut]);
+            }
+            let mut flipped = data.clone();
+            for i in (0..flipped.len()).step_by(7) {
+                flipped[i] ^= 0x20;
+            }
+            f(&flipped);
+            n += 1;
+        }
+    }
+    assert!(n >= 8, "seed corpus too small: {n}");
+}

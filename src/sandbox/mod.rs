@@ -513,10 +513,26 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         }
         let fd_if = |open: bool, fd: i32| if open { fd } else { -1 };
         let mut fds = [
-            sys::PollFd { fd: fd_if(out_open, out_r.as_raw_fd()), ready: false, hangup: false },
-            sys::PollFd { fd: fd_if(err_open, err_r.as_raw_fd()), ready: false, hangup: false },
-            sys::PollFd { fd: fd_if(rep_open, rep_r.as_raw_fd()), ready: false, hangup: false },
-            sys::PollFd { fd: fd_if(!done, pidfd.as_raw_fd()), ready: false, hangup: false },
+            sys::PollFd {
+                fd: fd_if(out_open, out_r.as_raw_fd()),
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: fd_if(err_open, err_r.as_raw_fd()),
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: fd_if(rep_open, rep_r.as_raw_fd()),
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: fd_if(!done, pidfd.as_raw_fd()),
+                ready: false,
+                hangup: false,
+            },
         ];
         sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
         for (i, (reader, open)) in [(&mut out_r, &mut out_open), (&mut err_r, &mut err_open)]
@@ -530,7 +546,11 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                         counts[i] += n as u64;
                         let total = counts[0] + counts[1];
                         let limit = l.output.unwrap_or(u64::MAX);
-                        let stream = if i == 0 { Stream::Stdout } else { Stream::Stderr };
+                        let stream = if i == 0 {
+                            Stream::Stdout
+                        } else {
+                            Stream::Stderr
+                        };
                         if total > limit {
                             let keep = n.saturating_sub((total - limit) as usize);
                             if keep > 0 && !over_limit {
