@@ -323,17 +323,25 @@ fn escape_write_global_tmp() {
             !Path::new(&target).exists(),
             "{policy} wrote to the global /tmp"
         );
-        // The private TMPDIR works and is not the global /tmp.
+        // The private TMPDIR works, is not the global /tmp, and is private to the run: a file
+        // written there is seen neither on the host nor by the next run.
         let o = env.sh(
             policy,
-            "echo ok > \"$TMPDIR/f\" && cat \"$TMPDIR/f\" && echo \"$TMPDIR\"",
+            "echo ok > \"$TMPDIR/gw-private\" && cat \"$TMPDIR/gw-private\" && echo \"$TMPDIR\"",
         );
         assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
         let tmpdir = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
-        assert!(tmpdir.starts_with("/tmp/gateway-"), "{tmpdir}");
+        assert!(tmpdir.starts_with("/tmp/") && tmpdir != "/tmp", "{tmpdir}");
         assert!(
-            !Path::new(&tmpdir).exists(),
-            "private TMPDIR {tmpdir} was not removed"
+            !Path::new(&tmpdir).join("gw-private").exists(),
+            "TMPDIR file visible on the host"
+        );
+        let o = env.sh(policy, "ls -A \"$TMPDIR\"");
+        assert_eq!(
+            stdout(&o).trim(),
+            "",
+            "{policy}: the next run sees: {}",
+            text(&o)
         );
     }
 }

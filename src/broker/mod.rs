@@ -389,6 +389,45 @@ fn resolve_program(
     })
 }
 
+/// The fixed mount point for per-run tmpfs TMPDIRs: `$TMPDIR/.gateway-private` (normally
+/// `/tmp/.gateway-private`), created 0700 once; refused if it is a symlink or not ours.
+fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let base = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| std::env::temp_dir());
+    let p = base.join(".gateway-private");
+    match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(BrokerError::Io {
+                what: format!("creating the TMPDIR mount point {}", p.display()),
+                source: e,
+            });
+        }
+    }
+    let m = std::fs::symlink_metadata(&p).map_err(|e| BrokerError::Io {
+        what: format!("checking {}", p.display()),
+        source: e,
+    })?;
+    // The mount point must be a real directory owned by us and closed to others.
+    if !m.is_dir() || m.uid() != sandbox::effective_uid() || m.mode() & 0o022 != 0 {
+        return Err(BrokerError::Io {
+            what: format!(
+                "{} is not a directory owned by uid {} and closed to others; remove it",
+                p.display(),
+                sandbox::effective_uid()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+    }
+    Ok(p)
+}
+
+/// Size of the tmpfs TMPDIR: the policy's memory limit (tmpfs pages are memory), else 2 GiB.
+fn tmpfs_size(l: &sandbox::Limits) -> u64 {
+    l.memory.unwrap_or(2 << 30)
+}
+
 /// A private TMPDIR, removed on drop.
 struct TempDir(PathBuf);
 
@@ -467,15 +506,25 @@ pub fn exec(
         }
         Effect::Allow => {}
     }
+    // The private TMPDIR: with namespaces, a fresh tmpfs mounted in the run's own mount
+    // namespace on a fixed, root-only mount point (nothing to create or delete per run);
+    // otherwise a new directory, removed afterwards.
     let private = req.policy.sandbox.private_tmp;
-    let tmp = if private { Some(TempDir::new()?) } else { None };
+    let use_tmpfs = private && req.policy.sandbox.namespaces && sandbox::namespaces_available();
+    let tmp = if private && !use_tmpfs {
+        Some(TempDir::new()?)
+    } else {
+        None
+    };
     let tmpdir = match &tmp {
         Some(t) => t.0.clone(),
+        None if use_tmpfs => tmpfs_mountpoint()?,
         None => std::env::temp_dir(),
     };
     let plan = plan(req.policy, &ws, &req.state_dir, &tmpdir, &req.env)?;
     let program = resolve_program(&req.argv[0], &ws, &plan.env)?;
     let mut limits = plan.limits;
+    let tmpfs_size = tmpfs_size(&limits);
     if let Some(t) = req.timeout {
         limits.timeout = Some(t);
     }
@@ -494,6 +543,7 @@ pub fn exec(
         namespaces: plan.namespaces,
         best_effort: plan.best_effort,
         stdin: req.stdin,
+        private_tmp: use_tmpfs.then(|| (tmpdir.clone(), tmpfs_size)),
     };
     let outcome = sandbox::run(&spec, sink)?;
     drop(tmp);

@@ -86,6 +86,11 @@ pub(crate) fn build(
     Ok((fd, status))
 }
 
+/// Landlock access bits for every filesystem right of the ABI (for rules added in the child).
+pub(crate) fn all_access_bits(kernel_abi: i32) -> u64 {
+    AccessFs::from_all(ABI::from(kernel_abi)).bits()
+}
+
 fn add_tree(
     rs: &mut RulesetCreated,
     root: &Path,

@@ -94,6 +94,14 @@ pub struct Spec {
     pub best_effort: bool,
     /// stdin.
     pub stdin: Stdin,
+    /// With namespaces: mount a fresh tmpfs here (an existing directory) as the private
+    /// TMPDIR, writable and readable only by this run. Bytes (size limit of the tmpfs).
+    pub private_tmp: Option<(PathBuf, u64)>,
+}
+
+/// Will `run` use namespaces (and so honour `Spec::private_tmp`)? True when privileged.
+pub fn namespaces_available() -> bool {
+    sys::euid() == 0
 }
 
 /// What landlock really enforced.
@@ -221,6 +229,11 @@ fn cstr(b: &[u8], what: &str) -> Result<CString, SandboxError> {
 /// Does the kernel support landlock? Returns the ABI version (0 = no).
 pub fn landlock_abi() -> i32 {
     sys::landlock_abi()
+}
+
+/// This process's effective uid.
+pub fn effective_uid() -> u32 {
+    sys::euid()
 }
 
 /// Is this process's stdin a terminal?
@@ -406,6 +419,24 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     } else {
         0
     };
+    let tmp = match (&spec.private_tmp, use_ns) {
+        (Some((path, size)), true) => Some((
+            cstr(path.as_os_str().as_bytes(), "the private TMPDIR")?,
+            cstr(format!("mode=0700,size={size}").as_bytes(), "tmpfs options")?,
+            if ll_fd.is_some() {
+                landlock::all_access_bits(abi)
+            } else {
+                0
+            },
+        )),
+        (Some(_), false) => {
+            return Err(SandboxError::Unavailable(
+                "a tmpfs TMPDIR needs a mount namespace; the broker must create a directory instead"
+                    .into(),
+            ));
+        }
+        (None, _) => None,
+    };
 
     // Pipes.
     let io = |what| move |source| SandboxError::Io { what, source };
@@ -452,6 +483,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             mounts,
             pid_max,
             proc_access,
+            tmp,
         }),
         cap_last,
         privileged,

@@ -197,14 +197,11 @@ pub(crate) fn build(network: &Network) -> Result<Vec<libc::sock_filter>, String>
             // namespace) or stream only (connect_tcp, where landlock restricts the ports).
             // Deny every other family (unix: reaches agents and daemons outside; netlink,
             // packet: raw access) and raw sockets.
-            let mut socket_rules = Vec::new();
-            for fam in 0..=64u64 {
-                if fam == libc::AF_INET as u64 || fam == libc::AF_INET6 as u64 {
-                    continue;
-                }
-                socket_rules.push(rule(vec![cond(0, Len::Dword, Op::Eq, fam)?])?);
-            }
-            socket_rules.push(rule(vec![cond(0, Len::Dword, Op::Gt, 64)?])?);
+            // One rule: the family is neither AF_INET nor AF_INET6 (conditions are ANDed).
+            let mut socket_rules = vec![rule(vec![
+                cond(0, Len::Dword, Op::Ne, libc::AF_INET as u64)?,
+                cond(0, Len::Dword, Op::Ne, libc::AF_INET6 as u64)?,
+            ])?];
             for fam in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
                 let allowed_types: &[u64] = if matches!(network, Network::Loopback) {
                     &[libc::SOCK_STREAM as u64, libc::SOCK_DGRAM as u64]
@@ -226,7 +223,13 @@ pub(crate) fn build(network: &Network) -> Result<Vec<libc::sock_filter>, String>
         }
     }
 
-    let ruled: Vec<u32> = rules.keys().map(|k| *k as u32).collect();
+    // Unconditional denials are answered by the search tree itself; seccompiler compiles only
+    // the rules with argument conditions (a shorter program is cheaper to install).
+    let ruled: Vec<(u32, bool)> = rules
+        .iter()
+        .map(|(k, v)| (*k as u32, v.is_empty()))
+        .collect();
+    rules.retain(|_, v| !v.is_empty());
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let filter = SeccompFilter::new(
         rules,
@@ -301,25 +304,28 @@ fn prefix() -> Vec<libc::sock_filter> {
 const LEAF: usize = 4;
 
 /// A binary search over the syscall numbers that have rules (seccompiler checks them one after
-/// another, which costs every syscall of every program hundreds of instructions). Numbers not in
-/// `ruled` are allowed after about ten instructions; the others fall through to seccompiler's
-/// program. Expects the syscall number in the accumulator.
-fn search_tree(ruled: &[u32]) -> Result<Vec<libc::sock_filter>, String> {
+/// another, which costs every syscall of every program hundreds of instructions). `ruled` is
+/// sorted `(nr, unconditional)`. Numbers not in it are allowed after about ten instructions;
+/// unconditional ones are denied with EPERM; the others fall through to seccompiler's program,
+/// which must follow. Expects the syscall number in the accumulator.
+fn search_tree(ruled: &[(u32, bool)]) -> Result<Vec<libc::sock_filter>, String> {
     let mut code = Vec::new();
-    let mut to_main = Vec::new();
-    emit(ruled, &mut code, &mut to_main);
+    let mut jumps = Vec::new();
+    emit(ruled, &mut code, &mut jumps);
     let len = code.len();
-    for i in to_main {
-        let off = len - i - 1;
+    // After the tree: [RET EPERM] then seccompiler's program.
+    code.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32));
+    for (i, deny) in jumps {
+        let off = len - i - 1 + usize::from(!deny);
         code[i].jt = u8::try_from(off).map_err(|_| "seccomp search tree too large".to_string())?;
     }
     Ok(code)
 }
 
-fn emit(nrs: &[u32], code: &mut Vec<libc::sock_filter>, to_main: &mut Vec<usize>) {
+fn emit(nrs: &[(u32, bool)], code: &mut Vec<libc::sock_filter>, jumps: &mut Vec<(usize, bool)>) {
     if nrs.len() <= LEAF {
-        for &n in nrs {
-            to_main.push(code.len());
+        for &(n, deny) in nrs {
+            jumps.push((code.len(), deny));
             code.push(jump(BPF_JEQ_K, n, 0, 0));
         }
         code.push(stmt(BPF_RET_K, SECCOMP_RET_ALLOW));
@@ -327,12 +333,12 @@ fn emit(nrs: &[u32], code: &mut Vec<libc::sock_filter>, to_main: &mut Vec<usize>
     }
     let mid = nrs.len() / 2;
     let at = code.len();
-    code.push(jump(BPF_JGE_K, nrs[mid], 0, 0));
-    emit(&nrs[..mid], code, to_main);
+    code.push(jump(BPF_JGE_K, nrs[mid].0, 0, 0));
+    emit(&nrs[..mid], code, jumps);
     let left = code.len() - at - 1;
     // Jumps are 8-bit; the tree for a few hundred syscalls stays far below that.
     code[at].jt = u8::try_from(left).unwrap_or(u8::MAX);
-    emit(&nrs[mid..], code, to_main);
+    emit(&nrs[mid..], code, jumps);
 }
 
 #[cfg(test)]
@@ -382,18 +388,27 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn search_tree_allows_unruled_and_defers_ruled_syscalls() {
-        let ruled: Vec<u32> = vec![
+        let nrs: Vec<u32> = vec![
             1, 5, 9, 16, 41, 56, 101, 135, 155, 165, 166, 250, 321, 425, 426, 427,
         ];
+        // Every third one has argument conditions; the others are denied outright.
+        let ruled: Vec<(u32, bool)> = nrs
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, i % 3 != 0))
+            .collect();
         let mut prog = prefix();
-        let tree = search_tree(&ruled).expect("tree");
-        prog.extend(tree);
+        prog.extend(search_tree(&ruled).expect("tree"));
         for nr in 0..460u32 {
             let r = eval(&prog, nr);
             if nr == libc::SYS_clone3 as u32 {
                 assert_eq!(r, SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
-            } else if ruled.contains(&nr) {
-                assert_eq!(r, u32::MAX, "nr {nr} must reach the rules");
+            } else if let Some((_, deny)) = ruled.iter().find(|(n, _)| *n == nr) {
+                if *deny {
+                    assert_eq!(r, SECCOMP_RET_ERRNO | libc::EPERM as u32, "nr {nr} denied");
+                } else {
+                    assert_eq!(r, u32::MAX, "nr {nr} must reach the rules");
+                }
             } else {
                 assert_eq!(r, SECCOMP_RET_ALLOW, "nr {nr} must be allowed early");
             }

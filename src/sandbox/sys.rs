@@ -23,6 +23,7 @@ pub(crate) mod stage {
     pub const LOOPBACK: u32 = 15;
     pub const FORK: u32 = 16;
     pub const PROC_RULE: u32 = 17;
+    pub const MOUNT_TMP: u32 = 18;
     pub const STDIO: u32 = 20;
     pub const CHDIR: u32 = 21;
     pub const RLIMIT: u32 = 22;
@@ -46,7 +47,8 @@ pub(crate) mod stage {
             PID_MAX => "setting pid_max in the pid namespace",
             LOOPBACK => "bringing up the loopback interface",
             FORK => "forking the command inside the pid namespace",
-            PROC_RULE => "adding the landlock rule for the new /proc",
+            PROC_RULE => "adding a landlock rule for a fresh mount (/proc, TMPDIR)",
+            MOUNT_TMP => "mounting the private TMPDIR",
             STDIO => "setting up stdin/stdout/stderr",
             CHDIR => "changing to the working directory",
             RLIMIT => "setting resource limits",
@@ -79,6 +81,9 @@ pub(crate) struct NsPlan {
     pub net: bool,
     pub mounts: Vec<MountStep>,
     pub pid_max: Option<CString>,
+    /// A fresh tmpfs to mount here (the private TMPDIR), its mount options, and the landlock
+    /// access to grant on it (added after mounting, like /proc).
+    pub tmp: Option<(CString, CString, u64)>,
     /// Landlock access (bits) to grant on the fresh /proc; 0 = none. A rule on the host's /proc
     /// inode does not cover the new procfs, so the helper adds it after mounting.
     pub proc_access: u64,
@@ -285,6 +290,27 @@ fn init_main(
             }
         }
     }
+    if let Some((path, opts, access)) = &ns.tmp {
+        // SAFETY: mounts a tmpfs on a directory the parent made sure exists; all pointers are
+        // NUL-terminated strings owned by `plan`.
+        let rc = unsafe {
+            libc::mount(
+                TMPFS.as_ptr(),
+                path.as_ptr(),
+                TMPFS.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                opts.as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            fail(r, stage::MOUNT_TMP);
+        }
+        if let Some(ruleset) = plan.landlock
+            && !add_path_rule(ruleset, path, *access)
+        {
+            fail(r, stage::PROC_RULE);
+        }
+    }
     // SAFETY: mounts a fresh procfs for our pid namespace over /proc; static strings.
     if unsafe {
         libc::mount(
@@ -300,7 +326,7 @@ fn init_main(
     }
     if ns.proc_access != 0
         && let Some(ruleset) = plan.landlock
-        && !add_proc_rule(ruleset, ns.proc_access)
+        && !add_path_rule(ruleset, PROC, ns.proc_access)
     {
         fail(r, stage::PROC_RULE);
     }
@@ -378,12 +404,12 @@ struct PathBeneathAttr {
 
 const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
 
-fn add_proc_rule(ruleset: RawFd, access: u64) -> bool {
-    // SAFETY: opens /proc as O_PATH, passes a packed attr struct on the stack to
+fn add_path_rule(ruleset: RawFd, path: &std::ffi::CStr, access: u64) -> bool {
+    // SAFETY: opens `path` as O_PATH, passes a packed attr struct on the stack to
     // landlock_add_rule on the ruleset fd prepared by the parent, then closes the O_PATH fd.
     unsafe {
         let fd = libc::open(
-            PROC.as_ptr(),
+            path.as_ptr(),
             libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
         );
         if fd < 0 {
