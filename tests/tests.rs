@@ -1441,3 +1441,56 @@ fn output_limit_stops_the_run() {
     );
     assert_eq!(o.stdout.len(), 64 * 1024);
 }
+
+#[test]
+fn ask_prompts_on_a_terminal() {
+    if skip() {
+        return;
+    }
+    // Under a pty (python's pty module), `ask` prompts on the terminal: "y" runs the command,
+    // anything else does not (exit 121).
+    for (answer, code, kept) in [("y", 0, false), ("n", 121, true)] {
+        let env = Env::new("ask");
+        env.write("victim/a.txt", "x");
+        let script = format!(
+            "import os,pty,sys\n\
+             pid, fd = pty.fork()\n\
+             if pid == 0:\n\
+             \x20   os.execv(sys.argv[1], sys.argv[1:])\n\
+             out = b''\n\
+             while b'[y/N]' not in out:\n\
+             \x20   out += os.read(fd, 1024)\n\
+             os.write(fd, b'{answer}\\n')\n\
+             while True:\n\
+             \x20   try:\n\
+             \x20       chunk = os.read(fd, 1024)\n\
+             \x20   except OSError:\n\
+             \x20       break\n\
+             \x20   if not chunk:\n\
+             \x20       break\n\
+             \x20   out += chunk\n\
+             sys.stdout.write(out.decode(errors='replace'))\n\
+             sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+        );
+        let o = Command::new("python3")
+            .args([
+                "-c", &script, BIN, "exec", "--policy", "standard", "--", "rm", "-rf", "victim",
+            ])
+            .current_dir(&env.ws)
+            .env("HOME", &env.home)
+            .env("GATEWAY_STATE_DIR", &env.state)
+            .output()
+            .expect("run under pty");
+        assert_eq!(o.status.code(), Some(code), "answer {answer}: {}", text(&o));
+        assert!(
+            stdout(&o).contains("ask-rm-recursive"),
+            "the prompt names the rule: {}",
+            text(&o)
+        );
+        assert_eq!(
+            env.ws.join("victim/a.txt").exists(),
+            kept,
+            "answer {answer}"
+        );
+    }
+}

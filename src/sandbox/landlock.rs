@@ -155,7 +155,7 @@ fn add_one(
         // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
         Err(_) => return Ok(()),
     };
-    let is_dir = std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false);
+    let is_dir = super::sys::fd_is_dir(std::os::fd::AsFd::as_fd(&fd));
     let rights = if is_dir {
         rights
     } else {

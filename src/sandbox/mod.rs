@@ -117,6 +117,9 @@ pub struct LandlockStatus {
     pub scoped: bool,
     /// Number of rules in the ruleset.
     pub rules: usize,
+    /// Everything requested of landlock was enforced (fs; TCP rules when the network mode
+    /// needs them; scoping).
+    pub full: bool,
 }
 
 /// What the sandbox really applied to a run.
@@ -146,6 +149,8 @@ pub struct EnforcementStatus {
     pub limits: Vec<String>,
     /// Layers that were requested but not applied, and why.
     pub not_applied: Vec<String>,
+    /// Every requested layer was applied (`not_applied` is empty).
+    pub fully_enforced: bool,
 }
 
 /// How a run ended.
@@ -509,7 +514,8 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     let mut rep_open = true;
     let mut rep: Vec<u8> = Vec::new();
     let mut counts = [0u64; 2];
-    let mut buf = vec![0u8; 64 * 1024];
+    // 16 KiB: large enough for pipe reads, small enough not to fault in pages for nothing.
+    let mut buf = vec![0u8; 16 * 1024];
     let mut exit_seen_at: Option<Instant> = None;
     let kill_all = |pid: libc::pid_t| {
         if use_ns {
@@ -661,6 +667,10 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     status.mount_namespace = use_ns;
     status.ipc_namespace = use_ns;
     status.net_namespace = use_ns && matches!(spec.network, Network::Loopback);
+    let net_needed = !matches!(spec.network, Network::Loopback);
+    status.landlock.full =
+        status.landlock.fs && (status.landlock.net || !net_needed) && status.landlock.scoped;
+    status.fully_enforced = status.not_applied.is_empty();
     status.protected_read_only = protected_ro;
     status.denied_masked = denied_masked;
 

@@ -66,6 +66,13 @@ pub(crate) mod stage {
     }
 }
 
+/// The type of setrlimit's resource argument (glibc and musl differ).
+#[cfg(target_env = "gnu")]
+pub(crate) type RlimitResource = libc::__rlimit_resource_t;
+/// The type of setrlimit's resource argument (glibc and musl differ).
+#[cfg(not(target_env = "gnu"))]
+pub(crate) type RlimitResource = libc::c_int;
+
 /// A mount to make in the child's mount namespace before the command starts.
 pub(crate) enum MountStep {
     /// Hide a denied directory under an empty, read-only tmpfs.
@@ -101,7 +108,7 @@ pub(crate) struct ChildPlan {
     pub report: RawFd,
     pub landlock: Option<RawFd>,
     pub bpf: Vec<libc::sock_filter>,
-    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    pub rlimits: Vec<(RlimitResource, libc::rlim_t)>,
     pub ns: Option<NsPlan>,
     pub cap_last: u32,
     pub privileged: bool,
@@ -467,10 +474,13 @@ fn loopback_up() -> bool {
         for (i, b) in b"lo\0".iter().enumerate() {
             ifr.ifr_name[i] = *b as libc::c_char;
         }
-        let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr) == 0;
+        // The request's type differs between glibc and musl; the values fit both.
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let (get, set) = (libc::SIOCGIFFLAGS as _, libc::SIOCSIFFLAGS as _);
+        let mut ok = libc::ioctl(s, get, &mut ifr) == 0;
         if ok {
             ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            ok = libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) == 0;
+            ok = libc::ioctl(s, set, &ifr) == 0;
         }
         libc::close(s);
         ok
@@ -700,6 +710,15 @@ pub(crate) fn poll(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
         f.hangup = r.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
     }
     Ok(n as usize)
+}
+
+/// Is the file behind `fd` a directory? (fstat on an O_PATH fd: no second path lookup.)
+pub(crate) fn fd_is_dir(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    // SAFETY: fstat writes into a zeroed stat struct on the stack; the fd is borrowed and valid.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd.as_raw_fd(), &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+    }
 }
 
 /// Effective uid.
