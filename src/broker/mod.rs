@@ -80,6 +80,82 @@ pub struct ExecResult {
     pub approved: Option<bool>,
     /// How it ended, if it ran.
     pub outcome: Option<Outcome>,
+    /// Protected paths that did not exist before the run and were created by it; each was
+    /// moved to the quarantine in the state directory (`to`), or left in place if that failed.
+    pub protected_created: Vec<Quarantined>,
+}
+
+/// A protected path created by a run.
+#[derive(Debug, Serialize)]
+pub struct Quarantined {
+    /// Where the run created it.
+    pub path: PathBuf,
+    /// Where it was moved (None: moving failed and it is still in place).
+    pub to: Option<PathBuf>,
+}
+
+/// The protected paths (relative patterns, in the workspace) that exist now.
+fn protected_present(policy: &Policy, ws: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for t in &policy.sandbox.protected {
+        if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
+            continue;
+        }
+        for p in expand_glob(&ws.join(t).display().to_string()) {
+            if std::fs::symlink_metadata(&p).is_ok() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Moves protected paths that a run created into `<state>/quarantine/`.
+fn quarantine_new(before: &[PathBuf], after: Vec<PathBuf>, state_dir: &Path) -> Vec<Quarantined> {
+    let mut out = Vec::new();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for (i, p) in after
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .enumerate()
+    {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = state_dir.join("quarantine");
+        let dst = dir.join(format!("{stamp}-{i}-{name}"));
+        let moved = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::rename(&p, &dst))
+            .is_ok();
+        out.push(Quarantined {
+            path: p,
+            to: moved.then_some(dst),
+        });
+    }
+    out
+}
+
+/// Creates the state directory (0700) if missing: a denied path that does not exist could
+/// otherwise be created, and filled, by a sandboxed run.
+fn ensure_state_dir(state_dir: &Path) -> Result<(), BrokerError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if std::fs::symlink_metadata(state_dir).is_ok() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state_dir)
+        .map_err(|e| BrokerError::Io {
+            what: format!("creating the state directory {}", state_dir.display()),
+            source: e,
+        })
 }
 
 /// The environment the analyser uses for `~`, `$HOME`, `$PWD`.
@@ -490,6 +566,7 @@ pub fn exec(
                 ran: false,
                 approved,
                 outcome: None,
+                protected_created: vec![],
             });
         }
         Effect::Ask => {
@@ -501,6 +578,7 @@ pub fn exec(
                     ran: false,
                     approved,
                     outcome: None,
+                    protected_created: vec![],
                 });
             }
         }
@@ -521,6 +599,7 @@ pub fn exec(
         None if use_tmpfs => tmpfs_mountpoint()?,
         None => std::env::temp_dir(),
     };
+    ensure_state_dir(&req.state_dir)?;
     let plan = plan(req.policy, &ws, &req.state_dir, &tmpdir, &req.env)?;
     let program = resolve_program(&req.argv[0], &ws, &plan.env)?;
     let mut limits = plan.limits;
@@ -545,13 +624,23 @@ pub fn exec(
         stdin: req.stdin,
         private_tmp: use_tmpfs.then(|| (tmpdir.clone(), tmpfs_size)),
     };
-    let outcome = sandbox::run(&spec, sink)?;
+    let before = protected_present(req.policy, &spec.cwd);
+    let outcome = sandbox::run(&spec, sink);
+    // Protected paths the run created (they did not exist, so no read-only mount covered
+    // them) are moved out of the workspace whatever the outcome.
+    let protected_created = quarantine_new(
+        &before,
+        protected_present(req.policy, &spec.cwd),
+        &req.state_dir,
+    );
+    let outcome = outcome?;
     drop(tmp);
     Ok(ExecResult {
         decision,
         ran: true,
         approved,
         outcome: Some(outcome),
+        protected_created,
     })
 }
 

@@ -368,6 +368,21 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
         }
     };
     let d = &res.decision;
+    if !json {
+        for q in &res.protected_created {
+            match &q.to {
+                Some(to) => eprintln!(
+                    "gateway: the command created protected path {}; moved it to {}",
+                    q.path.display(),
+                    to.display()
+                ),
+                None => eprintln!(
+                    "gateway: the command created protected path {} and it could not be moved; inspect it",
+                    q.path.display()
+                ),
+            }
+        }
+    }
     let code: u8 = match (&res.outcome, d.effect, res.approved) {
         (None, Effect::Deny, _) => {
             if !json {
@@ -433,6 +448,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             "output_limit_exceeded": o.map(|o| o.output_limit_exceeded).unwrap_or(false),
             "duration_ms": o.map(|o| o.duration.as_secs_f64() * 1000.0),
             "enforcement": o.map(|o| &o.enforcement),
+            "protected_created": res.protected_created,
             "stdout": String::from_utf8_lossy(&out_buf),
             "stderr": String::from_utf8_lossy(&err_buf),
         });
