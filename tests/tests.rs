@@ -1525,3 +1525,48 @@ fn ask_prompts_on_a_terminal() {
         );
     }
 }
+
+#[test]
+fn killing_the_broker_kills_the_run() {
+    if skip() {
+        return;
+    }
+    let env = Env::new("brokerkill");
+    let marker = format!("3{}.75", std::process::id());
+    for policy in ["strict", "standard"] {
+        let mut child = env
+            .cmd()
+            .args(["exec", "--policy", policy, "--", "sh", "-c"])
+            .arg(format!("setsid sleep {marker} & sleep {marker}"))
+            .spawn()
+            .expect("spawn");
+        // Wait until the sandboxed sleeps run, then SIGKILL the gateway itself.
+        let t = std::time::Instant::now();
+        while sleeps(&marker).len() < 2 && t.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(sleeps(&marker).len(), 2, "{policy}: the run did not start");
+        child.kill().expect("kill gateway");
+        let _ = child.wait();
+        let t = std::time::Instant::now();
+        while !sleeps(&marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            sleeps(&marker).is_empty(),
+            "{policy} survivors: {:?}",
+            sleeps(&marker)
+        );
+    }
+}
+
+/// The `sleep MARKER` processes (not the gateway or shells whose argv mention the marker).
+fn sleeps(marker: &str) -> Vec<String> {
+    processes_with(marker)
+        .into_iter()
+        .filter(|p| {
+            p.split_once(": ")
+                .is_some_and(|(_, c)| c.starts_with(&format!("sleep {marker}")))
+        })
+        .collect()
+}

@@ -467,6 +467,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     for a in &spec.argv {
         argv.push(cstr(a.as_bytes(), "an argument")?);
     }
+    let broker_pidfd = sys::own_pidfd().map_err(io("opening a pidfd for the broker"))?;
     let cap_last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -493,9 +494,11 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         cap_last,
         privileged,
         stack: vec![0u8; sys::CHILD_STACK],
+        broker_pidfd: sys::raw(&broker_pidfd),
     };
     let (pid, pidfd) = sys::spawn(&plan).map_err(io("starting the sandboxed process"))?;
     drop(plan);
+    drop(broker_pidfd);
     drop(out_w);
     drop(err_w);
     drop(rep_w);

@@ -24,6 +24,7 @@ pub(crate) mod stage {
     pub const FORK: u32 = 16;
     pub const PROC_RULE: u32 = 17;
     pub const MOUNT_TMP: u32 = 18;
+    pub const PDEATHSIG: u32 = 19;
     pub const STDIO: u32 = 20;
     pub const CHDIR: u32 = 21;
     pub const RLIMIT: u32 = 22;
@@ -49,6 +50,7 @@ pub(crate) mod stage {
             FORK => "forking the command inside the pid namespace",
             PROC_RULE => "adding a landlock rule for a fresh mount (/proc, TMPDIR)",
             MOUNT_TMP => "mounting the private TMPDIR",
+            PDEATHSIG => "tying the sandbox's life to the broker's",
             STDIO => "setting up stdin/stdout/stderr",
             CHDIR => "changing to the working directory",
             RLIMIT => "setting resource limits",
@@ -114,6 +116,8 @@ pub(crate) struct ChildPlan {
     pub privileged: bool,
     /// Stack for the command's vfork-style clone (allocated by the parent).
     pub stack: Vec<u8>,
+    /// A pidfd of the broker itself, for the helper's check that the broker is still alive.
+    pub broker_pidfd: RawFd,
 }
 
 /// Size of [`ChildPlan::stack`]: the command's setup runs only raw syscalls.
@@ -253,6 +257,35 @@ fn init_main(
     envp: &[*const libc::c_char],
 ) -> ! {
     let r = plan.report;
+    // If the broker dies (Ctrl-C, SIGKILL), so does this helper, and with it, as pid 1, every
+    // process of the run. (The death signal follows the thread that cloned us: callers must
+    // spawn from a thread that outlives the run, which the CLI's main thread does.)
+    // SAFETY: prctl with integer arguments only.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        fail(r, stage::PDEATHSIG);
+    }
+    // The broker may have died before the prctl took effect: its pidfd is then readable.
+    let mut pfd = libc::pollfd {
+        fd: plan.broker_pidfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one valid pollfd with a zero timeout; then close our copy of the fd.
+    unsafe {
+        if libc::poll(&mut pfd, 1, 0) != 0 {
+            libc::_exit(1);
+        }
+        libc::close(plan.broker_pidfd);
+    }
     // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
     // own (new) mount namespace so nothing below leaks to the host.
     if unsafe {
@@ -519,6 +552,17 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
     // strings, the BPF program) or on stack memory; none allocates. Each failure is reported
     // with its stage and the process exits without unwinding.
     unsafe {
+        // Dies with its parent (the helper, or the broker without namespaces).
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            fail(r, stage::PDEATHSIG);
+        }
         if libc::setsid() < 0 {
             fail(r, stage::SETSID);
         }
@@ -719,6 +763,17 @@ pub(crate) fn fd_is_dir(fd: std::os::fd::BorrowedFd<'_>) -> bool {
         let mut st: libc::stat = std::mem::zeroed();
         libc::fstat(fd.as_raw_fd(), &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
     }
+}
+
+/// A pidfd for this process (for the helper's liveness check of the broker).
+pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open on our own pid; returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Effective uid.
