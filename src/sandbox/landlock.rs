@@ -60,16 +60,25 @@ pub(crate) fn build(
     }
     let mut created = rs.create().map_err(|e| err(&e))?;
 
+    // One rule per path with the union of its rights (strict names /usr under both read and
+    // exec): fewer opens and rules.
     let exec_rights = read_rights() | AccessFs::Execute;
+    let mut wanted: Vec<(&PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    for (list, rights) in [
+        (&spec.read, read_rights()),
+        (&spec.exec, exec_rights),
+        (&spec.write, all),
+    ] {
+        for p in list {
+            match wanted.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, r)) => *r |= rights,
+                None => wanted.push((p, rights)),
+            }
+        }
+    }
     let mut count = 0usize;
-    for p in &spec.read {
-        add_tree(&mut created, p, read_rights(), &spec.deny, abi, &mut count)?;
-    }
-    for p in &spec.exec {
-        add_tree(&mut created, p, exec_rights, &spec.deny, abi, &mut count)?;
-    }
-    for p in &spec.write {
-        add_tree(&mut created, p, all, &spec.deny, abi, &mut count)?;
+    for (p, rights) in wanted {
+        add_tree(&mut created, p, rights, &spec.deny, abi, &mut count)?;
     }
     if net_rules && let Network::ConnectTcp(ports) = &spec.network {
         for port in ports {
