@@ -38,12 +38,22 @@ fn main() {
     let state = ws.with_extension("state");
     let bwrap = which("bwrap");
 
+    let mut floor = Vec::with_capacity(n);
     let mut direct = Vec::with_capacity(n);
     let mut gw = Vec::with_capacity(n);
     let mut bw = Vec::with_capacity(n);
     let mk_direct = || {
         let mut c = Command::new("true");
         c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    // Context: the gateway binary starting and exiting, with no policy and no sandbox.
+    let mk_floor = || {
+        let mut c = Command::new(gateway);
+        c.arg("--version")
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         c
@@ -85,6 +95,7 @@ fn main() {
         }
     }
     for _ in 0..n {
+        floor.push(time(&mut mk_floor()));
         direct.push(time(&mut mk_direct()));
         gw.push(time(&mut mk_gw()));
         if let Some(b) = &bwrap {
@@ -93,6 +104,7 @@ fn main() {
     }
     let _ = std::fs::remove_dir_all(&ws);
 
+    let (f50, f10, f90) = stats(floor);
     let (d50, d10, d90) = stats(direct);
     let (g50, g10, g90) = stats(gw);
     println!("spawn benchmark, {n} interleaved runs each (wall time, ms)");
@@ -101,6 +113,10 @@ fn main() {
         "command", "median", "p10", "p90"
     );
     println!("{:<58} {d50:>8.3} {d10:>8.3} {d90:>8.3}", "true (direct)");
+    println!(
+        "{:<58} {f50:>8.3} {f10:>8.3} {f90:>8.3}",
+        "gateway --version (start/exit only, no sandbox)"
+    );
     println!(
         "{:<58} {g50:>8.3} {g10:>8.3} {g90:>8.3}",
         "gateway exec --policy strict -- true"
