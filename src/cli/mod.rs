@@ -427,6 +427,11 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
                 }
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {
+                if o.memory_limit_hit && !json {
+                    eprintln!(
+                        "gateway: the run hit its memory limit; the kernel killed processes of it"
+                    );
+                }
                 c as u8
             } else {
                 128u8.saturating_add(o.signal.unwrap_or(0) as u8)
@@ -446,6 +451,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             "signal": o.and_then(|o| o.signal),
             "timed_out": o.map(|o| o.timed_out).unwrap_or(false),
             "output_limit_exceeded": o.map(|o| o.output_limit_exceeded).unwrap_or(false),
+            "memory_limit_hit": o.map(|o| o.memory_limit_hit).unwrap_or(false),
             "duration_ms": o.map(|o| o.duration.as_secs_f64() * 1000.0),
             "enforcement": o.map(|o| &o.enforcement),
             "protected_created": res.protected_created,

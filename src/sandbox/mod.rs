@@ -11,6 +11,7 @@
 //! - **seccomp**: dangerous syscalls and socket families denied;
 //! - **rlimits** and the pid namespace's `pid_max`: CPU, memory, processes, files, file size.
 
+mod cgroup;
 mod landlock;
 mod seccomp;
 mod sys;
@@ -164,6 +165,8 @@ pub struct Outcome {
     pub timed_out: bool,
     /// Output exceeded the limit and the sandbox was killed.
     pub output_limit_exceeded: bool,
+    /// The run's memory cgroup limit was hit: some process of it was OOM-killed.
+    pub memory_limit_hit: bool,
     /// Wall time.
     pub duration: Duration,
     /// Bytes of stdout and stderr produced (including any not delivered past the limit).
@@ -443,6 +446,38 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         (None, _) => None,
     };
 
+    // Total memory: a cgroup per run (namespaces only: the helper is what joins it).
+    let mut cg = None;
+    if let (Some(mem), true) = (l.memory, use_ns) {
+        match cgroup::create(mem) {
+            Ok(Some(c)) => {
+                status.limits.push(format!(
+                    "memory_total={mem}B (cgroup {})",
+                    if c.version == cgroup::Version::V2 {
+                        "v2"
+                    } else {
+                        "v1"
+                    }
+                ));
+                cg = Some(c);
+            }
+            Ok(None) => status.not_applied.push(
+                "memory total: no memory cgroup controller (the per-process limit still applies)"
+                    .into(),
+            ),
+            Err(e) if spec.best_effort => status.not_applied.push(format!("memory total: {e}")),
+            Err(e) => {
+                return Err(SandboxError::Unavailable(format!(
+                    "cannot set up the run's memory cgroup: {e}"
+                )));
+            }
+        }
+    } else if l.memory.is_some() {
+        status
+            .not_applied
+            .push("memory total: needs namespaces (the per-process limit still applies)".into());
+    }
+
     // Pipes.
     let io = |what| move |source| SandboxError::Io { what, source };
     let (mut out_r, out_w) = std::io::pipe().map_err(io("creating the stdout pipe"))?;
@@ -468,6 +503,14 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         argv.push(cstr(a.as_bytes(), "an argument")?);
     }
     let broker_pidfd = sys::own_pidfd().map_err(io("opening a pidfd for the broker"))?;
+    // cgroup v1: the helper waits on this pipe until the broker has moved it into the cgroup.
+    let go = match &cg {
+        Some(c) if c.version == cgroup::Version::V1 => {
+            let (r, w) = std::io::pipe().map_err(io("creating the cgroup sync pipe"))?;
+            Some((OwnedFd::from(r), w))
+        }
+        _ => None,
+    };
     let cap_last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -490,6 +533,8 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             pid_max,
             proc_access,
             tmp,
+            go: go.as_ref().map(|(r, _)| sys::raw(r)),
+            cgroup_fd: cg.as_ref().and_then(|c| c.fd.as_ref()).map(sys::raw),
         }),
         cap_last,
         privileged,
@@ -504,6 +549,31 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     drop(rep_w);
     drop(ll_fd);
     drop(null_stdin);
+    if let (Some((r, mut w)), Some(c)) = (go, &cg) {
+        drop(r);
+        let moved = c.add(pid);
+        let signalled = moved.is_ok() && w.write_all(b"g").is_ok();
+        drop(w);
+        if !signalled {
+            sys::kill(pid, libc::SIGKILL);
+            let _ = sys::wait(pid);
+            // The helper may have failed a setup step first: report that.
+            let mut rep = Vec::new();
+            let _ = rep_r.read_to_end(&mut rep);
+            if let Some(rec) = rep.chunks_exact(8).next() {
+                let st = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                let val = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
+                return Err(SandboxError::Setup {
+                    stage: sys::stage::name(st),
+                    source: std::io::Error::from_raw_os_error(val),
+                });
+            }
+            return Err(SandboxError::Unavailable(format!(
+                "cannot move the sandbox into its memory cgroup: {}",
+                moved.err().unwrap_or_else(|| "the helper is gone".into())
+            )));
+        }
+    }
 
     // Relay output until the command is done and the pipes close, enforcing timeout and output
     // cap. With namespaces, "done" is the helper's status record: it sends it only after every
@@ -685,11 +755,16 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         _ => (None, Some(libc::SIGKILL)),
     };
     let _ = std::io::stdout().flush();
+    let memory_limit_hit = cg.as_ref().is_some_and(|c| c.oom_killed());
+    if let Some(c) = cg {
+        c.remove();
+    }
     Ok(Outcome {
         exit_code,
         signal,
         timed_out,
         output_limit_exceeded: over_limit,
+        memory_limit_hit,
         duration,
         stdout_bytes: counts[0],
         stderr_bytes: counts[1],

@@ -75,6 +75,23 @@ pub(crate) type RlimitResource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
 pub(crate) type RlimitResource = libc::c_int;
 
+/// `struct clone_args` (version 2, with `cgroup`).
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// A mount to make in the child's mount namespace before the command starts.
 pub(crate) enum MountStep {
     /// Hide a denied directory under an empty, read-only tmpfs.
@@ -93,6 +110,11 @@ pub(crate) struct NsPlan {
     /// A fresh tmpfs to mount here (the private TMPDIR), its mount options, and the landlock
     /// access to grant on it (added after mounting, like /proc).
     pub tmp: Option<(CString, CString, u64)>,
+    /// cgroup v1: read one byte from this fd (the broker has moved us into the run's cgroup)
+    /// before starting the command.
+    pub go: Option<RawFd>,
+    /// v2: an fd of the run's cgroup, to be cloned into (clone3 CLONE_INTO_CGROUP).
+    pub cgroup_fd: Option<RawFd>,
     /// Landlock access (bits) to grant on the fresh /proc; 0 = none. A rule on the host's /proc
     /// inode does not cover the new procfs, so the helper adds it after mounting.
     pub proc_access: u64,
@@ -200,11 +222,41 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
             if ns.net {
                 flags |= libc::CLONE_NEWNET as libc::c_ulong;
             }
-            // SAFETY: clone with a NULL stack behaves like fork: the child gets a copy-on-write
-            // copy of the address space and continues here. It then runs only async-signal-safe
-            // code (raw syscalls on memory prepared above) and never returns from `init_main`.
-            let pid =
-                unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+            let pid = match ns.cgroup_fd {
+                None => {
+                    // SAFETY: clone with a NULL stack behaves like fork: the child gets a
+                    // copy-on-write copy of the address space and continues here. It then runs
+                    // only async-signal-safe code (raw syscalls on memory prepared above) and
+                    // never returns from `init_main`.
+                    unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) }
+                }
+                Some(cg) => {
+                    let args = CloneArgs {
+                        // clone3 takes the exit signal separately, not in the flags' low byte.
+                        flags: (flags & !0xff) as u64 | CLONE_INTO_CGROUP,
+                        pidfd: 0,
+                        child_tid: 0,
+                        parent_tid: 0,
+                        exit_signal: libc::SIGCHLD as u64,
+                        stack: 0,
+                        stack_size: 0,
+                        tls: 0,
+                        set_tid: 0,
+                        set_tid_size: 0,
+                        cgroup: cg as u64,
+                    };
+                    // SAFETY: clone3 without a stack behaves like fork (as above), starting the
+                    // child in the cgroup `cg`; `args` is a valid clone_args (version 2) on our
+                    // stack.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_clone3,
+                            &args as *const CloneArgs,
+                            std::mem::size_of::<CloneArgs>(),
+                        )
+                    }
+                }
+            };
             if pid < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -388,6 +440,18 @@ fn init_main(
     }
     if ns.net && !loopback_up() {
         fail(r, stage::LOOPBACK);
+    }
+    if let Some(go) = ns.go {
+        let mut b = [0u8; 1];
+        // SAFETY: a one-byte read into a stack buffer from the go pipe, then close it.
+        let n = unsafe { libc::read(go, b.as_mut_ptr().cast(), 1) };
+        // SAFETY: closing our copy of the fd.
+        unsafe { libc::close(go) };
+        if n != 1 {
+            // The broker could not move us into the cgroup (or died): do not start.
+            // SAFETY: see `fail`.
+            unsafe { libc::_exit(1) };
+        }
     }
     let child = spawn_command(plan, argv, envp);
     if child < 0 {
