@@ -1,15 +1,16 @@
-//! A memory cgroup per run, so that the run's *total* memory is bounded (RLIMIT_AS bounds each
-//! process, not their sum).
+//! A memory cgroup for runs, so that memory is bounded in *total* (RLIMIT_AS bounds each
+//! process, not their sum: a run of many processes could otherwise take the host's memory).
 //!
-//! - cgroup v2 (unified, with the memory controller): `<root>/gateway/run-*`, `memory.max`,
-//!   `memory.swap.max = 0`; the helper is cloned straight into it with
-//!   `clone3(CLONE_INTO_CGROUP)`, so nothing is migrated.
-//! - cgroup v1 (memory hierarchy): `<memory>/gateway/run-*`, `memory.limit_in_bytes` (and
-//!   `memory.memsw.limit_in_bytes` with swap accounting); the broker moves the helper in while
-//!   the helper sets up its mounts, and the helper starts the command only afterwards.
+//! Runs with the same limit share one long-lived cgroup, `gateway/mem-<bytes>`: creating and
+//! removing a memory cgroup per run costs milliseconds, and sharing needs no cleanup. The limit
+//! therefore bounds all concurrent runs with that limit together, which is what protects the
+//! host.
 //!
-//! A run's cgroup is removed once empty; the broker returns before the helper has fully exited,
-//! so removal usually happens at the next run's sweep of empty `run-*` cgroups.
+//! - cgroup v2 (unified, with the memory controller): `memory.max`, `memory.swap.max = 0`; the
+//!   helper is cloned straight into it with `clone3(CLONE_INTO_CGROUP)`, nothing is migrated.
+//! - cgroup v1 (memory hierarchy): `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`
+//!   with swap accounting); the broker moves the helper in while the helper sets up its
+//!   mounts, and the helper starts the command only afterwards.
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -22,12 +23,14 @@ pub(crate) enum Version {
     V2,
 }
 
-/// A run's memory cgroup.
+/// The memory cgroup a run joins.
 pub(crate) struct RunCgroup {
     pub version: Version,
     pub dir: PathBuf,
     /// v2: an O_DIRECTORY fd for clone3's CLONE_INTO_CGROUP.
     pub fd: Option<OwnedFd>,
+    /// OOM kills in the cgroup before the run.
+    oom_before: u64,
 }
 
 const V2_ROOT: &str = "/sys/fs/cgroup";
@@ -58,41 +61,33 @@ fn write(path: &Path, value: &str) -> Result<(), String> {
     fs::write(path, value).map_err(|e| format!("writing {value:?} to {}: {e}", path.display()))
 }
 
-/// Run cgroups of this process that are in use (a daemon may run several at once).
-static ACTIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// Removes empty `run-*` cgroups left by earlier runs (their helpers had not exited yet when
-/// the broker returned). A cgroup is named `run-<broker pid>-<nanos>`; only those of brokers
-/// that are gone, or of this process and not in use, are touched: another broker's new cgroup
-/// is empty until it moves its helper in.
-fn sweep(base: &Path) {
-    let Ok(rd) = fs::read_dir(base) else { return };
-    let me = std::process::id();
-    let active = ACTIVE.lock().map(|a| a.clone()).unwrap_or_default();
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(owner) = name
-            .strip_prefix("run-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let ours_idle = owner == me && !active.contains(&e.path());
-        let orphan = owner != me && !Path::new(&format!("/proc/{owner}")).exists();
-        if !(ours_idle || orphan) {
-            continue;
-        }
-        let procs = fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
-        if procs.trim().is_empty() {
-            let _ = fs::remove_dir(e.path());
-        }
+fn mkdir(p: &Path) -> Result<bool, String> {
+    match fs::create_dir(p) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(format!("creating {}: {e}", p.display())),
     }
 }
 
-/// Creates a run cgroup limited to `memory` bytes. `Ok(None)` when no memory controller is
+fn oom_kills(version: Version, dir: &Path) -> u64 {
+    let file = match version {
+        Version::V2 => "memory.events",
+        Version::V1 => "memory.oom_control",
+    };
+    fs::read_to_string(dir.join(file))
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("oom_kill ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// The shared cgroup limited to `memory` bytes. `Ok(None)` when no memory controller is
 /// available (the caller reports it); `Err` when one is available but could not be set up.
-pub(crate) fn create(memory: u64) -> Result<Option<RunCgroup>, String> {
+pub(crate) fn join(memory: u64) -> Result<Option<RunCgroup>, String> {
     let Some(version) = detect() else {
         return Ok(None);
     };
@@ -100,61 +95,53 @@ pub(crate) fn create(memory: u64) -> Result<Option<RunCgroup>, String> {
         Version::V2 => Path::new(V2_ROOT).join("gateway"),
         Version::V1 => Path::new(V1_MEMORY).join("gateway"),
     };
-    if !base.exists() {
-        fs::create_dir(&base)
-            .or_else(|e| if base.exists() { Ok(()) } else { Err(e) })
-            .map_err(|e| format!("creating {}: {e}", base.display()))?;
-    }
-    if version == Version::V2 {
-        // Controllers must be enabled down to our parent (idempotent writes).
-        write(
-            &Path::new(V2_ROOT).join("cgroup.subtree_control"),
-            "+memory",
-        )?;
-        write(&base.join("cgroup.subtree_control"), "+memory")?;
-    }
-    sweep(&base);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = base.join(format!("run-{}-{nanos}", std::process::id()));
-    fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let setup = || -> Result<Option<OwnedFd>, String> {
+    let dir = base.join(format!("mem-{memory}"));
+    let (limit_file, current) = match version {
+        Version::V2 => ("memory.max", memory.to_string()),
+        Version::V1 => ("memory.limit_in_bytes", memory.to_string()),
+    };
+    // Fast path: the cgroup exists with the right limit.
+    let ready = fs::read_to_string(dir.join(limit_file)).is_ok_and(|v| v.trim() == current);
+    if !ready {
+        mkdir(&base)?;
+        if version == Version::V2 {
+            // Controllers must be enabled down to our parent (idempotent writes).
+            write(
+                &Path::new(V2_ROOT).join("cgroup.subtree_control"),
+                "+memory",
+            )?;
+            write(&base.join("cgroup.subtree_control"), "+memory")?;
+        }
+        mkdir(&dir)?;
         match version {
             Version::V2 => {
-                write(&dir.join("memory.max"), &memory.to_string())?;
+                write(&dir.join("memory.max"), &current)?;
                 if dir.join("memory.swap.max").exists() {
                     write(&dir.join("memory.swap.max"), "0")?;
                 }
-                let f =
-                    fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
-                Ok(Some(OwnedFd::from(f)))
             }
             Version::V1 => {
-                write(&dir.join("memory.limit_in_bytes"), &memory.to_string())?;
+                // memsw must stay >= the plain limit: raise the plain one first.
+                write(&dir.join("memory.limit_in_bytes"), &current)?;
                 if dir.join("memory.memsw.limit_in_bytes").exists() {
-                    write(
-                        &dir.join("memory.memsw.limit_in_bytes"),
-                        &memory.to_string(),
-                    )?;
+                    write(&dir.join("memory.memsw.limit_in_bytes"), &current)?;
                 }
-                Ok(None)
             }
-        }
-    };
-    match setup() {
-        Ok(fd) => {
-            if let Ok(mut a) = ACTIVE.lock() {
-                a.push(dir.clone());
-            }
-            Ok(Some(RunCgroup { version, dir, fd }))
-        }
-        Err(e) => {
-            let _ = fs::remove_dir(&dir);
-            Err(e)
         }
     }
+    let fd = match version {
+        Version::V2 => Some(OwnedFd::from(
+            fs::File::open(&dir).map_err(|e| format!("opening {}: {e}", dir.display()))?,
+        )),
+        Version::V1 => None,
+    };
+    let oom_before = oom_kills(version, &dir);
+    Ok(Some(RunCgroup {
+        version,
+        dir,
+        fd,
+        oom_before,
+    }))
 }
 
 impl RunCgroup {
@@ -163,29 +150,9 @@ impl RunCgroup {
         write(&self.dir.join("cgroup.procs"), &pid.to_string())
     }
 
-    /// Was the memory limit hit (some process of the run was OOM-killed)?
+    /// Did the kernel OOM-kill a process in the cgroup during the run? (Concurrent runs with
+    /// the same limit share the counter.)
     pub(crate) fn oom_killed(&self) -> bool {
-        let (file, key) = match self.version {
-            Version::V2 => ("memory.events", "oom_kill"),
-            Version::V1 => ("memory.oom_control", "oom_kill"),
-        };
-        fs::read_to_string(self.dir.join(file))
-            .ok()
-            .and_then(|t| {
-                t.lines().find_map(|l| {
-                    l.strip_prefix(key)
-                        .map(|v| v.trim().parse::<u64>().unwrap_or(0))
-                })
-            })
-            .is_some_and(|n| n > 0)
-    }
-
-    /// Removes the cgroup if it is already empty; otherwise the next run's sweep does.
-    pub(crate) fn remove(self) {
-        drop(self.fd);
-        if let Ok(mut a) = ACTIVE.lock() {
-            a.retain(|d| d != &self.dir);
-        }
-        let _ = fs::remove_dir(&self.dir);
+        oom_kills(self.version, &self.dir) > self.oom_before
     }
 }

@@ -449,10 +449,10 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     // Total memory: a cgroup per run (namespaces only: the helper is what joins it).
     let mut cg = None;
     if let (Some(mem), true) = (l.memory, use_ns) {
-        match cgroup::create(mem) {
+        match cgroup::join(mem) {
             Ok(Some(c)) => {
                 status.limits.push(format!(
-                    "memory_total={mem}B (cgroup {})",
+                    "memory_total={mem}B (cgroup {}, shared by runs with this limit)",
                     if c.version == cgroup::Version::V2 {
                         "v2"
                     } else {
@@ -756,9 +756,6 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     };
     let _ = std::io::stdout().flush();
     let memory_limit_hit = cg.as_ref().is_some_and(|c| c.oom_killed());
-    if let Some(c) = cg {
-        c.remove();
-    }
     Ok(Outcome {
         exit_code,
         signal,

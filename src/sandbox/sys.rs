@@ -233,7 +233,7 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
                 Some(cg) => {
                     let args = CloneArgs {
                         // clone3 takes the exit signal separately, not in the flags' low byte.
-                        flags: (flags & !0xff) as u64 | CLONE_INTO_CGROUP,
+                        flags: (flags & !0xff) | CLONE_INTO_CGROUP,
                         pidfd: 0,
                         child_tid: 0,
                         parent_tid: 0,
