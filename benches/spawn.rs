@@ -41,6 +41,7 @@ fn main() {
     let mut floor = Vec::with_capacity(n);
     let mut direct = Vec::with_capacity(n);
     let mut gw = Vec::with_capacity(n);
+    let mut gw_nocg = Vec::with_capacity(n);
     let mut bw = Vec::with_capacity(n);
     let mk_direct = || {
         let mut c = Command::new("true");
@@ -58,9 +59,13 @@ fn main() {
             .stderr(Stdio::null());
         c
     };
-    let mk_gw = || {
+    // strict without the memory cgroup: shows what the cgroup costs on this machine.
+    let no_cg = ws.with_extension("nocgroup.toml");
+    std::fs::write(&no_cg, "extends = \"strict\"\n[sandbox]\ncgroup = false\n").expect("policy");
+    let no_cg = no_cg.display().to_string();
+    let mk_gw = |policy: &str| {
         let mut c = Command::new(gateway);
-        c.args(["exec", "--policy", "strict", "--", "true"])
+        c.args(["exec", "--policy", policy, "--", "true"])
             .current_dir(&ws)
             .env("GATEWAY_STATE_DIR", &state)
             .stdin(Stdio::null())
@@ -89,7 +94,8 @@ fn main() {
     // Warm up page cache and binaries.
     for _ in 0..20 {
         time(&mut mk_direct());
-        time(&mut mk_gw());
+        time(&mut mk_gw("strict"));
+        time(&mut mk_gw(&no_cg));
         if let Some(b) = &bwrap {
             time(&mut mk_bw(b));
         }
@@ -97,16 +103,19 @@ fn main() {
     for _ in 0..n {
         floor.push(time(&mut mk_floor()));
         direct.push(time(&mut mk_direct()));
-        gw.push(time(&mut mk_gw()));
+        gw.push(time(&mut mk_gw("strict")));
+        gw_nocg.push(time(&mut mk_gw(&no_cg)));
         if let Some(b) = &bwrap {
             bw.push(time(&mut mk_bw(b)));
         }
     }
     let _ = std::fs::remove_dir_all(&ws);
+    let _ = std::fs::remove_file(&no_cg);
 
     let (f50, f10, f90) = stats(floor);
     let (d50, d10, d90) = stats(direct);
     let (g50, g10, g90) = stats(gw);
+    let (n50, n10, n90) = stats(gw_nocg);
     println!("spawn benchmark, {n} interleaved runs each (wall time, ms)");
     println!(
         "{:<58} {:>8} {:>8} {:>8}",
@@ -120,6 +129,10 @@ fn main() {
     println!(
         "{:<58} {g50:>8.3} {g10:>8.3} {g90:>8.3}",
         "gateway exec --policy strict -- true"
+    );
+    println!(
+        "{:<58} {n50:>8.3} {n10:>8.3} {n90:>8.3}",
+        "gateway exec --policy strict(cgroup = false) -- true"
     );
     let ratio_direct = g50 / d50;
     println!(

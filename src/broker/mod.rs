@@ -623,6 +623,7 @@ pub fn exec(
         best_effort: plan.best_effort,
         stdin: req.stdin,
         private_tmp: use_tmpfs.then(|| (tmpdir.clone(), tmpfs_size)),
+        memory_cgroup: req.policy.sandbox.cgroup,
     };
     let before = protected_present(req.policy, &spec.cwd);
     let outcome = sandbox::run(&spec, sink);

@@ -62,6 +62,8 @@ pub struct SandboxProfile {
     pub namespaces: bool,
     /// A private per-invocation TMPDIR (instead of access to the global /tmp).
     pub private_tmp: bool,
+    /// Bound the total memory of runs with a memory cgroup (costs a migration on cgroup v1).
+    pub cgroup: bool,
     /// Resource limits.
     pub limits: Limits,
     /// Environment variables passed through (globs).
@@ -140,6 +142,7 @@ struct RawSandbox {
     best_effort: Option<bool>,
     namespaces: Option<bool>,
     private_tmp: Option<bool>,
+    cgroup: Option<bool>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -426,6 +429,7 @@ fn compile(
         best_effort: false,
         namespaces: true,
         private_tmp: true,
+        cgroup: true,
         limits: Limits::default(),
         env_allow: vec![],
         env_set: BTreeMap::new(),
@@ -502,6 +506,9 @@ fn compile(
         }
         if let Some(b) = s.private_tmp {
             sb.private_tmp = b;
+        }
+        if let Some(b) = s.cgroup {
+            sb.cgroup = b;
         }
         let l = &s.limits;
         if let Some(v) = &l.timeout {

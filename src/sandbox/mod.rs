@@ -95,6 +95,8 @@ pub struct Spec {
     pub best_effort: bool,
     /// stdin.
     pub stdin: Stdin,
+    /// Bound the run's total memory (`limits.memory`) with a memory cgroup.
+    pub memory_cgroup: bool,
     /// With namespaces: mount a fresh tmpfs here (an existing directory) as the private
     /// TMPDIR, writable and readable only by this run. Bytes (size limit of the tmpfs).
     pub private_tmp: Option<(PathBuf, u64)>,
@@ -448,7 +450,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     // Total memory: a cgroup per run (namespaces only: the helper is what joins it).
     let mut cg = None;
-    if let (Some(mem), true) = (l.memory, use_ns) {
+    if let (Some(mem), true, true) = (l.memory, use_ns, spec.memory_cgroup) {
         match cgroup::join(mem) {
             Ok(Some(c)) => {
                 status.limits.push(format!(
@@ -472,6 +474,10 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 )));
             }
         }
+    } else if l.memory.is_some() && !spec.memory_cgroup {
+        status
+            .limits
+            .push("memory_total: off (policy cgroup = false; per-process limit only)".into());
     } else if l.memory.is_some() {
         status
             .not_applied
