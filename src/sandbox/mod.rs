@@ -509,14 +509,6 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         argv.push(cstr(a.as_bytes(), "an argument")?);
     }
     let broker_pidfd = sys::own_pidfd().map_err(io("opening a pidfd for the broker"))?;
-    // cgroup v1: the helper waits on this pipe until the broker has moved it into the cgroup.
-    let go = match &cg {
-        Some(c) if c.version == cgroup::Version::V1 => {
-            let (r, w) = std::io::pipe().map_err(io("creating the cgroup sync pipe"))?;
-            Some((OwnedFd::from(r), w))
-        }
-        _ => None,
-    };
     let cap_last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -539,8 +531,14 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             pid_max,
             proc_access,
             tmp,
-            go: go.as_ref().map(|(r, _)| sys::raw(r)),
-            cgroup_fd: cg.as_ref().and_then(|c| c.fd.as_ref()).map(sys::raw),
+            cgroup_tasks: cg
+                .as_ref()
+                .filter(|c| c.version == cgroup::Version::V1)
+                .map(|c| sys::raw(&c.fd)),
+            cgroup_fd: cg
+                .as_ref()
+                .filter(|c| c.version == cgroup::Version::V2)
+                .map(|c| sys::raw(&c.fd)),
         }),
         cap_last,
         privileged,
@@ -555,31 +553,6 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     drop(rep_w);
     drop(ll_fd);
     drop(null_stdin);
-    if let (Some((r, mut w)), Some(c)) = (go, &cg) {
-        drop(r);
-        let moved = c.add(pid);
-        let signalled = moved.is_ok() && w.write_all(b"g").is_ok();
-        drop(w);
-        if !signalled {
-            sys::kill(pid, libc::SIGKILL);
-            let _ = sys::wait(pid);
-            // The helper may have failed a setup step first: report that.
-            let mut rep = Vec::new();
-            let _ = rep_r.read_to_end(&mut rep);
-            if let Some(rec) = rep.chunks_exact(8).next() {
-                let st = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                let val = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
-                return Err(SandboxError::Setup {
-                    stage: sys::stage::name(st),
-                    source: std::io::Error::from_raw_os_error(val),
-                });
-            }
-            return Err(SandboxError::Unavailable(format!(
-                "cannot move the sandbox into its memory cgroup: {}",
-                moved.err().unwrap_or_else(|| "the helper is gone".into())
-            )));
-        }
-    }
 
     // Relay output until the command is done and the pipes close, enforcing timeout and output
     // cap. With namespaces, "done" is the helper's status record: it sends it only after every

@@ -25,6 +25,7 @@ pub(crate) mod stage {
     pub const PROC_RULE: u32 = 17;
     pub const MOUNT_TMP: u32 = 18;
     pub const PDEATHSIG: u32 = 19;
+    pub const CGROUP: u32 = 32;
     pub const STDIO: u32 = 20;
     pub const CHDIR: u32 = 21;
     pub const RLIMIT: u32 = 22;
@@ -51,6 +52,7 @@ pub(crate) mod stage {
             PROC_RULE => "adding a landlock rule for a fresh mount (/proc, TMPDIR)",
             MOUNT_TMP => "mounting the private TMPDIR",
             PDEATHSIG => "tying the sandbox's life to the broker's",
+            CGROUP => "joining the memory cgroup",
             STDIO => "setting up stdin/stdout/stderr",
             CHDIR => "changing to the working directory",
             RLIMIT => "setting resource limits",
@@ -110,9 +112,8 @@ pub(crate) struct NsPlan {
     /// A fresh tmpfs to mount here (the private TMPDIR), its mount options, and the landlock
     /// access to grant on it (added after mounting, like /proc).
     pub tmp: Option<(CString, CString, u64)>,
-    /// cgroup v1: read one byte from this fd (the broker has moved us into the run's cgroup)
-    /// before starting the command.
-    pub go: Option<RawFd>,
+    /// cgroup v1: the cgroup's `tasks` file; the helper writes `0` to move itself in.
+    pub cgroup_tasks: Option<RawFd>,
     /// v2: an fd of the run's cgroup, to be cloned into (clone3 CLONE_INTO_CGROUP).
     pub cgroup_fd: Option<RawFd>,
     /// Landlock access (bits) to grant on the fresh /proc; 0 = none. A rule on the host's /proc
@@ -338,6 +339,15 @@ fn init_main(
         }
         libc::close(plan.broker_pidfd);
     }
+    if let Some(tasks) = ns.cgroup_tasks {
+        // SAFETY: a one-byte write of "0" (this thread) to the cgroup's tasks file, then close.
+        let ok = unsafe { libc::write(tasks, b"0".as_ptr().cast(), 1) } == 1;
+        // SAFETY: closing our copy of the fd.
+        unsafe { libc::close(tasks) };
+        if !ok {
+            fail(r, stage::CGROUP);
+        }
+    }
     // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
     // own (new) mount namespace so nothing below leaks to the host.
     if unsafe {
@@ -440,18 +450,6 @@ fn init_main(
     }
     if ns.net && !loopback_up() {
         fail(r, stage::LOOPBACK);
-    }
-    if let Some(go) = ns.go {
-        let mut b = [0u8; 1];
-        // SAFETY: a one-byte read into a stack buffer from the go pipe, then close it.
-        let n = unsafe { libc::read(go, b.as_mut_ptr().cast(), 1) };
-        // SAFETY: closing our copy of the fd.
-        unsafe { libc::close(go) };
-        if n != 1 {
-            // The broker could not move us into the cgroup (or died): do not start.
-            // SAFETY: see `fail`.
-            unsafe { libc::_exit(1) };
-        }
     }
     let child = spawn_command(plan, argv, envp);
     if child < 0 {
