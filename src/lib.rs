@@ -44,8 +44,13 @@
 //! - Landlock cannot subtract: "read `/` except `~/.ssh`" is built by enumerating the trees
 //!   around denied paths; protected paths inside writable trees are read-only bind mounts in the
 //!   mount namespace (landlock alone cannot express them).
-//! - Fork bombs are contained by the pid namespace's `pid_max` (cgroup migration costs ~0.5 ms
-//!   per hierarchy on cgroup v1, as much as a whole spawn); memory by RLIMIT_AS per process.
+//! - Fork bombs are contained by the pid namespace's `pid_max`; memory by RLIMIT_AS per process
+//!   and a memory cgroup shared by runs with the same limit (per-run cgroups cost milliseconds
+//!   to create and remove). On cgroup v1 the single-threaded helper joins by writing `0` to
+//!   `tasks`: migrating a pid through `cgroup.procs` takes the kernel's global threadgroup
+//!   lock and waits for an RCU grace period (0.5 to >10 ms); v2 uses `CLONE_INTO_CGROUP`.
+//! - The helper and the command die with the broker (`PR_SET_PDEATHSIG`, with a pidfd check
+//!   for the race): killing `gateway` kills the run.
 //! - The binary is linked statically (`.cargo/config.toml`): it starts ~0.3 ms faster.
 //! - The shell analyser parses with `yash-syntax` on a thread with a large stack: the parser
 //!   recurses deeply on nested `$(...)`.
