@@ -604,6 +604,106 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
                 }
             }
         }
+        "alias" => {
+            // Non-interactive sh (dash) expands aliases: `alias r=rm` changes what a later
+            // `r -rf /` runs, which static analysis of the later line cannot see.
+            if rest
+                .iter()
+                .any(|r| r.text().contains('=') || matches!(r, Arg::Unknown(_)))
+            {
+                a.unanalysable
+                    .push("alias definitions change what later commands mean".into());
+            }
+        }
+        "trap" => {
+            // trap ACTION SIGNAL...: the action is shell code run later.
+            let mut i = 0;
+            while i < rest.len() && rest[i].text().starts_with('-') && rest[i].text() != "-" {
+                i += 1;
+            }
+            if let Some(action) = rest.get(i)
+                && rest.len() > i + 1
+            {
+                match action {
+                    Arg::Lit(t) | Arg::Glob(t) => script_into(t, env, a, depth + 1),
+                    Arg::Unknown(_) => a
+                        .unanalysable
+                        .push("trap action that depends on runtime values".into()),
+                }
+            }
+        }
+        "strace" | "ltrace" | "fakeroot" => unwrap_after(
+            rest,
+            env,
+            a,
+            depth,
+            &[
+                "-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-S", "-X", "-l", "-i",
+            ],
+            false,
+        ),
+        "taskset" | "chrt" => {
+            // taskset [opts] MASK cmd... / chrt [opts] PRIO cmd...
+            let mut i = 0;
+            while i < rest.len() && rest[i].text().starts_with('-') {
+                i += 1;
+            }
+            if i + 1 < rest.len() {
+                command(&rest[i + 1..], env, a, depth + 1);
+            }
+        }
+        "flock" => {
+            // flock [opts] FILE CMD [ARGS] | flock [opts] FILE -c CMD | flock -c CMD FILE
+            // (getopt: `-c`/`--command` takes the command string; options may come anywhere).
+            let mut script: Option<&Arg> = None;
+            let mut positional: Vec<&Arg> = Vec::new();
+            let mut i = 0;
+            while i < rest.len() {
+                let t = rest[i].text();
+                if !positional.is_empty() && script.is_none() && !t.starts_with('-') {
+                    // FILE CMD ARGS...: the rest is the command.
+                    positional.extend(&rest[i..]);
+                    break;
+                }
+                if matches!(t, "-c" | "--command") {
+                    script = rest.get(i + 1);
+                    i += 2;
+                } else if matches!(t, "-w" | "--timeout" | "-E" | "--conflict-exit-code") {
+                    i += 2;
+                } else if t.starts_with('-') && t.len() > 1 {
+                    i += 1;
+                } else {
+                    positional.push(&rest[i]);
+                    i += 1;
+                }
+            }
+            match script {
+                Some(Arg::Lit(t)) | Some(Arg::Glob(t)) => script_into(t, env, a, depth + 1),
+                Some(Arg::Unknown(_)) => a
+                    .unanalysable
+                    .push("flock -c with a command that depends on runtime values".into()),
+                None if positional.len() > 1 => {
+                    let cmd: Vec<Arg> = positional[1..].iter().map(|x| (*x).clone()).collect();
+                    command(&cmd, env, a, depth + 1);
+                }
+                None => {}
+            }
+        }
+        "script" => {
+            // script -c CMD [file]
+            if let Some(pos) = rest
+                .iter()
+                .position(|x| matches!(x.text(), "-c" | "--command"))
+            {
+                match rest.get(pos + 1) {
+                    Some(Arg::Lit(t)) | Some(Arg::Glob(t)) => script_into(t, env, a, depth + 1),
+                    Some(Arg::Unknown(_)) => a
+                        .unanalysable
+                        .push("script -c with a command that depends on runtime values".into()),
+                    None => {}
+                }
+            }
+        }
         "watch" => {
             let mut i = 0;
             while i < rest.len() && rest[i].text().starts_with('-') {
@@ -822,6 +922,41 @@ mod tests {
         assert_eq!(a.commands[0].argv[2], Arg::Glob("/*".into()));
         let a = analyse_script("rm -rf '/*'", &env());
         assert_eq!(a.commands[0].argv[2], Arg::Lit("/*".into()));
+    }
+
+    #[test]
+    fn aliases_traps_and_more_wrappers() {
+        let a = analyse_script("alias r=rm\nr -rf /", &env());
+        assert!(!a.unanalysable.is_empty(), "{a:?}");
+        let a = analyse_script("alias", &env());
+        assert!(
+            a.unanalysable.is_empty(),
+            "listing aliases is harmless: {a:?}"
+        );
+        let a = analyse_script("trap 'rm -rf /' EXIT; true", &env());
+        assert!(
+            a.commands.iter().any(|c| c.display() == "rm -rf /"),
+            "{a:?}"
+        );
+        for s in [
+            "strace -f -o log rm -rf /",
+            "taskset 0x1 rm -rf /",
+            "chrt -f 10 rm -rf /",
+            "flock /tmp/l rm -rf /",
+            "flock /tmp/l -c 'rm -rf /'",
+            "flock -c 'rm -rf /' /tmp/l",
+            "script -q -c 'rm -rf /' /dev/null",
+            "fakeroot rm -rf /",
+            "setsid -f rm -rf /",
+            "command -p rm -rf /",
+            "time rm -rf /",
+        ] {
+            let a = analyse_script(s, &env());
+            assert!(
+                a.commands.iter().any(|c| c.display() == "rm -rf /"),
+                "{s}: {a:?}"
+            );
+        }
     }
 
     #[test]

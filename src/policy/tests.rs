@@ -187,6 +187,24 @@ fn builtin_decisions() {
     assert_eq!(exec(&standard, &["cargo", "test"]).effect, Effect::Allow);
     assert_eq!(exec(&standard, &["sh"]).effect, Effect::Ask);
     assert_eq!(exec(&permissive, &["rm", "-rf", "/"]).effect, Effect::Allow);
+    // Aliases change what later lines run: unanalysable, so strict denies and standard asks.
+    assert_eq!(
+        exec(&strict, &["sh", "-c", "alias r=rm\nr -rf /"]).effect,
+        Effect::Deny
+    );
+    assert_eq!(
+        exec(&standard, &["sh", "-c", "alias r=ls\nr"]).effect,
+        Effect::Ask
+    );
+    assert_eq!(
+        exec(&strict, &["sh", "-c", "trap 'rm -rf ~' EXIT; true"]).effect,
+        Effect::Deny
+    );
+    // Bash-only syntax is outside the POSIX parser: unanalysable.
+    assert_eq!(
+        exec(&strict, &["bash", "-c", "cat <(rm -rf /)"]).effect,
+        Effect::Deny
+    );
 }
 
 #[test]
