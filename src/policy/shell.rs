@@ -604,16 +604,15 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
                 }
             }
         }
-        "alias" => {
-            // Non-interactive sh (dash) expands aliases: `alias r=rm` changes what a later
-            // `r -rf /` runs, which static analysis of the later line cannot see.
+        // Non-interactive sh (dash) expands aliases: `alias r=rm` changes what a later
+        // `r -rf /` runs, which static analysis of the later line cannot see.
+        "alias"
             if rest
                 .iter()
-                .any(|r| r.text().contains('=') || matches!(r, Arg::Unknown(_)))
-            {
-                a.unanalysable
-                    .push("alias definitions change what later commands mean".into());
-            }
+                .any(|r| r.text().contains('=') || matches!(r, Arg::Unknown(_))) =>
+        {
+            a.unanalysable
+                .push("alias definitions change what later commands mean".into());
         }
         "trap" => {
             // trap ACTION SIGNAL...: the action is shell code run later.
