@@ -4,6 +4,38 @@
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// Network access for a sandboxed run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// No sockets at all except `socketpair(AF_UNIX)`.
+    None,
+    /// IPv4/IPv6 in a private network namespace with only `lo`; no unix sockets.
+    Loopback,
+    /// The host network, TCP connect to these ports only; no bind, no UDP, no unix sockets.
+    ConnectTcp(Vec<u16>),
+}
+
+/// Resource limits of a run. `None` = not limited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Wall-clock timeout.
+    pub timeout: Option<Duration>,
+    /// CPU seconds (RLIMIT_CPU).
+    pub cpu: Option<u64>,
+    /// Memory in bytes: per process (RLIMIT_AS) and in total (memory cgroup).
+    pub memory: Option<u64>,
+    /// Processes (pid namespace `pid_max`, RLIMIT_NPROC).
+    pub pids: Option<u64>,
+    /// Open files per process (RLIMIT_NOFILE).
+    pub open_files: Option<u64>,
+    /// Largest file a process may write, bytes (RLIMIT_FSIZE).
+    pub file_size: Option<u64>,
+    /// stdout + stderr bytes before the run is stopped.
+    pub output: Option<u64>,
+}
 
 /// The tools a call can name. `exec` runs a program; the others are file tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]

