@@ -1485,3 +1485,50 @@ fn sleeps(marker: &str) -> Vec<String> {
         })
         .collect()
 }
+
+sandbox_test! {
+    fn unprivileged_broker_still_confines() {
+        // As uid 65534 there are no namespaces, but landlock, seccomp and rlimits hold, and
+        // the run says what was not applied.
+        let env = Env::new("unpriv");
+        std::fs::write(env.outside.join("secret"), "UNPRIV-SECRET").expect("write");
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&env.root)
+            .status()
+            .expect("chown");
+        assert!(st.success());
+        let as_nobody = |policy: &str, script: &str| {
+            env.raw("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .args([BIN, "--json", "exec", "--policy", policy, "--", "sh", "-c", script])
+                .stdin(Stdio::null())
+                .output()
+                .expect("setpriv")
+        };
+        let o = as_nobody("strict", "echo ok > f && cat f");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["stdout"], "ok\n");
+        assert_eq!(v["enforcement"]["pid_namespace"], false);
+        assert_eq!(v["enforcement"]["landlock"]["fs"], true);
+        assert_eq!(v["enforcement"]["seccomp"], true);
+        assert_eq!(v["enforcement"]["fully_enforced"], false);
+        let not_applied = v["enforcement"]["not_applied"].to_string();
+        assert!(not_applied.contains("namespaces") && not_applied.contains("protected"), "{not_applied}");
+        // Files outside stay unreadable (landlock, not permissions: the file is nobody's).
+        let o = as_nobody("strict", &format!("cat {}", env.outside.join("secret").display()));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert!(!v["stdout"].to_string().contains("UNPRIV-SECRET"), "{v}");
+        assert_ne!(v["exit_code"], 0);
+        // standard's loopback falls back to no network at all.
+        let o = as_nobody(
+            "standard",
+            "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM); print(\"SOCKET\")'",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert!(!v["stdout"].to_string().contains("SOCKET"), "{v}");
+        assert!(v["enforcement"]["not_applied"].to_string().contains("loopback"), "{v}");
+    }
+}

@@ -25,6 +25,7 @@ fn read_rights() -> BitFlags<AccessFs> {
 
 pub(crate) fn build(
     spec: &Spec,
+    network: &Network,
     kernel_abi: i32,
 ) -> Result<(Option<OwnedFd>, LandlockStatus), SandboxError> {
     let abi = ABI::from(kernel_abi);
@@ -46,7 +47,7 @@ pub(crate) fn build(
         .set_compatibility(level)
         .handle_access(all)
         .map_err(|e| err(&e))?;
-    let net_rules = kernel_abi >= 4 && !matches!(spec.network, Network::Loopback);
+    let net_rules = kernel_abi >= 4 && !matches!(network, Network::Loopback);
     if net_rules {
         rs = rs
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
@@ -80,7 +81,7 @@ pub(crate) fn build(
     for (p, rights) in wanted {
         add_tree(&mut created, p, rights, &spec.deny, abi, &mut count)?;
     }
-    if net_rules && let Network::ConnectTcp(ports) = &spec.network {
+    if net_rules && let Network::ConnectTcp(ports) = network {
         for port in ports {
             created = created
                 .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
@@ -128,12 +129,19 @@ fn add_tree(
         return Ok(());
     }
     add_one(rs, root, rights & AccessFs::ReadDir, abi, count)?;
-    let entries = std::fs::read_dir(root).map_err(|e| {
-        SandboxError::Landlock(format!(
-            "cannot list {} to exclude denied paths: {e}",
-            root.display()
-        ))
-    })?;
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        // The broker may not list it (an unprivileged broker and /root): then the command,
+        // with the same uid and no capabilities, cannot read in it either. Grant nothing
+        // below it.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(()),
+        Err(e) => {
+            return Err(SandboxError::Landlock(format!(
+                "cannot list {} to exclude denied paths: {e}",
+                root.display()
+            )));
+        }
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let Ok(ft) = entry.file_type() else { continue };

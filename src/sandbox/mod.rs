@@ -163,10 +163,13 @@ pub enum Stream {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
-    /// Landlock is missing or refused the ruleset, and the policy is not best-effort.
+    /// The kernel has no landlock, and the policy is not best-effort.
     #[error(
         "landlock: {0}; this kernel cannot confine the filesystem as the policy requires (set `best_effort = true` in the policy to run anyway, reported as not enforced)"
     )]
+    LandlockUnsupported(String),
+    /// The landlock ruleset could not be built (a path, a rule).
+    #[error("landlock ruleset: {0}")]
     Landlock(String),
     /// The seccomp program could not be built.
     #[error("seccomp filter: {0}")]
@@ -248,22 +251,47 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     let privileged = sys::euid() == 0;
     let mut status = EnforcementStatus::default();
 
+    // Namespaces.
+    let use_ns = spec.namespaces && privileged;
+    if spec.namespaces && !privileged {
+        status.not_applied.push(
+            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the session may outlive a timeout)".into(),
+        );
+    }
+    // Without namespaces (an unprivileged broker): landlock and seccomp still hold; what
+    // needs namespaces is reported, and `loopback` (a private network namespace) falls back to
+    // no network at all rather than to the host's network.
+    let network = if matches!(spec.network, Network::Loopback) && !use_ns {
+        status.not_applied.push(
+            "network loopback: no network namespace, so no network at all (network = none)".into(),
+        );
+        Network::None
+    } else {
+        spec.network.clone()
+    };
+    if !spec.protected.is_empty() && !use_ns {
+        status.not_applied.push(format!(
+            "{} protected paths: read-only mounts need a mount namespace (new ones are still quarantined after the run)",
+            spec.protected.len()
+        ));
+    }
+
     // Landlock.
     let abi = sys::landlock_abi();
     if abi <= 0 && !spec.best_effort {
-        return Err(SandboxError::Landlock(
+        return Err(SandboxError::LandlockUnsupported(
             "not supported by this kernel (needs Linux 5.13+ with landlock in the lsm= list)"
                 .into(),
         ));
     }
-    let (ll_fd, ll_status) = landlock::build(spec, abi)?;
+    let (ll_fd, ll_status) = landlock::build(spec, &network, abi)?;
     if ll_fd.is_none() {
         status
             .not_applied
             .push("landlock: unsupported by the kernel".into());
     }
     status.landlock = ll_status;
-    if matches!(spec.network, Network::None | Network::ConnectTcp(_)) && !status.landlock.net {
+    if matches!(network, Network::None | Network::ConnectTcp(_)) && !status.landlock.net {
         status.not_applied.push(
             "landlock TCP rules: kernel ABI < 4 (seccomp still limits socket families)".into(),
         );
@@ -275,39 +303,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     }
 
     // Seccomp.
-    let bpf = seccomp::build(&spec.network).map_err(SandboxError::Seccomp)?;
-
-    // Namespaces.
-    let use_ns = spec.namespaces && privileged;
-    if spec.namespaces && !privileged {
-        status.not_applied.push(
-            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the session may outlive a timeout)".into(),
-        );
-    }
-    if matches!(spec.network, Network::Loopback) && !use_ns {
-        if spec.best_effort {
-            status.not_applied.push(
-                "network loopback: no network namespace; socket families still limited".into(),
-            );
-        } else {
-            return Err(SandboxError::Unavailable(
-                "network = \"loopback\" needs a network namespace, which needs a privileged broker"
-                    .into(),
-            ));
-        }
-    }
-    if !spec.protected.is_empty() && !use_ns {
-        if spec.best_effort {
-            status.not_applied.push(format!(
-                "{} protected paths: read-only mounts need a mount namespace",
-                spec.protected.len()
-            ));
-        } else {
-            return Err(SandboxError::Unavailable(
-                "protected paths are made read-only with a mount namespace, which needs a privileged broker".into(),
-            ));
-        }
-    }
+    let bpf = seccomp::build(&network).map_err(SandboxError::Seccomp)?;
 
     let mut mounts = Vec::new();
     if use_ns {
@@ -497,7 +493,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         bpf,
         rlimits,
         ns: use_ns.then_some(sys::NsPlan {
-            net: matches!(spec.network, Network::Loopback),
+            net: matches!(network, Network::Loopback),
             mounts,
             pid_max,
             proc_access,
@@ -689,8 +685,8 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     status.pid_namespace = use_ns;
     status.mount_namespace = use_ns;
     status.ipc_namespace = use_ns;
-    status.net_namespace = use_ns && matches!(spec.network, Network::Loopback);
-    let net_needed = !matches!(spec.network, Network::Loopback);
+    status.net_namespace = use_ns && matches!(network, Network::Loopback);
+    let net_needed = !matches!(network, Network::Loopback);
     status.landlock.full =
         status.landlock.fs && (status.landlock.net || !net_needed) && status.landlock.scoped;
     status.fully_enforced = status.not_applied.is_empty();
