@@ -307,7 +307,15 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     let mut mounts = Vec::new();
     if use_ns {
-        for d in &spec.deny {
+        // Only denied paths inside an allowed tree need masking; the others are unreachable.
+        let reachable = |d: &PathBuf| {
+            spec.read
+                .iter()
+                .chain(&spec.write)
+                .chain(&spec.exec)
+                .any(|r| d.starts_with(r))
+        };
+        for d in spec.deny.iter().filter(|d| reachable(d)) {
             let Ok(m) = std::fs::symlink_metadata(d) else {
                 continue;
             };
