@@ -453,6 +453,20 @@ fn resolve_program(
     })
 }
 
+/// The private TMPDIR: with namespaces, a fresh tmpfs mounted in the run's own mount namespace
+/// on a fixed, root-only mount point (nothing to create or delete per run); otherwise a new
+/// directory, removed afterwards. Returns (tmpfs?, the directory to remove afterwards).
+fn tmp_plan(policy: &Policy) -> Result<(bool, Option<TempDir>), BrokerError> {
+    let private = policy.sandbox.private_tmp;
+    let use_tmpfs = private && policy.sandbox.namespaces && sandbox::namespaces_available();
+    let dir = if private && !use_tmpfs {
+        Some(TempDir::new()?)
+    } else {
+        None
+    };
+    Ok((use_tmpfs, dir))
+}
+
 /// The fixed mount point for per-run tmpfs TMPDIRs: `$TMPDIR/.gateway-private` (normally
 /// `/tmp/.gateway-private`), created 0700 once; refused if it is a symlink or not ours.
 fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
@@ -565,16 +579,7 @@ pub fn exec(
         }
         Effect::Allow => {}
     }
-    // The private TMPDIR: with namespaces, a fresh tmpfs mounted in the run's own mount
-    // namespace on a fixed, root-only mount point (nothing to create or delete per run);
-    // otherwise a new directory, removed afterwards.
-    let private = req.policy.sandbox.private_tmp;
-    let use_tmpfs = private && req.policy.sandbox.namespaces && sandbox::namespaces_available();
-    let tmp = if private && !use_tmpfs {
-        Some(TempDir::new()?)
-    } else {
-        None
-    };
+    let (use_tmpfs, tmp) = tmp_plan(req.policy)?;
     let tmpdir = match &tmp {
         Some(t) => t.0.clone(),
         None if use_tmpfs => tmpfs_mountpoint()?,
@@ -637,6 +642,8 @@ pub struct Explanation {
     pub sandbox: SandboxPlan,
     /// The kernel's landlock ABI.
     pub landlock_abi: i32,
+    /// The layers that would apply on this machine, as the broker would set them up.
+    pub layers: Vec<String>,
 }
 
 /// Explains what would happen to a command, without running it.
@@ -648,17 +655,54 @@ pub fn explain(
 ) -> Result<Explanation, BrokerError> {
     let ws = workspace(cwd)?;
     let decision = decide_exec(policy, argv, &ws);
-    let tmp = if policy.sandbox.private_tmp {
+    let privileged = sandbox::namespaces_available();
+    let sb = &policy.sandbox;
+    let use_tmpfs = sb.private_tmp && sb.namespaces && privileged;
+    let tmp = if use_tmpfs {
+        tmpfs_mountpoint()?
+    } else if sb.private_tmp {
         std::env::temp_dir().join("gateway-<per-invocation>")
     } else {
         std::env::temp_dir()
     };
+    let mut layers = vec![format!(
+        "landlock ABI {}, seccomp, capabilities cleared, no_new_privs",
+        sandbox::landlock_abi()
+    )];
+    layers.push(if sb.namespaces && privileged {
+        "namespaces: pid (own /proc), mount, ipc".to_string()
+            + if sb.network == crate::model::Network::Loopback {
+                ", net"
+            } else {
+                ""
+            }
+    } else if sb.namespaces {
+        "namespaces: not available (the broker is not root)".into()
+    } else {
+        "namespaces: off (policy)".into()
+    });
+    layers.push(if use_tmpfs {
+        format!("TMPDIR: a fresh tmpfs per run at {}", tmp.display())
+    } else if sb.private_tmp {
+        "TMPDIR: a new directory per run".into()
+    } else {
+        "TMPDIR: the global one".into()
+    });
+    if sb.limits.memory.is_some() {
+        layers.push(if sb.cgroup && sb.namespaces && privileged {
+            "memory: per process and in total (memory cgroup, when the kernel has the controller)"
+                .into()
+        } else {
+            "memory: per process only".into()
+        });
+    }
     let sandbox = plan(policy, &ws, state_dir, &tmp, &[])?;
     Ok(Explanation {
         policy: policy.name.clone(),
         decision,
         sandbox,
         landlock_abi: sandbox::landlock_abi(),
+        layers,
     })
 }
 

@@ -244,6 +244,9 @@ fn print_explanation(x: &broker::Explanation) {
         .map(|(k, _)| k.to_string_lossy().into_owned())
         .collect();
     println!("  env        {}", names.join(" "));
+    for l in &x.layers {
+        println!("  layer      {l}");
+    }
 }
 
 fn rules_text(d: &Decision) -> String {
