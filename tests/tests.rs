@@ -1532,3 +1532,27 @@ sandbox_test! {
         assert!(v["enforcement"]["not_applied"].to_string().contains("loopback"), "{v}");
     }
 }
+
+sandbox_test! {
+    fn control_private_dev_shm_and_multiprocessing() {
+        // Python's multiprocessing needs POSIX semaphores in /dev/shm: each run gets its own.
+        let env = Env::new("shm");
+        let marker = format!("gw-shm-{}", std::process::id());
+        for policy in ["strict", "standard"] {
+            let o = env.exec(
+                policy,
+                &[
+                    "python3",
+                    "-c",
+                    &format!(
+                        "import multiprocessing as m\nprint(m.Pool(2).map(abs, [-1, -2]))\nopen('/dev/shm/{marker}', 'w').write('x')"
+                    ),
+                ],
+            );
+            assert_eq!(stdout(&o).trim(), "[1, 2]", "{policy}: {}", text(&o));
+            assert!(!Path::new("/dev/shm").join(&marker).exists(), "{policy}: /dev/shm is the host's");
+            let o = env.exec(policy, &["ls", "-A", "/dev/shm"]);
+            assert_stdout_lacks(&o, &marker, policy);
+        }
+    }
+}

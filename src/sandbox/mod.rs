@@ -404,24 +404,36 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     } else {
         0
     };
-    let tmp = match (&spec.private_tmp, use_ns) {
-        (Some((path, size)), true) => Some((
-            cstr(path.as_os_str().as_bytes(), "the private TMPDIR")?,
-            cstr(format!("mode=0700,size={size}").as_bytes(), "tmpfs options")?,
-            if ll_fd.is_some() {
+    // Private TMPDIR and /dev/shm: fresh tmpfs mounts in the mount namespace (POSIX
+    // semaphores and shared memory, e.g. Python's multiprocessing, live in /dev/shm; the
+    // host's is shared with every other process).
+    let mut tmpfs = Vec::new();
+    match (&spec.private_tmp, use_ns) {
+        (Some((path, size)), true) => {
+            let access = if ll_fd.is_some() {
                 landlock::all_access_bits(abi)
             } else {
                 0
-            },
-        )),
+            };
+            let opts = cstr(format!("mode=0700,size={size}").as_bytes(), "tmpfs options")?;
+            tmpfs.push((
+                cstr(path.as_os_str().as_bytes(), "the private TMPDIR")?,
+                opts.clone(),
+                access,
+            ));
+            if std::path::Path::new("/dev/shm").is_dir() {
+                let shm_opts = cstr(format!("mode=1777,size={size}").as_bytes(), "tmpfs options")?;
+                tmpfs.push((c"/dev/shm".to_owned(), shm_opts, access));
+            }
+        }
         (Some(_), false) => {
             return Err(SandboxError::Unavailable(
                 "a tmpfs TMPDIR needs a mount namespace; the broker must create a directory instead"
                     .into(),
             ));
         }
-        (None, _) => None,
-    };
+        (None, _) => {}
+    }
 
     // Total memory: a cgroup per run (namespaces only: the helper is what joins it).
     let mut cg = None;
@@ -505,7 +517,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             mounts,
             pid_max,
             proc_access,
-            tmp,
+            tmpfs,
             cgroup_tasks: cg
                 .as_ref()
                 .filter(|c| c.version == cgroup::Version::V1)

@@ -109,9 +109,9 @@ pub(crate) struct NsPlan {
     pub net: bool,
     pub mounts: Vec<MountStep>,
     pub pid_max: Option<CString>,
-    /// A fresh tmpfs to mount here (the private TMPDIR), its mount options, and the landlock
-    /// access to grant on it (added after mounting, like /proc).
-    pub tmp: Option<(CString, CString, u64)>,
+    /// Fresh tmpfs mounts (the private TMPDIR and /dev/shm): path, mount options, and the
+    /// landlock access to grant on it (added after mounting, like /proc).
+    pub tmpfs: Vec<(CString, CString, u64)>,
     /// cgroup v1: the cgroup's `tasks` file; the helper writes `0` to move itself in.
     pub cgroup_tasks: Option<RawFd>,
     /// v2: an fd of the run's cgroup, to be cloned into (clone3 CLONE_INTO_CGROUP).
@@ -392,7 +392,7 @@ fn init_main(
             }
         }
     }
-    if let Some((path, opts, access)) = &ns.tmp {
+    for (path, opts, access) in &ns.tmpfs {
         // SAFETY: mounts a tmpfs on a directory the parent made sure exists; all pointers are
         // NUL-terminated strings owned by `plan`.
         let rc = unsafe {
