@@ -112,11 +112,12 @@ pub fn analyse_script(script: &str, env: &ShellEnv) -> Analysis {
 
 fn script_into(script: &str, env: &ShellEnv, a: &mut Analysis, depth: usize) {
     if !ON_BIG_STACK.with(|b| b.get()) {
+        quiet_parser_panics();
         // The AST holds `Rc`s, so the whole walk of this script runs on the big-stack thread
         // and only the (Send) result comes back.
         let res = std::thread::scope(|s| {
             std::thread::Builder::new()
-                .name("shell-parse".into())
+                .name(PARSER_THREAD.into())
                 .stack_size(PARSER_STACK)
                 .spawn_scoped(s, || {
                     ON_BIG_STACK.with(|b| b.set(true));
@@ -131,7 +132,9 @@ fn script_into(script: &str, env: &ShellEnv, a: &mut Analysis, depth: usize) {
                 a.commands.extend(sub.commands);
                 a.unanalysable.extend(sub.unanalysable);
             }
-            Ok(Err(_)) => a.unanalysable.push("the shell parser failed".into()),
+            Ok(Err(_)) => a
+                .unanalysable
+                .push("the shell parser failed on this text".into()),
             Err(e) => a
                 .unanalysable
                 .push(format!("cannot start the shell parser thread: {e}")),
@@ -175,6 +178,23 @@ fn parse(script: &str) -> Result<Vec<List>, String> {
     parse_here(script)
 }
 
+/// Name of the thread the parser runs on.
+const PARSER_THREAD: &str = "shell-parse";
+
+/// A panic in the third-party parser is caught (the script becomes unanalysable) and is not
+/// a crash of the gateway: keep the default panic message for every other thread only.
+fn quiet_parser_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(PARSER_THREAD) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 thread_local! {
     static ON_BIG_STACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -183,6 +203,16 @@ thread_local! {
 const PARSER_STACK: usize = 256 << 20;
 
 fn parse_here(script: &str) -> Result<Vec<List>, String> {
+    // yash-syntax 0.21 panics when the input ends right after `${` (it unwraps the next
+    // character); a trailing newline, which cannot change what `sh -c` runs, avoids that.
+    // Other parser panics are caught by the thread that runs the parser.
+    let padded;
+    let script = if script.ends_with('\n') {
+        script
+    } else {
+        padded = format!("{script}\n");
+        &padded
+    };
     let mut lexer = Lexer::with_code(script);
     let mut parser = Parser::new(&mut lexer);
     let mut out = Vec::new();
@@ -954,6 +984,18 @@ mod tests {
             assert!(
                 a.commands.iter().any(|c| c.display() == "rm -rf /"),
                 "{s}: {a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn parser_bugs_do_not_crash() {
+        // Found by fuzzing: input ending right after `${` made yash-syntax panic.
+        for s in ["echo ${", "case ${", "for\x01\x04UUUUcase ${", "${", "x=${"] {
+            let a = analyse_script(s, &env());
+            assert!(
+                !a.unanalysable.is_empty() || !a.commands.is_empty(),
+                "{s:?}: {a:?}"
             );
         }
     }
