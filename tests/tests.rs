@@ -1556,3 +1556,36 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn escape_raw_devices() {
+        // Under policies that read `/`, block devices and non-safe character devices are
+        // refused by landlock (EACCES). Some kernels also refuse a capless open of a block
+        // device (EPERM); the test wants landlock's answer, so that it does not rely on that.
+        let env = Env::new("devices");
+        let block = std::fs::read_dir("/dev")
+            .expect("/dev")
+            .flatten()
+            .find(|e| {
+                use std::os::unix::fs::FileTypeExt;
+                e.file_type().map(|t| t.is_block_device()).unwrap_or(false)
+            })
+            .map(|e| e.path().display().to_string());
+        let mut targets = vec!["/dev/kmsg".to_string()];
+        targets.extend(block);
+        for policy in ["standard", "permissive"] {
+            for dev in &targets {
+                let o = env.exec(policy, &["head", "-c", "16", dev]);
+                assert_ne!(o.status.code(), Some(0), "{policy} {dev}: {}", text(&o));
+                assert!(
+                    String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+                    "{policy} {dev}: expected landlock's EACCES: {}",
+                    text(&o)
+                );
+            }
+            // The safe devices still work.
+            let o = env.sh(policy, "head -c 4 /dev/urandom | wc -c; echo x > /dev/null && echo ok");
+            assert_eq!(stdout(&o), "4\nok\n", "{policy}: {}", text(&o));
+        }
+    }
+}

@@ -244,6 +244,46 @@ fn expand_glob(p: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Character devices a program may use: the rest of /dev is denied.
+const SAFE_CHAR_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+
+/// Block devices and non-safe character devices below `dir` (not following symlinks).
+fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(ft) = e.file_type() else { continue };
+        let p = e.path();
+        if ft.is_block_device() {
+            out.push(p);
+        } else if ft.is_char_device() {
+            let safe =
+                SAFE_CHAR_DEVICES.iter().any(|s| Path::new(s) == p) || p.starts_with("/dev/pts");
+            if !safe {
+                out.push(p);
+            }
+        } else if ft.is_dir()
+            && depth < 3
+            && !p.starts_with("/dev/shm")
+            && !p.starts_with("/dev/pts")
+        {
+            out.extend(unsafe_devices(&p, depth + 1));
+        }
+    }
+    out
+}
+
 /// The sandbox a policy gives a run, before the program is known.
 #[derive(Debug, Serialize)]
 pub struct SandboxPlan {
@@ -310,6 +350,19 @@ pub fn plan(
             }
             deny.push(p);
         }
+    }
+    // Device nodes: when /dev lies in an allowed tree (standard, permissive read `/`), every
+    // block device and every character device outside a short safe list is denied too. Raw
+    // disks and memory devices would otherwise bypass every path rule (some kernels refuse a
+    // capless open of a block device; this does not rely on it).
+    let dev = Path::new("/dev");
+    if read
+        .iter()
+        .chain(&write)
+        .chain(&exec)
+        .any(|r| dev.starts_with(r))
+    {
+        deny.extend(unsafe_devices(dev, 0));
     }
     deny.push(state_dir.to_path_buf());
     if let Ok(c) = std::fs::canonicalize(state_dir) {
