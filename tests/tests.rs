@@ -484,6 +484,10 @@ sandbox_test! {
                 "mv .git/config .git/config.bak",
                 "rm -f .git/hooks/pre-commit.sample",
                 "echo evil >> .envrc",
+                // Moving the parent away would carry the read-only mounts with it.
+                "mv .git .git-moved && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit",
+                "rm -rf .git",
+                "mv .envrc .envrc-moved",
             ] {
                 let o = env.sh(policy, script);
                 assert_ne!(

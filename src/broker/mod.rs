@@ -130,13 +130,15 @@ fn quarantine_new(before: &[PathBuf], after: Vec<PathBuf>, state_dir: &Path) -> 
             .unwrap_or_default();
         let dir = state_dir.join("quarantine");
         let dst = dir.join(format!("{stamp}-{i}-{name}"));
-        let moved = std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::rename(&p, &dst))
-            .is_ok();
-        out.push(Quarantined {
-            path: p,
-            to: moved.then_some(dst),
-        });
+        let to = match std::fs::create_dir_all(&dir).and_then(|_| std::fs::rename(&p, &dst)) {
+            Ok(()) => Some(dst),
+            // Another filesystem: rename it in place to a name nothing loads.
+            Err(_) => {
+                let inert = p.with_file_name(format!("{name}.gateway-quarantined-{stamp}"));
+                std::fs::rename(&p, &inert).ok().map(|_| inert)
+            }
+        };
+        out.push(Quarantined { path: p, to });
     }
     out
 }

@@ -334,6 +334,30 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 mounts.push(sys::MountStep::MaskFile(c));
             }
         }
+        // Ancestors of protected paths inside a writable tree are pinned (self-bind mounts):
+        // otherwise `mv .git .git2` would carry the read-only mounts away and a fresh `.git`
+        // with new hooks could take its place. Parents first.
+        let mut pins: Vec<&std::path::Path> = Vec::new();
+        for p in &spec.protected {
+            if let Some(root) = spec.write.iter().find(|w| p.starts_with(w) && p != *w) {
+                let mut a = p.parent();
+                while let Some(dir) = a {
+                    if dir == root.as_path() || !dir.starts_with(root) {
+                        break;
+                    }
+                    pins.push(dir);
+                    a = dir.parent();
+                }
+            }
+        }
+        pins.sort_by_key(|p| p.as_os_str().len());
+        pins.dedup();
+        for dir in pins {
+            mounts.push(sys::MountStep::Pin(cstr(
+                dir.as_os_str().as_bytes(),
+                "protected path parent",
+            )?));
+        }
         for p in &spec.protected {
             if std::fs::symlink_metadata(p).is_ok() {
                 mounts.push(sys::MountStep::ReadOnly(cstr(
@@ -345,9 +369,12 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     }
     let denied_masked = mounts
         .iter()
-        .filter(|m| !matches!(m, sys::MountStep::ReadOnly(_)))
+        .filter(|m| matches!(m, sys::MountStep::MaskDir(_) | sys::MountStep::MaskFile(_)))
         .count();
-    let protected_ro = mounts.len() - denied_masked;
+    let protected_ro = mounts
+        .iter()
+        .filter(|m| matches!(m, sys::MountStep::ReadOnly(_)))
+        .count();
 
     // Limits.
     let mut rlimits = Vec::new();

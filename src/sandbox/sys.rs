@@ -102,6 +102,9 @@ pub(crate) enum MountStep {
     MaskFile(CString),
     /// Bind a protected path onto itself and make it read-only.
     ReadOnly(CString),
+    /// Bind a directory onto itself, writable: a mount point cannot be renamed or removed, so
+    /// the ancestors of protected paths stay in place.
+    Pin(CString),
 }
 
 /// Namespace work done by the pid-1 helper.
@@ -387,6 +390,21 @@ fn init_main(
             }
             MountStep::ReadOnly(p) => {
                 if bind_ro(p.as_ptr(), p.as_ptr()) != 0 {
+                    fail(r, stage::MOUNT_PROTECT);
+                }
+            }
+            MountStep::Pin(p) => {
+                // SAFETY: bind-mounts a prepared NUL-terminated path onto itself.
+                let rc = unsafe {
+                    libc::mount(
+                        p.as_ptr(),
+                        p.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    )
+                };
+                if rc != 0 {
                     fail(r, stage::MOUNT_PROTECT);
                 }
             }
