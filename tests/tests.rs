@@ -968,6 +968,8 @@ sandbox_test! {
                 .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
                 .env("LD_PRELOAD", &lib)
                 .env("BASH_ENV", "/tmp/evil")
+                .env("SHELLOPTS", "xtrace")
+                .env("PS4", "$(echo PS4-INJECTED)")
                 .output()
                 .expect("run");
             let out = text(&o);
@@ -983,6 +985,8 @@ sandbox_test! {
                 "LD_PRELOAD=",
                 "INJECTED into env",
                 "BASH_ENV",
+                "SHELLOPTS",
+                "PS4-INJECTED",
             ] {
                 assert!(!out.contains(leaked), "{policy} leaked {leaked}: {out}");
             }
