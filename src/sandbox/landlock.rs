@@ -77,9 +77,14 @@ pub(crate) fn build(
             }
         }
     }
+    let deny: Vec<&[u8]> = spec
+        .deny
+        .iter()
+        .map(|d| std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
+        .collect();
     let mut count = 0usize;
     for (p, rights) in wanted {
-        add_tree(&mut created, p, rights, &spec.deny, abi, &mut count)?;
+        add_tree(&mut created, p, rights, &deny, abi, &mut count)?;
     }
     if net_rules && let Network::ConnectTcp(ports) = network {
         for port in ports {
@@ -101,34 +106,53 @@ pub(crate) fn all_access_bits(kernel_abi: i32) -> u64 {
     AccessFs::from_all(ABI::from(kernel_abi)).bits()
 }
 
+/// Is `d` strictly below `root`? (Byte comparison: this runs for every entry enumerated
+/// around denied paths, hundreds of times per run; `Path::starts_with` re-parses components.)
+fn below(d: &[u8], root: &[u8]) -> bool {
+    d.len() > root.len() && d.starts_with(root) && (root.ends_with(b"/") || d[root.len()] == b'/')
+}
+
 fn add_tree(
     rs: &mut RulesetCreated,
     root: &Path,
     rights: BitFlags<AccessFs>,
-    deny: &[PathBuf],
+    deny: &[&[u8]],
     abi: ABI,
     count: &mut usize,
 ) -> Result<(), SandboxError> {
-    if deny.iter().any(|d| d == root) {
+    add_tree_typed(rs, root, None, rights, deny, abi, count)
+}
+
+/// `is_dir`: known from the directory listing (None: find out).
+fn add_tree_typed(
+    rs: &mut RulesetCreated,
+    root: &Path,
+    is_dir: Option<bool>,
+    rights: BitFlags<AccessFs>,
+    deny: &[&[u8]],
+    abi: ABI,
+    count: &mut usize,
+) -> Result<(), SandboxError> {
+    use std::os::unix::ffi::OsStrExt;
+    let rb = root.as_os_str().as_bytes();
+    if deny.contains(&rb) {
         return Ok(());
     }
-    let inner: Vec<PathBuf> = deny
-        .iter()
-        .filter(|d| d.starts_with(root) && d.as_path() != root)
-        .cloned()
-        .collect();
+    let inner: Vec<&[u8]> = deny.iter().copied().filter(|d| below(d, rb)).collect();
     if inner.is_empty() {
-        return add_one(rs, root, rights, abi, count);
+        return add_one(rs, root, is_dir, rights, abi, count);
     }
     // Some denied path lies below: list-only here, recurse into the entries.
-    let meta = match std::fs::symlink_metadata(root) {
-        Ok(m) => m,
-        Err(_) => return Ok(()),
+    let dir = match is_dir {
+        Some(d) => d,
+        None => std::fs::symlink_metadata(root)
+            .map(|m| m.is_dir())
+            .unwrap_or(false),
     };
-    if !meta.is_dir() {
+    if !dir {
         return Ok(());
     }
-    add_one(rs, root, rights & AccessFs::ReadDir, abi, count)?;
+    add_one(rs, root, Some(true), rights & AccessFs::ReadDir, abi, count)?;
     let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         // The broker may not list it (an unprivileged broker and /root): then the command,
@@ -155,7 +179,7 @@ fn add_tree(
                 root.display()
             )));
         }
-        add_tree(rs, &path, rights, &inner, abi, count)?;
+        add_tree_typed(rs, &path, Some(ft.is_dir()), rights, &inner, abi, count)?;
     }
     Ok(())
 }
@@ -163,6 +187,7 @@ fn add_tree(
 fn add_one(
     rs: &mut RulesetCreated,
     path: &Path,
+    is_dir: Option<bool>,
     rights: BitFlags<AccessFs>,
     abi: ABI,
     count: &mut usize,
@@ -172,7 +197,10 @@ fn add_one(
         // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
         Err(_) => return Ok(()),
     };
-    let is_dir = super::sys::fd_is_dir(std::os::fd::AsFd::as_fd(&fd));
+    let is_dir = match is_dir {
+        Some(d) => d,
+        None => super::sys::fd_is_dir(std::os::fd::AsFd::as_fd(&fd)),
+    };
     let rights = if is_dir {
         rights
     } else {
@@ -186,4 +214,19 @@ fn add_one(
         .map_err(|e| SandboxError::Landlock(format!("rule for {}: {e}", path.display())))?;
     *count += 1;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::below;
+
+    #[test]
+    fn below_compares_whole_components() {
+        assert!(below(b"/etc/shadow", b"/etc"));
+        assert!(below(b"/etc/shadow", b"/"));
+        assert!(!below(b"/etcx/shadow", b"/etc"));
+        assert!(!below(b"/etc", b"/etc"));
+        assert!(!below(b"/et", b"/etc"));
+        assert!(below(b"/root/.ssh", b"/root"));
+    }
 }
