@@ -1597,3 +1597,25 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn deny_inside_workspace_hides_files() {
+        // A policy may hide files inside the workspace (secrets in .env): the run does not see
+        // their content and cannot change them, and the rest of the workspace stays writable.
+        let env = Env::new("hidden");
+        env.write(".env", "DB_PASSWORD=hunter2-HIDDEN\n");
+        env.write(".env.local", "TOKEN-HIDDEN2\n");
+        env.write("src/main.c", "int main(void){return 0;}\n");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\ndeny = [\"${WORKSPACE}/.env*\"]\n");
+        let o = env.sh(&p, "cat .env .env.local; echo new > newfile && cat newfile; echo '/* x */' >> src/main.c");
+        assert_stdout_lacks(&o, "HIDDEN", "hidden .env");
+        assert!(stdout(&o).contains("new"), "{}", text(&o));
+        for script in ["echo y > .env", "rm -f .env.local", "mv .env gone"] {
+            let o = env.sh(&p, script);
+            assert_ne!(o.status.code(), Some(0), "`{script}`: {}", text(&o));
+        }
+        assert_eq!(std::fs::read_to_string(env.ws.join(".env")).expect("read"), "DB_PASSWORD=hunter2-HIDDEN\n");
+        assert!(env.ws.join(".env.local").exists());
+        assert!(std::fs::read_to_string(env.ws.join("src/main.c")).expect("read").contains("x */"));
+    }
+}

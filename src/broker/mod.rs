@@ -299,6 +299,8 @@ pub struct SandboxPlan {
     pub deny: Vec<PathBuf>,
     /// Read-only in writable trees.
     pub protected: Vec<PathBuf>,
+    /// Denied paths inside the workspace: hidden by the mount namespace only.
+    pub hidden: Vec<PathBuf>,
     /// Network.
     pub network: sandbox::Network,
     /// Limits.
@@ -337,22 +339,57 @@ pub fn plan(
     let write = list(&sb.write);
     let exec = list(&sb.exec);
 
-    let mut deny: Vec<PathBuf> = Vec::new();
-    for t in sb
-        .deny
-        .iter()
-        .map(String::as_str)
-        .chain(ALWAYS_DENY.iter().copied())
-    {
-        for p in expand_glob(&vars.expand(t)) {
-            if let Ok(c) = std::fs::canonicalize(&p)
-                && c != p
-            {
-                deny.push(c);
+    // Denied paths: the policy's, and the ones no policy may expose (credentials, the state
+    // directory); both with their canonical forms.
+    let expand_all = |templates: &mut dyn Iterator<Item = &str>| {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for t in templates {
+            for p in expand_glob(&vars.expand(t)) {
+                if let Ok(c) = std::fs::canonicalize(&p)
+                    && c != p
+                {
+                    out.push(c);
+                }
+                out.push(p);
             }
-            deny.push(p);
         }
+        out
+    };
+    let mut critical = expand_all(&mut ALWAYS_DENY.iter().copied());
+    critical.push(state_dir.to_path_buf());
+    if let Ok(c) = std::fs::canonicalize(state_dir) {
+        critical.push(c);
     }
+    let mut deny = expand_all(&mut sb.deny.iter().map(String::as_str));
+
+    // The workspace is writable: it may not be /, lie in a denied path, or contain a path no
+    // policy may expose. (The policy's own denied paths inside it are hidden by the mount
+    // namespace, see `hidden`.)
+    if ws == Path::new("/") {
+        return Err(BrokerError::Usage(
+            "the workspace (--cwd) is /: run from a project directory".into(),
+        ));
+    }
+    let refused = critical
+        .iter()
+        .find(|d| d.starts_with(ws) || ws.starts_with(d))
+        .or_else(|| deny.iter().find(|d| ws.starts_with(d)));
+    if let Some(d) = refused {
+        return Err(BrokerError::Usage(format!(
+            "the workspace {} is not allowed: it contains or lies in {}, which policy `{}` never exposes; run from a project directory",
+            ws.display(),
+            d.display(),
+            policy.name
+        )));
+    }
+    // Landlock cannot take a path away inside the writable workspace without taking write
+    // access from the workspace itself: those are hidden by mounts only.
+    let (hidden, rest): (Vec<PathBuf>, Vec<PathBuf>) = deny
+        .drain(..)
+        .partition(|d| d.starts_with(ws) && d.as_path() != ws);
+    deny = rest;
+    deny.extend(critical);
+
     // Device nodes: when /dev lies in an allowed tree (standard, permissive read `/`), every
     // block device and every character device outside a short safe list is denied too. Raw
     // disks and memory devices would otherwise bypass every path rule (some kernels refuse a
@@ -366,27 +403,8 @@ pub fn plan(
     {
         deny.extend(unsafe_devices(dev, 0));
     }
-    deny.push(state_dir.to_path_buf());
-    if let Ok(c) = std::fs::canonicalize(state_dir) {
-        deny.push(c);
-    }
     deny.sort();
     deny.dedup();
-
-    // The workspace is writable: it may not be /, nor contain a denied path or the state dir.
-    if ws == Path::new("/") {
-        return Err(BrokerError::Usage(
-            "the workspace (--cwd) is /: run from a project directory".into(),
-        ));
-    }
-    if let Some(d) = deny.iter().find(|d| d.starts_with(ws) || ws.starts_with(d)) {
-        return Err(BrokerError::Usage(format!(
-            "the workspace {} is not allowed: it contains or lies in {}, which policy `{}` never exposes; run from a project directory",
-            ws.display(),
-            d.display(),
-            policy.name
-        )));
-    }
 
     let mut protected = Vec::new();
     for t in &sb.protected {
@@ -461,6 +479,7 @@ pub fn plan(
         exec,
         deny,
         protected,
+        hidden,
         network: sb.network.clone(),
         limits: limits.clone(),
         env,
@@ -658,6 +677,7 @@ pub fn exec(
         exec: plan.exec,
         deny: plan.deny,
         protected: plan.protected,
+        hidden: plan.hidden,
         network: plan.network,
         limits,
         namespaces: plan.namespaces,

@@ -236,6 +236,7 @@ fn print_explanation(x: &broker::Explanation) {
     show("  exec", &s.exec);
     show("  deny", &s.deny);
     show("  protected", &s.protected);
+    show("  hidden", &s.hidden);
     println!("  network    {:?}", s.network);
     println!("  limits     {:?}", s.limits);
     let names: Vec<String> = s

@@ -56,6 +56,9 @@ pub struct Spec {
     pub deny: Vec<PathBuf>,
     /// Read-only inside writable trees (existing paths).
     pub protected: Vec<PathBuf>,
+    /// Denied paths inside the workspace, hidden by the mount namespace only: landlock cannot
+    /// take them away without taking write access from the workspace itself.
+    pub hidden: Vec<PathBuf>,
     /// Network.
     pub network: Network,
     /// Limits.
@@ -269,6 +272,17 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     } else {
         spec.network.clone()
     };
+    if !spec.hidden.is_empty() && !use_ns {
+        let msg = format!(
+            "{} denied paths inside the workspace are hidden with a mount namespace, which needs a privileged broker",
+            spec.hidden.len()
+        );
+        if spec.best_effort {
+            status.not_applied.push(msg);
+        } else {
+            return Err(SandboxError::Unavailable(msg));
+        }
+    }
     if !spec.protected.is_empty() && !use_ns {
         status.not_applied.push(format!(
             "{} protected paths: read-only mounts need a mount namespace (new ones are still quarantined after the run)",
@@ -315,7 +329,12 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 .chain(&spec.exec)
                 .any(|r| d.starts_with(r))
         };
-        for d in spec.deny.iter().filter(|d| reachable(d)) {
+        for d in spec
+            .deny
+            .iter()
+            .filter(|d| reachable(d))
+            .chain(&spec.hidden)
+        {
             let Ok(m) = std::fs::symlink_metadata(d) else {
                 continue;
             };
