@@ -1619,3 +1619,47 @@ sandbox_test! {
         assert!(std::fs::read_to_string(env.ws.join("src/main.c")).expect("read").contains("x */"));
     }
 }
+
+sandbox_test! {
+    fn escape_proc_sys_and_sysfs_writes() {
+        // Classic container escapes: a core_pattern pipe, sysrq, the uevent helper.
+        let env = Env::new("procsys");
+        let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").expect("core_pattern");
+        for policy in ["strict", "standard", "permissive"] {
+            for (file, value) in [
+                ("/proc/sys/kernel/core_pattern", "|/tmp/gw-evil"),
+                ("/proc/sysrq-trigger", "h"),
+                ("/sys/kernel/uevent_helper", "/tmp/gw-evil"),
+            ] {
+                let o = env.sh(policy, &format!("printf '%s' '{value}' > {file}"));
+                assert_ne!(o.status.code(), Some(0), "{policy} {file}: {}", text(&o));
+            }
+        }
+        assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").expect("core_pattern"), before);
+    }
+}
+
+#[test]
+fn json_reports_denials() {
+    let env = Env::new("jsondeny");
+    let o = env
+        .cmd()
+        .args([
+            "--json", "exec", "--policy", "strict", "--", "rm", "-rf", "x",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["ran"], false);
+    assert!(
+        v["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|r| r["id"] == "deny-rm-recursive-force"
+                && r["reason"].as_str().is_some_and(|s| !s.is_empty())),
+        "{v}"
+    );
+}
