@@ -289,41 +289,26 @@ fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
 /// The sandbox a policy gives a run, before the program is known.
 #[derive(Debug, Serialize)]
 pub struct SandboxPlan {
-    /// Readable.
-    pub read: Vec<PathBuf>,
-    /// Writable.
-    pub write: Vec<PathBuf>,
-    /// Executable.
-    pub exec: Vec<PathBuf>,
-    /// Denied.
-    pub deny: Vec<PathBuf>,
-    /// Read-only in writable trees.
-    pub protected: Vec<PathBuf>,
-    /// Denied paths inside the workspace: hidden by the mount namespace only.
-    pub hidden: Vec<PathBuf>,
-    /// Network.
-    pub network: sandbox::Network,
-    /// Limits.
-    pub limits: sandbox::Limits,
-    /// Environment passed to the child.
+    /// How the run is confined.
+    #[serde(flatten)]
+    pub confine: sandbox::Confinement,
+    /// Environment passed to the child (names only in serialised output).
     #[serde(serialize_with = "env_names")]
     pub env: Vec<(OsString, OsString)>,
-    /// Namespaces requested.
-    pub namespaces: bool,
-    /// Best effort.
-    pub best_effort: bool,
 }
 
 fn env_names<S: serde::Serializer>(env: &[(OsString, OsString)], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(env.iter().map(|(k, _)| k.to_string_lossy().into_owned()))
 }
 
-/// Builds the sandbox plan for a workspace. `tmpdir` is the private TMPDIR (or the global one).
+/// Builds the sandbox plan for a workspace. `tmpdir` is the private TMPDIR (or the global
+/// one); `tmpfs`: it is a fresh tmpfs mounted by the sandbox.
 pub fn plan(
     policy: &Policy,
     ws: &Path,
     state_dir: &Path,
     tmpdir: &Path,
+    tmpfs: bool,
     extra_env: &[(String, String)],
 ) -> Result<SandboxPlan, BrokerError> {
     let sb = &policy.sandbox;
@@ -472,19 +457,22 @@ pub fn plan(
     }
     env.sort();
 
-    let limits = &sb.limits;
     Ok(SandboxPlan {
-        read,
-        write,
-        exec,
-        deny,
-        protected,
-        hidden,
-        network: sb.network.clone(),
-        limits: limits.clone(),
+        confine: sandbox::Confinement {
+            read,
+            write,
+            exec,
+            deny,
+            protected,
+            hidden,
+            network: sb.network.clone(),
+            limits: sb.limits.clone(),
+            namespaces: sb.namespaces,
+            best_effort: sb.best_effort,
+            memory_cgroup: sb.cgroup,
+            private_tmp: tmpfs.then(|| (tmpdir.to_path_buf(), tmpfs_size(&sb.limits))),
+        },
         env,
-        namespaces: sb.namespaces,
-        best_effort: sb.best_effort,
     })
 }
 
@@ -660,31 +648,26 @@ pub fn exec(
         None => std::env::temp_dir(),
     };
     ensure_state_dir(&req.state_dir)?;
-    let plan = plan(req.policy, &ws, &req.state_dir, &tmpdir, &req.env)?;
+    let plan = plan(
+        req.policy,
+        &ws,
+        &req.state_dir,
+        &tmpdir,
+        use_tmpfs,
+        &req.env,
+    )?;
     let program = resolve_program(&req.argv[0], &ws, &plan.env)?;
-    let mut limits = plan.limits;
-    let tmpfs_size = tmpfs_size(&limits);
+    let mut confine = plan.confine;
     if let Some(t) = req.timeout {
-        limits.timeout = Some(t);
+        confine.limits.timeout = Some(t);
     }
     let spec = Spec {
         program,
         argv: req.argv.iter().map(OsString::from).collect(),
         env: plan.env,
         cwd: ws,
-        read: plan.read,
-        write: plan.write,
-        exec: plan.exec,
-        deny: plan.deny,
-        protected: plan.protected,
-        hidden: plan.hidden,
-        network: plan.network,
-        limits,
-        namespaces: plan.namespaces,
-        best_effort: plan.best_effort,
         stdin: req.stdin,
-        private_tmp: use_tmpfs.then(|| (tmpdir.clone(), tmpfs_size)),
-        memory_cgroup: req.policy.sandbox.cgroup,
+        confine,
     };
     let before = protected_present(req.policy, &spec.cwd);
     let outcome = sandbox::run(&spec, sink);
@@ -771,7 +754,7 @@ pub fn explain(
             "memory: per process only".into()
         });
     }
-    let sandbox = plan(policy, &ws, state_dir, &tmp, &[])?;
+    let sandbox = plan(policy, &ws, state_dir, &tmp, use_tmpfs, &[])?;
     Ok(Explanation {
         policy: policy.name.clone(),
         decision,

@@ -225,7 +225,7 @@ fn print_explanation(x: &broker::Explanation) {
     for u in &d.unanalysable {
         println!("unanalysable: {u}");
     }
-    let s = &x.sandbox;
+    let s = &x.sandbox.confine;
     let show = |name: &str, v: &[PathBuf]| {
         let items: Vec<String> = v.iter().map(|p| p.display().to_string()).collect();
         println!("{name:<10} {}", items.join(" "));
@@ -239,7 +239,8 @@ fn print_explanation(x: &broker::Explanation) {
     show("  hidden", &s.hidden);
     println!("  network    {:?}", s.network);
     println!("  limits     {:?}", s.limits);
-    let names: Vec<String> = s
+    let names: Vec<String> = x
+        .sandbox
         .env
         .iter()
         .map(|(k, _)| k.to_string_lossy().into_owned())

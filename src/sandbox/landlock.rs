@@ -8,7 +8,7 @@
 //! rule on a symlink would apply to its target); access through them is decided by the
 //! target's own rules.
 
-use super::{LandlockStatus, Network, SandboxError, Spec};
+use super::{Confinement, LandlockStatus, Network, SandboxError};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
     PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
@@ -24,7 +24,7 @@ fn read_rights() -> BitFlags<AccessFs> {
 }
 
 pub(crate) fn build(
-    spec: &Spec,
+    spec: &Confinement,
     network: &Network,
     kernel_abi: i32,
 ) -> Result<(Option<OwnedFd>, LandlockStatus), SandboxError> {

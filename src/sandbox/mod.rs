@@ -35,17 +35,10 @@ pub enum Stdin {
     Null,
 }
 
-/// What to run and how to confine it. Paths are absolute and, where they exist, canonical.
-#[derive(Debug)]
-pub struct Spec {
-    /// Resolved program path.
-    pub program: PathBuf,
-    /// argv, program name first.
-    pub argv: Vec<OsString>,
-    /// The complete environment.
-    pub env: Vec<(OsString, OsString)>,
-    /// Working directory.
-    pub cwd: PathBuf,
+/// How a run is confined: everything of a [`Spec`] except what to run. Paths are absolute and,
+/// where they exist, canonical.
+#[derive(Clone, Debug, Serialize)]
+pub struct Confinement {
     /// Readable trees.
     pub read: Vec<PathBuf>,
     /// Writable trees.
@@ -67,13 +60,28 @@ pub struct Spec {
     pub namespaces: bool,
     /// Run even if a layer cannot be applied.
     pub best_effort: bool,
-    /// stdin.
-    pub stdin: Stdin,
     /// Bound the run's total memory (`limits.memory`) with a memory cgroup.
     pub memory_cgroup: bool,
     /// With namespaces: mount a fresh tmpfs here (an existing directory) as the private
-    /// TMPDIR, writable and readable only by this run. Bytes (size limit of the tmpfs).
+    /// TMPDIR (and on /dev/shm), of this many bytes at most.
     pub private_tmp: Option<(PathBuf, u64)>,
+}
+
+/// What to run, and how to confine it.
+#[derive(Debug)]
+pub struct Spec {
+    /// Resolved program path.
+    pub program: PathBuf,
+    /// argv, program name first.
+    pub argv: Vec<OsString>,
+    /// The complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// stdin.
+    pub stdin: Stdin,
+    /// The confinement.
+    pub confine: Confinement,
 }
 
 /// Will `run` use namespaces (and so honour `Spec::private_tmp`)? True when privileged.
@@ -251,12 +259,13 @@ fn reap_pending() {
 pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, SandboxError> {
     let start = Instant::now();
     reap_pending();
+    let c = &spec.confine;
     let privileged = sys::euid() == 0;
     let mut status = EnforcementStatus::default();
 
     // Namespaces.
-    let use_ns = spec.namespaces && privileged;
-    if spec.namespaces && !privileged {
+    let use_ns = c.namespaces && privileged;
+    if c.namespaces && !privileged {
         status.not_applied.push(
             "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the session may outlive a timeout)".into(),
         );
@@ -264,41 +273,41 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     // Without namespaces (an unprivileged broker): landlock and seccomp still hold; what
     // needs namespaces is reported, and `loopback` (a private network namespace) falls back to
     // no network at all rather than to the host's network.
-    let network = if matches!(spec.network, Network::Loopback) && !use_ns {
+    let network = if matches!(c.network, Network::Loopback) && !use_ns {
         status.not_applied.push(
             "network loopback: no network namespace, so no network at all (network = none)".into(),
         );
         Network::None
     } else {
-        spec.network.clone()
+        c.network.clone()
     };
-    if !spec.hidden.is_empty() && !use_ns {
+    if !c.hidden.is_empty() && !use_ns {
         let msg = format!(
             "{} denied paths inside the workspace are hidden with a mount namespace, which needs a privileged broker",
-            spec.hidden.len()
+            c.hidden.len()
         );
-        if spec.best_effort {
+        if c.best_effort {
             status.not_applied.push(msg);
         } else {
             return Err(SandboxError::Unavailable(msg));
         }
     }
-    if !spec.protected.is_empty() && !use_ns {
+    if !c.protected.is_empty() && !use_ns {
         status.not_applied.push(format!(
             "{} protected paths: read-only mounts need a mount namespace (new ones are still quarantined after the run)",
-            spec.protected.len()
+            c.protected.len()
         ));
     }
 
     // Landlock.
     let abi = sys::landlock_abi();
-    if abi <= 0 && !spec.best_effort {
+    if abi <= 0 && !c.best_effort {
         return Err(SandboxError::LandlockUnsupported(
             "not supported by this kernel (needs Linux 5.13+ with landlock in the lsm= list)"
                 .into(),
         ));
     }
-    let (ll_fd, ll_status) = landlock::build(spec, &network, abi)?;
+    let (ll_fd, ll_status) = landlock::build(c, &network, abi)?;
     if ll_fd.is_none() {
         status
             .not_applied
@@ -323,18 +332,13 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     if use_ns {
         // Only denied paths inside an allowed tree need masking; the others are unreachable.
         let reachable = |d: &PathBuf| {
-            spec.read
+            c.read
                 .iter()
-                .chain(&spec.write)
-                .chain(&spec.exec)
+                .chain(&c.write)
+                .chain(&c.exec)
                 .any(|r| d.starts_with(r))
         };
-        for d in spec
-            .deny
-            .iter()
-            .filter(|d| reachable(d))
-            .chain(&spec.hidden)
-        {
+        for d in c.deny.iter().filter(|d| reachable(d)).chain(&c.hidden) {
             let Ok(m) = std::fs::symlink_metadata(d) else {
                 continue;
             };
@@ -357,8 +361,8 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         // otherwise `mv .git .git2` would carry the read-only mounts away and a fresh `.git`
         // with new hooks could take its place. Parents first.
         let mut pins: Vec<&std::path::Path> = Vec::new();
-        for p in &spec.protected {
-            if let Some(root) = spec.write.iter().find(|w| p.starts_with(w) && p != *w) {
+        for p in &c.protected {
+            if let Some(root) = c.write.iter().find(|w| p.starts_with(w) && p != *w) {
                 let mut a = p.parent();
                 while let Some(dir) = a {
                     if dir == root.as_path() || !dir.starts_with(root) {
@@ -377,7 +381,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 "protected path parent",
             )?));
         }
-        for p in &spec.protected {
+        for p in &c.protected {
             if std::fs::symlink_metadata(p).is_ok() {
                 mounts.push(sys::MountStep::ReadOnly(cstr(
                     p.as_os_str().as_bytes(),
@@ -397,7 +401,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     // Limits.
     let mut rlimits = Vec::new();
-    let l = &spec.limits;
+    let l = &c.limits;
     if let Some(v) = l.cpu {
         rlimits.push((libc::RLIMIT_CPU, v));
         status.limits.push(format!("cpu={v}s"));
@@ -445,13 +449,13 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     // The fresh /proc of the pid namespace gets read access if the policy reads /proc.
     let proc_path = std::path::Path::new("/proc");
-    let proc_readable = spec
+    let proc_readable = c
         .read
         .iter()
-        .chain(&spec.exec)
-        .chain(&spec.write)
+        .chain(&c.exec)
+        .chain(&c.write)
         .any(|p| proc_path.starts_with(p))
-        && !spec.deny.iter().any(|d| d.as_path() == proc_path);
+        && !c.deny.iter().any(|d| d.as_path() == proc_path);
     // LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR.
     let proc_access: u64 = if proc_readable && ll_fd.is_some() {
         (1 << 2) | (1 << 3)
@@ -462,7 +466,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     // semaphores and shared memory, e.g. Python's multiprocessing, live in /dev/shm; the
     // host's is shared with every other process).
     let mut tmpfs = Vec::new();
-    match (&spec.private_tmp, use_ns) {
+    match (&c.private_tmp, use_ns) {
         (Some((path, size)), true) => {
             let access = if ll_fd.is_some() {
                 landlock::all_access_bits(abi)
@@ -491,7 +495,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     // Total memory: a cgroup per run (namespaces only: the helper is what joins it).
     let mut cg = None;
-    if let (Some(mem), true, true) = (l.memory, use_ns, spec.memory_cgroup) {
+    if let (Some(mem), true, true) = (l.memory, use_ns, c.memory_cgroup) {
         match cgroup::join(mem) {
             Ok(Some(c)) => {
                 status.limits.push(format!(
@@ -508,14 +512,14 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 "memory total: no memory cgroup controller (the per-process limit still applies)"
                     .into(),
             ),
-            Err(e) if spec.best_effort => status.not_applied.push(format!("memory total: {e}")),
+            Err(e) if c.best_effort => status.not_applied.push(format!("memory total: {e}")),
             Err(e) => {
                 return Err(SandboxError::Unavailable(format!(
                     "cannot set up the run's memory cgroup: {e}"
                 )));
             }
         }
-    } else if l.memory.is_some() && !spec.memory_cgroup {
+    } else if l.memory.is_some() && !c.memory_cgroup {
         status
             .limits
             .push("memory_total: off (policy cgroup = false; per-process limit only)".into());
