@@ -43,7 +43,13 @@
 //!   numbers that have rules, so unrelated syscalls pay ~10 instructions, not hundreds.
 //! - Landlock cannot subtract: "read `/` except `~/.ssh`" is built by enumerating the trees
 //!   around denied paths; protected paths inside writable trees are read-only bind mounts in the
-//!   mount namespace (landlock alone cannot express them).
+//!   mount namespace (landlock alone cannot express them), their ancestors pinned by self-bind
+//!   mounts, and protected paths a run creates are quarantined afterwards; denied paths inside
+//!   the workspace are hidden by mounts only. Device nodes under `/dev` are denied except a
+//!   short safe list wherever a policy reads `/dev`.
+//! - `sandbox::Confinement` (paths, network, limits, layers) is what the broker derives from a
+//!   policy; `sandbox::Spec` is a Confinement plus what to run. `Network` and `Limits` live in
+//!   `model` because both `policy` and `sandbox` use them.
 //! - Fork bombs are contained by the pid namespace's `pid_max`; memory by RLIMIT_AS per process
 //!   and a memory cgroup shared by runs with the same limit (per-run cgroups cost milliseconds
 //!   to create and remove). On cgroup v1 the single-threaded helper joins by writing `0` to
