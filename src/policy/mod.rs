@@ -154,7 +154,7 @@ impl Policy {
 
     /// Loads a policy file.
     pub fn load_file(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        let text = read_policy_file(path).map_err(|source| PolicyError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -371,6 +371,32 @@ pub fn env_match(pattern: &str, name: &str) -> bool {
         return pattern == name;
     }
     wildcard(pattern, name)
+}
+
+/// Largest policy file read (bytes).
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+
+/// Reads a policy file: a regular file of at most [`MAX_POLICY_BYTES`] (not a device or a
+/// pipe that never ends).
+pub(crate) fn read_policy_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if m.len() > MAX_POLICY_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_POLICY_BYTES} bytes"),
+        ));
+    }
+    let mut text = String::new();
+    f.take(MAX_POLICY_BYTES).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Lexically normalises an absolute path: collapses `//`, `.` and `..`, drops a trailing `/`.

@@ -230,7 +230,7 @@ fn load_chain(
                 Some(d) if !Path::new(spec).is_absolute() => d.join(spec),
                 _ => Path::new(spec).to_path_buf(),
             };
-            let ptext = std::fs::read_to_string(&p).map_err(|e| {
+            let ptext = super::read_policy_file(&p).map_err(|e| {
                 ctx.err(
                     parent.span(),
                     format!("cannot read `extends` file {}: {e}", p.display()),
