@@ -38,6 +38,8 @@
 //! - The command is started with `clone(CLONE_VM | CLONE_VFORK)` (posix_spawn's technique) by
 //!   a pid-1 helper that, when the command ends, kills and reaps everything else in the
 //!   namespace before reporting: the broker returns without waiting for namespace teardown.
+//! - The command runs as uid 0 with no capabilities: setting setuid/setgid bits is denied by
+//!   seccomp, because a setuid-root file left in the workspace outlives the sandbox.
 //! - Seccomp: `seccompiler` compiles the rules; a hand-written prefix checks the architecture,
 //!   refuses x32 syscall numbers (which seccompiler does not) and binary-searches the syscall
 //!   numbers that have rules, so unrelated syscalls pay ~10 instructions, not hundreds.

@@ -1663,3 +1663,25 @@ fn json_reports_denials() {
         "{v}"
     );
 }
+
+sandbox_test! {
+    fn escape_setuid_bits_left_behind() {
+        // A setuid-root file left in the workspace would give root to whoever runs it later,
+        // outside the sandbox. Setting S_ISUID/S_ISGID is refused in every policy.
+        for policy in ["strict", "standard", "permissive"] {
+            assert_attack_blocked(policy, "setuid-bit", None);
+        }
+        let env = Env::new("suid");
+        env.write("tool", "#!/bin/sh\n");
+        let o = env.sh("standard", "chmod u+s tool; chmod 2755 tool; install -m 4755 tool tool2; cp -p /usr/bin/passwd pw 2>/dev/null; true");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        for f in ["tool", "tool2", "pw"] {
+            if let Ok(m) = std::fs::metadata(env.ws.join(f)) {
+                assert_eq!(m.permissions().mode() & 0o6000, 0, "{f} has a setuid/setgid bit");
+            }
+        }
+        // Control: unconfined, the fixture does set the bits.
+        let o = Command::new(attack_bin()).arg("setuid-bit").current_dir(&env.ws).output().expect("run");
+        assert!(stdout(&o).contains("ESCAPED"), "{}", text(&o));
+    }
+}

@@ -177,6 +177,26 @@ pub(crate) fn build(network: &Network) -> Result<Vec<libc::sock_filter>, String>
             )?])?,
         ],
     );
+    // Setuid/setgid bits: the command runs as uid 0, and a setuid-root file it leaves in the
+    // workspace would give root to whoever runs it later outside the sandbox (no_new_privs
+    // only protects inside). Deny setting S_ISUID or S_ISGID through chmod and through the mode
+    // of open/creat.
+    let suid_rules = |arg: u8| -> Result<Vec<SeccompRule>, String> {
+        Ok(vec![
+            rule(vec![cond(arg, Len::Dword, Op::MaskedEq(0o4000), 0o4000)?])?,
+            rule(vec![cond(arg, Len::Dword, Op::MaskedEq(0o2000), 0o2000)?])?,
+        ])
+    };
+    rules.insert(libc::SYS_fchmod, suid_rules(1)?);
+    rules.insert(libc::SYS_fchmodat, suid_rules(2)?);
+    rules.insert(libc::SYS_fchmodat2, suid_rules(2)?);
+    rules.insert(libc::SYS_openat, suid_rules(3)?);
+    #[cfg(target_arch = "x86_64")]
+    {
+        rules.insert(libc::SYS_chmod, suid_rules(1)?);
+        rules.insert(libc::SYS_open, suid_rules(2)?);
+        rules.insert(libc::SYS_creat, suid_rules(1)?);
+    }
     // Sockets: only what the network mode allows. socketpair(AF_UNIX) is always allowed
     // (pipes between the command's own processes); socketpair of anything else is denied.
     rules.insert(
@@ -278,7 +298,8 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// Hand-written prefix (seccompiler has no range rules): arch check, x32 refusal, clone3 → ENOSYS.
+/// Hand-written prefix (seccompiler has no range rules): arch check, x32 refusal, clone3 and
+/// openat2 → ENOSYS.
 fn prefix() -> Vec<libc::sock_filter> {
     #[cfg(target_arch = "x86_64")]
     const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
@@ -296,6 +317,9 @@ fn prefix() -> Vec<libc::sock_filter> {
         p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32));
     }
     p.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
+    p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+    // openat2 passes its mode in memory: ENOSYS, and libc falls back to openat.
+    p.push(jump(BPF_JEQ_K, libc::SYS_openat2 as u32, 0, 1));
     p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
     p
 }
@@ -401,7 +425,7 @@ mod tests {
         prog.extend(search_tree(&ruled).expect("tree"));
         for nr in 0..460u32 {
             let r = eval(&prog, nr);
-            if nr == libc::SYS_clone3 as u32 {
+            if nr == libc::SYS_clone3 as u32 || nr == libc::SYS_openat2 as u32 {
                 assert_eq!(r, SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
             } else if let Some((_, deny)) = ruled.iter().find(|(n, _)| *n == nr) {
                 if *deny {
