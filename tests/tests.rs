@@ -1230,6 +1230,7 @@ sandbox_test! {
             assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
             assert!(err.contains(needle), "{args:?}: {err}");
             assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
         }
     }
 }

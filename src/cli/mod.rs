@@ -121,12 +121,26 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            let _ = e.print();
             return match e.kind() {
                 ErrorKind::DisplayHelp
                 | ErrorKind::DisplayVersion
-                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => ExitCode::SUCCESS,
-                _ => ExitCode::from(exit::USAGE),
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                _ => {
+                    // One line: clap's first paragraph, without its "error: " prefix, and
+                    // where to look for the rest.
+                    let text = e.render().to_string();
+                    let first: Vec<&str> = text
+                        .lines()
+                        .take_while(|l| !l.trim().is_empty())
+                        .map(str::trim)
+                        .collect();
+                    let first = first.join(" ");
+                    let first = first.strip_prefix("error: ").unwrap_or(&first);
+                    fail(exit::USAGE, format!("{first} (see `gateway --help`)"))
+                }
             };
         }
     };
