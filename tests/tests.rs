@@ -1618,6 +1618,12 @@ sandbox_test! {
         assert_eq!(std::fs::read_to_string(env.ws.join(".env")).expect("read"), "DB_PASSWORD=hunter2-HIDDEN\n");
         assert!(env.ws.join(".env.local").exists());
         assert!(std::fs::read_to_string(env.ws.join("src/main.c")).expect("read").contains("x */"));
+        // Also inside a directory pinned because it holds protected paths (`.git`).
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        env.write(".git/secret-token", "GIT-TOKEN-HIDDEN\n");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\ndeny = [\"${WORKSPACE}/.git/secret*\"]\n");
+        let o = env.exec(&p, &["cat", ".git/secret-token"]);
+        assert_stdout_lacks(&o, "GIT-TOKEN-HIDDEN", "hidden inside a pinned directory");
     }
 }
 

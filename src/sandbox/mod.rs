@@ -330,6 +330,31 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     let mut mounts = Vec::new();
     if use_ns {
+        // Ancestors of protected paths inside a writable tree are pinned (self-bind mounts):
+        // otherwise `mv .git .git2` would carry the read-only mounts away and a fresh `.git`
+        // with new hooks could take its place. Parents first, and before every other mount:
+        // a bind made later would cover the masks and read-only mounts beneath it.
+        let mut pins: Vec<&std::path::Path> = Vec::new();
+        for p in &c.protected {
+            if let Some(root) = c.write.iter().find(|w| p.starts_with(w) && p != *w) {
+                let mut a = p.parent();
+                while let Some(dir) = a {
+                    if dir == root.as_path() || !dir.starts_with(root) {
+                        break;
+                    }
+                    pins.push(dir);
+                    a = dir.parent();
+                }
+            }
+        }
+        pins.sort_by_key(|p| p.as_os_str().len());
+        pins.dedup();
+        for dir in pins {
+            mounts.push(sys::MountStep::Pin(cstr(
+                dir.as_os_str().as_bytes(),
+                "protected path parent",
+            )?));
+        }
         // Only denied paths inside an allowed tree need masking; the others are unreachable.
         let reachable = |d: &PathBuf| {
             c.read
@@ -356,30 +381,6 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             } else {
                 mounts.push(sys::MountStep::MaskFile(c));
             }
-        }
-        // Ancestors of protected paths inside a writable tree are pinned (self-bind mounts):
-        // otherwise `mv .git .git2` would carry the read-only mounts away and a fresh `.git`
-        // with new hooks could take its place. Parents first.
-        let mut pins: Vec<&std::path::Path> = Vec::new();
-        for p in &c.protected {
-            if let Some(root) = c.write.iter().find(|w| p.starts_with(w) && p != *w) {
-                let mut a = p.parent();
-                while let Some(dir) = a {
-                    if dir == root.as_path() || !dir.starts_with(root) {
-                        break;
-                    }
-                    pins.push(dir);
-                    a = dir.parent();
-                }
-            }
-        }
-        pins.sort_by_key(|p| p.as_os_str().len());
-        pins.dedup();
-        for dir in pins {
-            mounts.push(sys::MountStep::Pin(cstr(
-                dir.as_os_str().as_bytes(),
-                "protected path parent",
-            )?));
         }
         for p in &c.protected {
             if std::fs::symlink_metadata(p).is_ok() {

@@ -394,13 +394,14 @@ fn init_main(
                 }
             }
             MountStep::Pin(p) => {
-                // SAFETY: bind-mounts a prepared NUL-terminated path onto itself.
+                // SAFETY: bind-mounts a prepared NUL-terminated path onto itself, with the
+                // mounts already below it.
                 let rc = unsafe {
                     libc::mount(
                         p.as_ptr(),
                         p.as_ptr(),
                         std::ptr::null(),
-                        libc::MS_BIND,
+                        libc::MS_BIND | libc::MS_REC,
                         std::ptr::null(),
                     )
                 };
