@@ -398,24 +398,21 @@ pub fn plan(
             protected.extend(expand_glob(&e).into_iter().filter(|p| p.exists()));
         } else {
             for w in &write {
-                // The private TMPDIR is new and empty: nothing in it to protect.
-                if w.as_path() == tmpdir {
+                // The private TMPDIR is new and empty: nothing in it to protect. A writable `/`
+                // (permissive) stands for the workspace.
+                let root = if w.as_path() == Path::new("/") {
+                    ws
+                } else {
+                    w.as_path()
+                };
+                if w.as_path() == tmpdir || !root.is_dir() {
                     continue;
                 }
-                if w.is_dir() && w.as_path() != Path::new("/") {
-                    protected.extend(
-                        expand_glob(&w.join(&e).display().to_string())
-                            .into_iter()
-                            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
-                    );
-                } else if w.as_path() == Path::new("/") {
-                    // Writable `/` (permissive): protect in the workspace.
-                    protected.extend(
-                        expand_glob(&ws.join(&e).display().to_string())
-                            .into_iter()
-                            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
-                    );
-                }
+                protected.extend(
+                    expand_glob(&root.join(&e).display().to_string())
+                        .into_iter()
+                        .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+                );
             }
         }
     }
@@ -519,14 +516,19 @@ fn resolve_program(
 /// on a fixed, root-only mount point (nothing to create or delete per run); otherwise a new
 /// directory, removed afterwards. Returns (tmpfs?, the directory to remove afterwards).
 fn tmp_plan(policy: &Policy) -> Result<(bool, Option<TempDir>), BrokerError> {
-    let private = policy.sandbox.private_tmp;
-    let use_tmpfs = private && policy.sandbox.namespaces && sandbox::namespaces_available();
-    let dir = if private && !use_tmpfs {
+    let use_tmpfs = uses_tmpfs(policy);
+    let dir = if policy.sandbox.private_tmp && !use_tmpfs {
         Some(TempDir::new()?)
     } else {
         None
     };
     Ok((use_tmpfs, dir))
+}
+
+/// Is the private TMPDIR a tmpfs mounted by the sandbox (private, with namespaces)?
+fn uses_tmpfs(policy: &Policy) -> bool {
+    let sb = &policy.sandbox;
+    sb.private_tmp && sb.namespaces && sandbox::namespaces_available()
 }
 
 /// The fixed mount point for per-run tmpfs TMPDIRs: `$TMPDIR/.gateway-private` (normally
@@ -715,7 +717,7 @@ pub fn explain(
     let decision = decide_exec(policy, argv, &ws);
     let privileged = sandbox::namespaces_available();
     let sb = &policy.sandbox;
-    let use_tmpfs = sb.private_tmp && sb.namespaces && privileged;
+    let use_tmpfs = uses_tmpfs(policy);
     let tmp = if use_tmpfs {
         tmpfs_mountpoint()?
     } else if sb.private_tmp {

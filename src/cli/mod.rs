@@ -402,8 +402,11 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             }
         }
     }
-    let code: u8 = match (&res.outcome, d.effect, res.approved) {
-        (None, Effect::Deny, _) => {
+    if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) && !json {
+        eprintln!("gateway: the run hit its memory limit; the kernel killed processes of it");
+    }
+    let code: u8 = match (&res.outcome, d.effect) {
+        (None, Effect::Deny) => {
             if !json {
                 eprintln!(
                     "gateway: denied by policy `{}`: {}{}",
@@ -414,7 +417,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             }
             exit::DENIED
         }
-        (None, _, _) => {
+        (None, _) => {
             if !json {
                 eprintln!(
                     "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain -- {})",
@@ -429,7 +432,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             }
             exit::NOT_APPROVED
         }
-        (Some(o), _, _) => {
+        (Some(o), _) => {
             if o.timed_out {
                 if !json {
                     eprintln!(
@@ -446,11 +449,6 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
                 }
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {
-                if o.memory_limit_hit && !json {
-                    eprintln!(
-                        "gateway: the run hit its memory limit; the kernel killed processes of it"
-                    );
-                }
                 c as u8
             } else {
                 128u8.saturating_add(o.signal.unwrap_or(0) as u8)

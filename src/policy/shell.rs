@@ -168,16 +168,6 @@ fn script_into(script: &str, env: &ShellEnv, a: &mut Analysis, depth: usize) {
     }
 }
 
-/// Parses a whole script into its command lines. The parser is `async` because it can read
-/// from interactive input; on an in-memory string it never waits, so one poll with a no-op
-/// waker completes each step.
-///
-/// yash's parser recurses to find the end of each `$(...)` (up to ~1 MiB of stack per level in
-/// debug builds), so parsing runs on a scoped thread with a large, lazily committed stack.
-fn parse(script: &str) -> Result<Vec<List>, String> {
-    parse_here(script)
-}
-
 /// Name of the thread the parser runs on.
 const PARSER_THREAD: &str = "shell-parse";
 
@@ -202,7 +192,12 @@ thread_local! {
 /// Stack for the parser thread: enough for [`MAX_NESTING`] levels with a wide margin.
 const PARSER_STACK: usize = 256 << 20;
 
-fn parse_here(script: &str) -> Result<Vec<List>, String> {
+/// Parses a whole script into its command lines. The parser is `async` because it can read
+/// from interactive input; on an in-memory string it never waits, so one poll with a no-op
+/// waker completes each step. yash's parser recurses to find the end of each `$(...)` (up to
+/// ~1 MiB of stack per level in debug builds): callers run it on the big-stack thread
+/// (`script_into`).
+fn parse(script: &str) -> Result<Vec<List>, String> {
     // yash-syntax 0.21 panics when the input ends right after `${` (it unwraps the next
     // character); a trailing newline, which cannot change what `sh -c` runs, avoids that.
     // Other parser panics are caught by the thread that runs the parser.
@@ -1015,7 +1010,7 @@ mod tests {
                 .is_empty()
         );
         let deep = "sh -c ".repeat(40) + "x";
-        let _ = analyse_script(&deep, &env());
+        assert!(!analyse_script(&deep, &env()).commands.is_empty());
         let mut nested = String::from("x");
         for _ in 0..40 {
             nested = format!("$({nested})");

@@ -18,7 +18,7 @@ mod sys;
 
 use serde::Serialize;
 use std::ffi::{CString, OsString};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -234,6 +234,27 @@ pub fn effective_uid() -> u32 {
 /// Is this process's stdin a terminal?
 pub fn stdin_is_tty() -> bool {
     sys::isatty(0)
+}
+
+/// The (stage, value) records of the report pipe.
+fn records(rep: &[u8]) -> impl Iterator<Item = (u32, i32)> + '_ {
+    rep.chunks_exact(8).map(|r| {
+        (
+            u32::from_ne_bytes([r[0], r[1], r[2], r[3]]),
+            i32::from_ne_bytes([r[4], r[5], r[6], r[7]]),
+        )
+    })
+}
+
+/// The highest capability number of the running kernel (read once per process).
+fn cap_last() -> u32 {
+    static CAP_LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CAP_LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(40)
+    })
 }
 
 /// Smallest pid_max the kernel accepts in a pid namespace (RESERVED_PIDS + 1).
@@ -494,7 +515,8 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         (None, _) => {}
     }
 
-    // Total memory: a cgroup per run (namespaces only: the helper is what joins it).
+    // Total memory: the memory cgroup shared by runs with this limit (namespaces only: the
+    // helper is what joins it).
     let mut cg = None;
     if let (Some(mem), true, true) = (l.memory, use_ns, c.memory_cgroup) {
         match cgroup::join(mem) {
@@ -555,10 +577,6 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         argv.push(cstr(a.as_bytes(), "an argument")?);
     }
     let broker_pidfd = sys::own_pidfd().map_err(io("opening a pidfd for the broker"))?;
-    let cap_last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40);
     let plan = sys::ChildPlan {
         path: cstr(spec.program.as_os_str().as_bytes(), "the program path")?,
         argv,
@@ -586,7 +604,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 .filter(|c| c.version == cgroup::Version::V2)
                 .map(|c| sys::raw(&c.fd)),
         }),
-        cap_last,
+        cap_last: cap_last(),
         privileged,
         stack: vec![0u8; sys::CHILD_STACK],
         broker_pidfd: sys::raw(&broker_pidfd),
@@ -623,12 +641,10 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             sys::kill(pid, libc::SIGKILL);
         }
     };
-    let status_in = |rep: &[u8]| {
-        rep.chunks_exact(8)
-            .any(|r| u32::from_ne_bytes([r[0], r[1], r[2], r[3]]) == sys::stage::EXIT_STATUS)
-    };
+    // With namespaces: the helper's status record has arrived.
+    let mut reported = false;
     loop {
-        let done = exited || (use_ns && status_in(&rep));
+        let done = exited || (use_ns && reported);
         if done && !out_open && !err_open {
             break;
         }
@@ -706,7 +722,10 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         if rep_open && (fds[2].ready || fds[2].hangup) {
             match rep_r.read(&mut buf) {
                 Ok(0) | Err(_) => rep_open = false,
-                Ok(n) => rep.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    rep.extend_from_slice(&buf[..n]);
+                    reported = records(&rep).any(|(st, _)| st == sys::stage::EXIT_STATUS);
+                }
             }
         }
         if !exited && (fds[3].ready || fds[3].hangup) {
@@ -720,7 +739,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         if let Some(d) = deadline
             && !timed_out
             && !exited
-            && !(use_ns && status_in(&rep))
+            && !(use_ns && reported)
             && Instant::now() >= d
         {
             timed_out = true;
@@ -740,9 +759,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
 
     // The report pipe holds setup failures and, with namespaces, the command's wait status.
     let mut cmd_status: Option<i32> = if use_ns { None } else { raw_status };
-    for rec in rep.chunks_exact(8) {
-        let st = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
-        let val = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
+    for (st, val) in records(&rep) {
         if st == sys::stage::EXIT_STATUS {
             cmd_status = Some(val);
         } else if st == sys::stage::EXEC {
@@ -779,7 +796,6 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         // The helper died without a report: it was killed (only the broker can do that).
         _ => (None, Some(libc::SIGKILL)),
     };
-    let _ = std::io::stdout().flush();
     let memory_limit_hit = cg.as_ref().is_some_and(|c| c.oom_killed());
     Ok(Outcome {
         exit_code,
