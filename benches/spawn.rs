@@ -1,13 +1,20 @@
 //! Spawn benchmark: median wall time of
-//!   1. `true` run directly,
-//!   2. `gateway exec --policy strict -- true`,
-//!   3. `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`.
+//!   - `true` run directly,
+//!   - `gateway --version` (gateway starting and exiting, no sandbox),
+//!   - a C wrapper that only forks, execs `true` and waits (benches/floor.c `wrapper`),
+//!   - the C floor: the same confinement as gateway in a minimal static C program
+//!     (benches/floor.c `confined`, with gateway's own seccomp program and landlock paths),
+//!   - `gateway exec --policy strict -- true` (with and without the memory cgroup),
+//!   - `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`.
 //!
-//! They are measured side by side in one process, interleaved round-robin so that machine
-//! noise hits all three alike. Goals (issue 2): gateway ≤ 2.5× direct, and ≥ 3× faster than bwrap.
+//! All are measured side by side in one process, interleaved round-robin so that machine
+//! noise hits them alike. Goals (issue 2): gateway ≤ 2.5× direct, and ≥ 3× faster than bwrap.
+//! The C rows say what any wrapper, and what this confinement at all, costs on the machine.
 //!
-//! Run: `cargo bench --bench spawn` (ITERATIONS env var, default 400).
+//! Run: `cargo bench --bench spawn` (ITERATIONS env var, default 400). The C rows need gcc
+//! with static glibc (Debian: gcc, libc6-dev); bwrap needs bubblewrap.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,11 +26,24 @@ fn time(cmd: &mut Command) -> Duration {
     d
 }
 
-fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
+fn median_p10_p90(mut v: Vec<Duration>) -> (f64, f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let q = |p: f64| ms(v[((v.len() - 1) as f64 * p).round() as usize]);
     (q(0.5), q(0.1), q(0.9))
+}
+
+fn quiet(mut c: Command) -> Command {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+struct Row {
+    label: String,
+    make: Box<dyn Fn() -> Command>,
+    times: Vec<Duration>,
 }
 
 fn main() {
@@ -36,132 +56,226 @@ fn main() {
     let ws = std::env::temp_dir().join(format!("gateway-bench-{}", std::process::id()));
     std::fs::create_dir_all(&ws).expect("workspace");
     let state = ws.with_extension("state");
-    let bwrap = which("bwrap");
+    let true_path = which("true").expect("`true` on PATH");
 
-    let mut floor = Vec::with_capacity(n);
-    let mut direct = Vec::with_capacity(n);
-    let mut gw = Vec::with_capacity(n);
-    let mut gw_nocg = Vec::with_capacity(n);
-    let mut bw = Vec::with_capacity(n);
-    let mk_direct = || {
-        let mut c = Command::new("true");
-        c.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
+    let mut rows: Vec<Row> = Vec::new();
+    let mut add = |label: &str, make: Box<dyn Fn() -> Command>| {
+        rows.push(Row {
+            label: label.to_string(),
+            make,
+            times: Vec::with_capacity(n),
+        })
     };
-    // Context: the gateway binary starting and exiting, with no policy and no sandbox.
-    let mk_floor = || {
-        let mut c = Command::new(gateway);
-        c.arg("--version")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
-    };
+    let tp = true_path.clone();
+    add("true (direct)", Box::new(move || quiet(Command::new(&tp))));
+    add(
+        "gateway --version (start/exit only, no sandbox)",
+        Box::new(move || {
+            let mut c = Command::new(gateway);
+            c.arg("--version");
+            quiet(c)
+        }),
+    );
+
+    // The C wrapper and floor.
+    let floor = build_floor();
+    match &floor {
+        Ok(bin) => {
+            let (bin1, tp) = (bin.clone(), true_path.clone());
+            add(
+                "C wrapper: fork + exec true + wait, no confinement",
+                Box::new(move || {
+                    let mut c = Command::new(&bin1);
+                    c.arg("wrapper").arg(&tp);
+                    quiet(c)
+                }),
+            );
+            let args = floor_args(gateway, &ws, &state, &true_path);
+            let bin2 = bin.clone();
+            let ws2 = ws.clone();
+            add(
+                "C floor: gateway's confinement, minimal C (benches/floor.c)",
+                Box::new(move || {
+                    let mut c = Command::new(&bin2);
+                    c.arg("confined").args(&args).current_dir(&ws2);
+                    quiet(c)
+                }),
+            );
+        }
+        Err(e) => println!("C rows skipped: {e}"),
+    }
+
     // strict without the memory cgroup: shows what the cgroup costs on this machine.
     let no_cg = ws.with_extension("nocgroup.toml");
     std::fs::write(&no_cg, "extends = \"strict\"\n[sandbox]\ncgroup = false\n").expect("policy");
-    let no_cg = no_cg.display().to_string();
-    let mk_gw = |policy: &str| {
-        let mut c = Command::new(gateway);
-        c.args(["exec", "--policy", policy, "--", "true"])
-            .current_dir(&ws)
-            .env("GATEWAY_STATE_DIR", &state)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c
-    };
-    let mk_bw = |b: &str| {
-        let mut c = Command::new(b);
-        c.args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-all",
-            "true",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        c
-    };
-    // Warm up page cache and binaries.
+    for (label, policy) in [
+        ("gateway exec --policy strict -- true", "strict".to_string()),
+        (
+            "gateway exec --policy strict(cgroup = false) -- true",
+            no_cg.display().to_string(),
+        ),
+    ] {
+        let (ws, state) = (ws.clone(), state.clone());
+        add(
+            label,
+            Box::new(move || {
+                let mut c = Command::new(gateway);
+                c.args(["exec", "--policy", &policy, "--", "true"])
+                    .current_dir(&ws)
+                    .env("GATEWAY_STATE_DIR", &state);
+                quiet(c)
+            }),
+        );
+    }
+    let bwrap = which("bwrap");
+    match &bwrap {
+        Some(b) => {
+            let b = b.clone();
+            add(
+                "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true",
+                Box::new(move || {
+                    let mut c = Command::new(&b);
+                    c.args([
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--dev",
+                        "/dev",
+                        "--proc",
+                        "/proc",
+                        "--unshare-all",
+                        "true",
+                    ]);
+                    quiet(c)
+                }),
+            );
+        }
+        None => println!(
+            "bwrap not found: install bubblewrap to compare (apt-get install -y bubblewrap)"
+        ),
+    }
+
+    // Warm up page cache and binaries, then measure round-robin.
     for _ in 0..20 {
-        time(&mut mk_direct());
-        time(&mut mk_gw("strict"));
-        time(&mut mk_gw(&no_cg));
-        if let Some(b) = &bwrap {
-            time(&mut mk_bw(b));
+        for r in &rows {
+            time(&mut (r.make)());
         }
     }
     for _ in 0..n {
-        floor.push(time(&mut mk_floor()));
-        direct.push(time(&mut mk_direct()));
-        gw.push(time(&mut mk_gw("strict")));
-        gw_nocg.push(time(&mut mk_gw(&no_cg)));
-        if let Some(b) = &bwrap {
-            bw.push(time(&mut mk_bw(b)));
+        for r in &mut rows {
+            let d = time(&mut (r.make)());
+            r.times.push(d);
         }
     }
     let _ = std::fs::remove_dir_all(&ws);
+    let _ = std::fs::remove_dir_all(&state);
     let _ = std::fs::remove_file(&no_cg);
+    let _ = std::fs::remove_file(ws.with_extension("bpf"));
 
-    let (f50, f10, f90) = stats(floor);
-    let (d50, d10, d90) = stats(direct);
-    let (g50, g10, g90) = stats(gw);
-    let (n50, n10, n90) = stats(gw_nocg);
     println!("spawn benchmark, {n} interleaved runs each (wall time, ms)");
     println!(
-        "{:<58} {:>8} {:>8} {:>8}",
+        "{:<62} {:>8} {:>8} {:>8}",
         "command", "median", "p10", "p90"
     );
-    println!("{:<58} {d50:>8.3} {d10:>8.3} {d90:>8.3}", "true (direct)");
-    println!(
-        "{:<58} {f50:>8.3} {f10:>8.3} {f90:>8.3}",
-        "gateway --version (start/exit only, no sandbox)"
-    );
-    println!(
-        "{:<58} {g50:>8.3} {g10:>8.3} {g90:>8.3}",
-        "gateway exec --policy strict -- true"
-    );
-    println!(
-        "{:<58} {n50:>8.3} {n10:>8.3} {n90:>8.3}",
-        "gateway exec --policy strict(cgroup = false) -- true"
-    );
-    let ratio_direct = g50 / d50;
-    println!(
-        "gateway / direct: {ratio_direct:.2}x (goal <= 2.5x): {}",
-        if ratio_direct <= 2.5 {
-            "met"
-        } else {
-            "NOT met"
-        }
-    );
-    if bwrap.is_some() {
-        let (b50, b10, b90) = stats(bw);
-        println!(
-            "{:<58} {b50:>8.3} {b10:>8.3} {b90:>8.3}",
-            "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true"
-        );
-        let speedup = b50 / g50;
-        println!(
-            "bwrap / gateway: {speedup:.2}x (goal >= 3x): {}",
-            if speedup >= 3.0 { "met" } else { "NOT met" }
-        );
-    } else {
-        println!("bwrap not found: install bubblewrap to compare (apt-get install -y bubblewrap)");
+    let mut med = std::collections::HashMap::new();
+    for r in rows {
+        let (m, p10, p90) = median_p10_p90(r.times);
+        println!("{:<62} {m:>8.3} {p10:>8.3} {p90:>8.3}", r.label);
+        med.insert(r.label, m);
     }
+    let get = |k: &str| med.get(k).copied();
+    let direct = get("true (direct)").unwrap_or(f64::NAN);
+    let gw = get("gateway exec --policy strict -- true").unwrap_or(f64::NAN);
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    println!(
+        "gateway / direct: {:.2}x (goal <= 2.5x): {}",
+        gw / direct,
+        verdict(gw / direct <= 2.5)
+    );
+    if let Some(b) = get("bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true") {
+        println!(
+            "bwrap / gateway: {:.2}x (goal >= 3x): {}",
+            b / gw,
+            verdict(b / gw >= 3.0)
+        );
+    }
+    if let Some(f) = get("C floor: gateway's confinement, minimal C (benches/floor.c)") {
+        println!(
+            "C floor / direct: {:.2}x; gateway / C floor: {:.2}x",
+            f / direct,
+            gw / f
+        );
+        if let Some(b) = get("bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true") {
+            println!("bwrap / C floor: {:.2}x", b / f);
+        }
+    }
+    if let Some(w) = get("C wrapper: fork + exec true + wait, no confinement") {
+        println!("C wrapper / direct: {:.2}x", w / direct);
+    }
+}
+
+/// Compiles benches/floor.c (static, -O2) into the benchmark's temporary directory.
+fn build_floor() -> Result<PathBuf, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/floor.c");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("floor");
+    let st = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .map_err(|e| format!("gcc: {e}"))?;
+    if !st.success() {
+        return Err(format!("gcc failed on {}: {st}", src.display()));
+    }
+    Ok(out)
+}
+
+/// The floor's arguments for strict: gateway's seccomp program (written to a file), the
+/// private TMPDIR mount point, and the landlock read/write/exec lists of
+/// `gateway policy explain --policy strict --json`.
+fn floor_args(gateway: &str, ws: &Path, state: &Path, true_path: &str) -> Vec<String> {
+    let policy = gateway::policy::Policy::load("strict").expect("strict policy");
+    let bpf = gateway::sandbox::seccomp_program(&policy.sandbox.network).expect("seccomp");
+    let bpf_path = ws.with_extension("bpf");
+    std::fs::write(&bpf_path, bpf).expect("write bpf");
+    let out = Command::new(gateway)
+        .args([
+            "policy", "explain", "--policy", "strict", "--json", "--", "true",
+        ])
+        .current_dir(ws)
+        .env("GATEWAY_STATE_DIR", state)
+        .output()
+        .expect("policy explain");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("explain json");
+    let list = |k: &str| -> Vec<String> {
+        v["sandbox"][k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let write = list("write");
+    let tmp = write
+        .iter()
+        .find(|p| p.ends_with(".gateway-private"))
+        .cloned()
+        .expect("strict has a private tmpfs TMPDIR");
+    vec![
+        true_path.to_string(),
+        bpf_path.display().to_string(),
+        tmp,
+        list("read").join(":"),
+        write.join(":"),
+        list("exec").join(":"),
+    ]
 }
 
 fn which(name: &str) -> Option<String> {
     let path = std::env::var("PATH").unwrap_or_default();
     path.split(':')
         .map(|d| format!("{d}/{name}"))
-        .find(|p| std::path::Path::new(p).is_file())
+        .find(|p| Path::new(p).is_file())
 }

@@ -207,10 +207,18 @@ struct Vars<'a> {
 
 impl Vars<'_> {
     fn expand(&self, t: &str) -> String {
-        let mut s = t
-            .replace("${WORKSPACE}", &self.workspace.display().to_string())
-            .replace("${HOME}", &self.home.display().to_string())
-            .replace("${TMPDIR}", &self.tmpdir.display().to_string());
+        let mut s = t.to_string();
+        if s.contains("${") {
+            for (var, value) in [
+                ("${WORKSPACE}", self.workspace),
+                ("${HOME}", self.home.as_path()),
+                ("${TMPDIR}", self.tmpdir),
+            ] {
+                if s.contains(var) {
+                    s = s.replace(var, &value.to_string_lossy());
+                }
+            }
+        }
         if s == "~" {
             s = self.home.display().to_string();
         } else if let Some(rest) = s.strip_prefix("~/") {
@@ -391,23 +399,27 @@ pub fn plan(
     deny.sort();
     deny.dedup();
 
+    // Relative protected paths apply in every writable directory. The private TMPDIR is new
+    // and empty: nothing in it to protect. A writable `/` (permissive) stands for the
+    // workspace.
+    let mut roots: Vec<&Path> = Vec::new();
+    for w in &write {
+        let root = if w.as_path() == Path::new("/") {
+            ws
+        } else {
+            w.as_path()
+        };
+        if w.as_path() != tmpdir && !roots.contains(&root) && root.is_dir() {
+            roots.push(root);
+        }
+    }
     let mut protected = Vec::new();
     for t in &sb.protected {
         let e = vars.expand(t);
         if e.starts_with('/') {
             protected.extend(expand_glob(&e).into_iter().filter(|p| p.exists()));
         } else {
-            for w in &write {
-                // The private TMPDIR is new and empty: nothing in it to protect. A writable `/`
-                // (permissive) stands for the workspace.
-                let root = if w.as_path() == Path::new("/") {
-                    ws
-                } else {
-                    w.as_path()
-                };
-                if w.as_path() == tmpdir || !root.is_dir() {
-                    continue;
-                }
+            for root in &roots {
                 protected.extend(
                     expand_glob(&root.join(&e).display().to_string())
                         .into_iter()

@@ -285,9 +285,13 @@ fn check_path(ctx: &Ctx, s: &Spanned<String>, relative_ok: bool) -> Result<Strin
         return Err(ctx.err(s.span(), "empty path"));
     }
     // `*` and `?` are allowed in the last component only (expanded against the directory).
-    let bare = VARS
-        .iter()
-        .fold(p.clone(), |acc, v| acc.replace(&format!("${{{v}}}"), ""));
+    let bare = if p.contains("${") {
+        ["${WORKSPACE}", "${HOME}", "${TMPDIR}"]
+            .iter()
+            .fold(p.clone(), |acc, v| acc.replace(v, ""))
+    } else {
+        p.clone()
+    };
     if bare.contains(['[', ']', '{', '}']) {
         return Err(ctx.err(
             s.span(),

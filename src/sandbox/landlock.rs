@@ -10,10 +10,10 @@
 
 use super::{Confinement, LandlockStatus, Network, SandboxError};
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
 };
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// Most entries enumerated around denied paths before giving up (fail closed).
@@ -82,10 +82,6 @@ pub(crate) fn build(
         .iter()
         .map(|d| std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
         .collect();
-    let mut count = 0usize;
-    for (p, rights) in wanted {
-        add_tree(&mut created, p, rights, &deny, abi, &mut count)?;
-    }
     if net_rules && let Network::ConnectTcp(ports) = network {
         for port in ports {
             created = created
@@ -93,12 +89,22 @@ pub(crate) fn build(
                 .map_err(|e| err(&e))?;
         }
     }
+    let fd: Option<OwnedFd> = created.into();
+    let Some(fd) = fd else {
+        return Err(SandboxError::Landlock(
+            "the ruleset could not be created".into(),
+        ));
+    };
+    let mut count = 0usize;
+    let file_rights = AccessFs::from_file(abi);
+    for (p, rights) in wanted {
+        add_tree(fd.as_fd(), p, rights, file_rights, &deny, &mut count)?;
+    }
     status.fs = true;
     status.net = net_rules;
     status.scoped = scoped;
     status.rules = count;
-    let fd: Option<OwnedFd> = created.into();
-    Ok((fd, status))
+    Ok((Some(fd), status))
 }
 
 /// Landlock access bits for every filesystem right of the ABI (for rules added in the child).
@@ -113,24 +119,24 @@ fn below(d: &[u8], root: &[u8]) -> bool {
 }
 
 fn add_tree(
-    rs: &mut RulesetCreated,
+    rs: BorrowedFd<'_>,
     root: &Path,
     rights: BitFlags<AccessFs>,
+    file_rights: BitFlags<AccessFs>,
     deny: &[&[u8]],
-    abi: ABI,
     count: &mut usize,
 ) -> Result<(), SandboxError> {
-    add_tree_typed(rs, root, None, rights, deny, abi, count)
+    add_tree_typed(rs, root, None, rights, file_rights, deny, count)
 }
 
 /// `is_dir`: known from the directory listing (None: find out).
 fn add_tree_typed(
-    rs: &mut RulesetCreated,
+    rs: BorrowedFd<'_>,
     root: &Path,
     is_dir: Option<bool>,
     rights: BitFlags<AccessFs>,
+    file_rights: BitFlags<AccessFs>,
     deny: &[&[u8]],
-    abi: ABI,
     count: &mut usize,
 ) -> Result<(), SandboxError> {
     use std::os::unix::ffi::OsStrExt;
@@ -140,7 +146,7 @@ fn add_tree_typed(
     }
     let inner: Vec<&[u8]> = deny.iter().copied().filter(|d| below(d, rb)).collect();
     if inner.is_empty() {
-        return add_one(rs, root, is_dir, rights, abi, count);
+        return add_one(rs, root, is_dir, rights, file_rights, count);
     }
     // Some denied path lies below: list-only here, recurse into the entries.
     let dir = match is_dir {
@@ -152,7 +158,14 @@ fn add_tree_typed(
     if !dir {
         return Ok(());
     }
-    add_one(rs, root, Some(true), rights & AccessFs::ReadDir, abi, count)?;
+    add_one(
+        rs,
+        root,
+        Some(true),
+        rights & AccessFs::ReadDir,
+        file_rights,
+        count,
+    )?;
     let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         // The broker may not list it (an unprivileged broker and /root): then the command,
@@ -179,40 +192,47 @@ fn add_tree_typed(
                 root.display()
             )));
         }
-        add_tree_typed(rs, &path, Some(ft.is_dir()), rights, &inner, abi, count)?;
+        add_tree_typed(
+            rs,
+            &path,
+            Some(ft.is_dir()),
+            rights,
+            file_rights,
+            &inner,
+            count,
+        )?;
     }
     Ok(())
 }
 
 fn add_one(
-    rs: &mut RulesetCreated,
+    rs: BorrowedFd<'_>,
     path: &Path,
     is_dir: Option<bool>,
     rights: BitFlags<AccessFs>,
-    abi: ABI,
+    file_rights: BitFlags<AccessFs>,
     count: &mut usize,
 ) -> Result<(), SandboxError> {
-    let fd = match PathFd::new(path) {
-        Ok(fd) => fd,
-        // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
-        Err(_) => return Ok(()),
-    };
-    let is_dir = match is_dir {
-        Some(d) => d,
-        None => super::sys::fd_is_dir(std::os::fd::AsFd::as_fd(&fd)),
-    };
-    let rights = if is_dir {
-        rights
-    } else {
-        rights & AccessFs::from_file(abi)
+    use std::os::unix::ffi::OsStrExt;
+    // A rule on a file may carry only file rights; when the type is not known from a listing,
+    // the kernel tells (see `sys::add_landlock_rule`).
+    let rights = match is_dir {
+        Some(false) => rights & file_rights,
+        _ => rights,
     };
     if rights.is_empty() {
         return Ok(());
     }
-    rs.as_mut()
-        .add_rule(PathBeneath::new(fd, rights))
-        .map_err(|e| SandboxError::Landlock(format!("rule for {}: {e}", path.display())))?;
-    *count += 1;
+    // A path with a NUL byte cannot exist: it grants nothing.
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
+    if super::sys::add_landlock_rule(rs, &c, rights.bits(), file_rights.bits())
+        .map_err(|e| SandboxError::Landlock(format!("rule for {}: {e}", path.display())))?
+    {
+        *count += 1;
+    }
     Ok(())
 }
 

@@ -84,6 +84,20 @@ pub struct Spec {
     pub confine: Confinement,
 }
 
+/// The seccomp program the sandbox installs for `network`, as raw `struct sock_filter` records
+/// (8 bytes each, native byte order): for inspection tools and the spawn benchmark's C floor.
+pub fn seccomp_program(network: &Network) -> Result<Vec<u8>, SandboxError> {
+    let bpf = seccomp::build(network).map_err(SandboxError::Seccomp)?;
+    let mut out = Vec::with_capacity(bpf.len() * 8);
+    for f in &bpf {
+        out.extend_from_slice(&f.code.to_ne_bytes());
+        out.push(f.jt);
+        out.push(f.jf);
+        out.extend_from_slice(&f.k.to_ne_bytes());
+    }
+    Ok(out)
+}
+
 /// Will `run` use namespaces (and so honour `Spec::private_tmp`)? True when privileged.
 pub fn namespaces_available() -> bool {
     sys::euid() == 0

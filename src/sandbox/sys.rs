@@ -525,6 +525,59 @@ struct PathBeneathAttr {
 
 const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
 
+/// Adds a landlock path-beneath rule for `path` to the ruleset: `access` if it is a directory,
+/// `access & file_access` otherwise. Returns Ok(false) when the path cannot be opened (it
+/// grants nothing then). Written here rather than with the `landlock` crate's `PathBeneath`
+/// because the crate fstat()s every path to learn its type, and our rule list would fstat it
+/// again: the kernel's EINVAL for directory rights on a file tells the same for free.
+pub(crate) fn add_landlock_rule(
+    ruleset: std::os::fd::BorrowedFd<'_>,
+    path: &std::ffi::CStr,
+    access: u64,
+    file_access: u64,
+) -> io::Result<bool> {
+    // SAFETY: opens a NUL-terminated path as O_PATH; the fd is owned below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Ok(false);
+    }
+    // SAFETY: `fd` was just returned by open and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let add = |bits: u64| {
+        let attr = PathBeneathAttr {
+            allowed_access: bits,
+            parent_fd: fd.as_raw_fd(),
+        };
+        // SAFETY: landlock_add_rule reads a packed attr struct from our stack; both fds are
+        // valid for the call.
+        unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                LANDLOCK_RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            )
+        }
+    };
+    if add(access) == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    let narrowed = access & file_access;
+    if e.raw_os_error() == Some(libc::EINVAL) && narrowed != access && narrowed != 0 {
+        if add(narrowed) == 0 {
+            return Ok(true);
+        }
+        return Err(io::Error::last_os_error());
+    }
+    if e.raw_os_error() == Some(libc::EINVAL) && narrowed == 0 {
+        // Only directory rights were asked for, and this is not a directory.
+        return Ok(false);
+    }
+    Err(e)
+}
+
 fn add_path_rule(ruleset: RawFd, path: &std::ffi::CStr, access: u64) -> bool {
     // SAFETY: opens `path` as O_PATH, passes a packed attr struct on the stack to
     // landlock_add_rule on the ruleset fd prepared by the parent, then closes the O_PATH fd.
@@ -835,15 +888,6 @@ pub(crate) fn poll(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
         f.hangup = r.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
     }
     Ok(n as usize)
-}
-
-/// Is the file behind `fd` a directory? (fstat on an O_PATH fd: no second path lookup.)
-pub(crate) fn fd_is_dir(fd: std::os::fd::BorrowedFd<'_>) -> bool {
-    // SAFETY: fstat writes into a zeroed stat struct on the stack; the fd is borrowed and valid.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(fd.as_raw_fd(), &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
-    }
 }
 
 /// A pidfd for this process (for the helper's liveness check of the broker).
