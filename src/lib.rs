@@ -81,3 +81,4 @@ pub mod cli;
 pub mod model;
 pub mod policy;
 pub mod sandbox;
+pub mod secrets;

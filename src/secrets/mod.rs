@@ -1,0 +1,125 @@
+//! Secret detection and redaction; pure (no I/O but what callers hand in).
+//!
+//! - [`rules`]: the detectors as data (keywords + ASCII byte regex + checks).
+//! - [`Scanner`]: one Aho-Corasick automaton over every rule's keywords finds the places worth
+//!   looking at; each rule's regex then runs only on the lines around its keyword hits (as
+//!   trufflehog does), never over whole inputs. Regexes compile on first use, so a command
+//!   whose output never mentions a keyword compiles none. Optional high-entropy detection
+//!   (detect-secrets' Base64/Hex plugins and heuristic filters) for files.
+//! - [`Redactor`]: streaming redaction over chunks, correct across chunk boundaries.
+//! - [`baseline`]: known findings, keyed by a hash of the secret.
+//!
+//! Secret values never leave this module except inside the caller's own buffers: findings
+//! carry the rule, the byte span and a fingerprint (SHA-256 of the secret, hex).
+
+mod entropy;
+mod redact;
+pub mod rules;
+mod scan;
+
+pub use redact::Redactor;
+pub use scan::{Finding, Scanner, scanner};
+
+use std::path::Path;
+
+/// What kind of text is scanned: it decides which assignment syntaxes count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    /// Source code: keyword assignments count only with quoted values (`password = x` in code
+    /// assigns a variable, not a secret).
+    Code,
+    /// Configuration and environment files (.env, YAML, INI, properties, TOML): unquoted values
+    /// count, and `NAME=value` lines are checked for entropy.
+    Config,
+    /// Dependency lock files: only specific-pattern rules (hashes are not secrets).
+    Lock,
+    /// Command lines, environment values, program output: like configuration, without entropy.
+    Stream,
+}
+
+impl TextKind {
+    /// The kind of a file, from its name.
+    pub fn of_path(path: &Path) -> TextKind {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        const LOCKS: &[&str] = &[
+            "cargo.lock",
+            "package-lock.json",
+            "npm-shrinkwrap.json",
+            "yarn.lock",
+            "pnpm-lock.yaml",
+            "gemfile.lock",
+            "poetry.lock",
+            "pipfile.lock",
+            "composer.lock",
+            "go.sum",
+            "flake.lock",
+            "mix.lock",
+            "podfile.lock",
+            "packages.lock.json",
+            "uv.lock",
+            "bun.lock",
+            ".cargo-checksum.json",
+        ];
+        if LOCKS.contains(&name.as_str()) {
+            return TextKind::Lock;
+        }
+        if name.starts_with(".env")
+            || name.ends_with(".env")
+            || name == ".netrc"
+            || name == ".npmrc"
+            || name == ".pypirc"
+        {
+            return TextKind::Config;
+        }
+        let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        match ext {
+            "yaml" | "yml" | "ini" | "cfg" | "conf" | "properties" | "toml" | "env" | "config"
+            | "tfvars" | "hcl" => TextKind::Config,
+            _ => TextKind::Code,
+        }
+    }
+}
+
+/// File extensions that are never text (images, archives, binaries): not scanned.
+pub fn is_non_text_path(path: &Path) -> bool {
+    const EXT: &[&str] = &[
+        "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tiff", "psd", "svgz", "mp3", "mp4",
+        "avi", "mov", "mkv", "wav", "flac", "ogg", "zip", "gz", "tgz", "bz2", "xz", "zst", "7z",
+        "rar", "tar", "jar", "war", "class", "so", "dll", "dylib", "exe", "o", "a", "rlib", "pyc",
+        "pyo", "whl", "pdf", "woff", "woff2", "ttf", "otf", "eot", "bin", "dat", "db", "sqlite",
+        "wasm", "crate", "deb", "rpm", "iso", "img",
+    ];
+    path.extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .is_some_and(|e| EXT.contains(&e.as_str()))
+}
+
+/// The fingerprint of a secret: SHA-256 (hex) of its bytes. Reports and baselines carry this,
+/// never the secret.
+pub fn fingerprint(secret: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(secret);
+    let mut s = String::with_capacity(64);
+    for b in d.iter() {
+        s.push(char::from(b"0123456789abcdef"[(b >> 4) as usize]));
+        s.push(char::from(b"0123456789abcdef"[(b & 15) as usize]));
+    }
+    s
+}
+
+/// Line (1-based) and column (1-based, in bytes) of a byte offset.
+pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = memchr::memchr_iter(b'\n', before).count() + 1;
+    let col = match memchr::memrchr(b'\n', before) {
+        Some(i) => offset - i,
+        None => offset + 1,
+    };
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests;

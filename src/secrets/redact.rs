@@ -1,0 +1,133 @@
+//! Streaming redaction.
+//!
+//! The redactor keeps back the last [`MAX_EXTENT`] bytes of what it has been fed, so that a
+//! secret whose start it emits has been scanned whole, and it keeps [`CONTEXT`] bytes of what
+//! it has emitted as the scan's left context (a `password = ` emitted in one chunk still
+//! names the value in the next). When the source goes quiet, [`Redactor::flush_lines`] emits
+//! up to the last line end: single-line secrets cannot continue past it, and a private key
+//! block still open is held from its armour line on.
+
+use super::TextKind;
+use super::scan::{Finding, MAX_EXTENT, scanner};
+
+/// Bytes of emitted text kept as left context for the next scan.
+const CONTEXT: usize = 1024;
+/// Pending bytes beyond the held-back tail before a full scan is worth it.
+const BATCH: usize = 64 * 1024;
+
+/// A streaming redactor for one byte stream.
+pub struct Redactor {
+    kind: TextKind,
+    /// `buf[..ctx]` was emitted already (left context); `buf[ctx..]` is pending.
+    buf: Vec<u8>,
+    ctx: usize,
+    found: Vec<&'static str>,
+}
+
+impl Redactor {
+    /// A redactor for text of `kind` (program output: [`TextKind::Stream`]).
+    pub fn new(kind: TextKind) -> Redactor {
+        Redactor {
+            kind,
+            buf: Vec::new(),
+            ctx: 0,
+            found: Vec::new(),
+        }
+    }
+
+    /// The rules that matched so far, once per finding, in stream order.
+    pub fn findings(&self) -> &[&'static str] {
+        &self.found
+    }
+
+    /// Feeds a chunk; appends to `out` what is final (redacted).
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        self.buf.extend_from_slice(chunk);
+        let pending = self.buf.len() - self.ctx;
+        if pending >= MAX_EXTENT + BATCH {
+            let limit = self.buf.len() - MAX_EXTENT;
+            self.emit(limit, false, out);
+        }
+    }
+
+    /// The source has paused: emits through the last line end (`\n` or `\r`) that no open
+    /// multi-line secret needs.
+    pub fn flush_lines(&mut self, out: &mut Vec<u8>) {
+        let pending = &self.buf[self.ctx..];
+        let Some(i) = memchr::memrchr2(b'\n', b'\r', pending) else {
+            return;
+        };
+        let limit = self.ctx + i + 1;
+        self.emit(limit, true, out);
+    }
+
+    /// End of stream: emits everything.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        let limit = self.buf.len();
+        self.emit(limit, false, out);
+    }
+
+    /// Scans the buffer and emits `buf[ctx..limit]` (or less, never splitting a secret or, with
+    /// `lines`, an open private key block), redacted.
+    fn emit(&mut self, limit: usize, lines: bool, out: &mut Vec<u8>) {
+        if limit <= self.ctx {
+            return;
+        }
+        // Findings starting in the context were emitted whole before (a secret is never split
+        // at a limit); a match starting there now is an artefact of the cut-off left edge.
+        let findings: Vec<Finding> = scanner()
+            .scan(&self.buf, self.kind, false)
+            .into_iter()
+            .filter(|f| f.start >= self.ctx)
+            .collect();
+        let mut limit = limit;
+        for f in &findings {
+            if f.start < limit && f.end > limit {
+                limit = f.start;
+            }
+        }
+        if lines {
+            limit = limit.min(open_block(&self.buf, self.ctx, limit, &findings));
+        }
+        if limit <= self.ctx {
+            return;
+        }
+        let mut pos = self.ctx;
+        for f in findings.iter().filter(|f| f.start < limit) {
+            out.extend_from_slice(&self.buf[pos..f.start]);
+            out.extend_from_slice(b"[REDACTED:");
+            out.extend_from_slice(f.rule.as_bytes());
+            out.push(b']');
+            self.found.push(f.rule);
+            pos = f.end;
+        }
+        out.extend_from_slice(&self.buf[pos..limit]);
+        // Keep CONTEXT bytes of what was emitted, and everything pending.
+        let keep_from = limit.saturating_sub(CONTEXT);
+        self.buf.drain(..keep_from);
+        self.ctx = limit - keep_from;
+    }
+}
+
+/// Where an unfinished multi-line secret (a private key armour line without its end) starts
+/// in `buf[from..limit]`, else `limit`.
+fn open_block(buf: &[u8], from: usize, limit: usize, findings: &[Finding]) -> usize {
+    let region = &buf[from..limit];
+    let lower = region.to_ascii_lowercase();
+    for needle in [&b"-----begin"[..], b"putty-user-key-file-"] {
+        let mut at = 0;
+        while let Some(i) = memchr::memmem::find(&lower[at..], needle) {
+            let p = from + at + i;
+            let covered = findings.iter().any(|f| f.start <= p && p < f.end);
+            let has_end = needle == b"-----begin"
+                && memchr::memmem::find(&lower[at + i..], b"-----end").is_some();
+            if !covered && !has_end {
+                return memchr::memrchr(b'\n', &buf[..p])
+                    .map_or(0, |j| j + 1)
+                    .max(from);
+            }
+            at += i + needle.len();
+        }
+    }
+    limit
+}

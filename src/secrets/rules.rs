@@ -1,0 +1,731 @@
+//! The detectors: detect-secrets 1.5.0's plugins (except `IPPublicDetector`: an address is not
+//! a credential) and the high-value rules of gitleaks, as data.
+//!
+//! Each rule has keywords, found by one Aho-Corasick automaton over all rules, and an ASCII
+//! byte regex run only on the lines around a keyword hit. The secret is the regex group named
+//! `s` (or `s2`, `s3` for alternatives), else the whole match. Regexes end tokens with
+//! `(?:[^A-Za-z0-9_-]|$)`-style classes where gitleaks uses lookarounds (the `regex` crate has
+//! none); the secret group excludes them.
+
+/// One detector.
+#[derive(Debug)]
+pub struct Rule {
+    /// Stable id, shown as `[REDACTED:<id>]` and in reports.
+    pub id: &'static str,
+    /// What it finds.
+    pub description: &'static str,
+    /// Keywords; one must occur on the lines searched. Matched ASCII-case-insensitively unless
+    /// `case_sensitive`.
+    pub keywords: &'static [&'static str],
+    /// Keywords match exactly (token prefixes such as `AKIA`, `AIza`).
+    pub case_sensitive: bool,
+    /// The regex (compiled with Unicode off).
+    pub regex: &'static str,
+    /// Lines after the keyword's line that are searched too (multi-line secrets).
+    pub lines_after: usize,
+    /// Minimum Shannon entropy of the secret in bits per byte (0: none).
+    pub min_entropy: f64,
+    /// Generic rules (keyword assignments): placeholder and reference filters apply, and the
+    /// file type decides whether unquoted values count.
+    pub generic: bool,
+    /// An extra check of the secret (structure that a regex cannot express).
+    pub check: Option<fn(&[u8]) -> bool>,
+}
+
+const fn rule(
+    id: &'static str,
+    description: &'static str,
+    keywords: &'static [&'static str],
+    regex: &'static str,
+) -> Rule {
+    Rule {
+        id,
+        description,
+        keywords,
+        case_sensitive: false,
+        regex,
+        lines_after: 0,
+        min_entropy: 0.0,
+        generic: false,
+        check: None,
+    }
+}
+
+const fn exact(
+    id: &'static str,
+    description: &'static str,
+    keywords: &'static [&'static str],
+    regex: &'static str,
+) -> Rule {
+    Rule {
+        case_sensitive: true,
+        ..rule(id, description, keywords, regex)
+    }
+}
+
+const fn with_entropy(r: Rule, min_entropy: f64) -> Rule {
+    Rule { min_entropy, ..r }
+}
+
+/// End of a token made of `[A-Za-z0-9_-]`.
+macro_rules! end {
+    () => {
+        r"(?:[^A-Za-z0-9_-]|$)"
+    };
+}
+/// Start of a token made of `[A-Za-z0-9_-]`.
+macro_rules! start {
+    () => {
+        r"(?:^|[^A-Za-z0-9_-])"
+    };
+}
+/// A `name ... = value` context: up to 25 more name characters, an optional closing quote, an
+/// assignment operator (`=`, `:`, `:=`, `=>`, `,` in arrays/calls), optional opening quote.
+macro_rules! assign {
+    () => {
+        r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|=|:|,)\s{0,5}['"]?"#
+    };
+}
+
+/// A JWT: three base64url parts whose header decodes to JSON.
+fn jwt_header_is_json(s: &[u8]) -> bool {
+    use base64::Engine;
+    let header = s.split(|&b| b == b'.').next().unwrap_or(&[]);
+    let header: Vec<u8> = header.iter().copied().filter(|&b| b != b'=').collect();
+    match base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&header) {
+        Ok(h) => {
+            h.starts_with(b"{")
+                && (h.windows(5).any(|w| w == b"\"alg\"") || h.windows(5).any(|w| w == b"\"typ\""))
+        }
+        Err(_) => false,
+    }
+}
+
+/// A private key block has a body, not only the armour line (parsers and docs quote those).
+fn has_key_body(s: &[u8]) -> bool {
+    s.iter()
+        .filter(|b| b.is_ascii_alphanumeric() || **b == b'+' || **b == b'/')
+        .count()
+        >= 64
+}
+
+/// Every detector, most specific first: when two rules find the same bytes, the first wins.
+pub static RULES: &[Rule] = &[
+    // --- Private keys (multi-line) ---
+    Rule {
+        lines_after: 400,
+        check: Some(has_key_body),
+        ..rule(
+            "private-key",
+            "Private key (PEM, OpenSSH, PGP, SSH2)",
+            &["-----begin"],
+            r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
+        )
+    },
+    Rule {
+        lines_after: 60,
+        ..rule(
+            "putty-private-key",
+            "PuTTY private key file",
+            &["putty-user-key-file-"],
+            r"PuTTY-User-Key-File-[23]: [^\n]+\n[\s\S]{0,4000}?Private-Lines: \d+\n(?:[A-Za-z0-9+/=]+\n?){1,100}",
+        )
+    },
+    // --- Cloud providers ---
+    exact(
+        "aws-access-key-id",
+        "AWS access key id",
+        &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
+        concat!(
+            r"(?P<s>(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})",
+            r"(?:[^A-Za-z0-9]|$)"
+        ),
+    ),
+    with_entropy(
+        rule(
+            "aws-secret-access-key",
+            "AWS secret access key",
+            &["aws"],
+            concat!(
+                r#"(?i)aws[A-Za-z0-9_.-]{0,20}(?:key|pwd|pw|password|pass|token|secret)"#,
+                assign!(),
+                r"(?P<s>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"
+            ),
+        ),
+        3.5,
+    ),
+    rule(
+        "azure-storage-key",
+        "Azure storage account key",
+        &["accountkey"],
+        r"(?i)AccountKey=(?P<s>[a-zA-Z0-9+/]{86}==)",
+    ),
+    rule(
+        "azure-ad-client-secret",
+        "Azure AD client secret",
+        &["q~"],
+        r#"(?:^|[\\'"`\s>=:(,])(?P<s>[a-zA-Z0-9_~.]{3}\dQ~[a-zA-Z0-9_~.-]{31,34})(?:$|[\\'"`\s<),])"#,
+    ),
+    exact(
+        "google-api-key",
+        "Google (GCP, Firebase, Maps) API key",
+        &["AIza"],
+        concat!(r"(?P<s>AIza[0-9A-Za-z_-]{35})", end!()),
+    ),
+    exact(
+        "gcp-oauth-client-secret",
+        "Google OAuth client secret",
+        &["GOCSPX-"],
+        concat!(r"(?P<s>GOCSPX-[a-zA-Z0-9_-]{28})", end!()),
+    ),
+    rule(
+        "digitalocean-token",
+        "DigitalOcean token",
+        &["dop_v1_", "doo_v1_", "dor_v1_"],
+        concat!(r"(?P<s>do[opr]_v1_[a-f0-9]{64})", end!()),
+    ),
+    rule(
+        "heroku-api-key",
+        "Heroku API key",
+        &["heroku", "hrku-"],
+        concat!(
+            r#"(?i)(?:heroku"#,
+            assign!(),
+            r"(?P<s>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})|(?P<s2>HRKU-AA[0-9a-zA-Z_-]{58}))",
+            end!()
+        ),
+    ),
+    exact(
+        "alibaba-access-key-id",
+        "Alibaba Cloud access key id",
+        &["LTAI"],
+        concat!(start!(), r"(?P<s>LTAI[a-zA-Z0-9]{20})", end!()),
+    ),
+    rule(
+        "ibm-cloud-iam-key",
+        "IBM Cloud IAM key",
+        &["ibm"],
+        concat!(
+            r"(?i)ibm[_-]?cloud[_-]?(?:iam)?[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|token)",
+            assign!(),
+            r"(?P<s>[a-zA-Z0-9_-]{44})",
+            end!()
+        ),
+    ),
+    rule(
+        "ibm-cos-hmac-secret",
+        "IBM Cloud Object Storage HMAC secret",
+        &[
+            "secret_access_key",
+            "secret-access-key",
+            "secretaccesskey",
+            "secret_key",
+        ],
+        concat!(
+            r"(?i)(?:ibm)?[_-]?(?:cos)?[_-]?(?:hmac)?[_-]?secret[_-]?(?:access)?[_-]?key",
+            assign!(),
+            r"(?P<s>[a-f0-9]{48})(?:[^a-f0-9]|$)"
+        ),
+    ),
+    rule(
+        "softlayer-api-key",
+        "SoftLayer API key",
+        &["softlayer"],
+        concat!(
+            r"(?i)(?:softlayer[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|token)",
+            assign!(),
+            r"(?P<s>[a-z0-9]{64})|api\.softlayer\.com/soap/v3(?:\.1)?/(?P<s2>[a-z0-9]{64}))",
+            r"(?:[^a-z0-9]|$)"
+        ),
+    ),
+    rule(
+        "cloudant-credential",
+        "IBM Cloudant password or API key",
+        &["cloudant"],
+        concat!(
+            r"(?i)(?:cloudant[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|secret)",
+            assign!(),
+            r"(?P<s>[0-9a-f]{64}|[a-z]{24})",
+            r"|[a-z0-9-]+:(?P<s2>[0-9a-f]{64})@[a-z0-9-]+\.cloudant\.com)",
+            r"(?:[^a-z0-9]|$)"
+        ),
+    ),
+    // --- Source hosting and CI ---
+    exact(
+        "github-pat",
+        "GitHub personal access token (classic)",
+        &["ghp_"],
+        concat!(r"(?P<s>ghp_[A-Za-z0-9]{36})", end!()),
+    ),
+    exact(
+        "github-fine-grained-pat",
+        "GitHub fine-grained personal access token",
+        &["github_pat_"],
+        concat!(r"(?P<s>github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59})", end!()),
+    ),
+    exact(
+        "github-oauth-token",
+        "GitHub OAuth access token",
+        &["gho_"],
+        concat!(r"(?P<s>gho_[A-Za-z0-9]{36})", end!()),
+    ),
+    exact(
+        "github-app-token",
+        "GitHub App user-to-server or installation token",
+        &["ghu_", "ghs_"],
+        concat!(r"(?P<s>gh[us]_[A-Za-z0-9]{36})", end!()),
+    ),
+    exact(
+        "github-refresh-token",
+        "GitHub refresh token",
+        &["ghr_"],
+        concat!(r"(?P<s>ghr_[A-Za-z0-9]{36,76})", end!()),
+    ),
+    exact(
+        "gitlab-token",
+        "GitLab token (personal, deploy, feed, runner, OAuth, SCIM, CI, trigger, agent, mail)",
+        &[
+            "glpat-",
+            "gldt-",
+            "glft-",
+            "glsoat-",
+            "glrt-",
+            "glcbt-",
+            "glimt-",
+            "glptt-",
+            "glagent-",
+            "gloas-",
+            "GR1348941",
+            "glffct-",
+        ],
+        concat!(
+            r"(?P<s>(?:glpat|gldt|glft|glsoat|glrt|glffct)-[A-Za-z0-9_-]{20,50}",
+            r"|GR1348941[A-Za-z0-9_-]{20,50}",
+            r"|glcbt-(?:[0-9a-fA-F]{2}_)?[A-Za-z0-9_-]{20,50}",
+            r"|glimt-[A-Za-z0-9_-]{25}",
+            r"|glptt-[A-Za-z0-9_-]{40}",
+            r"|glagent-[A-Za-z0-9_-]{50,1024}",
+            r"|gloas-[A-Za-z0-9_-]{64})",
+            end!()
+        ),
+    ),
+    exact(
+        "npm-token",
+        "npm access token",
+        &["npm_", "_authToken"],
+        concat!(
+            r"(?:(?P<s>npm_[A-Za-z0-9]{36})",
+            end!(),
+            r"|_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
+        ),
+    ),
+    exact(
+        "pypi-token",
+        "PyPI upload token",
+        &["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"],
+        concat!(
+            r"(?P<s>pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{70,})",
+            end!()
+        ),
+    ),
+    exact(
+        "rubygems-token",
+        "RubyGems API token",
+        &["rubygems_"],
+        concat!(r"(?P<s>rubygems_[a-f0-9]{48})", end!()),
+    ),
+    exact(
+        "crates-io-token",
+        "crates.io API token",
+        &["cio"],
+        concat!(start!(), r"(?P<s>cio[a-zA-Z0-9]{32})", end!()),
+    ),
+    exact(
+        "dockerhub-pat",
+        "Docker Hub personal access token",
+        &["dckr_pat_"],
+        concat!(r"(?P<s>dckr_pat_[a-zA-Z0-9_-]{27})", end!()),
+    ),
+    exact(
+        "sonarqube-token",
+        "SonarQube token",
+        &["squ_", "sqp_", "sqa_"],
+        concat!(start!(), r"(?P<s>sq[upa]_[a-f0-9]{40})", end!()),
+    ),
+    exact(
+        "atlassian-api-token",
+        "Atlassian (Jira, Confluence) API token",
+        &["ATATT3"],
+        concat!(r"(?P<s>ATATT3[A-Za-z0-9_=-]{186})", end!()),
+    ),
+    exact(
+        "linear-api-key",
+        "Linear API key",
+        &["lin_api_"],
+        concat!(r"(?P<s>lin_api_[a-zA-Z0-9]{40})", end!()),
+    ),
+    exact(
+        "postman-api-key",
+        "Postman API key",
+        &["PMAK-"],
+        concat!(r"(?P<s>PMAK-[a-f0-9]{24}-[a-f0-9]{34})", end!()),
+    ),
+    // --- AI providers ---
+    exact(
+        "openai-api-key",
+        "OpenAI API key",
+        &["T3BlbkFJ"],
+        concat!(
+            r"(?P<s>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9_-]*[A-Za-z0-9]{20})",
+            end!()
+        ),
+    ),
+    exact(
+        "anthropic-api-key",
+        "Anthropic API key",
+        &["sk-ant-"],
+        concat!(
+            r"(?P<s>sk-ant-(?:api03|admin01)-[a-zA-Z0-9_-]{93}AA)",
+            end!()
+        ),
+    ),
+    exact(
+        "huggingface-token",
+        "Hugging Face access token",
+        &["hf_"],
+        concat!(start!(), r"(?P<s>hf_[a-zA-Z]{34})", end!()),
+    ),
+    // --- Payments, messaging, SaaS ---
+    exact(
+        "stripe-key",
+        "Stripe secret or restricted key",
+        &[
+            "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_",
+        ],
+        concat!(
+            r"(?P<s>[rs]k_(?:live|test|prod)_[0-9a-zA-Z]{24,99})",
+            end!()
+        ),
+    ),
+    exact(
+        "stripe-webhook-secret",
+        "Stripe webhook signing secret",
+        &["whsec_"],
+        concat!(r"(?P<s>whsec_[a-zA-Z0-9]{32,})", end!()),
+    ),
+    exact(
+        "square-oauth-secret",
+        "Square OAuth secret",
+        &["sq0csp-"],
+        concat!(r"(?P<s>sq0csp-[0-9A-Za-z_-]{43})", end!()),
+    ),
+    exact(
+        "square-access-token",
+        "Square access token",
+        &["sq0atp-", "EAAA"],
+        concat!(
+            start!(),
+            r"(?P<s>(?:sq0atp-[0-9A-Za-z_-]{22}|EAAA[a-zA-Z0-9_+=-]{60}))",
+            end!()
+        ),
+    ),
+    exact(
+        "sendgrid-api-key",
+        "SendGrid API key",
+        &["SG."],
+        concat!(r"(?P<s>SG\.[a-zA-Z0-9_-]{22}\.[a-zA-Z0-9_-]{43})", end!()),
+    ),
+    rule(
+        "mailchimp-api-key",
+        "Mailchimp API key",
+        &["-us"],
+        concat!(start!(), r"(?P<s>[0-9a-f]{32}-us[0-9]{1,2})(?:[^0-9]|$)"),
+    ),
+    rule(
+        "mailgun-api-key",
+        "Mailgun API key",
+        &["mailgun"],
+        concat!(
+            r"(?i)mailgun",
+            assign!(),
+            r"(?P<s>key-[a-f0-9]{32})(?:[^a-f0-9]|$)"
+        ),
+    ),
+    exact(
+        "twilio-key",
+        "Twilio account SID or API key",
+        &["AC", "SK"],
+        concat!(start!(), r"(?P<s>(?:AC|SK)[a-f0-9]{32})(?:[^A-Za-z0-9]|$)"),
+    ),
+    rule(
+        "slack-token",
+        "Slack bot, user, app or configuration token",
+        &[
+            "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe", "xapp-",
+        ],
+        concat!(
+            r"(?i)(?P<s>xox[abposr]-(?:\d+-)+[a-z0-9]+(?:-[a-z0-9]+)*",
+            r"|xoxe(?:\.xox[bp])?-\d-[A-Z0-9]{146,}",
+            r"|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)",
+            end!()
+        ),
+    ),
+    rule(
+        "slack-webhook",
+        "Slack incoming webhook URL",
+        &["hooks.slack.com"],
+        r"(?P<s>https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/]{43,56}|https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+)",
+    ),
+    rule(
+        "discord-bot-token",
+        "Discord bot token",
+        &["discord"],
+        concat!(
+            r"(?i:discord)[^\n]{0,40}?(?P<s>[MNO][a-zA-Z0-9_-]{23,25}\.[a-zA-Z0-9_-]{6}\.[a-zA-Z0-9_-]{27,38})",
+            end!()
+        ),
+    ),
+    rule(
+        "discord-webhook",
+        "Discord webhook URL",
+        &["discord.com/api/webhooks", "discordapp.com/api/webhooks"],
+        r"(?P<s>https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/[A-Za-z0-9_-]{60,68})",
+    ),
+    exact(
+        "telegram-bot-token",
+        "Telegram bot token",
+        &[":AA"],
+        concat!(start!(), r"(?P<s>[0-9]{8,10}:AA[0-9A-Za-z_-]{33})", end!()),
+    ),
+    Rule {
+        check: Some(jwt_header_is_json),
+        ..rule(
+            "jwt",
+            "JSON Web Token",
+            &["eyj"],
+            concat!(
+                start!(),
+                r"(?P<s>eyJ[A-Za-z0-9_-]{8,}={0,2}\.eyJ[A-Za-z0-9_-]{8,}={0,2}\.[A-Za-z0-9_-]{8,}={0,2})",
+                r"(?:[^A-Za-z0-9_=-]|$)"
+            ),
+        )
+    },
+    exact(
+        "artifactory-api-key",
+        "JFrog Artifactory API key",
+        &["AKC"],
+        r#"(?:^|[\s=:"'])(?P<s>AKC[a-zA-Z0-9]{10,})(?:[\s"']|$)"#,
+    ),
+    exact(
+        "artifactory-password",
+        "JFrog Artifactory password (encrypted form)",
+        &[
+            "AP0", "AP1", "AP2", "AP3", "AP4", "AP5", "AP6", "AP7", "AP8", "AP9", "APA", "APB",
+            "APC", "APD", "APE", "APF",
+        ],
+        r#"(?:^|[\s=:"'])(?P<s>AP[0-9A-F][a-zA-Z0-9]{8,})(?:[\s"']|$)"#,
+    ),
+    exact(
+        "shopify-token",
+        "Shopify access token or shared secret",
+        &["shpat_", "shpss_", "shpca_", "shppa_"],
+        concat!(r"(?P<s>shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})", end!()),
+    ),
+    rule(
+        "datadog-api-key",
+        "Datadog API or application key",
+        &[
+            "datadog",
+            "dd_api_key",
+            "dd-api-key",
+            "dd_app_key",
+            "dd-app-key",
+        ],
+        concat!(
+            r"(?i)(?:datadog|dd)[_-]?(?:api|app|application)?[_-]?key",
+            assign!(),
+            r"(?P<s>[a-f0-9]{32}|[a-f0-9]{40})(?:[^a-f0-9]|$)"
+        ),
+    ),
+    exact(
+        "newrelic-key",
+        "New Relic user API key or browser key",
+        &["NRAK-", "NRJS-"],
+        concat!(r"(?P<s>NRAK-[A-Z0-9]{27}|NRJS-[a-f0-9]{19})", end!()),
+    ),
+    exact(
+        "sentry-token",
+        "Sentry organization or user token",
+        &["sntrys_", "sntryu_"],
+        concat!(
+            r"(?P<s>sntrys_eyJ[a-zA-Z0-9=_+/]{197}|sntryu_[a-f0-9]{64})",
+            end!()
+        ),
+    ),
+    exact(
+        "grafana-token",
+        "Grafana cloud or service account token",
+        &["glc_", "glsa_"],
+        concat!(
+            start!(),
+            r"(?P<s>glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})",
+            r"(?:[^A-Za-z0-9+/=_-]|$)"
+        ),
+    ),
+    rule(
+        "okta-api-token",
+        "Okta API token",
+        &["okta"],
+        concat!(
+            r"(?i)okta[A-Za-z0-9_.-]{0,20}(?:token|key|secret)",
+            assign!(),
+            r"(?P<s>00[a-zA-Z0-9_-]{40})",
+            end!()
+        ),
+    ),
+    exact(
+        "facebook-access-token",
+        "Facebook access token",
+        &["EAACEdEose0cBA"],
+        concat!(r"(?P<s>EAACEdEose0cBA[0-9A-Za-z]{20,})", end!()),
+    ),
+    exact(
+        "twitter-bearer-token",
+        "Twitter/X bearer token",
+        &["AAAAAAAAAAAAAAAAAAAAA"],
+        r"(?P<s>AAAAAAAAAAAAAAAAAAAAA[a-zA-Z0-9%]{80,})",
+    ),
+    exact(
+        "mapbox-secret-token",
+        "Mapbox secret token",
+        &["sk.eyJ"],
+        concat!(r"(?P<s>sk\.eyJ[a-zA-Z0-9]{80,}\.[a-zA-Z0-9_-]{22})", end!()),
+    ),
+    exact(
+        "adobe-client-secret",
+        "Adobe client secret",
+        &["p8e-"],
+        concat!(start!(), r"(?P<s>p8e-[a-zA-Z0-9]{32})", end!()),
+    ),
+    exact(
+        "dropbox-token",
+        "Dropbox short-lived access token",
+        &["sl."],
+        concat!(start!(), r"(?P<s>sl\.[a-zA-Z0-9_=-]{135})", end!()),
+    ),
+    exact(
+        "databricks-token",
+        "Databricks access token",
+        &["dapi"],
+        concat!(start!(), r"(?P<s>dapi[a-f0-9]{32}(?:-\d)?)", end!()),
+    ),
+    exact(
+        "doppler-token",
+        "Doppler API token",
+        &["dp.pt."],
+        concat!(r"(?P<s>dp\.pt\.[a-zA-Z0-9]{43})", end!()),
+    ),
+    // --- Infrastructure ---
+    exact(
+        "hashicorp-vault-token",
+        "HashiCorp Vault service or batch token",
+        &["hvs.", "hvb."],
+        concat!(
+            r"(?P<s>hvs\.[a-zA-Z0-9_-]{90,120}|hvb\.[a-zA-Z0-9_-]{138,300})",
+            end!()
+        ),
+    ),
+    exact(
+        "terraform-cloud-token",
+        "Terraform Cloud / Enterprise API token",
+        &[".atlasv1."],
+        concat!(
+            start!(),
+            r"(?P<s>[a-zA-Z0-9]{14}\.atlasv1\.[a-zA-Z0-9_=-]{60,70})",
+            end!()
+        ),
+    ),
+    exact(
+        "pulumi-token",
+        "Pulumi access token",
+        &["pul-"],
+        concat!(start!(), r"(?P<s>pul-[a-f0-9]{40})", end!()),
+    ),
+    exact(
+        "age-secret-key",
+        "age encryption secret key",
+        &["AGE-SECRET-KEY-1"],
+        r"(?P<s>AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})",
+    ),
+    exact(
+        "flyio-token",
+        "Fly.io access token",
+        &["fo1_", "fm1", "fm2"],
+        concat!(
+            start!(),
+            r"(?P<s>fo1_[a-zA-Z0-9_-]{43}|fm[12][a-z]?_[a-zA-Z0-9+/]{100,}={0,3})",
+            r"(?:[^A-Za-z0-9+/=_-]|$)"
+        ),
+    ),
+    exact(
+        "planetscale-token",
+        "PlanetScale password or token",
+        &["pscale_"],
+        concat!(
+            r"(?P<s>pscale_(?:tkn|pw|oauth)_[a-zA-Z0-9_=.-]{32,64})",
+            end!()
+        ),
+    ),
+    // --- URLs with credentials ---
+    rule(
+        "database-url",
+        "Database or broker URL with a password",
+        &["://"],
+        r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|clickhouse|cockroachdb)://[^\s:/@'"<>{}]+:(?P<s>[^\s:/@'"<>{}]+)@[^\s/'"@]+"#,
+    ),
+    rule(
+        "basic-auth-url",
+        "URL with a password (basic auth)",
+        &["://"],
+        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'"<>{}]+:(?P<s>[^\s:/@'"<>{}]+)@[^\s/'"@]+"#,
+    ),
+    // --- Generic keyword assignments (detect-secrets' KeywordDetector) ---
+    Rule {
+        generic: true,
+        ..rule(
+            "keyword-secret",
+            "Password, secret or key assigned in code or configuration",
+            &[
+                "password",
+                "passwd",
+                "pwd",
+                "secret",
+                "api_key",
+                "apikey",
+                "api-key",
+                "auth_key",
+                "authkey",
+                "service_key",
+                "account_key",
+                "db_key",
+                "database_key",
+                "priv_key",
+                "private_key",
+                "privatekey",
+                "client_key",
+                "db_pass",
+                "database_pass",
+                "key_pass",
+                "access_token",
+                "auth_token",
+                "api_token",
+                "contrase",
+            ],
+            concat!(
+                r#"(?i)[A-Za-z0-9_.-]{0,40}(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#,
+                r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|==|=|:)\s{0,5}"#,
+                r#"(?:"(?P<s>[^"\n\\]{4,200})"|'(?P<s2>[^'\n\\]{4,200})'|(?P<s3>[^\s'",;)(\]\[{}<>]{4,200}))"#
+            ),
+        )
+    },
+];

@@ -1,0 +1,301 @@
+//! The scanner: keyword prefilter, windowed regexes, entropy, filters, overlap resolution.
+
+use super::TextKind;
+use super::entropy;
+use super::rules::{RULES, Rule};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::bytes::{Regex, RegexBuilder};
+use std::sync::OnceLock;
+
+/// One secret found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule id (`high-entropy-base64` / `high-entropy-hex` for entropy findings).
+    pub rule: &'static str,
+    /// Byte offset of the secret.
+    pub start: usize,
+    /// Byte offset just past the secret.
+    pub end: usize,
+    /// Found by a specific pattern (not by entropy alone): such findings decide on command
+    /// lines.
+    pub specific: bool,
+}
+
+/// Bytes searched before a keyword hit on its line (long minified lines are cut).
+const MAX_BEFORE: usize = 1024;
+/// Bytes searched after a keyword hit on a single-line rule's window.
+const MAX_AFTER: usize = 2048;
+/// Bytes searched after a keyword hit for multi-line rules (private keys).
+const MAX_AFTER_MULTILINE: usize = 16 * 1024;
+
+/// The longest span, from a keyword hit to the end of its secret, that any rule matches: the
+/// redactor keeps this much of a stream back so that a secret split across chunks is whole
+/// when scanned.
+pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
+
+/// The compiled detectors. Build once ([`scanner`]); `scan` is thread-safe.
+pub struct Scanner {
+    ac: AhoCorasick,
+    /// Per pattern: (rule index, the keyword as written, for case-sensitive rules).
+    patterns: Vec<(usize, &'static [u8])>,
+    regexes: Vec<OnceLock<Option<Regex>>>,
+}
+
+/// The process-wide scanner (built on first use: ~0.2 ms; regexes compile lazily per rule).
+pub fn scanner() -> &'static Scanner {
+    static S: OnceLock<Scanner> = OnceLock::new();
+    S.get_or_init(Scanner::new)
+}
+
+impl Scanner {
+    fn new() -> Scanner {
+        let mut pats: Vec<Vec<u8>> = Vec::new();
+        let mut patterns = Vec::new();
+        for (i, r) in RULES.iter().enumerate() {
+            for k in r.keywords {
+                pats.push(k.as_bytes().to_ascii_lowercase());
+                patterns.push((i, k.as_bytes()));
+            }
+        }
+        // Standard semantics with overlapping search: every keyword of every rule is seen,
+        // also when one keyword contains another (`secret` in `secret_access_key`).
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&pats)
+            .unwrap_or_else(|e| panic!("secret keywords: {e}"));
+        Scanner {
+            ac,
+            patterns,
+            regexes: RULES.iter().map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn regex(&self, i: usize) -> Option<&Regex> {
+        self.regexes[i]
+            .get_or_init(|| {
+                RegexBuilder::new(RULES[i].regex)
+                    .unicode(false)
+                    .size_limit(32 << 20)
+                    .build()
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// Compiles every rule's regex now (tests; long scans that will need most of them).
+    pub fn compile_all(&self) -> Result<(), String> {
+        for (i, r) in RULES.iter().enumerate() {
+            if self.regex(i).is_none() {
+                let e = RegexBuilder::new(r.regex)
+                    .unicode(false)
+                    .size_limit(32 << 20)
+                    .build()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                return Err(format!("rule {}: {e}", r.id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the secrets in `text`, sorted by offset, non-overlapping. `entropy`: also look for
+    /// high-entropy strings (files; not streams or command lines).
+    pub fn scan(&self, text: &[u8], kind: TextKind, entropy: bool) -> Vec<Finding> {
+        let mut found = Vec::new();
+        self.scan_rules(text, kind, &mut found);
+        if entropy && kind != TextKind::Lock {
+            entropy::scan(text, kind, &mut found);
+        }
+        resolve(text, found)
+    }
+
+    fn scan_rules(&self, text: &[u8], kind: TextKind, out: &mut Vec<(usize, Finding)>) {
+        // Windows (rule, start, end) around keyword hits.
+        let mut windows: Vec<(usize, usize, usize)> = Vec::new();
+        for m in self.ac.find_overlapping_iter(text) {
+            let (ri, kw) = self.patterns[m.pattern().as_usize()];
+            let rule = &RULES[ri];
+            if rule.case_sensitive && &text[m.start()..m.end()] != kw {
+                continue;
+            }
+            let ls = line_start(text, m.start(), MAX_BEFORE);
+            let le = if rule.lines_after > 0 {
+                lines_end(text, m.end(), rule.lines_after, MAX_AFTER_MULTILINE)
+            } else {
+                lines_end(text, m.end(), 0, MAX_AFTER)
+            };
+            match windows.last_mut() {
+                // Hits of one rule on one line: one window.
+                Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
+                _ => windows.push((ri, ls, le)),
+            }
+        }
+        if windows.is_empty() {
+            return;
+        }
+        windows.sort_unstable();
+        let mut merged: Vec<(usize, usize, usize)> = Vec::with_capacity(windows.len());
+        for w in windows {
+            match merged.last_mut() {
+                Some(m) if m.0 == w.0 && w.1 <= m.2 => m.2 = m.2.max(w.2),
+                _ => merged.push(w),
+            }
+        }
+        for (ri, ws, we) in merged {
+            let Some(re) = self.regex(ri) else { continue };
+            let rule = &RULES[ri];
+            for caps in re.captures_iter(&text[ws..we]) {
+                let Some(g) = caps
+                    .name("s")
+                    .or_else(|| caps.name("s2"))
+                    .or_else(|| caps.name("s3"))
+                    .or_else(|| caps.get(0))
+                else {
+                    continue;
+                };
+                let (s, e) = (ws + g.start(), ws + g.end());
+                let secret = &text[s..e];
+                if !accept(rule, text, s, e, secret, kind, caps.name("s3").is_some()) {
+                    continue;
+                }
+                out.push((
+                    ri,
+                    Finding {
+                        rule: rule.id,
+                        start: s,
+                        end: e,
+                        specific: true,
+                    },
+                ));
+            }
+        }
+    }
+}
+
+/// Rule-level checks of a candidate secret.
+fn accept(
+    rule: &Rule,
+    text: &[u8],
+    s: usize,
+    e: usize,
+    secret: &[u8],
+    kind: TextKind,
+    unquoted: bool,
+) -> bool {
+    if rule.min_entropy > 0.0 && entropy::shannon(secret) < rule.min_entropy {
+        return false;
+    }
+    if let Some(check) = rule.check
+        && !check(secret)
+    {
+        return false;
+    }
+    if rule.generic {
+        if kind == TextKind::Lock {
+            return false;
+        }
+        if unquoted && kind == TextKind::Code {
+            return false;
+        }
+        if entropy::is_placeholder(secret) {
+            return false;
+        }
+        if unquoted && entropy::is_reference(secret, &text[e..]) {
+            return false;
+        }
+        let _ = s;
+    }
+    if rule.id == "basic-auth-url" || rule.id == "database-url" {
+        return !entropy::is_placeholder(secret);
+    }
+    true
+}
+
+/// Sorts, drops allowlisted findings and resolves overlaps (earlier rule wins on equal spans;
+/// specific rules before entropy).
+fn resolve(text: &[u8], mut found: Vec<(usize, Finding)>) -> Vec<Finding> {
+    found.sort_by(|a, b| {
+        a.1.start
+            .cmp(&b.1.start)
+            .then(b.1.end.cmp(&a.1.end))
+            .then(a.0.cmp(&b.0))
+    });
+    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
+    for (_, f) in found {
+        if let Some(last) = out.last()
+            && f.start < last.end
+        {
+            continue;
+        }
+        if allowlisted(text, f.start) {
+            continue;
+        }
+        out.push(f);
+    }
+    out
+}
+
+/// detect-secrets' inline allowlisting: `pragma: allowlist secret` in a comment on the line,
+/// or `pragma: allowlist nextline secret` on the line before, after any comment marker it
+/// knows (`#`, `//`, `/*`, `<!--`, `--`, `;`, `'`).
+fn allowlisted(text: &[u8], offset: usize) -> bool {
+    let ls = memchr::memrchr(b'\n', &text[..offset]).map_or(0, |i| i + 1);
+    let le = memchr::memchr(b'\n', &text[offset..]).map_or(text.len(), |i| offset + i);
+    if has_pragma(&text[ls..le], false) {
+        return true;
+    }
+    if ls == 0 {
+        return false;
+    }
+    let pe = ls - 1;
+    let ps = memchr::memrchr(b'\n', &text[..pe]).map_or(0, |i| i + 1);
+    has_pragma(&text[ps..pe], true)
+}
+
+fn has_pragma(line: &[u8], nextline: bool) -> bool {
+    let Some(at) = memchr::memmem::find(line, b"pragma:") else {
+        return false;
+    };
+    let before = &line[..at];
+    let commented = [&b"#"[..], b"//", b"/*", b"<!--", b"--", b";", b"'"]
+        .iter()
+        .any(|m| memchr::memmem::find(before, m).is_some());
+    if !commented {
+        return false;
+    }
+    // `allowlist secret`, `allowlist-secret`, `allowlist nextline secret`, ...: compare with
+    // spaces and dashes removed.
+    let rest: Vec<u8> = line[at + 7..]
+        .iter()
+        .filter(|b| !b.is_ascii_whitespace() && **b != b'-')
+        .map(u8::to_ascii_lowercase)
+        .take(32)
+        .collect();
+    let want: &[u8] = if nextline {
+        b"allowlistnextlinesecret"
+    } else {
+        b"allowlistsecret"
+    };
+    rest.starts_with(want)
+}
+
+/// Start of the line containing `at`, at most `max` bytes back.
+fn line_start(text: &[u8], at: usize, max: usize) -> usize {
+    let lo = at.saturating_sub(max);
+    memchr::memrchr(b'\n', &text[lo..at]).map_or(lo, |i| lo + i + 1)
+}
+
+/// End of the line containing `at` plus `extra` more lines, at most `max` bytes on.
+fn lines_end(text: &[u8], at: usize, extra: usize, max: usize) -> usize {
+    let hi = at.saturating_add(max).min(text.len());
+    let mut pos = at;
+    for _ in 0..=extra {
+        match memchr::memchr(b'\n', &text[pos..hi]) {
+            Some(i) => pos = pos + i + 1,
+            None => return hi,
+        }
+    }
+    pos - 1
+}
