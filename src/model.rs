@@ -172,3 +172,46 @@ pub struct Decision {
     /// Parts that could not be analysed, and why.
     pub unanalysable: Vec<String>,
 }
+
+/// What happens to secrets found in a command's output (policy `secrets.output`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretsOutput {
+    /// Each secret is replaced by `[REDACTED:<rule>]`.
+    Redact,
+    /// The first secret stops the run: output from it on is withheld and the command killed.
+    Block,
+    /// Output passes unchanged; the caller is told which rules matched.
+    Warn,
+}
+
+/// What happens to secrets found in a command's inputs: argv, environment, stdin (policy
+/// `secrets.input`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretsInput {
+    /// The call is refused; the error names the rule and where, never the value.
+    Deny,
+    /// Each secret is replaced by `[REDACTED:<rule>]` before the command sees it.
+    Redact,
+    /// The command runs unchanged; the caller is told which rules matched.
+    Warn,
+}
+
+/// A policy's secrets settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SecretsProfile {
+    /// Secrets in output.
+    pub output: SecretsOutput,
+    /// Secrets in argv, environment and stdin.
+    pub input: SecretsInput,
+}
+
+impl Default for SecretsProfile {
+    fn default() -> SecretsProfile {
+        SecretsProfile {
+            output: SecretsOutput::Redact,
+            input: SecretsInput::Deny,
+        }
+    }
+}

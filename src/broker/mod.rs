@@ -1,6 +1,10 @@
 //! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
 //! The only module that imports the others.
 
+mod guard;
+
+pub use guard::{InputSecret, OutputSecret, SecretsReport};
+
 use crate::model::{Decision, Effect, Tool, ToolCall};
 use crate::policy::shell::ShellEnv;
 use crate::policy::{self, Policy};
@@ -41,6 +45,17 @@ pub enum BrokerError {
     /// The sandbox could not be set up or the program not executed.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// A secret in the command's inputs, under `secrets.input = "deny"`. Names the place and
+    /// the rule, never the value.
+    #[error(
+        "refused: {place} contains a secret (rule {rule}); the policy refuses secrets in command lines, environment and stdin (secrets.input = \"deny\"): pass it through a file or a variable the policy allows instead"
+    )]
+    SecretInInput {
+        /// `argument N`, `environment variable NAME` or `stdin`.
+        place: String,
+        /// The rule that matched.
+        rule: &'static str,
+    },
     /// Local I/O of the broker (temp dirs).
     #[error("{what}: {source}")]
     Io {
@@ -83,6 +98,8 @@ pub struct ExecResult {
     /// Protected paths that did not exist before the run and were created by it; each was
     /// moved to the quarantine in the state directory (`to`), or left in place if that failed.
     pub protected_created: Vec<Quarantined>,
+    /// What the secrets policy found (rules and places, never values).
+    pub secrets: SecretsReport,
 }
 
 /// A protected path created by a run.
@@ -635,22 +652,30 @@ pub fn exec(
         ));
     }
     let ws = workspace(&req.cwd)?;
-    let decision = decide_exec(req.policy, &req.argv, &ws);
-    let not_run = |decision: Decision, approved: Option<bool>| ExecResult {
+    // Secrets in the command line: refused, redacted or reported before anything else, so
+    // that the decision is about what would run.
+    let mut argv = req.argv.clone();
+    let mut report = SecretsReport {
+        input: guard::check_argv(&req.policy.secrets, &mut argv)?,
+        ..SecretsReport::default()
+    };
+    let decision = decide_exec(req.policy, &argv, &ws);
+    let not_run = |decision: Decision, approved: Option<bool>, secrets: SecretsReport| ExecResult {
         decision,
         ran: false,
         approved,
         outcome: None,
         protected_created: vec![],
+        secrets,
     };
     let mut approved = None;
     match decision.effect {
-        Effect::Deny => return Ok(not_run(decision, approved)),
+        Effect::Deny => return Ok(not_run(decision, approved, report)),
         Effect::Ask => {
             let ok = ask(&decision);
             approved = Some(ok);
             if !ok {
-                return Ok(not_run(decision, approved));
+                return Ok(not_run(decision, approved, report));
             }
         }
         Effect::Allow => {}
@@ -670,21 +695,37 @@ pub fn exec(
         use_tmpfs,
         &req.env,
     )?;
-    let program = resolve_program(&req.argv[0], &ws, &plan.env)?;
+    let mut env = plan.env;
+    report
+        .input
+        .extend(guard::check_env(&req.policy.secrets, &mut env)?);
+    let program = resolve_program(&argv[0], &ws, &env)?;
     let mut confine = plan.confine;
     if let Some(t) = req.timeout {
         confine.limits.timeout = Some(t);
     }
+    // stdin is scanned on its way in, unless it is a terminal (a person typing).
+    let stdin = match req.stdin {
+        Stdin::Inherit if sandbox::stdin_is_null() => Stdin::Null,
+        Stdin::Inherit if !sandbox::stdin_is_tty() => Stdin::Filtered,
+        other => other,
+    };
     let spec = Spec {
         program,
-        argv: req.argv.iter().map(OsString::from).collect(),
-        env: plan.env,
+        argv: argv.iter().map(OsString::from).collect(),
+        env,
         cwd: ws,
-        stdin: req.stdin,
+        stdin,
         confine,
     };
     let before = protected_present(req.policy, &spec.cwd);
-    let outcome = sandbox::run(&spec, sink);
+    let mut g = guard::Guard::new(req.policy.secrets, sink);
+    let outcome = sandbox::run(&spec, &mut g);
+    g.finish();
+    let input_before = std::mem::take(&mut report.input);
+    report = std::mem::take(&mut g.report);
+    report.input.splice(0..0, input_before);
+
     // Protected paths the run created (they did not exist, so no read-only mount covered
     // them) are moved out of the workspace whatever the outcome.
     let protected_created = quarantine_new(
@@ -692,6 +733,15 @@ pub fn exec(
         protected_present(req.policy, &spec.cwd),
         &req.state_dir,
     );
+    if let Some(b) = &report.blocked
+        && b.place == "stdin"
+    {
+        // A secret on stdin under `deny`: the run was stopped before the command saw it.
+        return Err(BrokerError::SecretInInput {
+            place: b.place.clone(),
+            rule: b.rule,
+        });
+    }
     let outcome = outcome?;
     drop(tmp);
     Ok(ExecResult {
@@ -700,6 +750,7 @@ pub fn exec(
         approved,
         outcome: Some(outcome),
         protected_created,
+        secrets: report,
     })
 }
 

@@ -307,6 +307,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
         BrokerError::Usage(_) => exit::USAGE,
         BrokerError::NotFound { .. } => exit::NOT_FOUND,
         BrokerError::Policy(_) => exit::POLICY,
+        BrokerError::SecretInInput { .. } => exit::DENIED,
         BrokerError::Sandbox(SandboxError::Exec { source, .. }) => {
             if source.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
@@ -402,6 +403,41 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             }
         }
     }
+    if !json {
+        for s in &res.secrets.input {
+            eprintln!(
+                "gateway: warning: {} contains a secret (rule {}){}",
+                s.place,
+                s.rule,
+                match policy.secrets.input {
+                    crate::model::SecretsInput::Redact => "; redacted before the command saw it",
+                    _ => "",
+                }
+            );
+        }
+        let out = &res.secrets.output;
+        if !out.is_empty() && res.secrets.blocked.is_none() {
+            let mut rules: Vec<&str> = out.iter().map(|o| o.rule).collect();
+            rules.sort();
+            rules.dedup();
+            eprintln!(
+                "gateway: {} secret(s) in the output ({}){}",
+                out.len(),
+                rules.join(", "),
+                match policy.secrets.output {
+                    crate::model::SecretsOutput::Warn =>
+                        ", passed through (secrets.output = \"warn\")",
+                    _ => ", redacted",
+                }
+            );
+        }
+        if let Some(b) = &res.secrets.blocked {
+            eprintln!(
+                "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
+                b.place, b.rule
+            );
+        }
+    }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) && !json {
         eprintln!("gateway: the run hit its memory limit; the kernel killed processes of it");
     }
@@ -432,6 +468,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             }
             exit::NOT_APPROVED
         }
+        (Some(_), _) if res.secrets.blocked.is_some() => exit::DENIED,
         (Some(o), _) => {
             if o.timed_out {
                 if !json {
@@ -472,6 +509,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             "duration_ms": o.map(|o| o.duration.as_secs_f64() * 1000.0),
             "enforcement": o.map(|o| &o.enforcement),
             "protected_created": res.protected_created,
+            "secrets": res.secrets,
             "stdout": String::from_utf8_lossy(&out_buf),
             "stderr": String::from_utf8_lossy(&err_buf),
         });

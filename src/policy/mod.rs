@@ -11,7 +11,9 @@ mod schema;
 pub mod shell;
 
 pub use matcher::CommandPattern;
-pub use schema::{ALWAYS_SCRUB, Limits, Network, SandboxProfile};
+pub use schema::{
+    ALWAYS_SCRUB, Limits, Network, SandboxProfile, SecretsInput, SecretsOutput, SecretsProfile,
+};
 
 use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -131,6 +133,8 @@ pub struct Policy {
     pub rules: Vec<Rule>,
     /// The sandbox applied to every run.
     pub sandbox: SandboxProfile,
+    /// What happens to secrets in inputs and output.
+    pub secrets: SecretsProfile,
 }
 
 impl Policy {

@@ -3,7 +3,7 @@
 
 use super::{CommandPattern, Policy, PolicyError, Rule};
 use crate::model::{Effect, Tool};
-pub use crate::model::{Limits, Network};
+pub use crate::model::{Limits, Network, SecretsInput, SecretsOutput, SecretsProfile};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -95,8 +95,17 @@ struct RawPolicy {
     unanalysable: Option<Spanned<String>>,
     #[serde(default)]
     sandbox: RawSandbox,
+    #[serde(default)]
+    secrets: RawSecrets,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSecrets {
+    output: Option<Spanned<String>>,
+    input: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -408,6 +417,7 @@ fn compile(
     let mut description = String::new();
     let mut unanalysable = Effect::Deny;
     let mut rules: Vec<Rule> = Vec::new();
+    let mut secrets = SecretsProfile::default();
     let mut sb = SandboxProfile {
         read: vec![],
         write: vec![],
@@ -441,6 +451,32 @@ fn compile(
         }
         if let Some(u) = &raw.unanalysable {
             unanalysable = parse_effect(&ctx, u, "unanalysable")?;
+        }
+        if let Some(v) = &raw.secrets.output {
+            secrets.output = match v.get_ref().as_str() {
+                "redact" => SecretsOutput::Redact,
+                "block" => SecretsOutput::Block,
+                "warn" => SecretsOutput::Warn,
+                other => {
+                    return Err(ctx.err(
+                        v.span(),
+                        format!("`secrets.output = \"{other}\"`: expected \"redact\", \"block\" or \"warn\""),
+                    ));
+                }
+            };
+        }
+        if let Some(v) = &raw.secrets.input {
+            secrets.input = match v.get_ref().as_str() {
+                "deny" => SecretsInput::Deny,
+                "redact" => SecretsInput::Redact,
+                "warn" => SecretsInput::Warn,
+                other => {
+                    return Err(ctx.err(
+                        v.span(),
+                        format!("`secrets.input = \"{other}\"`: expected \"deny\", \"redact\" or \"warn\""),
+                    ));
+                }
+            };
         }
         let s = &raw.sandbox;
         for (list, out, rel) in [
@@ -573,6 +609,7 @@ fn compile(
         unanalysable,
         rules,
         sandbox: sb,
+        secrets,
     })
 }
 

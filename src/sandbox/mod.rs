@@ -33,6 +33,37 @@ pub enum Stdin {
     Inherit,
     /// `/dev/null`.
     Null,
+    /// The caller's stdin, relayed through a pipe and [`StreamIo::input`] (which may rewrite
+    /// it or stop the run).
+    Filtered,
+}
+
+/// What the sandbox does with the command's streams. The broker implements it (secrets
+/// redaction); a closure `FnMut(Stream, &[u8])` is a pass-through implementation.
+pub trait StreamIo {
+    /// A chunk of the command's output. Returning false stops the run: the sandbox is killed
+    /// and [`Outcome::aborted`] is set.
+    fn output(&mut self, stream: Stream, data: &[u8]) -> bool;
+    /// The output pipes are drained for now (the command is quiet or waiting).
+    fn output_idle(&mut self) {}
+    /// A chunk of the caller's stdin ([`Stdin::Filtered`]); what to deliver goes to `out`.
+    /// Returning false stops the run.
+    fn input(&mut self, data: &[u8], out: &mut Vec<u8>) -> bool {
+        out.extend_from_slice(data);
+        true
+    }
+    /// The caller's stdin ended; last bytes to deliver go to `out`. False stops the run.
+    fn input_end(&mut self, out: &mut Vec<u8>) -> bool {
+        let _ = out;
+        true
+    }
+}
+
+impl<F: FnMut(Stream, &[u8])> StreamIo for F {
+    fn output(&mut self, stream: Stream, data: &[u8]) -> bool {
+        self(stream, data);
+        true
+    }
 }
 
 /// How a run is confined: everything of a [`Spec`] except what to run. Paths are absolute and,
@@ -165,6 +196,8 @@ pub struct Outcome {
     pub output_limit_exceeded: bool,
     /// The run's memory cgroup limit was hit: some process of it was OOM-killed.
     pub memory_limit_hit: bool,
+    /// The stream handler stopped the run ([`StreamIo`] returned false).
+    pub aborted: bool,
     /// Wall time.
     pub duration: Duration,
     /// Bytes of stdout and stderr produced (including any not delivered past the limit).
@@ -250,6 +283,18 @@ pub fn stdin_is_tty() -> bool {
     sys::isatty(0)
 }
 
+/// Is this process's stdin `/dev/null` (nothing to relay or scan)?
+pub fn stdin_is_null() -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let (Ok(ours), Ok(null)) = (
+        std::fs::metadata("/proc/self/fd/0"),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    ours.file_type().is_char_device() && ours.rdev() == null.rdev()
+}
+
 /// The (stage, value) records of the report pipe.
 fn records(rep: &[u8]) -> impl Iterator<Item = (u32, i32)> + '_ {
     rep.chunks_exact(8).map(|r| {
@@ -291,7 +336,7 @@ fn reap_pending() {
 }
 
 /// Runs `spec` confined; `sink` receives output chunks as they arrive.
-pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, SandboxError> {
+pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError> {
     let start = Instant::now();
     reap_pending();
     let c = &spec.confine;
@@ -571,9 +616,20 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     let (mut out_r, out_w) = std::io::pipe().map_err(io("creating the stdout pipe"))?;
     let (mut err_r, err_w) = std::io::pipe().map_err(io("creating the stderr pipe"))?;
     let (mut rep_r, rep_w) = std::io::pipe().map_err(io("creating the report pipe"))?;
-    let null_stdin: Option<std::fs::File> = match spec.stdin {
+    let mut stdin_w: Option<std::io::PipeWriter> = None;
+    let null_stdin: Option<OwnedFd> = match spec.stdin {
         Stdin::Inherit => None,
-        Stdin::Null => Some(std::fs::File::open("/dev/null").map_err(io("opening /dev/null"))?),
+        Stdin::Null => Some(
+            std::fs::File::open("/dev/null")
+                .map_err(io("opening /dev/null"))?
+                .into(),
+        ),
+        Stdin::Filtered => {
+            let (r, w) = std::io::pipe().map_err(io("creating the stdin pipe"))?;
+            sys::set_nonblocking(w.as_raw_fd()).map_err(io("configuring the stdin pipe"))?;
+            stdin_w = Some(w);
+            Some(r.into())
+        }
     };
     let out_w: OwnedFd = out_w.into();
     let err_w: OwnedFd = err_w.into();
@@ -596,7 +652,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         argv,
         envp: env,
         cwd: cstr(spec.cwd.as_os_str().as_bytes(), "the working directory")?,
-        stdin: null_stdin.as_ref().map(|f| f.as_raw_fd()),
+        stdin: null_stdin.as_ref().map(sys::raw),
         stdout: sys::raw(&out_w),
         stderr: sys::raw(&err_w),
         report: sys::raw(&rep_w),
@@ -622,6 +678,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         privileged,
         stack: vec![0u8; sys::CHILD_STACK],
         broker_pidfd: sys::raw(&broker_pidfd),
+        broker_only: stdin_w.iter().map(|w| w.as_raw_fd()).collect(),
     };
     let (pid, pidfd) = sys::spawn(&plan).map_err(io("starting the sandboxed process"))?;
     drop(plan);
@@ -657,8 +714,18 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     };
     // With namespaces: the helper's status record has arrived.
     let mut reported = false;
+    let mut aborted = false;
+    // Filtered stdin: bytes waiting for the pipe, and whether our stdin is still open.
+    let mut in_pending: Vec<u8> = Vec::new();
+    let mut in_open = stdin_w.is_some();
+    let caller_stdin = std::io::stdin();
     loop {
         let done = exited || (use_ns && reported);
+        if done && stdin_w.is_some() {
+            // The command is gone: nobody reads its stdin any more.
+            stdin_w = None;
+            in_open = false;
+        }
         if done && !out_open && !err_open {
             break;
         }
@@ -678,29 +745,25 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
             }
         }
         let fd_if = |open: bool, fd: i32| if open { fd } else { -1 };
+        let pfd = |fd: i32, out: bool| sys::PollFd {
+            fd,
+            out,
+            ready: false,
+            hangup: false,
+        };
+        let stdin_w_fd = stdin_w.as_ref().map_or(-1, |w| w.as_raw_fd());
         let mut fds = [
-            sys::PollFd {
-                fd: fd_if(out_open, out_r.as_raw_fd()),
-                ready: false,
-                hangup: false,
-            },
-            sys::PollFd {
-                fd: fd_if(err_open, err_r.as_raw_fd()),
-                ready: false,
-                hangup: false,
-            },
-            sys::PollFd {
-                fd: fd_if(rep_open, rep_r.as_raw_fd()),
-                ready: false,
-                hangup: false,
-            },
-            sys::PollFd {
-                fd: fd_if(!done, pidfd.as_raw_fd()),
-                ready: false,
-                hangup: false,
-            },
+            pfd(fd_if(out_open, out_r.as_raw_fd()), false),
+            pfd(fd_if(err_open, err_r.as_raw_fd()), false),
+            pfd(fd_if(rep_open, rep_r.as_raw_fd()), false),
+            pfd(fd_if(!done, pidfd.as_raw_fd()), false),
+            // Our stdin, while there is room for more in the pipe's backlog.
+            pfd(fd_if(in_open && in_pending.len() < 64 * 1024, 0), false),
+            pfd(fd_if(!in_pending.is_empty(), stdin_w_fd), true),
         ];
-        sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
+        let n_ready =
+            sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
+        let mut got_output = false;
         for (i, (reader, open)) in [(&mut out_r, &mut out_open), (&mut err_r, &mut err_open)]
             .into_iter()
             .enumerate()
@@ -709,6 +772,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                 match reader.read(&mut buf) {
                     Ok(0) | Err(_) => *open = false,
                     Ok(n) => {
+                        got_output = true;
                         counts[i] += n as u64;
                         let total = counts[0] + counts[1];
                         let limit = l.output.unwrap_or(u64::MAX);
@@ -717,21 +781,70 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
                         } else {
                             Stream::Stderr
                         };
-                        if total > limit {
-                            let keep = n.saturating_sub((total - limit) as usize);
-                            if keep > 0 && !over_limit {
-                                sink(stream, &buf[..keep]);
-                            }
-                            if !over_limit {
-                                over_limit = true;
-                                kill_all(pid);
-                            }
+                        let keep = if total > limit {
+                            n.saturating_sub((total - limit) as usize)
                         } else {
-                            sink(stream, &buf[..n]);
+                            n
+                        };
+                        if keep > 0 && !over_limit && !aborted && !sink.output(stream, &buf[..keep])
+                        {
+                            aborted = true;
+                            kill_all(pid);
+                        }
+                        if total > limit && !over_limit {
+                            over_limit = true;
+                            kill_all(pid);
                         }
                     }
                 }
             }
+        }
+        if got_output && !aborted {
+            // A read returned less than a full buffer or the pipes are drained: the command is
+            // quiet for now. (A full pipe keeps `poll` ready and this is skipped until then.)
+            let more = [0usize, 1].iter().any(|&i| {
+                let open = if i == 0 { out_open } else { err_open };
+                open && fds[i].ready
+            });
+            if !more || n_ready <= 1 {
+                sink.output_idle();
+            }
+        }
+        // Filtered stdin: read ours, pass it through the filter, write to the command's pipe.
+        if in_open && (fds[4].ready || fds[4].hangup) {
+            let mut chunk = vec![0u8; 64 * 1024];
+            let n = std::io::Read::read(&mut caller_stdin.lock(), &mut chunk).unwrap_or(0);
+            let ok = if n == 0 {
+                in_open = false;
+                sink.input_end(&mut in_pending)
+            } else {
+                sink.input(&chunk[..n], &mut in_pending)
+            };
+            if !ok && !aborted {
+                aborted = true;
+                in_pending.clear();
+                kill_all(pid);
+            }
+        }
+        if let Some(w) = stdin_w.as_mut()
+            && !in_pending.is_empty()
+            && (fds[5].ready || fds[5].hangup)
+        {
+            match std::io::Write::write(w, &in_pending) {
+                Ok(k) => {
+                    in_pending.drain(..k);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // The command closed its stdin: drop the rest, as a pipe would.
+                Err(_) => {
+                    in_pending.clear();
+                    in_open = false;
+                }
+            }
+        }
+        if stdin_w.is_some() && !in_open && in_pending.is_empty() {
+            // EOF for the command.
+            stdin_w = None;
         }
         if rep_open && (fds[2].ready || fds[2].hangup) {
             match rep_r.read(&mut buf) {
@@ -804,7 +917,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
     status.denied_masked = denied_masked;
 
     let (exit_code, signal) = match cmd_status {
-        _ if timed_out || over_limit => (None, Some(libc::SIGKILL)),
+        _ if timed_out || over_limit || aborted => (None, Some(libc::SIGKILL)),
         Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
         Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
         // The helper died without a report: it was killed (only the broker can do that).
@@ -817,6 +930,7 @@ pub fn run(spec: &Spec, sink: &mut dyn FnMut(Stream, &[u8])) -> Result<Outcome, 
         timed_out,
         output_limit_exceeded: over_limit,
         memory_limit_hit,
+        aborted,
         duration,
         stdout_bytes: counts[0],
         stderr_bytes: counts[1],

@@ -144,6 +144,9 @@ pub(crate) struct ChildPlan {
     pub stack: Vec<u8>,
     /// A pidfd of the broker itself, for the helper's check that the broker is still alive.
     pub broker_pidfd: RawFd,
+    /// The broker's own ends of pipes (the write end of a filtered stdin): the helper, which
+    /// never execs, closes them first, or the command would never see end of file.
+    pub broker_only: Vec<RawFd>,
 }
 
 /// Size of [`ChildPlan::stack`]: the command's setup runs only raw syscalls.
@@ -313,6 +316,10 @@ fn init_main(
     envp: &[*const libc::c_char],
 ) -> ! {
     let r = plan.report;
+    for &fd in &plan.broker_only {
+        // SAFETY: closing our copy of an fd that belongs to the broker.
+        unsafe { libc::close(fd) };
+    }
     // If the broker dies (Ctrl-C, SIGKILL), so does this helper, and with it, as pid 1, every
     // process of the run. (The death signal follows the thread that cloned us: callers must
     // spawn from a thread that outlives the run, which the CLI's main thread does.)
@@ -860,17 +867,33 @@ pub(crate) fn try_wait(pid: libc::pid_t) -> bool {
 /// Readiness of one fd after [`poll`].
 pub(crate) struct PollFd {
     pub fd: RawFd,
+    /// Wait for writability instead of input.
+    pub out: bool,
     pub ready: bool,
     pub hangup: bool,
 }
 
-/// poll(2) over `fds` for input; `timeout_ms` < 0 waits forever.
+/// Sets O_NONBLOCK on an fd we own (never on one shared with our caller).
+pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl with integer arguments on an fd the caller owns.
+    let ok = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// poll(2) over `fds` for input (or output, per `out`); `timeout_ms` < 0 waits forever.
 pub(crate) fn poll(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
     let mut raw: Vec<libc::pollfd> = fds
         .iter()
         .map(|f| libc::pollfd {
             fd: f.fd,
-            events: libc::POLLIN,
+            events: if f.out { libc::POLLOUT } else { libc::POLLIN },
             revents: 0,
         })
         .collect();
@@ -884,7 +907,7 @@ pub(crate) fn poll(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
         return Err(e);
     }
     for (f, r) in fds.iter_mut().zip(&raw) {
-        f.ready = r.revents & libc::POLLIN != 0;
+        f.ready = r.revents & (libc::POLLIN | libc::POLLOUT) != 0;
         f.hangup = r.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
     }
     Ok(n as usize)
