@@ -78,6 +78,8 @@
 
 pub mod broker;
 pub mod cli;
+pub mod fsops;
+pub mod journal;
 pub mod model;
 pub mod policy;
 pub mod sandbox;

@@ -2,6 +2,7 @@
 //! The only module that imports the others.
 
 mod guard;
+pub mod scan;
 
 pub use guard::{InputSecret, OutputSecret, SecretsReport};
 

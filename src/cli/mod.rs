@@ -75,11 +75,44 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
         command: Vec<String>,
     },
+    /// Find secrets in files (exit 1 when something new is found).
+    Scan {
+        /// Files and directories (walked in parallel; .gitignore is honoured).
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Output format (`--json` is `--format json`).
+        #[arg(long, value_enum, default_value = "text")]
+        format: ScanFormat,
+        /// Rewrite files with each new secret replaced by [REDACTED:<rule>] (backed up and
+        /// journalled in the state directory first).
+        #[arg(long)]
+        redact: bool,
+        /// Baseline file: findings it lists are not reported; it is written (or updated) with
+        /// every current finding. Entries hold a hash of the secret, never the secret.
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<PathBuf>,
+        /// Leave out paths matching this glob (gitignore syntax; repeatable).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Do not honour .gitignore, .ignore and git exclude files.
+        #[arg(long)]
+        no_ignore: bool,
+    },
     /// Inspect policies.
     Policy {
         #[command(subcommand)]
         cmd: PolicyCmd,
     },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ScanFormat {
+    /// `path:line:column: rule (fingerprint)` per finding.
+    Text,
+    /// One JSON object.
+    Json,
+    /// SARIF 2.1.0.
+    Sarif,
 }
 
 #[derive(Subcommand, Debug)]
@@ -145,6 +178,25 @@ pub fn main() -> ExitCode {
         }
     };
     match &cli.cmd {
+        Cmd::Scan {
+            paths,
+            format,
+            redact,
+            baseline,
+            exclude,
+            no_ignore,
+        } => {
+            let format = if cli.json { ScanFormat::Json } else { *format };
+            let req = broker::scan::ScanRequest {
+                paths: paths.clone(),
+                exclude: exclude.clone(),
+                no_ignore: *no_ignore,
+                baseline: baseline.clone(),
+                redact: *redact,
+                state_dir: state_dir(&cli),
+            };
+            run_scan(&req, format)
+        }
         Cmd::Policy {
             cmd: PolicyCmd::List,
         } => policy_list(&cli),
@@ -318,6 +370,81 @@ fn broker_error(e: BrokerError) -> ExitCode {
         BrokerError::Sandbox(_) | BrokerError::Io { .. } => exit::SANDBOX,
     };
     fail(code, e)
+}
+
+fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
+    // A progress line on a terminal, for trees that take more than a moment.
+    let bar = crate::sandbox::stderr_is_tty().then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+        b
+    });
+    let progress = |files: u64, bytes: u64| {
+        if let Some(b) = &bar {
+            b.set_message(format!(
+                "scanning: {files} files, {:.1} MB",
+                bytes as f64 / 1e6
+            ));
+            b.tick();
+        }
+    };
+    let res = broker::scan::scan(req, &progress);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let report = match res {
+        Ok(r) => r,
+        Err(e) => return broker_error(e),
+    };
+    match format {
+        ScanFormat::Json => println!("{}", json!(report)),
+        ScanFormat::Sarif => println!(
+            "{}",
+            serde_json::to_string_pretty(&broker::scan::sarif(&report)).unwrap_or_default()
+        ),
+        ScanFormat::Text => {
+            let mut out = std::io::stdout().lock();
+            for f in &report.findings {
+                let _ = writeln!(
+                    out,
+                    "{}:{}:{}: {} (sha256 {})",
+                    f.path,
+                    f.line,
+                    f.column,
+                    f.rule,
+                    &f.fingerprint[..12]
+                );
+            }
+            let mb = report.bytes_scanned as f64 / 1e6;
+            let secs = report.duration_ms.max(1) as f64 / 1e3;
+            eprintln!(
+                "gateway scan: {} finding(s){} in {} files, {:.1} MB in {:.2}s ({:.0} MB/s){}",
+                report.findings.len(),
+                if report.known > 0 {
+                    format!(" ({} more known to the baseline)", report.known)
+                } else {
+                    String::new()
+                },
+                report.files_scanned,
+                mb,
+                secs,
+                mb / secs,
+                if report.redacted_files.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; redacted {} file(s) (old contents backed up in the state directory)",
+                        report.redacted_files.len()
+                    )
+                }
+            );
+        }
+    }
+    if report.findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String]) -> ExitCode {

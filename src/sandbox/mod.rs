@@ -283,6 +283,11 @@ pub fn stdin_is_tty() -> bool {
     sys::isatty(0)
 }
 
+/// Is this process's stderr a terminal?
+pub fn stderr_is_tty() -> bool {
+    sys::isatty(2)
+}
+
 /// Is this process's stdin `/dev/null` (nothing to relay or scan)?
 pub fn stdin_is_null() -> bool {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};

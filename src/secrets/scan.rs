@@ -35,9 +35,9 @@ pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
 
 /// The compiled detectors. Build once ([`scanner`]); `scan` is thread-safe.
 pub struct Scanner {
-    ac: AhoCorasick,
-    /// Per pattern: (rule index, the keyword as written, for case-sensitive rules).
-    patterns: Vec<(usize, &'static [u8])>,
+    /// Keywords matched ASCII-case-insensitively, and those that must match exactly (token
+    /// prefixes such as `AKIA`, `AP0`: case-insensitively they would hit `escape`, `task`).
+    automata: [(AhoCorasick, Vec<usize>); 2],
     regexes: Vec<OnceLock<Option<Regex>>>,
 }
 
@@ -49,24 +49,30 @@ pub fn scanner() -> &'static Scanner {
 
 impl Scanner {
     fn new() -> Scanner {
-        let mut pats: Vec<Vec<u8>> = Vec::new();
-        let mut patterns = Vec::new();
-        for (i, r) in RULES.iter().enumerate() {
-            for k in r.keywords {
-                pats.push(k.as_bytes().to_ascii_lowercase());
-                patterns.push((i, k.as_bytes()));
+        let build = |case_sensitive: bool| {
+            let mut pats: Vec<&'static str> = Vec::new();
+            let mut rule_of = Vec::new();
+            for (i, r) in RULES.iter().enumerate() {
+                if r.case_sensitive != case_sensitive {
+                    continue;
+                }
+                for k in r.keywords {
+                    pats.push(k);
+                    rule_of.push(i);
+                }
             }
-        }
-        // Standard semantics with overlapping search: every keyword of every rule is seen,
-        // also when one keyword contains another (`secret` in `secret_access_key`).
-        let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&pats)
-            .unwrap_or_else(|e| panic!("secret keywords: {e}"));
+            // Standard semantics with overlapping search: every keyword of every rule is seen,
+            // also when one keyword contains another (`secret` in `secret_access_key`).
+            let ac = AhoCorasickBuilder::new()
+                .ascii_case_insensitive(!case_sensitive)
+                .match_kind(MatchKind::Standard)
+                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                .build(&pats)
+                .unwrap_or_else(|e| panic!("secret keywords: {e}"));
+            (ac, rule_of)
+        };
         Scanner {
-            ac,
-            patterns,
+            automata: [build(false), build(true)],
             regexes: RULES.iter().map(|_| OnceLock::new()).collect(),
         }
     }
@@ -114,22 +120,21 @@ impl Scanner {
     fn scan_rules(&self, text: &[u8], kind: TextKind, out: &mut Vec<(usize, Finding)>) {
         // Windows (rule, start, end) around keyword hits.
         let mut windows: Vec<(usize, usize, usize)> = Vec::new();
-        for m in self.ac.find_overlapping_iter(text) {
-            let (ri, kw) = self.patterns[m.pattern().as_usize()];
-            let rule = &RULES[ri];
-            if rule.case_sensitive && &text[m.start()..m.end()] != kw {
-                continue;
-            }
-            let ls = line_start(text, m.start(), MAX_BEFORE);
-            let le = if rule.lines_after > 0 {
-                lines_end(text, m.end(), rule.lines_after, MAX_AFTER_MULTILINE)
-            } else {
-                lines_end(text, m.end(), 0, MAX_AFTER)
-            };
-            match windows.last_mut() {
-                // Hits of one rule on one line: one window.
-                Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
-                _ => windows.push((ri, ls, le)),
+        for (ac, rule_of) in &self.automata {
+            for m in ac.find_overlapping_iter(text) {
+                let ri = rule_of[m.pattern().as_usize()];
+                let rule = &RULES[ri];
+                let ls = line_start(text, m.start(), MAX_BEFORE);
+                let le = if rule.lines_after > 0 {
+                    lines_end(text, m.end(), rule.lines_after, MAX_AFTER_MULTILINE)
+                } else {
+                    lines_end(text, m.end(), 0, MAX_AFTER)
+                };
+                match windows.last_mut() {
+                    // Hits of one rule on one line: one window.
+                    Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
+                    _ => windows.push((ri, ls, le)),
+                }
             }
         }
         if windows.is_empty() {

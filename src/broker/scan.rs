@@ -1,0 +1,407 @@
+//! `gateway scan`: walk paths (ripgrep's `ignore`, in parallel), find secrets, compare with a
+//! baseline, optionally redact files (backed up and journalled first).
+
+use super::BrokerError;
+use crate::secrets::{self, TextKind, scanner};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// What to scan and how.
+#[derive(Debug, Default)]
+pub struct ScanRequest {
+    /// Files and directories.
+    pub paths: Vec<PathBuf>,
+    /// Globs to leave out (gitignore syntax, matched below each path).
+    pub exclude: Vec<String>,
+    /// Do not honour .gitignore / .ignore files.
+    pub no_ignore: bool,
+    /// Baseline file: known findings are not reported; the file is written with all current
+    /// findings afterwards.
+    pub baseline: Option<PathBuf>,
+    /// Rewrite files with each (new) secret replaced by `[REDACTED:<rule>]`.
+    pub redact: bool,
+    /// State directory (backups and journal for `redact`).
+    pub state_dir: PathBuf,
+}
+
+/// One finding: where, which rule, and a hash of the secret (never the secret).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ScanFinding {
+    /// File.
+    pub path: String,
+    /// Line (1-based).
+    pub line: usize,
+    /// Column (1-based, bytes).
+    pub column: usize,
+    /// Rule id.
+    pub rule: String,
+    /// SHA-256 of the secret, hex.
+    pub fingerprint: String,
+}
+
+/// The result of a scan.
+#[derive(Debug, Serialize)]
+pub struct ScanReport {
+    /// New findings (not in the baseline), sorted by path and position.
+    pub findings: Vec<ScanFinding>,
+    /// Files read.
+    pub files_scanned: u64,
+    /// Bytes read.
+    pub bytes_scanned: u64,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// Findings that the baseline already knew (not in `findings`).
+    #[serde(skip)]
+    pub known: usize,
+    /// Files rewritten by `redact`.
+    #[serde(skip)]
+    pub redacted_files: Vec<PathBuf>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Baseline {
+    version: u32,
+    generated_by: String,
+    results: Vec<BaselineEntry>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct BaselineEntry {
+    path: String,
+    rule: String,
+    fingerprint: String,
+    line: usize,
+}
+
+/// Files larger than this are skipped (generated data, not source).
+const MAX_FILE: u64 = 64 << 20;
+
+/// Progress callback: (files, bytes) so far.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// Scans. Errors: bad paths or globs, an unreadable or invalid baseline, failed redaction.
+pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, BrokerError> {
+    let start = Instant::now();
+    if req.paths.is_empty() {
+        return Err(BrokerError::Usage(
+            "gateway scan: give at least one file or directory".into(),
+        ));
+    }
+    for p in &req.paths {
+        if std::fs::symlink_metadata(p).is_err() {
+            return Err(BrokerError::Usage(format!(
+                "gateway scan: {}: no such file or directory",
+                p.display()
+            )));
+        }
+    }
+    let known: Vec<BaselineEntry> = match &req.baseline {
+        Some(b) if b.exists() => {
+            let text = std::fs::read(b).map_err(|e| BrokerError::Io {
+                what: format!("reading the baseline {}", b.display()),
+                source: e,
+            })?;
+            let parsed: Baseline = serde_json::from_slice(&text).map_err(|e| {
+                BrokerError::Usage(format!(
+                    "baseline {}: not a gateway baseline ({e}); remove it or give another path",
+                    b.display()
+                ))
+            })?;
+            parsed.results
+        }
+        _ => vec![],
+    };
+
+    let mut wb = ignore::WalkBuilder::new(&req.paths[0]);
+    for p in &req.paths[1..] {
+        wb.add(p);
+    }
+    // Secrets hide in dotfiles (.env, .npmrc): scan hidden files, but not VCS internals.
+    wb.hidden(false)
+        .follow_links(false)
+        .threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .filter_entry(|e| e.file_name() != ".git");
+    if req.no_ignore {
+        wb.git_ignore(false)
+            .git_exclude(false)
+            .git_global(false)
+            .ignore(false)
+            .parents(false);
+    }
+    if !req.exclude.is_empty() {
+        let mut ob = ignore::overrides::OverrideBuilder::new("/");
+        for g in &req.exclude {
+            ob.add(&format!("!{g}"))
+                .map_err(|e| BrokerError::Usage(format!("--exclude {g}: {e}")))?;
+        }
+        let ov = ob
+            .build()
+            .map_err(|e| BrokerError::Usage(format!("--exclude: {e}")))?;
+        wb.overrides(ov);
+    }
+    let files = AtomicU64::new(0);
+    let bytes = AtomicU64::new(0);
+    let found: Mutex<Vec<(PathBuf, Vec<ScanFinding>)>> = Mutex::new(Vec::new());
+    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    wb.build_parallel().run(|| {
+        let files = &files;
+        let bytes = &bytes;
+        let found = &found;
+        let errors = &errors;
+        Box::new(move |entry| {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    if let Ok(mut v) = errors.lock() {
+                        v.push(e.to_string());
+                    }
+                    return ignore::WalkState::Continue;
+                }
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return ignore::WalkState::Continue;
+            }
+            let path = entry.path();
+            if secrets::is_non_text_path(path) || entry.metadata().is_ok_and(|m| m.len() > MAX_FILE)
+            {
+                return ignore::WalkState::Continue;
+            }
+            let data = match std::fs::read(path) {
+                Ok(d) => d,
+                Err(e) => {
+                    if let Ok(mut v) = errors.lock() {
+                        v.push(format!("{}: {e}", path.display()));
+                    }
+                    return ignore::WalkState::Continue;
+                }
+            };
+            let n = files.fetch_add(1, Ordering::Relaxed) + 1;
+            let b = bytes.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+            if n % 256 == 0 {
+                progress(n, b);
+            }
+            // Binary content (a NUL in the first 8 KiB) is not text.
+            if memchr::memchr(0, &data[..data.len().min(8192)]).is_some() {
+                return ignore::WalkState::Continue;
+            }
+            let hits = scanner().scan(&data, TextKind::of_path(path), true);
+            if hits.is_empty() {
+                return ignore::WalkState::Continue;
+            }
+            let shown = path.display().to_string();
+            let mut out = Vec::with_capacity(hits.len());
+            // Line numbers incrementally: findings come sorted by offset.
+            let (mut line, mut at) = (1usize, 0usize);
+            for h in hits {
+                line += memchr::memchr_iter(b'\n', &data[at..h.start]).count();
+                at = h.start;
+                let col =
+                    h.start - memchr::memrchr(b'\n', &data[..h.start]).map_or(0, |i| i + 1) + 1;
+                out.push(ScanFinding {
+                    path: shown.clone(),
+                    line,
+                    column: col,
+                    rule: h.rule.to_string(),
+                    fingerprint: secrets::fingerprint(&data[h.start..h.end]),
+                });
+            }
+            if let Ok(mut v) = found.lock() {
+                v.push((path.to_path_buf(), out));
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    let mut per_file = found.into_inner().unwrap_or_default();
+    per_file.sort_by(|a, b| a.0.cmp(&b.0));
+    for e in errors.into_inner().unwrap_or_default() {
+        eprintln!("gateway scan: skipped: {e}");
+    }
+
+    let is_known = |f: &ScanFinding| {
+        known
+            .iter()
+            .any(|k| k.path == f.path && k.rule == f.rule && k.fingerprint == f.fingerprint)
+    };
+    let mut findings = Vec::new();
+    let mut known_count = 0;
+    let mut all: Vec<BaselineEntry> = Vec::new();
+    let mut redacted_files = Vec::new();
+    for (path, fs) in &per_file {
+        let new: Vec<&ScanFinding> = fs.iter().filter(|f| !is_known(f)).collect();
+        known_count += fs.len() - new.len();
+        all.extend(fs.iter().map(|f| BaselineEntry {
+            path: f.path.clone(),
+            rule: f.rule.clone(),
+            fingerprint: f.fingerprint.clone(),
+            line: f.line,
+        }));
+        if req.redact && !new.is_empty() {
+            redact_file(path, &new, &req.state_dir)?;
+            redacted_files.push(path.clone());
+        }
+        findings.extend(new.into_iter().cloned());
+    }
+    if let Some(b) = &req.baseline {
+        let doc = Baseline {
+            version: 1,
+            generated_by: format!("gateway {}", env!("CARGO_PKG_VERSION")),
+            results: all,
+        };
+        let mut text = serde_json::to_vec_pretty(&doc).map_err(|e| BrokerError::Io {
+            what: "encoding the baseline".into(),
+            source: std::io::Error::other(e),
+        })?;
+        text.push(b'\n');
+        write_new_or_replace(b, &text)?;
+    }
+    Ok(ScanReport {
+        findings,
+        files_scanned: files.load(Ordering::Relaxed),
+        bytes_scanned: bytes.load(Ordering::Relaxed),
+        duration_ms: start.elapsed().as_millis() as u64,
+        known: known_count,
+        redacted_files,
+    })
+}
+
+fn write_new_or_replace(path: &Path, data: &[u8]) -> Result<(), BrokerError> {
+    let r = if path.exists() {
+        crate::fsops::atomic_replace(path, data).map_err(|e| BrokerError::Io {
+            what: "writing the baseline".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    } else {
+        std::fs::write(path, data).map_err(|e| BrokerError::Io {
+            what: format!("writing the baseline {}", path.display()),
+            source: e,
+        })
+    };
+    r
+}
+
+/// Rewrites one file with the given findings redacted: the old content is backed up and the
+/// change journalled before the atomic replace. The file is re-read and re-scanned so that
+/// the spans are those of its current content; a file that changed so that a finding is gone
+/// is left alone for it.
+fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<(), BrokerError> {
+    let err = |what: &str, e: String| BrokerError::Io {
+        what: format!("{what} {}", path.display()),
+        source: std::io::Error::other(e),
+    };
+    let data = std::fs::read(path).map_err(|e| err("re-reading", e.to_string()))?;
+    let hits = scanner().scan(&data, TextKind::of_path(path), true);
+    let mut out = Vec::with_capacity(data.len());
+    let mut pos = 0;
+    for h in hits {
+        let fp = secrets::fingerprint(&data[h.start..h.end]);
+        if !which
+            .iter()
+            .any(|f| f.fingerprint == fp && f.rule == h.rule)
+        {
+            continue;
+        }
+        out.extend_from_slice(&data[pos..h.start]);
+        out.extend_from_slice(format!("[REDACTED:{}]", h.rule).as_bytes());
+        pos = h.end;
+    }
+    out.extend_from_slice(&data[pos..]);
+    if out == data {
+        return Ok(());
+    }
+    let before =
+        crate::journal::backup(state_dir, &data).map_err(|e| err("backing up", e.to_string()))?;
+    let after = crate::journal::sha256_hex(&out);
+    crate::journal::record(
+        state_dir,
+        &crate::journal::Entry {
+            time: crate::journal::now(),
+            op: "redact",
+            path,
+            before: &before,
+            after: &after,
+        },
+    )
+    .map_err(|e| err("journalling the redaction of", e.to_string()))?;
+    crate::fsops::atomic_replace(path, &out).map_err(|e| err("rewriting", e.to_string()))
+}
+
+/// SARIF 2.1.0 for a report.
+pub fn sarif(report: &ScanReport) -> serde_json::Value {
+    use serde_json::json;
+    let mut rule_ids: Vec<&str> = report.findings.iter().map(|f| f.rule.as_str()).collect();
+    rule_ids.sort();
+    rule_ids.dedup();
+    let describe = |id: &str| -> &'static str {
+        secrets::rules::RULES
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.description)
+            .unwrap_or(match id {
+                "high-entropy-hex" => "High-entropy hexadecimal string",
+                _ => "High-entropy base64 string",
+            })
+    };
+    let rules: Vec<serde_json::Value> = rule_ids
+        .iter()
+        .map(|id| {
+            json!({
+                "id": id,
+                "name": id,
+                "shortDescription": {"text": describe(id)},
+                "defaultConfiguration": {"level": "error"},
+            })
+        })
+        .collect();
+    let results: Vec<serde_json::Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            json!({
+                "ruleId": f.rule,
+                "ruleIndex": rule_ids.iter().position(|r| *r == f.rule).unwrap_or(0),
+                "level": "error",
+                "message": {"text": format!("{} ({})", describe(&f.rule), f.rule)},
+                "locations": [{
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": uri(&f.path)},
+                        "region": {"startLine": f.line, "startColumn": f.column},
+                    }
+                }],
+                "partialFingerprints": {"secretSha256/v1": f.fingerprint},
+            })
+        })
+        .collect();
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "gateway",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://github.com/gateway/gateway",
+                "rules": rules,
+            }},
+            "results": results,
+        }]
+    })
+}
+
+/// A relative or absolute path as a URI reference (percent-encoding what must be).
+fn uri(path: &str) -> String {
+    let mut s = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if path.starts_with('/') {
+        format!("file://{s}")
+    } else {
+        s
+    }
+}
