@@ -180,7 +180,7 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
             };
             let n = files.fetch_add(1, Ordering::Relaxed) + 1;
             let b = bytes.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
-            if n % 256 == 0 {
+            if n.is_multiple_of(256) {
                 progress(n, b);
             }
             // Binary content (a NUL in the first 8 KiB) is not text.
@@ -268,7 +268,7 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
 }
 
 fn write_new_or_replace(path: &Path, data: &[u8]) -> Result<(), BrokerError> {
-    let r = if path.exists() {
+    if path.exists() {
         crate::fsops::atomic_replace(path, data).map_err(|e| BrokerError::Io {
             what: "writing the baseline".into(),
             source: std::io::Error::other(e.to_string()),
@@ -278,8 +278,7 @@ fn write_new_or_replace(path: &Path, data: &[u8]) -> Result<(), BrokerError> {
             what: format!("writing the baseline {}", path.display()),
             source: e,
         })
-    };
-    r
+    }
 }
 
 /// Rewrites one file with the given findings redacted: the old content is backed up and the
