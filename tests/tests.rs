@@ -1692,3 +1692,23 @@ sandbox_test! {
         assert!(stdout(&o).contains("ESCAPED"), "{}", text(&o));
     }
 }
+
+// ---------- secrets ----------
+
+#[path = "secrets/corpus.rs"]
+mod corpus;
+
+#[test]
+fn secrets_corpus_recall_and_precision() {
+    corpus::corpus_recall_and_precision();
+}
+
+#[test]
+fn secrets_corpus_covers_every_rule() {
+    let mut ids: Vec<&str> = gateway::secrets::rules::RULES
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    ids.extend(["high-entropy-base64", "high-entropy-hex"]);
+    corpus::every_rule_has_three_positives(&ids);
+}

@@ -254,11 +254,38 @@ pub fn is_placeholder(v: &[u8]) -> bool {
     if WORDS.contains(&t) {
         return true;
     }
-    // Type names and enum-like words: `String`, `SecretKey`, `PasswordHash`.
-    v[0].is_ascii_uppercase()
-        && v.iter().any(u8::is_ascii_lowercase)
-        && v.iter().all(u8::is_ascii_alphabetic)
-        && v.len() <= 32
+    // Type names and enum-like words: `String`, `SecretKey`, `PasswordHash` (capitalised
+    // words, each an uppercase letter and lowercase ones).
+    is_camel_words(v) && v.len() <= 40
+}
+
+/// `^([A-Z][a-z]+)+$`
+fn is_camel_words(v: &[u8]) -> bool {
+    let mut i = 0;
+    while i < v.len() {
+        if !v[i].is_ascii_uppercase() {
+            return false;
+        }
+        let start = i + 1;
+        i = start;
+        while i < v.len() && v[i].is_ascii_lowercase() {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    !v.is_empty()
+}
+
+/// An unquoted value is taken for a secret only if it is not a plain word: it has a digit, a
+/// symbol, or mixed case, and at least 6 bytes (`password: incorrect` in an error message is
+/// prose; `DB_PASSWORD=Tr0ub4dor` is not).
+pub fn looks_random(v: &[u8]) -> bool {
+    v.len() >= 6
+        && (v.iter().any(u8::is_ascii_digit)
+            || v.iter().any(|b| !b.is_ascii_alphanumeric())
+            || (v.iter().any(u8::is_ascii_uppercase) && v.iter().any(u8::is_ascii_lowercase)))
 }
 
 /// An unquoted value that refers to something else: a call or index (`get_pw()`,
@@ -297,6 +324,8 @@ mod tests {
         assert!(is_placeholder(b"{{ vault_pw }}"));
         assert!(is_placeholder(b"<your-token>"));
         assert!(is_placeholder(b"String"));
+        assert!(is_placeholder(b"PasswordHash"));
+        assert!(!is_placeholder(b"BIdMZIISks"));
         assert!(is_placeholder(b"[REDACTED:github-pat]"));
         assert!(!is_placeholder(b"hunter22"));
         assert!(is_reference(b"get_password", b"()"));

@@ -207,7 +207,8 @@ fn accept(
         if entropy::is_placeholder(secret) {
             return false;
         }
-        if unquoted && entropy::is_reference(secret, &text[e..]) {
+        if unquoted && (entropy::is_reference(secret, &text[e..]) || !entropy::looks_random(secret))
+        {
             return false;
         }
         let _ = s;
@@ -227,18 +228,21 @@ fn resolve(text: &[u8], mut found: Vec<(usize, Finding)>) -> Vec<Finding> {
             .then(b.1.end.cmp(&a.1.end))
             .then(a.0.cmp(&b.0))
     });
+    // Specific findings first; entropy findings only where no specific one overlaps (an
+    // entropy match may start earlier, e.g. a whole `AccountKey=...` value).
     let mut out: Vec<Finding> = Vec::with_capacity(found.len());
-    for (_, f) in found {
-        if let Some(last) = out.last()
-            && f.start < last.end
-        {
-            continue;
+    for pass_specific in [true, false] {
+        for (_, f) in &found {
+            if f.specific != pass_specific
+                || out.iter().any(|o| f.start < o.end && o.start < f.end)
+                || allowlisted(text, f.start)
+            {
+                continue;
+            }
+            out.push(f.clone());
         }
-        if allowlisted(text, f.start) {
-            continue;
-        }
-        out.push(f);
     }
+    out.sort_by_key(|f| f.start);
     out
 }
 

@@ -1,0 +1,1061 @@
+//! The labelled secrets corpus: generated positives (at least 3 per detector, in code,
+//! configuration and prose contexts) and negatives (the false-positive kinds detect-secrets'
+//! filters know, and more), scanned by the real binary with `gateway scan --format json`.
+//!
+//! Secrets are generated here from templates with a fixed-seed generator, so no secret-looking
+//! literal lives in the repository. Template syntax: `{C:N}` is N characters of class C.
+
+use super::Env;
+use std::collections::BTreeMap;
+
+/// Character classes of the templates.
+fn class(c: char) -> &'static [u8] {
+    match c {
+        'U' => b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+        'u' => b"ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        'l' => b"abcdefghijklmnopqrstuvwxyz",
+        'L' => b"abcdefghijklmnopqrstuvwxyz0123456789",
+        'A' => b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+        'd' => b"0123456789",
+        'h' => b"0123456789abcdef",
+        'H' => b"0123456789ABCDEF",
+        'a' => b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        'b' => b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+        'w' => b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-",
+        'z' => b"QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
+        _ => panic!("unknown class {c}"),
+    }
+}
+
+/// Expands a template with a xorshift generator seeded by `seed`.
+pub fn expand(template: &str, seed: u64) -> String {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find('}').map(|e| i + e).expect("closing brace");
+        let spec = &rest[i + 1..end];
+        match spec.split_once(':') {
+            Some((c, n)) if c.len() == 1 && n.parse::<usize>().is_ok() => {
+                let chars = class(c.chars().next().expect("class"));
+                for _ in 0..n.parse::<usize>().expect("count") {
+                    out.push(chars[(next() % chars.len() as u64) as usize] as char);
+                }
+            }
+            // Not a generator: a literal brace (JSON, templated values in negatives).
+            _ => {
+                out.push('{');
+                rest = &rest[i + 1..];
+                continue;
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// (rule, file name, template): every rule has at least three.
+pub const POSITIVES: &[(&str, &str, &str)] = &[
+    (
+        "private-key",
+        "id_rsa",
+        "-----BEGIN RSA PRIVATE KEY-----\n{b:64}\n{b:64}\n{b:40}==\n-----END RSA PRIVATE KEY-----\n",
+    ),
+    (
+        "private-key",
+        "key.py",
+        "KEY = \"\"\"-----BEGIN OPENSSH PRIVATE KEY-----\n{b:70}\n{b:70}\n-----END OPENSSH PRIVATE KEY-----\"\"\"\n",
+    ),
+    (
+        "private-key",
+        "server.pem",
+        "-----BEGIN PRIVATE KEY-----\n{b:64}\n{b:64}\n{b:64}\n-----END PRIVATE KEY-----\n",
+    ),
+    (
+        "private-key",
+        "signing.asc",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{b:64}\n{b:64}\n={b:4}\n-----END PGP PRIVATE KEY BLOCK-----\n",
+    ),
+    (
+        "putty-private-key",
+        "a.ppk",
+        "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: rsa-key\nPublic-Lines: 2\n{b:64}\n{b:30}\nPrivate-Lines: 2\n{b:64}\n{b:30}\nPrivate-MAC: {h:40}\n",
+    ),
+    (
+        "putty-private-key",
+        "b.ppk",
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: ed\nPublic-Lines: 1\n{b:68}\nPrivate-Lines: 1\n{b:44}\nPrivate-MAC: {h:64}\n",
+    ),
+    (
+        "putty-private-key",
+        "c.ppk",
+        "PuTTY-User-Key-File-2: ssh-dss\nEncryption: none\nComment: dsa\nPublic-Lines: 1\n{b:60}\nPrivate-Lines: 3\n{b:64}\n{b:64}\n{b:12}\nPrivate-MAC: {h:40}\n",
+    ),
+    (
+        "aws-access-key-id",
+        "creds.ini",
+        "[default]\naws_access_key_id = AKIA{U:16}\n",
+    ),
+    (
+        "aws-access-key-id",
+        "sts.json",
+        "{\"Credentials\": {\"AccessKeyId\": \"ASIA{U:16}\"}}\n",
+    ),
+    (
+        "aws-access-key-id",
+        "deploy.sh",
+        "export AWS_ACCESS_KEY_ID=AKIA{U:16}\n",
+    ),
+    (
+        "aws-secret-access-key",
+        "credentials.ini",
+        "[prod]\naws_secret_access_key = {b:40}\n",
+    ),
+    (
+        "aws-secret-access-key",
+        "aws.env",
+        "AWS_SECRET_ACCESS_KEY=\"{b:40}\"\n",
+    ),
+    (
+        "aws-secret-access-key",
+        "conf.json",
+        "{\"aws_secret_key\": \"{b:40}\"}\n",
+    ),
+    (
+        "azure-storage-key",
+        "app.config",
+        "conn=DefaultEndpointsProtocol=https;AccountName=acct1;AccountKey={b:86}==;EndpointSuffix=core.windows.net\n",
+    ),
+    (
+        "azure-storage-key",
+        "settings.py",
+        "AZURE = \"AccountName=x;AccountKey={b:86}==\"\n",
+    ),
+    (
+        "azure-storage-key",
+        "local.env",
+        "STORAGE=AccountKey={b:86}==\n",
+    ),
+    (
+        "azure-ad-client-secret",
+        "auth.py",
+        "client_credential = \"{a:3}7Q~{w:34}\"\n",
+    ),
+    (
+        "azure-ad-client-secret",
+        "az.yaml",
+        "clientSecret: '{a:3}8Q~{w:31}'\n",
+    ),
+    (
+        "azure-ad-client-secret",
+        "az.txt",
+        "secret value {a:3}1Q~{w:33} copied\n",
+    ),
+    ("google-api-key", "maps.js", "const key = \"AIza{w:35}\";\n"),
+    (
+        "google-api-key",
+        "firebase.json",
+        "{\"apiKey\": \"AIza{w:35}\"}\n",
+    ),
+    ("google-api-key", "g.env", "GOOGLE_API_KEY=AIza{w:35}\n"),
+    (
+        "gcp-oauth-client-secret",
+        "client.json",
+        "{\"client_secret\": \"GOCSPX-{w:28}\"}\n",
+    ),
+    (
+        "gcp-oauth-client-secret",
+        "oauth.py",
+        "SECRET = 'GOCSPX-{w:28}'\n",
+    ),
+    (
+        "gcp-oauth-client-secret",
+        "o.txt",
+        "got GOCSPX-{w:28} from console\n",
+    ),
+    (
+        "digitalocean-token",
+        "do.env",
+        "DIGITALOCEAN_TOKEN=dop_v1_{h:64}\n",
+    ),
+    ("digitalocean-token", "do.py", "t = \"doo_v1_{h:64}\"\n"),
+    ("digitalocean-token", "do.txt", "refresh dor_v1_{h:64}\n"),
+    (
+        "heroku-api-key",
+        "h.env",
+        "HEROKU_API_KEY={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "heroku-api-key",
+        "h.yaml",
+        "heroku_api_key: \"{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"\n",
+    ),
+    ("heroku-api-key", "h.txt", "token HRKU-AA{w:58}\n"),
+    (
+        "alibaba-access-key-id",
+        "ali.env",
+        "ALIBABA_CLOUD_ACCESS_KEY_ID=LTAI{a:20}\n",
+    ),
+    ("alibaba-access-key-id", "ali.py", "ak = \"LTAI{a:20}\"\n"),
+    ("alibaba-access-key-id", "ali.txt", "id LTAI{a:20} ok\n"),
+    (
+        "ibm-cloud-iam-key",
+        "ibm.py",
+        "ibm_cloud_iam_api_key = \"{w:44}\"\n",
+    ),
+    ("ibm-cloud-iam-key", "ibm.env", "IBM_CLOUD_API_KEY={w:44}\n"),
+    (
+        "ibm-cloud-iam-key",
+        "ibm.yaml",
+        "ibm-cloud-password: '{w:44}'\n",
+    ),
+    (
+        "ibm-cos-hmac-secret",
+        "cos.py",
+        "cos_hmac_secret_access_key = \"{h:48}\"\n",
+    ),
+    (
+        "ibm-cos-hmac-secret",
+        "cos.env",
+        "IBM_COS_SECRET_ACCESS_KEY={h:48}\n",
+    ),
+    (
+        "ibm-cos-hmac-secret",
+        "cos.json",
+        "{\"secret_access_key\": \"{h:48}\"}\n",
+    ),
+    (
+        "softlayer-api-key",
+        "sl.py",
+        "softlayer_api_key = \"{L:64}\"\n",
+    ),
+    ("softlayer-api-key", "sl.env", "SOFTLAYER_API_KEY={L:64}\n"),
+    (
+        "softlayer-api-key",
+        "sl.txt",
+        "https://api.softlayer.com/soap/v3/{L:64}\n",
+    ),
+    (
+        "cloudant-credential",
+        "cl.py",
+        "cloudant_password = \"{h:64}\"\n",
+    ),
+    (
+        "cloudant-credential",
+        "cl.yaml",
+        "cloudant_api_key: {l:24}\n",
+    ),
+    (
+        "cloudant-credential",
+        "cl.txt",
+        "https://user-1:{h:64}@account-2.cloudant.com\n",
+    ),
+    ("github-pat", "gh.py", "token = \"ghp_{a:36}\"\n"),
+    ("github-pat", "gh.env", "GITHUB_TOKEN=ghp_{a:36}\n"),
+    (
+        "github-pat",
+        "gh.txt",
+        "git clone https://ghp_{a:36}@github.com/o/r\n",
+    ),
+    (
+        "github-fine-grained-pat",
+        "fg.env",
+        "GH_PAT=github_pat_{a:22}_{a:59}\n",
+    ),
+    (
+        "github-fine-grained-pat",
+        "fg.py",
+        "pat = 'github_pat_{a:22}_{a:59}'\n",
+    ),
+    (
+        "github-fine-grained-pat",
+        "fg.txt",
+        "use github_pat_{a:22}_{a:59} here\n",
+    ),
+    ("github-oauth-token", "o.env", "OAUTH=gho_{a:36}\n"),
+    ("github-oauth-token", "o.js", "const t = `gho_{a:36}`;\n"),
+    ("github-oauth-token", "o2.txt", "gho_{a:36}\n"),
+    (
+        "github-app-token",
+        "app.env",
+        "INSTALLATION_TOKEN=ghs_{a:36}\n",
+    ),
+    (
+        "github-app-token",
+        "app.py",
+        "user_token = \"ghu_{a:36}\"\n",
+    ),
+    ("github-app-token", "app.txt", "auth ghs_{a:36}\n"),
+    ("github-refresh-token", "r.env", "REFRESH=ghr_{a:36}\n"),
+    ("github-refresh-token", "r.py", "r = \"ghr_{a:76}\"\n"),
+    ("github-refresh-token", "r.txt", "ghr_{a:50} expired\n"),
+    ("gitlab-token", "gl.env", "GITLAB_TOKEN=glpat-{w:20}\n"),
+    ("gitlab-token", "runner.toml", "token = \"glrt-{w:30}\"\n"),
+    ("gitlab-token", "gl.txt", "register GR1348941{w:20}\n"),
+    ("gitlab-token", "gl2.txt", "job token glcbt-{H:2}_{w:20}\n"),
+    ("gitlab-token", "gl3.py", "secret = \"gloas-{w:64}\"\n"),
+    (
+        "npm-token",
+        ".npmrc",
+        "//registry.npmjs.org/:_authToken=npm_{a:36}\n",
+    ),
+    (
+        "npm-token",
+        "npmrc.txt",
+        "//registry.npmjs.org/:_authToken={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    ("npm-token", "npm.env", "NPM_TOKEN=npm_{a:36}\n"),
+    (
+        "pypi-token",
+        ".pypirc",
+        "[pypi]\npassword = pypi-AgEIcHlwaS5vcmc{w:70}\n",
+    ),
+    (
+        "pypi-token",
+        "pypi.env",
+        "TWINE_PASSWORD=pypi-AgENdGVzdC5weXBpLm9yZw{w:80}\n",
+    ),
+    ("pypi-token", "pypi.txt", "pypi-AgEIcHlwaS5vcmc{w:90}\n"),
+    (
+        "rubygems-token",
+        "gem.env",
+        "GEM_HOST_API_KEY=rubygems_{h:48}\n",
+    ),
+    (
+        "rubygems-token",
+        "gem.yaml",
+        ":rubygems_api_key: rubygems_{h:48}\n",
+    ),
+    ("rubygems-token", "gem.txt", "key rubygems_{h:48}\n"),
+    (
+        "crates-io-token",
+        "cargo.env",
+        "CARGO_REGISTRY_TOKEN=cio{a:32}\n",
+    ),
+    (
+        "crates-io-token",
+        "credentials.toml",
+        "[registry]\ntoken = \"cio{a:32}\"\n",
+    ),
+    ("crates-io-token", "cio.txt", "login cio{a:32}\n"),
+    (
+        "dockerhub-pat",
+        "d.env",
+        "DOCKERHUB_TOKEN=dckr_pat_{w:27}\n",
+    ),
+    (
+        "dockerhub-pat",
+        "d.sh",
+        "echo dckr_pat_{w:27} | docker login -u me --password-stdin\n",
+    ),
+    ("dockerhub-pat", "d.txt", "dckr_pat_{w:27}\n"),
+    ("sonarqube-token", "s.env", "SONAR_TOKEN=squ_{h:40}\n"),
+    (
+        "sonarqube-token",
+        "s.properties",
+        "sonar.token=sqp_{h:40}\n",
+    ),
+    ("sonarqube-token", "s.txt", "analysis sqa_{h:40}\n"),
+    (
+        "atlassian-api-token",
+        "j.env",
+        "JIRA_API_TOKEN=ATATT3{w:186}\n",
+    ),
+    ("atlassian-api-token", "j.py", "jira = \"ATATT3{w:186}\"\n"),
+    ("atlassian-api-token", "j.txt", "ATATT3{w:186}\n"),
+    ("linear-api-key", "l.env", "LINEAR_API_KEY=lin_api_{a:40}\n"),
+    ("linear-api-key", "l.ts", "const k = 'lin_api_{a:40}';\n"),
+    ("linear-api-key", "l.txt", "lin_api_{a:40}\n"),
+    (
+        "postman-api-key",
+        "p.env",
+        "POSTMAN_API_KEY=PMAK-{h:24}-{h:34}\n",
+    ),
+    (
+        "postman-api-key",
+        "p.json",
+        "{\"key\": \"PMAK-{h:24}-{h:34}\"}\n",
+    ),
+    ("postman-api-key", "p.txt", "PMAK-{h:24}-{h:34}\n"),
+    (
+        "openai-api-key",
+        "oa.env",
+        "OPENAI_API_KEY=sk-{a:20}T3BlbkFJ{a:20}\n",
+    ),
+    (
+        "openai-api-key",
+        "oa.py",
+        "client = OpenAI(api_key=\"sk-proj-{a:40}{a:20}T3BlbkFJ{a:30}{a:20}\")\n",
+    ),
+    (
+        "openai-api-key",
+        "oa.txt",
+        "sk-svcacct-{a:20}T3BlbkFJ{a:20}\n",
+    ),
+    (
+        "anthropic-api-key",
+        "an.env",
+        "ANTHROPIC_API_KEY=sk-ant-api03-{w:93}AA\n",
+    ),
+    (
+        "anthropic-api-key",
+        "an.py",
+        "key = 'sk-ant-api03-{w:93}AA'\n",
+    ),
+    ("anthropic-api-key", "an.txt", "sk-ant-admin01-{w:93}AA\n"),
+    ("huggingface-token", "hf.env", "HF_TOKEN=hf_{A:34}\n"),
+    ("huggingface-token", "hf.py", "login(token=\"hf_{A:34}\")\n"),
+    ("huggingface-token", "hf.txt", "hf_{A:34}\n"),
+    ("stripe-key", "st.env", "STRIPE_SECRET_KEY=sk_live_{a:24}\n"),
+    ("stripe-key", "st.rb", "Stripe.api_key = 'rk_live_{a:30}'\n"),
+    ("stripe-key", "st.txt", "sk_test_{a:24}\n"),
+    (
+        "stripe-webhook-secret",
+        "wh.env",
+        "STRIPE_WEBHOOK_SECRET=whsec_{a:32}\n",
+    ),
+    (
+        "stripe-webhook-secret",
+        "wh.py",
+        "endpoint_secret = 'whsec_{a:40}'\n",
+    ),
+    ("stripe-webhook-secret", "wh.txt", "whsec_{a:32}\n"),
+    (
+        "square-oauth-secret",
+        "sq.env",
+        "SQUARE_OAUTH_SECRET=sq0csp-{w:43}\n",
+    ),
+    ("square-oauth-secret", "sq.py", "s = \"sq0csp-{w:43}\"\n"),
+    ("square-oauth-secret", "sq.txt", "sq0csp-{w:43}\n"),
+    (
+        "square-access-token",
+        "sqa.env",
+        "SQUARE_TOKEN=sq0atp-{w:22}\n",
+    ),
+    ("square-access-token", "sqa.py", "token = \"EAAA{w:60}\"\n"),
+    ("square-access-token", "sqa.txt", "sq0atp-{w:22}\n"),
+    (
+        "sendgrid-api-key",
+        "sg.env",
+        "SENDGRID_API_KEY=SG.{w:22}.{w:43}\n",
+    ),
+    (
+        "sendgrid-api-key",
+        "sg.py",
+        "sg = SendGridAPIClient('SG.{w:22}.{w:43}')\n",
+    ),
+    ("sendgrid-api-key", "sg.txt", "SG.{w:22}.{w:43}\n"),
+    (
+        "mailchimp-api-key",
+        "mc.env",
+        "MAILCHIMP_API_KEY={h:32}-us12\n",
+    ),
+    ("mailchimp-api-key", "mc.py", "mc = '{h:32}-us6'\n"),
+    ("mailchimp-api-key", "mc.txt", "key {h:32}-us21\n"),
+    ("mailgun-api-key", "mg.env", "MAILGUN_API_KEY=key-{h:32}\n"),
+    ("mailgun-api-key", "mg.py", "mailgun_key = \"key-{h:32}\"\n"),
+    ("mailgun-api-key", "mg.yaml", "mailgun: key-{h:32}\n"),
+    ("twilio-key", "tw.env", "TWILIO_ACCOUNT_SID=AC{h:32}\n"),
+    (
+        "twilio-key",
+        "tw.py",
+        "client = Client(\"SK{h:32}\", secret)\n",
+    ),
+    ("twilio-key", "tw.txt", "sid AC{h:32}\n"),
+    (
+        "slack-token",
+        "sl.env",
+        "SLACK_BOT_TOKEN=xoxb-{d:12}-{d:12}-{a:24}\n",
+    ),
+    (
+        "slack-token",
+        "sl.py",
+        "token = \"xoxp-{d:12}-{d:12}-{d:12}-{h:32}\"\n",
+    ),
+    ("slack-token", "sl2.txt", "xapp-1-A{U:10}-{d:13}-{h:64}\n"),
+    (
+        "slack-webhook",
+        "sw.env",
+        "SLACK_WEBHOOK=https://hooks.slack.com/services/T{U:8}/B{U:10}/{a:24}\n",
+    ),
+    (
+        "slack-webhook",
+        "sw.py",
+        "url = \"https://hooks.slack.com/services/T{U:10}/B{U:10}/{a:24}\"\n",
+    ),
+    (
+        "slack-webhook",
+        "sw.txt",
+        "https://hooks.slack.com/workflows/{a:44}\n",
+    ),
+    (
+        "discord-bot-token",
+        "dc.env",
+        "DISCORD_TOKEN=M{w:23}.{w:6}.{w:27}\n",
+    ),
+    (
+        "discord-bot-token",
+        "dc.py",
+        "discord_client.run(\"N{w:23}.{w:6}.{w:27}\")\n",
+    ),
+    (
+        "discord-bot-token",
+        "dc.txt",
+        "discord bot O{w:25}.{w:6}.{w:38}\n",
+    ),
+    (
+        "discord-webhook",
+        "dw.env",
+        "DISCORD_WEBHOOK=https://discord.com/api/webhooks/{d:18}/{w:68}\n",
+    ),
+    (
+        "discord-webhook",
+        "dw.py",
+        "u = 'https://discordapp.com/api/webhooks/{d:19}/{w:68}'\n",
+    ),
+    (
+        "discord-webhook",
+        "dw.txt",
+        "https://ptb.discord.com/api/webhooks/{d:18}/{w:64}\n",
+    ),
+    (
+        "telegram-bot-token",
+        "tg.env",
+        "TELEGRAM_BOT_TOKEN={d:10}:AA{w:33}\n",
+    ),
+    (
+        "telegram-bot-token",
+        "tg.py",
+        "bot = Bot(\"{d:9}:AA{w:33}\")\n",
+    ),
+    ("telegram-bot-token", "tg.txt", "token {d:10}:AA{w:33}\n"),
+    (
+        "jwt",
+        "jwt.env",
+        "SESSION=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{w:40}.{w:43}\n",
+    ),
+    (
+        "jwt",
+        "jwt.py",
+        "auth = \"Bearer eyJhbGciOiJSUzI1NiJ9.eyJ{w:60}.{w:86}\"\n",
+    ),
+    (
+        "jwt",
+        "jwt.txt",
+        "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzUxMiJ9.eyJ{w:30}.{w:86}\n",
+    ),
+    (
+        "artifactory-api-key",
+        "af.env",
+        "ARTIFACTORY_API_KEY=AKC{a:70}\n",
+    ),
+    ("artifactory-api-key", "af.py", "key = \"AKC{a:70}\"\n"),
+    ("artifactory-api-key", "af.txt", "apikey: AKC{a:60}\n"),
+    (
+        "artifactory-password",
+        "ap.env",
+        "ARTIFACTORY_PASSWORD=AP6{a:20}\n",
+    ),
+    ("artifactory-password", "ap.py", "pw = \"AP3{a:30}\"\n"),
+    ("artifactory-password", "ap.txt", "APB{a:24}\n"),
+    (
+        "shopify-token",
+        "sh.env",
+        "SHOPIFY_ACCESS_TOKEN=shpat_{h:32}\n",
+    ),
+    ("shopify-token", "sh.py", "secret = \"shpss_{h:32}\"\n"),
+    ("shopify-token", "sh.txt", "shpca_{h:32}\n"),
+    ("datadog-api-key", "dd.env", "DD_API_KEY={h:32}\n"),
+    ("datadog-api-key", "dd.py", "datadog_app_key = \"{h:40}\"\n"),
+    ("datadog-api-key", "dd.yaml", "datadog_api_key: {h:32}\n"),
+    ("newrelic-key", "nr.env", "NEW_RELIC_API_KEY=NRAK-{U:27}\n"),
+    ("newrelic-key", "nr.js", "const browser = 'NRJS-{h:19}';\n"),
+    ("newrelic-key", "nr.txt", "NRAK-{U:27}\n"),
+    (
+        "sentry-token",
+        "se.env",
+        "SENTRY_AUTH_TOKEN=sntryu_{h:64}\n",
+    ),
+    ("sentry-token", "se.py", "t = \"sntrys_eyJ{b:197}\"\n"),
+    ("sentry-token", "se.txt", "sntryu_{h:64}\n"),
+    (
+        "grafana-token",
+        "gr.env",
+        "GRAFANA_TOKEN=glsa_{a:32}_{h:8}\n",
+    ),
+    ("grafana-token", "gr.py", "cloud = \"glc_{b:40}\"\n"),
+    ("grafana-token", "gr.txt", "glsa_{a:32}_{h:8}\n"),
+    ("okta-api-token", "ok.env", "OKTA_API_TOKEN=00{w:40}\n"),
+    ("okta-api-token", "ok.py", "okta_token = \"00{w:40}\"\n"),
+    (
+        "okta-api-token",
+        "ok.yaml",
+        "okta_client_secret: 00{w:40}\n",
+    ),
+    (
+        "facebook-access-token",
+        "fb.env",
+        "FB_TOKEN=EAACEdEose0cBA{a:40}\n",
+    ),
+    (
+        "facebook-access-token",
+        "fb.py",
+        "t = 'EAACEdEose0cBA{a:60}'\n",
+    ),
+    ("facebook-access-token", "fb.txt", "EAACEdEose0cBA{a:30}\n"),
+    (
+        "twitter-bearer-token",
+        "tw.env2",
+        "TWITTER_BEARER=AAAAAAAAAAAAAAAAAAAAA{a:90}\n",
+    ),
+    (
+        "twitter-bearer-token",
+        "tw2.py",
+        "bearer = \"AAAAAAAAAAAAAAAAAAAAA{a:100}\"\n",
+    ),
+    (
+        "twitter-bearer-token",
+        "tw2.txt",
+        "AAAAAAAAAAAAAAAAAAAAA{a:85}\n",
+    ),
+    (
+        "mapbox-secret-token",
+        "mb.env",
+        "MAPBOX_SECRET=sk.eyJ{a:90}.{w:22}\n",
+    ),
+    (
+        "mapbox-secret-token",
+        "mb.js",
+        "const s = \"sk.eyJ{a:100}.{w:22}\";\n",
+    ),
+    ("mapbox-secret-token", "mb.txt", "sk.eyJ{a:80}.{w:22}\n"),
+    (
+        "adobe-client-secret",
+        "ad.env",
+        "ADOBE_CLIENT_SECRET=p8e-{a:32}\n",
+    ),
+    ("adobe-client-secret", "ad.py", "s = \"p8e-{a:32}\"\n"),
+    ("adobe-client-secret", "ad.txt", "p8e-{a:32}\n"),
+    ("dropbox-token", "db.env", "DROPBOX_TOKEN=sl.{w:135}\n"),
+    ("dropbox-token", "db.py", "t = \"sl.{w:135}\"\n"),
+    ("dropbox-token", "db.txt", "sl.{w:135}\n"),
+    (
+        "databricks-token",
+        "dbr.env",
+        "DATABRICKS_TOKEN=dapi{h:32}\n",
+    ),
+    ("databricks-token", "dbr.py", "t = \"dapi{h:32}-2\"\n"),
+    ("databricks-token", "dbr.txt", "dapi{h:32}\n"),
+    ("doppler-token", "dp.env", "DOPPLER_TOKEN=dp.pt.{a:43}\n"),
+    ("doppler-token", "dp.py", "t = 'dp.pt.{a:43}'\n"),
+    ("doppler-token", "dp.txt", "dp.pt.{a:43}\n"),
+    (
+        "hashicorp-vault-token",
+        "v.env",
+        "VAULT_TOKEN=hvs.{w:100}\n",
+    ),
+    ("hashicorp-vault-token", "v.py", "t = \"hvb.{w:150}\"\n"),
+    ("hashicorp-vault-token", "v.txt", "hvs.{w:95}\n"),
+    (
+        "terraform-cloud-token",
+        "tf.env",
+        "TF_TOKEN={a:14}.atlasv1.{w:65}\n",
+    ),
+    (
+        "terraform-cloud-token",
+        "credentials.tfrc.json",
+        "{\"token\": \"{a:14}.atlasv1.{w:68}\"}\n",
+    ),
+    ("terraform-cloud-token", "tf.txt", "{a:14}.atlasv1.{w:62}\n"),
+    ("pulumi-token", "pu.env", "PULUMI_ACCESS_TOKEN=pul-{h:40}\n"),
+    ("pulumi-token", "pu.py", "t = \"pul-{h:40}\"\n"),
+    ("pulumi-token", "pu.txt", "pul-{h:40}\n"),
+    (
+        "age-secret-key",
+        "key.txt",
+        "# created: 2024\nAGE-SECRET-KEY-1{z:58}\n",
+    ),
+    (
+        "age-secret-key",
+        "age.env",
+        "SOPS_AGE_KEY=AGE-SECRET-KEY-1{z:58}\n",
+    ),
+    (
+        "age-secret-key",
+        "age.py",
+        "k = \"AGE-SECRET-KEY-1{z:58}\"\n",
+    ),
+    ("flyio-token", "fly.env", "FLY_API_TOKEN=fo1_{w:43}\n"),
+    ("flyio-token", "fly.py", "t = \"fm2_{b:120}\"\n"),
+    ("flyio-token", "fly.txt", "fo1_{w:43}\n"),
+    (
+        "planetscale-token",
+        "ps.env",
+        "PLANETSCALE_TOKEN=pscale_tkn_{w:43}\n",
+    ),
+    ("planetscale-token", "ps.py", "pw = \"pscale_pw_{w:40}\"\n"),
+    ("planetscale-token", "ps.txt", "pscale_oauth_{w:40}\n"),
+    (
+        "database-url",
+        "db1.env",
+        "DATABASE_URL=postgres://app:{a:16}@db.internal:5432/app\n",
+    ),
+    (
+        "database-url",
+        "db2.py",
+        "MONGO = \"mongodb+srv://admin:{a:12}@cluster0.example.net/db\"\n",
+    ),
+    (
+        "database-url",
+        "db3.txt",
+        "redis://default:{a:20}@cache:6379/0\n",
+    ),
+    (
+        "basic-auth-url",
+        "ba.env",
+        "REPO=https://deploy:{a:16}@git.example.com/repo.git\n",
+    ),
+    (
+        "basic-auth-url",
+        "ba.py",
+        "url = 'ftp://user:{a:10}@ftp.example.org/'\n",
+    ),
+    (
+        "basic-auth-url",
+        "ba.txt",
+        "git remote add origin https://bot:{a:20}@gitea.example.com/o/r\n",
+    ),
+    ("keyword-secret", "kw.py", "password = \"{a:12}\"\n"),
+    ("keyword-secret", "kw.env", "DB_PASSWORD={a:14}\n"),
+    ("keyword-secret", "kw.yaml", "secret: {a:16}\n"),
+    ("keyword-secret", "kw.json", "{\"api_key\": \"{a:24}\"}\n"),
+    (
+        "keyword-secret",
+        "kw.go",
+        "dbPass := \"{a:12}\"\nclient_secret := \"{a:20}\"\n",
+    ),
+    ("high-entropy-base64", "he.py", "material = \"{b:40}\"\n"),
+    ("high-entropy-base64", "he.js", "const blob = '{a:48}';\n"),
+    ("high-entropy-base64", "he.env", "SIGNING_MATERIAL={b:44}\n"),
+    ("high-entropy-hex", "hx.py", "material = \"{h:40}\"\n"),
+    ("high-entropy-hex", "hx.js", "const blob = '{h:64}';\n"),
+    ("high-entropy-hex", "hx.env", "ENCRYPTION_MATERIAL={h:48}\n"),
+];
+
+/// (file name, template): none of these holds a secret.
+pub const NEGATIVES: &[(&str, &str)] = &[
+    ("commit.txt", "commit {h:40}\nAuthor: A <a@example.com>\n"),
+    (
+        "Cargo.toml",
+        "[dependencies]\nfoo = { git = \"https://example.com/foo\", rev = \"{h:40}\" }\n",
+    ),
+    ("sums.py", "checksum = \"{h:64}\"\n"),
+    (
+        "digest.json",
+        "{\"sha256\": \"{h:64}\", \"digest\": \"{h:64}\"}\n",
+    ),
+    ("integrity.json", "{\"integrity\": \"{b:64}\"}\n"),
+    (
+        "uuid.py",
+        "request_id = \"{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"\n",
+    ),
+    (
+        "uuid2.json",
+        "{\"id\": \"{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"}\n",
+    ),
+    ("uuid3.py", "x = \"{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"\n"),
+    ("userid.py", "user_id = \"{a:32}\"\n"),
+    ("ids.js", "const sessionIds = { order_id: '{a:40}' };\n"),
+    ("etag.py", "etag = \"{h:32}\"\n"),
+    ("nonce.py", "nonce = \"{b:32}\"\n"),
+    ("fingerprint.py", "fingerprint = \"{h:40}\"\n"),
+    (
+        "seq.py",
+        "alphabet = \"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef\"\n",
+    ),
+    (
+        "seq2.py",
+        "hexdigits = \"0123456789abcdef0123456789abcdef\"\n",
+    ),
+    ("seq3.py", "digits = \"01234567890123456789\"\n"),
+    (
+        "seq4.py",
+        "b64 = \"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/\"\n",
+    ),
+    ("tpl1.py", "password = \"${DB_PASSWORD}\"\n"),
+    ("tpl2.yaml", "password: \"{{ vault_db_password }}\"\n"),
+    ("tpl3.py", "api_key = \"<your-api-key>\"\n"),
+    ("tpl4.sh", "secret=\"$SECRET\"\n"),
+    ("tpl5.env", "DB_PASSWORD=${DB_PASSWORD}\n"),
+    ("tpl6.yaml", "secret: '%(secret)s'\n"),
+    ("tpl7.rb", "password = \"#{ENV['PW']}\"\n"),
+    ("tpl8.env", "API_KEY=$API_KEY\n"),
+    ("tpl9.yaml", "password: ${{ secrets.DB_PASSWORD }}\n"),
+    ("ref1.py", "password = os.environ[\"DB_PASSWORD\"]\n"),
+    ("ref2.py", "password = get_password()\n"),
+    ("ref3.cfg", "secret = settings.SECRET_KEY\n"),
+    ("ref4.ini", "password = vault.read(path)\n"),
+    ("ref5.js", "const apiKey = process.env.API_KEY;\n"),
+    ("ref6.go", "password := os.Getenv(\"PASSWORD\")\n"),
+    ("ref7.yaml", "api_key: config.api_key\n"),
+    ("ph1.py", "password = \"\"\n"),
+    ("ph2.py", "password = \"********\"\n"),
+    ("ph3.py", "api_key = \"xxxxxxxxxxxxxxxx\"\n"),
+    ("ph4.py", "password = \"password\"\n"),
+    ("ph5.yaml", "password: null\n"),
+    ("ph6.yaml", "secret: true\n"),
+    ("ph7.env", "PASSWORD=\n"),
+    ("ph8.py", "secret = \"your-secret-here\"\n"),
+    ("ph9.py", "password = \"...\"\n"),
+    ("ph10.yaml", "password: REDACTED\n"),
+    ("ph11.txt", "token: [REDACTED:github-pat]\n"),
+    ("ph12.yaml", "api_key: <API_KEY>\n"),
+    (
+        "type1.rs",
+        "struct Login { password: String, secret: Vec<u8> }\n",
+    ),
+    (
+        "type2.rs",
+        "const SECRET_LEN: usize = 32;\nfn check(password: &str) -> bool { password.len() > 8 }\n",
+    ),
+    (
+        "type3.ts",
+        "interface Creds { password: string; apiKey?: string }\n",
+    ),
+    ("type4.yaml", "type: password\n"),
+    (
+        "type5.py",
+        "def login(password: str, secret: bytes) -> None: ...\n",
+    ),
+    (
+        "type6.go",
+        "type Config struct { Password string `json:\"password\"` }\n",
+    ),
+    (
+        "prose1.md",
+        "The password must be at least 8 characters long.\n",
+    ),
+    (
+        "prose2.md",
+        "Use a secret manager; never commit secrets: they leak.\n",
+    ),
+    ("prose3.txt", "error: password: incorrect\n"),
+    ("prose4.txt", "Enter password: \n"),
+    ("prose5.md", "Set `api_key` in your config file.\n"),
+    ("url1.txt", "https://example.com/path?q=1\n"),
+    ("url2.txt", "https://user@host.example.com/repo.git\n"),
+    ("url3.env", "DATABASE_URL=postgres://localhost:5432/app\n"),
+    ("url4.txt", "http://host.example.com:8080/x\n"),
+    (
+        "url5.env",
+        "DATABASE_URL=postgres://user:${DB_PASS}@db/app\n",
+    ),
+    ("url6.txt", "https://user:password@host.example.com/\n"),
+    ("url7.txt", "https://user:<password>@host.example.com/\n"),
+    (
+        "url8.yaml",
+        "url: \"mysql://root:$MYSQL_ROOT_PASSWORD@db:3306/app\"\n",
+    ),
+    ("short1.py", "key = \"abc\"\n"),
+    ("short2.py", "sk_test_123\nghp_123\nAKIA1234\n"),
+    ("short3.txt", "AKIA{U:15}\n"),
+    ("long4.txt", "AKIA{U:17}\n"),
+    ("short5.txt", "xoxb-your-token-here\n"),
+    (
+        "armor1.rs",
+        "const HEADER: &str = \"-----BEGIN RSA PRIVATE KEY-----\";\n",
+    ),
+    (
+        "armor2.pem",
+        "-----BEGIN PUBLIC KEY-----\n{b:64}\n{b:64}\n-----END PUBLIC KEY-----\n",
+    ),
+    (
+        "armor3.pem",
+        "-----BEGIN CERTIFICATE-----\n{b:64}\n{b:64}\n-----END CERTIFICATE-----\n",
+    ),
+    (
+        "armor4.py",
+        "if line.startswith('-----BEGIN OPENSSH PRIVATE KEY-----'):\n    pass\n",
+    ),
+    (
+        "slack1.md",
+        "Post to https://hooks.slack.com/ with your webhook.\n",
+    ),
+    ("twilio1.txt", "ACCOUNT_SID and SKIP words: ACME SKETCH\n"),
+    ("mc1.txt", "ready-use the read-us helper\n"),
+    ("tg1.txt", "12:34:56 and 1234567890:AB\n"),
+    (
+        "words1.py",
+        "msg = \"Lorem ipsum dolor sit amet consectetur\"\n",
+    ),
+    (
+        "words2.py",
+        "name = \"internationalization_localization\"\n",
+    ),
+    (
+        "words3.py",
+        "label = \"ThisIsAVeryLongCamelCaseIdentifierName\"\n",
+    ),
+    (
+        "color.css",
+        ".a { color: #ff00ff; background: \"#00ff00\"; }\n",
+    ),
+    ("jwt1.txt", "eyJub3QiOiJqd3QifQ\n"),
+    ("jwt2.txt", "eyJhbGciOi.eyJzdWIiOi.short\n"),
+    (
+        "data.html",
+        "<img src=\"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk\">\n",
+    ),
+    (
+        "Cargo.lock",
+        "[[package]]\nname = \"x\"\nchecksum = \"{h:64}\"\n",
+    ),
+    (
+        "package-lock.json",
+        "{\"integrity\": \"sha512-{b:86}==\", \"resolved\": \"https://r.example/x\"}\n",
+    ),
+    (
+        "yarn.lock",
+        "x@1:\n  integrity sha512-{b:86}==\n  checksum \"{h:64}\"\n",
+    ),
+    ("go.sum", "example.com/x v1.0.0 h1:{b:43}=\n"),
+    (
+        "pragma1.py",
+        "token = \"ghp_{a:36}\"  # pragma: allowlist secret\n",
+    ),
+    (
+        "pragma2.js",
+        "// pragma: allowlist nextline secret\nconst t = 'AKIA{U:16}';\n",
+    ),
+    (
+        "pragma3.yaml",
+        "key: sk_live_{a:24} # pragma: allowlist secret\n",
+    ),
+    (
+        "pragma4.sql",
+        "-- pragma: allowlist nextline secret\nSELECT 'xoxb-{d:12}-{d:12}-{a:24}';\n",
+    ),
+    (
+        "pragma5.html",
+        "<!-- pragma: allowlist secret --> <meta k=\"AIza{w:35}\">\n",
+    ),
+    ("bcrypt.py", "password_hash = \"$2b$12${b:53}\"\n"),
+    (
+        "env1.sh",
+        "export PATH=/usr/local/bin:/usr/bin\nexport PWD=/home/user/project\n",
+    ),
+    ("env2.env", "OLDPWD=/tmp\nHOME=/root\n"),
+    ("ver.txt", "version 1.2.3-beta.4+build.5678\n"),
+    ("ip.txt", "listen 192.168.1.10:8443\n"),
+    ("email.txt", "contact admin@example.com\n"),
+    ("path.py", "key_path = \"/etc/ssl/private/server.key\"\n"),
+    ("hash2.txt", "sha256:{h:64}\n"),
+    ("docker.txt", "image@sha256:{h:64}\n"),
+    ("gitlog.txt", "{h:7} Fix the parser\n{h:7} Add tests\n"),
+];
+
+fn scan_json(env: &Env, dir: &std::path::Path) -> serde_json::Value {
+    let out = env
+        .cmd()
+        .args(["scan", "--format", "json"])
+        .arg(dir)
+        .output()
+        .expect("run gateway scan");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "scan failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("scan json")
+}
+
+pub fn corpus_recall_and_precision() {
+    let env = Env::new("corpus");
+    let pos = env.ws.join("pos");
+    let neg = env.ws.join("neg");
+    let mut expected: BTreeMap<String, &str> = BTreeMap::new();
+    for (i, (rule, name, template)) in POSITIVES.iter().enumerate() {
+        let dir = pos.join(format!("{i:03}-{rule}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let p = dir.join(name);
+        std::fs::write(&p, expand(template, i as u64 + 1)).expect("write");
+        expected.insert(p.display().to_string(), rule);
+    }
+    for (i, (name, template)) in NEGATIVES.iter().enumerate() {
+        let dir = neg.join(format!("{i:03}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        // Several seeds per negative template: over 100 negative files.
+        for seed in 0..2u64 {
+            let d = dir.join(seed.to_string());
+            std::fs::create_dir_all(&d).expect("mkdir");
+            std::fs::write(d.join(name), expand(template, 1000 + i as u64 * 7 + seed))
+                .expect("write");
+        }
+    }
+    let v = scan_json(&env, &env.ws);
+    let findings = v["findings"].as_array().expect("findings");
+    let mut by_path: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in findings {
+        by_path
+            .entry(f["path"].as_str().expect("path").to_string())
+            .or_default()
+            .push(f["rule"].as_str().expect("rule").to_string());
+        // Secret values never appear in reports.
+        assert!(f.get("secret").is_none() && f.get("match").is_none());
+    }
+    let mut missed = Vec::new();
+    for (path, rule) in &expected {
+        if !by_path
+            .get(path)
+            .is_some_and(|r| r.iter().any(|x| x == rule))
+        {
+            missed.push(format!("{path}: want {rule}, got {:?}", by_path.get(path)));
+        }
+    }
+    let false_pos: Vec<String> = by_path
+        .iter()
+        .filter(|(p, _)| p.contains("/neg/"))
+        .map(|(p, r)| format!("{p}: {r:?}"))
+        .collect();
+    let mut rules: Vec<&str> = POSITIVES.iter().map(|p| p.0).collect();
+    rules.sort();
+    rules.dedup();
+    let tp = expected.len() - missed.len();
+    let negatives = NEGATIVES.len() * 2;
+    eprintln!(
+        "corpus: {} positives over {} rules, recall {}/{}; {} negatives, false positives {}",
+        expected.len(),
+        rules.len(),
+        tp,
+        expected.len(),
+        negatives,
+        false_pos.len()
+    );
+    assert!(negatives >= 100);
+    assert!(
+        missed.is_empty(),
+        "missed positives:\n{}",
+        missed.join("\n")
+    );
+    assert!(
+        false_pos.is_empty(),
+        "false positives:\n{}",
+        false_pos.join("\n")
+    );
+}
+
+/// Every rule of the engine has at least three positives here.
+pub fn every_rule_has_three_positives(rule_ids: &[&str]) {
+    for id in rule_ids {
+        let n = POSITIVES.iter().filter(|p| p.0 == *id).count();
+        assert!(n >= 3, "rule {id} has {n} positives in the corpus (need 3)");
+    }
+}
