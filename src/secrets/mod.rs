@@ -123,3 +123,49 @@ pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests;
+
+/// Fuzz entry (fuzz/fuzz_targets/secrets_scan.rs): scanning any bytes, of any kind, never
+/// panics, and findings are sorted, in bounds and non-overlapping.
+pub fn fuzz_scan(data: &[u8]) {
+    for kind in [TextKind::Code, TextKind::Config, TextKind::Lock, TextKind::Stream] {
+        let f = scanner().scan(data, kind, kind != TextKind::Stream);
+        for w in f.windows(2) {
+            assert!(w[0].end <= w[1].start, "overlapping findings {w:?}");
+        }
+        for x in &f {
+            assert!(x.start < x.end && x.end <= data.len(), "bad span {x:?}");
+        }
+    }
+}
+
+/// Fuzz entry (fuzz/fuzz_targets/secrets_redact.rs): the first byte picks chunk sizes and
+/// whether lines are flushed between chunks; the redactor's output must be exactly the input
+/// with every secret the scanner finds in it replaced by its marker, however it was chunked.
+pub fn fuzz_redact(data: &[u8]) {
+    let Some((&sel, input)) = data.split_first() else {
+        return;
+    };
+    let chunk = 1 + (sel as usize % 64) * 37;
+    let flush = sel & 0x80 != 0;
+    let mut expected = Vec::with_capacity(input.len());
+    let mut pos = 0;
+    for f in scanner().scan(input, TextKind::Stream, false) {
+        expected.extend_from_slice(&input[pos..f.start]);
+        expected.extend_from_slice(format!("[REDACTED:{}]", f.rule).as_bytes());
+        pos = f.end;
+    }
+    expected.extend_from_slice(&input[pos..]);
+    let mut out = Vec::new();
+    let mut r = Redactor::new(TextKind::Stream);
+    for c in input.chunks(chunk) {
+        r.feed(c, &mut out);
+        if flush {
+            r.flush_lines(&mut out);
+        }
+    }
+    r.finish(&mut out);
+    assert!(
+        out == expected,
+        "chunked redaction (chunk {chunk}, flush {flush}) differs from the scan of the whole input"
+    );
+}

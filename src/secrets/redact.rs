@@ -4,7 +4,7 @@
 //! secret whose start it emits has been scanned whole, and it keeps [`CONTEXT`] bytes of what
 //! it has emitted as the scan's left context (a `password = ` emitted in one chunk still
 //! names the value in the next). When the source goes quiet, [`Redactor::flush_lines`] emits
-//! up to the last line end: single-line secrets cannot continue past it, and a private key
+//! up to the last newline: single-line secrets cannot continue past it, and a private key
 //! block still open is held from its armour line on.
 
 use super::TextKind;
@@ -50,11 +50,11 @@ impl Redactor {
         }
     }
 
-    /// The source has paused: emits through the last line end (`\n` or `\r`) that no open
-    /// multi-line secret needs.
+    /// The source has paused: emits through the last newline that no open multi-line secret
+    /// needs. (Not at `\r`: a quoted value may contain one; no single-line rule crosses `\n`.)
     pub fn flush_lines(&mut self, out: &mut Vec<u8>) {
         let pending = &self.buf[self.ctx..];
-        let Some(i) = memchr::memrchr2(b'\n', b'\r', pending) else {
+        let Some(i) = memchr::memrchr(b'\n', pending) else {
             return;
         };
         let limit = self.ctx + i + 1;
