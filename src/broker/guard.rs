@@ -212,17 +212,20 @@ impl StreamIo for Guard<'_> {
         self.deliver(stream, before)
     }
 
-    fn output_idle(&mut self) {
+    fn output_idle(&mut self) -> bool {
         for stream in [Stream::Stdout, Stream::Stderr] {
             if self.report.blocked.is_some() {
-                return;
+                return false;
             }
             let before = self.redactor(stream).findings().len();
             let mut buf = std::mem::take(&mut self.buf);
             self.redactor(stream).flush_lines(&mut buf);
             self.buf = buf;
-            self.deliver(stream, before);
+            if !self.deliver(stream, before) {
+                return false;
+            }
         }
+        true
     }
 
     fn input(&mut self, data: &[u8], out: &mut Vec<u8>) -> bool {

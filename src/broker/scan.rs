@@ -348,7 +348,7 @@ pub fn sarif(report: &ScanReport) -> serde_json::Value {
         .map(|id| {
             json!({
                 "id": id,
-                "name": id,
+                "name": pascal(id),
                 "shortDescription": {"text": describe(id)},
                 "defaultConfiguration": {"level": "error"},
             })
@@ -386,6 +386,19 @@ pub fn sarif(report: &ScanReport) -> serde_json::Value {
             "results": results,
         }]
     })
+}
+
+/// `github-pat` → `GithubPat` (SARIF wants `name` readable and different from `id`).
+fn pascal(id: &str) -> String {
+    id.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
 }
 
 /// A relative or absolute path as a URI reference (percent-encoding what must be).

@@ -44,8 +44,11 @@ pub trait StreamIo {
     /// A chunk of the command's output. Returning false stops the run: the sandbox is killed
     /// and [`Outcome::aborted`] is set.
     fn output(&mut self, stream: Stream, data: &[u8]) -> bool;
-    /// The output pipes are drained for now (the command is quiet or waiting).
-    fn output_idle(&mut self) {}
+    /// The output pipes are drained for now (the command is quiet or waiting). Returning
+    /// false stops the run, as for [`StreamIo::output`].
+    fn output_idle(&mut self) -> bool {
+        true
+    }
     /// A chunk of the caller's stdin ([`Stdin::Filtered`]); what to deliver goes to `out`.
     /// Returning false stops the run.
     fn input(&mut self, data: &[u8], out: &mut Vec<u8>) -> bool {
@@ -766,9 +769,8 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             pfd(fd_if(in_open && in_pending.len() < 64 * 1024, 0), false),
             pfd(fd_if(!in_pending.is_empty(), stdin_w_fd), true),
         ];
-        let n_ready =
-            sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
-        let mut got_output = false;
+        sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
+        let mut drained = false;
         for (i, (reader, open)) in [(&mut out_r, &mut out_open), (&mut err_r, &mut err_open)]
             .into_iter()
             .enumerate()
@@ -777,7 +779,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
                 match reader.read(&mut buf) {
                     Ok(0) | Err(_) => *open = false,
                     Ok(n) => {
-                        got_output = true;
+                        drained |= n < buf.len();
                         counts[i] += n as u64;
                         let total = counts[0] + counts[1];
                         let limit = l.output.unwrap_or(u64::MAX);
@@ -804,16 +806,12 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
                 }
             }
         }
-        if got_output && !aborted {
-            // A read returned less than a full buffer or the pipes are drained: the command is
-            // quiet for now. (A full pipe keeps `poll` ready and this is skipped until then.)
-            let more = [0usize, 1].iter().any(|&i| {
-                let open = if i == 0 { out_open } else { err_open };
-                open && fds[i].ready
-            });
-            if !more || n_ready <= 1 {
-                sink.output_idle();
-            }
+        // A read shorter than the buffer drained its pipe: the command is quiet for now, and
+        // the stream handler may flush what it holds back. (A busy producer fills the buffer
+        // and this waits.)
+        if drained && !aborted && !sink.output_idle() {
+            aborted = true;
+            kill_all(pid);
         }
         // Filtered stdin: read ours, pass it through the filter, write to the command's pipe.
         if in_open && (fds[4].ready || fds[4].hangup) {

@@ -127,7 +127,12 @@ mod tests;
 /// Fuzz entry (fuzz/fuzz_targets/secrets_scan.rs): scanning any bytes, of any kind, never
 /// panics, and findings are sorted, in bounds and non-overlapping.
 pub fn fuzz_scan(data: &[u8]) {
-    for kind in [TextKind::Code, TextKind::Config, TextKind::Lock, TextKind::Stream] {
+    for kind in [
+        TextKind::Code,
+        TextKind::Config,
+        TextKind::Lock,
+        TextKind::Stream,
+    ] {
         let f = scanner().scan(data, kind, kind != TextKind::Stream);
         for w in f.windows(2) {
             assert!(w[0].end <= w[1].start, "overlapping findings {w:?}");

@@ -63,6 +63,7 @@ pub fn expand(template: &str, seed: u64) -> String {
 }
 
 /// (rule, file name, template): every rule has at least three.
+#[allow(dead_code)]
 pub const POSITIVES: &[(&str, &str, &str)] = &[
     (
         "private-key",
