@@ -709,8 +709,14 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     let mut rep_open = true;
     let mut rep: Vec<u8> = Vec::new();
     let mut counts = [0u64; 2];
-    // 16 KiB: large enough for pipe reads, small enough not to fault in pages for nothing.
-    let mut buf = vec![0u8; 16 * 1024];
+    // Reads of up to 256 KiB (the pipes are enlarged to 1 MiB below): a command that writes
+    // fast is relayed in few, large chunks. The buffer's pages are touched only as far as
+    // reads fill it.
+    let mut buf = vec![0u8; 256 * 1024];
+    for fd in [out_r.as_raw_fd(), err_r.as_raw_fd()] {
+        // Best effort: a smaller pipe only means more, smaller reads.
+        sys::set_pipe_size(fd, 1 << 20);
+    }
     let mut exit_seen_at: Option<Instant> = None;
     let kill_all = |pid: libc::pid_t| {
         if use_ns {

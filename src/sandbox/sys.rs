@@ -873,6 +873,15 @@ pub(crate) struct PollFd {
     pub hangup: bool,
 }
 
+/// Asks for a pipe buffer of `bytes` (F_SETPIPE_SZ); failure (over the unprivileged limit)
+/// is harmless.
+pub(crate) fn set_pipe_size(fd: RawFd, bytes: i32) {
+    // SAFETY: fcntl with integer arguments on a pipe fd we own.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, bytes);
+    }
+}
+
 /// Sets O_NONBLOCK on an fd we own (never on one shared with our caller).
 pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl with integer arguments on an fd the caller owns.

@@ -12,8 +12,10 @@ use super::scan::{Finding, MAX_EXTENT, scanner};
 
 /// Bytes of emitted text kept as left context for the next scan.
 const CONTEXT: usize = 1024;
-/// Pending bytes beyond the held-back tail before a full scan is worth it.
-const BATCH: usize = 64 * 1024;
+/// Pending bytes beyond the held-back tail before a full scan is worth it: the tail is
+/// scanned again with the next batch, so a batch much larger than the tail keeps that cost
+/// small (1.7% at 1 MiB). A quiet source is flushed by lines regardless.
+const BATCH: usize = 1024 * 1024;
 
 /// A streaming redactor for one byte stream.
 pub struct Redactor {

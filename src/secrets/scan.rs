@@ -2,8 +2,8 @@
 
 use super::TextKind;
 use super::entropy;
+use super::prefilter::Prefilter;
 use super::rules::{RULES, Rule};
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 use std::sync::OnceLock;
 
@@ -35,13 +35,11 @@ pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
 
 /// The compiled detectors. Build once ([`scanner`]); `scan` is thread-safe.
 pub struct Scanner {
-    /// Keywords matched ASCII-case-insensitively, and those that must match exactly (token
-    /// prefixes such as `AKIA`, `AP0`: case-insensitively they would hit `escape`, `task`).
-    automata: [(AhoCorasick, Vec<usize>); 2],
+    prefilter: Prefilter,
     regexes: Vec<OnceLock<Option<Regex>>>,
 }
 
-/// The process-wide scanner (built on first use: ~0.2 ms; regexes compile lazily per rule).
+/// The process-wide scanner (built on first use; regexes compile lazily per rule).
 pub fn scanner() -> &'static Scanner {
     static S: OnceLock<Scanner> = OnceLock::new();
     S.get_or_init(Scanner::new)
@@ -49,32 +47,20 @@ pub fn scanner() -> &'static Scanner {
 
 impl Scanner {
     fn new() -> Scanner {
-        let build = |case_sensitive: bool| {
-            let mut pats: Vec<&'static str> = Vec::new();
-            let mut rule_of = Vec::new();
-            for (i, r) in RULES.iter().enumerate() {
-                if r.case_sensitive != case_sensitive {
-                    continue;
-                }
-                for k in r.keywords {
-                    pats.push(k);
-                    rule_of.push(i);
-                }
-            }
-            // Standard semantics with overlapping search: every keyword of every rule is seen,
-            // also when one keyword contains another (`secret` in `secret_access_key`).
-            let ac = AhoCorasickBuilder::new()
-                .ascii_case_insensitive(!case_sensitive)
-                .match_kind(MatchKind::Standard)
-                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-                .build(&pats)
-                .unwrap_or_else(|e| panic!("secret keywords: {e}"));
-            (ac, rule_of)
-        };
         Scanner {
-            automata: [build(false), build(true)],
+            prefilter: Prefilter::new(),
             regexes: RULES.iter().map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    /// Keyword-prefilter anchors and their hits in `text` (diagnostics).
+    pub fn anchor_hits(&self, text: &[u8]) -> Vec<(String, usize)> {
+        self.prefilter.anchor_hits(text)
+    }
+
+    /// Anchor counts of the keyword prefilter (folded, exact).
+    pub fn anchor_counts(&self) -> (usize, usize) {
+        self.prefilter.anchor_counts()
     }
 
     fn regex(&self, i: usize) -> Option<&Regex> {
@@ -120,23 +106,20 @@ impl Scanner {
     fn scan_rules(&self, text: &[u8], kind: TextKind, out: &mut Vec<(usize, Finding)>) {
         // Windows (rule, start, end) around keyword hits.
         let mut windows: Vec<(usize, usize, usize)> = Vec::new();
-        for (ac, rule_of) in &self.automata {
-            for m in ac.find_overlapping_iter(text) {
-                let ri = rule_of[m.pattern().as_usize()];
-                let rule = &RULES[ri];
-                let ls = line_start(text, m.start(), MAX_BEFORE);
-                let le = if rule.lines_after > 0 {
-                    lines_end(text, m.end(), rule.lines_after, MAX_AFTER_MULTILINE)
-                } else {
-                    lines_end(text, m.end(), 0, MAX_AFTER)
-                };
-                match windows.last_mut() {
-                    // Hits of one rule on one line: one window.
-                    Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
-                    _ => windows.push((ri, ls, le)),
-                }
+        self.prefilter.find(text, &mut |ri, start, end| {
+            let rule = &RULES[ri];
+            let ls = line_start(text, start, MAX_BEFORE);
+            let le = if rule.lines_after > 0 {
+                lines_end(text, end, rule.lines_after, MAX_AFTER_MULTILINE)
+            } else {
+                lines_end(text, end, 0, MAX_AFTER)
+            };
+            match windows.last_mut() {
+                // Hits of one rule on one line: one window.
+                Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
+                _ => windows.push((ri, ls, le)),
             }
-        }
+        });
         if windows.is_empty() {
             return;
         }

@@ -184,3 +184,21 @@ fn line_col_counts() {
     assert_eq!(line_col(b"ab\ncd", 4), (2, 2));
     assert_eq!(line_col(b"ab\ncd", 0), (1, 1));
 }
+
+#[test]
+fn prefilter_anchors_fit_teddy() {
+    let (folded, exact) = scanner().anchor_counts();
+    assert!(folded <= 120 && exact <= 120, "{folded} {exact}");
+    assert!(folded > 0 && exact > 0);
+}
+#[test]
+fn prefilter_finds_keywords_across_block_edges() {
+    // A keyword straddling the prefilter's 32 KiB block boundary is found.
+    for pad in 32 * 1024 - 8..32 * 1024 + 2 {
+        let mut text = vec![b'x'; pad];
+        text.extend_from_slice(b" ghp_0123456789abcdefABCDEF0123456789abcd\n");
+        let f = scanner().scan(&text, TextKind::Stream, false);
+        assert_eq!(f.len(), 1, "pad {pad}");
+        assert_eq!(f[0].rule, "github-pat");
+    }
+}

@@ -1,0 +1,221 @@
+//! Secrets benchmarks, side by side in one process:
+//!   1. `gateway scan` on a corpus of real source code (default: the crates in
+//!      ~/.cargo/registry/src; GATEWAY_BENCH_CORPUS overrides), wall-clock MB/s;
+//!   2. `detect-secrets scan --all-files` (pip install detect-secrets==1.5.0) and
+//!      `gateway scan` on the same slice of that corpus (the first ~2 MB of files in path
+//!      order), and the ratio of gateway's full-corpus throughput to detect-secrets';
+//!   3. a command writing 1 GiB of text to stdout, unconfined and through
+//!      `gateway exec` with output redaction, both read from a pipe by this harness.
+//!
+//! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3; EXEC_MIB, default 1024).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `gateway scan --format json DIR`; returns (seconds, bytes scanned, findings).
+fn gateway_scan(gateway: &str, dir: &Path, state: &Path) -> (f64, u64, usize) {
+    let t = Instant::now();
+    let out = Command::new(gateway)
+        .args(["scan", "--format", "json"])
+        .arg(dir)
+        .env("GATEWAY_STATE_DIR", state)
+        .stderr(Stdio::null())
+        .output()
+        .expect("gateway scan");
+    let secs = t.elapsed().as_secs_f64();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "gateway scan failed"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("scan json");
+    (
+        secs,
+        v["bytes_scanned"].as_u64().unwrap_or(0),
+        v["findings"].as_array().map_or(0, Vec::len),
+    )
+}
+
+fn files_sorted(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            files_sorted(&e.path(), out);
+        } else if ft.is_file() {
+            out.push(e.path());
+        }
+    }
+}
+
+fn main() {
+    let gateway = env!("CARGO_BIN_EXE_gateway");
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let corpus = std::env::var_os("GATEWAY_BENCH_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&home).join(".cargo/registry/src"));
+    let tmp = std::env::temp_dir().join(format!("gateway-secrets-bench-{}", std::process::id()));
+    let state = tmp.join("state");
+    std::fs::create_dir_all(&state).expect("state dir");
+
+    // 1. Full corpus.
+    let runs = env_usize("SCAN_RUNS", 3);
+    let _ = gateway_scan(gateway, &corpus, &state); // warm the page cache
+    let mut rates = Vec::new();
+    let mut bytes = 0;
+    let mut findings = 0;
+    for _ in 0..runs {
+        let (s, b, f) = gateway_scan(gateway, &corpus, &state);
+        rates.push(b as f64 / s / 1e6);
+        bytes = b;
+        findings = f;
+    }
+    let full_rate = median(rates);
+    println!(
+        "gateway scan {}: {:.1} MB, {} findings, median {:.0} MB/s over {runs} runs (goal >= 300 MB/s): {}",
+        corpus.display(),
+        bytes as f64 / 1e6,
+        findings,
+        full_rate,
+        if full_rate >= 300.0 { "met" } else { "NOT met" }
+    );
+    if bytes < 100_000_000 {
+        println!("note: the corpus is under 100 MB; set GATEWAY_BENCH_CORPUS to a larger tree");
+    }
+
+    // 2. detect-secrets on a slice.
+    let slice = tmp.join("slice");
+    let mut files = Vec::new();
+    files_sorted(&corpus, &mut files);
+    let mut taken = 0u64;
+    for (i, f) in files.iter().enumerate() {
+        if taken >= 2_000_000 {
+            break;
+        }
+        let Ok(data) = std::fs::read(f) else { continue };
+        let rel = f.strip_prefix(&corpus).unwrap_or(f);
+        let dst = slice
+            .join(format!("{i:05}"))
+            .join(rel.file_name().unwrap_or_default());
+        std::fs::create_dir_all(dst.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&dst, &data).expect("copy");
+        taken += data.len() as u64;
+    }
+    let (gs, gb, gf) = gateway_scan(gateway, &slice, &state);
+    println!(
+        "slice: {:.2} MB in {} files; gateway scan {:.3} s ({:.0} MB/s), {} findings",
+        taken as f64 / 1e6,
+        std::fs::read_dir(&slice).map_or(0, |r| r.count()),
+        gs,
+        gb as f64 / gs / 1e6,
+        gf
+    );
+    let t = Instant::now();
+    let ds = Command::new("detect-secrets")
+        .args(["scan", "--all-files"])
+        .arg(".")
+        .current_dir(&slice)
+        .stderr(Stdio::null())
+        .output();
+    match ds {
+        Ok(o) if o.status.success() => {
+            let secs = t.elapsed().as_secs_f64();
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+            let n: usize = v["results"].as_object().map_or(0, |m| {
+                m.values().map(|a| a.as_array().map_or(0, Vec::len)).sum()
+            });
+            let ds_rate = taken as f64 / secs / 1e6;
+            println!(
+                "detect-secrets scan --all-files (same slice): {secs:.2} s ({ds_rate:.2} MB/s), {n} findings"
+            );
+            println!(
+                "gateway (full corpus) / detect-secrets: {:.0}x (goal >= 500x): {}",
+                full_rate / ds_rate,
+                if full_rate / ds_rate >= 500.0 {
+                    "met"
+                } else {
+                    "NOT met"
+                }
+            );
+        }
+        _ => println!("detect-secrets not available: pip install detect-secrets==1.5.0 to compare"),
+    }
+
+    // 3. 1 GiB of output, unconfined and through gateway exec (redaction on).
+    let mib = env_usize("EXEC_MIB", 1024);
+    let script = format!("yes 'build step 42 finished: all good, nothing to see' | head -c {mib}M");
+    let policy = tmp.join("bench.toml");
+    std::fs::write(
+        &policy,
+        "extends = \"strict\"\n[secrets]\noutput = \"redact\"\n[sandbox.limits]\noutput = \"64GiB\"\n",
+    )
+    .expect("policy");
+    let ws = tmp.join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let drain = |mut c: Command| -> (f64, u64) {
+        let t = Instant::now();
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k as u64,
+            }
+        }
+        let _ = child.wait();
+        (t.elapsed().as_secs_f64(), n)
+    };
+    let mut plain = Vec::new();
+    let mut confined = Vec::new();
+    for _ in 0..3 {
+        let mut c = Command::new("sh");
+        c.args(["-c", &script]).current_dir(&ws);
+        plain.push(drain(c));
+        let mut c = Command::new(gateway);
+        c.args(["exec", "--policy"])
+            .arg(&policy)
+            .args(["--", "sh", "-c", &script])
+            .current_dir(&ws)
+            .env("GATEWAY_STATE_DIR", &state);
+        confined.push(drain(c));
+    }
+    let p = median(plain.iter().map(|x| x.0).collect());
+    let g = median(confined.iter().map(|x| x.0).collect());
+    let bytes = plain[0].1 as f64;
+    assert_eq!(
+        plain[0].1, confined[0].1,
+        "gateway changed the output's length"
+    );
+    let cost = (1.0 - (bytes / g) / (bytes / p)) * 100.0;
+    println!(
+        "{mib} MiB to stdout: unconfined {p:.2} s ({:.0} MB/s); gateway exec, redaction on {g:.2} s ({:.0} MB/s); throughput cost {cost:.0}% (goal <= 20%): {}",
+        bytes / p / 1e6,
+        bytes / g / 1e6,
+        if cost <= 20.0 { "met" } else { "NOT met" }
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
