@@ -13,7 +13,7 @@
 //! carry the rule, the byte span and a fingerprint (SHA-256 of the secret, hex).
 
 mod entropy;
-mod prefilter;
+pub(crate) mod prefilter;
 mod redact;
 pub mod rules;
 mod scan;

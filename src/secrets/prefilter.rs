@@ -40,9 +40,11 @@ struct Space {
     dfa: Option<AhoCorasick>,
 }
 
+#[cfg(test)]
 /// The `packed` searcher's limit.
 const MAX_ANCHORS: usize = 120;
 
+#[cfg(test)]
 /// How common a byte is in source code and program output (higher: more common), for
 /// choosing rare anchors: an anchor that occurs often costs a candidate check each time.
 fn commonness(b: u8) -> u32 {
@@ -60,6 +62,7 @@ fn commonness(b: u8) -> u32 {
     }
 }
 
+#[cfg(test)]
 /// Lower is rarer: how often a string is expected, as the sum over its bytes of
 /// `commonness - 11` (each byte makes it rarer; common bytes less so), with runs of one byte
 /// (`----`) counting as common.
@@ -69,6 +72,7 @@ fn anchor_cost(a: &[u8]) -> i32 {
     c
 }
 
+#[cfg(test)]
 /// Chooses anchors covering every keyword: a greedy set cover over substrings of `len`
 /// bytes (whole keywords when shorter), preferring the rarest; then, while there are too
 /// many, anchors sharing a three-byte prefix are merged into it. Anchors containing another
@@ -125,8 +129,55 @@ fn choose_anchors(keywords: &[Vec<u8>], len: usize) -> Vec<Vec<u8>> {
     anchors
 }
 
+#[cfg(test)]
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
+}
+
+/// The keywords of a space (see [`Space::new`]): (rule, as searched, exact-case, original).
+fn space_keywords(folded: bool) -> Vec<Keyword> {
+    let mut keywords = Vec::new();
+    for (i, r) in RULES.iter().enumerate() {
+        for k in r.keywords {
+            let b = k.as_bytes();
+            let lower_only = !b.iter().any(u8::is_ascii_uppercase);
+            let here = if folded {
+                !r.case_sensitive || lower_only
+            } else {
+                r.case_sensitive && !lower_only
+            };
+            if here {
+                keywords.push(Keyword {
+                    rule: i,
+                    text: if folded {
+                        b.to_ascii_lowercase()
+                    } else {
+                        b.to_vec()
+                    },
+                    exact: r.case_sensitive,
+                    orig: b,
+                });
+            }
+        }
+    }
+    keywords
+}
+
+#[cfg(test)]
+/// The anchors the set cover chooses now, for (folded, exact): the tables below must equal
+/// them (a test checks; computing them at start-up would cost milliseconds per process).
+pub fn computed_anchors() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let long = |folded: bool| {
+        let mut v: Vec<Vec<u8>> = space_keywords(folded)
+            .into_iter()
+            .filter(|k| k.text.len() > 2)
+            .map(|k| k.text)
+            .collect();
+        v.sort();
+        v.dedup();
+        choose_anchors(&v, 4)
+    };
+    (long(true), long(false))
 }
 
 impl Space {
@@ -134,37 +185,7 @@ impl Space {
     /// uppercase letters (checked for exact case on a hit); else the exact keywords with
     /// uppercase letters.
     fn new(folded: bool) -> Space {
-        let mut keywords = Vec::new();
-        for (i, r) in RULES.iter().enumerate() {
-            for k in r.keywords {
-                let b = k.as_bytes();
-                let lower_only = !b.iter().any(u8::is_ascii_uppercase);
-                let here = if folded {
-                    !r.case_sensitive || lower_only
-                } else {
-                    r.case_sensitive && !lower_only
-                };
-                if here {
-                    keywords.push(Keyword {
-                        rule: i,
-                        text: if folded {
-                            b.to_ascii_lowercase()
-                        } else {
-                            b.to_vec()
-                        },
-                        exact: r.case_sensitive,
-                        orig: b,
-                    });
-                }
-            }
-        }
-        let mut long: Vec<Vec<u8>> = keywords
-            .iter()
-            .filter(|k| k.text.len() > 2)
-            .map(|k| k.text.clone())
-            .collect();
-        long.sort();
-        long.dedup();
+        let keywords = space_keywords(folded);
         let mut short: Vec<Vec<u8>> = keywords
             .iter()
             .filter(|k| k.text.len() <= 2)
@@ -172,21 +193,35 @@ impl Space {
             .collect();
         short.sort();
         short.dedup();
-        let anchors = choose_anchors(&long, 4);
+        let table = if folded {
+            ANCHORS_FOLDED
+        } else {
+            ANCHORS_EXACT
+        };
+        let anchors: Vec<Vec<u8>> = table.iter().map(|a| a.as_bytes().to_vec()).collect();
+        // anchor → (keyword, offset) for every place an anchor occurs in a keyword: each
+        // window of each keyword is looked up in the sorted anchors (no per-pair search).
         let map = |list: &[Vec<u8>]| -> Vec<Vec<(usize, usize)>> {
-            list.iter()
-                .map(|a| {
-                    let mut v = Vec::new();
-                    for (ki, k) in keywords.iter().enumerate() {
-                        let mut from = 0;
-                        while let Some(o) = memchr::memmem::find(&k.text[from..], a) {
-                            v.push((ki, from + o));
-                            from += o + 1;
+            let mut sorted: Vec<(&[u8], usize)> = list
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.as_slice(), i))
+                .collect();
+            sorted.sort();
+            let mut lens: Vec<usize> = list.iter().map(Vec::len).collect();
+            lens.sort();
+            lens.dedup();
+            let mut out = vec![Vec::new(); list.len()];
+            for (ki, k) in keywords.iter().enumerate() {
+                for &l in &lens {
+                    for (off, w) in k.text.windows(l).enumerate() {
+                        if let Ok(j) = sorted.binary_search_by(|(a, _)| (*a).cmp(w)) {
+                            out[sorted[j].1].push((ki, off));
                         }
                     }
-                    v
-                })
-                .collect()
+                }
+            }
+            out
         };
         let groups = anchors.len().div_ceil(64).max(1);
         let per = anchors.len().div_ceil(groups).max(1);
@@ -357,3 +392,31 @@ impl Prefilter {
         (self.folded.anchors.len(), self.exact.anchors.len())
     }
 }
+
+/// The anchor tables in use (folded, exact).
+#[cfg(test)]
+pub fn anchor_tables() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let v = |t: &[&str]| t.iter().map(|a| a.as_bytes().to_vec()).collect();
+    (v(ANCHORS_FOLDED), v(ANCHORS_EXACT))
+}
+
+/// Anchors of the folded space: generated by [`computed_anchors`] (the test
+/// `anchor_tables_are_current` prints the new table when the rules change).
+const ANCHORS_FOLDED: &[&str] = &[
+    "-begin", "-key", "-us", "://", "_key", "_token", "_v1_", "apikey", "atadog", "atekey", "aws",
+    "cio", "ck.com", "clouda", "contra", "dapi", "discor", "dp.pt.", "eyj", "fm1", "fm2", "fo1_",
+    "ftlaye", "gho_", "ghp_", "ghr_", "ghs_", "ghu_", "glagen", "glc_", "glcbt-", "gldt-",
+    "glffct", "glft-", "glimt-", "gloas-", "glpat-", "glptt-", "glrt-", "glsa_", "glsoat",
+    "heroku", "hf_", "hrku-", "hvb.", "hvs.", "ibm", "k-ant-", "k_live", "k_prod", "k_test",
+    "lasv1.", "mailgu", "n_api_", "npm_", "okta", "p8e-", "pass", "pat_", "pul-", "pwd", "q0atp-",
+    "q0csp-", "scale_", "secret", "shpca_", "shppa_", "shpss_", "sl.", "sntry", "sqa_", "sqp_",
+    "squ_", "ubygem", "untkey", "uthkey", "whsec_", "xapp-", "xoxa-", "xoxb-", "xoxe", "xoxo-",
+    "xoxp-", "xoxr-", "xoxs-",
+];
+/// Anchors of the exact space (see [`ANCHORS_FOLDED`]).
+const ANCHORS_EXACT: &[&str] = &[
+    "134894", "3BlbkF", ":AA", "A3T", "AAAAAA", "ABIA", "ACCA", "ACEdEo", "AIza", "AKC", "AKIA",
+    "AP0", "AP1", "AP2", "AP3", "AP4", "AP5", "AP6", "AP7", "AP8", "AP9", "APA", "APB", "APC",
+    "APD", "APE", "APF", "ASIA", "ATATT3", "EAAA", "ET-KEY", "GOCSPX", "LTAI", "NRAK-", "NRJS-",
+    "PMAK-", "SG.", "pi-AgE", "sk.eyJ", "uthTok",
+];

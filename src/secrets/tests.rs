@@ -202,3 +202,21 @@ fn prefilter_finds_keywords_across_block_edges() {
         assert_eq!(f[0].rule, "github-pat");
     }
 }
+
+#[test]
+fn anchor_tables_are_current() {
+    let (f, e) = prefilter::computed_anchors();
+    let show = |v: &[Vec<u8>]| {
+        v.iter()
+            .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (tf, te) = prefilter::anchor_tables();
+    assert!(
+        tf == f && te == e,
+        "the rules changed: replace ANCHORS_FOLDED with [{}] and ANCHORS_EXACT with [{}]",
+        show(&f),
+        show(&e)
+    );
+}
