@@ -134,7 +134,16 @@ fn is_sequential(v: &[u8]) -> bool {
         b"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/",
     ];
     let up = v.to_ascii_uppercase();
-    SEQ.iter().any(|s| memchr::memmem::find(s, &up).is_some())
+    if SEQ.iter().any(|s| memchr::memmem::find(s, &up).is_some()) {
+        return true;
+    }
+    // Alphabets in other orders (`./0-9A-Za-z`, `A-Za-z0-9-_`): mostly runs of consecutive
+    // bytes, where a random string has one such pair in 64.
+    let steps = v
+        .windows(2)
+        .filter(|w| w[1] == w[0].wrapping_add(1))
+        .count();
+    steps * 2 >= v.len()
 }
 
 fn is_uuid(v: &[u8]) -> bool {
@@ -319,6 +328,9 @@ mod tests {
         assert!(is_sequential(b"abcdefghijklmnopqrstuvwxyz"));
         assert!(is_sequential(b"0123456789abcdef0123"));
         assert!(!is_sequential(b"q8Zr2kLm9xW4vB7nT1pS"));
+        assert!(is_sequential(
+            b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+        ));
         assert!(is_uuid(b"0b4c7e49-1f7a-4cde-9b2a-6f0d2c9e8a11"));
         assert!(is_placeholder(b"${DB_PASSWORD}"));
         assert!(is_placeholder(b"{{ vault_pw }}"));
