@@ -33,9 +33,36 @@ const MAX_AFTER_MULTILINE: usize = 16 * 1024;
 /// when scanned.
 pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
 
+/// Texts up to this size (command-line arguments, environment values) are searched for
+/// keywords directly: building the prefilter would cost more than it saves.
+const SMALL: usize = 512;
+
+/// Every keyword occurrence in a small text, by direct comparison at each position.
+fn find_keywords_naive(text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
+    for (ri, r) in RULES.iter().enumerate() {
+        for k in r.keywords {
+            let k = k.as_bytes();
+            if k.len() > text.len() {
+                continue;
+            }
+            for (i, w) in text.windows(k.len()).enumerate() {
+                let eq = if r.case_sensitive {
+                    w == k
+                } else {
+                    w.eq_ignore_ascii_case(k)
+                };
+                if eq {
+                    hit(ri, i, i + k.len());
+                }
+            }
+        }
+    }
+}
+
 /// The compiled detectors. Build once ([`scanner`]); `scan` is thread-safe.
 pub struct Scanner {
-    prefilter: Prefilter,
+    /// Built on the first text longer than [`SMALL`] (command lines never need it).
+    prefilter: OnceLock<Prefilter>,
     regexes: Vec<OnceLock<Option<Regex>>>,
 }
 
@@ -48,19 +75,23 @@ pub fn scanner() -> &'static Scanner {
 impl Scanner {
     fn new() -> Scanner {
         Scanner {
-            prefilter: Prefilter::new(),
+            prefilter: OnceLock::new(),
             regexes: RULES.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 
     /// Keyword-prefilter anchors and their hits in `text` (diagnostics).
     pub fn anchor_hits(&self, text: &[u8]) -> Vec<(String, usize)> {
-        self.prefilter.anchor_hits(text)
+        self.prefilter().anchor_hits(text)
+    }
+
+    fn prefilter(&self) -> &Prefilter {
+        self.prefilter.get_or_init(Prefilter::new)
     }
 
     /// Anchor counts of the keyword prefilter (folded, exact).
     pub fn anchor_counts(&self) -> (usize, usize) {
-        self.prefilter.anchor_counts()
+        self.prefilter().anchor_counts()
     }
 
     fn regex(&self, i: usize) -> Option<&Regex> {
@@ -106,7 +137,7 @@ impl Scanner {
     fn scan_rules(&self, text: &[u8], kind: TextKind, out: &mut Vec<(usize, Finding)>) {
         // Windows (rule, start, end) around keyword hits.
         let mut windows: Vec<(usize, usize, usize)> = Vec::new();
-        self.prefilter.find(text, &mut |ri, start, end| {
+        let mut on_hit = |ri: usize, start: usize, end: usize| {
             let rule = &RULES[ri];
             let ls = line_start(text, start, MAX_BEFORE);
             let le = if rule.lines_after > 0 {
@@ -119,7 +150,12 @@ impl Scanner {
                 Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
                 _ => windows.push((ri, ls, le)),
             }
-        });
+        };
+        if text.len() <= SMALL {
+            find_keywords_naive(text, &mut on_hit);
+        } else {
+            self.prefilter().find(text, &mut on_hit);
+        }
         if windows.is_empty() {
             return;
         }
@@ -290,4 +326,40 @@ fn lines_end(text: &[u8], at: usize, extra: usize, max: usize) -> usize {
         }
     }
     pos - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naive_and_prefilter_find_the_same_keywords() {
+        // Every keyword of every rule, in several casings, between filler.
+        let mut text = Vec::new();
+        for r in RULES {
+            for k in r.keywords {
+                for v in [
+                    k.to_string(),
+                    k.to_ascii_lowercase(),
+                    k.to_ascii_uppercase(),
+                ] {
+                    text.extend_from_slice(b"x ");
+                    text.extend_from_slice(v.as_bytes());
+                    text.extend_from_slice(b" -AC-sk-q~ ");
+                }
+            }
+        }
+        let mut a = Vec::new();
+        find_keywords_naive(&text, &mut |r, s, e| a.push((r, s, e)));
+        let mut b = Vec::new();
+        scanner()
+            .prefilter()
+            .find(&text, &mut |r, s, e| b.push((r, s, e)));
+        a.sort();
+        a.dedup();
+        b.sort();
+        b.dedup();
+        assert_eq!(a, b);
+        assert!(a.len() > 300);
+    }
 }
