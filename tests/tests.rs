@@ -2092,3 +2092,24 @@ sandbox_test!(
         assert_eq!(v["secrets"]["output"][0]["stream"], "stdout");
     }
 );
+
+#[test]
+fn explain_shows_secrets_policy_and_argv_secrets_by_rule() {
+    let env = Env::new("explain-secrets");
+    let tok = gh_token(19);
+    let o = env
+        .cmd()
+        .args([
+            "policy", "explain", "--json", "--policy", "strict", "--", "echo", &tok,
+        ])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!raw.contains(&tok));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["secrets"]["output"], "redact");
+    assert_eq!(v["secrets"]["input"], "deny");
+    assert_eq!(v["secrets_in_argv"][0]["place"], "argument 1");
+    assert_eq!(v["secrets_in_argv"][0]["rule"], "github-pat");
+}

@@ -768,6 +768,10 @@ pub struct Explanation {
     pub landlock_abi: i32,
     /// The layers that would apply on this machine, as the broker would set them up.
     pub layers: Vec<String>,
+    /// What happens to secrets in inputs and output.
+    pub secrets: crate::model::SecretsProfile,
+    /// Secrets the command line holds (rule and place, never the value).
+    pub secrets_in_argv: Vec<InputSecret>,
 }
 
 /// Explains what would happen to a command, without running it.
@@ -827,6 +831,13 @@ pub fn explain(
         sandbox,
         landlock_abi: sandbox::landlock_abi(),
         layers,
+        secrets: policy.secrets,
+        secrets_in_argv: {
+            // Reported as `warn` would: explain never refuses.
+            let mut report_only = policy.secrets;
+            report_only.input = crate::model::SecretsInput::Warn;
+            guard::check_argv(&report_only, &mut argv.to_vec()).unwrap_or_default()
+        },
     })
 }
 

@@ -305,6 +305,13 @@ fn print_explanation(x: &broker::Explanation) {
     show("  hidden", &s.hidden);
     println!("  network    {:?}", s.network);
     println!("  limits     {:?}", s.limits);
+    println!(
+        "secrets:   output {:?}, input {:?}",
+        x.secrets.output, x.secrets.input
+    );
+    for i in &x.secrets_in_argv {
+        println!("  {} contains a secret (rule {})", i.place, i.rule);
+    }
     let names: Vec<String> = x
         .sandbox
         .env
