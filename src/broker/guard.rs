@@ -280,3 +280,34 @@ impl Guard<'_> {
         }
     }
 }
+
+/// Replaces secrets in the text a decision carries (the analysed commands, rule subjects,
+/// reasons for unanalysable parts), so that results and explanations never show them.
+pub fn redact_decision(d: &mut crate::model::Decision) {
+    let fix = |t: &mut String| {
+        if scanner()
+            .scan(t.as_bytes(), TextKind::Stream, false)
+            .is_empty()
+        {
+            return;
+        }
+        let (out, _) = redact_all(t.as_bytes());
+        *t = String::from_utf8_lossy(&out).into_owned();
+    };
+    d.commands.iter_mut().for_each(fix);
+    d.unanalysable.iter_mut().for_each(fix);
+    for r in &mut d.rules {
+        fix(&mut r.subject);
+    }
+}
+
+/// `text` with every secret replaced by `[REDACTED:<rule>]` (for messages that quote input).
+pub fn redact_text(text: &str) -> String {
+    if scanner()
+        .scan(text.as_bytes(), TextKind::Stream, false)
+        .is_empty()
+    {
+        return text.to_string();
+    }
+    String::from_utf8_lossy(&redact_all(text.as_bytes()).0).into_owned()
+}

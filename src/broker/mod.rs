@@ -4,7 +4,7 @@
 mod guard;
 pub mod scan;
 
-pub use guard::{InputSecret, OutputSecret, SecretsReport};
+pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
 use crate::model::{Decision, Effect, Tool, ToolCall};
 use crate::policy::shell::ShellEnv;
@@ -660,7 +660,8 @@ pub fn exec(
         input: guard::check_argv(&req.policy.secrets, &mut argv)?,
         ..SecretsReport::default()
     };
-    let decision = decide_exec(req.policy, &argv, &ws);
+    let mut decision = decide_exec(req.policy, &argv, &ws);
+    guard::redact_decision(&mut decision);
     let not_run = |decision: Decision, approved: Option<bool>, secrets: SecretsReport| ExecResult {
         decision,
         ran: false,
@@ -782,7 +783,8 @@ pub fn explain(
     state_dir: &Path,
 ) -> Result<Explanation, BrokerError> {
     let ws = workspace(cwd)?;
-    let decision = decide_exec(policy, argv, &ws);
+    let mut decision = decide_exec(policy, argv, &ws);
+    guard::redact_decision(&mut decision);
     let privileged = sandbox::namespaces_available();
     let sb = &policy.sandbox;
     let use_tmpfs = uses_tmpfs(policy);

@@ -581,7 +581,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
                 eprintln!(
                     "gateway: denied by policy `{}`: {}{}",
                     policy.name,
-                    command.join(" "),
+                    broker::redact_text(&command.join(" ")),
                     rules_text(d)
                 );
             }
@@ -597,7 +597,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
                         "there is no terminal to ask on"
                     },
                     rules_text(d),
-                    command.join(" ")
+                    broker::redact_text(&command.join(" "))
                 );
             }
             exit::NOT_APPROVED
