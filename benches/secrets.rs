@@ -7,7 +7,8 @@
 //!   3. a command writing 1 GiB of text to stdout, unconfined and through
 //!      `gateway exec` with output redaction, both read from a pipe by this harness.
 //!
-//! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3; EXEC_MIB, default 1024).
+//! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3; EXEC_MIB, default 1024;
+//! EXEC_RUNS, default 5, interleaved).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -191,7 +192,8 @@ fn main() {
     };
     let mut plain = Vec::new();
     let mut confined = Vec::new();
-    for _ in 0..3 {
+    let exec_runs = env_usize("EXEC_RUNS", 5);
+    for _ in 0..exec_runs {
         let mut c = Command::new("sh");
         c.args(["-c", &script]).current_dir(&ws);
         plain.push(drain(c));
