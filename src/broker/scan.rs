@@ -87,13 +87,13 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
     let start = Instant::now();
     if req.paths.is_empty() {
         return Err(BrokerError::Usage(
-            "gateway scan: give at least one file or directory".into(),
+            "scan: give at least one file or directory".into(),
         ));
     }
     for p in &req.paths {
         if std::fs::symlink_metadata(p).is_err() {
             return Err(BrokerError::Usage(format!(
-                "gateway scan: {}: no such file or directory",
+                "scan: {}: no such file or directory",
                 p.display()
             )));
         }
@@ -104,10 +104,13 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
                 what: format!("reading the baseline {}", b.display()),
                 source: e,
             })?;
+            // serde's message may quote the file's content: only the position is shown.
             let parsed: Baseline = serde_json::from_slice(&text).map_err(|e| {
                 BrokerError::Usage(format!(
-                    "baseline {}: not a gateway baseline ({e}); remove it or give another path",
-                    b.display()
+                    "baseline {}: not a gateway baseline (at line {}, column {}); remove it or give another path",
+                    b.display(),
+                    e.line(),
+                    e.column()
                 ))
             })?;
             parsed.results
@@ -165,8 +168,17 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
                 return ignore::WalkState::Continue;
             }
             let path = entry.path();
-            if secrets::is_non_text_path(path) || entry.metadata().is_ok_and(|m| m.len() > MAX_FILE)
-            {
+            if secrets::is_non_text_path(path) {
+                return ignore::WalkState::Continue;
+            }
+            if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE) {
+                if let Ok(mut v) = errors.lock() {
+                    v.push(format!(
+                        "{}: larger than {} MiB (generated data, not scanned)",
+                        path.display(),
+                        MAX_FILE >> 20
+                    ));
+                }
                 return ignore::WalkState::Continue;
             }
             let data = match std::fs::read(path) {
