@@ -301,12 +301,16 @@ fn has_pragma(line: &[u8], nextline: bool) -> bool {
         .map(u8::to_ascii_lowercase)
         .take(32)
         .collect();
+    // detect-secrets still honours the old spelling `whitelist`.
+    let rest = rest
+        .strip_prefix(b"allowlist")
+        .or_else(|| rest.strip_prefix(b"whitelist"));
     let want: &[u8] = if nextline {
-        b"allowlistnextlinesecret"
+        b"nextlinesecret"
     } else {
-        b"allowlistsecret"
+        b"secret"
     };
-    rest.starts_with(want)
+    rest.is_some_and(|r| r.starts_with(want))
 }
 
 /// Start of the line containing `at`, at most `max` bytes back.

@@ -220,3 +220,22 @@ fn anchor_tables_are_current() {
         show(&e)
     );
 }
+
+#[test]
+fn legacy_whitelist_pragma_is_honoured() {
+    let s = "ghp_0123456789abcdefABCDEF0123456789abcd";
+    assert!(
+        rules_found(
+            &format!("x = \"{s}\"  # pragma: whitelist secret\n"),
+            TextKind::Code
+        )
+        .is_empty()
+    );
+    assert!(
+        rules_found(
+            &format!("# pragma: whitelist nextline secret\nx = \"{s}\"\n"),
+            TextKind::Code
+        )
+        .is_empty()
+    );
+}
