@@ -125,7 +125,7 @@ fn consider(text: &[u8], s: usize, e: usize, out: &mut Vec<(usize, Finding)>) {
 
 /// detect-secrets' `is_sequential_string`: a run of a well-known sequence (alphabet, digits,
 /// hex, base64 alphabet).
-fn is_sequential(v: &[u8]) -> bool {
+pub fn is_sequential(v: &[u8]) -> bool {
     const SEQ: &[&[u8]] = &[
         b"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJKLMNOPQRSTUVWXYZ+/",
         b"0123456789ABCDEF0123456789ABCDEF",

@@ -194,7 +194,66 @@ impl Scanner {
                     },
                 ));
             }
+            if rule.generic && kind == TextKind::Config {
+                continuation_values(ri, text, ws, we, kind, out);
+            }
         }
+    }
+}
+
+/// INI-style values on continuation lines: `name =` (or `name:`) alone on its line, then
+/// more-indented lines, each one a value (detect-secrets' INI parsing does the same).
+fn continuation_values(
+    ri: usize,
+    text: &[u8],
+    ws: usize,
+    we: usize,
+    kind: TextKind,
+    out: &mut Vec<(usize, Finding)>,
+) {
+    let rule = &RULES[ri];
+    let mut ls = ws;
+    while ls < we {
+        let le = memchr::memchr(b'\n', &text[ls..we]).map_or(we, |i| ls + i);
+        let line = &text[ls..le];
+        let trimmed = line.trim_ascii();
+        if trimmed.ends_with(b"=") || trimmed.ends_with(b":") {
+            let indent = line.len() - line.trim_ascii_start().len();
+            let mut p = le + 1;
+            while p < text.len() {
+                let e = memchr::memchr(b'\n', &text[p..]).map_or(text.len(), |i| p + i);
+                let l = &text[p..e];
+                let v = l.trim_ascii();
+                let ind = l.len() - l.trim_ascii_start().len();
+                // Nested keys (`secure: x` in YAML, `k = v`) and list items are not bare values.
+                if v.is_empty()
+                    || ind <= indent
+                    || v.starts_with(b"#")
+                    || v.starts_with(b";")
+                    || v.starts_with(b"- ")
+                    || memchr::memmem::find(v, b": ").is_some()
+                    || v.ends_with(b":")
+                    || v.contains(&b'=')
+                {
+                    break;
+                }
+                let s = p + ind;
+                let end = s + v.len();
+                if accept(rule, text, s, end, v, kind, true) {
+                    out.push((
+                        ri,
+                        Finding {
+                            rule: rule.id,
+                            start: s,
+                            end,
+                            specific: true,
+                        },
+                    ));
+                }
+                p = e + 1;
+            }
+        }
+        ls = le + 1;
     }
 }
 
@@ -223,7 +282,7 @@ fn accept(
         if unquoted && kind == TextKind::Code {
             return false;
         }
-        if entropy::is_placeholder(secret) {
+        if entropy::is_placeholder(secret) || entropy::is_sequential(secret) {
             return false;
         }
         if unquoted && (entropy::is_reference(secret, &text[e..]) || !entropy::looks_random(secret))

@@ -239,3 +239,17 @@ fn legacy_whitelist_pragma_is_honoured() {
         .is_empty()
     );
 }
+
+#[test]
+fn ini_continuation_values() {
+    let text =
+        "[s]\nsecrets_for_no_one =\n    hunter2\n    Tr0ub4dor3\n    0123456789a\nnext = 1\n";
+    assert_eq!(
+        rules_found(text, TextKind::Config),
+        ["keyword-secret", "keyword-secret"]
+    );
+    // Nested YAML keys are not values.
+    assert!(rules_found("password:\n    secure: Tr0ub4dor3x\n", TextKind::Config).is_empty());
+    // In code, indented lines after `password =` are not values.
+    assert!(rules_found(text, TextKind::Code).is_empty());
+}
