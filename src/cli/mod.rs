@@ -511,6 +511,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
         }
     };
     let mut ask = tty_ask;
+    crate::sandbox::enlarge_output_pipes();
     let res = broker::exec(req, &mut ask, &mut sink);
     let res = match res {
         Ok(r) => r,
