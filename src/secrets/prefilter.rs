@@ -308,6 +308,17 @@ impl Space {
                 }
             }
             return;
+        } else if !self.anchors.is_empty() {
+            // Neither searcher could be built: slow, but never blind (fail closed).
+            for (ki, k) in self.keywords.iter().enumerate() {
+                for at in memchr::memmem::find_iter(&space[from..], &k.text) {
+                    if from + at >= to {
+                        break;
+                    }
+                    check(&[(ki, 0)], from + at);
+                }
+            }
+            return;
         }
         for (i, a) in self.short.iter().enumerate() {
             for at in memchr::memmem::find_iter(&space[from..], a) {
