@@ -396,6 +396,29 @@ fn parse_count(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, P
     }
 }
 
+/// One of `choices` by name, or an error at the value listing them.
+fn parse_choice<T: Copy>(
+    ctx: &Ctx,
+    v: &Spanned<String>,
+    what: &str,
+    choices: &[(&str, T)],
+) -> Result<T, PolicyError> {
+    match choices.iter().find(|(n, _)| *n == v.get_ref().as_str()) {
+        Some((_, t)) => Ok(*t),
+        None => {
+            let names: Vec<String> = choices.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+            Err(ctx.err(
+                v.span(),
+                format!(
+                    "`{what} = \"{}\"`: expected {}",
+                    v.get_ref(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
 fn parse_effect(ctx: &Ctx, v: &Spanned<String>, what: &str) -> Result<Effect, PolicyError> {
     match v.get_ref().as_str() {
         "allow" => Ok(Effect::Allow),
@@ -453,30 +476,28 @@ fn compile(
             unanalysable = parse_effect(&ctx, u, "unanalysable")?;
         }
         if let Some(v) = &raw.secrets.output {
-            secrets.output = match v.get_ref().as_str() {
-                "redact" => SecretsOutput::Redact,
-                "block" => SecretsOutput::Block,
-                "warn" => SecretsOutput::Warn,
-                other => {
-                    return Err(ctx.err(
-                        v.span(),
-                        format!("`secrets.output = \"{other}\"`: expected \"redact\", \"block\" or \"warn\""),
-                    ));
-                }
-            };
+            secrets.output = parse_choice(
+                &ctx,
+                v,
+                "secrets.output",
+                &[
+                    ("redact", SecretsOutput::Redact),
+                    ("block", SecretsOutput::Block),
+                    ("warn", SecretsOutput::Warn),
+                ],
+            )?;
         }
         if let Some(v) = &raw.secrets.input {
-            secrets.input = match v.get_ref().as_str() {
-                "deny" => SecretsInput::Deny,
-                "redact" => SecretsInput::Redact,
-                "warn" => SecretsInput::Warn,
-                other => {
-                    return Err(ctx.err(
-                        v.span(),
-                        format!("`secrets.input = \"{other}\"`: expected \"deny\", \"redact\" or \"warn\""),
-                    ));
-                }
-            };
+            secrets.input = parse_choice(
+                &ctx,
+                v,
+                "secrets.input",
+                &[
+                    ("deny", SecretsInput::Deny),
+                    ("redact", SecretsInput::Redact),
+                    ("warn", SecretsInput::Warn),
+                ],
+            )?;
         }
         let s = &raw.sandbox;
         for (list, out, rel) in [

@@ -375,29 +375,6 @@ impl Prefilter {
         });
     }
 
-    /// Anchors and their hit counts in `text` (diagnostics for tuning).
-    pub fn anchor_hits(&self, text: &[u8]) -> Vec<(String, usize)> {
-        let mut out = Vec::new();
-        let folded = text.to_ascii_lowercase();
-        for (space, t) in [(&self.folded, &folded[..]), (&self.exact, text)] {
-            let mut counts = vec![0usize; space.anchors.len()];
-            for (s, ids) in &space.searchers {
-                let mut pos = 0;
-                while let Some(m) = s.find(&t[pos..]) {
-                    counts[ids[m.pattern().as_usize()]] += 1;
-                    pos += m.start() + 1;
-                }
-            }
-            for (i, c) in counts.into_iter().enumerate() {
-                let (ki, off) = space.anchors[i][0];
-                let k = &space.keywords[ki].text;
-                let a = String::from_utf8_lossy(&k[off..(off + 4).min(k.len())]).into_owned();
-                out.push((a, c));
-            }
-        }
-        out
-    }
-
     /// Anchor counts (folded, exact), for tests.
     pub fn anchor_counts(&self) -> (usize, usize) {
         (self.folded.anchors.len(), self.exact.anchors.len())

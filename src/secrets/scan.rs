@@ -59,6 +59,14 @@ fn find_keywords_naive(text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
     }
 }
 
+/// Compiles rule `i`'s regex: ASCII bytes (Unicode off), bounded size.
+fn build_regex(i: usize) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(RULES[i].regex)
+        .unicode(false)
+        .size_limit(32 << 20)
+        .build()
+}
+
 /// The compiled detectors. Build once ([`scanner`]); `scan` is thread-safe.
 pub struct Scanner {
     /// Built on the first text longer than [`SMALL`] (command lines never need it).
@@ -80,11 +88,6 @@ impl Scanner {
         }
     }
 
-    /// Keyword-prefilter anchors and their hits in `text` (diagnostics).
-    pub fn anchor_hits(&self, text: &[u8]) -> Vec<(String, usize)> {
-        self.prefilter().anchor_hits(text)
-    }
-
     fn prefilter(&self) -> &Prefilter {
         self.prefilter.get_or_init(Prefilter::new)
     }
@@ -95,25 +98,14 @@ impl Scanner {
     }
 
     fn regex(&self, i: usize) -> Option<&Regex> {
-        self.regexes[i]
-            .get_or_init(|| {
-                RegexBuilder::new(RULES[i].regex)
-                    .unicode(false)
-                    .size_limit(32 << 20)
-                    .build()
-                    .ok()
-            })
-            .as_ref()
+        self.regexes[i].get_or_init(|| build_regex(i).ok()).as_ref()
     }
 
     /// Compiles every rule's regex now (tests; long scans that will need most of them).
     pub fn compile_all(&self) -> Result<(), String> {
         for (i, r) in RULES.iter().enumerate() {
             if self.regex(i).is_none() {
-                let e = RegexBuilder::new(r.regex)
-                    .unicode(false)
-                    .size_limit(32 << 20)
-                    .build()
+                let e = build_regex(i)
                     .err()
                     .map(|e| e.to_string())
                     .unwrap_or_default();
