@@ -86,6 +86,7 @@
 //! `benches/spawn.rs` and `benches/secrets.rs`.
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod broker;
 pub mod cli;
 pub mod fsops;
