@@ -215,3 +215,30 @@ impl Default for SecretsProfile {
         }
     }
 }
+
+/// A policy's audit settings (policy section `[audit]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditProfile {
+    /// Store each command's (redacted) stdout and stderr as artifacts.
+    pub store_output: bool,
+    /// Bytes of each stream stored at most (the record still hashes all of it).
+    pub artifact_max: u64,
+    /// Bytes of each stream a `--json` result returns inline; beyond, it says `truncated`.
+    pub inline_output: u64,
+    /// Artifacts older than this many seconds are removed.
+    pub artifacts_max_age: Option<u64>,
+    /// The oldest artifacts are removed while all of them take more than this many bytes.
+    pub artifacts_max_total: Option<u64>,
+}
+
+impl Default for AuditProfile {
+    fn default() -> AuditProfile {
+        AuditProfile {
+            store_output: true,
+            artifact_max: 16 << 20,
+            inline_output: 1 << 20,
+            artifacts_max_age: Some(30 * 86_400),
+            artifacts_max_total: Some(1 << 30),
+        }
+    }
+}

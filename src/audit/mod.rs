@@ -593,7 +593,14 @@ fn write_head(paths: &Paths, tail: &Tail) {
         return;
     };
     let tmp = paths.dir.join(format!("head.{}.tmp", std::process::id()));
-    if std::fs::write(&tmp, data).is_ok() && std::fs::rename(&tmp, &paths.head).is_err() {
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&data));
+    if written.is_err() || std::fs::rename(&tmp, &paths.head).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }
@@ -703,6 +710,21 @@ pub fn parse_rotation(text: &str) -> Option<(String, u32, u64, Hash, note::Verif
         .ok()?;
     let key = note::VerifierKey::decode(l.next()?.strip_prefix("key ")?)?;
     Some((origin, epoch, size, root, key))
+}
+
+/// The public keys of every epoch: epoch 0 from `keys/epoch-0.pub`, the others from the
+/// rotation statements (as recorded; `verify` checks their signatures).
+pub fn public_keys(state_dir: &Path) -> Result<Vec<note::VerifierKey>, AuditError> {
+    let mut out: Vec<note::VerifierKey> = keys::root_key(state_dir)?.into_iter().collect();
+    let paths = Paths::new(state_dir);
+    if let Ok(s) = std::fs::read_to_string(&paths.rotations) {
+        for n in note::parse_notes(&s).unwrap_or_default() {
+            if let Some((_, _, _, _, k)) = parse_rotation(&n.text) {
+                out.push(k);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The newest checkpoint note (for export), if any.

@@ -123,6 +123,8 @@ pub struct Guard<'a> {
     buf: Vec<u8>,
     /// Filled as the run goes.
     pub report: SecretsReport,
+    /// Hashes (and stores) what the command reads on stdin, after redaction.
+    pub stdin_tap: Option<crate::audit::artifacts::ArtifactWriter>,
 }
 
 impl<'a> Guard<'a> {
@@ -136,6 +138,7 @@ impl<'a> Guard<'a> {
             sink,
             buf: Vec::new(),
             report: SecretsReport::default(),
+            stdin_tap: None,
         }
     }
 
@@ -233,18 +236,30 @@ impl StreamIo for Guard<'_> {
         let mut buf = Vec::new();
         self.stdin.feed(data, &mut buf);
         self.stdin.flush_lines(&mut buf);
-        self.stdin_result(before, buf, data, out)
+        let from = out.len();
+        let go = self.stdin_result(before, buf, data, out);
+        self.tap_stdin(&out[from..]);
+        go
     }
 
     fn input_end(&mut self, out: &mut Vec<u8>) -> bool {
         let before = self.stdin.findings().len();
         let mut buf = Vec::new();
         self.stdin.finish(&mut buf);
-        self.stdin_result(before, buf, &[], out)
+        let from = out.len();
+        let go = self.stdin_result(before, buf, &[], out);
+        self.tap_stdin(&out[from..]);
+        go
     }
 }
 
 impl Guard<'_> {
+    fn tap_stdin(&mut self, data: &[u8]) {
+        if let Some(t) = &mut self.stdin_tap {
+            t.write(data);
+        }
+    }
+
     fn stdin_result(&mut self, before: usize, buf: Vec<u8>, raw: &[u8], out: &mut Vec<u8>) -> bool {
         let new: Vec<&'static str> = self.stdin.findings()[before..].to_vec();
         for rule in &new {

@@ -2,10 +2,12 @@
 //! The only module that imports the others.
 
 mod guard;
+pub mod log;
 pub mod scan;
 
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
+use crate::audit::{self, artifacts::ArtifactWriter};
 use crate::model::{Decision, Effect, Tool, ToolCall};
 use crate::policy::shell::ShellEnv;
 use crate::policy::{self, Policy};
@@ -57,6 +59,9 @@ pub enum BrokerError {
         /// The rule that matched.
         rule: &'static str,
     },
+    /// The audit log could not be written: nothing runs unrecorded.
+    #[error("{0}")]
+    Audit(#[from] crate::audit::AuditError),
     /// Local I/O of the broker (temp dirs).
     #[error("{what}: {source}")]
     Io {
@@ -83,6 +88,10 @@ pub struct ExecRequest<'a> {
     pub timeout: Option<Duration>,
     /// stdin for the child.
     pub stdin: Stdin,
+    /// Session id recorded in the audit log.
+    pub session: String,
+    /// Who asked, recorded in the audit log.
+    pub caller: audit::Caller,
 }
 
 /// The result of an exec request.
@@ -101,6 +110,21 @@ pub struct ExecResult {
     pub protected_created: Vec<Quarantined>,
     /// What the secrets policy found (rules and places, never values).
     pub secrets: SecretsReport,
+    /// The audit record written for it.
+    pub audit: Option<AuditInfo>,
+}
+
+/// Where the run was recorded, and its streams' digests and artifacts.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditInfo {
+    /// The record's sequence number (`gateway log show SEQ`).
+    pub seq: u64,
+    /// What the command read on stdin (when relayed).
+    pub stdin: Option<audit::StreamDigest>,
+    /// Its stdout, after redaction.
+    pub stdout: audit::StreamDigest,
+    /// Its stderr, after redaction.
+    pub stderr: audit::StreamDigest,
 }
 
 /// A protected path created by a run.
@@ -640,8 +664,20 @@ impl Drop for TempDir {
     }
 }
 
+/// What an exec did, for its audit record, whatever the outcome.
+struct Trace {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    decision: Option<Decision>,
+    out: ArtifactWriter,
+    err: ArtifactWriter,
+    stdin: Option<audit::StreamDigest>,
+}
+
 /// Runs an exec request. `ask` is called for an `ask` decision and returns whether a person
-/// approved; `sink` receives output as it arrives.
+/// approved; `sink` receives output as it arrives. Every request — allowed, denied, not
+/// approved, failed — is recorded in the audit log; if the log cannot be opened, nothing
+/// runs.
 pub fn exec(
     req: ExecRequest<'_>,
     ask: &mut dyn FnMut(&Decision) -> bool,
@@ -652,7 +688,148 @@ pub fn exec(
             "missing command: gateway exec -- CMD [ARGS...]".into(),
         ));
     }
+    ensure_state_dir(&req.state_dir)?;
+    let mut log = audit::AuditLog::open(&req.state_dir, audit::Checkpoints::EveryRecord)?;
+    let a = req.policy.audit;
+    let cap = if a.store_output { a.artifact_max } else { 0 };
+    let mut trace = Trace {
+        argv: req.argv.iter().map(|x| redact_text(x)).collect(),
+        cwd: req.cwd.clone(),
+        decision: None,
+        out: ArtifactWriter::new(&req.state_dir, cap),
+        err: ArtifactWriter::new(&req.state_dir, cap),
+        stdin: None,
+    };
+    let res = exec_traced(&req, ask, sink, &mut trace);
+    let stdout = trace.out.finish();
+    let stderr = trace.err.finish();
+    let d = match &res {
+        Ok(r) => Some(&r.decision),
+        Err(_) => trace.decision.as_ref(),
+    };
+    let mut rec = audit::Record {
+        session: req.session.clone(),
+        caller: req.caller.clone(),
+        tool: "exec".into(),
+        args: trace.argv.clone(),
+        cwd: trace.cwd.display().to_string(),
+        policy: req.policy.name.clone(),
+        decision: record_decision(d, res.as_ref().err()),
+        stdout: Some(stdout.clone()),
+        stderr: Some(stderr.clone()),
+        stdin: trace.stdin.clone(),
+        ..audit::Record::default()
+    };
+    match &res {
+        Ok(r) => {
+            rec.approved = r.approved;
+            if let Some(o) = &r.outcome {
+                rec.enforcement = Some(enforcement_summary(&o.enforcement));
+                rec.exit_code = o.exit_code;
+                rec.signal = o.signal;
+                rec.timed_out = o.timed_out;
+                rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
+            }
+            rec.secrets = r
+                .secrets
+                .input
+                .iter()
+                .map(|s| format!("{}:{}", s.place, s.rule))
+                .chain(
+                    r.secrets
+                        .output
+                        .iter()
+                        .map(|s| format!("{}:{}", s.stream, s.rule)),
+                )
+                .collect();
+        }
+        Err(e) => {
+            rec.error = Some(redact_text(&e.to_string()));
+            if let BrokerError::SecretInInput { place, rule } = e {
+                rec.secrets = vec![format!("{place}:{rule}")];
+            }
+        }
+    }
+    let seq = log.append(&mut rec)?;
+    if stdout.artifact.is_some() || stderr.artifact.is_some() {
+        prune_artifacts(&req.state_dir, &a);
+    }
+    res.map(|mut r| {
+        r.audit = Some(AuditInfo {
+            seq,
+            stdin: trace.stdin,
+            stdout,
+            stderr,
+        });
+        r
+    })
+}
+
+/// The decision as recorded; a request refused before any decision (a secret in argv, a
+/// bad request) is recorded as denied, with the error as its reason.
+fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::RecordDecision {
+    match d {
+        Some(d) => {
+            // Each deciding rule once (a rule matching several simple commands is listed
+            // once), with its reason.
+            let mut rules: Vec<String> = Vec::new();
+            let mut reasons = Vec::new();
+            for r in d.rules.iter().filter(|r| r.effect == d.effect) {
+                if !rules.contains(&r.id) {
+                    rules.push(r.id.clone());
+                    reasons.push(r.reason.clone());
+                }
+            }
+            audit::RecordDecision {
+                effect: d.effect.name().into(),
+                rules,
+                reasons,
+            }
+        }
+        None => audit::RecordDecision {
+            effect: "deny".into(),
+            rules: vec![
+                match err {
+                    Some(BrokerError::SecretInInput { .. }) => "secrets.input",
+                    _ => "broker",
+                }
+                .into(),
+            ],
+            reasons: err
+                .map(|e| redact_text(&e.to_string()))
+                .into_iter()
+                .collect(),
+        },
+    }
+}
+
+/// Applies the artifact retention at most once an hour (it lists the store).
+fn prune_artifacts(state_dir: &Path, a: &crate::model::AuditProfile) {
+    let marker = audit::Paths::new(state_dir).artifacts.join(".pruned");
+    let fresh = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < Duration::from_secs(3600));
+    if fresh {
+        return;
+    }
+    let _ = std::fs::write(&marker, b"");
+    audit::artifacts::prune(
+        state_dir,
+        a.artifacts_max_age.map(Duration::from_secs),
+        a.artifacts_max_total,
+    );
+}
+
+fn exec_traced(
+    req: &ExecRequest<'_>,
+    ask: &mut dyn FnMut(&Decision) -> bool,
+    sink: &mut dyn FnMut(Stream, &[u8]),
+    trace: &mut Trace,
+) -> Result<ExecResult, BrokerError> {
     let ws = workspace(&req.cwd)?;
+    trace.cwd = ws.clone();
     // Secrets in the command line: refused, redacted or reported before anything else, so
     // that the decision is about what would run.
     let mut argv = req.argv.clone();
@@ -660,8 +837,10 @@ pub fn exec(
         input: guard::check_argv(&req.policy.secrets, &mut argv)?,
         ..SecretsReport::default()
     };
+    trace.argv = argv.clone();
     let mut decision = decide_exec(req.policy, &argv, &ws);
     guard::redact_decision(&mut decision);
+    trace.decision = Some(decision.clone());
     let not_run = |decision: Decision, approved: Option<bool>, secrets: SecretsReport| ExecResult {
         decision,
         ran: false,
@@ -669,6 +848,7 @@ pub fn exec(
         outcome: None,
         protected_created: vec![],
         secrets,
+        audit: None,
     };
     let mut approved = None;
     match decision.effect {
@@ -688,7 +868,6 @@ pub fn exec(
         None if use_tmpfs => tmpfs_mountpoint()?,
         None => std::env::temp_dir(),
     };
-    ensure_state_dir(&req.state_dir)?;
     let plan = plan(
         req.policy,
         &ws,
@@ -710,7 +889,9 @@ pub fn exec(
     let stdin = match req.stdin {
         Stdin::Inherit if sandbox::stdin_is_null() => Stdin::Null,
         Stdin::Inherit if !sandbox::stdin_is_tty() => Stdin::Filtered,
-        other => other,
+        Stdin::Inherit => Stdin::Inherit,
+        Stdin::Null => Stdin::Null,
+        Stdin::Filtered => Stdin::Filtered,
     };
     let spec = Spec {
         program,
@@ -721,9 +902,25 @@ pub fn exec(
         confine,
     };
     let before = protected_present(req.policy, &spec.cwd);
-    let mut g = guard::Guard::new(req.policy.secrets, sink);
+    let (out_tap, err_tap) = (&mut trace.out, &mut trace.err);
+    let mut tap = |s: Stream, b: &[u8]| {
+        match s {
+            Stream::Stdout => out_tap.write(b),
+            Stream::Stderr => err_tap.write(b),
+        }
+        sink(s, b);
+    };
+    let mut g = guard::Guard::new(req.policy.secrets, &mut tap);
+    if matches!(spec.stdin, Stdin::Filtered) {
+        let a = req.policy.audit;
+        g.stdin_tap = Some(ArtifactWriter::new(
+            &req.state_dir,
+            if a.store_output { a.artifact_max } else { 0 },
+        ));
+    }
     let outcome = sandbox::run(&spec, &mut g);
     g.finish();
+    trace.stdin = g.stdin_tap.take().map(ArtifactWriter::finish);
     let input_before = std::mem::take(&mut report.input);
     report = std::mem::take(&mut g.report);
     report.input.splice(0..0, input_before);
@@ -753,6 +950,7 @@ pub fn exec(
         outcome: Some(outcome),
         protected_created,
         secrets: report,
+        audit: None,
     })
 }
 

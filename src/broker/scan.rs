@@ -429,3 +429,59 @@ fn uri(path: &str) -> String {
         s
     }
 }
+
+/// [`scan`], recorded in the audit log (tool `scan`: the paths and options, how many files,
+/// and each finding as `path:line:rule`, never the value). Nothing is scanned if the log
+/// cannot be opened.
+pub fn scan_audited(
+    req: &ScanRequest,
+    progress: Progress<'_>,
+    session: &str,
+    caller: crate::audit::Caller,
+) -> Result<ScanReport, BrokerError> {
+    use crate::audit;
+    super::ensure_state_dir(&req.state_dir)?;
+    let mut log = audit::AuditLog::open(&req.state_dir, audit::Checkpoints::EveryRecord)?;
+    let res = scan(req, progress);
+    let mut args: Vec<String> = req.paths.iter().map(|p| p.display().to_string()).collect();
+    if req.redact {
+        args.push("--redact".into());
+    }
+    if let Some(b) = &req.baseline {
+        args.push(format!("--baseline={}", b.display()));
+    }
+    args.extend(req.exclude.iter().map(|e| format!("--exclude={e}")));
+    if req.no_ignore {
+        args.push("--no-ignore".into());
+    }
+    let mut rec = audit::Record {
+        session: session.into(),
+        caller,
+        tool: "scan".into(),
+        args: args.iter().map(|a| super::redact_text(a)).collect(),
+        cwd: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        decision: audit::RecordDecision {
+            effect: "allow".into(),
+            rules: vec!["builtin".into()],
+            reasons: vec!["scanning reads files with the caller's own rights".into()],
+        },
+        ..audit::Record::default()
+    };
+    match &res {
+        Ok(r) => {
+            rec.exit_code = Some(i32::from(!r.findings.is_empty()));
+            rec.duration_ms = Some(r.duration_ms as f64);
+            rec.secrets = r
+                .findings
+                .iter()
+                .take(1000)
+                .map(|f| format!("{}:{}:{}", f.path, f.line, f.rule))
+                .collect();
+        }
+        Err(e) => rec.error = Some(super::redact_text(&e.to_string())),
+    }
+    log.append(&mut rec)?;
+    res
+}

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod log;
+
 /// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
 /// command was killed by signal N.
 pub mod exit {
@@ -30,6 +32,11 @@ pub mod exit {
     pub const NOT_EXECUTABLE: u8 = 126;
     /// The program was not found.
     pub const NOT_FOUND: u8 = 127;
+    /// The audit log could not be written (or is damaged where it must be continued):
+    /// nothing runs unrecorded.
+    pub const AUDIT: u8 = 119;
+    /// `log verify`: the log, a checkpoint or a signature does not hold.
+    pub const VERIFY_FAILED: u8 = 1;
 }
 
 #[derive(Parser, Debug)]
@@ -103,6 +110,99 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PolicyCmd,
     },
+    /// Review and verify the audit log.
+    Log {
+        #[command(subcommand)]
+        cmd: LogCmd,
+    },
+    /// The audit log's signing keys.
+    Keys {
+        #[command(subcommand)]
+        cmd: KeysCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LogCmd {
+    /// Recompute the hash chain, the Merkle tree, every checkpoint and signature (exit 0 only
+    /// if all hold).
+    Verify {
+        /// A checkpoint exported earlier (`gateway log checkpoint --export`): detects a
+        /// deleted or rewritten tail even if local checkpoints were removed too.
+        #[arg(long, value_name = "FILE")]
+        anchor: Option<PathBuf>,
+        /// The epoch-0 public key exported earlier (`gateway keys export`): detects replaced
+        /// keys.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// List records matching filters (newest last).
+    Query {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// At most this many (the newest).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Show the last records; with -f, keep printing new ones.
+    Tail {
+        /// How many.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        lines: usize,
+        /// Follow: print records as they are appended.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Show one record with its stored output.
+    Show {
+        /// The record's sequence number.
+        seq: u64,
+    },
+    /// Print the newest signed checkpoint.
+    Checkpoint {
+        /// Print it for copying off this host (a C2SP signed note); keep it to use with
+        /// `log verify --anchor`.
+        #[arg(long)]
+        export: bool,
+    },
+    /// Apply the artifact retention of the policy now.
+    Gc,
+}
+
+#[derive(clap::Args, Debug)]
+struct FilterArgs {
+    /// Tool name (exec, scan, ...).
+    #[arg(long)]
+    tool: Option<String>,
+    /// Decision.
+    #[arg(long, value_parser = ["allow", "deny", "ask"])]
+    decision: Option<String>,
+    /// Records at or after: RFC 3339 time or a duration ago (90s, 15m, 2h, 3d).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Records at or before: RFC 3339 time or a duration ago.
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Session id.
+    #[arg(long)]
+    session: Option<String>,
+    /// Records whose working directory is under PATH or whose arguments name it.
+    #[arg(long)]
+    path: Option<String>,
+    /// Records containing this text anywhere.
+    #[arg(long, value_name = "TEXT")]
+    contains: Option<String>,
+    /// Exit code.
+    #[arg(long, allow_negative_numbers = true)]
+    exit_code: Option<i32>,
+}
+
+#[derive(Subcommand, Debug)]
+enum KeysCmd {
+    /// Print the public keys (epoch 0 first: the root of trust to keep off this host).
+    Export,
+    /// New signing key: the old one signs the new one and a checkpoint, then is destroyed.
+    Rotate,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,6 +350,8 @@ pub fn main() -> ExitCode {
             env,
             command,
         } => run_exec(&cli, *timeout, env, command),
+        Cmd::Log { cmd } => log::run(&cli, cmd),
+        Cmd::Keys { cmd } => log::keys(&cli, cmd),
     }
 }
 
@@ -375,6 +477,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
             }
         }
         BrokerError::Sandbox(_) | BrokerError::Io { .. } => exit::SANDBOX,
+        BrokerError::Audit(_) => exit::AUDIT,
     };
     fail(code, e)
 }
@@ -395,7 +498,12 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
             b.tick();
         }
     };
-    let res = broker::scan::scan(req, &progress);
+    let res = broker::scan::scan_audited(
+        req,
+        &progress,
+        &broker::log::session_id(),
+        broker::log::this_caller("cli"),
+    );
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -485,18 +593,25 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
         env: env_pairs,
         timeout,
         stdin: Stdin::Inherit,
+        session: broker::log::session_id(),
+        caller: broker::log::this_caller("cli"),
     };
     let json = cli.json;
     let mut out_buf = Vec::new();
     let mut err_buf = Vec::new();
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
+    // In --json mode the result returns the first `inline_output` bytes of each stream (and
+    // one more, to tell that there was more); all of it is in the audit artifact.
+    let keep = policy.audit.inline_output as usize + 1;
     let mut sink = |s: Stream, b: &[u8]| {
         if json {
-            match s {
-                Stream::Stdout => out_buf.extend_from_slice(b),
-                Stream::Stderr => err_buf.extend_from_slice(b),
-            }
+            let buf = match s {
+                Stream::Stdout => &mut out_buf,
+                Stream::Stderr => &mut err_buf,
+            };
+            let room = keep.saturating_sub(buf.len());
+            buf.extend_from_slice(&b[..room.min(b.len())]);
         } else {
             let _ = match s {
                 Stream::Stdout => {
@@ -628,6 +743,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
         }
     };
     if json {
+        let inline = policy.audit.inline_output as usize;
         let o = res.outcome.as_ref();
         let v = json!({
             "decision": d.effect,
@@ -645,8 +761,11 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             "enforcement": o.map(|o| &o.enforcement),
             "protected_created": res.protected_created,
             "secrets": res.secrets,
-            "stdout": String::from_utf8_lossy(&out_buf),
-            "stderr": String::from_utf8_lossy(&err_buf),
+            "stdout": String::from_utf8_lossy(&out_buf[..out_buf.len().min(inline)]),
+            "stderr": String::from_utf8_lossy(&err_buf[..err_buf.len().min(inline)]),
+            "stdout_truncated": out_buf.len() > inline,
+            "stderr_truncated": err_buf.len() > inline,
+            "audit": res.audit,
         });
         println!("{v}");
     }

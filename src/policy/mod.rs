@@ -12,7 +12,8 @@ pub mod shell;
 
 pub use matcher::CommandPattern;
 pub use schema::{
-    ALWAYS_SCRUB, Limits, Network, SandboxProfile, SecretsInput, SecretsOutput, SecretsProfile,
+    ALWAYS_SCRUB, AuditProfile, Limits, Network, SandboxProfile, SecretsInput, SecretsOutput,
+    SecretsProfile,
 };
 
 use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};
@@ -135,6 +136,8 @@ pub struct Policy {
     pub sandbox: SandboxProfile,
     /// What happens to secrets in inputs and output.
     pub secrets: SecretsProfile,
+    /// What the audit log keeps of each run.
+    pub audit: AuditProfile,
 }
 
 impl Policy {

@@ -2,8 +2,10 @@
 //! typed [`Policy`] ("don't validate twice"). Every error carries `file:line:column`.
 
 use super::{CommandPattern, Policy, PolicyError, Rule};
+pub use crate::model::{
+    AuditProfile, Limits, Network, SecretsInput, SecretsOutput, SecretsProfile,
+};
 use crate::model::{Effect, Tool};
-pub use crate::model::{Limits, Network, SecretsInput, SecretsOutput, SecretsProfile};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -97,8 +99,20 @@ struct RawPolicy {
     sandbox: RawSandbox,
     #[serde(default)]
     secrets: RawSecrets,
+    #[serde(default)]
+    audit: RawAudit,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAudit {
+    store_output: Option<bool>,
+    artifact_max: Option<Spanned<toml::Value>>,
+    inline_output: Option<Spanned<toml::Value>>,
+    artifacts_max_age: Option<Spanned<toml::Value>>,
+    artifacts_max_total: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -365,7 +379,7 @@ const SIZE_UNITS: &[(&str, u64)] = &[
     ("TiB", 1 << 40),
 ];
 
-const DURATION_UNITS: &[(&str, u64)] = &[("", 1), ("s", 1), ("m", 60), ("h", 3600)];
+const DURATION_UNITS: &[(&str, u64)] = &[("", 1), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)];
 
 fn parse_size(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
     parse_units(
@@ -441,6 +455,7 @@ fn compile(
     let mut unanalysable = Effect::Deny;
     let mut rules: Vec<Rule> = Vec::new();
     let mut secrets = SecretsProfile::default();
+    let mut audit = AuditProfile::default();
     let mut sb = SandboxProfile {
         read: vec![],
         write: vec![],
@@ -486,6 +501,22 @@ fn compile(
                     ("warn", SecretsOutput::Warn),
                 ],
             )?;
+        }
+        let a = &raw.audit;
+        if let Some(v) = a.store_output {
+            audit.store_output = v;
+        }
+        if let Some(v) = &a.artifact_max {
+            audit.artifact_max = parse_size(&ctx, v, "audit.artifact_max")?;
+        }
+        if let Some(v) = &a.inline_output {
+            audit.inline_output = parse_size(&ctx, v, "audit.inline_output")?;
+        }
+        if let Some(v) = &a.artifacts_max_age {
+            audit.artifacts_max_age = Some(parse_duration(&ctx, v, "audit.artifacts_max_age")?);
+        }
+        if let Some(v) = &a.artifacts_max_total {
+            audit.artifacts_max_total = Some(parse_size(&ctx, v, "audit.artifacts_max_total")?);
         }
         if let Some(v) = &raw.secrets.input {
             secrets.input = parse_choice(
@@ -631,6 +662,7 @@ fn compile(
         rules,
         sandbox: sb,
         secrets,
+        audit,
     })
 }
 

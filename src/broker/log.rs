@@ -1,0 +1,168 @@
+//! Reviewing the audit log: verify, query, show, keys. Thin: the work is in `audit`; this
+//! is where the CLI (and later the daemon) reach it, so that every front end goes through the
+//! broker.
+
+use super::BrokerError;
+use crate::audit::{self, AuditError};
+use std::path::Path;
+use std::time::Duration;
+
+pub use audit::query::{Filter, QueryResult, parse_time};
+pub use audit::verify::{Problem, VerifyReport};
+pub use audit::{Caller, Record, StreamDigest};
+
+fn read(path: &Path, what: &'static str) -> Result<String, BrokerError> {
+    std::fs::read_to_string(path).map_err(|source| BrokerError::Io {
+        what: format!("reading {what} {}", path.display()),
+        source,
+    })
+}
+
+/// Verifies the log; `anchor`: an exported checkpoint file; `key`: an exported epoch-0 key.
+pub fn verify(
+    state_dir: &Path,
+    anchor: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<VerifyReport, BrokerError> {
+    let anchor = anchor.map(|p| read(p, "the anchor")).transpose()?;
+    let key = match key {
+        Some(p) => {
+            let text = read(p, "the key")?;
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            Some(audit::note::VerifierKey::decode(first).ok_or_else(|| {
+                BrokerError::Usage(format!(
+                    "{}: not a verifier key (expected the first line `gateway keys export` prints)",
+                    p.display()
+                ))
+            })?)
+        }
+        None => None,
+    };
+    Ok(audit::verify::verify(
+        state_dir,
+        &audit::verify::VerifyOptions {
+            anchor,
+            key,
+            require_covered: true,
+        },
+    )?)
+}
+
+/// Records matching `filter`.
+pub fn query(state_dir: &Path, filter: &Filter) -> Result<QueryResult, BrokerError> {
+    Ok(audit::query::query(state_dir, filter)?)
+}
+
+/// One record and the content of its artifacts: (stream name, digest, content or why not).
+pub type Artifact = (&'static str, StreamDigest, Result<Vec<u8>, String>);
+
+/// A record by seq, with its stored streams.
+pub fn show(state_dir: &Path, seq: u64) -> Result<Option<(Record, Vec<Artifact>)>, BrokerError> {
+    let Some(r) = audit::query::show(state_dir, seq)? else {
+        return Ok(None);
+    };
+    let mut arts = Vec::new();
+    for (name, d) in [
+        ("stdin", &r.stdin),
+        ("stdout", &r.stdout),
+        ("stderr", &r.stderr),
+    ] {
+        let Some(d) = d else { continue };
+        if d.bytes == 0 {
+            continue;
+        }
+        let content = match &d.artifact {
+            None => Err("not stored (policy audit.store_output = false)".to_string()),
+            Some(id) => audit::artifacts::read(state_dir, id)
+                .map_err(|e| match e {
+                    AuditError::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        "removed by the artifact retention".to_string()
+                    }
+                    e => e.to_string(),
+                })
+                .and_then(|c| {
+                    if crate::audit::hex(&sha2::Digest::finalize(
+                        <sha2::Sha256 as sha2::Digest>::new_with_prefix(&c),
+                    )) == *id
+                    {
+                        Ok(c)
+                    } else {
+                        Err("the stored artifact does not match its hash (altered)".into())
+                    }
+                }),
+        };
+        arts.push((name, d.clone(), content));
+    }
+    Ok(Some((r, arts)))
+}
+
+/// The newest signed checkpoint (a C2SP note), if any.
+pub fn checkpoint(state_dir: &Path) -> Result<Option<String>, BrokerError> {
+    Ok(audit::latest_checkpoint(state_dir)?)
+}
+
+/// Public keys by epoch, as verifier-key lines.
+pub fn public_keys(state_dir: &Path) -> Result<Vec<String>, BrokerError> {
+    Ok(audit::public_keys(state_dir)?
+        .iter()
+        .map(|k| k.encode())
+        .collect())
+}
+
+/// Creates the keys (first use) without writing a record.
+pub fn ensure_keys(state_dir: &Path) -> Result<(), BrokerError> {
+    super::ensure_state_dir(state_dir)?;
+    audit::AuditLog::open(state_dir, audit::Checkpoints::EveryRecord)?;
+    Ok(())
+}
+
+/// Rotates the signing key and records it.
+pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String, BrokerError> {
+    super::ensure_state_dir(state_dir)?;
+    let vk = audit::rotate(state_dir)?;
+    let mut rec = Record {
+        session: session.into(),
+        caller,
+        tool: "keys.rotate".into(),
+        args: vec![vk.encode()],
+        decision: audit::RecordDecision {
+            effect: "allow".into(),
+            rules: vec!["builtin".into()],
+            reasons: vec!["key rotation by the owner of the state directory".into()],
+        },
+        exit_code: Some(0),
+        ..Record::default()
+    };
+    audit::append_one(state_dir, &mut rec)?;
+    Ok(vk.encode())
+}
+
+/// Applies the policy's artifact retention now: (files removed, bytes freed).
+pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> (u64, u64) {
+    audit::artifacts::prune(
+        state_dir,
+        policy.audit.artifacts_max_age.map(Duration::from_secs),
+        policy.audit.artifacts_max_total,
+    )
+}
+
+/// A session id: `GATEWAY_SESSION`, else a fresh random one.
+pub fn session_id() -> String {
+    if let Some(s) = std::env::var_os("GATEWAY_SESSION").filter(|s| !s.is_empty()) {
+        return s.to_string_lossy().into_owned();
+    }
+    let mut b = [0u8; 6];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    format!("cli-{}", audit::hex(&b))
+}
+
+/// The caller of this process.
+pub fn this_caller(client: &str) -> Caller {
+    Caller {
+        uid: crate::sandbox::effective_uid(),
+        pid: std::process::id(),
+        client: client.into(),
+    }
+}

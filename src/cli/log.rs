@@ -1,0 +1,283 @@
+//! `gateway log ...` and `gateway keys ...`.
+
+use super::{Cli, KeysCmd, LogCmd, broker_error, exit, fail, state_dir};
+use crate::broker::log::{self, Filter, Record};
+use crate::policy::Policy;
+use serde_json::json;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
+    let state = state_dir(cli);
+    match cmd {
+        LogCmd::Verify { anchor, key } => {
+            let r = match log::verify(&state, anchor.as_deref(), key.as_deref()) {
+                Ok(r) => r,
+                Err(e) => return broker_error(e),
+            };
+            if cli.json {
+                let problems: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
+                println!(
+                    "{}",
+                    json!({"ok": r.ok(), "report": r, "messages": problems})
+                );
+            } else if r.ok() {
+                println!(
+                    "gateway log verify: ok: {} record(s), {} checkpoint(s) checked, {} key epoch(s); the newest checkpoint covers {} record(s){}; root {}",
+                    r.records,
+                    r.checkpoints,
+                    r.epochs,
+                    r.checkpointed,
+                    if anchor.is_some() {
+                        ", the anchor holds"
+                    } else {
+                        ""
+                    },
+                    r.root
+                );
+            } else {
+                eprintln!("gateway log verify: FAILED: {}", r.problems[0]);
+                for p in r.problems.iter().skip(1).take(9) {
+                    eprintln!("  also: {p}");
+                }
+                if r.problems.len() > 10 {
+                    eprintln!("  ({} more)", r.problems.len() - 10);
+                }
+            }
+            if r.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(exit::VERIFY_FAILED)
+            }
+        }
+        LogCmd::Query { filter, limit } => {
+            let mut f = Filter {
+                tool: filter.tool.clone(),
+                decision: filter.decision.clone(),
+                session: filter.session.clone(),
+                path: filter.path.clone(),
+                contains: filter.contains.clone(),
+                exit_code: filter.exit_code,
+                limit: *limit,
+                ..Filter::default()
+            };
+            for (arg, name, slot) in [
+                (&filter.since, "--since", &mut f.since),
+                (&filter.until, "--until", &mut f.until),
+            ] {
+                if let Some(t) = arg {
+                    match log::parse_time(t) {
+                        Some(v) => *slot = Some(v),
+                        None => {
+                            return fail(
+                                exit::USAGE,
+                                format!(
+                                    "{name} {t}: expected an RFC 3339 time (2026-11-21T10:00:00Z) or a duration ago (90s, 15m, 2h, 3d)"
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            match log::query(&state, &f) {
+                Ok(r) => {
+                    if cli.json {
+                        println!("{}", json!({"records": r.records, "scanned": r.scanned}));
+                    } else {
+                        print_table(&r.records);
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => broker_error(e),
+            }
+        }
+        LogCmd::Tail { lines, follow } => {
+            let f = Filter {
+                limit: *lines,
+                ..Filter::default()
+            };
+            let r = match log::query(&state, &f) {
+                Ok(r) => r,
+                Err(e) => return broker_error(e),
+            };
+            let mut last = r.records.last().map_or(0, |r| r.seq);
+            emit(cli.json, &r.records);
+            if !*follow {
+                return ExitCode::SUCCESS;
+            }
+            loop {
+                match log::show(&state, last + 1) {
+                    Ok(Some((r, _))) => {
+                        last = r.seq;
+                        emit(cli.json, std::slice::from_ref(&r));
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(200)),
+                    Err(e) => return broker_error(e),
+                }
+            }
+        }
+        LogCmd::Show { seq } => match log::show(&state, *seq) {
+            Ok(None) => fail(1, format!("no record {seq} in {}", state.display())),
+            Ok(Some((r, arts))) => {
+                if cli.json {
+                    let a: Vec<_> = arts
+                        .iter()
+                        .map(|(name, d, c)| match c {
+                            Ok(c) => json!({"stream": name, "digest": d, "content": String::from_utf8_lossy(c)}),
+                            Err(e) => json!({"stream": name, "digest": d, "error": e}),
+                        })
+                        .collect();
+                    println!("{}", json!({"record": r, "artifacts": a}));
+                } else {
+                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                    let mut out = std::io::stdout().lock();
+                    for (name, d, c) in &arts {
+                        let _ = writeln!(
+                            out,
+                            "--- {name}: {} bytes, sha256 {}{} ---",
+                            d.bytes,
+                            d.sha256,
+                            if d.artifact_truncated {
+                                " (stored: the first part only)"
+                            } else {
+                                ""
+                            }
+                        );
+                        match c {
+                            Ok(c) => {
+                                let _ = out.write_all(c);
+                                if !c.ends_with(b"\n") {
+                                    let _ = writeln!(out);
+                                }
+                            }
+                            Err(e) => {
+                                let _ = writeln!(out, "({e})");
+                            }
+                        }
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => broker_error(e),
+        },
+        LogCmd::Checkpoint { export } => match log::checkpoint(&state) {
+            Ok(Some(note)) => {
+                if !*export && !cli.json {
+                    eprintln!(
+                        "gateway: the newest signed checkpoint (copy it off this host; check later with `gateway log verify --anchor FILE`):"
+                    );
+                }
+                if cli.json {
+                    println!("{}", json!({"checkpoint": note}));
+                } else {
+                    print!("{note}");
+                }
+                ExitCode::SUCCESS
+            }
+            Ok(None) => fail(
+                1,
+                format!(
+                    "no checkpoint yet in {} (nothing recorded)",
+                    state.display()
+                ),
+            ),
+            Err(e) => broker_error(e),
+        },
+        LogCmd::Gc => {
+            let policy = match Policy::load(&cli.policy) {
+                Ok(p) => p,
+                Err(e) => return fail(exit::POLICY, e),
+            };
+            let (n, bytes) = log::gc(&state, &policy);
+            if cli.json {
+                println!("{}", json!({"removed": n, "bytes": bytes}));
+            } else {
+                println!("gateway log gc: removed {n} artifact(s), {bytes} bytes");
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn emit(json: bool, records: &[Record]) {
+    if json {
+        let mut out = std::io::stdout().lock();
+        for r in records {
+            let _ = writeln!(out, "{}", json!(r));
+        }
+        let _ = out.flush();
+    } else {
+        print_table(records);
+    }
+}
+
+fn print_table(records: &[Record]) {
+    let mut out = std::io::stdout().lock();
+    for r in records {
+        let status = match (r.exit_code, r.signal, &r.error) {
+            (Some(c), _, _) => c.to_string(),
+            (None, Some(s), _) => format!("sig{s}"),
+            (None, None, Some(_)) => "error".into(),
+            _ => "-".into(),
+        };
+        let mut args = r.args.join(" ");
+        if args.len() > 80 {
+            let mut cut = 77;
+            while !args.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            args.truncate(cut);
+            args.push_str("...");
+        }
+        let _ = writeln!(
+            out,
+            "{:>6}  {}  {:<6}  {:<5}  {:>5}  {}",
+            r.seq,
+            r.time.get(..19).unwrap_or(&r.time),
+            r.tool,
+            r.decision.effect,
+            status,
+            args
+        );
+    }
+    let _ = out.flush();
+}
+
+pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
+    let state = state_dir(cli);
+    match cmd {
+        KeysCmd::Export => {
+            if let Err(e) = log::ensure_keys(&state) {
+                return broker_error(e);
+            }
+            match log::public_keys(&state) {
+                Ok(keys) => {
+                    if cli.json {
+                        println!("{}", json!({"keys": keys}));
+                    } else {
+                        for k in keys {
+                            println!("{k}");
+                        }
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => broker_error(e),
+            }
+        }
+        KeysCmd::Rotate => match log::rotate(&state, &log::session_id(), log::this_caller("cli")) {
+            Ok(k) => {
+                if cli.json {
+                    println!("{}", json!({"key": k}));
+                } else {
+                    println!("{k}");
+                    eprintln!(
+                        "gateway keys rotate: new signing key above; the old key signed it and was destroyed"
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => broker_error(e),
+        },
+    }
+}
