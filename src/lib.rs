@@ -70,7 +70,16 @@
 //!   stdin and output through `sandbox::StreamIo` (the sandbox stays ignorant of secrets).
 //! - `journal` and `fsops` hold, for now, what `gateway scan --redact` needs (content-
 //!   addressed backups, a journal entry before the change, atomic replace); issue 5 extends
-//!   them into the file tools with undo. `audit` arrives with issue 4.
+//!   them into the file tools with undo.
+//! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
+//!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
+//!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed
+//!   notes, written by hand over `ring` (the format is a few lines). Checkpoints are compacted
+//!   to milestones every 1,024 records plus the newest, so verifying a log checkpointed after
+//!   every call checks ~n/1024 signatures. Queries are a bounded backward scan with byte
+//!   prefilters, not an index. The broker opens the log before running anything (fail
+//!   closed) and records every outcome, including refusals and errors; the CLI reaches the
+//!   log only through `broker::log`.
 //!
 //! # Test strategy
 //!
@@ -81,9 +90,12 @@
 //! git, pipes, stdin), and every documented exit code. Sandbox tests fail when the sandbox
 //! cannot run; `GATEWAY_TEST_NO_SANDBOX=1` skips them explicitly. The secrets corpus
 //! (`tests/secrets/corpus.rs`) generates labelled positives and negatives from templates and
-//! scans them with the real binary. Fuzz targets (`fuzz/`) cover the policy parser, the shell
-//! analyser, the secrets scanner and the streaming redactor; speed is measured by
-//! `benches/spawn.rs` and `benches/secrets.rs`.
+//! scans them with the real binary. The audit tests make each kind of tampering and assert
+//! that verify names it, flip every byte of a 100-record log, race writers (threads and
+//! processes), and grep the state directory for planted tokens. Fuzz targets (`fuzz/`) cover
+//! the policy parser, the shell analyser, the secrets scanner, the streaming redactor and the
+//! log verifier; speed is measured by `benches/spawn.rs`, `benches/secrets.rs` and
+//! `benches/audit.rs`.
 #![warn(missing_docs)]
 
 pub mod audit;

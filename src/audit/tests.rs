@@ -623,3 +623,12 @@ fn checkpoints_are_compacted_to_milestones() {
         Problem::MissingCheckpoint { size: MILESTONE }
     );
 }
+
+#[test]
+fn fuzz_verify_seeds() {
+    verify::fuzz_verify(&[0]);
+    verify::fuzz_verify(b"\x00{\"seq\":1}\n");
+    verify::fuzz_verify(b"\x01\x00\x10X");
+    verify::fuzz_verify(b"\x02\x00\x00\n");
+    verify::fuzz_verify(b"\x01\x00\x00");
+}

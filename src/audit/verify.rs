@@ -662,3 +662,68 @@ impl ChainCheck {
         (self.problems, self.pending)
     }
 }
+
+/// Fuzz entry: the first byte picks a mode, the rest alters a valid 20-record log (replaced
+/// whole, or bytes overwritten or inserted at an offset). Verification must not panic, and
+/// must never call an altered log valid.
+#[doc(hidden)]
+pub fn fuzz_verify(data: &[u8]) {
+    use std::sync::OnceLock;
+    static BASE: OnceLock<(std::path::PathBuf, Vec<u8>)> = OnceLock::new();
+    let (dir, orig) = BASE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("gateway-fuzz-verify-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("fuzz dir");
+        {
+            let mut log = super::AuditLog::open(
+                &dir,
+                super::Checkpoints::Batch {
+                    records: 5,
+                    interval: std::time::Duration::from_secs(3600),
+                },
+            )
+            .expect("fuzz log");
+            for i in 0..20 {
+                let mut r = super::Record {
+                    tool: "exec".into(),
+                    args: vec!["echo".into(), format!("call {i}")],
+                    exit_code: Some(i % 2),
+                    ..super::Record::default()
+                };
+                log.append(&mut r).expect("append");
+            }
+        }
+        let orig = std::fs::read(Paths::new(&dir).log).expect("log");
+        (dir, orig)
+    });
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let log = match mode % 3 {
+        0 => rest.to_vec(),
+        m => {
+            let (Some(&a), Some(&b)) = (rest.first(), rest.get(1)) else {
+                return;
+            };
+            let at = (usize::from(a) << 8 | usize::from(b)) % (orig.len() + 1);
+            let patch = &rest[2..];
+            let mut v = orig.clone();
+            if m == 1 {
+                let end = (at + patch.len()).min(v.len());
+                v.splice(at..end, patch.iter().copied());
+            } else {
+                v.splice(at..at, patch.iter().copied());
+            }
+            v
+        }
+    };
+    std::fs::write(Paths::new(dir).log, &log).expect("write log");
+    let r = verify(dir, &VerifyOptions::default()).expect("verify");
+    assert!(
+        !r.ok() || log == *orig,
+        "an altered log verified: {} bytes (original {})",
+        log.len(),
+        orig.len()
+    );
+    std::fs::write(Paths::new(dir).log, orig).expect("restore log");
+}
