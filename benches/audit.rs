@@ -39,7 +39,7 @@ fn record(i: u64) -> Record {
             pid: 4000 + (i % 30000) as u32,
             client: "cli".into(),
         },
-        tool: if i % 10 == 0 { "scan" } else { "exec" }.into(),
+        tool: if i.is_multiple_of(10) { "scan" } else { "exec" }.into(),
         args: vec![
             "cargo".into(),
             "test".into(),
@@ -48,14 +48,14 @@ fn record(i: u64) -> Record {
         cwd: format!("/home/dev/project{}", i % 7),
         policy: "standard".into(),
         decision: RecordDecision {
-            effect: if i % 13 == 0 { "deny" } else { "allow" }.into(),
+            effect: if i.is_multiple_of(13) { "deny" } else { "allow" }.into(),
             rules: vec!["allow-build-tools".into()],
             reasons: vec!["build and test tools run confined to the workspace".into()],
         },
         enforcement: Some(
             "landlock abi 7 (fs true, net true, scoped true); seccomp true; caps dropped true; namespaces pid true mnt true ipc true net true".into(),
         ),
-        exit_code: Some((i % 3 == 0) as i32),
+        exit_code: Some(i.is_multiple_of(3) as i32),
         duration_ms: Some(1234.5),
         stdout: Some(digest(i * 31)),
         stderr: Some(digest(i * 7)),
