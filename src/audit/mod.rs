@@ -348,16 +348,18 @@ impl AuditLog {
             .mode(0o600)
             .open(&paths.log)
             .map_err(io("opening", &paths.log))?;
-        let origin = keys::origin(state_dir)?;
+        // Under the writers' lock: the first use creates the origin and the key, and
+        // concurrent first uses must agree on them.
         lock.lock().map_err(io("locking", &paths.lock))?;
         let opened = (|| {
+            let origin = keys::origin(state_dir)?;
             let rotations = rotation_count(&paths)?;
             let signer = keys::current(state_dir, &origin, rotations)?;
             let tail = read_head(&paths);
-            Ok::<_, AuditError>((signer, tail))
+            Ok::<_, AuditError>((origin, signer, tail))
         })();
         let _ = lock.unlock();
-        let (signer, tail) = opened?;
+        let (origin, signer, tail) = opened?;
         Ok(AuditLog {
             paths,
             origin,
@@ -508,7 +510,9 @@ impl AuditLog {
 impl Drop for AuditLog {
     fn drop(&mut self) {
         // The daemon's last records get their checkpoint on shutdown.
-        let _ = self.checkpoint();
+        if self.tail.range.size() > self.tail.checkpointed {
+            let _ = self.checkpoint();
+        }
     }
 }
 
