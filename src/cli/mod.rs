@@ -140,7 +140,7 @@ enum LogCmd {
     Query {
         #[command(flatten)]
         filter: FilterArgs,
-        /// At most this many (the newest).
+        /// At most this many (the newest); 0: all.
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
