@@ -422,6 +422,22 @@ impl AuditLog {
         Ok(rec.seq)
     }
 
+    /// For the daemon's timer: in batch mode, signs a checkpoint if records are waiting and
+    /// the interval has passed (so the last records of a burst do not wait for the next one).
+    /// Returns whether it signed.
+    pub fn checkpoint_if_due(&mut self) -> Result<bool, AuditError> {
+        let Checkpoints::Batch { interval, .. } = self.mode else {
+            return Ok(false);
+        };
+        if self.tail.range.size() > self.tail.checkpointed
+            && self.last_checkpoint.elapsed() >= interval
+        {
+            self.checkpoint()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// Syncs the log and signs a checkpoint of everything in it (if not signed yet).
     pub fn checkpoint(&mut self) -> Result<(), AuditError> {
         self.lock.lock().map_err(io("locking", &self.paths.lock))?;

@@ -632,3 +632,41 @@ fn fuzz_verify_seeds() {
     verify::fuzz_verify(b"\x02\x00\x00\n");
     verify::fuzz_verify(b"\x01\x00\x00");
 }
+
+#[test]
+fn batch_writer_signs_when_the_interval_passes() {
+    let d = tmp("tick");
+    let mut log = AuditLog::open(
+        &d,
+        Checkpoints::Batch {
+            records: 100,
+            interval: Duration::from_millis(50),
+        },
+    )
+    .expect("open");
+    log.append(&mut rec(1)).expect("append");
+    log.append(&mut rec(2)).expect("append");
+    assert!(!log.checkpoint_if_due().expect("tick"), "too early");
+    let uncovered = verify(
+        &d,
+        &VerifyOptions {
+            require_covered: true,
+            ..VerifyOptions::default()
+        },
+    )
+    .expect("verify");
+    assert_eq!(uncovered.problems, vec![Problem::Uncovered { records: 2 }]);
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(log.checkpoint_if_due().expect("tick"));
+    assert!(!log.checkpoint_if_due().expect("tick"), "nothing new");
+    let r = verify(
+        &d,
+        &VerifyOptions {
+            require_covered: true,
+            ..VerifyOptions::default()
+        },
+    )
+    .expect("verify");
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.checkpoints, 1);
+}
