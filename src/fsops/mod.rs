@@ -1,6 +1,8 @@
 //! File operations for the broker's tools. For now: the atomic replace used by
 //! `gateway scan --redact`; the file tools of issue 5 build on it.
 
+pub mod text;
+
 use std::io::Write;
 use std::path::Path;
 
