@@ -1,6 +1,7 @@
 //! File operations for the broker's tools. For now: the atomic replace used by
 //! `gateway scan --redact`; the file tools of issue 5 build on it.
 
+pub mod path;
 pub mod text;
 
 use std::io::Write;
@@ -19,6 +20,20 @@ pub enum FsError {
         path: std::path::PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// The path is outside the allowed directories, or would lead there.
+    #[error("refused: {path}: {why}")]
+    Escape {
+        /// The path as given.
+        path: std::path::PathBuf,
+        /// Why.
+        why: &'static str,
+    },
+    /// Not a regular file.
+    #[error("{path} is not a regular file")]
+    NotAFile {
+        /// The path.
+        path: std::path::PathBuf,
     },
 }
 
