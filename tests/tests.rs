@@ -1859,18 +1859,22 @@ fn scan_redact_rewrites_with_backup_and_journal() {
         std::fs::metadata(&p).expect("meta").permissions().mode() & 0o777,
         0o640
     );
-    // The old content is in the backup store, named by its hash; the journal says so.
-    let backups: Vec<_> = std::fs::read_dir(env.state.join("backups"))
+    // The old content (and the new) is in the backup store, named by its hash; the journal
+    // says so.
+    let backups: Vec<String> = std::fs::read_dir(env.state.join("backups"))
         .expect("backups")
         .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("backup"))
         .collect();
-    assert_eq!(backups.len(), 1);
-    let old = std::fs::read_to_string(backups[0].path()).expect("backup");
-    assert!(old.contains(&tok));
+    assert_eq!(backups.len(), 2);
+    assert!(backups.iter().any(|b| b.contains(&tok)));
+    assert!(backups.iter().any(|b| *b == now));
     let journal =
         std::fs::read_to_string(env.state.join("journal/journal.jsonl")).expect("journal");
     assert!(
-        journal.contains("\"op\":\"redact\"") && !journal.contains(&tok),
+        journal.contains("\"tool\":\"scan.redact\"")
+            && journal.contains("\"phase\":\"commit\"")
+            && !journal.contains(&tok),
         "{journal}"
     );
     // Scanning again finds nothing.

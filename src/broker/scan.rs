@@ -322,21 +322,43 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
     if out == data {
         return Ok(());
     }
-    let before =
-        crate::journal::backup(state_dir, &data).map_err(|e| err("backing up", e.to_string()))?;
-    let after = crate::journal::sha256_hex(&out);
-    crate::journal::record(
+    use crate::journal::{self, Change, PathState};
+    let jerr = |what: &'static str| move |e: journal::JournalError| err(what, e.to_string());
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644)
+    };
+    let lock = journal::lock(state_dir).map_err(jerr("locking the journal for"))?;
+    let file = |d: &[u8]| -> Result<PathState, BrokerError> {
+        Ok(PathState::File {
+            sha256: journal::backup(state_dir, d).map_err(jerr("backing up"))?,
+            mode,
+            size: d.len() as u64,
+        })
+    };
+    let change = journal::begin(
         state_dir,
-        &crate::journal::Entry {
-            time: crate::journal::now(),
-            op: "redact",
-            path,
-            before: &before,
-            after: &after,
+        &lock,
+        Change {
+            id: 0,
+            time: 0,
+            tool: "scan.redact".into(),
+            path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+            before: file(&data)?,
+            after: file(&out)?,
+            undoes: None,
         },
     )
-    .map_err(|e| err("journalling the redaction of", e.to_string()))?;
-    crate::fsops::atomic_replace(path, &out).map_err(|e| err("rewriting", e.to_string()))
+    .map_err(jerr("journalling the redaction of"))?;
+    match crate::fsops::atomic_replace(path, &out) {
+        Ok(()) => journal::commit(state_dir, change.id).map_err(jerr("journalling")),
+        Err(e) => {
+            let _ = journal::abort(state_dir, change.id);
+            Err(err("rewriting", e.to_string()))
+        }
+    }
 }
 
 /// SARIF 2.1.0 for a report.

@@ -1,10 +1,9 @@
-//! Backups and the change journal in the state directory. For now: content-addressed
-//! backups and journal entries for `gateway scan --redact`; trash and undo (issue 5) build on
-//! them.
+//! Backups and the write-ahead change journal in the state directory.
 //!
-//! Layout: `<state>/backups/<sha256>` (the old content, 0600, written once, deduplicated) and
-//! `<state>/journal/journal.jsonl` (one JSON object per change, appended and fsync'd before
-//! the change is made).
+//! Layout: `<state>/backups/<sha256>` (contents before and after each change, 0600, written
+//! once, deduplicated) and `<state>/journal/journal.jsonl`: for each change an `intent` line
+//! (what, where, before and after), synced before the change is made, then a `commit` or an
+//! `abort` line. After a crash, [`recover`] completes or rolls back what was pending.
 
 use serde::Serialize;
 use std::io::Write;
@@ -80,39 +79,226 @@ pub fn backup(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
     Ok(id)
 }
 
-/// One change, as journalled.
-#[derive(Debug, Serialize)]
-pub struct Entry<'a> {
-    /// Seconds since the Unix epoch.
-    pub time: u64,
-    /// What was done (`redact`).
-    pub op: &'a str,
-    /// The file changed.
-    pub path: &'a Path,
-    /// Backup id of the content before.
-    pub before: &'a str,
-    /// sha256 of the content after.
-    pub after: &'a str,
+/// The state of a path before or after a change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PathState {
+    /// Nothing there.
+    Absent,
+    /// A regular file: its content is in the backup store under `sha256`.
+    File {
+        /// Backup id (sha256 hex of the content).
+        sha256: String,
+        /// Permission bits.
+        mode: u32,
+        /// Size in bytes.
+        size: u64,
+    },
 }
 
-/// Appends an entry to the journal and fsyncs it.
-pub fn record(state_dir: &Path, entry: &Entry<'_>) -> Result<(), JournalError> {
+/// One change in the write-ahead journal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Change {
+    /// Sequence number (from 1).
+    pub id: u64,
+    /// Seconds since the Unix epoch.
+    pub time: u64,
+    /// The tool (`fs.write`, `fs.edit`, `undo`, `scan.redact`, ...).
+    pub tool: String,
+    /// The file (absolute).
+    pub path: PathBuf,
+    /// Before the change (its content backed up).
+    pub before: PathState,
+    /// After the change (its content backed up too, so that undo can show what changed
+    /// since and an undo can be undone).
+    pub after: PathState,
+    /// The change this one reverts, for `undo`.
+    pub undoes: Option<u64>,
+}
+
+/// A journal line: an intent (before acting), then a commit or an abort.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+enum Line {
+    Intent(Change),
+    Commit { id: u64 },
+    Abort { id: u64 },
+}
+
+/// Where a change stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Intent written; not (yet) known to be done.
+    Pending,
+    /// Done.
+    Committed,
+    /// Not done (rolled back or failed).
+    Aborted,
+}
+
+fn journal_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("journal").join("journal.jsonl")
+}
+
+fn append_line(state_dir: &Path, line: &Line) -> Result<(), JournalError> {
     let dir = state_dir.join("journal");
     private_dir(&dir)?;
     let path = dir.join("journal.jsonl");
-    let mut line = serde_json::to_vec(entry).map_err(|e| JournalError::Io {
+    let mut data = serde_json::to_vec(line).map_err(|e| JournalError::Io {
         what: "encoding an entry for",
         path: path.clone(),
         source: std::io::Error::other(e),
     })?;
-    line.push(b'\n');
+    data.push(b'\n');
+    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
+        .mode(0o600)
         .open(&path)
         .map_err(io("opening", &path))?;
-    f.write_all(&line).map_err(io("appending to", &path))?;
-    f.sync_all().map_err(io("syncing", &path))
+    // After a torn last line (a crash mid-append), start a new line: the torn one is
+    // skipped by readers, this one must not be glued to it.
+    let len = f.metadata().map_err(io("reading", &path))?.len();
+    if len > 0 {
+        use std::os::unix::fs::FileExt;
+        let mut last = [0u8];
+        f.read_exact_at(&mut last, len - 1)
+            .map_err(io("reading", &path))?;
+        if last[0] != b'\n' {
+            data.insert(0, b'\n');
+        }
+    }
+    f.write_all(&data).map_err(io("appending to", &path))?;
+    f.sync_data().map_err(io("syncing", &path))
+}
+
+/// Every change with its phase, in order (old-format entries are skipped).
+pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
+    let path = journal_path(state_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("reading", &path)(e)),
+    };
+    let mut out: Vec<(Change, Phase)> = Vec::new();
+    for l in text.lines() {
+        match serde_json::from_str::<Line>(l) {
+            Ok(Line::Intent(c)) => out.push((c, Phase::Pending)),
+            Ok(Line::Commit { id }) => {
+                if let Some(e) = out.iter_mut().rev().find(|(c, _)| c.id == id) {
+                    e.1 = Phase::Committed;
+                }
+            }
+            Ok(Line::Abort { id }) => {
+                if let Some(e) = out.iter_mut().rev().find(|(c, _)| c.id == id) {
+                    e.1 = Phase::Aborted;
+                }
+            }
+            // A torn last line (a crash while appending an intent): that change never
+            // started acting, since acting waits for the intent to be synced.
+            Err(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A held journal lock (changes are serialised: intent, act, commit).
+pub struct Lock {
+    _file: std::fs::File,
+}
+
+/// Takes the journal's exclusive lock.
+pub fn lock(state_dir: &Path) -> Result<Lock, JournalError> {
+    let dir = state_dir.join("journal");
+    private_dir(&dir)?;
+    let p = dir.join("lock");
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&p)
+        .map_err(io("opening", &p))?;
+    f.lock().map_err(io("locking", &p))?;
+    Ok(Lock { _file: f })
+}
+
+/// Writes the intent of a change (durably) and returns its id. Call with the lock held; the
+/// contents of `before` and `after` must already be in the backup store.
+pub fn begin(state_dir: &Path, _lock: &Lock, mut change: Change) -> Result<Change, JournalError> {
+    let last = changes(state_dir)?.last().map_or(0, |(c, _)| c.id);
+    change.id = last + 1;
+    change.time = now();
+    append_line(state_dir, &Line::Intent(change.clone()))?;
+    Ok(change)
+}
+
+/// Marks a change done.
+pub fn commit(state_dir: &Path, id: u64) -> Result<(), JournalError> {
+    append_line(state_dir, &Line::Commit { id })
+}
+
+/// Marks a change not done.
+pub fn abort(state_dir: &Path, id: u64) -> Result<(), JournalError> {
+    append_line(state_dir, &Line::Abort { id })
+}
+
+/// Recovery after a crash: each pending change is completed (the path is in its `after`
+/// state: commit) or rolled back (in its `before` state: abort); `current` tells the state
+/// of a path now. Returns the changes that are neither (changed by something else since),
+/// left pending and reported.
+pub fn recover(
+    state_dir: &Path,
+    lock: &Lock,
+    current: &dyn Fn(&Path) -> Option<PathState>,
+) -> Result<Vec<Change>, JournalError> {
+    let _ = lock;
+    let mut unresolved = Vec::new();
+    for (c, phase) in changes(state_dir)? {
+        if phase != Phase::Pending {
+            continue;
+        }
+        let now = current(&c.path);
+        let same = |s: &PathState| match (now.as_ref(), s) {
+            (Some(PathState::Absent), PathState::Absent) => true,
+            (Some(PathState::File { sha256: a, .. }), PathState::File { sha256: b, .. }) => a == b,
+            _ => false,
+        };
+        if same(&c.after) {
+            commit(state_dir, c.id)?;
+        } else if same(&c.before) {
+            abort(state_dir, c.id)?;
+        } else {
+            unresolved.push(c);
+        }
+    }
+    Ok(unresolved)
+}
+
+/// Reads a backup by id.
+pub fn read_backup(state_dir: &Path, id: &str) -> Result<Vec<u8>, JournalError> {
+    let p = state_dir.join("backups").join(id);
+    if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(JournalError::Io {
+            what: "reading backup",
+            path: p,
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        });
+    }
+    let data = std::fs::read(&p).map_err(io("reading backup", &p))?;
+    if sha256_hex(&data) != id {
+        return Err(JournalError::Io {
+            what: "the backup does not match its hash (altered)",
+            path: p,
+            source: std::io::Error::from(std::io::ErrorKind::InvalidData),
+        });
+    }
+    Ok(data)
 }
 
 /// Now, in seconds since the Unix epoch.
@@ -121,4 +307,78 @@ pub fn now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod wal_tests {
+    use super::*;
+
+    fn change(path: &str, before: PathState, after: PathState) -> Change {
+        Change {
+            id: 0,
+            time: 0,
+            tool: "fs.write".into(),
+            path: PathBuf::from(path),
+            before,
+            after,
+            undoes: None,
+        }
+    }
+
+    fn file(sha: &str) -> PathState {
+        PathState::File {
+            sha256: sha.into(),
+            mode: 0o644,
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn intent_commit_abort_and_recovery() {
+        let d = std::env::temp_dir().join(format!("gateway-wal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let lock = lock(&d).expect("lock");
+        let a = begin(&d, &lock, change("/a", PathState::Absent, file("1"))).expect("a");
+        commit(&d, a.id).expect("commit");
+        let b = begin(&d, &lock, change("/b", file("2"), file("3"))).expect("b");
+        abort(&d, b.id).expect("abort");
+        // Three crashed changes: one done, one not started, one overtaken by something else.
+        let c = begin(&d, &lock, change("/c", file("4"), file("5"))).expect("c");
+        let e = begin(&d, &lock, change("/e", file("6"), PathState::Absent)).expect("e");
+        let f = begin(&d, &lock, change("/f", file("7"), file("8"))).expect("f");
+        assert_eq!((a.id, b.id, c.id, e.id, f.id), (1, 2, 3, 4, 5));
+        let now = |p: &Path| -> Option<PathState> {
+            match p.to_str() {
+                Some("/c") => Some(file("5")),
+                Some("/e") => Some(file("6")),
+                Some("/f") => Some(file("9")),
+                _ => None,
+            }
+        };
+        let left = recover(&d, &lock, &now).expect("recover");
+        assert_eq!(left.iter().map(|c| c.id).collect::<Vec<_>>(), vec![5]);
+        let phases: Vec<(u64, Phase)> = changes(&d)
+            .expect("changes")
+            .iter()
+            .map(|(c, p)| (c.id, *p))
+            .collect();
+        assert_eq!(
+            phases,
+            vec![
+                (1, Phase::Committed),
+                (2, Phase::Aborted),
+                (3, Phase::Committed),
+                (4, Phase::Aborted),
+                (5, Phase::Pending)
+            ]
+        );
+        // A torn last line is ignored.
+        let p = d.join("journal/journal.jsonl");
+        let mut t = std::fs::read(&p).expect("read");
+        t.extend_from_slice(b"{\"phase\":\"intent\",\"id\":9,\"ti");
+        std::fs::write(&p, t).expect("write");
+        assert_eq!(changes(&d).expect("changes").len(), 5);
+        commit(&d, 5).expect("commit after a torn line");
+        assert_eq!(changes(&d).expect("changes")[4].1, Phase::Committed);
+    }
 }
