@@ -1868,7 +1868,7 @@ fn scan_redact_rewrites_with_backup_and_journal() {
         .collect();
     assert_eq!(backups.len(), 2);
     assert!(backups.iter().any(|b| b.contains(&tok)));
-    assert!(backups.iter().any(|b| *b == now));
+    assert!(backups.contains(&now));
     let journal =
         std::fs::read_to_string(env.state.join("journal/journal.jsonl")).expect("journal");
     assert!(
