@@ -58,6 +58,12 @@ pub enum TextError {
         /// Byte offset.
         offset: usize,
     },
+    /// The new text contains a NUL byte (it would make the file binary).
+    #[error("edit {edit}: the new text contains a NUL byte; write binary files whole")]
+    NulInText {
+        /// 1-based edit number.
+        edit: usize,
+    },
     /// `old` is empty.
     #[error("edit {edit}: the text to replace is empty")]
     EmptyOld {
@@ -205,6 +211,14 @@ pub fn apply(data: &[u8], edits: &[Edit]) -> Result<Vec<u8>, TextError> {
     let mut body: Vec<u8> = data[start..].to_vec();
     for (i, e) in edits.iter().enumerate() {
         let edit = i + 1;
+        let text = match e {
+            Edit::Replace { new, .. } => new.as_str(),
+            Edit::InsertAt { text, .. } | Edit::Append { text } => text.as_str(),
+            Edit::DeleteLines { .. } => "",
+        };
+        if text.contains('\0') {
+            return Err(TextError::NulInText { edit });
+        }
         // The shape of the body as edited so far (an edit may add the first line break).
         let eol = shape(&body).map(|s| s.eol).unwrap_or(sh.eol);
         let eol = if eol == Eol::None { sh.eol } else { eol };
