@@ -2490,3 +2490,263 @@ sandbox_test!(
         );
     }
 );
+
+// ---------- file tools, history, undo ----------
+
+impl Env {
+    fn gw(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run gateway")
+    }
+}
+
+#[test]
+fn fs_edit_keeps_crlf_bom_and_final_newline_and_undo_is_byte_exact() {
+    let env = Env::new("fs-edit");
+    let orig: &[u8] = b"\xEF\xBB\xBFfn main() {\r\n    println!(\"a\");\r\n}";
+    let p = env.ws.join("m.rs");
+    std::fs::write(&p, orig).expect("w");
+    let o = env.gw(&[
+        "fs",
+        "edit",
+        "m.rs",
+        "--old",
+        "println!(\"a\");",
+        "--new",
+        "let x = 1;\n    println!(\"{x}\");",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        stdout(&o).contains("+    println!(\"{x}\");"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read(&p).expect("r"),
+        b"\xEF\xBB\xBFfn main() {\r\n    let x = 1;\r\n    println!(\"{x}\");\r\n}"
+    );
+    let o = env.gw(&["fs", "edit", "m.rs", "--append", "// end"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read(&p).expect("r").ends_with(b"}\r\n// end"));
+    // Two undos restore the original bytes exactly.
+    assert!(env.gw(&["undo"]).status.success());
+    assert!(env.gw(&["undo"]).status.success());
+    assert_eq!(std::fs::read(&p).expect("r"), orig);
+    let o = env.gw(&["history", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["changes"].as_array().expect("a").len(), 4);
+}
+
+#[test]
+fn fs_edit_refuses_ambiguous_missing_and_binary_leaving_the_file_untouched() {
+    let env = Env::new("fs-refuse");
+    let p = env.write("c.txt", "x = 1\ny = 2\nx = 1\n");
+    let before = std::fs::read(&p).expect("r");
+    let o = env.gw(&["fs", "edit", "c.txt", "--old", "x = 1", "--new", "x = 3"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("occurs 2 times (lines 1, 3)"),
+        "{}",
+        text(&o)
+    );
+    let o = env.gw(&["fs", "edit", "c.txt", "--old", "x =  1", "--new", "x = 3"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(stderr(&o).contains("not found"), "{}", text(&o));
+    assert_eq!(std::fs::read(&p).expect("r"), before);
+    let o = env.gw(&[
+        "fs",
+        "edit",
+        "c.txt",
+        "--old",
+        "x = 1",
+        "--new",
+        "x = 3",
+        "--all",
+        "--dry-run",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout(&o).contains("-x = 1\n+x = 3"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read(&p).expect("r"),
+        before,
+        "dry run changed the file"
+    );
+    std::fs::write(env.ws.join("b.bin"), b"\x7fELF\0\0\x01").expect("w");
+    let o = env.gw(&["fs", "read", "b.bin"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(stderr(&o).contains("binary file"), "{}", text(&o));
+    assert!(
+        env.gw(&["fs", "read", "b.bin", "--binary"])
+            .status
+            .success()
+    );
+    std::fs::write(env.ws.join("l1.txt"), b"caf\xe9\n").expect("w");
+    let o = env.gw(&["fs", "edit", "l1.txt", "--append", "x"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(stderr(&o).contains("not UTF-8"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read(env.ws.join("l1.txt")).expect("r"),
+        b"caf\xe9\n"
+    );
+}
+
+#[test]
+fn fs_read_numbers_lines_and_redacts_secrets() {
+    let env = Env::new("fs-read");
+    let tok = gh_token(50);
+    env.write("r.txt", &format!("one\ntwo\ntoken = {tok}\nfour\n"));
+    let o = env.gw(&[
+        "fs", "read", "r.txt", "--offset", "2", "--limit", "2", "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!stdout(&o).contains(&tok));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["output"]["lines"][0], serde_json::json!([2, "two"]));
+    assert_eq!(
+        v["output"]["lines"][1],
+        serde_json::json!([3, "token = [REDACTED:github-pat]"])
+    );
+    assert_eq!(v["output"]["total_lines"], 4);
+    assert_eq!(v["output"]["truncated"], true);
+}
+
+#[test]
+fn fs_undo_refuses_a_file_changed_since_unless_forced() {
+    let env = Env::new("fs-undo");
+    let p = env.write("u.txt", "v1\n");
+    assert!(
+        env.gw(&["fs", "write", "u.txt", "--content", "v2\n"])
+            .status
+            .success()
+    );
+    std::fs::write(&p, "v3 by someone else\n").expect("w");
+    let o = env.gw(&["undo"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("changed since change 1"),
+        "{}",
+        text(&o)
+    );
+    assert!(stderr(&o).contains("+v3 by someone else"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&p).expect("r"),
+        "v3 by someone else\n"
+    );
+    let o = env.gw(&["undo", "--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&p).expect("r"), "v1\n");
+    // The overwritten content was backed up: undoing the undo brings it back.
+    assert!(env.gw(&["undo", "2"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(&p).expect("r"),
+        "v3 by someone else\n"
+    );
+    // Undo of a creation removes the file; undoing that restores it.
+    assert!(
+        env.gw(&["fs", "write", "new.txt", "--content", "n"])
+            .status
+            .success()
+    );
+    assert!(env.gw(&["undo", "4"]).status.success());
+    assert!(!env.ws.join("new.txt").exists());
+    assert!(env.gw(&["undo", "5"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("new.txt")).expect("r"),
+        "n"
+    );
+}
+
+#[test]
+fn fs_tools_refuse_escapes() {
+    let env = Env::new("fs-escape");
+    std::fs::write(env.outside.join("s"), "OUT").expect("w");
+    std::os::unix::fs::symlink(&env.outside, env.ws.join("link-dir")).expect("ln");
+    std::os::unix::fs::symlink(env.outside.join("s"), env.ws.join("link-file")).expect("ln");
+    std::fs::hard_link(env.outside.join("s"), env.ws.join("hard")).expect("ln");
+    std::os::unix::fs::symlink("/proc/self/root/etc/hostname", env.ws.join("proc")).expect("ln");
+    let outside = env.outside.join("s").display().to_string();
+    for args in [
+        vec!["fs", "write", "../outside/s", "--content", "x"],
+        vec!["fs", "write", outside.as_str(), "--content", "x"],
+        vec!["fs", "write", "link-dir/s", "--content", "x"],
+        vec!["fs", "write", "link-file", "--content", "x"],
+        vec!["fs", "write", "hard", "--content", "x"],
+        vec!["fs", "edit", "link-file", "--append", "x"],
+        vec!["fs", "write", "proc", "--content", "x"],
+    ] {
+        let o = env.gw(&args);
+        assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+        assert!(stderr(&o).contains("refused"), "{args:?}: {}", text(&o));
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.outside.join("s")).expect("r"),
+        "OUT"
+    );
+    // Reading through a link out of the workspace, or the state directory, is refused too.
+    let o = env.gw(&["fs", "read", "link-dir/s", "--policy", "strict"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!stdout(&o).contains("OUT"));
+    let log = env.state.join("audit/log.jsonl").display().to_string();
+    let o = env.gw(&["fs", "read", &log]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // Every call is in the audit log.
+    let o = env.gw(&[
+        "log", "query", "--tool", "fs.write", "--json", "--limit", "0",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["records"].as_array().expect("a").len(), 6);
+}
+
+#[test]
+fn fs_write_survives_sigkill_at_random_moments_and_the_journal_recovers() {
+    let env = Env::new("fs-crash");
+    let p = env.ws.join("big.txt");
+    let a = "a".repeat(4 << 20);
+    let b = "b".repeat(4 << 20);
+    std::fs::write(&p, &a).expect("w");
+    let src_a = env.root.join("a");
+    let src_b = env.root.join("b");
+    std::fs::write(&src_a, &a).expect("w");
+    std::fs::write(&src_b, &b).expect("w");
+    let mut killed = 0;
+    for i in 0..120u64 {
+        let src = if i % 2 == 0 { &src_b } else { &src_a };
+        let mut c = env
+            .cmd()
+            .args(["fs", "write", "big.txt", "--content-file"])
+            .arg(src)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        // A pseudo-random moment in the first ~40 ms.
+        std::thread::sleep(std::time::Duration::from_micros((i * 7919) % 40_000));
+        if c.try_wait().expect("wait").is_none() {
+            let _ = c.kill();
+            killed += 1;
+        }
+        let _ = c.wait();
+        let now = std::fs::read(&p).expect("read");
+        assert!(
+            now == a.as_bytes() || now == b.as_bytes(),
+            "torn file after trial {i}"
+        );
+    }
+    assert!(killed > 10, "only {killed} writes were interrupted");
+    // The next change recovers the journal: nothing stays pending.
+    assert!(
+        env.gw(&["fs", "write", "other.txt", "--content", "x"])
+            .status
+            .success()
+    );
+    let o = env.gw(&["history", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let pending = v["changes"]
+        .as_array()
+        .expect("a")
+        .iter()
+        .filter(|c| c["phase"] == "pending")
+        .count();
+    assert_eq!(pending, 0, "{v}");
+    let now = std::fs::read(&p).expect("read");
+    assert!(now == a.as_bytes() || now == b.as_bytes());
+}

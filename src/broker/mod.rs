@@ -1,6 +1,7 @@
 //! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
 //! The only module that imports the others.
 
+pub mod fs;
 mod guard;
 pub mod log;
 pub mod scan;

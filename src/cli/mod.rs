@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod fs;
 mod log;
 
 /// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
@@ -119,6 +120,92 @@ enum Cmd {
     Keys {
         #[command(subcommand)]
         cmd: KeysCmd,
+    },
+    /// File tools: decided by the policy, resolved beneath its directories, backed up and
+    /// journalled before a change, recorded in the audit log.
+    Fs {
+        #[command(subcommand)]
+        cmd: FsCmd,
+    },
+    /// The changes file tools made (journal), oldest first.
+    History,
+    /// Revert a change (the newest not yet undone, or ID); refuses if the file changed since.
+    Undo {
+        /// The change id (`gateway history`).
+        id: Option<u64>,
+        /// Show the diff only.
+        #[arg(long)]
+        dry_run: bool,
+        /// Undo even if the file changed since (its current content is backed up first).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum FsCmd {
+    /// Print a text file's lines (numbered with --json); binary files only with --binary.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// First line (1-based).
+        #[arg(long)]
+        offset: Option<usize>,
+        /// How many lines.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Read a binary file anyway (lossy text).
+        #[arg(long)]
+        binary: bool,
+    },
+    /// Create or replace a file (atomically; the old content is backed up).
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The new content.
+        #[arg(
+            long,
+            conflicts_with = "content_file",
+            required_unless_present = "content_file"
+        )]
+        content: Option<String>,
+        /// Read the new content from this file (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        content_file: Option<PathBuf>,
+    },
+    /// Edit a text file in place, keeping its line endings, BOM and final newline.
+    Edit {
+        /// The file.
+        path: PathBuf,
+        /// Exact text to replace (must be unique unless --all).
+        #[arg(long, requires = "new")]
+        old: Option<String>,
+        /// Its replacement.
+        #[arg(long, requires = "old")]
+        new: Option<String>,
+        /// Replace every occurrence.
+        #[arg(long, requires = "old")]
+        all: bool,
+        /// Insert --text before this line (1-based; one past the end appends).
+        #[arg(long, requires = "text")]
+        insert_at: Option<usize>,
+        /// The lines to insert.
+        #[arg(long)]
+        text: Option<String>,
+        /// Append these lines.
+        #[arg(long)]
+        append: Option<String>,
+        /// Delete lines A-B (1-based, inclusive).
+        #[arg(long, value_name = "A-B")]
+        delete_lines: Option<String>,
+        /// Several edits in one atomic step: a JSON array of {"replace": {"old", "new",
+        /// "all"}}, {"insert_at": {"line", "text"}}, {"append": {"text"}},
+        /// {"delete_lines": {"from", "to"}}.
+        #[arg(long, value_name = "FILE")]
+        edits: Option<PathBuf>,
+        /// Print the unified diff; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -351,6 +438,9 @@ pub fn main() -> ExitCode {
             command,
         } => run_exec(&cli, *timeout, env, command),
         Cmd::Log { cmd } => log::run(&cli, cmd),
+        Cmd::Fs { cmd } => fs::run(&cli, cmd),
+        Cmd::History => fs::history(&cli),
+        Cmd::Undo { id, dry_run, force } => fs::undo(&cli, *id, *dry_run, *force),
         Cmd::Keys { cmd } => log::keys(&cli, cmd),
     }
 }

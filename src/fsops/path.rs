@@ -286,6 +286,24 @@ pub fn write_atomic(root: &Root, rel: &Path, data: &[u8]) -> Result<(), FsError>
     result
 }
 
+/// Removes the regular file `rel` beneath the root (its content must be backed up first)
+/// and syncs the directory.
+pub fn remove_file(root: &Root, rel: &Path) -> Result<(), FsError> {
+    check_writable(root, rel)?;
+    let (dir, name) = root.parent_of(rel)?;
+    let full = root.path.join(rel);
+    rustix::fs::unlinkat(&dir, &name, rustix::fs::AtFlags::empty()).map_err(|e| FsError::Io {
+        what: "removing",
+        path: full.clone(),
+        source: os_err(e),
+    })?;
+    rustix::fs::fsync(&dir).map_err(|e| FsError::Io {
+        what: "syncing the directory of",
+        path: full,
+        source: os_err(e),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,258 @@
+//! `gateway fs ...`, `gateway history`, `gateway undo`.
+
+use super::{Cli, FsCmd, broker_error, exit, fail, state_dir};
+use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, PathState, Phase};
+use crate::broker::log as blog;
+use crate::policy::Policy;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
+    FsContext {
+        policy,
+        cwd: cli.cwd.clone().unwrap_or_else(|| PathBuf::from(".")),
+        state_dir: state_dir(cli),
+        session: blog::session_id(),
+        caller: blog::this_caller("cli"),
+    }
+}
+
+fn edits_of(cmd: &FsCmd) -> Result<Vec<Edit>, String> {
+    let FsCmd::Edit {
+        old,
+        new,
+        all,
+        insert_at,
+        text,
+        append,
+        delete_lines,
+        edits,
+        ..
+    } = cmd
+    else {
+        return Ok(vec![]);
+    };
+    let mut v = Vec::new();
+    if let (Some(old), Some(new)) = (old, new) {
+        v.push(Edit::Replace {
+            old: old.clone(),
+            new: new.clone(),
+            all: *all,
+        });
+    }
+    if let (Some(line), Some(text)) = (insert_at, text) {
+        v.push(Edit::InsertAt {
+            line: *line,
+            text: text.clone(),
+        });
+    }
+    if let Some(a) = append {
+        v.push(Edit::Append { text: a.clone() });
+    }
+    if let Some(r) = delete_lines {
+        let (a, b) = r.split_once('-').unwrap_or((r, r));
+        let (Ok(from), Ok(to)) = (a.trim().parse(), b.trim().parse()) else {
+            return Err(format!(
+                "--delete-lines {r}: expected A-B (1-based line numbers)"
+            ));
+        };
+        v.push(Edit::DeleteLines { from, to });
+    }
+    if let Some(f) = edits {
+        let data = std::fs::read(f).map_err(|e| format!("--edits {}: {e}", f.display()))?;
+        let list: Vec<Edit> = serde_json::from_slice(&data)
+            .map_err(|e| format!("--edits {}: not a list of edits: {e}", f.display()))?;
+        v.extend(list);
+    }
+    if v.is_empty() {
+        return Err(
+            "fs edit: give --old/--new, --insert-at/--text, --append, --delete-lines or --edits"
+                .into(),
+        );
+    }
+    Ok(v)
+}
+
+pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
+    let policy = match Policy::load(&cli.policy) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    let op = match cmd {
+        FsCmd::Read {
+            path,
+            offset,
+            limit,
+            binary,
+        } => FsOp::Read {
+            path: path.clone(),
+            offset: *offset,
+            limit: *limit,
+            binary: *binary,
+        },
+        FsCmd::Write {
+            path,
+            content,
+            content_file,
+        } => {
+            let content = match (content, content_file) {
+                (Some(c), _) => c.clone().into_bytes(),
+                (None, Some(f)) if f.as_os_str() == "-" => {
+                    let mut v = Vec::new();
+                    if let Err(e) = std::io::stdin().read_to_end(&mut v) {
+                        return fail(exit::USAGE, format!("reading stdin: {e}"));
+                    }
+                    v
+                }
+                (None, Some(f)) => match std::fs::read(f) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return fail(exit::USAGE, format!("--content-file {}: {e}", f.display()));
+                    }
+                },
+                (None, None) => {
+                    return fail(exit::USAGE, "fs write: give --content or --content-file");
+                }
+            };
+            FsOp::Write {
+                path: path.clone(),
+                content,
+            }
+        }
+        FsCmd::Edit { path, dry_run, .. } => match edits_of(cmd) {
+            Ok(edits) => FsOp::Edit {
+                path: path.clone(),
+                edits,
+                dry_run: *dry_run,
+            },
+            Err(e) => return fail(exit::USAGE, e),
+        },
+    };
+    report(cli, bfs::run(&context(cli, &policy), op))
+}
+
+fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>) -> ExitCode {
+    let r = match res {
+        Ok(r) => r,
+        Err(e) => {
+            if cli.json {
+                println!("{}", json!({"error": e.to_string()}));
+            }
+            return broker_error(e);
+        }
+    };
+    if cli.json {
+        println!(
+            "{}",
+            json!({"decision": r.decision.effect, "rules": r.decision.rules, "output": r.output, "audit_seq": r.audit_seq})
+        );
+    } else {
+        let mut out = std::io::stdout().lock();
+        match &r.output {
+            FsOutput::Denied => {}
+            FsOutput::Read { lines, .. } => {
+                for (_, l) in lines {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            FsOutput::Changed {
+                path,
+                diff,
+                change,
+                created,
+                removed,
+            } => {
+                let _ = write!(out, "{diff}");
+                match change {
+                    Some(id) => eprintln!(
+                        "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
+                        if *created {
+                            "created"
+                        } else if *removed {
+                            "removed"
+                        } else {
+                            "changed"
+                        },
+                        path.display()
+                    ),
+                    None if diff.is_empty() => {
+                        eprintln!("gateway: {}: nothing to change", path.display())
+                    }
+                    None => eprintln!("gateway: dry run: nothing was changed"),
+                }
+            }
+        }
+    }
+    if matches!(r.output, FsOutput::Denied) {
+        if !cli.json {
+            eprintln!(
+                "gateway: denied by policy: {}",
+                r.decision
+                    .rules
+                    .iter()
+                    .filter(|x| x.effect == r.decision.effect)
+                    .map(|x| format!("rule {} ({}): {}", x.id, x.effect, x.reason))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        return ExitCode::from(exit::DENIED);
+    }
+    ExitCode::SUCCESS
+}
+
+pub(super) fn history(cli: &Cli) -> ExitCode {
+    match bfs::history(&state_dir(cli)) {
+        Ok(list) => {
+            if cli.json {
+                let v: Vec<_> = list
+                    .iter()
+                    .map(|(c, p)| json!({"change": c, "phase": p}))
+                    .collect();
+                println!("{}", json!({"changes": v}));
+            } else {
+                for (c, p) in list {
+                    let size = |s: &PathState| match s {
+                        PathState::Absent => 0i64,
+                        PathState::File { size, .. } => *size as i64,
+                    };
+                    let delta = size(&c.after) - size(&c.before);
+                    let when = humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.time),
+                    );
+                    println!(
+                        "{:>5}  {}  {:<11}  {:>+8}  {}{}{}",
+                        c.id,
+                        when,
+                        c.tool,
+                        delta,
+                        c.path.display(),
+                        c.undoes
+                            .map(|u| format!("  (undoes {u})"))
+                            .unwrap_or_default(),
+                        match p {
+                            Phase::Committed => "",
+                            Phase::Aborted => "  [aborted]",
+                            Phase::Pending => "  [pending]",
+                        }
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => broker_error(e),
+    }
+}
+
+pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool) -> ExitCode {
+    let policy = match Policy::load(&cli.policy) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    report(
+        cli,
+        bfs::run(&context(cli, &policy), FsOp::Undo { id, dry_run, force }),
+    )
+}
