@@ -652,6 +652,31 @@ fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
             Ok(_) => None,
         }
     };
+    // Temporary files of writers killed mid-write (`.NAME.gateway-tmp-PID-N` next to a
+    // pending change's file, PID no longer running) are removed.
+    for (c, phase) in journal::changes(state_dir).map_err(j_err)? {
+        if phase != Phase::Pending {
+            continue;
+        }
+        let (Some(dir), Some(name)) = (c.path.parent(), c.path.file_name()) else {
+            continue;
+        };
+        let prefix = format!(".{}.gateway-tmp-", name.to_string_lossy());
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let Some(rest) = n.strip_prefix(&prefix) else {
+                continue;
+            };
+            let pid = rest.split('-').next().unwrap_or("");
+            let alive = !pid.is_empty() && Path::new("/proc").join(pid).exists();
+            if !alive && e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     journal::recover(state_dir, lock, &now).map_err(j_err)?;
     Ok(())
 }
