@@ -2664,7 +2664,11 @@ fn fs_tools_refuse_escapes() {
     std::fs::hard_link(env.outside.join("s"), env.ws.join("hard")).expect("ln");
     std::os::unix::fs::symlink("/proc/self/root/etc/hostname", env.ws.join("proc")).expect("ln");
     let outside = env.outside.join("s").display().to_string();
+    // A new file outside (no hard link to trip on): the host's /tmp is not the file tools'.
+    let outside_new = env.outside.join("new").display().to_string();
     for args in [
+        vec!["fs", "write", outside_new.as_str(), "--content", "x"],
+        vec!["fs", "mkdir", outside_new.as_str()],
         vec!["fs", "write", "../outside/s", "--content", "x"],
         vec!["fs", "write", outside.as_str(), "--content", "x"],
         vec!["fs", "write", "link-dir/s", "--content", "x"],
@@ -2693,7 +2697,8 @@ fn fs_tools_refuse_escapes() {
         "log", "query", "--tool", "fs.write", "--json", "--limit", "0",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["records"].as_array().expect("a").len(), 6);
+    assert_eq!(v["records"].as_array().expect("a").len(), 7);
+    assert!(!env.outside.join("new").exists());
 }
 
 #[test]
@@ -2764,4 +2769,95 @@ fn fs_write_survives_sigkill_at_random_moments_and_the_journal_recovers() {
     let now = std::fs::read(&p).expect("read");
     assert!(now.starts_with(b"aaaa") || now.starts_with(b"bbbb"));
     assert_eq!(now.len(), (4 << 20) + 2);
+}
+
+#[test]
+fn fs_rm_mkdir_mv_go_through_trash_and_undo() {
+    let env = Env::new("fs-tree");
+    let ok = |args: &[&str]| {
+        let o = env.gw(args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        o
+    };
+    ok(&["fs", "mkdir", "-p", "d1/a/b"]);
+    let o = env.gw(&["fs", "mkdir", "x/y"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(stderr(&o).contains("pass -p"), "{}", text(&o));
+    ok(&["fs", "write", "d1/a/b/f.txt", "--content", "hi"]);
+    let o = ok(&["fs", "ls", "d1/a/b"]);
+    assert!(stdout(&o).contains("f.txt"), "{}", text(&o));
+    ok(&["fs", "mv", "d1", "d2"]);
+    assert!(env.ws.join("d2/a/b/f.txt").exists() && !env.ws.join("d1").exists());
+    // Never over an existing file.
+    env.write("other.txt", "keep");
+    let o = env.gw(&["fs", "mv", "d2/a/b/f.txt", "other.txt"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("other.txt")).expect("r"),
+        "keep"
+    );
+    // rm: a directory needs -r; then it is in the trash, and undo brings it back.
+    let o = env.gw(&["fs", "rm", "d2"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    ok(&["fs", "rm", "-r", "d2"]);
+    assert!(!env.ws.join("d2").exists());
+    let o = ok(&["trash", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["items"][0]["name"], "d2");
+    assert!(
+        v["items"][0]["original"]
+            .as_str()
+            .expect("o")
+            .ends_with("/ws/d2")
+    );
+    let info = std::fs::read_to_string(env.state.join("trash/info/d2.trashinfo")).expect("info");
+    assert!(
+        info.starts_with("[Trash Info]\nPath=/") && info.contains("DeletionDate="),
+        "{info}"
+    );
+    ok(&["undo"]);
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("d2/a/b/f.txt")).expect("r"),
+        "hi"
+    );
+    ok(&["undo"]); // the move
+    assert!(env.ws.join("d1/a/b/f.txt").exists() && !env.ws.join("d2").exists());
+    // A file removed, restored by name.
+    ok(&["fs", "rm", "d1/a/b/f.txt"]);
+    assert!(!env.ws.join("d1/a/b/f.txt").exists());
+    ok(&["trash", "restore", "f.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("d1/a/b/f.txt")).expect("r"),
+        "hi"
+    );
+    // rm outside the workspace or of the workspace's protected paths is refused.
+    std::fs::write(env.outside.join("o"), "O").expect("w");
+    let o = env.gw(&["fs", "rm", env.outside.join("o").to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(env.outside.join("o").exists());
+    // Emptying the trash removes items for good.
+    ok(&["fs", "rm", "other.txt"]);
+    let o = ok(&["trash", "empty"]);
+    assert!(stdout(&o).contains("removed 1 item"), "{}", text(&o));
+    let o = env.gw(&["undo"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(stderr(&o).contains("emptied"), "{}", text(&o));
+    let o = ok(&["log", "query", "--json", "--limit", "0"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let tools: Vec<&str> = v["records"]
+        .as_array()
+        .expect("a")
+        .iter()
+        .filter_map(|r| r["tool"].as_str())
+        .collect();
+    for t in [
+        "fs.mkdir",
+        "fs.mv",
+        "fs.rm",
+        "fs.ls",
+        "undo",
+        "trash.restore",
+    ] {
+        assert!(tools.contains(&t), "{t} not audited: {tools:?}");
+    }
 }

@@ -67,6 +67,37 @@ pub enum FsOp {
         /// Show the diff only.
         dry_run: bool,
     },
+    /// Move to the trash (directories with `recursive`).
+    Remove {
+        /// What.
+        path: PathBuf,
+        /// Directories too.
+        recursive: bool,
+    },
+    /// Create a directory (and missing parents with `parents`).
+    Mkdir {
+        /// The directory.
+        path: PathBuf,
+        /// Create missing parents.
+        parents: bool,
+    },
+    /// Move or rename (never over an existing file; into it if `dst` is a directory).
+    Move {
+        /// From.
+        src: PathBuf,
+        /// To.
+        dst: PathBuf,
+    },
+    /// List a directory.
+    List {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Restore a trash item (by undoing the removal that put it there).
+    TrashRestore {
+        /// Its name (`gateway trash list`).
+        name: String,
+    },
     /// Revert a change (the last one if `None`).
     Undo {
         /// The change id.
@@ -119,6 +150,20 @@ pub enum FsOutput {
         /// Removed (undo of a creation).
         removed: bool,
     },
+    /// A tree operation done (rm, mkdir, mv, restore).
+    Done {
+        /// What happened, in words.
+        what: String,
+        /// The journal id.
+        change: Option<u64>,
+    },
+    /// A directory listing.
+    List {
+        /// The directory.
+        path: PathBuf,
+        /// (name, kind, size).
+        entries: Vec<(String, &'static str, u64)>,
+    },
 }
 
 /// Errors specific to file tools, as broker errors.
@@ -147,10 +192,16 @@ struct Roots {
 }
 
 fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
-    let tmp = std::env::temp_dir();
+    // A command's TMPDIR is its own private tmpfs; file tools have none, so the policy's
+    // `${TMPDIR}` grants them nothing (the host's /tmp is not theirs).
+    let tmp = ctx.state_dir.join("no-tmpdir-for-file-tools");
     let p = plan(ctx.policy, ws, &ctx.state_dir, &tmp, false, &[])?;
-    let open =
-        |v: &[PathBuf]| -> Vec<Root> { v.iter().filter_map(|p| Root::open(p).ok()).collect() };
+    let open = |v: &[PathBuf]| -> Vec<Root> {
+        v.iter()
+            .filter(|p| !p.starts_with(&tmp))
+            .filter_map(|p| Root::open(p).ok())
+            .collect()
+    };
     let mut deny = p.confine.deny.clone();
     deny.extend(p.confine.hidden.iter().cloned());
     deny.push(ctx.state_dir.clone());
@@ -191,6 +242,11 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         FsOp::Read { path, .. } => (Tool::Read, "fs.read", Some(path.clone())),
         FsOp::Write { path, .. } => (Tool::Write, "fs.write", Some(path.clone())),
         FsOp::Edit { path, .. } => (Tool::Edit, "fs.edit", Some(path.clone())),
+        FsOp::Remove { path, .. } => (Tool::Delete, "fs.rm", Some(path.clone())),
+        FsOp::Mkdir { path, .. } => (Tool::Mkdir, "fs.mkdir", Some(path.clone())),
+        FsOp::Move { src, .. } => (Tool::Move, "fs.mv", Some(src.clone())),
+        FsOp::List { path } => (Tool::List, "fs.ls", Some(path.clone())),
+        FsOp::TrashRestore { .. } => (Tool::Write, "trash.restore", None),
         FsOp::Undo { .. } => (Tool::Write, "undo", None),
     };
     let abs = path.as_ref().map(|p| {
@@ -203,8 +259,18 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     // Undo decides on the path of the change it reverts.
     let undo_target = match &op {
         FsOp::Undo { id, .. } => Some(find_change(&ctx.state_dir, *id)?),
+        FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
         _ => None,
     };
+    // A move is decided on both ends.
+    let mut extra_paths = Vec::new();
+    if let FsOp::Move { dst, .. } = &op {
+        extra_paths.push(if dst.is_absolute() {
+            dst.clone()
+        } else {
+            ws.join(dst)
+        });
+    }
     let subject = abs
         .clone()
         .or_else(|| undo_target.as_ref().map(|c| c.path.clone()))
@@ -213,7 +279,9 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         &ToolCall {
             tool,
             argv: vec![],
-            paths: vec![subject.clone()],
+            paths: std::iter::once(subject.clone())
+                .chain(extra_paths)
+                .collect(),
             cwd: ws.clone(),
         },
         &super::shell_env(&ws),
@@ -241,7 +309,13 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
                 rec.args.push(format!("journal={id}"));
             }
         }
-        Ok(FsOutput::Read { .. }) => rec.exit_code = Some(0),
+        Ok(FsOutput::Done { change, .. }) => {
+            rec.exit_code = Some(0);
+            if let Some(id) = change {
+                rec.args.push(format!("journal={id}"));
+            }
+        }
+        Ok(FsOutput::Read { .. } | FsOutput::List { .. }) => rec.exit_code = Some(0),
         Ok(FsOutput::Denied) => {}
         Err(e) => rec.error = Some(redact_text(&e.to_string())),
     }
@@ -279,6 +353,15 @@ fn describe(op: &FsOp) -> Vec<String> {
             format!("edits={}", edits.len()),
             format!("dry_run={dry_run}"),
         ],
+        FsOp::Remove { path, recursive } => {
+            vec![path.display().to_string(), format!("recursive={recursive}")]
+        }
+        FsOp::Mkdir { path, parents } => {
+            vec![path.display().to_string(), format!("parents={parents}")]
+        }
+        FsOp::Move { src, dst } => vec![src.display().to_string(), dst.display().to_string()],
+        FsOp::List { path } => vec![path.display().to_string()],
+        FsOp::TrashRestore { name } => vec![name.clone()],
         FsOp::Undo { id, dry_run, force } => vec![
             format!("id={}", id.map_or("last".into(), |i| i.to_string())),
             format!("dry_run={dry_run}"),
@@ -339,7 +422,533 @@ fn act(
             let c = undo_target.ok_or_else(|| usage("nothing to undo"))?;
             undo(ctx, &rs, ws, &c, dry_run, force)
         }
+        FsOp::TrashRestore { .. } => {
+            let c = undo_target.ok_or_else(|| usage("no such trash item"))?;
+            undo(ctx, &rs, ws, &c, false, false)
+        }
+        FsOp::Remove { path, recursive } => {
+            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
+            recover(&ctx.state_dir, &lock)?;
+            let (root, rel) = pick_write(&rs, &path, ws)?;
+            to_trash(ctx, &rs, &lock, root, &rel, recursive, "fs.rm", None)
+        }
+        FsOp::Mkdir { path, parents } => {
+            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
+            recover(&ctx.state_dir, &lock)?;
+            mkdir(ctx, &rs, &lock, ws, &path, parents)
+        }
+        FsOp::Move { src, dst } => {
+            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
+            recover(&ctx.state_dir, &lock)?;
+            move_path(ctx, &rs, &lock, ws, &src, &dst, "fs.mv", None, None)
+        }
+        FsOp::List { path } => list(&rs, ws, &path),
     }
+}
+
+/// The writable root holding `path`, and the path relative to it (its last component not
+/// followed: the name itself is what tree operations act on).
+fn pick_write<'a>(
+    rs: &'a Roots,
+    path: &Path,
+    ws: &Path,
+) -> Result<(&'a Root, PathBuf), BrokerError> {
+    let (root, rel) = pick(&rs.write, path, ws).ok_or_else(|| {
+        usage(format!(
+            "refused: {}: outside the directories this policy lets commands change",
+            path.display()
+        ))
+    })?;
+    let abs = root.path.join(&rel);
+    if under(&abs, &rs.deny) || under(&abs, &rs.protected) {
+        return Err(usage(format!(
+            "refused: {}: protected by the policy (read-only or denied)",
+            path.display()
+        )));
+    }
+    Ok((root, rel))
+}
+
+fn rerr<'a>(
+    path: &'a Path,
+    what: &'static str,
+) -> impl FnOnce(rustix::io::Errno) -> BrokerError + 'a {
+    move |e| {
+        if e == rustix::io::Errno::XDEV {
+            return usage(format!(
+                "refused: {}: it leads outside the allowed directories",
+                path.display()
+            ));
+        }
+        BrokerError::Io {
+            what: format!("{what} {}", path.display()),
+            source: std::io::Error::from_raw_os_error(e.raw_os_error()),
+        }
+    }
+}
+
+/// The state of the name `rel` (not following a final link): with a file's content backed up.
+fn state_of(
+    ctx: &FsContext<'_>,
+    root: &Root,
+    rel: &Path,
+) -> Result<(PathState, Option<Vec<u8>>), BrokerError> {
+    let abs = root.path.join(rel);
+    let (dir, name) = root.parent_of(rel).map_err(fs_err)?;
+    let st = match rustix::fs::statat(&dir, &name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok((PathState::Absent, None)),
+        Err(e) => return Err(rerr(&abs, "reading")(e)),
+    };
+    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::Directory => Ok((PathState::Dir, None)),
+        rustix::fs::FileType::RegularFile => {
+            let mut f = fpath::open_read(root, rel).map_err(fs_err)?;
+            let mut d = Vec::new();
+            f.read_to_end(&mut d).map_err(|e| BrokerError::Io {
+                what: format!("reading {}", abs.display()),
+                source: e,
+            })?;
+            Ok((
+                PathState::File {
+                    sha256: journal::backup(&ctx.state_dir, &d).map_err(j_err)?,
+                    mode: st.st_mode & 0o7777,
+                    size: d.len() as u64,
+                },
+                Some(d),
+            ))
+        }
+        rustix::fs::FileType::Symlink => {
+            let t = rustix::fs::readlinkat(&dir, &name, Vec::new())
+                .map_err(rerr(&abs, "reading the link"))?;
+            Ok((
+                PathState::Link {
+                    target: t.to_string_lossy().into_owned(),
+                },
+                None,
+            ))
+        }
+        _ => Err(usage(format!(
+            "{}: not a file, directory or symbolic link",
+            abs.display()
+        ))),
+    }
+}
+
+/// Moves `rel` into the trash (journalled; undo restores it).
+#[allow(clippy::too_many_arguments)]
+fn to_trash(
+    ctx: &FsContext<'_>,
+    rs: &Roots,
+    lock: &journal::Lock,
+    root: &Root,
+    rel: &Path,
+    recursive: bool,
+    tool: &str,
+    undoes: Option<u64>,
+) -> Result<FsOutput, BrokerError> {
+    let _ = rs;
+    let abs = root.path.join(rel);
+    let (before, _) = state_of(ctx, root, rel)?;
+    match before {
+        PathState::Absent => {
+            return Err(usage(format!(
+                "{}: no such file or directory",
+                abs.display()
+            )));
+        }
+        PathState::Dir if !recursive => {
+            return Err(usage(format!(
+                "{}: is a directory (pass -r to move it to the trash with its contents)",
+                abs.display()
+            )));
+        }
+        _ => {}
+    }
+    let name = journal::trash_reserve(&ctx.state_dir, &abs).map_err(j_err)?;
+    let c = journal::begin(
+        &ctx.state_dir,
+        lock,
+        Change {
+            id: 0,
+            time: 0,
+            tool: tool.into(),
+            path: abs.clone(),
+            before,
+            after: PathState::Absent,
+            undoes,
+            dest: None,
+            trash: Some(name.clone()),
+        },
+    )
+    .map_err(j_err)?;
+    let (files, _) = journal::trash_dirs(&ctx.state_dir);
+    let moved = (|| {
+        let (dir, fname) = root.parent_of(rel).map_err(fs_err)?;
+        let tdir = rustix::fs::open(
+            &files,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(rerr(&files, "opening the trash"))?;
+        match rustix::fs::renameat_with(
+            &dir,
+            &fname,
+            &tdir,
+            &name,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::XDEV) => {
+                return Err(usage(format!(
+                    "{}: the state directory is on another file system, so it cannot be moved to the trash; remove it with a shell command",
+                    abs.display()
+                )));
+            }
+            Err(e) => return Err(rerr(&abs, "moving to the trash")(e)),
+        }
+        let _ = rustix::fs::fsync(&dir);
+        let _ = rustix::fs::fsync(&tdir);
+        Ok(())
+    })();
+    match moved {
+        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Err(e) => {
+            let _ = journal::abort(&ctx.state_dir, c.id);
+            journal::trash_forget(&ctx.state_dir, &name);
+            return Err(e);
+        }
+    }
+    Ok(FsOutput::Done {
+        what: format!("moved {} to the trash as {name}", abs.display()),
+        change: Some(c.id),
+    })
+}
+
+/// Creates a directory (and, with `parents`, its missing parents): one change, for the
+/// topmost directory created.
+fn mkdir(
+    ctx: &FsContext<'_>,
+    rs: &Roots,
+    lock: &journal::Lock,
+    ws: &Path,
+    path: &Path,
+    parents: bool,
+) -> Result<FsOutput, BrokerError> {
+    let (root, rel) = pick_write(rs, path, ws)?;
+    // The components to create, from the first missing one.
+    let comps: Vec<PathBuf> = rel
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty() && *a != Path::new("."))
+        .map(Path::to_path_buf)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let mut first_missing = None;
+    for (i, c) in comps.iter().enumerate() {
+        match state_of(ctx, root, c)?.0 {
+            PathState::Absent => {
+                first_missing = Some(i);
+                break;
+            }
+            PathState::Dir => {}
+            _ => {
+                return Err(usage(format!(
+                    "{}: exists and is not a directory",
+                    root.path.join(c).display()
+                )));
+            }
+        }
+    }
+    let Some(first) = first_missing else {
+        return Err(usage(format!(
+            "{}: already exists",
+            root.path.join(&rel).display()
+        )));
+    };
+    if first + 1 < comps.len() && !parents {
+        return Err(usage(format!(
+            "{}: missing parent directory (pass -p to create it)",
+            root.path.join(&comps[first]).display()
+        )));
+    }
+    let top = root.path.join(&comps[first]);
+    let c = journal::begin(
+        &ctx.state_dir,
+        lock,
+        Change {
+            id: 0,
+            time: 0,
+            tool: "fs.mkdir".into(),
+            path: top.clone(),
+            before: PathState::Absent,
+            after: PathState::Dir,
+            undoes: None,
+            dest: None,
+            trash: None,
+        },
+    )
+    .map_err(j_err)?;
+    let made = (|| {
+        for comp in &comps[first..] {
+            let (dir, name) = root.parent_of(comp).map_err(fs_err)?;
+            rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755))
+                .map_err(rerr(&root.path.join(comp), "creating"))?;
+            let _ = rustix::fs::fsync(&dir);
+        }
+        Ok(())
+    })();
+    match made {
+        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Err(e) => {
+            let _ = journal::abort(&ctx.state_dir, c.id);
+            return Err(e);
+        }
+    }
+    Ok(FsOutput::Done {
+        what: format!("created {}", root.path.join(&rel).display()),
+        change: Some(c.id),
+    })
+}
+
+/// Moves `src` to `dst` (into `dst` if it is a directory), never replacing anything.
+#[allow(clippy::too_many_arguments)]
+fn move_path(
+    ctx: &FsContext<'_>,
+    rs: &Roots,
+    lock: &journal::Lock,
+    ws: &Path,
+    src: &Path,
+    dst: &Path,
+    tool: &str,
+    undoes: Option<u64>,
+    expect: Option<&PathState>,
+) -> Result<FsOutput, BrokerError> {
+    let (sroot, srel) = pick_write(rs, src, ws)?;
+    let (droot, mut drel) = pick_write(rs, dst, ws)?;
+    if state_of(ctx, droot, &drel)?.0 == PathState::Dir
+        && let Some(n) = srel.file_name()
+    {
+        drel = drel.join(n);
+    }
+    let sabs = sroot.path.join(&srel);
+    let dabs = droot.path.join(&drel);
+    let (before, _) = state_of(ctx, sroot, &srel)?;
+    if before == PathState::Absent {
+        return Err(usage(format!(
+            "{}: no such file or directory",
+            sabs.display()
+        )));
+    }
+    if let Some(e) = expect
+        && !same_state(e, &before)
+    {
+        return Err(usage(format!(
+            "refused: {} changed since it was moved there; pass --force to move it back anyway",
+            sabs.display()
+        )));
+    }
+    if state_of(ctx, droot, &drel)?.0 != PathState::Absent {
+        return Err(usage(format!(
+            "refused: {} exists; gateway never moves over a file",
+            dabs.display()
+        )));
+    }
+    let c = journal::begin(
+        &ctx.state_dir,
+        lock,
+        Change {
+            id: 0,
+            time: 0,
+            tool: tool.into(),
+            path: sabs.clone(),
+            before,
+            after: PathState::Absent,
+            undoes,
+            dest: Some(dabs.clone()),
+            trash: None,
+        },
+    )
+    .map_err(j_err)?;
+    let moved = (|| {
+        let (sd, sn) = sroot.parent_of(&srel).map_err(fs_err)?;
+        let (dd, dn) = droot.parent_of(&drel).map_err(fs_err)?;
+        rustix::fs::renameat_with(&sd, &sn, &dd, &dn, rustix::fs::RenameFlags::NOREPLACE)
+            .map_err(rerr(&sabs, "moving"))?;
+        let _ = rustix::fs::fsync(&sd);
+        let _ = rustix::fs::fsync(&dd);
+        Ok(())
+    })();
+    match moved {
+        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Err(e) => {
+            let _ = journal::abort(&ctx.state_dir, c.id);
+            return Err(e);
+        }
+    }
+    Ok(FsOutput::Done {
+        what: format!("moved {} to {}", sabs.display(), dabs.display()),
+        change: Some(c.id),
+    })
+}
+
+fn same_state(a: &PathState, b: &PathState) -> bool {
+    match (a, b) {
+        (PathState::File { sha256: x, .. }, PathState::File { sha256: y, .. }) => x == y,
+        (a, b) => a == b,
+    }
+}
+
+/// Lists a directory beneath the readable roots.
+fn list(rs: &Roots, ws: &Path, path: &Path) -> Result<FsOutput, BrokerError> {
+    let (root, rel) = pick(&rs.read, path, ws).ok_or_else(|| {
+        usage(format!(
+            "refused: {}: outside the directories this policy allows",
+            path.display()
+        ))
+    })?;
+    let fd = root
+        .open_beneath(
+            &rel,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            0,
+        )
+        .map_err(fs_err)?;
+    let f = std::fs::File::from(fd);
+    if let Some(real) = real_path(&f)
+        && under(&real, &rs.deny)
+    {
+        return Err(usage(format!(
+            "refused: {}: the policy denies access to it",
+            path.display()
+        )));
+    }
+    let dir = rustix::fs::Dir::read_from(&f).map_err(rerr(path, "listing"))?;
+    let mut entries = Vec::new();
+    for e in dir {
+        let e = e.map_err(rerr(path, "listing"))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == "." || name == ".." {
+            continue;
+        }
+        let st = rustix::fs::statat(&f, e.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok();
+        let (kind, size) = match st.map(|s| {
+            (
+                rustix::fs::FileType::from_raw_mode(s.st_mode),
+                s.st_size as u64,
+            )
+        }) {
+            Some((rustix::fs::FileType::Directory, _)) => ("dir", 0),
+            Some((rustix::fs::FileType::RegularFile, n)) => ("file", n),
+            Some((rustix::fs::FileType::Symlink, _)) => ("link", 0),
+            _ => ("other", 0),
+        };
+        entries.push((name, kind, size));
+    }
+    entries.sort();
+    Ok(FsOutput::List {
+        path: path.to_path_buf(),
+        entries,
+    })
+}
+
+/// The removal (rm) that put trash item `name` there and was not undone.
+fn find_removal(state_dir: &Path, name: &str) -> Result<Change, BrokerError> {
+    let all = journal::changes(state_dir).map_err(j_err)?;
+    let committed: Vec<&Change> = all
+        .iter()
+        .filter(|(_, p)| *p == Phase::Committed)
+        .map(|(c, _)| c)
+        .collect();
+    let undone: Vec<u64> = committed.iter().filter_map(|c| c.undoes).collect();
+    committed
+        .iter()
+        .rev()
+        .find(|c| {
+            c.trash.as_deref() == Some(name)
+                && c.after == PathState::Absent
+                && !undone.contains(&c.id)
+        })
+        .map(|c| (*c).clone())
+        .ok_or_else(|| usage(format!("no trash item {name} (see `gateway trash list`)")))
+}
+
+/// Puts a trash item back where the change `c` removed it from.
+fn from_trash(
+    ctx: &FsContext<'_>,
+    rs: &Roots,
+    lock: &journal::Lock,
+    ws: &Path,
+    c: &Change,
+    name: &str,
+) -> Result<FsOutput, BrokerError> {
+    let (root, rel) = pick_write(rs, &c.path, ws)?;
+    if state_of(ctx, root, &rel)?.0 != PathState::Absent {
+        return Err(usage(format!(
+            "refused: {} exists again; move it away first",
+            c.path.display()
+        )));
+    }
+    let (files, _) = journal::trash_dirs(&ctx.state_dir);
+    if std::fs::symlink_metadata(files.join(name)).is_err() {
+        return Err(usage(format!(
+            "the trash item {name} is gone (the trash was emptied)"
+        )));
+    }
+    let r = journal::begin(
+        &ctx.state_dir,
+        lock,
+        Change {
+            id: 0,
+            time: 0,
+            tool: "undo".into(),
+            path: c.path.clone(),
+            before: PathState::Absent,
+            after: c.before.clone(),
+            undoes: Some(c.id),
+            dest: None,
+            trash: Some(name.to_string()),
+        },
+    )
+    .map_err(j_err)?;
+    let moved = (|| {
+        let (dir, fname) = root.parent_of(&rel).map_err(fs_err)?;
+        let tdir = rustix::fs::open(
+            &files,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(rerr(&files, "opening the trash"))?;
+        rustix::fs::renameat_with(
+            &tdir,
+            name,
+            &dir,
+            &fname,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(rerr(&c.path, "restoring"))?;
+        let _ = rustix::fs::fsync(&dir);
+        Ok(())
+    })();
+    match moved {
+        Ok(()) => {
+            journal::commit(&ctx.state_dir, r.id).map_err(j_err)?;
+            journal::trash_forget(&ctx.state_dir, name);
+        }
+        Err(e) => {
+            let _ = journal::abort(&ctx.state_dir, r.id);
+            return Err(e);
+        }
+    }
+    Ok(FsOutput::Done {
+        what: format!("restored {} from the trash", c.path.display()),
+        change: Some(r.id),
+    })
 }
 
 /// Reads a file's current content beneath the roots: `None` if it does not exist.
@@ -529,6 +1138,8 @@ fn change(
                 None => PathState::Absent,
             },
             undoes,
+            dest: None,
+            trash: None,
         },
     )
     .map_err(j_err)?;
@@ -590,15 +1201,64 @@ fn undo(
     dry_run: bool,
     force: bool,
 ) -> Result<FsOutput, BrokerError> {
+    let tree_op = c.dest.is_some()
+        || c.trash.is_some()
+        || matches!(c.before, PathState::Dir | PathState::Link { .. })
+        || matches!(c.after, PathState::Dir | PathState::Link { .. });
+    if tree_op {
+        if dry_run {
+            return Ok(FsOutput::Done {
+                what: format!(
+                    "dry run: would revert change {} ({} {})",
+                    c.id,
+                    c.tool,
+                    c.path.display()
+                ),
+                change: None,
+            });
+        }
+        let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
+        recover(&ctx.state_dir, &lock)?;
+        if let Some(dest) = &c.dest {
+            // A move: back from where it went.
+            let expect = if force { None } else { Some(&c.before) };
+            return move_path(
+                ctx,
+                rs,
+                &lock,
+                ws,
+                dest,
+                &c.path,
+                "undo",
+                Some(c.id),
+                expect,
+            );
+        }
+        if let (Some(name), PathState::Absent) = (&c.trash, &c.after) {
+            return from_trash(ctx, rs, &lock, ws, c, name);
+        }
+        // A creation (mkdir) or a restore: remove what it made, to the trash.
+        let (root, rel) = pick_write(rs, &c.path, ws)?;
+        let now = state_of(ctx, root, &rel)?.0;
+        if !same_state(&now, &c.after) && !force {
+            return Err(usage(format!(
+                "refused: {} changed since change {}; pass --force to undo anyway",
+                c.path.display(),
+                c.id
+            )));
+        }
+        return to_trash(ctx, rs, &lock, root, &rel, true, "undo", Some(c.id));
+    }
     let want = match &c.before {
         PathState::Absent => None,
         PathState::File { sha256, .. } => {
             Some(journal::read_backup(&ctx.state_dir, sha256).map_err(j_err)?)
         }
+        PathState::Dir | PathState::Link { .. } => None,
     };
     let after = match &c.after {
-        PathState::Absent => None,
         PathState::File { sha256, .. } => journal::read_backup(&ctx.state_dir, sha256).ok(),
+        _ => None,
     };
     let path = c.path.clone();
     let id = c.id;
@@ -679,4 +1339,39 @@ fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
     }
     journal::recover(state_dir, lock, &now).map_err(j_err)?;
     Ok(())
+}
+
+/// The trash's items.
+pub fn trash_list(state_dir: &Path) -> Result<Vec<journal::TrashItem>, BrokerError> {
+    journal::trash_list(state_dir).map_err(j_err)
+}
+
+/// Empties the trash (permanently), or only items removed more than `older_than` ago.
+/// Returns how many items were removed.
+pub fn trash_empty(
+    state_dir: &Path,
+    older_than: Option<std::time::Duration>,
+) -> Result<usize, BrokerError> {
+    let (files, _) = journal::trash_dirs(state_dir);
+    let cutoff = older_than.and_then(|d| std::time::SystemTime::now().checked_sub(d));
+    let mut n = 0;
+    for item in journal::trash_list(state_dir).map_err(j_err)? {
+        if let Some(c) = cutoff {
+            let when = humantime::parse_rfc3339_weak(&item.deleted).ok();
+            if when.is_none_or(|w| w > c) {
+                continue;
+            }
+        }
+        let p = files.join(&item.name);
+        let gone = match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p).is_ok(),
+            Ok(_) => std::fs::remove_file(&p).is_ok(),
+            Err(_) => true,
+        };
+        if gone {
+            journal::trash_forget(state_dir, &item.name);
+            n += 1;
+        }
+    }
+    Ok(n)
 }

@@ -349,6 +349,8 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             before: file(&data)?,
             after: file(&out)?,
             undoes: None,
+            dest: None,
+            trash: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;

@@ -121,6 +121,21 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                 content,
             }
         }
+        FsCmd::Rm { path, recursive } => FsOp::Remove {
+            path: path.clone(),
+            recursive: *recursive,
+        },
+        FsCmd::Mkdir { path, parents } => FsOp::Mkdir {
+            path: path.clone(),
+            parents: *parents,
+        },
+        FsCmd::Mv { src, dst } => FsOp::Move {
+            src: src.clone(),
+            dst: dst.clone(),
+        },
+        FsCmd::Ls { path } => FsOp::List {
+            path: path.clone().unwrap_or_else(|| PathBuf::from(".")),
+        },
         FsCmd::Edit { path, dry_run, .. } => match edits_of(cmd) {
             Ok(edits) => FsOp::Edit {
                 path: path.clone(),
@@ -152,6 +167,22 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>) -> ExitC
         let mut out = std::io::stdout().lock();
         match &r.output {
             FsOutput::Denied => {}
+            FsOutput::Done { what, change } => match change {
+                Some(id) => {
+                    eprintln!("gateway: {what} (change {id}; `gateway undo {id}` reverts it)")
+                }
+                None => eprintln!("gateway: {what}"),
+            },
+            FsOutput::List { entries, .. } => {
+                for (name, kind, size) in entries {
+                    let suffix = match *kind {
+                        "dir" => "/",
+                        "link" => "@",
+                        _ => "",
+                    };
+                    let _ = writeln!(out, "{size:>10}  {name}{suffix}");
+                }
+            }
             FsOutput::Read { lines, .. } => {
                 for (_, l) in lines {
                     let _ = writeln!(out, "{l}");
@@ -217,6 +248,7 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
                     let size = |s: &PathState| match s {
                         PathState::Absent => 0i64,
                         PathState::File { size, .. } => *size as i64,
+                        PathState::Dir | PathState::Link { .. } => 0,
                     };
                     let delta = size(&c.after) - size(&c.before);
                     let when = humantime::format_rfc3339_seconds(
@@ -255,4 +287,54 @@ pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool) -> Ex
         cli,
         bfs::run(&context(cli, &policy), FsOp::Undo { id, dry_run, force }),
     )
+}
+
+pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
+    let state = state_dir(cli);
+    match cmd {
+        super::TrashCmd::List => match bfs::trash_list(&state) {
+            Ok(items) => {
+                if cli.json {
+                    println!("{}", json!({"items": items}));
+                } else {
+                    for i in items.iter().filter(|i| i.present) {
+                        println!("{}  {}  {}", i.deleted, i.name, i.original.display());
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => broker_error(e),
+        },
+        super::TrashCmd::Restore { name } => {
+            let policy = match Policy::load(&cli.policy) {
+                Ok(p) => p,
+                Err(e) => return fail(exit::POLICY, e),
+            };
+            report(
+                cli,
+                bfs::run(
+                    &context(cli, &policy),
+                    FsOp::TrashRestore { name: name.clone() },
+                ),
+            )
+        }
+        super::TrashCmd::Empty { older_than } => {
+            let d = match older_than.as_deref().map(humantime::parse_duration) {
+                None => None,
+                Some(Ok(d)) => Some(d),
+                Some(Err(e)) => return fail(exit::USAGE, format!("--older-than: {e}")),
+            };
+            match bfs::trash_empty(&state, d) {
+                Ok(n) => {
+                    if cli.json {
+                        println!("{}", json!({"removed": n}));
+                    } else {
+                        println!("gateway trash empty: removed {n} item(s) for good");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => broker_error(e),
+            }
+        }
+    }
 }

@@ -129,6 +129,11 @@ enum Cmd {
     },
     /// The changes file tools made (journal), oldest first.
     History,
+    /// What `fs rm` moved to the trash.
+    Trash {
+        #[command(subcommand)]
+        cmd: TrashCmd,
+    },
     /// Revert a change (the newest not yet undone, or ID); refuses if the file changed since.
     Undo {
         /// The change id (`gateway history`).
@@ -143,7 +148,52 @@ enum Cmd {
 }
 
 #[derive(Subcommand, Debug)]
+enum TrashCmd {
+    /// Items in the trash: when, name, where they were.
+    List,
+    /// Put an item back where it was (undoes the removal; refuses if something is there).
+    Restore {
+        /// Its name (`gateway trash list`).
+        name: String,
+    },
+    /// Remove items for good (all, or those removed more than --older-than ago).
+    Empty {
+        /// A duration: 7d, 12h, ...
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum FsCmd {
+    /// Move a file (or, with -r, a directory) to the trash.
+    Rm {
+        /// What.
+        path: PathBuf,
+        /// Directories with their contents.
+        #[arg(short = 'r', long)]
+        recursive: bool,
+    },
+    /// Create a directory.
+    Mkdir {
+        /// The directory.
+        path: PathBuf,
+        /// Create missing parents.
+        #[arg(short = 'p', long)]
+        parents: bool,
+    },
+    /// Move or rename (into DST if it is a directory; never over an existing file).
+    Mv {
+        /// From.
+        src: PathBuf,
+        /// To.
+        dst: PathBuf,
+    },
+    /// List a directory.
+    Ls {
+        /// The directory (default: the workspace).
+        path: Option<PathBuf>,
+    },
     /// Print a text file's lines (numbered with --json); binary files only with --binary.
     Read {
         /// The file.
@@ -440,6 +490,7 @@ pub fn main() -> ExitCode {
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
         Cmd::History => fs::history(&cli),
+        Cmd::Trash { cmd } => fs::trash(&cli, cmd),
         Cmd::Undo { id, dry_run, force } => fs::undo(&cli, *id, *dry_run, *force),
         Cmd::Keys { cmd } => log::keys(&cli, cmd),
     }

@@ -85,6 +85,13 @@ pub fn backup(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
 pub enum PathState {
     /// Nothing there.
     Absent,
+    /// A directory (removed ones go to the trash whole).
+    Dir,
+    /// A symbolic link.
+    Link {
+        /// Where it points.
+        target: String,
+    },
     /// A regular file: its content is in the backup store under `sha256`.
     File {
         /// Backup id (sha256 hex of the content).
@@ -114,6 +121,12 @@ pub struct Change {
     pub after: PathState,
     /// The change this one reverts, for `undo`.
     pub undoes: Option<u64>,
+    /// For a move: where `path` went.
+    #[serde(default)]
+    pub dest: Option<PathBuf>,
+    /// For a removal (or the restore that undoes one): the trash item's name.
+    #[serde(default)]
+    pub trash: Option<String>,
 }
 
 /// A journal line: an intent (before acting), then a commit or an abort.
@@ -267,6 +280,8 @@ pub fn recover(
         let same = |s: &PathState| match (now.as_ref(), s) {
             (Some(PathState::Absent), PathState::Absent) => true,
             (Some(PathState::File { sha256: a, .. }), PathState::File { sha256: b, .. }) => a == b,
+            (Some(PathState::Dir), PathState::Dir) => true,
+            (Some(PathState::Link { target: a }), PathState::Link { target: b }) => a == b,
             _ => false,
         };
         if same(&c.after) {
@@ -278,6 +293,144 @@ pub fn recover(
         }
     }
     Ok(unresolved)
+}
+
+/// The trash (freedesktop layout): `<state>/trash/files/<name>` holds the item,
+/// `<state>/trash/info/<name>.trashinfo` where it came from and when.
+pub fn trash_dirs(state_dir: &Path) -> (PathBuf, PathBuf) {
+    let t = state_dir.join("trash");
+    (t.join("files"), t.join("info"))
+}
+
+/// Reserves a trash name for `original` and writes its `.trashinfo` (synced). The caller
+/// then moves the item to `files/<name>`.
+pub fn trash_reserve(state_dir: &Path, original: &Path) -> Result<String, JournalError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (files, info) = trash_dirs(state_dir);
+    private_dir(&files)?;
+    private_dir(&info)?;
+    let base = original
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "item".into());
+    let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let when = when.trim_end_matches('Z');
+    let encoded: String = original
+        .to_string_lossy()
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    for n in 0..10_000u32 {
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}.{n}")
+        };
+        let p = info.join(format!("{name}.trashinfo"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)
+        {
+            Ok(mut f) => {
+                if files.join(&name).exists() {
+                    drop(f);
+                    let _ = std::fs::remove_file(&p);
+                    continue;
+                }
+                f.write_all(
+                    format!("[Trash Info]\nPath={encoded}\nDeletionDate={when}\n").as_bytes(),
+                )
+                .map_err(io("writing", &p))?;
+                f.sync_all().map_err(io("syncing", &p))?;
+                return Ok(name);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io("creating", &p)(e)),
+        }
+    }
+    Err(JournalError::Io {
+        what: "finding a free name in the trash for",
+        path: original.to_path_buf(),
+        source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+    })
+}
+
+/// One trash item.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrashItem {
+    /// Its name in the trash (the id for `restore`).
+    pub name: String,
+    /// Where it was.
+    pub original: PathBuf,
+    /// When it was removed (local time, as freedesktop writes it).
+    pub deleted: String,
+    /// Whether the item is still there.
+    pub present: bool,
+}
+
+/// The trash's items, oldest first.
+pub fn trash_list(state_dir: &Path) -> Result<Vec<TrashItem>, JournalError> {
+    let (files, info) = trash_dirs(state_dir);
+    let rd = match std::fs::read_dir(&info) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("listing", &info)(e)),
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let Some(name) = n.strip_suffix(".trashinfo") else {
+            continue;
+        };
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .unwrap_or("")
+                .to_string()
+        };
+        out.push(TrashItem {
+            name: name.to_string(),
+            original: PathBuf::from(percent_decode(&get("Path="))),
+            deleted: get("DeletionDate="),
+            present: std::fs::symlink_metadata(files.join(name)).is_ok(),
+        });
+    }
+    out.sort_by(|a, b| a.deleted.cmp(&b.deleted).then(a.name.cmp(&b.name)));
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Forgets a trash item's info (after it was restored or emptied).
+pub fn trash_forget(state_dir: &Path, name: &str) {
+    let (_, info) = trash_dirs(state_dir);
+    let _ = std::fs::remove_file(info.join(format!("{name}.trashinfo")));
 }
 
 /// Reads a backup by id.
@@ -322,6 +475,8 @@ mod wal_tests {
             before,
             after,
             undoes: None,
+            dest: None,
+            trash: None,
         }
     }
 
