@@ -2861,3 +2861,50 @@ fn fs_rm_mkdir_mv_go_through_trash_and_undo() {
         assert!(tools.contains(&t), "{t} not audited: {tools:?}");
     }
 }
+
+#[test]
+fn fs_glob_and_grep_honour_gitignore_redact_and_stay_inside() {
+    let env = Env::new("fs-search");
+    let tok = gh_token(60);
+    std::fs::create_dir_all(env.ws.join(".git")).expect("git");
+    env.write(".gitignore", "build/\n");
+    env.write("src/main.rs", "fn main() {\n    run();\n}\n");
+    env.write(
+        "src/lib.rs",
+        &format!("pub fn run() {{}}\nconst T: &str = \"{tok}\";\n"),
+    );
+    env.write("build/gen.rs", "fn run() {}\n");
+    std::fs::write(env.outside.join("x.rs"), "fn run() {}\n").expect("w");
+    std::os::unix::fs::symlink(&env.outside, env.ws.join("src/out")).expect("ln");
+    let o = env.gw(&["fs", "glob", "*.rs"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(stdout(&o), "src/lib.rs\nsrc/main.rs\n");
+    let o = env.gw(&["fs", "grep", "run", "-C", "1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = stdout(&o);
+    assert!(out.contains("src/main.rs:2:    run();"), "{out}");
+    assert!(out.contains("src/main.rs-1-fn main() {"), "{out}");
+    assert!(!out.contains("build/") && !out.contains("out/"), "{out}");
+    let o = env.gw(&["fs", "grep", "const T", "--json"]);
+    assert!(!stdout(&o).contains(&tok), "{}", text(&o));
+    assert!(stdout(&o).contains("[REDACTED:github-pat]"), "{}", text(&o));
+    let o = env.gw(&["fs", "grep", "RUN", "-i", "--mode", "count"]);
+    assert_eq!(stdout(&o), "src/lib.rs:1\nsrc/main.rs:1\n", "{}", text(&o));
+    // Under strict, nothing outside the workspace (and system trees) is readable; standard
+    // reads `/` minus credentials, as its commands do.
+    let outside = env.outside.to_str().expect("utf-8");
+    let o = env.gw(&["--policy", "strict", "fs", "grep", "run", "--path", outside]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    let o = env.gw(&[
+        "--policy", "strict", "fs", "glob", "*.rs", "--path", outside,
+    ]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    let o = env.gw(&[
+        "--policy", "strict", "fs", "grep", "run", "--path", "src/out",
+    ]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    let o = env.gw(&["--policy", "strict", "fs", "read", "src/out/x.rs"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    let o = env.gw(&["fs", "grep", "(", "--path", "src"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+}

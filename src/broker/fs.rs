@@ -9,9 +9,11 @@
 use super::{BrokerError, plan, redact_text, workspace};
 use crate::audit;
 use crate::fsops::path::{self as fpath, Root};
+use crate::fsops::search;
 use crate::fsops::text;
 use crate::journal;
 
+pub use crate::fsops::search::{GrepMode, GrepOptions, GrepResult};
 pub use crate::fsops::text::Edit;
 pub use crate::journal::{Change, PathState, Phase};
 use crate::model::{Decision, Effect, Tool, ToolCall};
@@ -93,6 +95,20 @@ pub enum FsOp {
         /// The directory.
         path: PathBuf,
     },
+    /// Files matching a glob.
+    Glob {
+        /// The pattern (relative to `path`; without `/` it matches names anywhere).
+        pattern: String,
+        /// Where to look.
+        path: PathBuf,
+    },
+    /// Search file contents.
+    Grep {
+        /// Where to look.
+        path: PathBuf,
+        /// What.
+        options: GrepOptions,
+    },
     /// Restore a trash item (by undoing the removal that put it there).
     TrashRestore {
         /// Its name (`gateway trash list`).
@@ -157,6 +173,15 @@ pub enum FsOutput {
         /// The journal id.
         change: Option<u64>,
     },
+    /// Paths matching a glob.
+    Glob {
+        /// Relative to the search directory.
+        paths: Vec<String>,
+        /// More than shown.
+        truncated: bool,
+    },
+    /// Search results (redacted).
+    Grep(GrepResult),
     /// A directory listing.
     List {
         /// The directory.
@@ -246,6 +271,8 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         FsOp::Mkdir { path, .. } => (Tool::Mkdir, "fs.mkdir", Some(path.clone())),
         FsOp::Move { src, .. } => (Tool::Move, "fs.mv", Some(src.clone())),
         FsOp::List { path } => (Tool::List, "fs.ls", Some(path.clone())),
+        FsOp::Glob { path, .. } => (Tool::Search, "fs.glob", Some(path.clone())),
+        FsOp::Grep { path, .. } => (Tool::Search, "fs.grep", Some(path.clone())),
         FsOp::TrashRestore { .. } => (Tool::Write, "trash.restore", None),
         FsOp::Undo { .. } => (Tool::Write, "undo", None),
     };
@@ -315,7 +342,12 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
                 rec.args.push(format!("journal={id}"));
             }
         }
-        Ok(FsOutput::Read { .. } | FsOutput::List { .. }) => rec.exit_code = Some(0),
+        Ok(
+            FsOutput::Read { .. }
+            | FsOutput::List { .. }
+            | FsOutput::Glob { .. }
+            | FsOutput::Grep(_),
+        ) => rec.exit_code = Some(0),
         Ok(FsOutput::Denied) => {}
         Err(e) => rec.error = Some(redact_text(&e.to_string())),
     }
@@ -361,6 +393,13 @@ fn describe(op: &FsOp) -> Vec<String> {
         }
         FsOp::Move { src, dst } => vec![src.display().to_string(), dst.display().to_string()],
         FsOp::List { path } => vec![path.display().to_string()],
+        FsOp::Glob { pattern, path } => vec![pattern.clone(), path.display().to_string()],
+        FsOp::Grep { path, options } => vec![
+            options.regex.clone(),
+            path.display().to_string(),
+            format!("glob={}", options.glob.as_deref().unwrap_or("")),
+            format!("mode={:?}", options.mode),
+        ],
         FsOp::TrashRestore { name } => vec![name.clone()],
         FsOp::Undo { id, dry_run, force } => vec![
             format!("id={}", id.map_or("last".into(), |i| i.to_string())),
@@ -443,7 +482,62 @@ fn act(
             move_path(ctx, &rs, &lock, ws, &src, &dst, "fs.mv", None, None)
         }
         FsOp::List { path } => list(&rs, ws, &path),
+        FsOp::Glob { pattern, path } => {
+            let (root, rel) = pick_read(&rs, &path, ws)?;
+            let (paths, truncated) =
+                search::glob(root, &rel, &rs.deny, &pattern, 1000).map_err(fs_err)?;
+            Ok(FsOutput::Glob { paths, truncated })
+        }
+        FsOp::Grep { path, options } => {
+            let (root, rel) = pick_read(&rs, &path, ws)?;
+            let mut r = search::grep(root, &rel, &rs.deny, &options).map_err(fs_err)?;
+            // Secrets in matching lines are redacted as in command output.
+            if ctx.policy.secrets.output != crate::model::SecretsOutput::Warn {
+                for l in &mut r.lines {
+                    l.2 = redact_text(&l.2);
+                }
+            }
+            Ok(FsOutput::Grep(r))
+        }
     }
+}
+
+/// The readable root holding `path` (a directory to search), refusing denied ones.
+fn pick_read<'a>(
+    rs: &'a Roots,
+    path: &Path,
+    ws: &Path,
+) -> Result<(&'a Root, PathBuf), BrokerError> {
+    let (root, rel) = pick(&rs.read, path, ws).ok_or_else(|| {
+        usage(format!(
+            "refused: {}: outside the directories this policy allows",
+            path.display()
+        ))
+    })?;
+    // Resolve it beneath the root (refusing links out) and check what it really is.
+    let fd = root
+        .open_beneath(
+            &rel,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            0,
+        )
+        .map_err(fs_err)?;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", {
+        use std::os::fd::AsRawFd;
+        fd.as_raw_fd()
+    }))
+    .unwrap_or_else(|_| root.path.join(&rel));
+    if under(&real, &rs.deny) {
+        return Err(usage(format!(
+            "refused: {}: the policy denies access to it",
+            path.display()
+        )));
+    }
+    let rel = real
+        .strip_prefix(&root.path)
+        .map(Path::to_path_buf)
+        .unwrap_or(rel);
+    Ok((root, rel))
 }
 
 /// The writable root holding `path`, and the path relative to it (its last component not

@@ -1,7 +1,9 @@
 //! `gateway fs ...`, `gateway history`, `gateway undo`.
 
 use super::{Cli, FsCmd, broker_error, exit, fail, state_dir};
-use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, PathState, Phase};
+use crate::broker::fs::{
+    self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
+};
 use crate::broker::log as blog;
 use crate::policy::Policy;
 use serde_json::json;
@@ -133,6 +135,33 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             src: src.clone(),
             dst: dst.clone(),
         },
+        FsCmd::Glob { pattern, path } => FsOp::Glob {
+            pattern: pattern.clone(),
+            path: path.clone().unwrap_or_else(|| PathBuf::from(".")),
+        },
+        FsCmd::Grep {
+            regex,
+            path,
+            glob,
+            context,
+            ignore_case,
+            mode,
+            max,
+        } => FsOp::Grep {
+            path: path.clone().unwrap_or_else(|| PathBuf::from(".")),
+            options: GrepOptions {
+                regex: regex.clone(),
+                glob: glob.clone(),
+                context: *context,
+                ignore_case: *ignore_case,
+                mode: match mode {
+                    super::GrepModeArg::Content => GrepMode::Content,
+                    super::GrepModeArg::Files => GrepMode::Files,
+                    super::GrepModeArg::Count => GrepMode::Count,
+                },
+                max: *max,
+            },
+        },
         FsCmd::Ls { path } => FsOp::List {
             path: path.clone().unwrap_or_else(|| PathBuf::from(".")),
         },
@@ -145,10 +174,14 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             Err(e) => return fail(exit::USAGE, e),
         },
     };
-    report(cli, bfs::run(&context(cli, &policy), op))
+    let counts = matches!(
+        &op,
+        FsOp::Grep { options, .. } if options.mode == GrepMode::Count
+    );
+    report(cli, bfs::run(&context(cli, &policy), op), counts)
 }
 
-fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>) -> ExitCode {
+fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: bool) -> ExitCode {
     let r = match res {
         Ok(r) => r,
         Err(e) => {
@@ -173,6 +206,34 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>) -> ExitC
                 }
                 None => eprintln!("gateway: {what}"),
             },
+            FsOutput::Glob { paths, truncated } => {
+                for p in paths {
+                    let _ = writeln!(out, "{p}");
+                }
+                if *truncated {
+                    eprintln!("gateway: more matches not shown");
+                }
+            }
+            FsOutput::Grep(g) => {
+                for (p, n, t, m) in &g.lines {
+                    let _ = writeln!(
+                        out,
+                        "{p}{}{n}{}{t}",
+                        if *m { ":" } else { "-" },
+                        if *m { ":" } else { "-" }
+                    );
+                }
+                for (p, n) in &g.files {
+                    if counts {
+                        let _ = writeln!(out, "{p}:{n}");
+                    } else {
+                        let _ = writeln!(out, "{p}");
+                    }
+                }
+                if g.truncated {
+                    eprintln!("gateway: more results not shown (--max)");
+                }
+            }
             FsOutput::List { entries, .. } => {
                 for (name, kind, size) in entries {
                     let suffix = match *kind {
@@ -286,6 +347,7 @@ pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool) -> Ex
     report(
         cli,
         bfs::run(&context(cli, &policy), FsOp::Undo { id, dry_run, force }),
+        false,
     )
 }
 
@@ -316,6 +378,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                     &context(cli, &policy),
                     FsOp::TrashRestore { name: name.clone() },
                 ),
+                false,
             )
         }
         super::TrashCmd::Empty { older_than } => {

@@ -147,6 +147,16 @@ enum Cmd {
     },
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum GrepModeArg {
+    /// Matching lines, `path:line:text`.
+    Content,
+    /// Files with a match.
+    Files,
+    /// Matching lines per file.
+    Count,
+}
+
 #[derive(Subcommand, Debug)]
 enum TrashCmd {
     /// Items in the trash: when, name, where they were.
@@ -193,6 +203,37 @@ enum FsCmd {
     Ls {
         /// The directory (default: the workspace).
         path: Option<PathBuf>,
+    },
+    /// Files matching a glob (.gitignore honoured; without `/` it matches names anywhere).
+    Glob {
+        /// The pattern.
+        pattern: String,
+        /// Where to look (default: the workspace).
+        #[arg(long)]
+        path: Option<PathBuf>,
+    },
+    /// Search file contents with a regular expression (ripgrep's engine; .gitignore honoured).
+    Grep {
+        /// The regular expression.
+        regex: String,
+        /// Where to look (default: the workspace).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// Only files matching this glob.
+        #[arg(long)]
+        glob: Option<String>,
+        /// Lines of context around each match.
+        #[arg(short = 'C', long, default_value_t = 0)]
+        context: usize,
+        /// Case-insensitive.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// What to print.
+        #[arg(long, value_enum, default_value = "content")]
+        mode: GrepModeArg,
+        /// At most this many results.
+        #[arg(long, default_value_t = 500)]
+        max: usize,
     },
     /// Print a text file's lines (numbered with --json); binary files only with --binary.
     Read {

@@ -2,6 +2,7 @@
 //! `gateway scan --redact`; the file tools of issue 5 build on it.
 
 pub mod path;
+pub mod search;
 pub mod text;
 
 use std::io::Write;
