@@ -175,7 +175,10 @@ pub fn grep(
     deny: &[PathBuf],
     o: &GrepOptions,
 ) -> Result<GrepResult, FsError> {
+    // With a line terminator the searcher looks for matches in whole buffers and only then
+    // finds their lines (rg's fast path); without it, it goes line by line.
     let matcher = RegexMatcherBuilder::new()
+        .line_terminator(Some(b'\n'))
         .case_insensitive(o.ignore_case)
         .build(&o.regex)
         .map_err(|e| bad("invalid regex", e))?;
