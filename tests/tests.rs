@@ -2908,3 +2908,56 @@ fn fs_glob_and_grep_honour_gitignore_redact_and_stay_inside() {
     let o = env.gw(&["fs", "grep", "(", "--path", "src"]);
     assert_eq!(o.status.code(), Some(122), "{}", text(&o));
 }
+
+#[test]
+fn fs_cd_is_a_per_session_virtual_cwd() {
+    let env = Env::new("fs-cd");
+    env.write("a/b/f.txt", "in b\n");
+    let s = |args: &[&str]| {
+        env.cmd()
+            .env("GATEWAY_SESSION", "agent-1")
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    let o = s(&["fs", "cd", "a/b"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout(&o).trim().ends_with("/ws/a/b"), "{}", text(&o));
+    let o = s(&["fs", "read", "f.txt"]);
+    assert_eq!(stdout(&o), "in b\n", "{}", text(&o));
+    let o = s(&["exec", "--policy", "standard", "--", "pwd"]);
+    assert!(stdout(&o).trim().ends_with("/ws/a/b"), "{}", text(&o));
+    assert!(s(&["fs", "cd", ".."]).status.success());
+    let o = s(&["fs", "cd", "-"]);
+    assert!(stdout(&o).trim().ends_with("/ws/a/b"), "{}", text(&o));
+    // Another session, and the process itself, are not moved.
+    let o = env
+        .cmd()
+        .env("GATEWAY_SESSION", "agent-2")
+        .args(["fs", "read", "f.txt"])
+        .output()
+        .expect("run");
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // Refused: a file, a missing dir, a directory the policy does not let tools read.
+    for bad in ["f.txt", "nope"] {
+        let o = s(&["fs", "cd", bad]);
+        assert_eq!(o.status.code(), Some(122), "{bad}: {}", text(&o));
+    }
+    let o = s(&[
+        "--policy",
+        "strict",
+        "fs",
+        "cd",
+        env.outside.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    let o = s(&["fs", "cd", env.state.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    let o = env.gw(&["fs", "cd", "a"]);
+    assert_eq!(
+        o.status.code(),
+        Some(122),
+        "without a session: {}",
+        text(&o)
+    );
+}

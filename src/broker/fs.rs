@@ -1469,3 +1469,99 @@ pub fn trash_empty(
     }
     Ok(n)
 }
+
+/// A session's virtual working directory: `<state>/sessions/<id>.json`.
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
+struct SessionDirs {
+    cwd: Option<PathBuf>,
+    previous: Option<PathBuf>,
+}
+
+fn session_file(state_dir: &Path, session: &str) -> PathBuf {
+    let safe: String = session
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    state_dir.join("sessions").join(format!("{safe}.json"))
+}
+
+fn load_session(state_dir: &Path, session: &str) -> SessionDirs {
+    std::fs::read(session_file(state_dir, session))
+        .ok()
+        .and_then(|d| serde_json::from_slice(&d).ok())
+        .unwrap_or_default()
+}
+
+/// The session's virtual cwd, if `cd` set one (and it still exists).
+pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
+    load_session(state_dir, session).cwd.filter(|p| p.is_dir())
+}
+
+/// `cd`: changes the session's virtual working directory (never the broker's own). `..`,
+/// `~`, `~/x`, `-` (the previous one), absolute and relative paths; the target must be a
+/// directory the policy lets tools read. Returns the new directory.
+pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
+    super::ensure_state_dir(&ctx.state_dir)?;
+    let mut log = audit::AuditLog::open(&ctx.state_dir, audit::Checkpoints::EveryRecord)?;
+    let base = workspace(&ctx.cwd)?;
+    let mut dirs = load_session(&ctx.state_dir, &ctx.session);
+    let home = PathBuf::from(super::shell_env(&base).home);
+    let wanted = match target {
+        "-" => dirs
+            .previous
+            .clone()
+            .ok_or_else(|| usage("cd -: no previous directory in this session"))?,
+        "~" => home.clone(),
+        t if t.starts_with("~/") => home.join(&t[2..]),
+        t => base.join(t),
+    };
+    let res = (|| {
+        let real =
+            std::fs::canonicalize(&wanted).map_err(|e| usage(format!("cd {target}: {e}")))?;
+        if !real.is_dir() {
+            return Err(usage(format!("cd {target}: not a directory")));
+        }
+        let rs = roots(ctx, &base)?;
+        pick_read(&rs, &real, &base)?;
+        Ok(real)
+    })();
+    let mut rec = audit::Record {
+        session: ctx.session.clone(),
+        caller: ctx.caller.clone(),
+        tool: "fs.cd".into(),
+        args: vec![target.to_string()],
+        cwd: base.display().to_string(),
+        policy: ctx.policy.name.clone(),
+        decision: audit::RecordDecision {
+            effect: if res.is_ok() { "allow" } else { "deny" }.into(),
+            rules: vec!["builtin".into()],
+            reasons: vec!["a directory the policy lets tools read".into()],
+        },
+        exit_code: res.as_ref().ok().map(|_| 0),
+        error: res.as_ref().err().map(|e| redact_text(&e.to_string())),
+        ..audit::Record::default()
+    };
+    log.append(&mut rec)?;
+    let real = res?;
+    dirs.previous = Some(base);
+    dirs.cwd = Some(real.clone());
+    let p = session_file(&ctx.state_dir, &ctx.session);
+    if let Some(d) = p.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let data = serde_json::to_vec(&dirs).map_err(|e| BrokerError::Io {
+        what: "encoding the session".into(),
+        source: std::io::Error::other(e),
+    })?;
+    crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
+        what: format!("saving {}", p.display()),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(real)
+}

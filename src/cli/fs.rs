@@ -14,7 +14,7 @@ use std::process::ExitCode;
 fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
     FsContext {
         policy,
-        cwd: cli.cwd.clone().unwrap_or_else(|| PathBuf::from(".")),
+        cwd: super::effective_cwd(cli),
         state_dir: state_dir(cli),
         session: blog::session_id(),
         caller: blog::this_caller("cli"),
@@ -135,6 +135,25 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             src: src.clone(),
             dst: dst.clone(),
         },
+        FsCmd::Cd { path } => {
+            if std::env::var_os("GATEWAY_SESSION").is_none_or(|s| s.is_empty()) {
+                return fail(
+                    exit::USAGE,
+                    "fs cd: set GATEWAY_SESSION to name the session whose directory changes (each gateway process is otherwise a session of its own)",
+                );
+            }
+            return match bfs::cd(&context(cli, &policy), path) {
+                Ok(d) => {
+                    if cli.json {
+                        println!("{}", json!({"cwd": d}));
+                    } else {
+                        println!("{}", d.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => broker_error(e),
+            };
+        }
         FsCmd::Glob { pattern, path } => FsOp::Glob {
             pattern: pattern.clone(),
             path: path.clone().unwrap_or_else(|| PathBuf::from(".")),

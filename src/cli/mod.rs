@@ -199,6 +199,12 @@ enum FsCmd {
         /// To.
         dst: PathBuf,
     },
+    /// Change this session's virtual working directory (`..`, `~`, `-`, absolute or
+    /// relative); later `fs` and `exec` calls of the session (GATEWAY_SESSION) start there.
+    Cd {
+        /// Where.
+        path: String,
+    },
     /// List a directory.
     Ls {
         /// The directory (default: the workspace).
@@ -537,6 +543,20 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The working directory of a call: `--cwd`, else the session's virtual cwd (`fs cd`, when
+/// GATEWAY_SESSION names the session), else the current directory.
+fn effective_cwd(cli: &Cli) -> PathBuf {
+    if let Some(c) = &cli.cwd {
+        return c.clone();
+    }
+    if std::env::var_os("GATEWAY_SESSION").is_some_and(|s| !s.is_empty())
+        && let Some(c) = broker::fs::session_cwd(&state_dir(cli), &broker::log::session_id())
+    {
+        return c;
+    }
+    PathBuf::from(".")
+}
+
 fn policy_list(cli: &Cli) -> ExitCode {
     let mut rows = Vec::new();
     for (name, _) in policy::BUILTINS {
@@ -766,7 +786,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             _ => return fail(exit::USAGE, format!("--env {kv}: expected NAME=VALUE")),
         }
     }
-    let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+    let cwd = effective_cwd(cli);
     let req = ExecRequest {
         argv: command.to_vec(),
         cwd,

@@ -46,6 +46,33 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     }
 }
 
+/// Creates or replaces a broker-owned file (in the state directory) atomically, mode 0600:
+/// a temporary file next to it, synced, renamed over it, the directory synced.
+pub fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), FsError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io("creating", &tmp))?;
+    f.write_all(data).map_err(io("writing", &tmp))?;
+    f.sync_all().map_err(io("syncing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("renaming over", path))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("syncing directory", dir))
+}
+
 /// Replaces the contents of `path` atomically: a temp file in the same directory, written,
 /// fsync'd, given the old file's permissions, renamed over `path`, and the directory fsync'd.
 /// A crash leaves the old content or the new, never a torn file.
