@@ -71,7 +71,54 @@ fn main() {
         );
     }
 
-    // 2. grep against rg.
+    // 2. Snapshot cost on a 10,000-file workspace: `gateway exec -- true` with and without
+    // the snapshot, the first run (every file hashed and backed up) and later ones (a stat
+    // per unchanged file), and a run that changes 100 files.
+    let big = tmp.join("ws10k");
+    for i in 0..10_000 {
+        let d = big.join(format!("d{}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&d).expect("mkdir");
+        }
+        std::fs::write(
+            d.join(format!("f{i}.rs")),
+            format!("// file {i}\n{}", "x".repeat(1000)),
+        )
+        .expect("write");
+    }
+    let snap_state = tmp.join("snap-state");
+    let run = |args: &[&str]| -> f64 {
+        let t = Instant::now();
+        let o = gateway(bin, &big, &snap_state)
+            .args(["exec", "--policy", "standard"])
+            .args(args)
+            .output()
+            .expect("exec");
+        let dt = t.elapsed().as_secs_f64();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        dt
+    };
+    let first = run(&["--snapshot", "--", "true"]);
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    let mut changing = Vec::new();
+    for i in 0..runs.min(15) {
+        with.push(run(&["--snapshot", "--", "true"]));
+        without.push(run(&["--no-snapshot", "--", "true"]));
+        let script = format!("for f in d{}/*.rs; do echo edit >> $f; done", i % 100);
+        changing.push(run(&["--snapshot", "--", "sh", "-c", &script]));
+    }
+    let (w, wo, ch) = (median(with), median(without), median(changing));
+    println!(
+        "snapshot, 10,000 files (10 MB): first run {:.0} ms; later runs {:.1} ms vs {:.1} ms without (+{:.1} ms); a run changing 100 files {:.1} ms",
+        first * 1e3,
+        w * 1e3,
+        wo * 1e3,
+        (w - wo) * 1e3,
+        ch * 1e3
+    );
+
+    // 3. grep against rg.
     let corpus = std::env::var_os("GATEWAY_BENCH_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

@@ -242,3 +242,21 @@ impl Default for AuditProfile {
         }
     }
 }
+
+/// A policy's undo settings (policy section `[undo]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct UndoProfile {
+    /// Record what each `exec` changes in the workspace, so `gateway undo` can revert it.
+    pub snapshot: bool,
+    /// Files larger than this are not snapshotted (reported as skipped).
+    pub snapshot_max_file: u64,
+}
+
+impl Default for UndoProfile {
+    fn default() -> UndoProfile {
+        UndoProfile {
+            snapshot: false,
+            snapshot_max_file: 64 << 20,
+        }
+    }
+}

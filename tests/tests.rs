@@ -2961,3 +2961,58 @@ fn fs_cd_is_a_per_session_virtual_cwd() {
         text(&o)
     );
 }
+
+#[test]
+fn exec_snapshot_lets_undo_revert_what_a_command_changed() {
+    let env = Env::new("snapshot");
+    env.write("a.txt", "one\n");
+    env.write("b.txt", "two\n");
+    env.write("sub/c.txt", "three\n");
+    std::fs::create_dir_all(env.ws.join(".git")).expect("git");
+    env.write(".gitignore", "build/\n");
+    env.write("build/out.o", "ignored\n");
+    let o = env.sh(
+        "standard",
+        "echo changed > a.txt; rm b.txt; echo new > d.txt; rm sub/c.txt; echo x > build/out.o",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stderr(&o).contains("changed 4 file(s)"), "{}", text(&o));
+    let r = log_records(&env);
+    assert_eq!(r[0]["files_changed"], 4, "{r:?}");
+    // Something else edits d.txt: undo refuses, naming it; --force reverts anyway.
+    std::fs::write(env.ws.join("d.txt"), "edited later\n").expect("w");
+    let o = env.gw(&["undo"]);
+    assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    assert!(stderr(&o).contains("d.txt"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("a.txt")).expect("r"),
+        "changed\n"
+    );
+    let o = env.gw(&["undo", "--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("a.txt")).expect("r"),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("b.txt")).expect("r"),
+        "two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("sub/c.txt")).expect("r"),
+        "three\n"
+    );
+    assert!(!env.ws.join("d.txt").exists());
+    // Ignored files are not snapshotted; --no-snapshot records nothing.
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("build/out.o")).expect("r"),
+        "x\n"
+    );
+    let o = env
+        .cmd()
+        .args(["exec", "--no-snapshot", "--", "sh", "-c", "echo y > a.txt"])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!stderr(&o).contains("changed"), "{}", text(&o));
+}

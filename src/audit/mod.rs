@@ -183,6 +183,12 @@ pub struct Record {
     pub stderr: Option<StreamDigest>,
     /// Secrets found: `place:rule` (never values).
     pub secrets: Vec<String>,
+    /// The journal group of the workspace changes this call made (`gateway undo`).
+    #[serde(default)]
+    pub journal_group: Option<String>,
+    /// How many files it created, changed or deleted (when snapshotted).
+    #[serde(default)]
+    pub files_changed: u64,
 }
 
 /// The current time, RFC 3339 UTC with microseconds.

@@ -673,6 +673,7 @@ fn to_trash(
             undoes,
             dest: None,
             trash: Some(name.clone()),
+            group: None,
         },
     )
     .map_err(j_err)?;
@@ -783,6 +784,7 @@ fn mkdir(
             undoes: None,
             dest: None,
             trash: None,
+            group: None,
         },
     )
     .map_err(j_err)?;
@@ -864,6 +866,7 @@ fn move_path(
             undoes,
             dest: Some(dabs.clone()),
             trash: None,
+            group: None,
         },
     )
     .map_err(j_err)?;
@@ -1005,6 +1008,7 @@ fn from_trash(
             undoes: Some(c.id),
             dest: None,
             trash: Some(name.to_string()),
+            group: None,
         },
     )
     .map_err(j_err)?;
@@ -1234,6 +1238,7 @@ fn change(
             undoes,
             dest: None,
             trash: None,
+            group: None,
         },
     )
     .map_err(j_err)?;
@@ -1295,6 +1300,9 @@ fn undo(
     dry_run: bool,
     force: bool,
 ) -> Result<FsOutput, BrokerError> {
+    if let Some(g) = &c.group {
+        return undo_group(ctx, rs, ws, g, dry_run, force);
+    }
     let tree_op = c.dest.is_some()
         || c.trash.is_some()
         || matches!(c.before, PathState::Dir | PathState::Link { .. })
@@ -1564,4 +1572,86 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         source: std::io::Error::other(e.to_string()),
     })?;
     Ok(real)
+}
+
+/// Reverts every change of a group (what one command changed), newest first; refuses if any
+/// file changed since (unless `force`), before touching any.
+fn undo_group(
+    ctx: &FsContext<'_>,
+    rs: &Roots,
+    ws: &Path,
+    group: &str,
+    dry_run: bool,
+    force: bool,
+) -> Result<FsOutput, BrokerError> {
+    let all = journal::changes(&ctx.state_dir).map_err(j_err)?;
+    let undone: Vec<u64> = all.iter().filter_map(|(c, _)| c.undoes).collect();
+    let members: Vec<Change> = all
+        .into_iter()
+        .filter(|(c, p)| {
+            *p == Phase::Committed && c.group.as_deref() == Some(group) && !undone.contains(&c.id)
+        })
+        .map(|(c, _)| c)
+        .rev()
+        .collect();
+    if members.is_empty() {
+        return Err(usage(format!("the changes of {group} were undone already")));
+    }
+    let mut conflicts = Vec::new();
+    for c in &members {
+        let now = current(&rs.write, &rs.deny, &c.path, ws)?;
+        let now_sha = now.as_ref().map(|(d, _)| journal::sha256_hex(d));
+        let after_sha = match &c.after {
+            PathState::File { sha256, .. } => Some(sha256.clone()),
+            _ => None,
+        };
+        if now_sha != after_sha {
+            conflicts.push(c.path.display().to_string());
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(usage(format!(
+            "refused: changed since the command ran: {}; pass --force to undo anyway (their current contents are backed up first)",
+            conflicts.join(", ")
+        )));
+    }
+    if dry_run {
+        return Ok(FsOutput::Done {
+            what: format!(
+                "dry run: would revert {} file(s): {}",
+                members.len(),
+                members
+                    .iter()
+                    .map(|c| c.path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            change: None,
+        });
+    }
+    let mut last = None;
+    for c in &members {
+        let want = match &c.before {
+            PathState::File { sha256, .. } => {
+                Target::Write(journal::read_backup(&ctx.state_dir, sha256).map_err(j_err)?)
+            }
+            _ => Target::Remove,
+        };
+        if let FsOutput::Changed { change, .. } = change(
+            ctx,
+            rs,
+            ws,
+            &c.path,
+            "undo",
+            |_| Ok(want),
+            false,
+            Some(c.id),
+        )? {
+            last = change.or(last);
+        }
+    }
+    Ok(FsOutput::Done {
+        what: format!("reverted {} file(s) the command changed", members.len()),
+        change: last,
+    })
 }

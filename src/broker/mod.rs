@@ -5,6 +5,7 @@ pub mod fs;
 mod guard;
 pub mod log;
 pub mod scan;
+pub mod snapshot;
 
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
@@ -93,6 +94,8 @@ pub struct ExecRequest<'a> {
     pub session: String,
     /// Who asked, recorded in the audit log.
     pub caller: audit::Caller,
+    /// Snapshot the workspace for undo (None: as the policy's `[undo] snapshot` says).
+    pub snapshot: Option<bool>,
 }
 
 /// The result of an exec request.
@@ -113,6 +116,8 @@ pub struct ExecResult {
     pub secrets: SecretsReport,
     /// The audit record written for it.
     pub audit: Option<AuditInfo>,
+    /// What the run changed in the workspace (when snapshotted): undoable as one group.
+    pub snapshot: Option<snapshot::SnapshotReport>,
 }
 
 /// Where the run was recorded, and its streams' digests and artifacts.
@@ -731,6 +736,12 @@ pub fn exec(
                 rec.timed_out = o.timed_out;
                 rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
             }
+            if let Some(sn) = &r.snapshot
+                && !sn.changes.is_empty()
+            {
+                rec.journal_group = Some(sn.group.clone());
+                rec.files_changed = sn.changes.len() as u64;
+            }
             rec.secrets = r
                 .secrets
                 .input
@@ -850,6 +861,7 @@ fn exec_traced(
         protected_created: vec![],
         secrets,
         audit: None,
+        snapshot: None,
     };
     let mut approved = None;
     match decision.effect {
@@ -902,6 +914,13 @@ fn exec_traced(
         stdin,
         confine,
     };
+    let snap = req.snapshot.unwrap_or(req.policy.undo.snapshot);
+    let max_file = req.policy.undo.snapshot_max_file;
+    let pre = if snap {
+        Some(snapshot::before(&req.state_dir, &spec.cwd, max_file)?)
+    } else {
+        None
+    };
     let before = protected_present(req.policy, &spec.cwd);
     let (out_tap, err_tap) = (&mut trace.out, &mut trace.err);
     let mut tap = |s: Stream, b: &[u8]| {
@@ -933,6 +952,10 @@ fn exec_traced(
         protected_present(req.policy, &spec.cwd),
         &req.state_dir,
     );
+    let snapshot_report = match &pre {
+        Some(pre) => Some(snapshot::after(&req.state_dir, &spec.cwd, pre, max_file)?),
+        None => None,
+    };
     if let Some(b) = &report.blocked
         && b.place == "stdin"
     {
@@ -952,6 +975,7 @@ fn exec_traced(
         protected_created,
         secrets: report,
         audit: None,
+        snapshot: snapshot_report,
     })
 }
 

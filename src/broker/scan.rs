@@ -351,6 +351,7 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             undoes: None,
             dest: None,
             trash: None,
+            group: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;

@@ -79,6 +79,13 @@ enum Cmd {
         /// Set an environment variable in the sandbox (repeatable).
         #[arg(long = "env", value_name = "K=V")]
         env: Vec<String>,
+        /// Record what the command changes in the workspace so `gateway undo` can revert it
+        /// (default: the policy's `[undo] snapshot`; on in standard).
+        #[arg(long, overrides_with = "no_snapshot")]
+        snapshot: bool,
+        /// Do not snapshot the workspace for this run.
+        #[arg(long)]
+        no_snapshot: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
         command: Vec<String>,
@@ -533,7 +540,16 @@ pub fn main() -> ExitCode {
             timeout,
             env,
             command,
-        } => run_exec(&cli, *timeout, env, command),
+            snapshot,
+            no_snapshot,
+        } => {
+            let snap = match (snapshot, no_snapshot) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            run_exec(&cli, *timeout, env, command, snap)
+        }
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
         Cmd::History => fs::history(&cli),
@@ -764,7 +780,13 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     }
 }
 
-fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String]) -> ExitCode {
+fn run_exec(
+    cli: &Cli,
+    timeout: Option<f64>,
+    env: &[String],
+    command: &[String],
+    snapshot: Option<bool>,
+) -> ExitCode {
     let policy = match Policy::load(&cli.policy) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
@@ -797,6 +819,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
         stdin: Stdin::Inherit,
         session: broker::log::session_id(),
         caller: broker::log::this_caller("cli"),
+        snapshot,
     };
     let json = cli.json;
     let mut out_buf = Vec::new();
@@ -890,6 +913,16 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             );
         }
     }
+    if !json
+        && let Some(sn) = &res.snapshot
+        && !sn.changes.is_empty()
+    {
+        eprintln!(
+            "gateway: the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",
+            sn.changes.len(),
+            sn.changes[0].2
+        );
+    }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) && !json {
         eprintln!("gateway: the run hit its memory limit; the kernel killed processes of it");
     }
@@ -968,6 +1001,7 @@ fn run_exec(cli: &Cli, timeout: Option<f64>, env: &[String], command: &[String])
             "stdout_truncated": out_buf.len() > inline,
             "stderr_truncated": err_buf.len() > inline,
             "audit": res.audit,
+            "snapshot": res.snapshot,
         });
         println!("{v}");
     }

@@ -54,6 +54,27 @@ fn private_dir(p: &Path) -> Result<(), JournalError> {
 /// Stores `data` in the backup store (if not there yet) and returns its id (sha256 hex).
 /// The blob is durable when this returns.
 pub fn backup(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
+    store(state_dir, data, true)
+}
+
+/// Like [`backup`] but not synced: for many blobs at once, followed by one [`sync_store`].
+pub fn backup_deferred(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
+    store(state_dir, data, false)
+}
+
+/// Makes every blob written by [`backup_deferred`] durable: one `syncfs` of the backup
+/// store's file system instead of two syncs per blob.
+pub fn sync_store(state_dir: &Path) -> Result<(), JournalError> {
+    let dir = state_dir.join("backups");
+    let d = std::fs::File::open(&dir).map_err(io("opening", &dir))?;
+    rustix::fs::syncfs(&d).map_err(|e| JournalError::Io {
+        what: "syncing the file system of",
+        path: dir,
+        source: std::io::Error::from_raw_os_error(e.raw_os_error()),
+    })
+}
+
+fn store(state_dir: &Path, data: &[u8], sync: bool) -> Result<String, JournalError> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = state_dir.join("backups");
     private_dir(&dir)?;
@@ -71,11 +92,15 @@ pub fn backup(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
         .open(&tmp)
         .map_err(io("creating", &tmp))?;
     f.write_all(data).map_err(io("writing", &tmp))?;
-    f.sync_all().map_err(io("syncing", &tmp))?;
+    if sync {
+        f.sync_all().map_err(io("syncing", &tmp))?;
+    }
     std::fs::rename(&tmp, &path).map_err(io("storing", &path))?;
-    std::fs::File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("syncing", &dir))?;
+    if sync {
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("syncing", &dir))?;
+    }
     Ok(id)
 }
 
@@ -127,13 +152,16 @@ pub struct Change {
     /// For a removal (or the restore that undoes one): the trash item's name.
     #[serde(default)]
     pub trash: Option<String>,
+    /// Changes made together (one command's snapshot) share a group: undo reverts them all.
+    #[serde(default)]
+    pub group: Option<String>,
 }
 
 /// A journal line: an intent (before acting), then a commit or an abort.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 enum Line {
-    Intent(Change),
+    Intent(Box<Change>),
     Commit { id: u64 },
     Abort { id: u64 },
 }
@@ -164,6 +192,12 @@ fn append_line(state_dir: &Path, line: &Line) -> Result<(), JournalError> {
         source: std::io::Error::other(e),
     })?;
     data.push(b'\n');
+    append_raw(&path, data)
+}
+
+/// Appends whole lines and syncs.
+fn append_raw(path: &Path, mut data: Vec<u8>) -> Result<(), JournalError> {
+    let path = path.to_path_buf();
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -199,7 +233,7 @@ pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
     let mut out: Vec<(Change, Phase)> = Vec::new();
     for l in text.lines() {
         match serde_json::from_str::<Line>(l) {
-            Ok(Line::Intent(c)) => out.push((c, Phase::Pending)),
+            Ok(Line::Intent(c)) => out.push((*c, Phase::Pending)),
             Ok(Line::Commit { id }) => {
                 if let Some(e) = out.iter_mut().rev().find(|(c, _)| c.id == id) {
                     e.1 = Phase::Committed;
@@ -247,8 +281,38 @@ pub fn begin(state_dir: &Path, _lock: &Lock, mut change: Change) -> Result<Chang
     let last = changes(state_dir)?.last().map_or(0, |(c, _)| c.id);
     change.id = last + 1;
     change.time = now();
-    append_line(state_dir, &Line::Intent(change.clone()))?;
+    append_line(state_dir, &Line::Intent(Box::new(change.clone())))?;
     Ok(change)
+}
+
+/// Records changes that were already made (a command's, found by a snapshot): their
+/// intent and commit lines in one append and one sync. Returns them with their ids.
+pub fn record_done(
+    state_dir: &Path,
+    _lock: &Lock,
+    done: Vec<Change>,
+) -> Result<Vec<Change>, JournalError> {
+    let first = changes(state_dir)?.last().map_or(0, |(c, _)| c.id) + 1;
+    let dir = state_dir.join("journal");
+    private_dir(&dir)?;
+    let path = dir.join("journal.jsonl");
+    let mut data = Vec::new();
+    let mut out = Vec::with_capacity(done.len());
+    for (id, mut c) in (first..).zip(done) {
+        c.id = id;
+        c.time = now();
+        for line in [Line::Intent(Box::new(c.clone())), Line::Commit { id: c.id }] {
+            serde_json::to_writer(&mut data, &line).map_err(|e| JournalError::Io {
+                what: "encoding an entry for",
+                path: path.clone(),
+                source: std::io::Error::other(e),
+            })?;
+            data.push(b'\n');
+        }
+        out.push(c);
+    }
+    append_raw(&path, data)?;
+    Ok(out)
 }
 
 /// Marks a change done.
@@ -477,6 +541,7 @@ mod wal_tests {
             undoes: None,
             dest: None,
             trash: None,
+            group: None,
         }
     }
 

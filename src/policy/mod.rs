@@ -13,7 +13,7 @@ pub mod shell;
 pub use matcher::CommandPattern;
 pub use schema::{
     ALWAYS_SCRUB, AuditProfile, Limits, Network, SandboxProfile, SecretsInput, SecretsOutput,
-    SecretsProfile,
+    SecretsProfile, UndoProfile,
 };
 
 use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};
@@ -138,6 +138,8 @@ pub struct Policy {
     pub secrets: SecretsProfile,
     /// What the audit log keeps of each run.
     pub audit: AuditProfile,
+    /// Whether runs are snapshotted for undo.
+    pub undo: UndoProfile,
 }
 
 impl Policy {

@@ -3,7 +3,7 @@
 
 use super::{CommandPattern, Policy, PolicyError, Rule};
 pub use crate::model::{
-    AuditProfile, Limits, Network, SecretsInput, SecretsOutput, SecretsProfile,
+    AuditProfile, Limits, Network, SecretsInput, SecretsOutput, SecretsProfile, UndoProfile,
 };
 use crate::model::{Effect, Tool};
 use serde::Deserialize;
@@ -101,8 +101,17 @@ struct RawPolicy {
     secrets: RawSecrets,
     #[serde(default)]
     audit: RawAudit,
+    #[serde(default)]
+    undo: RawUndo,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawUndo {
+    snapshot: Option<bool>,
+    snapshot_max_file: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -456,6 +465,7 @@ fn compile(
     let mut rules: Vec<Rule> = Vec::new();
     let mut secrets = SecretsProfile::default();
     let mut audit = AuditProfile::default();
+    let mut undo = UndoProfile::default();
     let mut sb = SandboxProfile {
         read: vec![],
         write: vec![],
@@ -501,6 +511,12 @@ fn compile(
                     ("warn", SecretsOutput::Warn),
                 ],
             )?;
+        }
+        if let Some(v) = raw.undo.snapshot {
+            undo.snapshot = v;
+        }
+        if let Some(v) = &raw.undo.snapshot_max_file {
+            undo.snapshot_max_file = parse_size(&ctx, v, "undo.snapshot_max_file")?;
         }
         let a = &raw.audit;
         if let Some(v) = a.store_output {
@@ -663,6 +679,7 @@ fn compile(
         sandbox: sb,
         secrets,
         audit,
+        undo,
     })
 }
 
