@@ -250,6 +250,10 @@ pub struct UndoProfile {
     pub snapshot: bool,
     /// Files larger than this are not snapshotted (reported as skipped).
     pub snapshot_max_file: u64,
+    /// Backups kept per path: the contents of its last N changes.
+    pub keep_versions: u64,
+    /// The backup store's size cap (the oldest changes' contents go first).
+    pub backups_max_total: Option<u64>,
 }
 
 impl Default for UndoProfile {
@@ -257,6 +261,8 @@ impl Default for UndoProfile {
         UndoProfile {
             snapshot: false,
             snapshot_max_file: 64 << 20,
+            keep_versions: 20,
+            backups_max_total: Some(2 << 30),
         }
     }
 }

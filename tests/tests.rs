@@ -3016,3 +3016,41 @@ fn exec_snapshot_lets_undo_revert_what_a_command_changed() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(!stderr(&o).contains("changed"), "{}", text(&o));
 }
+
+#[test]
+fn backup_retention_keeps_the_last_versions_per_path() {
+    let env = Env::new("retention");
+    let p = env.policy_file("extends = \"standard\"\n[undo]\nkeep_versions = 2\n");
+    for i in 0..6 {
+        let o = env.gw(&[
+            "--policy",
+            &p,
+            "fs",
+            "write",
+            "v.txt",
+            "--content",
+            &format!("version {i}\n"),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let count = || {
+        std::fs::read_dir(env.state.join("backups"))
+            .expect("ls")
+            .flatten()
+            .filter(|e| e.file_name().len() == 64)
+            .count()
+    };
+    assert_eq!(count(), 6, "every version backed up");
+    let o = env.gw(&["--policy", &p, "log", "gc"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // The last two changes (versions 3 -> 4 -> 5) keep their contents.
+    assert_eq!(count(), 3, "{}", text(&o));
+    assert!(env.gw(&["--policy", &p, "undo"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("v.txt")).expect("r"),
+        "version 4\n"
+    );
+    let o = env.gw(&["--policy", &p, "undo", "2"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stderr(&o).contains("backup retention"), "{}", text(&o));
+}

@@ -352,6 +352,18 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         Err(e) => rec.error = Some(redact_text(&e.to_string())),
     }
     let seq = log.append(&mut rec)?;
+    if matches!(
+        res,
+        Ok(FsOutput::Changed {
+            change: Some(_),
+            ..
+        } | FsOutput::Done {
+            change: Some(_),
+            ..
+        })
+    ) {
+        prune_backups_hourly(&ctx.state_dir, ctx.policy);
+    }
     res.map(|output| FsResult {
         decision,
         output,
@@ -1654,4 +1666,46 @@ fn undo_group(
         what: format!("reverted {} file(s) the command changed", members.len()),
         change: last,
     })
+}
+
+/// Backup retention (policy `[undo] keep_versions`, `backups_max_total`), keeping every blob a
+/// snapshot index refers to. Returns (blobs removed, bytes freed).
+pub fn prune_backups(state_dir: &Path, policy: &Policy) -> Result<(u64, u64), BrokerError> {
+    let mut pinned = std::collections::HashSet::new();
+    if let Ok(rd) = std::fs::read_dir(state_dir.join("snapshots")) {
+        for e in rd.flatten() {
+            if let Ok(d) = std::fs::read(e.path())
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&d)
+                && let Some(files) = v["files"].as_array()
+            {
+                for f in files {
+                    if let Some(sha) = f[1]["sha256"].as_str() {
+                        pinned.insert(sha.to_string());
+                    }
+                }
+            }
+        }
+    }
+    journal::prune_backups(
+        state_dir,
+        policy.undo.keep_versions as usize,
+        policy.undo.backups_max_total,
+        &pinned,
+    )
+    .map_err(j_err)
+}
+
+/// Applies the backup retention at most once an hour (it reads the journal and the store).
+pub fn prune_backups_hourly(state_dir: &Path, policy: &Policy) {
+    let marker = state_dir.join("backups").join(".pruned");
+    let fresh = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < std::time::Duration::from_secs(3600));
+    if fresh {
+        return;
+    }
+    let _ = std::fs::write(&marker, b"");
+    let _ = prune_backups(state_dir, policy);
 }

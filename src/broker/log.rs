@@ -139,13 +139,15 @@ pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String,
     Ok(vk.encode())
 }
 
-/// Applies the policy's artifact retention now: (files removed, bytes freed).
+/// Applies the policy's artifact and backup retention now: (files removed, bytes freed).
 pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> (u64, u64) {
-    audit::artifacts::prune(
+    let (a, ab) = audit::artifacts::prune(
         state_dir,
         policy.audit.artifacts_max_age.map(Duration::from_secs),
         policy.audit.artifacts_max_total,
-    )
+    );
+    let (b, bb) = super::fs::prune_backups(state_dir, policy).unwrap_or((0, 0));
+    (a + b, ab + bb)
 }
 
 /// A session id: `GATEWAY_SESSION`, else a fresh random one.

@@ -766,6 +766,9 @@ pub fn exec(
     if stdout.artifact.is_some() || stderr.artifact.is_some() {
         prune_artifacts(&req.state_dir, &a);
     }
+    if rec.files_changed > 0 {
+        fs::prune_backups_hourly(&req.state_dir, req.policy);
+    }
     res.map(|mut r| {
         r.audit = Some(AuditInfo {
             seq,

@@ -193,7 +193,9 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             if cli.json {
                 println!("{}", json!({"removed": n, "bytes": bytes}));
             } else {
-                println!("gateway log gc: removed {n} artifact(s), {bytes} bytes");
+                println!(
+                    "gateway log gc: removed {n} file(s) (artifacts and backups), {bytes} bytes"
+                );
             }
             ExitCode::SUCCESS
         }

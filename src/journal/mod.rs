@@ -497,6 +497,87 @@ pub fn trash_forget(state_dir: &Path, name: &str) {
     let _ = std::fs::remove_file(info.join(format!("{name}.trashinfo")));
 }
 
+/// Backup retention: keeps the contents of the last `keep_versions` changes of each path and
+/// every blob in `pinned` (what snapshot indexes refer to); removes the rest, then, while the
+/// store holds more than `max_total` bytes, the blobs of the oldest changes. Returns (blobs
+/// removed, bytes freed). An undo of a change whose backup was removed says so.
+pub fn prune_backups(
+    state_dir: &Path,
+    keep_versions: usize,
+    max_total: Option<u64>,
+    pinned: &std::collections::HashSet<String>,
+) -> Result<(u64, u64), JournalError> {
+    use std::collections::{HashMap, HashSet};
+    let dir = state_dir.join("backups");
+    let all = changes(state_dir)?;
+    let blobs = |c: &Change| -> Vec<String> {
+        [&c.before, &c.after]
+            .into_iter()
+            .filter_map(|s| match s {
+                PathState::File { sha256, .. } => Some(sha256.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // Newest first, per path.
+    let mut seen: HashMap<&Path, usize> = HashMap::new();
+    let mut keep: HashSet<String> = pinned.clone();
+    // The order in which blobs may go when over the size cap: oldest change first.
+    let mut by_age: Vec<String> = Vec::new();
+    for (c, _) in all.iter().rev() {
+        let n = seen.entry(c.path.as_path()).or_insert(0);
+        *n += 1;
+        if *n <= keep_versions {
+            keep.extend(blobs(c));
+        }
+    }
+    for (c, _) in &all {
+        by_age.extend(blobs(c));
+    }
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(io("listing", &dir)(e)),
+    };
+    let mut sizes: HashMap<String, u64> = HashMap::new();
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.len() == 64
+            && let Ok(m) = e.metadata()
+        {
+            sizes.insert(n, m.len());
+        }
+    }
+    let (mut removed, mut freed) = (0u64, 0u64);
+    let mut remove = |id: &str, sizes: &mut HashMap<String, u64>| {
+        if let Some(len) = sizes.remove(id)
+            && std::fs::remove_file(dir.join(id)).is_ok()
+        {
+            removed += 1;
+            freed += len;
+        }
+    };
+    let doomed: Vec<String> = sizes
+        .keys()
+        .filter(|k| !keep.contains(*k))
+        .cloned()
+        .collect();
+    for id in doomed {
+        remove(&id, &mut sizes);
+    }
+    if let Some(cap) = max_total {
+        for id in by_age {
+            if sizes.values().sum::<u64>() <= cap {
+                break;
+            }
+            if !pinned.contains(&id) {
+                remove(&id, &mut sizes);
+            }
+        }
+    }
+    Ok((removed, freed))
+}
+
 /// Reads a backup by id.
 pub fn read_backup(state_dir: &Path, id: &str) -> Result<Vec<u8>, JournalError> {
     let p = state_dir.join("backups").join(id);
@@ -507,7 +588,17 @@ pub fn read_backup(state_dir: &Path, id: &str) -> Result<Vec<u8>, JournalError> 
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         });
     }
-    let data = std::fs::read(&p).map_err(io("reading backup", &p))?;
+    let data = std::fs::read(&p).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            JournalError::Io {
+                what: "the backup is gone (removed by the backup retention: [undo] keep_versions, backups_max_total)",
+                path: p.clone(),
+                source: e,
+            }
+        } else {
+            io("reading backup", &p)(e)
+        }
+    })?;
     if sha256_hex(&data) != id {
         return Err(JournalError::Io {
             what: "the backup does not match its hash (altered)",

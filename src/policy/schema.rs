@@ -112,6 +112,8 @@ struct RawPolicy {
 struct RawUndo {
     snapshot: Option<bool>,
     snapshot_max_file: Option<Spanned<toml::Value>>,
+    keep_versions: Option<Spanned<toml::Value>>,
+    backups_max_total: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -517,6 +519,12 @@ fn compile(
         }
         if let Some(v) = &raw.undo.snapshot_max_file {
             undo.snapshot_max_file = parse_size(&ctx, v, "undo.snapshot_max_file")?;
+        }
+        if let Some(v) = &raw.undo.keep_versions {
+            undo.keep_versions = parse_count(&ctx, v, "undo.keep_versions")?;
+        }
+        if let Some(v) = &raw.undo.backups_max_total {
+            undo.backups_max_total = Some(parse_size(&ctx, v, "undo.backups_max_total")?);
         }
         let a = &raw.audit;
         if let Some(v) = a.store_output {
