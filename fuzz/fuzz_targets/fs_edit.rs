@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| gateway::fsops::text::fuzz_edit(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| gateway::broker::fs::fuzz_edit_undo(data));
