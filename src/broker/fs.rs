@@ -40,7 +40,8 @@ pub struct FsContext<'a> {
 }
 
 /// A file tool call.
-#[derive(Debug)]
+#[derive(Debug, Serialize, serde::Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum FsOp {
     /// Read lines `offset..offset+limit` (1-based offset).
     Read {
@@ -123,6 +124,13 @@ pub enum FsOp {
         /// Revert even if the file changed since (its current content is backed up).
         force: bool,
     },
+    /// Diagnostics (hidden): what the confined worker can open at `path` with a plain
+    /// `open(2)`, bypassing gateway's own path checks, and the worker's confinement as the
+    /// kernel reports it. Shows the kernel's layer on its own.
+    Probe {
+        /// Any path.
+        path: PathBuf,
+    },
 }
 
 /// What a file tool call returned.
@@ -134,10 +142,12 @@ pub struct FsResult {
     pub output: FsOutput,
     /// The audit record's seq.
     pub audit_seq: u64,
+    /// How the worker that performed it was confined (none when denied).
+    pub enforcement: Option<crate::sandbox::EnforcementStatus>,
 }
 
 /// A file tool's output.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FsOutput {
     /// Denied by policy.
@@ -187,7 +197,14 @@ pub enum FsOutput {
         /// The directory.
         path: PathBuf,
         /// (name, kind, size).
-        entries: Vec<(String, &'static str, u64)>,
+        entries: Vec<(String, String, u64)>,
+    },
+    /// What the confined worker could open ([`FsOp::Probe`]).
+    Probe {
+        /// "ok" or the error.
+        open: String,
+        /// `Seccomp:`, `NoNewPrivs:` and `CapEff:` of the worker's /proc/self/status.
+        status: Vec<String>,
     },
 }
 
@@ -207,8 +224,27 @@ fn j_err(e: journal::JournalError) -> BrokerError {
     }
 }
 
-/// The allowed roots for reading or changing, from the policy's sandbox plan.
-struct Roots {
+/// The allowed directories of file tools, as paths: the broker derives them from the
+/// policy's sandbox plan; the confined worker opens them (so its landlock applies).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub(crate) struct RootPaths {
+    /// Readable trees (the writable ones included).
+    pub(crate) read: Vec<PathBuf>,
+    /// Writable trees.
+    pub(crate) write: Vec<PathBuf>,
+    /// Never opened: the policy's denied paths (those inside the workspace too) and the
+    /// state directory. Checked on the file actually opened.
+    pub(crate) deny: Vec<PathBuf>,
+    /// Read-only inside writable trees. Checked on the file actually opened.
+    pub(crate) protected: Vec<PathBuf>,
+    /// What landlock excludes: `deny` without the paths inside the workspace, which landlock
+    /// cannot take out of a writable tree without taking write access from the tree itself
+    /// (commands get a mount namespace for those; the worker's own checks hold them).
+    pub(crate) landlock_deny: Vec<PathBuf>,
+}
+
+/// The allowed roots for reading or changing, opened.
+pub(crate) struct Roots {
     /// Readable and writable trees.
     read: Vec<Root>,
     write: Vec<Root>,
@@ -216,28 +252,81 @@ struct Roots {
     protected: Vec<PathBuf>,
 }
 
-fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
+pub(crate) fn root_paths(
+    policy: &Policy,
+    state_dir: &Path,
+    ws: &Path,
+) -> Result<RootPaths, BrokerError> {
     // A command's TMPDIR is its own private tmpfs; file tools have none, so the policy's
     // `${TMPDIR}` grants them nothing (the host's /tmp is not theirs).
-    let tmp = ctx.state_dir.join("no-tmpdir-for-file-tools");
-    let p = plan(ctx.policy, ws, &ctx.state_dir, &tmp, false, &[])?;
-    let open = |v: &[PathBuf]| -> Vec<Root> {
-        v.iter()
-            .filter(|p| !p.starts_with(&tmp))
-            .filter_map(|p| Root::open(p).ok())
-            .collect()
+    let tmp = state_dir.join("no-tmpdir-for-file-tools");
+    let p = plan(policy, ws, state_dir, &tmp, false, &[])?;
+    let keep = |v: &[PathBuf]| -> Vec<PathBuf> {
+        v.iter().filter(|p| !p.starts_with(&tmp)).cloned().collect()
     };
+    let landlock_deny = p.confine.deny.clone();
     let mut deny = p.confine.deny.clone();
     deny.extend(p.confine.hidden.iter().cloned());
-    deny.push(ctx.state_dir.clone());
-    let mut readable = p.confine.read.clone();
-    readable.extend(p.confine.write.iter().cloned());
-    Ok(Roots {
-        read: open(&readable),
-        write: open(&p.confine.write),
+    deny.push(state_dir.to_path_buf());
+    let mut readable = keep(&p.confine.read);
+    readable.extend(keep(&p.confine.write));
+    Ok(RootPaths {
+        read: readable,
+        write: keep(&p.confine.write),
         deny,
         protected: p.confine.protected.clone(),
+        landlock_deny,
     })
+}
+
+impl RootPaths {
+    /// Opens the roots that exist (in the worker: beneath its landlock).
+    pub(crate) fn open(&self) -> Roots {
+        let open =
+            |v: &[PathBuf]| -> Vec<Root> { v.iter().filter_map(|p| Root::open(p).ok()).collect() };
+        Roots {
+            read: open(&self.read),
+            write: open(&self.write),
+            deny: self.deny.clone(),
+            protected: self.protected.clone(),
+        }
+    }
+}
+
+fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
+    Ok(root_paths(ctx.policy, &ctx.state_dir, ws)?.open())
+}
+
+/// What the file tools need from the state directory, which the confined worker cannot
+/// reach: the broker does it on the worker's behalf (`broker::worker`), holding the
+/// journal's lock for the whole call.
+pub(crate) trait StateOps {
+    /// Stores `data` in the backup store (durably); returns its SHA-256.
+    fn backup(&mut self, data: &[u8]) -> Result<String, BrokerError>;
+    /// Writes a change's intent (durably); returns it with its id.
+    fn begin(&mut self, change: Change) -> Result<Change, BrokerError>;
+    /// The change is done.
+    fn commit(&mut self, id: u64) -> Result<(), BrokerError>;
+    /// The change was not made.
+    fn abort(&mut self, id: u64);
+    /// A trash name (and its `.trashinfo`) for `original`.
+    fn trash_reserve(&mut self, original: &Path) -> Result<String, BrokerError>;
+    /// Forgets a trash item's metadata (it was restored, or never filled).
+    fn trash_forget(&mut self, name: &str);
+    /// A backup's content, verified against its hash.
+    fn read_backup(&mut self, sha256: &str) -> Result<Vec<u8>, BrokerError>;
+    /// Every change in the journal, oldest first.
+    fn changes(&mut self) -> Result<Vec<(Change, Phase)>, BrokerError>;
+}
+
+/// What a file tool's body works with.
+pub(crate) struct Tools<'a> {
+    /// The state directory's operations.
+    pub(crate) state: &'a mut dyn StateOps,
+    /// Redact secrets in what is shown (policy `secrets.output` is not `warn`).
+    pub(crate) redact: bool,
+    /// The trash's `files/` directory (the worker's landlock lets it in for removals).
+    pub(crate) trash_files: PathBuf,
 }
 
 /// The root (the deepest) that contains `p`, and the path relative to it.
@@ -275,6 +364,8 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         FsOp::Grep { path, .. } => (Tool::Search, "fs.grep", Some(path.clone())),
         FsOp::TrashRestore { .. } => (Tool::Write, "trash.restore", None),
         FsOp::Undo { .. } => (Tool::Write, "undo", None),
+        // A diagnostic of the worker's confinement: allowed where listing the workspace is.
+        FsOp::Probe { .. } => (Tool::List, "fs.probe", Some(ws.clone())),
     };
     let abs = path.as_ref().map(|p| {
         if p.is_absolute() {
@@ -324,11 +415,12 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         decision: super::record_decision(Some(&decision), None),
         ..audit::Record::default()
     };
-    let res = if decision.effect != Effect::Allow {
-        Ok(FsOutput::Denied)
+    let (res, enforcement) = if decision.effect != Effect::Allow {
+        (Ok(FsOutput::Denied), None)
     } else {
-        act(ctx, &ws, op, undo_target)
+        perform(ctx, &ws, op, undo_target)
     };
+    rec.enforcement = enforcement.as_ref().map(super::enforcement_summary);
     match &res {
         Ok(FsOutput::Changed { change, .. }) => {
             rec.exit_code = Some(0);
@@ -346,7 +438,8 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
             FsOutput::Read { .. }
             | FsOutput::List { .. }
             | FsOutput::Glob { .. }
-            | FsOutput::Grep(_),
+            | FsOutput::Grep(_)
+            | FsOutput::Probe { .. },
         ) => rec.exit_code = Some(0),
         Ok(FsOutput::Denied) => {}
         Err(e) => rec.error = Some(redact_text(&e.to_string())),
@@ -368,7 +461,70 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         decision,
         output,
         audit_seq: seq,
+        enforcement,
     })
+}
+
+/// Runs the tool's body in a confined worker (`broker::worker`), the broker answering its
+/// requests for the state directory. Changes hold the journal's lock throughout, and first
+/// complete or roll back what a crash left pending.
+#[allow(clippy::type_complexity)]
+fn perform(
+    ctx: &FsContext<'_>,
+    ws: &Path,
+    op: FsOp,
+    undo_target: Option<Change>,
+) -> (
+    Result<FsOutput, BrokerError>,
+    Option<crate::sandbox::EnforcementStatus>,
+) {
+    let mutating = !matches!(
+        op,
+        FsOp::Read { .. }
+            | FsOp::List { .. }
+            | FsOp::Glob { .. }
+            | FsOp::Grep { .. }
+            | FsOp::Probe { .. }
+    );
+    let prepared = (|| {
+        let lock = if mutating {
+            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
+            recover(&ctx.state_dir, &lock)?;
+            Some(lock)
+        } else {
+            None
+        };
+        let paths = root_paths(ctx.policy, &ctx.state_dir, ws)?;
+        Ok::<_, BrokerError>((lock, paths))
+    })();
+    let (lock, paths) = match prepared {
+        Ok(p) => p,
+        Err(e) => return (Err(e), None),
+    };
+    let (trash_files, _) = journal::trash_dirs(&ctx.state_dir);
+    let trash = matches!(
+        op,
+        FsOp::Remove { .. } | FsOp::Undo { .. } | FsOp::TrashRestore { .. }
+    );
+    if trash && let Err(e) = std::fs::create_dir_all(&trash_files) {
+        return (
+            Err(BrokerError::Io {
+                what: format!("creating {}", trash_files.display()),
+                source: e,
+            }),
+            None,
+        );
+    }
+    let req = super::worker::Request {
+        op,
+        ws: ws.to_path_buf(),
+        roots: paths,
+        redact: ctx.policy.secrets.output != crate::model::SecretsOutput::Warn,
+        trash_files,
+        trash,
+        undo_target,
+    };
+    super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req)
 }
 
 /// The record's arguments: paths and sizes, never contents.
@@ -418,26 +574,28 @@ fn describe(op: &FsOp) -> Vec<String> {
             format!("dry_run={dry_run}"),
             format!("force={force}"),
         ],
+        FsOp::Probe { path } => vec![path.display().to_string()],
     }
 }
 
-fn act(
-    ctx: &FsContext<'_>,
+/// A file tool's body (in the confined worker): everything but the decision and the record.
+pub(crate) fn act(
+    t: &mut Tools<'_>,
+    rs: &Roots,
     ws: &Path,
     op: FsOp,
     undo_target: Option<Change>,
 ) -> Result<FsOutput, BrokerError> {
-    let rs = roots(ctx, ws)?;
     match op {
         FsOp::Read {
             path,
             offset,
             limit,
             binary,
-        } => read(ctx, &rs, ws, &path, offset, limit, binary),
+        } => read(t, rs, ws, &path, offset, limit, binary),
         FsOp::Write { path, content } => change(
-            ctx,
-            &rs,
+            t,
+            rs,
             ws,
             &path,
             "fs.write",
@@ -450,8 +608,8 @@ fn act(
             edits,
             dry_run,
         } => change(
-            ctx,
-            &rs,
+            t,
+            rs,
             ws,
             &path,
             "fs.edit",
@@ -471,40 +629,31 @@ fn act(
         ),
         FsOp::Undo { dry_run, force, .. } => {
             let c = undo_target.ok_or_else(|| usage("nothing to undo"))?;
-            undo(ctx, &rs, ws, &c, dry_run, force)
+            undo(t, rs, ws, &c, dry_run, force)
         }
         FsOp::TrashRestore { .. } => {
             let c = undo_target.ok_or_else(|| usage("no such trash item"))?;
-            undo(ctx, &rs, ws, &c, false, false)
+            undo(t, rs, ws, &c, false, false)
         }
         FsOp::Remove { path, recursive } => {
-            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
-            recover(&ctx.state_dir, &lock)?;
-            let (root, rel) = pick_write(&rs, &path, ws)?;
-            to_trash(ctx, &rs, &lock, root, &rel, recursive, "fs.rm", None)
+            let (root, rel) = pick_write(rs, &path, ws)?;
+            to_trash(t, root, &rel, recursive, "fs.rm", None)
         }
-        FsOp::Mkdir { path, parents } => {
-            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
-            recover(&ctx.state_dir, &lock)?;
-            mkdir(ctx, &rs, &lock, ws, &path, parents)
-        }
-        FsOp::Move { src, dst } => {
-            let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
-            recover(&ctx.state_dir, &lock)?;
-            move_path(ctx, &rs, &lock, ws, &src, &dst, "fs.mv", None, None)
-        }
-        FsOp::List { path } => list(&rs, ws, &path),
+        FsOp::Mkdir { path, parents } => mkdir(t, rs, ws, &path, parents),
+        FsOp::Move { src, dst } => move_path(t, rs, ws, &src, &dst, "fs.mv", None, None),
+        FsOp::List { path } => list(rs, ws, &path),
+        FsOp::Probe { path } => Ok(probe(&path)),
         FsOp::Glob { pattern, path } => {
-            let (root, rel) = pick_read(&rs, &path, ws)?;
+            let (root, rel) = pick_read(rs, &path, ws)?;
             let (paths, truncated) =
                 search::glob(root, &rel, &rs.deny, &pattern, 1000).map_err(fs_err)?;
             Ok(FsOutput::Glob { paths, truncated })
         }
         FsOp::Grep { path, options } => {
-            let (root, rel) = pick_read(&rs, &path, ws)?;
+            let (root, rel) = pick_read(rs, &path, ws)?;
             let mut r = search::grep(root, &rel, &rs.deny, &options).map_err(fs_err)?;
             // Secrets in matching lines are redacted as in command output.
-            if ctx.policy.secrets.output != crate::model::SecretsOutput::Warn {
+            if t.redact {
                 for l in &mut r.lines {
                     l.2 = redact_text(&l.2);
                 }
@@ -512,6 +661,24 @@ fn act(
             Ok(FsOutput::Grep(r))
         }
     }
+}
+
+/// [`FsOp::Probe`]: a plain open of `path` (no beneath-resolution, no policy check), and
+/// the confinement the kernel reports for this process.
+fn probe(path: &Path) -> FsOutput {
+    let open = match std::fs::File::open(path) {
+        Ok(_) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let status = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            l.starts_with("Seccomp:") || l.starts_with("NoNewPrivs:") || l.starts_with("CapEff:")
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    FsOutput::Probe { open, status }
 }
 
 /// The readable root holding `path` (a directory to search), refusing denied ones.
@@ -595,7 +762,7 @@ fn rerr<'a>(
 
 /// The state of the name `rel` (not following a final link): with a file's content backed up.
 fn state_of(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     root: &Root,
     rel: &Path,
 ) -> Result<(PathState, Option<Vec<u8>>), BrokerError> {
@@ -617,7 +784,7 @@ fn state_of(
             })?;
             Ok((
                 PathState::File {
-                    sha256: journal::backup(&ctx.state_dir, &d).map_err(j_err)?,
+                    sha256: t.state.backup(&d)?,
                     mode: st.st_mode & 0o7777,
                     size: d.len() as u64,
                 },
@@ -642,20 +809,16 @@ fn state_of(
 }
 
 /// Moves `rel` into the trash (journalled; undo restores it).
-#[allow(clippy::too_many_arguments)]
 fn to_trash(
-    ctx: &FsContext<'_>,
-    rs: &Roots,
-    lock: &journal::Lock,
+    t: &mut Tools<'_>,
     root: &Root,
     rel: &Path,
     recursive: bool,
     tool: &str,
     undoes: Option<u64>,
 ) -> Result<FsOutput, BrokerError> {
-    let _ = rs;
     let abs = root.path.join(rel);
-    let (before, _) = state_of(ctx, root, rel)?;
+    let (before, _) = state_of(t, root, rel)?;
     match before {
         PathState::Absent => {
             return Err(usage(format!(
@@ -671,25 +834,20 @@ fn to_trash(
         }
         _ => {}
     }
-    let name = journal::trash_reserve(&ctx.state_dir, &abs).map_err(j_err)?;
-    let c = journal::begin(
-        &ctx.state_dir,
-        lock,
-        Change {
-            id: 0,
-            time: 0,
-            tool: tool.into(),
-            path: abs.clone(),
-            before,
-            after: PathState::Absent,
-            undoes,
-            dest: None,
-            trash: Some(name.clone()),
-            group: None,
-        },
-    )
-    .map_err(j_err)?;
-    let (files, _) = journal::trash_dirs(&ctx.state_dir);
+    let name = t.state.trash_reserve(&abs)?;
+    let c = t.state.begin(Change {
+        id: 0,
+        time: 0,
+        tool: tool.into(),
+        path: abs.clone(),
+        before,
+        after: PathState::Absent,
+        undoes,
+        dest: None,
+        trash: Some(name.clone()),
+        group: None,
+    })?;
+    let files = t.trash_files.clone();
     let moved = (|| {
         let (dir, fname) = root.parent_of(rel).map_err(fs_err)?;
         let tdir = rustix::fs::open(
@@ -721,10 +879,10 @@ fn to_trash(
         Ok(())
     })();
     match moved {
-        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Ok(()) => t.state.commit(c.id)?,
         Err(e) => {
-            let _ = journal::abort(&ctx.state_dir, c.id);
-            journal::trash_forget(&ctx.state_dir, &name);
+            t.state.abort(c.id);
+            t.state.trash_forget(&name);
             return Err(e);
         }
     }
@@ -737,9 +895,8 @@ fn to_trash(
 /// Creates a directory (and, with `parents`, its missing parents): one change, for the
 /// topmost directory created.
 fn mkdir(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
-    lock: &journal::Lock,
     ws: &Path,
     path: &Path,
     parents: bool,
@@ -756,7 +913,7 @@ fn mkdir(
         .collect();
     let mut first_missing = None;
     for (i, c) in comps.iter().enumerate() {
-        match state_of(ctx, root, c)?.0 {
+        match state_of(t, root, c)?.0 {
             PathState::Absent => {
                 first_missing = Some(i);
                 break;
@@ -783,23 +940,18 @@ fn mkdir(
         )));
     }
     let top = root.path.join(&comps[first]);
-    let c = journal::begin(
-        &ctx.state_dir,
-        lock,
-        Change {
-            id: 0,
-            time: 0,
-            tool: "fs.mkdir".into(),
-            path: top.clone(),
-            before: PathState::Absent,
-            after: PathState::Dir,
-            undoes: None,
-            dest: None,
-            trash: None,
-            group: None,
-        },
-    )
-    .map_err(j_err)?;
+    let c = t.state.begin(Change {
+        id: 0,
+        time: 0,
+        tool: "fs.mkdir".into(),
+        path: top.clone(),
+        before: PathState::Absent,
+        after: PathState::Dir,
+        undoes: None,
+        dest: None,
+        trash: None,
+        group: None,
+    })?;
     let made = (|| {
         for comp in &comps[first..] {
             let (dir, name) = root.parent_of(comp).map_err(fs_err)?;
@@ -810,9 +962,9 @@ fn mkdir(
         Ok(())
     })();
     match made {
-        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Ok(()) => t.state.commit(c.id)?,
         Err(e) => {
-            let _ = journal::abort(&ctx.state_dir, c.id);
+            t.state.abort(c.id);
             return Err(e);
         }
     }
@@ -825,9 +977,8 @@ fn mkdir(
 /// Moves `src` to `dst` (into `dst` if it is a directory), never replacing anything.
 #[allow(clippy::too_many_arguments)]
 fn move_path(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
-    lock: &journal::Lock,
     ws: &Path,
     src: &Path,
     dst: &Path,
@@ -837,14 +988,14 @@ fn move_path(
 ) -> Result<FsOutput, BrokerError> {
     let (sroot, srel) = pick_write(rs, src, ws)?;
     let (droot, mut drel) = pick_write(rs, dst, ws)?;
-    if state_of(ctx, droot, &drel)?.0 == PathState::Dir
+    if state_of(t, droot, &drel)?.0 == PathState::Dir
         && let Some(n) = srel.file_name()
     {
         drel = drel.join(n);
     }
     let sabs = sroot.path.join(&srel);
     let dabs = droot.path.join(&drel);
-    let (before, _) = state_of(ctx, sroot, &srel)?;
+    let (before, _) = state_of(t, sroot, &srel)?;
     if before == PathState::Absent {
         return Err(usage(format!(
             "{}: no such file or directory",
@@ -859,29 +1010,24 @@ fn move_path(
             sabs.display()
         )));
     }
-    if state_of(ctx, droot, &drel)?.0 != PathState::Absent {
+    if state_of(t, droot, &drel)?.0 != PathState::Absent {
         return Err(usage(format!(
             "refused: {} exists; gateway never moves over a file",
             dabs.display()
         )));
     }
-    let c = journal::begin(
-        &ctx.state_dir,
-        lock,
-        Change {
-            id: 0,
-            time: 0,
-            tool: tool.into(),
-            path: sabs.clone(),
-            before,
-            after: PathState::Absent,
-            undoes,
-            dest: Some(dabs.clone()),
-            trash: None,
-            group: None,
-        },
-    )
-    .map_err(j_err)?;
+    let c = t.state.begin(Change {
+        id: 0,
+        time: 0,
+        tool: tool.into(),
+        path: sabs.clone(),
+        before,
+        after: PathState::Absent,
+        undoes,
+        dest: Some(dabs.clone()),
+        trash: None,
+        group: None,
+    })?;
     let moved = (|| {
         let (sd, sn) = sroot.parent_of(&srel).map_err(fs_err)?;
         let (dd, dn) = droot.parent_of(&drel).map_err(fs_err)?;
@@ -892,9 +1038,9 @@ fn move_path(
         Ok(())
     })();
     match moved {
-        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Ok(()) => t.state.commit(c.id)?,
         Err(e) => {
-            let _ = journal::abort(&ctx.state_dir, c.id);
+            t.state.abort(c.id);
             return Err(e);
         }
     }
@@ -955,7 +1101,7 @@ fn list(rs: &Roots, ws: &Path, path: &Path) -> Result<FsOutput, BrokerError> {
             Some((rustix::fs::FileType::Symlink, _)) => ("link", 0),
             _ => ("other", 0),
         };
-        entries.push((name, kind, size));
+        entries.push((name, kind.to_string(), size));
     }
     entries.sort();
     Ok(FsOutput::List {
@@ -987,43 +1133,37 @@ fn find_removal(state_dir: &Path, name: &str) -> Result<Change, BrokerError> {
 
 /// Puts a trash item back where the change `c` removed it from.
 fn from_trash(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
-    lock: &journal::Lock,
     ws: &Path,
     c: &Change,
     name: &str,
 ) -> Result<FsOutput, BrokerError> {
     let (root, rel) = pick_write(rs, &c.path, ws)?;
-    if state_of(ctx, root, &rel)?.0 != PathState::Absent {
+    if state_of(t, root, &rel)?.0 != PathState::Absent {
         return Err(usage(format!(
             "refused: {} exists again; move it away first",
             c.path.display()
         )));
     }
-    let (files, _) = journal::trash_dirs(&ctx.state_dir);
+    let files = t.trash_files.clone();
     if std::fs::symlink_metadata(files.join(name)).is_err() {
         return Err(usage(format!(
             "the trash item {name} is gone (the trash was emptied)"
         )));
     }
-    let r = journal::begin(
-        &ctx.state_dir,
-        lock,
-        Change {
-            id: 0,
-            time: 0,
-            tool: "undo".into(),
-            path: c.path.clone(),
-            before: PathState::Absent,
-            after: c.before.clone(),
-            undoes: Some(c.id),
-            dest: None,
-            trash: Some(name.to_string()),
-            group: None,
-        },
-    )
-    .map_err(j_err)?;
+    let r = t.state.begin(Change {
+        id: 0,
+        time: 0,
+        tool: "undo".into(),
+        path: c.path.clone(),
+        before: PathState::Absent,
+        after: c.before.clone(),
+        undoes: Some(c.id),
+        dest: None,
+        trash: Some(name.to_string()),
+        group: None,
+    })?;
     let moved = (|| {
         let (dir, fname) = root.parent_of(&rel).map_err(fs_err)?;
         let tdir = rustix::fs::open(
@@ -1047,11 +1187,11 @@ fn from_trash(
     })();
     match moved {
         Ok(()) => {
-            journal::commit(&ctx.state_dir, r.id).map_err(j_err)?;
-            journal::trash_forget(&ctx.state_dir, name);
+            t.state.commit(r.id)?;
+            t.state.trash_forget(name);
         }
         Err(e) => {
-            let _ = journal::abort(&ctx.state_dir, r.id);
+            t.state.abort(r.id);
             return Err(e);
         }
     }
@@ -1114,7 +1254,7 @@ fn current(
 }
 
 fn read(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
     ws: &Path,
     path: &Path,
@@ -1131,7 +1271,7 @@ fn read(
         )));
     }
     // Secrets in the file are redacted as in command output.
-    let shown = if ctx.policy.secrets.output == crate::model::SecretsOutput::Warn {
+    let shown = if !t.redact {
         String::from_utf8_lossy(&data).into_owned()
     } else {
         redact_text(&String::from_utf8_lossy(&data))
@@ -1167,7 +1307,7 @@ enum Target {
 /// path should hold. Backs up both states, journals the intent, acts atomically, commits.
 #[allow(clippy::too_many_arguments)]
 fn change(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
     ws: &Path,
     path: &Path,
@@ -1191,8 +1331,6 @@ fn change(
             path.display()
         )));
     }
-    let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
-    recover(&ctx.state_dir, &lock)?;
     let old = current(&rs.write, &rs.deny, &abs, ws)?;
     let new = match make(old.as_ref().map(|(d, _)| d.as_slice()))? {
         Target::Write(d) => Some(Some(d)),
@@ -1223,9 +1361,9 @@ fn change(
         });
     }
     let mode = old.as_ref().map_or(0o644, |(_, m)| *m);
-    let state = |d: &[u8]| -> Result<PathState, BrokerError> {
+    let mut state = |d: &[u8]| -> Result<PathState, BrokerError> {
         Ok(PathState::File {
-            sha256: journal::backup(&ctx.state_dir, d).map_err(j_err)?,
+            sha256: t.state.backup(d)?,
             mode,
             size: d.len() as u64,
         })
@@ -1234,34 +1372,30 @@ fn change(
         Some((d, _)) => state(d)?,
         None => PathState::Absent,
     };
-    let c = journal::begin(
-        &ctx.state_dir,
-        &lock,
-        Change {
-            id: 0,
-            time: 0,
-            tool: tool.into(),
-            path: target.clone(),
-            before,
-            after: match &new {
-                Some(d) => state(d)?,
-                None => PathState::Absent,
-            },
-            undoes,
-            dest: None,
-            trash: None,
-            group: None,
-        },
-    )
-    .map_err(j_err)?;
+    let after = match &new {
+        Some(d) => state(d)?,
+        None => PathState::Absent,
+    };
+    let c = t.state.begin(Change {
+        id: 0,
+        time: 0,
+        tool: tool.into(),
+        path: target.clone(),
+        before,
+        after,
+        undoes,
+        dest: None,
+        trash: None,
+        group: None,
+    })?;
     let acted = match &new {
         Some(d) => fpath::write_atomic(root, &target_rel, d),
         None => fpath::remove_file(root, &target_rel),
     };
     match acted {
-        Ok(()) => journal::commit(&ctx.state_dir, c.id).map_err(j_err)?,
+        Ok(()) => t.state.commit(c.id)?,
         Err(e) => {
-            let _ = journal::abort(&ctx.state_dir, c.id);
+            t.state.abort(c.id);
             return Err(fs_err(e));
         }
     }
@@ -1305,7 +1439,7 @@ fn find_change(state_dir: &Path, id: Option<u64>) -> Result<Change, BrokerError>
 }
 
 fn undo(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
     ws: &Path,
     c: &Change,
@@ -1313,7 +1447,7 @@ fn undo(
     force: bool,
 ) -> Result<FsOutput, BrokerError> {
     if let Some(g) = &c.group {
-        return undo_group(ctx, rs, ws, g, dry_run, force);
+        return undo_group(t, rs, ws, g, dry_run, force);
     }
     let tree_op = c.dest.is_some()
         || c.trash.is_some()
@@ -1331,29 +1465,17 @@ fn undo(
                 change: None,
             });
         }
-        let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
-        recover(&ctx.state_dir, &lock)?;
         if let Some(dest) = &c.dest {
             // A move: back from where it went.
             let expect = if force { None } else { Some(&c.before) };
-            return move_path(
-                ctx,
-                rs,
-                &lock,
-                ws,
-                dest,
-                &c.path,
-                "undo",
-                Some(c.id),
-                expect,
-            );
+            return move_path(t, rs, ws, dest, &c.path, "undo", Some(c.id), expect);
         }
         if let (Some(name), PathState::Absent) = (&c.trash, &c.after) {
-            return from_trash(ctx, rs, &lock, ws, c, name);
+            return from_trash(t, rs, ws, c, name);
         }
         // A creation (mkdir) or a restore: remove what it made, to the trash.
         let (root, rel) = pick_write(rs, &c.path, ws)?;
-        let now = state_of(ctx, root, &rel)?.0;
+        let now = state_of(t, root, &rel)?.0;
         if !same_state(&now, &c.after) && !force {
             return Err(usage(format!(
                 "refused: {} changed since change {}; pass --force to undo anyway",
@@ -1361,23 +1483,21 @@ fn undo(
                 c.id
             )));
         }
-        return to_trash(ctx, rs, &lock, root, &rel, true, "undo", Some(c.id));
+        return to_trash(t, root, &rel, true, "undo", Some(c.id));
     }
     let want = match &c.before {
         PathState::Absent => None,
-        PathState::File { sha256, .. } => {
-            Some(journal::read_backup(&ctx.state_dir, sha256).map_err(j_err)?)
-        }
+        PathState::File { sha256, .. } => Some(t.state.read_backup(sha256)?),
         PathState::Dir | PathState::Link { .. } => None,
     };
     let after = match &c.after {
-        PathState::File { sha256, .. } => journal::read_backup(&ctx.state_dir, sha256).ok(),
+        PathState::File { sha256, .. } => t.state.read_backup(sha256).ok(),
         _ => None,
     };
     let path = c.path.clone();
     let id = c.id;
     change(
-        ctx,
+        t,
         rs,
         ws,
         &path,
@@ -1589,14 +1709,14 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
 /// Reverts every change of a group (what one command changed), newest first; refuses if any
 /// file changed since (unless `force`), before touching any.
 fn undo_group(
-    ctx: &FsContext<'_>,
+    t: &mut Tools<'_>,
     rs: &Roots,
     ws: &Path,
     group: &str,
     dry_run: bool,
     force: bool,
 ) -> Result<FsOutput, BrokerError> {
-    let all = journal::changes(&ctx.state_dir).map_err(j_err)?;
+    let all = t.state.changes()?;
     let undone: Vec<u64> = all.iter().filter_map(|(c, _)| c.undoes).collect();
     let members: Vec<Change> = all
         .into_iter()
@@ -1644,21 +1764,12 @@ fn undo_group(
     let mut last = None;
     for c in &members {
         let want = match &c.before {
-            PathState::File { sha256, .. } => {
-                Target::Write(journal::read_backup(&ctx.state_dir, sha256).map_err(j_err)?)
-            }
+            PathState::File { sha256, .. } => Target::Write(t.state.read_backup(sha256)?),
             _ => Target::Remove,
         };
-        if let FsOutput::Changed { change, .. } = change(
-            ctx,
-            rs,
-            ws,
-            &c.path,
-            "undo",
-            |_| Ok(want),
-            false,
-            Some(c.id),
-        )? {
+        if let FsOutput::Changed { change, .. } =
+            change(t, rs, ws, &c.path, "undo", |_| Ok(want), false, Some(c.id))?
+        {
             last = change.or(last);
         }
     }

@@ -6,6 +6,7 @@ mod guard;
 pub mod log;
 pub mod scan;
 pub mod snapshot;
+pub mod worker;
 
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
@@ -528,6 +529,7 @@ pub fn plan(
             best_effort: sb.best_effort,
             memory_cgroup: sb.cgroup,
             private_tmp: tmpfs.then(|| (tmpdir.to_path_buf(), tmpfs_size(&sb.limits))),
+            danger_openat2: false,
         },
         env,
     })
@@ -902,12 +904,13 @@ fn exec_traced(
         confine.limits.timeout = Some(t);
     }
     // stdin is scanned on its way in, unless it is a terminal (a person typing).
-    let stdin = match req.stdin {
+    let stdin = match &req.stdin {
         Stdin::Inherit if sandbox::stdin_is_null() => Stdin::Null,
         Stdin::Inherit if !sandbox::stdin_is_tty() => Stdin::Filtered,
         Stdin::Inherit => Stdin::Inherit,
         Stdin::Null => Stdin::Null,
         Stdin::Filtered => Stdin::Filtered,
+        Stdin::Channel(b) => Stdin::Channel(b.clone()),
     };
     let spec = Spec {
         program,

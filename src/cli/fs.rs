@@ -123,6 +123,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                 content,
             }
         }
+        FsCmd::Probe { path } => FsOp::Probe { path: path.clone() },
         FsCmd::Rm { path, recursive } => FsOp::Remove {
             path: path.clone(),
             recursive: *recursive,
@@ -213,7 +214,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
     if cli.json {
         println!(
             "{}",
-            json!({"decision": r.decision.effect, "rules": r.decision.rules, "output": r.output, "audit_seq": r.audit_seq})
+            json!({"decision": r.decision.effect, "rules": r.decision.rules, "output": r.output, "audit_seq": r.audit_seq, "enforcement": r.enforcement})
         );
     } else {
         let mut out = std::io::stdout().lock();
@@ -255,7 +256,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
             }
             FsOutput::List { entries, .. } => {
                 for (name, kind, size) in entries {
-                    let suffix = match *kind {
+                    let suffix = match kind.as_str() {
                         "dir" => "/",
                         "link" => "@",
                         _ => "",
@@ -265,6 +266,12 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
             }
             FsOutput::Read { lines, .. } => {
                 for (_, l) in lines {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            FsOutput::Probe { open, status } => {
+                let _ = writeln!(out, "open: {open}");
+                for l in status {
                     let _ = writeln!(out, "{l}");
                 }
             }

@@ -183,6 +183,13 @@ enum TrashCmd {
 
 #[derive(Subcommand, Debug)]
 enum FsCmd {
+    /// Diagnostics: what the confined file-tool worker can open at PATH with a plain open(2)
+    /// (gateway's own path checks bypassed) and its confinement as the kernel reports it.
+    #[command(hide = true)]
+    Probe {
+        /// Any path.
+        path: PathBuf,
+    },
     /// Move a file (or, with -r, a directory) to the trash.
     Rm {
         /// What.
@@ -441,6 +448,13 @@ fn state_dir(cli: &Cli) -> PathBuf {
 
 /// Parses arguments, runs, and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
+    // gateway's own confined file-tool worker, started by the broker (not a user command).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "__fs-worker")
+    {
+        return broker::worker::worker_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

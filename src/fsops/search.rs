@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// What `grep` returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GrepMode {
     /// Matching lines (with context).
@@ -23,7 +23,7 @@ pub enum GrepMode {
 }
 
 /// Options of `grep`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct GrepOptions {
     /// The regular expression (Rust regex syntax).
     pub regex: String,
@@ -43,7 +43,7 @@ pub struct GrepOptions {
 pub type GrepLine = (String, u64, String, bool);
 
 /// Results of `grep`.
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct GrepResult {
     /// Content mode: lines, grouped by file, in path order.
     pub lines: Vec<GrepLine>,

@@ -104,7 +104,7 @@ pub enum TextError {
 }
 
 /// One edit.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Edit {
     /// Replace `old` (exactly; unique unless `all`) by `new`.

@@ -167,7 +167,7 @@ enum Line {
 }
 
 /// Where a change stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Intent written; not (yet) known to be done.

@@ -36,6 +36,9 @@ pub enum Stdin {
     /// The caller's stdin, relayed through a pipe and [`StreamIo::input`] (which may rewrite
     /// it or stop the run).
     Filtered,
+    /// A pipe the broker talks through: these bytes first, then whatever
+    /// [`StreamIo::reply`] queues (a request/response channel with gateway's own worker).
+    Channel(Vec<u8>),
 }
 
 /// What the sandbox does with the command's streams. The broker implements it (secrets
@@ -57,6 +60,12 @@ pub trait StreamIo {
     }
     /// The caller's stdin ended; last bytes to deliver go to `out`. False stops the run.
     fn input_end(&mut self, out: &mut Vec<u8>) -> bool {
+        let _ = out;
+        true
+    }
+    /// [`Stdin::Channel`]: bytes to send to the command's stdin, asked after each batch of
+    /// output. False stops the run.
+    fn reply(&mut self, out: &mut Vec<u8>) -> bool {
         let _ = out;
         true
     }
@@ -99,6 +108,11 @@ pub struct Confinement {
     /// With namespaces: mount a fresh tmpfs here (an existing directory) as the private
     /// TMPDIR (and on /dev/shm), of this many bytes at most.
     pub private_tmp: Option<(PathBuf, u64)>,
+    /// Danger: let the child call `openat2`. Seccomp cannot read its mode (it is passed in
+    /// memory), so it cannot refuse setuid bits on files the child creates with it; commands
+    /// never get it. Only gateway's own file-tool worker, whose path resolution is
+    /// `openat2(RESOLVE_BENEATH)` and which never asks for such modes, sets it.
+    pub danger_openat2: bool,
 }
 
 /// What to run, and how to confine it.
@@ -121,7 +135,7 @@ pub struct Spec {
 /// The seccomp program the sandbox installs for `network`, as raw `struct sock_filter` records
 /// (8 bytes each, native byte order): for inspection tools and the spawn benchmark's C floor.
 pub fn seccomp_program(network: &Network) -> Result<Vec<u8>, SandboxError> {
-    let bpf = seccomp::build(network).map_err(SandboxError::Seccomp)?;
+    let bpf = seccomp::build(network, false).map_err(SandboxError::Seccomp)?;
     let mut out = Vec::with_capacity(bpf.len() * 8);
     for f in &bpf {
         out.extend_from_slice(&f.code.to_ne_bytes());
@@ -423,7 +437,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     }
 
     // Seccomp.
-    let bpf = seccomp::build(&network).map_err(SandboxError::Seccomp)?;
+    let bpf = seccomp::build(&network, c.danger_openat2).map_err(SandboxError::Seccomp)?;
 
     let mut mounts = Vec::new();
     if use_ns {
@@ -641,13 +655,14 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
                 .map_err(io("opening /dev/null"))?
                 .into(),
         ),
-        Stdin::Filtered => {
+        Stdin::Filtered | Stdin::Channel(_) => {
             let (r, w) = std::io::pipe().map_err(io("creating the stdin pipe"))?;
             sys::set_nonblocking(w.as_raw_fd()).map_err(io("configuring the stdin pipe"))?;
             stdin_w = Some(w);
             Some(r.into())
         }
     };
+    let channel = matches!(spec.stdin, Stdin::Channel(_));
     let out_w: OwnedFd = out_w.into();
     let err_w: OwnedFd = err_w.into();
     let rep_w: OwnedFd = rep_w.into();
@@ -739,7 +754,10 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     let mut reported = false;
     let mut aborted = false;
     // Filtered stdin: bytes waiting for the pipe, and whether our stdin is still open.
-    let mut in_pending: Vec<u8> = Vec::new();
+    let mut in_pending: Vec<u8> = match &spec.stdin {
+        Stdin::Channel(first) => first.clone(),
+        _ => Vec::new(),
+    };
     let mut in_open = stdin_w.is_some();
     let caller_stdin = std::io::stdin();
     loop {
@@ -781,7 +799,10 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             pfd(fd_if(rep_open, rep_r.as_raw_fd()), false),
             pfd(fd_if(!done, pidfd.as_raw_fd()), false),
             // Our stdin, while there is room for more in the pipe's backlog.
-            pfd(fd_if(in_open && in_pending.len() < 64 * 1024, 0), false),
+            pfd(
+                fd_if(!channel && in_open && in_pending.len() < 64 * 1024, 0),
+                false,
+            ),
             pfd(fd_if(!in_pending.is_empty(), stdin_w_fd), true),
         ];
         sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
@@ -828,8 +849,14 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             aborted = true;
             kill_all(pid);
         }
+        // A channel: what the handler answers goes to the command's stdin.
+        if channel && in_open && !aborted && !sink.reply(&mut in_pending) {
+            aborted = true;
+            in_pending.clear();
+            kill_all(pid);
+        }
         // Filtered stdin: read ours, pass it through the filter, write to the command's pipe.
-        if in_open && (fds[4].ready || fds[4].hangup) {
+        if !channel && in_open && (fds[4].ready || fds[4].hangup) {
             let mut chunk = vec![0u8; 64 * 1024];
             let n = std::io::Read::read(&mut caller_stdin.lock(), &mut chunk).unwrap_or(0);
             let ok = if n == 0 {

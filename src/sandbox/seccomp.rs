@@ -131,7 +131,9 @@ fn rule(conds: Vec<Cond>) -> Result<SeccompRule, String> {
 }
 
 /// Builds the program for a network mode. Errors are seccompiler's, as text.
-pub(crate) fn build(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+/// `openat2`: allow `openat2` (see [`super::Confinement::danger_openat2`]); otherwise it
+/// answers ENOSYS.
+pub(crate) fn build(network: &Network, openat2: bool) -> Result<Vec<libc::sock_filter>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for g in groups() {
         let _ = g.why;
@@ -264,7 +266,7 @@ pub(crate) fn build(network: &Network) -> Result<Vec<libc::sock_filter>, String>
 
     // clone3 passes its flags in memory that seccomp cannot read: answer ENOSYS so libc uses
     // clone, which the rules above inspect. Then, on x86_64, refuse x32 syscall numbers.
-    let mut prog = prefix();
+    let mut prog = prefix(openat2);
     prog.extend(search_tree(&ruled)?);
     prog.extend(main.into_iter().map(|f| libc::sock_filter {
         code: f.code,
@@ -299,8 +301,8 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 /// Hand-written prefix (seccompiler has no range rules): arch check, x32 refusal, clone3 and
-/// openat2 → ENOSYS.
-fn prefix() -> Vec<libc::sock_filter> {
+/// openat2 → ENOSYS (unless `openat2`: gateway's own file-tool worker).
+fn prefix(openat2: bool) -> Vec<libc::sock_filter> {
     #[cfg(target_arch = "x86_64")]
     const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
     #[cfg(target_arch = "aarch64")]
@@ -319,8 +321,10 @@ fn prefix() -> Vec<libc::sock_filter> {
     p.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
     p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
     // openat2 passes its mode in memory: ENOSYS, and libc falls back to openat.
-    p.push(jump(BPF_JEQ_K, libc::SYS_openat2 as u32, 0, 1));
-    p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+    if !openat2 {
+        p.push(jump(BPF_JEQ_K, libc::SYS_openat2 as u32, 0, 1));
+        p.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+    }
     p
 }
 
@@ -376,9 +380,22 @@ mod tests {
             Network::Loopback,
             Network::ConnectTcp(vec![443]),
         ] {
-            let p = build(&n).expect("filter builds");
-            assert!(p.len() > 20 && p.len() < 4096, "{}", p.len());
+            for openat2 in [false, true] {
+                let p = build(&n, openat2).expect("filter builds");
+                assert!(p.len() > 20 && p.len() < 4096, "{}", p.len());
+            }
         }
+    }
+
+    #[test]
+    fn openat2_is_enosys_unless_the_worker_asks_for_it() {
+        let nr = libc::SYS_openat2 as u32;
+        let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+        assert_eq!(eval(&prefix(false), nr), enosys);
+        // Past the prefix (falls through to the rest of the program: not answered here).
+        assert_eq!(eval(&prefix(true), nr), u32::MAX);
+        // clone3 stays ENOSYS either way (its flags are in memory).
+        assert_eq!(eval(&prefix(true), libc::SYS_clone3 as u32), enosys);
     }
 
     /// Runs a classic BPF program over (arch, nr) the way the kernel would, for the instructions
@@ -421,7 +438,7 @@ mod tests {
             .enumerate()
             .map(|(i, n)| (*n, i % 3 != 0))
             .collect();
-        let mut prog = prefix();
+        let mut prog = prefix(false);
         prog.extend(search_tree(&ruled).expect("tree"));
         for nr in 0..460u32 {
             let r = eval(&prog, nr);

@@ -1,0 +1,656 @@
+//! File tools run in a confined child: `gateway __fs-worker`, started through the sandbox
+//! with the policy's readable and writable trees (landlock), no network, the seccomp filter,
+//! no capabilities and the policy's limits. The worker performs the whole tool (path
+//! resolution, reads, the edit engine, atomic writes, renames, searches); the broker keeps
+//! what no child may touch — the journal, the backup store, the trash's metadata — and does
+//! those steps when the worker asks, over its stdin and stdout:
+//!
+//! ```text
+//! frame = header length (u32 LE) | payload length (u64 LE) | header (JSON) | payload
+//! broker → worker: Request, then one answer per worker request
+//! worker → broker: Backup, Begin, Commit, Abort, TrashReserve, TrashForget, ReadBackup,
+//!                  Changes ... then Done (the tool's output or error)
+//! ```
+//!
+//! The order of a change is the journal's: the worker sends the old and new contents for
+//! backup and the intent (`Begin`), and acts only after the broker has made them durable;
+//! then `Commit`. Changes hold the journal's lock (taken by the broker) for the whole call.
+//! Read-only tools get no lock, and the broker refuses their requests to change the journal.
+//!
+//! Why a worker does not get namespaces: it runs gateway's own code, not a command, and
+//! the mount namespace that masks the state directory would also hide the trash (the
+//! worker moves removed files into `<state>/trash/files`, the one directory of the state
+//! directory its landlock allows, and only for removals and undo). Denied and protected
+//! paths inside writable trees, which landlock cannot carve out, are checked by the worker on
+//! the file actually opened, as before.
+
+use super::BrokerError;
+use super::fs::{self as bfs, FsOp, FsOutput, RootPaths, StateOps, Tools};
+use crate::journal::{self, Change, Phase};
+use crate::policy::Policy;
+use crate::sandbox::{self, Confinement, EnforcementStatus, Network, Spec, Stdin, Stream};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Largest frame (header plus payload) either side accepts.
+const MAX_FRAME: u64 = 1 << 30;
+/// The worker's wall-clock limit when the policy sets none: a tool blocked on a FIFO or a
+/// slow filesystem must not hold the journal's lock for ever.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// The worker's stderr kept for error messages.
+const STDERR_KEPT: usize = 4096;
+
+/// What the broker asks the worker to do.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Request {
+    /// The tool call.
+    pub(crate) op: FsOp,
+    /// The workspace (the session's cwd).
+    pub(crate) ws: PathBuf,
+    /// The allowed directories.
+    pub(crate) roots: RootPaths,
+    /// Redact secrets in what is shown.
+    pub(crate) redact: bool,
+    /// The trash's `files/` directory.
+    pub(crate) trash_files: PathBuf,
+    /// The worker may write into the trash (removals, undo, restore).
+    pub(crate) trash: bool,
+    /// The change an undo or restore reverts (found by the broker in the journal).
+    pub(crate) undo_target: Option<Change>,
+}
+
+/// Worker → broker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "up", rename_all = "snake_case")]
+enum Up {
+    /// Store the payload in the backup store.
+    Backup,
+    /// Write this change's intent.
+    Begin { change: Box<Change> },
+    /// The change is done.
+    Commit { id: u64 },
+    /// The change was not made.
+    Abort { id: u64 },
+    /// Reserve a trash name for this path.
+    TrashReserve { original: PathBuf },
+    /// Forget a trash item's metadata.
+    TrashForget { name: String },
+    /// A backup's content.
+    ReadBackup { sha256: String },
+    /// The journal's changes.
+    Changes,
+    /// The tool's result; the last frame.
+    Done { result: ToolResult },
+}
+
+/// The tool's result, across the pipe.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+enum ToolResult {
+    Ok { output: Box<FsOutput> },
+    Err { usage: bool, message: String },
+}
+
+/// Broker → worker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "down", rename_all = "snake_case")]
+enum Down {
+    Request {
+        request: Box<Request>,
+    },
+    Sha {
+        sha256: String,
+    },
+    Change {
+        change: Box<Change>,
+    },
+    Ok,
+    Name {
+        name: String,
+    },
+    /// The payload is the data.
+    Data,
+    Changes {
+        changes: Vec<(Change, Phase)>,
+    },
+    Err {
+        message: String,
+    },
+}
+
+/// Encodes one frame.
+fn frame(header: &impl Serialize, payload: &[u8]) -> Vec<u8> {
+    // Serialising these types cannot fail (no maps with non-string keys, no custom
+    // serialisers); an empty header would be refused by the other side.
+    let h = serde_json::to_vec(header).unwrap_or_default();
+    let mut out = Vec::with_capacity(12 + h.len() + payload.len());
+    out.extend_from_slice(&(h.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The first complete frame of `buf`: (header, payload range, bytes used), `Ok(None)` if
+/// incomplete.
+#[allow(clippy::type_complexity)]
+fn parse<T: for<'de> Deserialize<'de>>(
+    buf: &[u8],
+) -> Result<Option<(T, std::ops::Range<usize>, usize)>, String> {
+    if buf.len() < 12 {
+        return Ok(None);
+    }
+    let hl = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as u64;
+    let mut p = [0u8; 8];
+    p.copy_from_slice(&buf[4..12]);
+    let pl = u64::from_le_bytes(p);
+    if hl + pl > MAX_FRAME {
+        return Err(format!(
+            "a frame of {} bytes (at most {MAX_FRAME})",
+            hl + pl
+        ));
+    }
+    let (hl, pl) = (hl as usize, pl as usize);
+    if buf.len() < 12 + hl + pl {
+        return Ok(None);
+    }
+    let h = serde_json::from_slice(&buf[12..12 + hl]).map_err(|e| format!("a bad frame: {e}"))?;
+    Ok(Some((h, 12 + hl..12 + hl + pl, 12 + hl + pl)))
+}
+
+// ---------- the broker's side ----------
+
+/// Runs `req` in a confined worker, answering its requests; returns the tool's result and
+/// what the sandbox enforced.
+#[allow(clippy::type_complexity)]
+pub(crate) fn run(
+    policy: &Policy,
+    state_dir: &Path,
+    lock: Option<&journal::Lock>,
+    req: Request,
+) -> (Result<FsOutput, BrokerError>, Option<EnforcementStatus>) {
+    let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
+        Ok(e) => e,
+        Err(e) => {
+            return (
+                Err(BrokerError::Io {
+                    what: "finding gateway's own executable to start the file tool worker".into(),
+                    source: e,
+                }),
+                None,
+            );
+        }
+    };
+    let mut write = req.roots.write.clone();
+    if req.trash {
+        write.push(req.trash_files.clone());
+    }
+    let mut limits = policy.sandbox.limits.clone();
+    // The worker's output is its answer (file contents, search results): bounded by the
+    // frame size instead; RLIMIT_NPROC does not bind uid 0 and the worker has no pid
+    // namespace, so `pids` is left to the worker itself (it starts only its search threads).
+    limits.output = None;
+    limits.pids = None;
+    limits.timeout = Some(limits.timeout.unwrap_or(DEFAULT_TIMEOUT));
+    let spec = Spec {
+        program: exe.clone(),
+        argv: vec!["gateway".into(), "__fs-worker".into()],
+        env: vec![],
+        cwd: req.ws.clone(),
+        stdin: Stdin::Channel(frame(
+            &Down::Request {
+                request: Box::new(Request {
+                    op: req.op,
+                    ws: req.ws.clone(),
+                    roots: req.roots.clone(),
+                    redact: req.redact,
+                    trash_files: req.trash_files.clone(),
+                    trash: req.trash,
+                    undo_target: req.undo_target,
+                }),
+            },
+            &[],
+        )),
+        confine: Confinement {
+            read: req.roots.read.clone(),
+            write,
+            exec: vec![exe],
+            deny: req.roots.landlock_deny.clone(),
+            protected: vec![],
+            hidden: vec![],
+            network: Network::None,
+            limits,
+            namespaces: false,
+            best_effort: policy.sandbox.best_effort,
+            memory_cgroup: false,
+            private_tmp: None,
+            danger_openat2: true,
+        },
+    };
+    let mut server = Server {
+        state_dir,
+        lock,
+        buf: Vec::new(),
+        replies: Vec::new(),
+        result: None,
+        stderr: Vec::new(),
+        broken: None,
+    };
+    let outcome = match sandbox::run(&spec, &mut server) {
+        Ok(o) => o,
+        Err(e) => return (Err(BrokerError::Sandbox(e)), None),
+    };
+    let enforcement = Some(outcome.enforcement.clone());
+    let res = match server.result {
+        Some(ToolResult::Ok { output }) => Ok(*output),
+        Some(ToolResult::Err {
+            usage: true,
+            message,
+        }) => Err(BrokerError::Usage(message)),
+        Some(ToolResult::Err {
+            usage: false,
+            message,
+        }) => Err(BrokerError::Io {
+            what: "file tool".into(),
+            source: std::io::Error::other(message),
+        }),
+        None => {
+            let why = if let Some(b) = server.broken {
+                format!("it broke the protocol ({b})")
+            } else if outcome.timed_out {
+                format!(
+                    "it ran out of time ({} s): a FIFO or a slow file system?",
+                    spec.confine.limits.timeout.map_or(0, |t| t.as_secs())
+                )
+            } else if let Some(s) = outcome.signal {
+                format!("it was killed by signal {s} (a policy limit: memory, cpu, file_size?)")
+            } else {
+                format!(
+                    "it exited with code {:?} without an answer",
+                    outcome.exit_code
+                )
+            };
+            let err = String::from_utf8_lossy(&server.stderr);
+            let err = super::redact_text(err.trim());
+            Err(BrokerError::Io {
+                what: "the file tool's confined worker failed".into(),
+                source: std::io::Error::other(if err.is_empty() {
+                    why
+                } else {
+                    format!("{why}: {err}")
+                }),
+            })
+        }
+    };
+    (res, enforcement)
+}
+
+/// Answers the worker's requests as its output arrives.
+struct Server<'a> {
+    state_dir: &'a Path,
+    lock: Option<&'a journal::Lock>,
+    buf: Vec<u8>,
+    replies: Vec<u8>,
+    result: Option<ToolResult>,
+    stderr: Vec<u8>,
+    broken: Option<String>,
+}
+
+impl Server<'_> {
+    fn answer(&mut self, up: Up, payload: &[u8]) -> Result<(Down, Vec<u8>), String> {
+        let st = self.state_dir;
+        let je = |e: journal::JournalError| e.to_string();
+        let changing = |what: &str| {
+            format!("{what}: a read-only tool may not change the journal or the backups")
+        };
+        Ok(match up {
+            Up::Backup => {
+                self.lock.ok_or_else(|| changing("backup"))?;
+                (
+                    Down::Sha {
+                        sha256: journal::backup(st, payload).map_err(je)?,
+                    },
+                    vec![],
+                )
+            }
+            Up::Begin { change } => {
+                let lock = self.lock.ok_or_else(|| changing("begin"))?;
+                (
+                    Down::Change {
+                        change: Box::new(journal::begin(st, lock, *change).map_err(je)?),
+                    },
+                    vec![],
+                )
+            }
+            Up::Commit { id } => {
+                self.lock.ok_or_else(|| changing("commit"))?;
+                journal::commit(st, id).map_err(je)?;
+                (Down::Ok, vec![])
+            }
+            Up::Abort { id } => {
+                self.lock.ok_or_else(|| changing("abort"))?;
+                let _ = journal::abort(st, id);
+                (Down::Ok, vec![])
+            }
+            Up::TrashReserve { original } => {
+                self.lock.ok_or_else(|| changing("trash"))?;
+                (
+                    Down::Name {
+                        name: journal::trash_reserve(st, &original).map_err(je)?,
+                    },
+                    vec![],
+                )
+            }
+            Up::TrashForget { name } => {
+                self.lock.ok_or_else(|| changing("trash"))?;
+                journal::trash_forget(st, &name);
+                (Down::Ok, vec![])
+            }
+            Up::ReadBackup { sha256 } => {
+                (Down::Data, journal::read_backup(st, &sha256).map_err(je)?)
+            }
+            Up::Changes => (
+                Down::Changes {
+                    changes: journal::changes(st).map_err(je)?,
+                },
+                vec![],
+            ),
+            Up::Done { .. } => unreachable!("handled by the caller"),
+        })
+    }
+}
+
+impl sandbox::StreamIo for Server<'_> {
+    fn output(&mut self, stream: Stream, data: &[u8]) -> bool {
+        if stream == Stream::Stderr {
+            let room = STDERR_KEPT.saturating_sub(self.stderr.len());
+            self.stderr.extend_from_slice(&data[..data.len().min(room)]);
+            return true;
+        }
+        if self.result.is_some() {
+            self.broken = Some("output after its answer".into());
+            return false;
+        }
+        self.buf.extend_from_slice(data);
+        loop {
+            match parse::<Up>(&self.buf) {
+                Ok(None) => return true,
+                Err(e) => {
+                    self.broken = Some(e);
+                    return false;
+                }
+                Ok(Some((Up::Done { result }, _, used))) => {
+                    self.buf.drain(..used);
+                    self.result = Some(result);
+                    if !self.buf.is_empty() {
+                        self.broken = Some("output after its answer".into());
+                        return false;
+                    }
+                    return true;
+                }
+                Ok(Some((up, range, used))) => {
+                    let payload = self.buf[range].to_vec();
+                    self.buf.drain(..used);
+                    let reply = match self.answer(up, &payload) {
+                        Ok((down, data)) => frame(&down, &data),
+                        Err(message) => frame(&Down::Err { message }, &[]),
+                    };
+                    self.replies.extend_from_slice(&reply);
+                }
+            }
+        }
+    }
+
+    fn reply(&mut self, out: &mut Vec<u8>) -> bool {
+        out.append(&mut self.replies);
+        true
+    }
+}
+
+// ---------- the worker's side ----------
+
+/// The worker's end of the channel: stdin from the broker, stdout to it.
+struct Channel {
+    input: std::io::StdinLock<'static>,
+    output: std::io::StdoutLock<'static>,
+    buf: Vec<u8>,
+}
+
+impl Channel {
+    fn send(&mut self, up: &Up, payload: &[u8]) -> Result<(), String> {
+        self.output
+            .write_all(&frame(up, payload))
+            .and_then(|()| self.output.flush())
+            .map_err(|e| format!("writing to the broker: {e}"))
+    }
+
+    fn receive(&mut self) -> Result<(Down, Vec<u8>), String> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some((down, range, used)) = parse::<Down>(&self.buf)? {
+                let payload = self.buf[range].to_vec();
+                self.buf.drain(..used);
+                return Ok((down, payload));
+            }
+            let n = self
+                .input
+                .read(&mut chunk)
+                .map_err(|e| format!("reading from the broker: {e}"))?;
+            if n == 0 {
+                return Err("the broker closed the channel".into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// [`StateOps`] over the channel.
+struct Remote(Channel);
+
+impl Remote {
+    fn call(&mut self, up: Up, payload: &[u8]) -> Result<(Down, Vec<u8>), BrokerError> {
+        let io = |m: String| BrokerError::Io {
+            what: "the broker".into(),
+            source: std::io::Error::other(m),
+        };
+        self.0.send(&up, payload).map_err(io)?;
+        match self.0.receive().map_err(io)? {
+            (Down::Err { message }, _) => Err(BrokerError::Io {
+                what: "journal".into(),
+                source: std::io::Error::other(message),
+            }),
+            r => Ok(r),
+        }
+    }
+}
+
+fn unexpected(d: &Down) -> BrokerError {
+    BrokerError::Io {
+        what: "the broker".into(),
+        source: std::io::Error::other(format!("an unexpected answer: {d:?}")),
+    }
+}
+
+impl StateOps for Remote {
+    fn backup(&mut self, data: &[u8]) -> Result<String, BrokerError> {
+        match self.call(Up::Backup, data)? {
+            (Down::Sha { sha256 }, _) => Ok(sha256),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn begin(&mut self, change: Change) -> Result<Change, BrokerError> {
+        match self.call(
+            Up::Begin {
+                change: Box::new(change),
+            },
+            &[],
+        )? {
+            (Down::Change { change }, _) => Ok(*change),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn commit(&mut self, id: u64) -> Result<(), BrokerError> {
+        match self.call(Up::Commit { id }, &[])? {
+            (Down::Ok, _) => Ok(()),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn abort(&mut self, id: u64) {
+        let _ = self.call(Up::Abort { id }, &[]);
+    }
+    fn trash_reserve(&mut self, original: &Path) -> Result<String, BrokerError> {
+        match self.call(
+            Up::TrashReserve {
+                original: original.to_path_buf(),
+            },
+            &[],
+        )? {
+            (Down::Name { name }, _) => Ok(name),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn trash_forget(&mut self, name: &str) {
+        let _ = self.call(
+            Up::TrashForget {
+                name: name.to_string(),
+            },
+            &[],
+        );
+    }
+    fn read_backup(&mut self, sha256: &str) -> Result<Vec<u8>, BrokerError> {
+        match self.call(
+            Up::ReadBackup {
+                sha256: sha256.to_string(),
+            },
+            &[],
+        )? {
+            (Down::Data, data) => Ok(data),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn changes(&mut self) -> Result<Vec<(Change, Phase)>, BrokerError> {
+        match self.call(Up::Changes, &[])? {
+            (Down::Changes { changes }, _) => Ok(changes),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+}
+
+/// `gateway __fs-worker`: runs one file tool for the broker (see the module docs). Exit 0
+/// when an answer was sent (the tool's error included), 1 when the channel failed.
+pub fn worker_main() -> std::process::ExitCode {
+    let mut ch = Channel {
+        input: std::io::stdin().lock(),
+        output: std::io::stdout().lock(),
+        buf: Vec::new(),
+    };
+    let req = match ch.receive() {
+        Ok((Down::Request { request }, _)) => request,
+        Ok((d, _)) => {
+            eprintln!("gateway __fs-worker: expected a request, got {d:?}");
+            return std::process::ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("gateway __fs-worker: {e} (this command is started by gateway itself)");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let req = *req;
+    let rs = req.roots.open();
+    let mut remote = Remote(ch);
+    let res = {
+        let mut t = Tools {
+            state: &mut remote,
+            redact: req.redact,
+            trash_files: req.trash_files.clone(),
+        };
+        bfs::act(&mut t, &rs, &req.ws, req.op, req.undo_target)
+    };
+    let result = match res {
+        Ok(output) => ToolResult::Ok {
+            output: Box::new(output),
+        },
+        Err(e) => ToolResult::Err {
+            usage: matches!(e, BrokerError::Usage(_)),
+            message: e.to_string(),
+        },
+    };
+    match remote.0.send(&Up::Done { result }, &[]) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gateway __fs-worker: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_incomplete_ones_wait() {
+        let f = frame(&Up::Commit { id: 7 }, b"payload");
+        for cut in 0..f.len() {
+            assert!(
+                parse::<Up>(&f[..cut]).expect("prefix").is_none(),
+                "cut {cut}"
+            );
+        }
+        let (up, range, used) = parse::<Up>(&f).expect("ok").expect("complete");
+        assert!(matches!(up, Up::Commit { id: 7 }));
+        assert_eq!(&f[range], b"payload");
+        assert_eq!(used, f.len());
+    }
+
+    #[test]
+    fn oversized_and_malformed_frames_are_errors() {
+        let mut f = Vec::new();
+        f.extend_from_slice(&4u32.to_le_bytes());
+        f.extend_from_slice(&MAX_FRAME.to_le_bytes());
+        assert!(parse::<Up>(&f).is_err());
+        let g = {
+            let mut g = Vec::new();
+            g.extend_from_slice(&3u32.to_le_bytes());
+            g.extend_from_slice(&0u64.to_le_bytes());
+            g.extend_from_slice(b"{{{");
+            g
+        };
+        assert!(parse::<Up>(&g).is_err());
+    }
+
+    #[test]
+    fn a_read_only_call_may_not_touch_the_journal() {
+        let d = std::env::temp_dir().join(format!("gateway-worker-ro-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        let mut s = Server {
+            state_dir: &d,
+            lock: None,
+            buf: Vec::new(),
+            replies: Vec::new(),
+            result: None,
+            stderr: Vec::new(),
+            broken: None,
+        };
+        for up in [
+            Up::Backup,
+            Up::Commit { id: 1 },
+            Up::TrashReserve {
+                original: "/x".into(),
+            },
+        ] {
+            assert!(s.answer(up, b"x").is_err());
+        }
+        assert!(
+            !d.join("backups").exists()
+                || std::fs::read_dir(d.join("backups"))
+                    .expect("ls")
+                    .next()
+                    .is_none()
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
