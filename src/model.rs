@@ -60,11 +60,13 @@ pub enum Tool {
     List,
     /// Search file names or contents.
     Search,
+    /// Delete permanently, without a copy in the trash (`fs rm --permanent`).
+    Purge,
 }
 
 impl Tool {
     /// Every tool, in a stable order.
-    pub const ALL: [Tool; 9] = [
+    pub const ALL: [Tool; 10] = [
         Tool::Exec,
         Tool::Read,
         Tool::Write,
@@ -74,6 +76,7 @@ impl Tool {
         Tool::Mkdir,
         Tool::List,
         Tool::Search,
+        Tool::Purge,
     ];
 
     /// The name used in policies and records.
@@ -88,6 +91,7 @@ impl Tool {
             Tool::Mkdir => "mkdir",
             Tool::List => "list",
             Tool::Search => "search",
+            Tool::Purge => "purge",
         }
     }
 

@@ -20,6 +20,7 @@ use crate::model::{Decision, Effect, Tool, ToolCall};
 use crate::policy::Policy;
 use serde::Serialize;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The largest file `read` returns (a window of lines of a bigger text file is fine).
@@ -37,6 +38,10 @@ pub struct FsContext<'a> {
     pub session: String,
     /// Caller.
     pub caller: audit::Caller,
+    /// Asks a person (the question in words): `None` when there is nobody to ask (no
+    /// terminal), else the answer. For `ask` decisions (no answer: not approved) and to
+    /// confirm an allowed permanent removal (no one to ask: the policy's allow stands).
+    pub confirm: &'a dyn Fn(&str) -> Option<bool>,
 }
 
 /// A file tool call.
@@ -76,6 +81,9 @@ pub enum FsOp {
         path: PathBuf,
         /// Directories too.
         recursive: bool,
+        /// Delete for good, keeping no copy (policy tool `purge`; undo refuses it).
+        #[serde(default)]
+        permanent: bool,
     },
     /// Create a directory (and missing parents with `parents`).
     Mkdir {
@@ -152,6 +160,8 @@ pub struct FsResult {
 pub enum FsOutput {
     /// Denied by policy.
     Denied,
+    /// The policy asks for approval, and it was not given (or there was no one to ask).
+    NotApproved,
     /// Lines of a file (redacted).
     Read {
         /// The file.
@@ -182,6 +192,8 @@ pub enum FsOutput {
         what: String,
         /// The journal id.
         change: Option<u64>,
+        /// `gateway undo` can revert it (not a permanent deletion).
+        undoable: bool,
     },
     /// Paths matching a glob.
     Glob {
@@ -201,8 +213,10 @@ pub enum FsOutput {
     },
     /// What the confined worker could open ([`FsOp::Probe`]).
     Probe {
-        /// "ok" or the error.
+        /// Opening for reading: "ok" or the error.
         open: String,
+        /// Opening for appending (nothing is written): "ok" or the error.
+        write: String,
         /// `Seccomp:`, `NoNewPrivs:` and `CapEff:` of the worker's /proc/self/status.
         status: Vec<String>,
     },
@@ -356,6 +370,11 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         FsOp::Read { path, .. } => (Tool::Read, "fs.read", Some(path.clone())),
         FsOp::Write { path, .. } => (Tool::Write, "fs.write", Some(path.clone())),
         FsOp::Edit { path, .. } => (Tool::Edit, "fs.edit", Some(path.clone())),
+        FsOp::Remove {
+            path,
+            permanent: true,
+            ..
+        } => (Tool::Purge, "fs.rm.permanent", Some(path.clone())),
         FsOp::Remove { path, .. } => (Tool::Delete, "fs.rm", Some(path.clone())),
         FsOp::Mkdir { path, .. } => (Tool::Mkdir, "fs.mkdir", Some(path.clone())),
         FsOp::Move { src, .. } => (Tool::Move, "fs.mv", Some(src.clone())),
@@ -415,10 +434,55 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         decision: super::record_decision(Some(&decision), None),
         ..audit::Record::default()
     };
-    let (res, enforcement) = if decision.effect != Effect::Allow {
+    // `ask`: a person decides (none at hand: not approved). An allowed permanent removal
+    // is still confirmed when there is someone to ask.
+    let rules: String = decision
+        .rules
+        .iter()
+        .filter(|r| r.effect == decision.effect)
+        .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
+        .collect();
+    let mut approved = None;
+    let go = match decision.effect {
+        Effect::Deny => false,
+        Effect::Ask => {
+            let yes = (ctx.confirm)(&format!(
+                "{name} {} needs approval:{rules}\nDo it?",
+                subject.display()
+            )) == Some(true);
+            approved = Some(yes);
+            yes
+        }
+        Effect::Allow => true,
+    };
+    let permanent = matches!(
+        op,
+        FsOp::Remove {
+            permanent: true,
+            ..
+        }
+    );
+    let go = if go && permanent && approved.is_none() {
+        match (ctx.confirm)(&format!(
+            "delete {} permanently? No copy is kept and `gateway undo` cannot bring it back.",
+            subject.display()
+        )) {
+            None => true,
+            Some(yes) => {
+                approved = Some(yes);
+                yes
+            }
+        }
+    } else {
+        go
+    };
+    rec.approved = approved;
+    let (res, enforcement) = if go {
+        perform(ctx, &ws, op, undo_target)
+    } else if decision.effect == Effect::Deny {
         (Ok(FsOutput::Denied), None)
     } else {
-        perform(ctx, &ws, op, undo_target)
+        (Ok(FsOutput::NotApproved), None)
     };
     rec.enforcement = enforcement.as_ref().map(super::enforcement_summary);
     match &res {
@@ -441,7 +505,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
             | FsOutput::Grep(_)
             | FsOutput::Probe { .. },
         ) => rec.exit_code = Some(0),
-        Ok(FsOutput::Denied) => {}
+        Ok(FsOutput::Denied | FsOutput::NotApproved) => {}
         Err(e) => rec.error = Some(redact_text(&e.to_string())),
     }
     let seq = log.append(&mut rec)?;
@@ -553,9 +617,15 @@ fn describe(op: &FsOp) -> Vec<String> {
             format!("edits={}", edits.len()),
             format!("dry_run={dry_run}"),
         ],
-        FsOp::Remove { path, recursive } => {
-            vec![path.display().to_string(), format!("recursive={recursive}")]
-        }
+        FsOp::Remove {
+            path,
+            recursive,
+            permanent,
+        } => vec![
+            path.display().to_string(),
+            format!("recursive={recursive}"),
+            format!("permanent={permanent}"),
+        ],
         FsOp::Mkdir { path, parents } => {
             vec![path.display().to_string(), format!("parents={parents}")]
         }
@@ -635,9 +705,32 @@ pub(crate) fn act(
             let c = undo_target.ok_or_else(|| usage("no such trash item"))?;
             undo(t, rs, ws, &c, false, false)
         }
-        FsOp::Remove { path, recursive } => {
+        FsOp::Remove {
+            path,
+            recursive,
+            permanent,
+        } => {
             let (root, rel) = pick_write(rs, &path, ws)?;
-            to_trash(t, root, &rel, recursive, "fs.rm", None)
+            // A tree holding a denied or protected path is not removed with it: its
+            // contents would go where the policy does not let them (gone, or the trash).
+            let abs = root.path.join(&rel);
+            if let Some(g) = rs
+                .deny
+                .iter()
+                .chain(&rs.protected)
+                .find(|g| g.starts_with(&abs) && **g != abs)
+            {
+                return Err(usage(format!(
+                    "refused: {} contains {}, which the policy protects; remove the rest piece by piece",
+                    path.display(),
+                    g.display()
+                )));
+            }
+            if permanent {
+                purge(t, root, &rel, recursive)
+            } else {
+                to_trash(t, root, &rel, recursive, "fs.rm", None)
+            }
         }
         FsOp::Mkdir { path, parents } => mkdir(t, rs, ws, &path, parents),
         FsOp::Move { src, dst } => move_path(t, rs, ws, &src, &dst, "fs.mv", None, None),
@@ -663,13 +756,16 @@ pub(crate) fn act(
     }
 }
 
-/// [`FsOp::Probe`]: a plain open of `path` (no beneath-resolution, no policy check), and
-/// the confinement the kernel reports for this process.
+/// [`FsOp::Probe`]: plain opens of `path` (no beneath-resolution, no policy check) for
+/// reading and for appending (nothing is written), and the confinement the kernel reports
+/// for this process.
 fn probe(path: &Path) -> FsOutput {
-    let open = match std::fs::File::open(path) {
+    let show = |r: std::io::Result<std::fs::File>| match r {
         Ok(_) => "ok".to_string(),
         Err(e) => e.to_string(),
     };
+    let open = show(std::fs::File::open(path));
+    let write = show(std::fs::OpenOptions::new().append(true).open(path));
     let status = std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -678,7 +774,11 @@ fn probe(path: &Path) -> FsOutput {
         })
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
-    FsOutput::Probe { open, status }
+    FsOutput::Probe {
+        open,
+        write,
+        status,
+    }
 }
 
 /// The readable root holding `path` (a directory to search), refusing denied ones.
@@ -889,7 +989,169 @@ fn to_trash(
     Ok(FsOutput::Done {
         what: format!("moved {} to the trash as {name}", abs.display()),
         change: Some(c.id),
+        undoable: true,
     })
+}
+
+/// The journal's tool name for permanent removals (undo refuses them).
+const PURGE_TOOL: &str = "fs.rm.permanent";
+
+/// Removes `rel` for good (`fs rm --permanent`): no copy kept. Journalled (history shows it,
+/// with the removed file's hash and size) so that undo can say why it cannot help.
+fn purge(
+    t: &mut Tools<'_>,
+    root: &Root,
+    rel: &Path,
+    recursive: bool,
+) -> Result<FsOutput, BrokerError> {
+    use sha2::Digest;
+    let abs = root.path.join(rel);
+    let (dir, name) = root.parent_of(rel).map_err(fs_err)?;
+    let st = match rustix::fs::statat(&dir, &name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => {
+            return Err(usage(format!(
+                "{}: no such file or directory",
+                abs.display()
+            )));
+        }
+        Err(e) => return Err(rerr(&abs, "reading")(e)),
+    };
+    let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    let before = match ft {
+        rustix::fs::FileType::Directory if !recursive => {
+            return Err(usage(format!(
+                "{}: is a directory (pass -r to delete it with its contents)",
+                abs.display()
+            )));
+        }
+        rustix::fs::FileType::Directory => PathState::Dir,
+        rustix::fs::FileType::RegularFile => {
+            let mut f = fpath::open_read(root, rel).map_err(fs_err)?;
+            let mut h = sha2::Sha256::new();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match f.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => h.update(&buf[..n]),
+                    Err(e) => {
+                        return Err(BrokerError::Io {
+                            what: format!("reading {}", abs.display()),
+                            source: e,
+                        });
+                    }
+                }
+            }
+            PathState::File {
+                sha256: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+                mode: st.st_mode & 0o7777,
+                size: st.st_size as u64,
+            }
+        }
+        rustix::fs::FileType::Symlink => PathState::Link {
+            target: rustix::fs::readlinkat(&dir, &name, Vec::new())
+                .map_err(rerr(&abs, "reading the link"))?
+                .to_string_lossy()
+                .into_owned(),
+        },
+        _ => {
+            return Err(usage(format!(
+                "{}: not a file, directory or symbolic link",
+                abs.display()
+            )));
+        }
+    };
+    let c = t.state.begin(Change {
+        id: 0,
+        time: 0,
+        tool: PURGE_TOOL.into(),
+        path: abs.clone(),
+        before,
+        after: PathState::Absent,
+        undoes: None,
+        dest: None,
+        trash: None,
+        group: None,
+    })?;
+    let mut removed = 0u64;
+    let res = if ft == rustix::fs::FileType::Directory {
+        remove_tree(&dir, &name, 0, &mut removed)
+    } else {
+        rustix::fs::unlinkat(&dir, &name, rustix::fs::AtFlags::empty())
+    };
+    let _ = rustix::fs::fsync(&dir);
+    match res {
+        Ok(()) => t.state.commit(c.id)?,
+        Err(e) => {
+            t.state.abort(c.id);
+            let e = rerr(&abs, "deleting")(e);
+            return Err(if removed > 0 {
+                BrokerError::Io {
+                    what: format!(
+                        "{} was partly deleted ({removed} entries removed)",
+                        abs.display()
+                    ),
+                    source: std::io::Error::other(e.to_string()),
+                }
+            } else {
+                e
+            });
+        }
+    }
+    Ok(FsOutput::Done {
+        what: format!("deleted {} permanently", abs.display()),
+        change: Some(c.id),
+        undoable: false,
+    })
+}
+
+/// Deletes the directory `name` in `parent` with everything in it, never following a
+/// symbolic link (each level is opened `O_NOFOLLOW` relative to the one above it).
+/// Written by hand: `std::fs::remove_dir_all` works on paths, and this must stay beneath
+/// the directory fd the root resolution gave.
+fn remove_tree(
+    parent: &std::os::fd::OwnedFd,
+    name: &std::ffi::OsStr,
+    depth: usize,
+    removed: &mut u64,
+) -> Result<(), rustix::io::Errno> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    if depth > 4096 {
+        return Err(rustix::io::Errno::LOOP);
+    }
+    let d = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut entries = Vec::new();
+    for e in rustix::fs::Dir::read_from(&d)? {
+        let e = e?;
+        let n = e.file_name().to_bytes();
+        if n == b"." || n == b".." {
+            continue;
+        }
+        let ft = match e.file_type() {
+            FileType::Unknown => FileType::from_raw_mode(
+                rustix::fs::statat(&d, e.file_name(), AtFlags::SYMLINK_NOFOLLOW)?.st_mode,
+            ),
+            ft => ft,
+        };
+        entries.push((e.file_name().to_owned(), ft));
+    }
+    for (n, ft) in entries {
+        let n = std::ffi::OsStr::from_bytes(n.as_bytes()).to_os_string();
+        if ft == FileType::Directory {
+            remove_tree(&d, &n, depth + 1, removed)?;
+        } else {
+            rustix::fs::unlinkat(&d, &n, AtFlags::empty())?;
+            *removed += 1;
+        }
+    }
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)?;
+    *removed += 1;
+    Ok(())
 }
 
 /// Creates a directory (and, with `parents`, its missing parents): one change, for the
@@ -971,6 +1233,7 @@ fn mkdir(
     Ok(FsOutput::Done {
         what: format!("created {}", root.path.join(&rel).display()),
         change: Some(c.id),
+        undoable: true,
     })
 }
 
@@ -1047,6 +1310,7 @@ fn move_path(
     Ok(FsOutput::Done {
         what: format!("moved {} to {}", sabs.display(), dabs.display()),
         change: Some(c.id),
+        undoable: true,
     })
 }
 
@@ -1198,6 +1462,7 @@ fn from_trash(
     Ok(FsOutput::Done {
         what: format!("restored {} from the trash", c.path.display()),
         change: Some(r.id),
+        undoable: true,
     })
 }
 
@@ -1449,6 +1714,13 @@ fn undo(
     if let Some(g) = &c.group {
         return undo_group(t, rs, ws, g, dry_run, force);
     }
+    if c.tool == PURGE_TOOL {
+        return Err(usage(format!(
+            "change {} deleted {} permanently (fs rm --permanent): no copy was kept, so it cannot be undone (earlier changes: `gateway undo ID`, see `gateway history`)",
+            c.id,
+            c.path.display()
+        )));
+    }
     let tree_op = c.dest.is_some()
         || c.trash.is_some()
         || matches!(c.before, PathState::Dir | PathState::Link { .. })
@@ -1463,6 +1735,7 @@ fn undo(
                     c.path.display()
                 ),
                 change: None,
+                undoable: true,
             });
         }
         if let Some(dest) = &c.dest {
@@ -1759,6 +2032,7 @@ fn undo_group(
                     .join(", ")
             ),
             change: None,
+            undoable: true,
         });
     }
     let mut last = None;
@@ -1776,6 +2050,7 @@ fn undo_group(
     Ok(FsOutput::Done {
         what: format!("reverted {} file(s) the command changed", members.len()),
         change: last,
+        undoable: true,
     })
 }
 

@@ -18,6 +18,7 @@ fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
         state_dir: state_dir(cli),
         session: blog::session_id(),
         caller: blog::this_caller("cli"),
+        confirm: &super::tty_confirm,
     }
 }
 
@@ -124,9 +125,14 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             }
         }
         FsCmd::Probe { path } => FsOp::Probe { path: path.clone() },
-        FsCmd::Rm { path, recursive } => FsOp::Remove {
+        FsCmd::Rm {
+            path,
+            recursive,
+            permanent,
+        } => FsOp::Remove {
             path: path.clone(),
             recursive: *recursive,
+            permanent: *permanent,
         },
         FsCmd::Mkdir { path, parents } => FsOp::Mkdir {
             path: path.clone(),
@@ -219,11 +225,16 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
     } else {
         let mut out = std::io::stdout().lock();
         match &r.output {
-            FsOutput::Denied => {}
-            FsOutput::Done { what, change } => match change {
-                Some(id) => {
+            FsOutput::Denied | FsOutput::NotApproved => {}
+            FsOutput::Done {
+                what,
+                change,
+                undoable,
+            } => match change {
+                Some(id) if *undoable => {
                     eprintln!("gateway: {what} (change {id}; `gateway undo {id}` reverts it)")
                 }
+                Some(id) => eprintln!("gateway: {what} (change {id}; it cannot be undone)"),
                 None => eprintln!("gateway: {what}"),
             },
             FsOutput::Glob { paths, truncated } => {
@@ -269,8 +280,13 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                     let _ = writeln!(out, "{l}");
                 }
             }
-            FsOutput::Probe { open, status } => {
+            FsOutput::Probe {
+                open,
+                write,
+                status,
+            } => {
                 let _ = writeln!(out, "open: {open}");
+                let _ = writeln!(out, "write: {write}");
                 for l in status {
                     let _ = writeln!(out, "{l}");
                 }
@@ -317,6 +333,28 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
             );
         }
         return ExitCode::from(exit::DENIED);
+    }
+    if matches!(r.output, FsOutput::NotApproved) {
+        if !cli.json && r.decision.effect == crate::model::Effect::Allow {
+            eprintln!("gateway: not done: the permanent deletion was not confirmed");
+        } else if !cli.json {
+            eprintln!(
+                "gateway: not done: it needs approval and {}: {}\n  to do it: approve at a terminal prompt, or use a policy whose rules allow it",
+                if crate::sandbox::stdin_is_tty() {
+                    "it was not approved"
+                } else {
+                    "there is no terminal to ask on"
+                },
+                r.decision
+                    .rules
+                    .iter()
+                    .filter(|x| x.effect == r.decision.effect)
+                    .map(|x| format!("rule {} ({}): {}", x.id, x.effect, x.reason))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        return ExitCode::from(exit::NOT_APPROVED);
     }
     ExitCode::SUCCESS
 }

@@ -197,6 +197,10 @@ enum FsCmd {
         /// Directories with their contents.
         #[arg(short = 'r', long)]
         recursive: bool,
+        /// Delete for good, keeping no copy: needs a policy that allows the `purge` tool
+        /// (strict denies it, standard asks), and on a terminal a confirmation.
+        #[arg(long)]
+        permanent: bool,
     },
     /// Create a directory.
     Mkdir {
@@ -667,6 +671,29 @@ fn rules_text(d: &Decision) -> String {
         ));
     }
     s
+}
+
+/// Asks `question` on the terminal: `None` when there is none (stdin is not a terminal).
+pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
+    if !crate::sandbox::stdin_is_tty() {
+        return None;
+    }
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let _ = write!(tty, "gateway: {question} [y/N] ");
+    let _ = tty.flush();
+    let mut line = String::new();
+    let mut r = std::io::BufReader::new(tty);
+    if r.read_line(&mut line).is_err() {
+        return Some(false);
+    }
+    Some(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }
 
 /// Asks on the terminal. Without one, answers no.

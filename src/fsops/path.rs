@@ -172,9 +172,11 @@ fn normalize(p: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
-/// Opens a regular file beneath `root` for reading.
+/// Opens a regular file beneath `root` for reading. Non-blocking open: a FIFO without a
+/// writer would otherwise block the opener for ever; it is refused as not a regular file
+/// (for regular files the flag changes nothing).
 pub fn open_read(root: &Root, rel: &Path) -> Result<std::fs::File, FsError> {
-    let fd = root.open_beneath(rel, OFlags::RDONLY, 0)?;
+    let fd = root.open_beneath(rel, OFlags::RDONLY | OFlags::NONBLOCK, 0)?;
     let st = rustix::fs::fstat(&fd).map_err(|e| FsError::Io {
         what: "reading metadata of",
         path: root.path.join(rel),
@@ -370,6 +372,20 @@ mod tests {
         std::fs::hard_link(d.join("outside/secret"), r.path.join("hl")).expect("ln");
         escape(write_atomic(&r, Path::new("hl"), b"x"));
         assert_eq!(std::fs::read(d.join("outside/secret")).expect("r"), b"S");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let (_d, r) = tree("fifo");
+        let st = std::process::Command::new("mkfifo")
+            .arg(r.path.join("p"))
+            .status()
+            .expect("mkfifo");
+        assert!(st.success());
+        assert!(matches!(
+            open_read(&r, Path::new("p")),
+            Err(FsError::NotAFile { .. })
+        ));
     }
 
     #[test]
