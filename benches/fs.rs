@@ -5,7 +5,8 @@
 //!      ~/.cargo/registry/src; GATEWAY_BENCH_CORPUS overrides), both counting matches, both
 //!      honouring .gitignore and skipping hidden files.
 //!
-//! Run: `cargo bench --bench fs` (EDIT_RUNS, default 30; GREP_RUNS, default 5).
+//! Run: `cargo bench --bench fs` (EDIT_RUNS, default 30; GREP_RUNS, default 5;
+//! GATEWAY_BENCH_BIN=path measures another build the same way).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,7 +31,9 @@ fn gateway(bin: &str, ws: &Path, state: &Path) -> Command {
 }
 
 fn main() {
-    let bin = env!("CARGO_BIN_EXE_gateway");
+    // GATEWAY_BENCH_BIN: measure another build (e.g. an older commit's) the same way.
+    let other = std::env::var("GATEWAY_BENCH_BIN").ok();
+    let bin = other.as_deref().unwrap_or(env!("CARGO_BIN_EXE_gateway"));
     let tmp = std::env::temp_dir().join(format!("gateway-bench-fs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let ws = tmp.join("ws");

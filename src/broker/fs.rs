@@ -558,7 +558,7 @@ fn perform(
         } else {
             None
         };
-        let paths = root_paths(ctx.policy, &ctx.state_dir, ws)?;
+        let paths = narrow(root_paths(ctx.policy, &ctx.state_dir, ws)?, &op, ws);
         Ok::<_, BrokerError>((lock, paths))
     })();
     let (lock, paths) = match prepared {
@@ -646,6 +646,73 @@ fn describe(op: &FsOp) -> Vec<String> {
         ],
         FsOp::Probe { path } => vec![path.display().to_string()],
     }
+}
+
+/// Least privilege: the roots a call can resolve in, out of the policy's. Each call opens
+/// paths beneath one root (two for a move), chosen like [`pick`]: the deepest root holding
+/// the path. A search (grep, glob, ls) gets only the directory it searches. The worker then
+/// has landlock rules for those alone (a policy reading `/` minus credentials costs ~700
+/// rules to build and to check on every open); its own checks are unchanged. Undo, restore
+/// and the probe keep every root.
+fn narrow(mut paths: RootPaths, op: &FsOp, ws: &Path) -> RootPaths {
+    let canon = |v: &[PathBuf]| -> Vec<PathBuf> {
+        v.iter()
+            .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
+            .collect()
+    };
+    let abs = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            ws.join(p)
+        }
+    };
+    let deepest = |list: &[PathBuf], p: &Path| {
+        list.iter()
+            .filter(|r| p.starts_with(r))
+            .max_by_key(|r| r.components().count())
+            .cloned()
+    };
+    let read = canon(&paths.read);
+    let write = canon(&paths.write);
+    let (r, w): (Vec<PathBuf>, Vec<PathBuf>) = match op {
+        FsOp::Read { path, .. } => match deepest(&read, &abs(path)) {
+            Some(root) => (vec![root], vec![]),
+            None => return paths,
+        },
+        FsOp::Grep { path, .. } | FsOp::Glob { path, .. } | FsOp::List { path } => {
+            let a = abs(path);
+            let Some(root) = deepest(&read, &a) else {
+                return paths;
+            };
+            // The directory itself when it is a real directory inside that root (a link
+            // out of it is refused beneath the root, as before).
+            let dir = std::fs::canonicalize(&a)
+                .ok()
+                .filter(|c| c.starts_with(&root) && c.is_dir());
+            (vec![dir.unwrap_or(root)], vec![])
+        }
+        FsOp::Write { path, .. }
+        | FsOp::Edit { path, .. }
+        | FsOp::Mkdir { path, .. }
+        | FsOp::Remove { path, .. } => match deepest(&write, &abs(path)) {
+            Some(root) => (vec![root.clone()], vec![root]),
+            None => return paths,
+        },
+        FsOp::Move { src, dst } => {
+            let (Some(a), Some(b)) = (deepest(&write, &abs(src)), deepest(&write, &abs(dst)))
+            else {
+                return paths;
+            };
+            let mut v = vec![a, b];
+            v.dedup();
+            (v.clone(), v)
+        }
+        FsOp::Undo { .. } | FsOp::TrashRestore { .. } | FsOp::Probe { .. } => return paths,
+    };
+    paths.read = r;
+    paths.write = w;
+    paths
 }
 
 /// A file tool's body (in the confined worker): everything but the decision and the record.

@@ -65,6 +65,8 @@ pub(crate) struct Request {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "up", rename_all = "snake_case")]
 enum Up {
+    /// Is this blob in the backup store already? (Then its content need not cross.)
+    Have { sha256: String },
     /// Store the payload in the backup store.
     Backup,
     /// Write this change's intent.
@@ -103,6 +105,9 @@ enum Down {
     Sha {
         sha256: String,
     },
+    Have {
+        present: bool,
+    },
     Change {
         change: Box<Change>,
     },
@@ -120,17 +125,30 @@ enum Down {
     },
 }
 
-/// Encodes one frame.
-fn frame(header: &impl Serialize, payload: &[u8]) -> Vec<u8> {
+/// Encodes one frame's lengths and header (the payload follows as is).
+fn frame_head(header: &impl Serialize, payload_len: usize) -> Vec<u8> {
     // Serialising these types cannot fail (no maps with non-string keys, no custom
     // serialisers); an empty header would be refused by the other side.
     let h = serde_json::to_vec(header).unwrap_or_default();
-    let mut out = Vec::with_capacity(12 + h.len() + payload.len());
+    let mut out = Vec::with_capacity(12 + h.len());
     out.extend_from_slice(&(h.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(payload_len as u64).to_le_bytes());
     out.extend_from_slice(&h);
+    out
+}
+
+/// Encodes one frame.
+fn frame(header: &impl Serialize, payload: &[u8]) -> Vec<u8> {
+    let mut out = frame_head(header, payload.len());
     out.extend_from_slice(payload);
     out
+}
+
+/// The whole length of the frame that `buf` starts with, once its lengths are in.
+fn frame_len(buf: &[u8]) -> Option<u64> {
+    let hl = u32::from_le_bytes(buf.get(0..4)?.try_into().ok()?) as u64;
+    let pl = u64::from_le_bytes(buf.get(4..12)?.try_into().ok()?);
+    Some(12 + hl + pl)
 }
 
 /// The first complete frame of `buf`: (header, payload range, bytes used), `Ok(None)` if
@@ -306,6 +324,15 @@ impl Server<'_> {
             format!("{what}: a read-only tool may not change the journal or the backups")
         };
         Ok(match up {
+            Up::Have { sha256 } => {
+                self.lock.ok_or_else(|| changing("backup"))?;
+                (
+                    Down::Have {
+                        present: journal::has_backup(st, &sha256),
+                    },
+                    vec![],
+                )
+            }
             Up::Backup => {
                 self.lock.ok_or_else(|| changing("backup"))?;
                 (
@@ -376,7 +403,14 @@ impl sandbox::StreamIo for Server<'_> {
         self.buf.extend_from_slice(data);
         loop {
             match parse::<Up>(&self.buf) {
-                Ok(None) => return true,
+                Ok(None) => {
+                    // Room for the whole frame at once (file contents come in megabytes).
+                    if let Some(n) = frame_len(&self.buf).filter(|&n| n <= MAX_FRAME) {
+                        self.buf
+                            .reserve((n as usize).saturating_sub(self.buf.len()));
+                    }
+                    return true;
+                }
                 Err(e) => {
                     self.broken = Some(e);
                     return false;
@@ -391,12 +425,13 @@ impl sandbox::StreamIo for Server<'_> {
                     return true;
                 }
                 Ok(Some((up, range, used))) => {
-                    let payload = self.buf[range].to_vec();
-                    self.buf.drain(..used);
-                    let reply = match self.answer(up, &payload) {
+                    let buf = std::mem::take(&mut self.buf);
+                    let reply = match self.answer(up, &buf[range]) {
                         Ok((down, data)) => frame(&down, &data),
                         Err(message) => frame(&Down::Err { message }, &[]),
                     };
+                    self.buf = buf;
+                    self.buf.drain(..used);
                     self.replies.extend_from_slice(&reply);
                 }
             }
@@ -421,7 +456,8 @@ struct Channel {
 impl Channel {
     fn send(&mut self, up: &Up, payload: &[u8]) -> Result<(), String> {
         self.output
-            .write_all(&frame(up, payload))
+            .write_all(&frame_head(up, payload.len()))
+            .and_then(|()| self.output.write_all(payload))
             .and_then(|()| self.output.flush())
             .map_err(|e| format!("writing to the broker: {e}"))
     }
@@ -430,9 +466,21 @@ impl Channel {
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
             if let Some((down, range, used)) = parse::<Down>(&self.buf)? {
-                let payload = self.buf[range].to_vec();
-                self.buf.drain(..used);
+                let payload = if used == self.buf.len() {
+                    // Only this frame: keep its buffer, without the lengths and header.
+                    let mut b = std::mem::take(&mut self.buf);
+                    b.drain(..range.start);
+                    b
+                } else {
+                    let p = self.buf[range].to_vec();
+                    self.buf.drain(..used);
+                    p
+                };
                 return Ok((down, payload));
+            }
+            if let Some(n) = frame_len(&self.buf).filter(|&n| n <= MAX_FRAME) {
+                self.buf
+                    .reserve((n as usize).saturating_sub(self.buf.len()));
             }
             let n = self
                 .input
@@ -475,6 +523,17 @@ fn unexpected(d: &Down) -> BrokerError {
 
 impl StateOps for Remote {
     fn backup(&mut self, data: &[u8]) -> Result<String, BrokerError> {
+        // A content the store has already (the previous change's result, typically) is not
+        // sent again: the store is content-addressed and checks each blob on reading.
+        let sha256 = journal::sha256_hex(data);
+        if let (Down::Have { present: true }, _) = self.call(
+            Up::Have {
+                sha256: sha256.clone(),
+            },
+            &[],
+        )? {
+            return Ok(sha256);
+        }
         match self.call(Up::Backup, data)? {
             (Down::Sha { sha256 }, _) => Ok(sha256),
             (d, _) => Err(unexpected(&d)),

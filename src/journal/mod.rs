@@ -57,6 +57,14 @@ pub fn backup(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
     store(state_dir, data, true)
 }
 
+/// Is a blob with this id (sha256 hex) in the backup store? False for anything that is not
+/// an id. (Its content is checked against the id whenever it is read.)
+pub fn has_backup(state_dir: &Path, id: &str) -> bool {
+    id.len() == 64
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+        && state_dir.join("backups").join(id).is_file()
+}
+
 /// Like [`backup`] but not synced: for many blobs at once, followed by one [`sync_store`].
 pub fn backup_deferred(state_dir: &Path, data: &[u8]) -> Result<String, JournalError> {
     store(state_dir, data, false)
@@ -493,6 +501,10 @@ fn percent_decode(s: &str) -> String {
 
 /// Forgets a trash item's info (after it was restored or emptied).
 pub fn trash_forget(state_dir: &Path, name: &str) {
+    // Only a name trash_reserve can give: one plain component.
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return;
+    }
     let (_, info) = trash_dirs(state_dir);
     let _ = std::fs::remove_file(info.join(format!("{name}.trashinfo")));
 }
