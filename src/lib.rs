@@ -68,9 +68,18 @@
 //!   test (computing it per process would cost milliseconds on every exec). The broker
 //!   applies the policy's `[secrets]` to argv and environment before the decision, and to
 //!   stdin and output through `sandbox::StreamIo` (the sandbox stays ignorant of secrets).
-//! - `journal` and `fsops` hold, for now, what `gateway scan --redact` needs (content-
-//!   addressed backups, a journal entry before the change, atomic replace); issue 5 extends
-//!   them into the file tools with undo.
+//! - File tools run in a confined child (`broker::worker`): the broker starts
+//!   `gateway __fs-worker` through the sandbox with landlock rules for just the directories
+//!   the call resolves in, seccomp, no capabilities and the policy's limits, and answers the
+//!   worker's requests for the state directory (backups, journal intent and commit, trash
+//!   names) over a framed pipe protocol (`sandbox::Stdin::Channel`), holding the journal's
+//!   lock for the call. The worker gets no namespaces (it runs gateway's code, and the mount
+//!   namespace that hides the state directory would hide the trash it moves removals into)
+//!   and may call `openat2` (`Confinement::danger_openat2`: its resolution is
+//!   `RESOLVE_BENEATH`; commands never get it, since seccomp cannot read its mode). Policy
+//!   decisions, audit records, recovery after a crash, `cd` and snapshots stay in the broker.
+//! - Permanent removal is a tool of its own (`purge`) so that policies decide it apart from
+//!   moving to the trash.
 //! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
 //!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
 //!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed
@@ -94,8 +103,10 @@
 //! that verify names it, flip every byte of a 100-record log, race writers (threads and
 //! processes), and grep the state directory for planted tokens. Fuzz targets (`fuzz/`) cover
 //! the policy parser, the shell analyser, the secrets scanner, the streaming redactor and the
-//! log verifier; speed is measured by `benches/spawn.rs`, `benches/secrets.rs` and
-//! `benches/audit.rs`.
+//! log verifier, and the edit engine with undo; speed is measured by `benches/spawn.rs`,
+//! `benches/secrets.rs`, `benches/audit.rs` and `benches/fs.rs`. The file tools' worker is
+//! tested against the kernel with `fs probe`, which opens paths from inside it without
+//! gateway's own checks.
 #![warn(missing_docs)]
 
 pub mod audit;

@@ -65,6 +65,9 @@ pub enum BrokerError {
     /// The audit log could not be written: nothing runs unrecorded.
     #[error("{0}")]
     Audit(#[from] crate::audit::AuditError),
+    /// A file tool's worker ran out of time (the policy's `timeout`, or 10 minutes).
+    #[error("{0}")]
+    TimedOut(String),
     /// Local I/O of the broker (temp dirs).
     #[error("{what}: {source}")]
     Io {

@@ -275,13 +275,17 @@ pub(crate) fn run(
             source: std::io::Error::other(message),
         }),
         None => {
+            if outcome.timed_out && server.broken.is_none() {
+                return (
+                    Err(BrokerError::TimedOut(format!(
+                        "the file tool ran out of time after {} s and was killed (the policy's `timeout`); a slow or hung file system?",
+                        spec.confine.limits.timeout.map_or(0, |t| t.as_secs())
+                    ))),
+                    enforcement,
+                );
+            }
             let why = if let Some(b) = server.broken {
                 format!("it broke the protocol ({b})")
-            } else if outcome.timed_out {
-                format!(
-                    "it ran out of time ({} s): a FIFO or a slow file system?",
-                    spec.confine.limits.timeout.map_or(0, |t| t.as_secs())
-                )
             } else if let Some(s) = outcome.signal {
                 format!("it was killed by signal {s} (a policy limit: memory, cpu, file_size?)")
             } else {

@@ -737,6 +737,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
         }
         BrokerError::Sandbox(_) | BrokerError::Io { .. } => exit::SANDBOX,
         BrokerError::Audit(_) => exit::AUDIT,
+        BrokerError::TimedOut(_) => exit::TIMEOUT,
     };
     fail(code, e)
 }

@@ -1,5 +1,6 @@
-//! File operations for the broker's tools. For now: the atomic replace used by
-//! `gateway scan --redact`; the file tools of issue 5 build on it.
+//! File operations of the file tools: resolution beneath allowed roots (`path`), the edit
+//! engine (`text`), glob and grep (`search`), and atomic replacement (also used by
+//! `gateway scan --redact`). Pure of policy: the broker's worker calls them confined.
 
 pub mod path;
 pub mod search;
