@@ -260,6 +260,20 @@ pub struct UndoProfile {
     pub backups_max_total: Option<u64>,
 }
 
+/// Settings of the file tools (policy `[files]`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FilesProfile {
+    /// The largest file the tools read or change, in bytes (a window of lines of a bigger
+    /// text file is not read either: the whole file is loaded).
+    pub max_size: u64,
+}
+
+impl Default for FilesProfile {
+    fn default() -> FilesProfile {
+        FilesProfile { max_size: 64 << 20 }
+    }
+}
+
 impl Default for UndoProfile {
     fn default() -> UndoProfile {
         UndoProfile {

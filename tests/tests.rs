@@ -3322,3 +3322,75 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn fs_edits_keep_the_owner_and_mode_though_the_worker_has_no_capabilities() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let env = Env::new("fs-owner");
+        let p = env.ws.join("owned.txt");
+        std::fs::write(&p, "one\n").expect("w");
+        std::os::unix::fs::chown(&p, Some(4321), Some(4322)).expect("chown (tests run as root)");
+        // Readable by others: the worker (uid 0, no capabilities) may replace it; a file
+        // it could not read is refused, as a confined command would find it.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let o = env.gw(&["fs", "edit", "owned.txt", "--old", "one", "--new", "two"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("Permission denied"), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "one\n");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let check = |what: &str| {
+            let m = std::fs::metadata(&p).expect("m");
+            assert_eq!((m.uid(), m.gid()), (4321, 4322), "{what}: owner");
+            assert_eq!(m.mode() & 0o7777, 0o644, "{what}: mode");
+        };
+        let o = env.gw(&["fs", "edit", "owned.txt", "--old", "one", "--new", "two"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "two\n");
+        check("edit");
+        let o = env.gw(&["fs", "write", "owned.txt", "--content", "three\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        check("write");
+        let o = env.gw(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "two\n");
+        check("undo");
+    }
+);
+
+sandbox_test!(
+    fn fs_tools_honour_the_policys_file_size_limit() {
+        let env = Env::new("fs-max");
+        std::fs::write(env.ws.join("big.txt"), "x".repeat(100)).expect("w");
+        std::fs::write(env.ws.join("small.txt"), "tiny\n").expect("w");
+        let policy = env.root.join("p.toml");
+        std::fs::write(
+            &policy,
+            "extends = \"standard\"\n[files]\nmax_size = \"64B\"\n",
+        )
+        .expect("policy");
+        let p = policy.to_str().expect("utf-8");
+        for args in [
+            vec!["--policy", p, "fs", "read", "big.txt"],
+            vec!["--policy", p, "fs", "edit", "big.txt", "--append", "y"],
+        ] {
+            let o = env.gw(&args);
+            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            assert!(stderr(&o).contains("max_size"), "{}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("big.txt")).expect("r"),
+            "x".repeat(100)
+        );
+        let o = env.gw(&["--policy", p, "fs", "read", "small.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        // A bad size is a policy error with its position.
+        std::fs::write(
+            &policy,
+            "extends = \"standard\"\n[files]\nmax_size = \"lots\"\n",
+        )
+        .expect("policy");
+        let o = env.gw(&["--policy", p, "fs", "read", "small.txt"]);
+        assert_eq!(o.status.code(), Some(123), "{}", text(&o));
+        assert!(stderr(&o).contains("p.toml:3:"), "{}", text(&o));
+    }
+);

@@ -23,9 +23,6 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// The largest file `read` returns (a window of lines of a bigger text file is fine).
-pub const READ_MAX: u64 = 64 << 20;
-
 /// Who asks, and where.
 pub struct FsContext<'a> {
     /// The policy.
@@ -341,6 +338,11 @@ pub(crate) struct Tools<'a> {
     pub(crate) redact: bool,
     /// The trash's `files/` directory (the worker's landlock lets it in for removals).
     pub(crate) trash_files: PathBuf,
+    /// The largest file read or changed (policy `[files] max_size`).
+    pub(crate) max_size: u64,
+    /// Files replaced whose owner the worker could not keep (it has no capabilities): the
+    /// broker gives them back (`broker::worker`).
+    pub(crate) owner_fixes: Vec<fpath::OwnerFix>,
 }
 
 /// The root (the deepest) that contains `p`, and the path relative to it.
@@ -584,6 +586,7 @@ fn perform(
         ws: ws.to_path_buf(),
         roots: paths,
         redact: ctx.policy.secrets.output != crate::model::SecretsOutput::Warn,
+        max_size: ctx.policy.files.max_size,
         trash_files,
         trash,
         undo_target,
@@ -1539,6 +1542,7 @@ fn current(
     deny: &[PathBuf],
     p: &Path,
     ws: &Path,
+    max: u64,
 ) -> Result<Option<(Vec<u8>, u32)>, BrokerError> {
     let (root, rel) = pick(rs, p, ws).ok_or_else(|| {
         usage(format!(
@@ -1561,9 +1565,9 @@ fn current(
                 what: format!("reading {}", p.display()),
                 source: e,
             })?;
-            if meta.len() > READ_MAX {
+            if meta.len() > max {
                 return Err(usage(format!(
-                    "{}: {} bytes, more than the {READ_MAX} bytes file tools handle",
+                    "{}: {} bytes, more than the {max} bytes file tools handle (policy [files] max_size)",
                     p.display(),
                     meta.len()
                 )));
@@ -1594,7 +1598,7 @@ fn read(
     limit: Option<usize>,
     binary: bool,
 ) -> Result<FsOutput, BrokerError> {
-    let (data, _) = current(&rs.read, &rs.deny, path, ws)?
+    let (data, _) = current(&rs.read, &rs.deny, path, ws, t.max_size)?
         .ok_or_else(|| usage(format!("{}: no such file", path.display())))?;
     if !binary && let Err(e) = text::shape(&data) {
         return Err(usage(format!(
@@ -1663,7 +1667,7 @@ fn change(
             path.display()
         )));
     }
-    let old = current(&rs.write, &rs.deny, &abs, ws)?;
+    let old = current(&rs.write, &rs.deny, &abs, ws, t.max_size)?;
     let new = match make(old.as_ref().map(|(d, _)| d.as_slice()))? {
         Target::Write(d) => Some(Some(d)),
         Target::Remove if old.is_some() => Some(None),
@@ -1722,10 +1726,13 @@ fn change(
     })?;
     let acted = match &new {
         Some(d) => fpath::write_atomic(root, &target_rel, d),
-        None => fpath::remove_file(root, &target_rel),
+        None => fpath::remove_file(root, &target_rel).map(|()| None),
     };
     match acted {
-        Ok(()) => t.state.commit(c.id)?,
+        Ok(fix) => {
+            t.owner_fixes.extend(fix);
+            t.state.commit(c.id)?
+        }
         Err(e) => {
             t.state.abort(c.id);
             return Err(fs_err(e));
@@ -2071,7 +2078,7 @@ fn undo_group(
     }
     let mut conflicts = Vec::new();
     for c in &members {
-        let now = current(&rs.write, &rs.deny, &c.path, ws)?;
+        let now = current(&rs.write, &rs.deny, &c.path, ws, t.max_size)?;
         let now_sha = now.as_ref().map(|(d, _)| journal::sha256_hex(d));
         let after_sha = match &c.after {
             PathState::File { sha256, .. } => Some(sha256.clone()),

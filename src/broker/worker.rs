@@ -26,6 +26,7 @@
 
 use super::BrokerError;
 use super::fs::{self as bfs, FsOp, FsOutput, RootPaths, StateOps, Tools};
+use crate::fsops::path::{OwnerFix, Root};
 use crate::journal::{self, Change, Phase};
 use crate::policy::Policy;
 use crate::sandbox::{self, Confinement, EnforcementStatus, Network, Spec, Stdin, Stream};
@@ -53,6 +54,8 @@ pub(crate) struct Request {
     pub(crate) roots: RootPaths,
     /// Redact secrets in what is shown.
     pub(crate) redact: bool,
+    /// The largest file read or changed.
+    pub(crate) max_size: u64,
     /// The trash's `files/` directory.
     pub(crate) trash_files: PathBuf,
     /// The worker may write into the trash (removals, undo, restore).
@@ -84,7 +87,11 @@ enum Up {
     /// The journal's changes.
     Changes,
     /// The tool's result; the last frame.
-    Done { result: ToolResult },
+    Done {
+        result: ToolResult,
+        #[serde(default)]
+        owner_fixes: Vec<OwnerFix>,
+    },
 }
 
 /// The tool's result, across the pipe.
@@ -224,6 +231,7 @@ pub(crate) fn run(
                     ws: req.ws.clone(),
                     roots: req.roots.clone(),
                     redact: req.redact,
+                    max_size: req.max_size,
                     trash_files: req.trash_files.clone(),
                     trash: req.trash,
                     undo_target: req.undo_target,
@@ -255,12 +263,20 @@ pub(crate) fn run(
         result: None,
         stderr: Vec::new(),
         broken: None,
+        changed: Vec::new(),
+        owner_fixes: Vec::new(),
     };
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
     };
     let enforcement = Some(outcome.enforcement.clone());
+    for fix in &server.owner_fixes {
+        // Only for files this call changed (a journal intent was written for them).
+        if server.changed.contains(&fix.path) {
+            give_back(&req.roots.write, fix);
+        }
+    }
     let res = match server.result {
         Some(ToolResult::Ok { output }) => Ok(*output),
         Some(ToolResult::Err {
@@ -309,6 +325,41 @@ pub(crate) fn run(
     (res, enforcement)
 }
 
+/// Gives a file the worker replaced back to its owner: opened beneath the writable root
+/// that holds it, checked to be the very file the worker wrote (device and inode), then
+/// `fchown`. Best effort: without `CAP_CHOWN` the broker cannot either (and then the owner
+/// was the broker's uid already, or the worker could not have replaced it).
+fn give_back(write_roots: &[PathBuf], fix: &OwnerFix) {
+    use rustix::fs::OFlags;
+    let Some(root) = write_roots
+        .iter()
+        .filter_map(|r| Root::open(r).ok())
+        .filter(|r| fix.path.starts_with(&r.path))
+        .max_by_key(|r| r.path.components().count())
+    else {
+        return;
+    };
+    let Ok(rel) = fix.path.strip_prefix(&root.path) else {
+        return;
+    };
+    let Ok(fd) = root.open_beneath(rel, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK, 0)
+    else {
+        return;
+    };
+    let same = rustix::fs::fstat(&fd).is_ok_and(|st| {
+        st.st_dev == fix.dev
+            && st.st_ino == fix.ino
+            && rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+    });
+    if same {
+        let _ = rustix::fs::fchown(
+            &fd,
+            Some(rustix::fs::Uid::from_raw(fix.uid)),
+            Some(rustix::fs::Gid::from_raw(fix.gid)),
+        );
+    }
+}
+
 /// Answers the worker's requests as its output arrives.
 struct Server<'a> {
     state_dir: &'a Path,
@@ -318,6 +369,10 @@ struct Server<'a> {
     result: Option<ToolResult>,
     stderr: Vec<u8>,
     broken: Option<String>,
+    /// Paths of the changes begun in this call.
+    changed: Vec<PathBuf>,
+    /// Owners to give back, from the worker's answer.
+    owner_fixes: Vec<OwnerFix>,
 }
 
 impl Server<'_> {
@@ -348,6 +403,7 @@ impl Server<'_> {
             }
             Up::Begin { change } => {
                 let lock = self.lock.ok_or_else(|| changing("begin"))?;
+                self.changed.push(change.path.clone());
                 (
                     Down::Change {
                         change: Box::new(journal::begin(st, lock, *change).map_err(je)?),
@@ -419,9 +475,17 @@ impl sandbox::StreamIo for Server<'_> {
                     self.broken = Some(e);
                     return false;
                 }
-                Ok(Some((Up::Done { result }, _, used))) => {
+                Ok(Some((
+                    Up::Done {
+                        result,
+                        owner_fixes,
+                    },
+                    _,
+                    used,
+                ))) => {
                     self.buf.drain(..used);
                     self.result = Some(result);
+                    self.owner_fixes = owner_fixes;
                     if !self.buf.is_empty() {
                         self.broken = Some("output after its answer".into());
                         return false;
@@ -628,9 +692,13 @@ pub fn worker_main() -> std::process::ExitCode {
             state: &mut remote,
             redact: req.redact,
             trash_files: req.trash_files.clone(),
+            max_size: req.max_size,
+            owner_fixes: Vec::new(),
         };
-        bfs::act(&mut t, &rs, &req.ws, req.op, req.undo_target)
+        let r = bfs::act(&mut t, &rs, &req.ws, req.op, req.undo_target);
+        (r, std::mem::take(&mut t.owner_fixes))
     };
+    let (res, owner_fixes) = res;
     let result = match res {
         Ok(output) => ToolResult::Ok {
             output: Box::new(output),
@@ -640,7 +708,13 @@ pub fn worker_main() -> std::process::ExitCode {
             message: e.to_string(),
         },
     };
-    match remote.0.send(&Up::Done { result }, &[]) {
+    match remote.0.send(
+        &Up::Done {
+            result,
+            owner_fixes,
+        },
+        &[],
+    ) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gateway __fs-worker: {e}");
@@ -697,6 +771,8 @@ mod tests {
             result: None,
             stderr: Vec::new(),
             broken: None,
+            changed: Vec::new(),
+            owner_fixes: Vec::new(),
         };
         for up in [
             Up::Backup,

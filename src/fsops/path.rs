@@ -219,10 +219,27 @@ pub fn check_writable(root: &Root, rel: &Path) -> Result<Option<rustix::fs::Stat
     Ok(Some(st))
 }
 
+/// A file [`write_atomic`] replaced but could not give back to its owner (the writer has no
+/// `CAP_CHOWN`, as in the confined worker): who owned it, and which file it is now.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OwnerFix {
+    /// The file (absolute, as resolved beneath the root).
+    pub path: PathBuf,
+    /// Its device and inode after the write.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+    /// The owner it had.
+    pub uid: u32,
+    /// The group it had.
+    pub gid: u32,
+}
+
 /// Writes `data` to `rel` atomically: a temporary file in the same directory (created
 /// beneath the root), written, given the old file's mode and owner, synced, renamed over the
 /// name, and the directory synced. A crash leaves the old content or the new, never a mix.
-pub fn write_atomic(root: &Root, rel: &Path, data: &[u8]) -> Result<(), FsError> {
+/// Returns the owner to restore when this process could not (see [`OwnerFix`]).
+pub fn write_atomic(root: &Root, rel: &Path, data: &[u8]) -> Result<Option<OwnerFix>, FsError> {
     let target = root.final_target(rel)?;
     let old = check_writable(root, &target)?;
     let (dir, name) = root.parent_of(&target)?;
@@ -269,18 +286,30 @@ pub fn write_atomic(root: &Root, rel: &Path, data: &[u8]) -> Result<(), FsError>
             path: full.clone(),
             source,
         })?;
+        let mut fix = None;
         if let Some(st) = &old {
-            // Keep the owner (possible as root; otherwise the file becomes the writer's).
-            let _ = rustix::fs::fchown(
+            // Keep the owner (possible with CAP_CHOWN; otherwise the caller is told).
+            let kept = rustix::fs::fchown(
                 &f,
                 Some(rustix::fs::Uid::from_raw(st.st_uid)),
                 Some(rustix::fs::Gid::from_raw(st.st_gid)),
             );
+            if kept.is_err() {
+                let now = rustix::fs::fstat(&f).map_err(err("reading metadata of"))?;
+                fix = Some(OwnerFix {
+                    path: full.clone(),
+                    dev: now.st_dev,
+                    ino: now.st_ino,
+                    uid: st.st_uid,
+                    gid: st.st_gid,
+                });
+            }
         }
         rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(err("setting the mode of"))?;
         rustix::fs::fsync(&f).map_err(err("syncing"))?;
         rustix::fs::renameat(&dir, &tmp_name, &dir, &name).map_err(err("renaming over"))?;
-        rustix::fs::fsync(&dir).map_err(err("syncing the directory of"))
+        rustix::fs::fsync(&dir).map_err(err("syncing the directory of"))?;
+        Ok(fix)
     })();
     if result.is_err() {
         let _ = rustix::fs::unlinkat(&dir, &tmp_name, rustix::fs::AtFlags::empty());
@@ -431,7 +460,7 @@ mod tests {
         for _ in 0..20_000 {
             match write_atomic(&r, Path::new("sub/x.txt"), b"payload") {
                 Err(FsError::Escape { .. }) => refused += 1,
-                Ok(()) => written += 1,
+                Ok(_) => written += 1,
                 Err(_) => {}
             }
             if refused > 5 && written > 5 {

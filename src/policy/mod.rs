@@ -140,6 +140,8 @@ pub struct Policy {
     pub audit: AuditProfile,
     /// Whether runs are snapshotted for undo.
     pub undo: UndoProfile,
+    /// File tools' settings.
+    pub files: crate::model::FilesProfile,
 }
 
 impl Policy {

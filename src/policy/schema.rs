@@ -103,6 +103,8 @@ struct RawPolicy {
     audit: RawAudit,
     #[serde(default)]
     undo: RawUndo,
+    #[serde(default)]
+    files: RawFiles,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
 }
@@ -114,6 +116,12 @@ struct RawUndo {
     snapshot_max_file: Option<Spanned<toml::Value>>,
     keep_versions: Option<Spanned<toml::Value>>,
     backups_max_total: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFiles {
+    max_size: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -468,6 +476,7 @@ fn compile(
     let mut secrets = SecretsProfile::default();
     let mut audit = AuditProfile::default();
     let mut undo = UndoProfile::default();
+    let mut files = crate::model::FilesProfile::default();
     let mut sb = SandboxProfile {
         read: vec![],
         write: vec![],
@@ -525,6 +534,9 @@ fn compile(
         }
         if let Some(v) = &raw.undo.backups_max_total {
             undo.backups_max_total = Some(parse_size(&ctx, v, "undo.backups_max_total")?);
+        }
+        if let Some(v) = &raw.files.max_size {
+            files.max_size = parse_size(&ctx, v, "files.max_size")?;
         }
         let a = &raw.audit;
         if let Some(v) = a.store_output {
@@ -688,6 +700,7 @@ fn compile(
         secrets,
         audit,
         undo,
+        files,
     })
 }
 
