@@ -155,7 +155,7 @@ fn frame(header: &impl Serialize, payload: &[u8]) -> Vec<u8> {
 fn frame_len(buf: &[u8]) -> Option<u64> {
     let hl = u32::from_le_bytes(buf.get(0..4)?.try_into().ok()?) as u64;
     let pl = u64::from_le_bytes(buf.get(4..12)?.try_into().ok()?);
-    Some(12 + hl + pl)
+    Some(hl.saturating_add(pl).saturating_add(12))
 }
 
 /// The first complete frame of `buf`: (header, payload range, bytes used), `Ok(None)` if
@@ -171,11 +171,9 @@ fn parse<T: for<'de> Deserialize<'de>>(
     let mut p = [0u8; 8];
     p.copy_from_slice(&buf[4..12]);
     let pl = u64::from_le_bytes(p);
-    if hl + pl > MAX_FRAME {
-        return Err(format!(
-            "a frame of {} bytes (at most {MAX_FRAME})",
-            hl + pl
-        ));
+    let total = hl.saturating_add(pl);
+    if total > MAX_FRAME {
+        return Err(format!("a frame of {total} bytes (at most {MAX_FRAME})"));
     }
     let (hl, pl) = (hl as usize, pl as usize);
     if buf.len() < 12 + hl + pl {
@@ -723,9 +721,75 @@ pub fn worker_main() -> std::process::ExitCode {
     }
 }
 
+/// Fuzz entry for the broker's side of the channel: arbitrary worker output, in chunks of
+/// the sizes the data's first byte picks, fed to the frame decoder and the request handler
+/// of a read-only call (no journal lock: requests to change anything are refused). Never
+/// panics; a bad frame stops the call as a protocol error.
+#[doc(hidden)]
+pub fn fuzz_frames(data: &[u8]) {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("gateway-fuzz-frames-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&d);
+        d
+    });
+    let Some((&step, rest)) = data.split_first() else {
+        return;
+    };
+    let mut s = Server {
+        state_dir: dir,
+        lock: None,
+        buf: Vec::new(),
+        replies: Vec::new(),
+        result: None,
+        stderr: Vec::new(),
+        broken: None,
+        changed: Vec::new(),
+        owner_fixes: Vec::new(),
+    };
+    let step = usize::from(step).max(1);
+    for chunk in rest.chunks(step) {
+        if !sandbox::StreamIo::output(&mut s, Stream::Stdout, chunk) {
+            assert!(s.broken.is_some(), "stopped without saying why");
+            return;
+        }
+        let mut out = Vec::new();
+        sandbox::StreamIo::reply(&mut s, &mut out);
+        // Every answer is a whole frame the worker can decode.
+        let mut at = 0;
+        while at < out.len() {
+            match parse::<Down>(&out[at..]) {
+                Ok(Some((_, _, used))) => at += used,
+                other => panic!("the broker sent a bad frame: {other:?}"),
+            }
+        }
+    }
+    assert!(
+        s.changed.is_empty(),
+        "a read-only call began a change in the journal"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fuzz_frames_seeds() {
+        for f in std::fs::read_dir(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/corpus/fs_worker_frames"
+        ))
+        .expect("corpus")
+        .flatten()
+        {
+            let data = std::fs::read(f.path()).expect("seed");
+            for cut in [data.len(), data.len() / 2, 13] {
+                fuzz_frames(&data[..cut.min(data.len())]);
+            }
+        }
+    }
 
     #[test]
     fn frames_round_trip_and_incomplete_ones_wait() {
@@ -748,6 +812,13 @@ mod tests {
         f.extend_from_slice(&4u32.to_le_bytes());
         f.extend_from_slice(&MAX_FRAME.to_le_bytes());
         assert!(parse::<Up>(&f).is_err());
+        // Lengths that would overflow are refused, not wrapped.
+        let mut f = Vec::new();
+        f.extend_from_slice(&u32::MAX.to_le_bytes());
+        f.extend_from_slice(&u64::MAX.to_le_bytes());
+        f.extend_from_slice(&[0u8; 64]);
+        assert!(parse::<Up>(&f).is_err());
+        assert!(frame_len(&f).is_some_and(|n| n > MAX_FRAME));
         let g = {
             let mut g = Vec::new();
             g.extend_from_slice(&3u32.to_le_bytes());
