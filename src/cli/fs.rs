@@ -79,7 +79,7 @@ fn edits_of(cmd: &FsCmd) -> Result<Vec<Edit>, String> {
 }
 
 pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
-    let policy = match Policy::load(&cli.policy) {
+    let policy = match super::load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };
@@ -404,7 +404,7 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
 }
 
 pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool) -> ExitCode {
-    let policy = match Policy::load(&cli.policy) {
+    let policy = match super::load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };
@@ -432,7 +432,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             Err(e) => broker_error(e),
         },
         super::TrashCmd::Restore { name } => {
-            let policy = match Policy::load(&cli.policy) {
+            let policy = match super::load_policy(cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };

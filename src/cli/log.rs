@@ -2,7 +2,6 @@
 
 use super::{Cli, KeysCmd, LogCmd, broker_error, exit, fail, state_dir};
 use crate::broker::log::{self, Filter, Record};
-use crate::policy::Policy;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
@@ -185,7 +184,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             Err(e) => broker_error(e),
         },
         LogCmd::Gc => {
-            let policy = match Policy::load(&cli.policy) {
+            let policy = match super::load_policy(cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod config;
 mod fs;
 mod log;
 
@@ -50,15 +51,10 @@ struct Cli {
     /// Broker state directory (audit log, keys, backups); never reachable by sandboxed commands.
     #[arg(long, global = true, env = "GATEWAY_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// Policy: a built-in name (strict, standard, permissive) or a path to a TOML file.
-    #[arg(
-        long,
-        global = true,
-        env = "GATEWAY_POLICY",
-        default_value = "standard",
-        value_name = "NAME|PATH"
-    )]
-    policy: String,
+    /// Policy: a built-in name (strict, standard, permissive) or a path to a TOML file
+    /// [default: the config file's `policy`, else standard].
+    #[arg(long, global = true, env = "GATEWAY_POLICY", value_name = "NAME|PATH")]
+    policy: Option<String>,
     /// The workspace (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]
     cwd: Option<PathBuf>,
@@ -89,6 +85,24 @@ enum Cmd {
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// A drop-in $SHELL for agents: `gateway sh -c 'CMD' [NAME [ARGS...]]` runs CMD with the
+    /// config's `shell` (default /bin/sh), confined like `gateway exec`. Put gateway's own
+    /// options before `sh`. As $SHELL, use a symlink named `gateway-sh` to the binary.
+    Sh {
+        /// Shell options and operands, as `sh` takes them: -c, -l/--login and -i (ignored),
+        /// other options (-e, -x, -o pipefail, ...) passed to the shell.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// Show the config file's location and the settings in effect (and where each comes from).
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
     },
     /// Find secrets in files (exit 1 when something new is found).
     Scan {
@@ -179,6 +193,12 @@ enum TrashCmd {
         #[arg(long, value_name = "DURATION")]
         older_than: Option<String>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCmd {
+    /// The config file and the settings in effect.
+    Show,
 }
 
 #[derive(Subcommand, Debug)]
@@ -439,9 +459,29 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// The policy's name or path: `--policy` (or GATEWAY_POLICY), else the config file's, else
+/// standard.
+fn policy_name(cli: &Cli) -> String {
+    cli.policy
+        .clone()
+        .or_else(|| config::get().ok().and_then(|c| c.policy.clone()))
+        .unwrap_or_else(|| "standard".into())
+}
+
+/// Loads the policy, with the config file's retention overrides.
+fn load_policy(cli: &Cli) -> Result<Policy, String> {
+    let cfg = config::get().map_err(|e| format!("config file: {e}"))?;
+    let mut p = Policy::load(&policy_name(cli)).map_err(|e| e.to_string())?;
+    cfg.apply(&mut p);
+    Ok(p)
+}
+
 fn state_dir(cli: &Cli) -> PathBuf {
     if let Some(d) = &cli.state_dir {
         return std::path::absolute(d).unwrap_or_else(|_| d.clone());
+    }
+    if let Some(d) = config::get().ok().and_then(|c| c.state_dir.clone()) {
+        return d;
     }
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
         return PathBuf::from(x).join("gateway");
@@ -459,7 +499,16 @@ pub fn main() -> ExitCode {
     {
         return broker::worker::worker_main();
     }
-    let cli = match Cli::try_parse() {
+    // Called as `gateway-sh` (a symlink: $SHELL must be one executable): `gateway sh ARGS`.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.first().is_some_and(|a| {
+        std::path::Path::new(a)
+            .file_name()
+            .is_some_and(|n| n == "gateway-sh")
+    }) {
+        args.insert(1, "sh".into());
+    }
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -537,7 +586,7 @@ pub fn main() -> ExitCode {
         Cmd::Policy {
             cmd: PolicyCmd::Explain { command },
         } => {
-            let policy = match Policy::load(&cli.policy) {
+            let policy = match load_policy(&cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };
@@ -568,6 +617,13 @@ pub fn main() -> ExitCode {
             };
             run_exec(&cli, *timeout, env, command, snap)
         }
+        Cmd::Sh { args } => match sh_command(args) {
+            Ok(argv) => run_exec(&cli, None, &[], &argv, None),
+            Err(e) => fail(exit::USAGE, e),
+        },
+        Cmd::Config {
+            cmd: ConfigCmd::Show,
+        } => config_show(&cli),
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
         Cmd::History => fs::history(&cli),
@@ -575,6 +631,149 @@ pub fn main() -> ExitCode {
         Cmd::Undo { id, dry_run, force } => fs::undo(&cli, *id, *dry_run, *force),
         Cmd::Keys { cmd } => log::keys(&cli, cmd),
     }
+}
+
+/// `gateway sh ARGS`: the argv to run, as `sh` would read ARGS — options until the first
+/// operand (or `--`); with `-c`, the first operand is the command string and the rest are
+/// `$0` and the positional parameters. `-l`/`--login` and `-i` are dropped (the sandbox's
+/// environment is the policy's; nothing is interactive), other options go to the shell.
+fn sh_command(args: &[String]) -> Result<Vec<String>, String> {
+    let shell = config::get()
+        .ok()
+        .and_then(|c| c.shell.clone())
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"));
+    let mut opts: Vec<String> = Vec::new();
+    let mut with_c = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if a == "--login" {
+            i += 1;
+            continue;
+        }
+        if (a == "-o" || a == "+o") && i + 1 < args.len() {
+            opts.push(a.clone());
+            opts.push(args[i + 1].clone());
+            i += 2;
+            continue;
+        }
+        let Some(flags) = a.strip_prefix('-').or_else(|| a.strip_prefix('+')) else {
+            break;
+        };
+        if flags.is_empty() || a.starts_with("--") {
+            return Err(format!(
+                "sh: unsupported option {a} (use -c 'command'; gateway's own options go before `sh`)"
+            ));
+        }
+        let sign = &a[..1];
+        let kept: String = flags
+            .chars()
+            .filter(|&f| {
+                if f == 'c' {
+                    with_c = true;
+                }
+                !matches!(f, 'c' | 'l' | 'i')
+            })
+            .collect();
+        if !kept.is_empty() {
+            opts.push(format!("{sign}{kept}"));
+        }
+        i += 1;
+    }
+    let rest = &args[i..];
+    if !with_c || rest.is_empty() {
+        return Err(
+            "sh: expected -c 'command' [name [args...]] (a shell reading a script from stdin or a file is not supported)"
+                .into(),
+        );
+    }
+    let mut argv = vec![shell.display().to_string()];
+    argv.extend(opts);
+    argv.push("-c".into());
+    argv.extend(rest.iter().cloned());
+    Ok(argv)
+}
+
+/// `gateway config show`.
+fn config_show(cli: &Cli) -> ExitCode {
+    let cfg = match config::get() {
+        Ok(c) => c,
+        Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
+    };
+    let from = |flag: bool, env: &str, in_config: bool| {
+        if flag {
+            format!("option or ${env}")
+        } else if in_config {
+            "config file".to_string()
+        } else {
+            "default".to_string()
+        }
+    };
+    let policy_src = from(cli.policy.is_some(), "GATEWAY_POLICY", cfg.policy.is_some());
+    let state_src = from(
+        cli.state_dir.is_some(),
+        "GATEWAY_STATE_DIR",
+        cfg.state_dir.is_some(),
+    );
+    let shell = cfg
+        .shell
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"));
+    let policy = load_policy(cli);
+    if cli.json {
+        println!(
+            "{}",
+            json!({
+                "config_file": cfg.path, "found": cfg.found,
+                "policy": {"value": policy_name(cli), "from": policy_src},
+                "state_dir": {"value": state_dir(cli), "from": state_src},
+                "socket": cfg.socket, "shell": shell,
+                "retention": cfg.retention,
+                "effective_retention": policy.as_ref().ok().map(|p| json!({
+                    "artifacts_max_age": p.audit.artifacts_max_age,
+                    "artifacts_max_total": p.audit.artifacts_max_total,
+                    "backups_max_total": p.undo.backups_max_total,
+                    "keep_versions": p.undo.keep_versions,
+                })),
+                "policy_error": policy.as_ref().err(),
+            })
+        );
+    } else {
+        println!(
+            "config file: {} ({})",
+            cfg.path.display(),
+            if cfg.found { "found" } else { "not found" }
+        );
+        println!("policy:      {} ({policy_src})", policy_name(cli));
+        println!("state_dir:   {} ({state_src})", state_dir(cli).display());
+        println!(
+            "socket:      {}",
+            cfg.socket
+                .as_ref()
+                .map_or("(none: the CLI is its own broker)".into(), |s| s
+                    .display()
+                    .to_string())
+        );
+        println!("shell:       {} (for gateway sh)", shell.display());
+        match &policy {
+            Ok(p) => println!(
+                "retention:   artifacts_max_age {:?} s, artifacts_max_total {:?} B, backups_max_total {:?} B, keep_versions {}",
+                p.audit.artifacts_max_age,
+                p.audit.artifacts_max_total,
+                p.undo.backups_max_total,
+                p.undo.keep_versions
+            ),
+            Err(e) => println!("retention:   (the policy does not load: {e})"),
+        }
+    }
+    if policy.is_err() {
+        return ExitCode::from(exit::POLICY);
+    }
+    ExitCode::SUCCESS
 }
 
 /// The working directory of a call: `--cwd`, else the session's virtual cwd (`fs cd`, when
@@ -829,7 +1028,7 @@ fn run_exec(
     command: &[String],
     snapshot: Option<bool>,
 ) -> ExitCode {
-    let policy = match Policy::load(&cli.policy) {
+    let policy = match load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };

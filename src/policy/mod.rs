@@ -13,7 +13,7 @@ pub mod shell;
 pub use matcher::CommandPattern;
 pub use schema::{
     ALWAYS_SCRUB, AuditProfile, Limits, Network, SandboxProfile, SecretsInput, SecretsOutput,
-    SecretsProfile, UndoProfile,
+    SecretsProfile, SettingKind, UndoProfile, parse_setting,
 };
 
 use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};

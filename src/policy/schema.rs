@@ -422,6 +422,34 @@ fn parse_duration(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64
     )
 }
 
+/// The kind of a numeric setting, for [`parse_setting`].
+#[derive(Clone, Copy, Debug)]
+pub enum SettingKind {
+    /// Bytes: an integer or "512MiB", "2GiB".
+    Size,
+    /// Seconds: an integer or "30s", "10m", "1h", "7d".
+    Duration,
+    /// A positive integer.
+    Count,
+}
+
+/// A size, duration or count written as in policies, from another TOML file of gateway's
+/// (the config file): errors are `file:line:column` in `text`, like a policy's.
+pub fn parse_setting(
+    file: &str,
+    text: &str,
+    v: &Spanned<toml::Value>,
+    kind: SettingKind,
+    what: &str,
+) -> Result<u64, PolicyError> {
+    let ctx = Ctx { file, text };
+    match kind {
+        SettingKind::Size => parse_size(&ctx, v, what),
+        SettingKind::Duration => parse_duration(&ctx, v, what),
+        SettingKind::Count => parse_count(&ctx, v, what),
+    }
+}
+
 fn parse_count(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64, PolicyError> {
     match v.get_ref() {
         toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
