@@ -80,6 +80,10 @@
 //!   decisions, audit records, recovery after a crash, `cd` and snapshots stay in the broker.
 //! - Permanent removal is a tool of its own (`purge`) so that policies decide it apart from
 //!   moving to the trash.
+//! - `gateway mcp` (`broker::mcp`, on `rmcp` with a current-thread tokio runtime) calls the
+//!   same broker functions as the CLI; tool calls run one at a time on that thread, which
+//!   also keeps the sandbox's `PR_SET_PDEATHSIG` tied to a thread that outlives each run.
+//!   Until the daemon exists it is its own broker and `ask` is not approved.
 //! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
 //!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
 //!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed

@@ -3530,3 +3530,119 @@ sandbox_test!(
         assert_eq!(o.status.code(), Some(123), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn mcp_server_works_with_a_real_mcp_client() {
+        // The Python MCP SDK (PyPI `mcp`, installed by .ci/run) drives `gateway mcp`:
+        // initialize, tools/list, and calls of every kind. GATEWAY_TEST_NO_MCP_CLIENT=1 skips
+        // this test explicitly (CI never sets it); without the SDK it fails.
+        if std::env::var_os("GATEWAY_TEST_NO_MCP_CLIENT").is_some() {
+            eprintln!("skipped: GATEWAY_TEST_NO_MCP_CLIENT is set");
+            return;
+        }
+        let env = Env::new("mcp");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp_client.py");
+        let o = Command::new("python3")
+            .args([script, BIN])
+            .arg(&env.ws)
+            .current_dir(&env.ws)
+            .env("HOME", &env.home)
+            .env("GATEWAY_STATE_DIR", &env.state)
+            .env_remove("GATEWAY_POLICY")
+            .env_remove("GATEWAY_SESSION")
+            .output()
+            .expect("python3");
+        assert!(
+            o.status.success(),
+            "the MCP client failed (is the Python `mcp` package installed? pip install mcp): {}",
+            text(&o)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("client output");
+        assert_eq!(v["server"], "gateway");
+        let tools = v["tools"].as_object().expect("tools");
+        for name in [
+            "exec",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "glob",
+            "grep",
+            "list_directory",
+            "move",
+            "delete",
+            "mkdir",
+            "cd",
+            "undo",
+            "history",
+        ] {
+            let t = &tools[name];
+            assert_eq!(t["schema"]["type"], "object", "{name}: {t}");
+        }
+        assert_eq!(tools["read_file"]["read_only"], true);
+        assert_eq!(tools["delete"]["destructive"], true);
+        assert_eq!(tools["read_file"]["schema"]["required"][0], "path");
+        let result = |k: &str| -> serde_json::Value {
+            let r = &v[k];
+            assert_eq!(r["is_error"], false, "{k}: {r}");
+            serde_json::from_str(r["text"].as_str().expect("text")).expect("json result")
+        };
+        let failed = |k: &str| -> String {
+            let r = &v[k];
+            assert_eq!(r["is_error"], true, "{k} should be an error result: {r}");
+            r["text"].as_str().expect("text").to_string()
+        };
+        let e = result("exec");
+        assert_eq!(e["exit_code"], 3);
+        assert_eq!(e["stdout"], "hello from mcp\n");
+        assert_eq!(e["stderr"], "oops\n");
+        assert!(result("read")["output"]["lines"][1][1] == "beta");
+        assert!(
+            result("dry")["output"]["diff"]
+                .as_str()
+                .expect("diff")
+                .contains("+gamma")
+        );
+        assert_eq!(result("grep")["output"]["files"][0][0], "notes.txt");
+        assert!(failed("ambiguous").contains("occurs"));
+        assert_eq!(
+            result("cd")["cwd"],
+            env.ws.join("sub").display().to_string()
+        );
+        assert!(
+            result("ls")["output"]["entries"]
+                .as_array()
+                .expect("entries")
+                .iter()
+                .any(|e| e[0] == "notes.txt")
+        );
+        assert_eq!(result("delete")["output"]["undoable"], true);
+        assert!(
+            result("undo")["output"]["what"]
+                .as_str()
+                .expect("what")
+                .contains("restored")
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("sub/notes.txt")).expect("restored"),
+            "alpha\ngamma\n"
+        );
+        assert_eq!(
+            result("history")["changes"].as_array().map(Vec::len),
+            Some(3)
+        );
+        // Refusals are tool results with isError, naming the rule and its reason.
+        let d: serde_json::Value = serde_json::from_str(&failed("denied")).expect("json");
+        assert_eq!(d["decision"], "deny");
+        assert_eq!(d["rules"][0]["rule"], "deny-rm-root-home");
+        assert!(failed("escape").contains("Permission denied"));
+        assert!(failed("missing_arg").contains("path"));
+        // Every call is in the audit log, recorded as the MCP client's.
+        let o = env.gw(&["log", "query", "--json", "--limit", "0"]);
+        let recs = json_of(&o)["records"].as_array().expect("records").clone();
+        // 15 calls reached the broker (history reads the journal; the malformed call never ran).
+        assert_eq!(recs.len(), 15, "{}", recs.len());
+        assert!(recs.iter().all(|r| r["caller"]["client"] == "mcp"));
+        let o = env.gw(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

@@ -4,6 +4,7 @@
 pub mod fs;
 mod guard;
 pub mod log;
+pub mod mcp;
 pub mod scan;
 pub mod snapshot;
 pub mod worker;

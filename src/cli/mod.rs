@@ -99,6 +99,9 @@ enum Cmd {
         )]
         args: Vec<String>,
     },
+    /// Serve MCP on stdin/stdout: exec and the file tools for an agent, each decided, confined
+    /// and recorded as through the CLI (one server process is one session).
+    Mcp,
     /// Show the config file's location and the settings in effect (and where each comes from).
     Config {
         #[command(subcommand)]
@@ -624,6 +627,29 @@ pub fn main() -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Show,
         } => config_show(&cli),
+        Cmd::Mcp => {
+            let policy = match load_policy(&cli) {
+                Ok(p) => p,
+                Err(e) => return fail(exit::POLICY, e),
+            };
+            let cwd = match std::path::absolute(effective_cwd(&cli)) {
+                Ok(c) => c,
+                Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
+            };
+            let session = std::env::var("GATEWAY_SESSION")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| broker::log::session_id().replacen("cli-", "mcp-", 1));
+            match broker::mcp::serve(broker::mcp::McpConfig {
+                policy,
+                state_dir: state_dir(&cli),
+                cwd,
+                session,
+            }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => broker_error(e),
+            }
+        }
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
         Cmd::History => fs::history(&cli),
