@@ -14,6 +14,7 @@ use std::time::Duration;
 mod config;
 mod fs;
 mod log;
+mod repl;
 
 /// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
 /// command was killed by signal N.
@@ -99,6 +100,9 @@ enum Cmd {
         )]
         args: Vec<String>,
     },
+    /// An interactive shell over the broker: lines run confined; /undo, /history, /log,
+    /// /policy, /cd, /help.
+    Repl,
     /// Serve MCP on stdin/stdout: exec and the file tools for an agent, each decided, confined
     /// and recorded as through the CLI (one server process is one session).
     Mcp,
@@ -627,6 +631,7 @@ pub fn main() -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Show,
         } => config_show(&cli),
+        Cmd::Repl => repl::run(&cli),
         Cmd::Mcp => {
             let policy = match load_policy(&cli) {
                 Ok(p) => p,
@@ -1047,6 +1052,14 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     }
 }
 
+/// Where and as whom a run happens, when not from the command line's options (the REPL).
+#[derive(Default)]
+struct RunAt {
+    cwd: Option<PathBuf>,
+    session: Option<String>,
+    policy: Option<Policy>,
+}
+
 fn run_exec(
     cli: &Cli,
     timeout: Option<f64>,
@@ -1054,9 +1067,23 @@ fn run_exec(
     command: &[String],
     snapshot: Option<bool>,
 ) -> ExitCode {
-    let policy = match load_policy(cli) {
-        Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+    run_exec_at(cli, timeout, env, command, snapshot, RunAt::default())
+}
+
+fn run_exec_at(
+    cli: &Cli,
+    timeout: Option<f64>,
+    env: &[String],
+    command: &[String],
+    snapshot: Option<bool>,
+    at: RunAt,
+) -> ExitCode {
+    let policy = match at.policy {
+        Some(p) => p,
+        None => match load_policy(cli) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::POLICY, e),
+        },
     };
     let timeout = match timeout {
         None => None,
@@ -1075,7 +1102,7 @@ fn run_exec(
             _ => return fail(exit::USAGE, format!("--env {kv}: expected NAME=VALUE")),
         }
     }
-    let cwd = effective_cwd(cli);
+    let cwd = at.cwd.unwrap_or_else(|| effective_cwd(cli));
     let req = ExecRequest {
         argv: command.to_vec(),
         cwd,
@@ -1084,7 +1111,7 @@ fn run_exec(
         env: env_pairs,
         timeout,
         stdin: Stdin::Inherit,
-        session: broker::log::session_id(),
+        session: at.session.unwrap_or_else(broker::log::session_id),
         caller: broker::log::this_caller("cli"),
         snapshot,
     };

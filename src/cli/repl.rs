@@ -1,0 +1,287 @@
+//! `gateway repl`: an interactive shell over the broker (rustyline). A plain line, or
+//! `!line`, runs through the gateway as `sh -c line` (decided, confined, recorded; an `ask`
+//! prompts here). Slash commands review and revert:
+//! `/undo [ID]`, `/history`, `/log [query filters]`, `/policy [NAME]`, `/cd DIR`, `/pending`,
+//! `/approve ID`, `/help`, `/exit`. One REPL is one session (its records share an id; `/cd`
+//! moves its working directory). Lines are kept in a history file, redacted: a secret typed
+//! on a command line is not written to disk.
+
+use super::{Cli, exit, fail, load_policy, state_dir};
+use crate::broker::fs::{self as bfs, FsContext, FsOp, FsOutput};
+use crate::policy::Policy;
+use rustyline::completion::Completer;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::DefaultHistory;
+use rustyline::validate::Validator;
+use rustyline::{Context, Editor, Helper};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const COMMANDS: &[(&str, &str)] = &[
+    (
+        "/undo",
+        "[ID]  revert the newest change (or change ID): file tools and commands",
+    ),
+    ("/history", "the journal of changes"),
+    (
+        "/log",
+        "[filters]  audit records, as `gateway log query` (--tool, --decision, --since, ...)",
+    ),
+    (
+        "/policy",
+        "[NAME|PATH]  show the policy, or switch to another",
+    ),
+    ("/cd", "DIR  change the session's working directory"),
+    (
+        "/pending",
+        "approval requests waiting (the queue comes with the daemon)",
+    ),
+    (
+        "/approve",
+        "ID  approve a pending request (the queue comes with the daemon)",
+    ),
+    ("/help", "this list"),
+    ("/exit", "leave (also Ctrl-D)"),
+];
+
+/// Completes slash commands at the start of a line.
+struct ReplHelper;
+
+impl Completer for ReplHelper {
+    type Candidate = String;
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let head = &line[..pos];
+        if !head.starts_with('/') || head.contains(' ') {
+            return Ok((0, Vec::new()));
+        }
+        Ok((
+            0,
+            COMMANDS
+                .iter()
+                .filter(|(c, _)| c.starts_with(head))
+                .map(|(c, _)| c.to_string())
+                .collect(),
+        ))
+    }
+}
+impl Hinter for ReplHelper {
+    type Hint = String;
+}
+impl Highlighter for ReplHelper {}
+impl Validator for ReplHelper {}
+impl Helper for ReplHelper {}
+
+struct Repl<'a> {
+    cli: &'a Cli,
+    policy: Policy,
+    cwd: PathBuf,
+    session: String,
+    state: PathBuf,
+}
+
+impl Repl<'_> {
+    fn fs_ctx<'p>(&'p self, confirm: &'p dyn Fn(&str) -> Option<bool>) -> FsContext<'p> {
+        FsContext {
+            policy: &self.policy,
+            cwd: self.cwd.clone(),
+            state_dir: self.state.clone(),
+            session: self.session.clone(),
+            caller: crate::broker::log::this_caller("repl"),
+            confirm,
+        }
+    }
+
+    fn run(&self, line: &str) {
+        let at = super::RunAt {
+            cwd: Some(self.cwd.clone()),
+            session: Some(self.session.clone()),
+            policy: Some(self.policy.clone()),
+        };
+        let argv = vec!["sh".to_string(), "-c".to_string(), line.to_string()];
+        // The command's output and gateway's messages are printed as it runs.
+        let _ = super::run_exec_at(self.cli, None, &[], &argv, None, at);
+    }
+
+    fn slash(&mut self, cmd: &str, args: &[&str]) -> bool {
+        match cmd {
+            "/exit" | "/quit" => return false,
+            "/help" => {
+                println!("a plain line (or !line) runs through the gateway as `sh -c line`");
+                for (c, h) in COMMANDS {
+                    println!("  {c:<9} {h}");
+                }
+            }
+            "/undo" => {
+                let id = match args.first().map(|a| a.parse::<u64>()) {
+                    None => None,
+                    Some(Ok(i)) => Some(i),
+                    Some(Err(_)) => {
+                        eprintln!("/undo: expected a change id (see /history)");
+                        return true;
+                    }
+                };
+                let confirm = super::tty_confirm;
+                let res = bfs::run(
+                    &self.fs_ctx(&confirm),
+                    FsOp::Undo {
+                        id,
+                        dry_run: false,
+                        force: false,
+                    },
+                );
+                match res {
+                    Ok(r) => match r.output {
+                        FsOutput::Done { what, .. } => println!("{what}"),
+                        FsOutput::Changed { path, change, .. } => println!(
+                            "reverted {} (change {})",
+                            path.display(),
+                            change.map_or("-".into(), |c| c.to_string())
+                        ),
+                        FsOutput::Denied | FsOutput::NotApproved => {
+                            eprintln!("/undo: refused by the policy")
+                        }
+                        _ => {}
+                    },
+                    Err(e) => eprintln!("/undo: {e}"),
+                }
+            }
+            "/history" => match bfs::history(&self.state) {
+                Ok(all) => {
+                    let skip = all.len().saturating_sub(20);
+                    for (c, phase) in all.into_iter().skip(skip) {
+                        println!(
+                            "{:>5}  {:<16} {:<10} {}{}",
+                            c.id,
+                            c.tool,
+                            format!("{phase:?}").to_lowercase(),
+                            c.path.display(),
+                            c.undoes
+                                .map_or(String::new(), |u| format!("  (undoes {u})"))
+                        );
+                    }
+                }
+                Err(e) => eprintln!("/history: {e}"),
+            },
+            "/log" => {
+                let mut argv = vec!["gateway", "log", "query"];
+                argv.extend(args);
+                match <Cli as clap::Parser>::try_parse_from(&argv) {
+                    Ok(sub) => {
+                        if let super::Cmd::Log { cmd } = &sub.cmd {
+                            let _ = super::log::run(self.cli, cmd);
+                        }
+                    }
+                    Err(e) => eprintln!("/log: {}", e.render().to_string().trim()),
+                }
+            }
+            "/policy" => match args.first() {
+                None => println!(
+                    "policy {}: {} ({} rules)",
+                    self.policy.name,
+                    self.policy.description,
+                    self.policy.rules.len()
+                ),
+                Some(name) => match Policy::load(name) {
+                    Ok(mut p) => {
+                        if let Ok(c) = super::config::get() {
+                            c.apply(&mut p);
+                        }
+                        println!("policy: {}", p.name);
+                        self.policy = p;
+                    }
+                    Err(e) => eprintln!("/policy: {e}"),
+                },
+            },
+            "/cd" => {
+                let target = args.first().copied().unwrap_or("~");
+                let confirm = |_: &str| None;
+                match bfs::cd(&self.fs_ctx(&confirm), target) {
+                    Ok(d) => self.cwd = d,
+                    Err(e) => eprintln!("/cd: {e}"),
+                }
+            }
+            "/pending" => println!(
+                "no pending requests: this REPL is its own broker, and an `ask` decision prompts here; the approval queue comes with the daemon (issue 6)"
+            ),
+            "/approve" => eprintln!(
+                "/approve: there is no approval queue without the daemon (issue 6); `ask` decisions prompt in this REPL"
+            ),
+            other => eprintln!("{other}: unknown command (/help lists them)"),
+        }
+        true
+    }
+}
+
+/// Runs the REPL until /exit or end of input.
+pub(super) fn run(cli: &Cli) -> ExitCode {
+    let policy = match load_policy(cli) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    let cwd = match std::fs::canonicalize(super::effective_cwd(cli)) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::USAGE, format!("the working directory: {e}")),
+    };
+    let state = state_dir(cli);
+    let session = std::env::var("GATEWAY_SESSION")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| crate::broker::log::session_id().replacen("cli-", "repl-", 1));
+    let mut ed: Editor<ReplHelper, DefaultHistory> = match Editor::new() {
+        Ok(e) => e,
+        Err(e) => return fail(exit::USAGE, format!("gateway repl needs a terminal: {e}")),
+    };
+    ed.set_helper(Some(ReplHelper));
+    let history = state.join("repl_history");
+    let _ = ed.load_history(&history);
+    let mut r = Repl {
+        cli,
+        policy,
+        cwd,
+        session,
+        state,
+    };
+    println!(
+        "gateway repl — policy {}, session {}; /help for commands",
+        r.policy.name, r.session
+    );
+    loop {
+        let name = r.cwd.file_name().map_or_else(
+            || r.cwd.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let line = match ed.readline(&format!("gateway:{name}$ ")) {
+            Ok(l) => l,
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(_) => break,
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // Kept redacted: a token typed on a command line never reaches the history file.
+        let _ = ed.add_history_entry(crate::broker::redact_text(line));
+        if let Some(cmd) = line.strip_prefix('!') {
+            r.run(cmd.trim());
+        } else if line.starts_with('/') {
+            let mut parts = line.split_whitespace();
+            let cmd = parts.next().unwrap_or("");
+            let args: Vec<&str> = parts.collect();
+            if !r.slash(cmd, &args) {
+                break;
+            }
+        } else {
+            r.run(line);
+        }
+    }
+    if std::fs::create_dir_all(&r.state).is_ok() {
+        let _ = ed.save_history(&history);
+    }
+    ExitCode::SUCCESS
+}
