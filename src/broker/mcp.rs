@@ -261,16 +261,23 @@ impl Gateway {
         }
     }
 
-    fn fs(&self, op: FsOp) -> CallToolResult {
-        let no_one = |_: &str| None;
-        let ctx = FsContext {
+    /// A file tool call's context: this session, and no one to ask.
+    fn ctx(&self) -> FsContext<'_> {
+        fn no_one(_: &str) -> Option<bool> {
+            None
+        }
+        FsContext {
             policy: &self.cfg.policy,
             cwd: self.cwd(),
             state_dir: self.cfg.state_dir.clone(),
             session: self.cfg.session.clone(),
             caller: Self::caller(),
             confirm: &no_one,
-        };
+        }
+    }
+
+    fn fs(&self, op: FsOp) -> CallToolResult {
+        let ctx = self.ctx();
         match bfs::run(&ctx, op) {
             Ok(r) => match r.output {
                 FsOutput::Denied => refused(&r.decision, "denied by policy"),
@@ -486,15 +493,7 @@ impl Gateway {
     /// Change the session's working directory (for the calls after this one).
     #[tool(annotations(read_only_hint = true))]
     async fn cd(&self, Parameters(p): Parameters<CdParams>) -> CallToolResult {
-        let no_one = |_: &str| None;
-        let ctx = FsContext {
-            policy: &self.cfg.policy,
-            cwd: self.cwd(),
-            state_dir: self.cfg.state_dir.clone(),
-            session: self.cfg.session.clone(),
-            caller: Self::caller(),
-            confirm: &no_one,
-        };
+        let ctx = self.ctx();
         match bfs::cd(&ctx, &p.path) {
             Ok(dir) => ok_json(json!({"cwd": dir})),
             Err(e) => broker_err(e),

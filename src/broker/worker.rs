@@ -253,17 +253,7 @@ pub(crate) fn run(
             danger_openat2: true,
         },
     };
-    let mut server = Server {
-        state_dir,
-        lock,
-        buf: Vec::new(),
-        replies: Vec::new(),
-        result: None,
-        stderr: Vec::new(),
-        broken: None,
-        changed: Vec::new(),
-        owner_fixes: Vec::new(),
-    };
+    let mut server = Server::new(state_dir, lock);
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
@@ -373,7 +363,21 @@ struct Server<'a> {
     owner_fixes: Vec<OwnerFix>,
 }
 
-impl Server<'_> {
+impl<'a> Server<'a> {
+    fn new(state_dir: &'a Path, lock: Option<&'a journal::Lock>) -> Server<'a> {
+        Server {
+            state_dir,
+            lock,
+            buf: Vec::new(),
+            replies: Vec::new(),
+            result: None,
+            stderr: Vec::new(),
+            broken: None,
+            changed: Vec::new(),
+            owner_fixes: Vec::new(),
+        }
+    }
+
     fn answer(&mut self, up: Up, payload: &[u8]) -> Result<(Down, Vec<u8>), String> {
         let st = self.state_dir;
         let je = |e: journal::JournalError| e.to_string();
@@ -737,17 +741,7 @@ pub fn fuzz_frames(data: &[u8]) {
     let Some((&step, rest)) = data.split_first() else {
         return;
     };
-    let mut s = Server {
-        state_dir: dir,
-        lock: None,
-        buf: Vec::new(),
-        replies: Vec::new(),
-        result: None,
-        stderr: Vec::new(),
-        broken: None,
-        changed: Vec::new(),
-        owner_fixes: Vec::new(),
-    };
+    let mut s = Server::new(dir, None);
     let step = usize::from(step).max(1);
     for chunk in rest.chunks(step) {
         if !sandbox::StreamIo::output(&mut s, Stream::Stdout, chunk) {
@@ -834,17 +828,7 @@ mod tests {
         let d = std::env::temp_dir().join(format!("gateway-worker-ro-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("mkdir");
-        let mut s = Server {
-            state_dir: &d,
-            lock: None,
-            buf: Vec::new(),
-            replies: Vec::new(),
-            result: None,
-            stderr: Vec::new(),
-            broken: None,
-            changed: Vec::new(),
-            owner_fixes: Vec::new(),
-        };
+        let mut s = Server::new(&d, None);
         for up in [
             Up::Backup,
             Up::Commit { id: 1 },

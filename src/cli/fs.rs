@@ -207,6 +207,16 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
     report(cli, bfs::run(&context(cli, &policy), op), counts)
 }
 
+/// The rules that made a decision, in one line.
+fn rules_of(d: &crate::model::Decision) -> String {
+    d.rules
+        .iter()
+        .filter(|x| x.effect == d.effect)
+        .map(|x| format!("rule {} ({}): {}", x.id, x.effect, x.reason))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: bool) -> ExitCode {
     let r = match res {
         Ok(r) => r,
@@ -321,16 +331,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
     }
     if matches!(r.output, FsOutput::Denied) {
         if !cli.json {
-            eprintln!(
-                "gateway: denied by policy: {}",
-                r.decision
-                    .rules
-                    .iter()
-                    .filter(|x| x.effect == r.decision.effect)
-                    .map(|x| format!("rule {} ({}): {}", x.id, x.effect, x.reason))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
+            eprintln!("gateway: denied by policy: {}", rules_of(&r.decision));
         }
         return ExitCode::from(exit::DENIED);
     }
@@ -345,13 +346,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                 } else {
                     "there is no terminal to ask on"
                 },
-                r.decision
-                    .rules
-                    .iter()
-                    .filter(|x| x.effect == r.decision.effect)
-                    .map(|x| format!("rule {} ({}): {}", x.id, x.effect, x.reason))
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                rules_of(&r.decision)
             );
         }
         return ExitCode::from(exit::NOT_APPROVED);
