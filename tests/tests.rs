@@ -3754,3 +3754,49 @@ sandbox_test!(
         assert_eq!(sessions.len(), 1, "{sessions:?}");
     }
 );
+
+sandbox_test!(
+    fn no_command_reads_changes_or_creates_gateways_config() {
+        // The config names the state directory and the default policy: a run that could
+        // write it could point later runs elsewhere. Even permissive cannot reach it.
+        let env = Env::new("config-guard");
+        let cfg = env.root.join("gw-config.toml");
+        std::fs::write(&cfg, "policy = \"strict\"\n").expect("config");
+        let c = cfg.display().to_string();
+        let run = |explicit: bool, script: &str| -> Output {
+            let mut cmd = env.cmd();
+            if explicit {
+                cmd.env("GATEWAY_CONFIG", &cfg);
+            } else {
+                cmd.env_remove("GATEWAY_CONFIG")
+                    .env_remove("XDG_CONFIG_HOME");
+            }
+            cmd.args(["--policy", "permissive", "exec", "--", "sh", "-c", script])
+                .output()
+                .expect("run")
+        };
+        let o = run(true, &format!("cat '{c}'"));
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!stdout(&o).contains("strict"), "{}", text(&o));
+        let o = run(true, &format!("echo 'policy = \"permissive\"' > '{c}'"));
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(&cfg).expect("r"),
+            "policy = \"strict\"\n"
+        );
+        // The default location: its directory exists (gateway made it) and is out of reach.
+        let o = run(
+            false,
+            "mkdir -p \"$HOME/.config/gateway\"; echo 'state_dir = \"/tmp/x\"' > \"$HOME/.config/gateway/config.toml\"",
+        );
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(env.home.join(".config/gateway").is_dir());
+        assert!(!env.home.join(".config/gateway/config.toml").exists());
+        // An existing sibling under ~/.config stays writable for permissive (new entries
+        // directly in ~/.config are not: landlock leaves a denied path's ancestors list-only,
+        // as ~/.ssh already does for $HOME).
+        std::fs::create_dir_all(env.home.join(".config/other")).expect("mkdir");
+        let o = run(false, "echo ok > \"$HOME/.config/other/f\"");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

@@ -31,6 +31,39 @@ pub const ALWAYS_DENY: &[&str] = &[
     "/etc/gshadow",
 ];
 
+/// Where gateway's config file is: `$GATEWAY_CONFIG`, else
+/// `$XDG_CONFIG_HOME/gateway/config.toml`, else `~/.config/gateway/config.toml`.
+pub fn config_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("GATEWAY_CONFIG").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".config"));
+    base.join("gateway/config.toml")
+}
+
+/// What of the config must stay out of every child's reach: the file named by
+/// `$GATEWAY_CONFIG`, or the default's directory — created (empty, 0700) when missing, since
+/// only an existing path can be excluded, and a run that could create the config could
+/// point later runs at another state directory or policy.
+fn config_guard() -> PathBuf {
+    let p = config_path();
+    if std::env::var_os("GATEWAY_CONFIG").is_some_and(|v| !v.is_empty()) {
+        return p;
+    }
+    let dir = p.parent().map(Path::to_path_buf).unwrap_or(p);
+    if !dir.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir);
+    }
+    dir
+}
+
 /// Why the broker could not run a call (beyond policy decisions).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -402,9 +435,13 @@ pub fn plan(
         out
     };
     let mut critical = expand_all(&mut ALWAYS_DENY.iter().copied());
-    critical.push(state_dir.to_path_buf());
-    if let Ok(c) = std::fs::canonicalize(state_dir) {
-        critical.push(c);
+    for p in [state_dir.to_path_buf(), config_guard()] {
+        if let Ok(c) = std::fs::canonicalize(&p)
+            && c != p
+        {
+            critical.push(c);
+        }
+        critical.push(p);
     }
     let mut deny = expand_all(&mut sb.deny.iter().map(String::as_str));
 

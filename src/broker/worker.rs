@@ -217,6 +217,9 @@ pub(crate) fn run(
     limits.output = None;
     limits.pids = None;
     limits.timeout = Some(limits.timeout.unwrap_or(DEFAULT_TIMEOUT));
+    // Only undo and restore read the journal and old contents: another call's worker, were it
+    // subverted, could otherwise list every change and read what other workspaces held.
+    let history = matches!(req.op, FsOp::Undo { .. } | FsOp::TrashRestore { .. });
     let spec = Spec {
         program: exe.clone(),
         argv: vec!["gateway".into(), "__fs-worker".into()],
@@ -253,7 +256,7 @@ pub(crate) fn run(
             danger_openat2: true,
         },
     };
-    let mut server = Server::new(state_dir, lock);
+    let mut server = Server::new(state_dir, lock, history);
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
@@ -359,15 +362,19 @@ struct Server<'a> {
     broken: Option<String>,
     /// Paths of the changes begun in this call.
     changed: Vec<PathBuf>,
+    /// The journal and old contents may be read (undo, restore).
+    history: bool,
     /// Owners to give back, from the worker's answer.
     owner_fixes: Vec<OwnerFix>,
 }
 
 impl<'a> Server<'a> {
-    fn new(state_dir: &'a Path, lock: Option<&'a journal::Lock>) -> Server<'a> {
+    /// `history`: the call may read the journal and backed-up contents (undo, restore).
+    fn new(state_dir: &'a Path, lock: Option<&'a journal::Lock>, history: bool) -> Server<'a> {
         Server {
             state_dir,
             lock,
+            history,
             buf: Vec::new(),
             replies: Vec::new(),
             result: None,
@@ -384,6 +391,8 @@ impl<'a> Server<'a> {
         let changing = |what: &str| {
             format!("{what}: a read-only tool may not change the journal or the backups")
         };
+        let history =
+            |what: &str| format!("{what}: only undo and restore read the journal and old contents");
         Ok(match up {
             Up::Have { sha256 } => {
                 self.lock.ok_or_else(|| changing("backup"))?;
@@ -438,8 +447,12 @@ impl<'a> Server<'a> {
                 (Down::Ok, vec![])
             }
             Up::ReadBackup { sha256 } => {
+                if !self.history {
+                    return Err(history("read_backup"));
+                }
                 (Down::Data, journal::read_backup(st, &sha256).map_err(je)?)
             }
+            Up::Changes if !self.history => return Err(history("changes")),
             Up::Changes => (
                 Down::Changes {
                     changes: journal::changes(st).map_err(je)?,
@@ -741,7 +754,7 @@ pub fn fuzz_frames(data: &[u8]) {
     let Some((&step, rest)) = data.split_first() else {
         return;
     };
-    let mut s = Server::new(dir, None);
+    let mut s = Server::new(dir, None, false);
     let step = usize::from(step).max(1);
     for chunk in rest.chunks(step) {
         if !sandbox::StreamIo::output(&mut s, Stream::Stdout, chunk) {
@@ -828,12 +841,16 @@ mod tests {
         let d = std::env::temp_dir().join(format!("gateway-worker-ro-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("mkdir");
-        let mut s = Server::new(&d, None);
+        let mut s = Server::new(&d, None, false);
         for up in [
             Up::Backup,
             Up::Commit { id: 1 },
             Up::TrashReserve {
                 original: "/x".into(),
+            },
+            Up::Changes,
+            Up::ReadBackup {
+                sha256: "0".repeat(64),
             },
         ] {
             assert!(s.answer(up, b"x").is_err());

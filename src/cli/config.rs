@@ -63,19 +63,9 @@ pub(super) struct Config {
     pub retention: Retention,
 }
 
-/// Where the config file is looked for.
+/// Where the config file is looked for (see [`crate::broker::config_path`]).
 pub(super) fn path() -> PathBuf {
-    if let Some(p) = std::env::var_os("GATEWAY_CONFIG").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|x| !x.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".config")
-        });
-    base.join("gateway/config.toml")
+    crate::broker::config_path()
 }
 
 /// Loads the config file (an empty config if there is none). Errors are
