@@ -177,6 +177,13 @@ pub struct Decision {
     pub unanalysable: Vec<String>,
 }
 
+impl Decision {
+    /// The rules that made the decision: those whose effect is the decision's.
+    pub fn deciding_rules(&self) -> impl Iterator<Item = &RuleMatch> {
+        self.rules.iter().filter(|r| r.effect == self.effect)
+    }
+}
+
 /// What happens to secrets found in a command's output (policy `secrets.output`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

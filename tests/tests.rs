@@ -2744,11 +2744,8 @@ sandbox_test!(
         }
         assert!(killed > 10, "only {killed} writes were interrupted");
         // The next change recovers the journal: nothing stays pending.
-        assert!(
-            env.gw(&["fs", "write", "other.txt", "--content", "x"])
-                .status
-                .success()
-        );
+        let o = env.gw(&["fs", "write", "other.txt", "--content", "x"]);
+        assert!(o.status.success(), "{}", text(&o));
         let o = env.gw(&["history", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
         let pending = v["changes"]

@@ -138,6 +138,33 @@ pub enum FsOp {
     },
 }
 
+impl FsOp {
+    /// Reads only: no journal lock, no crash recovery, no requests to change the journal.
+    fn read_only(&self) -> bool {
+        matches!(
+            self,
+            FsOp::Read { .. }
+                | FsOp::List { .. }
+                | FsOp::Glob { .. }
+                | FsOp::Grep { .. }
+                | FsOp::Probe { .. }
+        )
+    }
+
+    /// May move things into or out of the trash.
+    pub(crate) fn uses_trash(&self) -> bool {
+        matches!(
+            self,
+            FsOp::Remove { .. } | FsOp::Undo { .. } | FsOp::TrashRestore { .. }
+        )
+    }
+
+    /// Reads the journal and backed-up contents (to revert a change).
+    pub(crate) fn reads_history(&self) -> bool {
+        matches!(self, FsOp::Undo { .. } | FsOp::TrashRestore { .. })
+    }
+}
+
 /// What a file tool call returned.
 #[derive(Debug, Serialize)]
 pub struct FsResult {
@@ -438,16 +465,14 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     };
     // `ask`: a person decides (none at hand: not approved). An allowed permanent removal
     // is still confirmed when there is someone to ask.
-    let rules: String = decision
-        .rules
-        .iter()
-        .filter(|r| r.effect == decision.effect)
-        .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
-        .collect();
     let mut approved = None;
     let go = match decision.effect {
         Effect::Deny => false,
         Effect::Ask => {
+            let rules: String = decision
+                .deciding_rules()
+                .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
+                .collect();
             let yes = (ctx.confirm)(&format!(
                 "{name} {} needs approval:{rules}\nDo it?",
                 subject.display()
@@ -544,16 +569,8 @@ fn perform(
     Result<FsOutput, BrokerError>,
     Option<crate::sandbox::EnforcementStatus>,
 ) {
-    let mutating = !matches!(
-        op,
-        FsOp::Read { .. }
-            | FsOp::List { .. }
-            | FsOp::Glob { .. }
-            | FsOp::Grep { .. }
-            | FsOp::Probe { .. }
-    );
     let prepared = (|| {
-        let lock = if mutating {
+        let lock = if !op.read_only() {
             let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
             recover(&ctx.state_dir, &lock)?;
             Some(lock)
@@ -568,11 +585,9 @@ fn perform(
         Err(e) => return (Err(e), None),
     };
     let (trash_files, _) = journal::trash_dirs(&ctx.state_dir);
-    let trash = matches!(
-        op,
-        FsOp::Remove { .. } | FsOp::Undo { .. } | FsOp::TrashRestore { .. }
-    );
-    if trash && let Err(e) = std::fs::create_dir_all(&trash_files) {
+    if op.uses_trash()
+        && let Err(e) = std::fs::create_dir_all(&trash_files)
+    {
         return (
             Err(BrokerError::Io {
                 what: format!("creating {}", trash_files.display()),
@@ -588,7 +603,6 @@ fn perform(
         redact: ctx.policy.secrets.output != crate::model::SecretsOutput::Warn,
         max_size: ctx.policy.files.max_size,
         trash_files,
-        trash,
         undo_target,
     };
     super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req)
@@ -930,21 +944,32 @@ fn rerr<'a>(
     }
 }
 
-/// The state of the name `rel` (not following a final link): with a file's content backed up.
+/// What [`state_of`] does with a regular file's content.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Content {
+    /// Store it in the backup store (a state the journal records, to be restored).
+    Backup,
+    /// Only hash it (a check, or a state nothing will restore): nothing is stored, nothing
+    /// crosses to the broker.
+    Hash,
+}
+
+/// The state of the name `rel` (not following a final link).
 fn state_of(
     t: &mut Tools<'_>,
     root: &Root,
     rel: &Path,
-) -> Result<(PathState, Option<Vec<u8>>), BrokerError> {
+    content: Content,
+) -> Result<PathState, BrokerError> {
     let abs = root.path.join(rel);
     let (dir, name) = root.parent_of(rel).map_err(fs_err)?;
     let st = match rustix::fs::statat(&dir, &name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
-        Err(rustix::io::Errno::NOENT) => return Ok((PathState::Absent, None)),
+        Err(rustix::io::Errno::NOENT) => return Ok(PathState::Absent),
         Err(e) => return Err(rerr(&abs, "reading")(e)),
     };
     match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-        rustix::fs::FileType::Directory => Ok((PathState::Dir, None)),
+        rustix::fs::FileType::Directory => Ok(PathState::Dir),
         rustix::fs::FileType::RegularFile => {
             let mut f = fpath::open_read(root, rel).map_err(fs_err)?;
             let mut d = Vec::new();
@@ -952,24 +977,21 @@ fn state_of(
                 what: format!("reading {}", abs.display()),
                 source: e,
             })?;
-            Ok((
-                PathState::File {
-                    sha256: t.state.backup(&d)?,
-                    mode: st.st_mode & 0o7777,
-                    size: d.len() as u64,
+            Ok(PathState::File {
+                sha256: match content {
+                    Content::Backup => t.state.backup(&d)?,
+                    Content::Hash => journal::sha256_hex(&d),
                 },
-                Some(d),
-            ))
+                mode: st.st_mode & 0o7777,
+                size: d.len() as u64,
+            })
         }
         rustix::fs::FileType::Symlink => {
             let t = rustix::fs::readlinkat(&dir, &name, Vec::new())
                 .map_err(rerr(&abs, "reading the link"))?;
-            Ok((
-                PathState::Link {
-                    target: t.to_string_lossy().into_owned(),
-                },
-                None,
-            ))
+            Ok(PathState::Link {
+                target: t.to_string_lossy().into_owned(),
+            })
         }
         _ => Err(usage(format!(
             "{}: not a file, directory or symbolic link",
@@ -988,7 +1010,7 @@ fn to_trash(
     undoes: Option<u64>,
 ) -> Result<FsOutput, BrokerError> {
     let abs = root.path.join(rel);
-    let (before, _) = state_of(t, root, rel)?;
+    let before = state_of(t, root, rel, Content::Backup)?;
     match before {
         PathState::Absent => {
             return Err(usage(format!(
@@ -1074,63 +1096,25 @@ fn purge(
     rel: &Path,
     recursive: bool,
 ) -> Result<FsOutput, BrokerError> {
-    use sha2::Digest;
     let abs = root.path.join(rel);
-    let (dir, name) = root.parent_of(rel).map_err(fs_err)?;
-    let st = match rustix::fs::statat(&dir, &name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => st,
-        Err(rustix::io::Errno::NOENT) => {
+    // Hashed for the journal's record, never stored: nothing of it is kept.
+    let before = state_of(t, root, rel, Content::Hash)?;
+    match before {
+        PathState::Absent => {
             return Err(usage(format!(
                 "{}: no such file or directory",
                 abs.display()
             )));
         }
-        Err(e) => return Err(rerr(&abs, "reading")(e)),
-    };
-    let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
-    let before = match ft {
-        rustix::fs::FileType::Directory if !recursive => {
+        PathState::Dir if !recursive => {
             return Err(usage(format!(
                 "{}: is a directory (pass -r to delete it with its contents)",
                 abs.display()
             )));
         }
-        rustix::fs::FileType::Directory => PathState::Dir,
-        rustix::fs::FileType::RegularFile => {
-            let mut f = fpath::open_read(root, rel).map_err(fs_err)?;
-            let mut h = sha2::Sha256::new();
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                match f.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => h.update(&buf[..n]),
-                    Err(e) => {
-                        return Err(BrokerError::Io {
-                            what: format!("reading {}", abs.display()),
-                            source: e,
-                        });
-                    }
-                }
-            }
-            PathState::File {
-                sha256: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
-                mode: st.st_mode & 0o7777,
-                size: st.st_size as u64,
-            }
-        }
-        rustix::fs::FileType::Symlink => PathState::Link {
-            target: rustix::fs::readlinkat(&dir, &name, Vec::new())
-                .map_err(rerr(&abs, "reading the link"))?
-                .to_string_lossy()
-                .into_owned(),
-        },
-        _ => {
-            return Err(usage(format!(
-                "{}: not a file, directory or symbolic link",
-                abs.display()
-            )));
-        }
-    };
+        _ => {}
+    }
+    let tree = before == PathState::Dir;
     let c = t.state.begin(Change {
         id: 0,
         time: 0,
@@ -1143,8 +1127,9 @@ fn purge(
         trash: None,
         group: None,
     })?;
+    let (dir, name) = root.parent_of(rel).map_err(fs_err)?;
     let mut removed = 0u64;
-    let res = if ft == rustix::fs::FileType::Directory {
+    let res = if tree {
         remove_tree(&dir, &name, 0, &mut removed)
     } else {
         rustix::fs::unlinkat(&dir, &name, rustix::fs::AtFlags::empty())
@@ -1245,7 +1230,7 @@ fn mkdir(
         .collect();
     let mut first_missing = None;
     for (i, c) in comps.iter().enumerate() {
-        match state_of(t, root, c)?.0 {
+        match state_of(t, root, c, Content::Hash)? {
             PathState::Absent => {
                 first_missing = Some(i);
                 break;
@@ -1321,14 +1306,14 @@ fn move_path(
 ) -> Result<FsOutput, BrokerError> {
     let (sroot, srel) = pick_write(rs, src, ws)?;
     let (droot, mut drel) = pick_write(rs, dst, ws)?;
-    if state_of(t, droot, &drel)?.0 == PathState::Dir
+    if state_of(t, droot, &drel, Content::Hash)? == PathState::Dir
         && let Some(n) = srel.file_name()
     {
         drel = drel.join(n);
     }
     let sabs = sroot.path.join(&srel);
     let dabs = droot.path.join(&drel);
-    let (before, _) = state_of(t, sroot, &srel)?;
+    let before = state_of(t, sroot, &srel, Content::Backup)?;
     if before == PathState::Absent {
         return Err(usage(format!(
             "{}: no such file or directory",
@@ -1343,7 +1328,7 @@ fn move_path(
             sabs.display()
         )));
     }
-    if state_of(t, droot, &drel)?.0 != PathState::Absent {
+    if state_of(t, droot, &drel, Content::Hash)? != PathState::Absent {
         return Err(usage(format!(
             "refused: {} exists; gateway never moves over a file",
             dabs.display()
@@ -1474,7 +1459,7 @@ fn from_trash(
     name: &str,
 ) -> Result<FsOutput, BrokerError> {
     let (root, rel) = pick_write(rs, &c.path, ws)?;
-    if state_of(t, root, &rel)?.0 != PathState::Absent {
+    if state_of(t, root, &rel, Content::Hash)? != PathState::Absent {
         return Err(usage(format!(
             "refused: {} exists again; move it away first",
             c.path.display()
@@ -1822,7 +1807,7 @@ fn undo(
         }
         // A creation (mkdir) or a restore: remove what it made, to the trash.
         let (root, rel) = pick_write(rs, &c.path, ws)?;
-        let now = state_of(t, root, &rel)?.0;
+        let now = state_of(t, root, &rel, Content::Hash)?;
         if !same_state(&now, &c.after) && !force {
             return Err(usage(format!(
                 "refused: {} changed since change {}; pass --force to undo anyway",

@@ -150,14 +150,20 @@ pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> (u64, u64) {
     (a + b, ab + bb)
 }
 
-/// A session id: `GATEWAY_SESSION`, else a fresh random one.
+/// A session id: `GATEWAY_SESSION`, else a fresh random one (`cli-...`).
 pub fn session_id() -> String {
+    session_id_for("cli")
+}
+
+/// A session id: `GATEWAY_SESSION`, else a fresh random one named after the client
+/// (`mcp-...`, `repl-...`).
+pub fn session_id_for(client: &str) -> String {
     if let Some(s) = std::env::var_os("GATEWAY_SESSION").filter(|s| !s.is_empty()) {
         return s.to_string_lossy().into_owned();
     }
     let mut b = [0u8; 6];
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    format!("cli-{}", audit::hex(&b))
+    format!("{client}-{}", audit::hex(&b))
 }
 
 /// The caller of this process.

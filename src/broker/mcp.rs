@@ -220,9 +220,7 @@ fn err_text(msg: impl Into<String>) -> CallToolResult {
 /// A refusal: the decision, every rule that made it and why.
 fn refused(d: &Decision, what: &str) -> CallToolResult {
     let rules: Vec<serde_json::Value> = d
-        .rules
-        .iter()
-        .filter(|r| r.effect == d.effect)
+        .deciding_rules()
         .map(|r| json!({"rule": r.id, "effect": r.effect, "reason": r.reason}))
         .collect();
     CallToolResult::error(vec![Content::text(

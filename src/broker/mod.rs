@@ -832,7 +832,7 @@ fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::Re
             // once), with its reason.
             let mut rules: Vec<String> = Vec::new();
             let mut reasons = Vec::new();
-            for r in d.rules.iter().filter(|r| r.effect == d.effect) {
+            for r in d.deciding_rules() {
                 if !rules.contains(&r.id) {
                     rules.push(r.id.clone());
                     reasons.push(r.reason.clone());

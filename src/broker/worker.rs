@@ -56,10 +56,8 @@ pub(crate) struct Request {
     pub(crate) redact: bool,
     /// The largest file read or changed.
     pub(crate) max_size: u64,
-    /// The trash's `files/` directory.
+    /// The trash's `files/` directory (writable for the worker when the op uses the trash).
     pub(crate) trash_files: PathBuf,
-    /// The worker may write into the trash (removals, undo, restore).
-    pub(crate) trash: bool,
     /// The change an undo or restore reverts (found by the broker in the journal).
     pub(crate) undo_target: Option<Change>,
 }
@@ -206,8 +204,9 @@ pub(crate) fn run(
             );
         }
     };
-    let mut write = req.roots.write.clone();
-    if req.trash {
+    let write_roots = req.roots.write.clone();
+    let mut write = write_roots.clone();
+    if req.op.uses_trash() {
         write.push(req.trash_files.clone());
     }
     let mut limits = policy.sandbox.limits.clone();
@@ -219,32 +218,26 @@ pub(crate) fn run(
     limits.timeout = Some(limits.timeout.unwrap_or(DEFAULT_TIMEOUT));
     // Only undo and restore read the journal and old contents: another call's worker, were it
     // subverted, could otherwise list every change and read what other workspaces held.
-    let history = matches!(req.op, FsOp::Undo { .. } | FsOp::TrashRestore { .. });
+    let history = req.op.reads_history();
+    let cwd = req.ws.clone();
+    let read = req.roots.read.clone();
+    let deny = req.roots.landlock_deny.clone();
     let spec = Spec {
         program: exe.clone(),
         argv: vec!["gateway".into(), "__fs-worker".into()],
         env: vec![],
-        cwd: req.ws.clone(),
+        cwd,
         stdin: Stdin::Channel(frame(
             &Down::Request {
-                request: Box::new(Request {
-                    op: req.op,
-                    ws: req.ws.clone(),
-                    roots: req.roots.clone(),
-                    redact: req.redact,
-                    max_size: req.max_size,
-                    trash_files: req.trash_files.clone(),
-                    trash: req.trash,
-                    undo_target: req.undo_target,
-                }),
+                request: Box::new(req),
             },
             &[],
         )),
         confine: Confinement {
-            read: req.roots.read.clone(),
+            read,
             write,
             exec: vec![exe],
-            deny: req.roots.landlock_deny.clone(),
+            deny,
             protected: vec![],
             hidden: vec![],
             network: Network::None,
@@ -265,7 +258,7 @@ pub(crate) fn run(
     for fix in &server.owner_fixes {
         // Only for files this call changed (a journal intent was written for them).
         if server.changed.contains(&fix.path) {
-            give_back(&req.roots.write, fix);
+            give_back(&write_roots, fix);
         }
     }
     let res = match server.result {
@@ -534,6 +527,8 @@ struct Channel {
     input: std::io::StdinLock<'static>,
     output: std::io::StdoutLock<'static>,
     buf: Vec<u8>,
+    /// Read buffer, reused for every answer.
+    chunk: Vec<u8>,
 }
 
 impl Channel {
@@ -546,7 +541,6 @@ impl Channel {
     }
 
     fn receive(&mut self) -> Result<(Down, Vec<u8>), String> {
-        let mut chunk = vec![0u8; 64 * 1024];
         loop {
             if let Some((down, range, used)) = parse::<Down>(&self.buf)? {
                 let payload = if used == self.buf.len() {
@@ -567,12 +561,12 @@ impl Channel {
             }
             let n = self
                 .input
-                .read(&mut chunk)
+                .read(&mut self.chunk)
                 .map_err(|e| format!("reading from the broker: {e}"))?;
             if n == 0 {
                 return Err("the broker closed the channel".into());
             }
-            self.buf.extend_from_slice(&chunk[..n]);
+            self.buf.extend_from_slice(&self.chunk[..n]);
         }
     }
 }
@@ -687,6 +681,7 @@ pub fn worker_main() -> std::process::ExitCode {
         input: std::io::stdin().lock(),
         output: std::io::stdout().lock(),
         buf: Vec::new(),
+        chunk: vec![0u8; 64 * 1024],
     };
     let req = match ch.receive() {
         Ok((Down::Request { request }, _)) => request,

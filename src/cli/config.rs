@@ -87,23 +87,7 @@ pub(super) fn load_from(path: &Path) -> Result<Config, PolicyError> {
         }
     };
     let file = path.display().to_string();
-    let raw: RawConfig = toml::from_str(&text).map_err(|e| {
-        let (line, column) = e
-            .span()
-            .map(|s| {
-                let before = &text[..s.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                (line, column)
-            })
-            .unwrap_or((1, 1));
-        PolicyError::Invalid {
-            file: file.clone(),
-            line,
-            column,
-            message: e.message().to_string(),
-        }
-    })?;
+    let raw: RawConfig = policy::parse_toml(&file, &text)?;
     let r = &raw.retention;
     let setting = |v: &Option<Spanned<toml::Value>>, kind, what| {
         v.as_ref()

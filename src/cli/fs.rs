@@ -209,9 +209,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
 
 /// The rules that made a decision, in one line.
 fn rules_of(d: &crate::model::Decision) -> String {
-    d.rules
-        .iter()
-        .filter(|x| x.effect == d.effect)
+    d.deciding_rules()
         .map(|x| format!("rule {} ({}): {}", x.id, x.effect, x.reason))
         .collect::<Vec<_>>()
         .join("; ")

@@ -477,8 +477,13 @@ fn policy_name(cli: &Cli) -> String {
 
 /// Loads the policy, with the config file's retention overrides.
 fn load_policy(cli: &Cli) -> Result<Policy, String> {
+    load_named(&policy_name(cli))
+}
+
+/// Loads a policy by name or path, with the config file's retention overrides.
+fn load_named(name: &str) -> Result<Policy, String> {
     let cfg = config::get().map_err(|e| format!("config file: {e}"))?;
-    let mut p = Policy::load(&policy_name(cli)).map_err(|e| e.to_string())?;
+    let mut p = Policy::load(name).map_err(|e| e.to_string())?;
     cfg.apply(&mut p);
     Ok(p)
 }
@@ -641,15 +646,11 @@ pub fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
             };
-            let session = std::env::var("GATEWAY_SESSION")
-                .ok()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| broker::log::session_id().replacen("cli-", "mcp-", 1));
             match broker::mcp::serve(broker::mcp::McpConfig {
                 policy,
                 state_dir: state_dir(&cli),
                 cwd,
-                session,
+                session: broker::log::session_id_for("mcp"),
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => broker_error(e),
@@ -894,7 +895,7 @@ fn print_explanation(x: &broker::Explanation) {
 
 fn rules_text(d: &Decision) -> String {
     let mut s = String::new();
-    for r in d.rules.iter().filter(|r| r.effect == d.effect) {
+    for r in d.deciding_rules() {
         s.push_str(&format!(
             "\n  rule {} ({}): {}  [{}]",
             r.id, r.effect, r.reason, r.subject

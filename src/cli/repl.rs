@@ -187,11 +187,8 @@ impl Repl<'_> {
                     self.policy.description,
                     self.policy.rules.len()
                 ),
-                Some(name) => match Policy::load(name) {
-                    Ok(mut p) => {
-                        if let Ok(c) = super::config::get() {
-                            c.apply(&mut p);
-                        }
+                Some(name) => match super::load_named(name) {
+                    Ok(p) => {
                         println!("policy: {}", p.name);
                         self.policy = p;
                     }
@@ -229,10 +226,7 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
         Err(e) => return fail(exit::USAGE, format!("the working directory: {e}")),
     };
     let state = state_dir(cli);
-    let session = std::env::var("GATEWAY_SESSION")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| crate::broker::log::session_id().replacen("cli-", "repl-", 1));
+    let session = crate::broker::log::session_id_for("repl");
     let mut ed: Editor<ReplHelper, DefaultHistory> = match Editor::new() {
         Ok(e) => e,
         Err(e) => return fail(exit::USAGE, format!("gateway repl needs a terminal: {e}")),

@@ -13,7 +13,7 @@ pub mod shell;
 pub use matcher::CommandPattern;
 pub use schema::{
     ALWAYS_SCRUB, AuditProfile, Limits, Network, SandboxProfile, SecretsInput, SecretsOutput,
-    SecretsProfile, SettingKind, UndoProfile, parse_setting,
+    SecretsProfile, SettingKind, UndoProfile, parse_setting, parse_toml,
 };
 
 use crate::model::{Decision, Effect, RuleMatch, Tool, ToolCall};

@@ -254,15 +254,7 @@ fn load_chain(
     if depth > 8 {
         return Err(PolicyError::ExtendsTooDeep(file.to_string()));
     }
-    let raw: RawPolicy = toml::from_str(text).map_err(|e| {
-        let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
-        PolicyError::Invalid {
-            file: file.to_string(),
-            line,
-            column,
-            message: e.message().trim().to_string(),
-        }
-    })?;
+    let raw: RawPolicy = parse_toml(file, text)?;
     let mut chain = Vec::new();
     if let Some(parent) = &raw.extends {
         let spec = parent.get_ref();
@@ -420,6 +412,23 @@ fn parse_duration(ctx: &Ctx, v: &Spanned<toml::Value>, what: &str) -> Result<u64
             "`{what}`: expected a positive duration (seconds as an integer, or \"30s\", \"10m\", \"1h\")"
         ),
     )
+}
+
+/// Deserialises one of gateway's TOML files (a policy, the config file); an error is
+/// `file:line:column: message`.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(
+    file: &str,
+    text: &str,
+) -> Result<T, PolicyError> {
+    toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+        PolicyError::Invalid {
+            file: file.to_string(),
+            line,
+            column,
+            message: e.message().trim().to_string(),
+        }
+    })
 }
 
 /// The kind of a numeric setting, for [`parse_setting`].
