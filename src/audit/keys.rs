@@ -37,17 +37,36 @@ pub fn private_dir(p: &Path) -> Result<(), AuditError> {
         .map_err(io("creating", p))
 }
 
-/// Writes a new file with `mode`, durably (fails if it exists).
+/// Writes a new file with `mode`, durably and atomically (fails if it exists): a process
+/// killed at any moment leaves the whole file or none — a torn key or origin would stop
+/// every later call. Written to a temporary name, synced, then hard-linked into place
+/// (`link` never replaces, so two racing writers cannot both win), and the directory synced.
 pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), AuditError> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .map_err(io("creating", path))?;
-    f.write_all(data).map_err(io("writing", path))?;
-    f.sync_all().map_err(io("syncing", path))?;
-    Ok(())
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .map_err(io("creating", &tmp))?;
+        f.write_all(data).map_err(io("writing", &tmp))?;
+        f.sync_all().map_err(io("syncing", &tmp))?;
+        std::fs::hard_link(&tmp, path).map_err(io("creating", path))
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    written?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("syncing", dir))
 }
 
 /// The log's origin line, created with a random id on first use.
@@ -120,17 +139,25 @@ pub fn generate(state_dir: &Path, origin: &str, epoch: u32) -> Result<Signer, Au
         name: key_name(origin, epoch),
         pair,
     };
-    write_new(
-        &dir.join(format!("epoch-{epoch}.pub")),
-        format!("{}\n", s.verifier().encode()).as_bytes(),
-        0o644,
-    )?;
+    // The private key first: a crash before the public key is written is mended on the next
+    // load (the public key is derived from it); the other order would leave a public key
+    // without its private key, which is how a deleted key looks.
     write_new(
         &dir.join(format!("epoch-{epoch}.key")),
         pkcs8.as_ref(),
         0o600,
     )?;
+    write_public(&dir, &s, epoch)?;
     Ok(s)
+}
+
+/// Writes `epoch-N.pub` for a signer.
+fn write_public(dir: &Path, s: &Signer, epoch: u32) -> Result<(), AuditError> {
+    write_new(
+        &dir.join(format!("epoch-{epoch}.pub")),
+        format!("{}\n", s.verifier().encode()).as_bytes(),
+        0o644,
+    )
 }
 
 /// The current signer: the newest epoch with a private key; on first use, epoch 0 is
@@ -140,7 +167,14 @@ pub fn current(state_dir: &Path, origin: &str, rotations: u32) -> Result<Signer,
     let dir = keys_dir(state_dir);
     let epochs = private_epochs(&dir)?;
     match epochs.last() {
-        Some(&e) if e == rotations => load_signer(&dir, origin, e),
+        Some(&e) if e == rotations => {
+            let s = load_signer(&dir, origin, e)?;
+            // Generation was cut off between the private and the public key.
+            if !dir.join(format!("epoch-{e}.pub")).exists() {
+                write_public(&dir, &s, e)?;
+            }
+            Ok(s)
+        }
         Some(&e) => Err(AuditError::Key(format!(
             "the newest signing key is epoch {e} but the log records {rotations} rotation(s): keys in {} do not belong to this log",
             dir.display()

@@ -670,3 +670,37 @@ fn batch_writer_signs_when_the_interval_passes() {
     assert!(r.ok(), "{:?}", r.problems);
     assert_eq!(r.checkpoints, 1);
 }
+
+#[test]
+fn a_crash_during_key_generation_leaves_a_usable_log() {
+    // Killed between the private and the public key: the public key is derived again, and
+    // the log goes on, verifiably.
+    let d = log_of("keycrash", 3);
+    let pub0 = d.join("keys/epoch-0.pub");
+    let before = std::fs::read_to_string(&pub0).expect("pub");
+    std::fs::remove_file(&pub0).expect("rm pub");
+    append_one(&d, &mut rec(4)).expect("append after the crash");
+    assert_eq!(std::fs::read_to_string(&pub0).expect("pub again"), before);
+    assert!(problems(&d).is_empty(), "{:?}", problems(&d));
+    // A public key without its private key is how a deleted key looks: still refused.
+    std::fs::remove_file(d.join("keys/epoch-0.key")).expect("rm key");
+    assert!(append_one(&d, &mut rec(5)).is_err());
+}
+
+#[test]
+fn key_files_are_written_whole_or_not_at_all() {
+    let d = tmp("writenew");
+    let p = d.join("origin");
+    keys::write_new(&p, b"first\n", 0o644).expect("write");
+    assert!(
+        keys::write_new(&p, b"second\n", 0o644).is_err(),
+        "never replaces"
+    );
+    assert_eq!(std::fs::read(&p).expect("read"), b"first\n");
+    let names: Vec<String> = std::fs::read_dir(&d)
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["origin".to_string()], "no temporary left");
+}
