@@ -1000,6 +1000,30 @@ fn state_of(
     }
 }
 
+/// The state of what a removal would take away: refused if there is nothing, or a directory
+/// without `recursive` (`what`: what -r would do, for the message).
+fn removable(
+    t: &mut Tools<'_>,
+    root: &Root,
+    rel: &Path,
+    recursive: bool,
+    content: Content,
+    what: &str,
+) -> Result<PathState, BrokerError> {
+    let abs = root.path.join(rel);
+    match state_of(t, root, rel, content)? {
+        PathState::Absent => Err(usage(format!(
+            "{}: no such file or directory",
+            abs.display()
+        ))),
+        PathState::Dir if !recursive => Err(usage(format!(
+            "{}: is a directory (pass -r to {what} with its contents)",
+            abs.display()
+        ))),
+        s => Ok(s),
+    }
+}
+
 /// Moves `rel` into the trash (journalled; undo restores it).
 fn to_trash(
     t: &mut Tools<'_>,
@@ -1010,22 +1034,14 @@ fn to_trash(
     undoes: Option<u64>,
 ) -> Result<FsOutput, BrokerError> {
     let abs = root.path.join(rel);
-    let before = state_of(t, root, rel, Content::Backup)?;
-    match before {
-        PathState::Absent => {
-            return Err(usage(format!(
-                "{}: no such file or directory",
-                abs.display()
-            )));
-        }
-        PathState::Dir if !recursive => {
-            return Err(usage(format!(
-                "{}: is a directory (pass -r to move it to the trash with its contents)",
-                abs.display()
-            )));
-        }
-        _ => {}
-    }
+    let before = removable(
+        t,
+        root,
+        rel,
+        recursive,
+        Content::Backup,
+        "move it to the trash",
+    )?;
     let name = t.state.trash_reserve(&abs)?;
     let c = t.state.begin(Change {
         id: 0,
@@ -1098,22 +1114,7 @@ fn purge(
 ) -> Result<FsOutput, BrokerError> {
     let abs = root.path.join(rel);
     // Hashed for the journal's record, never stored: nothing of it is kept.
-    let before = state_of(t, root, rel, Content::Hash)?;
-    match before {
-        PathState::Absent => {
-            return Err(usage(format!(
-                "{}: no such file or directory",
-                abs.display()
-            )));
-        }
-        PathState::Dir if !recursive => {
-            return Err(usage(format!(
-                "{}: is a directory (pass -r to delete it with its contents)",
-                abs.display()
-            )));
-        }
-        _ => {}
-    }
+    let before = removable(t, root, rel, recursive, Content::Hash, "delete it")?;
     let tree = before == PathState::Dir;
     let c = t.state.begin(Change {
         id: 0,
