@@ -275,6 +275,20 @@ pub struct FilesProfile {
     pub max_size: u64,
 }
 
+/// How `ask` decisions wait for a person (policy `[approval]`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ApprovalProfile {
+    /// Seconds a pending request waits for `gateway approve` (or the terminal) before it is
+    /// denied.
+    pub timeout: u64,
+}
+
+impl Default for ApprovalProfile {
+    fn default() -> ApprovalProfile {
+        ApprovalProfile { timeout: 300 }
+    }
+}
+
 impl Default for FilesProfile {
     fn default() -> FilesProfile {
         FilesProfile { max_size: 64 << 20 }

@@ -80,6 +80,7 @@ impl Env {
         c.current_dir(&self.ws)
             .env("HOME", &self.home)
             .env("GATEWAY_STATE_DIR", &self.state)
+            .env("GATEWAY_SOCKET", "")
             .env_remove("GATEWAY_POLICY")
             .env_remove("XDG_STATE_HOME")
             .stdin(Stdio::null());
@@ -92,6 +93,7 @@ impl Env {
         c.current_dir(&self.ws)
             .env("HOME", &self.home)
             .env("GATEWAY_STATE_DIR", &self.state)
+            .env("GATEWAY_SOCKET", "")
             .env_remove("GATEWAY_POLICY")
             .env_remove("XDG_STATE_HOME");
         c
@@ -3193,6 +3195,7 @@ sys.exit(os.waitstatus_to_exitcode(st))
         .current_dir(&env.ws)
         .env("HOME", &env.home)
         .env("GATEWAY_STATE_DIR", &env.state)
+        .env("GATEWAY_SOCKET", "")
         .env("ANSWER", answer)
         .env_remove("GATEWAY_POLICY")
         .output()
@@ -3465,6 +3468,7 @@ sandbox_test!(
             .current_dir(&env.ws)
             .env("HOME", &env.home)
             .env("GATEWAY_STATE_DIR", &env.state)
+            .env("GATEWAY_SOCKET", "")
             .env_remove("GATEWAY_POLICY")
             .output()
             .expect("gateway-sh");
@@ -3545,6 +3549,7 @@ sandbox_test!(
             .current_dir(&env.ws)
             .env("HOME", &env.home)
             .env("GATEWAY_STATE_DIR", &env.state)
+            .env("GATEWAY_SOCKET", "")
             .env_remove("GATEWAY_POLICY")
             .env_remove("GATEWAY_SESSION")
             .output()
@@ -3794,6 +3799,517 @@ sandbox_test!(
         // as ~/.ssh already does for $HOME).
         std::fs::create_dir_all(env.home.join(".config/other")).expect("mkdir");
         let o = run(false, "echo ok > \"$HOME/.config/other/f\"");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+// ---------- the daemon (issue 6) ----------
+
+/// A `gateway serve` for one test: its socket in the test's root, its state the test's.
+struct Daemon {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(env: &Env, policy: &str, extra: &[&str]) -> Daemon {
+        let socket = env.root.join("gw.sock");
+        let child = env
+            .cmd()
+            .args(["serve", "--policy", policy, "--socket"])
+            .arg(&socket)
+            .args(extra)
+            .env_remove("LANG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gateway serve");
+        for _ in 0..500 {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                return Daemon { child, socket };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the daemon did not start listening on {}", socket.display());
+    }
+
+    /// A CLI command of this test routed through the daemon.
+    fn cmd(&self, env: &Env) -> Command {
+        let mut c = env.cmd();
+        c.env("GATEWAY_SOCKET", &self.socket);
+        c
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then its exit status and stderr.
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        let st = self.child.wait().expect("wait daemon");
+        (st, err)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rss_and_fds(pid: u32) -> (u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .expect("VmRSS");
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .count();
+    (rss, fds)
+}
+
+sandbox_test!(
+    fn daemon_gives_the_same_results_as_the_embedded_broker() {
+        let env = Env::new("daemon-same");
+        let d = Daemon::start(&env, "strict", &[]);
+        env.write("a.txt", "one\n");
+        type Case<'a> = (&'a [&'a str], Option<&'a str>);
+        let cases: &[Case] = &[
+            (
+                &["exec", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
+                None,
+            ),
+            (&["exec", "--", "cat"], Some("from stdin\n")),
+            (&["exec", "--", "sh", "-c", "cat /etc/shadow"], None),
+            (&["exec", "--", "nosuchprogram"], None),
+            (&["fs", "read", "a.txt"], None),
+            (&["fs", "read", "../outside/x"], None),
+            (&["sh", "-c", "echo $0 $1", "n", "arg"], None),
+            (&["policy", "explain", "--", "ls"], None),
+            (&["exec", "--badflag"], None),
+        ];
+        for (args, input) in cases {
+            let run = |mut c: Command| {
+                c.args(*args);
+                if input.is_some() {
+                    c.stdin(Stdio::piped());
+                }
+                c.stdout(Stdio::piped()).stderr(Stdio::piped());
+                let mut ch = c.spawn().expect("spawn");
+                if let Some(i) = input {
+                    use std::io::Write as _;
+                    ch.stdin
+                        .take()
+                        .expect("stdin")
+                        .write_all(i.as_bytes())
+                        .expect("write");
+                }
+                ch.wait_with_output().expect("wait")
+            };
+            let mut embedded = env.cmd();
+            embedded.args(["--policy", "strict"]);
+            let mut through = d.cmd(&env);
+            through.args(["--policy", "strict"]);
+            let (a, b) = (run(embedded), run(through));
+            assert_eq!(
+                a.status.code(),
+                b.status.code(),
+                "{args:?}: {}\n---\n{}",
+                text(&a),
+                text(&b)
+            );
+            assert_eq!(stdout(&a), stdout(&b), "{args:?}");
+            // stderr may differ only in change numbers and session ids.
+            assert_eq!(
+                stderr(&a).lines().count(),
+                stderr(&b).lines().count(),
+                "{args:?}: {}\n---\n{}",
+                text(&a),
+                text(&b)
+            );
+        }
+        // The caller in the record is the client (SO_PEERCRED), the client `daemon`.
+        let ch = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let client_pid = ch.id();
+        assert!(ch.wait_with_output().expect("wait").status.success());
+        let recs = log_records(&env);
+        let last = recs
+            .iter()
+            .rev()
+            .find(|r| r["tool"] == "exec")
+            .expect("exec record");
+        assert_eq!(last["caller"]["client"], "daemon", "{last}");
+        assert_eq!(last["caller"]["pid"], client_pid, "{last}");
+        assert_eq!(last["caller"]["uid"], 0, "{last}");
+        assert!(recs.iter().any(|r| r["tool"] == "daemon.start"));
+        // The client's environment, not the daemon's (started without LANG), reaches the
+        // command as the policy allows; the client's directory is the workspace.
+        let o = d
+            .cmd(&env)
+            .env("LANG", "C.UTF-8")
+            .args(["exec", "--", "sh", "-c", "echo $LANG; pwd"])
+            .output()
+            .expect("run");
+        assert_eq!(
+            stdout(&o),
+            format!("C.UTF-8\n{}\n", env.ws.display()),
+            "{}",
+            text(&o)
+        );
+        // A client may not point the daemon at another state directory.
+        let o = d
+            .cmd(&env)
+            .env("GATEWAY_STATE_DIR", env.root.join("elsewhere"))
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("keeps its state in"), "{}", text(&o));
+        // Undo through the daemon.
+        let o = d
+            .cmd(&env)
+            .args(["fs", "write", "b.txt", "--content", "x"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = d.cmd(&env).args(["undo"]).output().expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("b.txt").exists());
+        // Verify through the daemon signs its pending batch first.
+        let o = d.cmd(&env).args(["log", "verify"]).output().expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        assert!(
+            !env.root.join("gw.sock").exists(),
+            "socket removed at shutdown"
+        );
+        // After SIGTERM: a stop record and a final checkpoint covering everything.
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        let recs = log_records(&env);
+        assert_eq!(recs.last().expect("records")["tool"], "daemon.stop");
+        // No daemon: a named socket that does not answer is an error, not a silent fallback.
+        let o = env
+            .cmd()
+            .env("GATEWAY_SOCKET", env.root.join("gw.sock"))
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("cannot reach the daemon"),
+            "{}",
+            text(&o)
+        );
+    }
+);
+
+sandbox_test!(
+    fn daemon_survives_malformed_oversized_truncated_and_slow_clients() {
+        use std::io::{Read as _, Write as _};
+        use std::os::unix::net::UnixStream;
+        let env = Env::new("daemon-bad");
+        let d = Daemon::start(&env, "strict", &["--call-timeout", "0.5"]);
+        let reply = |s: &mut UnixStream| {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .expect("timeout");
+            let mut v = Vec::new();
+            let _ = s.read_to_end(&mut v);
+            String::from_utf8_lossy(&v).into_owned()
+        };
+        let frame = |body: &[u8]| {
+            let mut f = (body.len() as u32).to_be_bytes().to_vec();
+            f.extend_from_slice(body);
+            f
+        };
+        // Malformed JSON.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&frame(b"{not json")).expect("send");
+        let r = reply(&mut s);
+        assert!(r.contains("\"error\"") && r.contains("malformed"), "{r}");
+        // Oversized: refused from the length alone.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&u32::MAX.to_be_bytes()).expect("send");
+        let r = reply(&mut s);
+        assert!(r.contains("larger than the limit"), "{r}");
+        // Truncated: half a message, then the client goes away.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        let f =
+            frame(br#"{"type":"call","version":1,"argv":["exec","--","true"],"cwd":"/","env":[]}"#);
+        s.write_all(&f[..f.len() / 2]).expect("send");
+        s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let r = reply(&mut s);
+        assert!(r.contains("in the middle of a message"), "{r}");
+        // A call without stdio fds, and one in another protocol version.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&f).expect("send");
+        let r = reply(&mut s);
+        assert!(r.contains("stdin, stdout and stderr"), "{r}");
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&frame(
+            br#"{"type":"call","version":99,"argv":["exec","--","true"],"cwd":"/","env":[]}"#,
+        ))
+        .expect("send");
+        assert!(reply(&mut s).contains("protocol version 99"));
+        // Slow: a client that connects and says nothing is dropped after --call-timeout...
+        let mut slow = UnixStream::connect(&d.socket).expect("connect");
+        // ... and one that never reads its answer does not hold up others.
+        let _idle = UnixStream::connect(&d.socket).expect("connect");
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "echo", "still serving"])
+            .output()
+            .expect("run");
+        assert_eq!(stdout(&o), "still serving\n", "{}", text(&o));
+        let r = reply(&mut slow);
+        assert!(r.contains("timed out waiting for the call"), "{r}");
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+    }
+);
+
+sandbox_test!(
+    fn daemon_load_32_clients_x_100_calls() {
+        let env = Env::new("daemon-load");
+        let d = Daemon::start(&env, "strict", &[]);
+        let call = || {
+            d.cmd(&env)
+                .args(["exec", "--", "true"])
+                .stdout(Stdio::null())
+                .output()
+                .expect("run")
+        };
+        // Warm up with the same concurrency (threads, the allocator's per-thread arenas,
+        // caches), then measure across the run.
+        let failures = AtomicUsize::new(0);
+        let burst = |calls: usize| {
+            std::thread::scope(|s| {
+                for _ in 0..32 {
+                    s.spawn(|| {
+                        for _ in 0..calls {
+                            let o = call();
+                            if !o.status.success() {
+                                eprintln!("failed call: {}", text(&o));
+                                failures.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    });
+                }
+            })
+        };
+        burst(5);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let before = rss_and_fds(d.pid());
+        std::thread::scope(|s| {
+            for _ in 0..32 {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        let o = call();
+                        if !o.status.success() {
+                            eprintln!("failed call: {}", text(&o));
+                            failures.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(failures.load(Ordering::SeqCst), 0, "every call answered");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let after = rss_and_fds(d.pid());
+        eprintln!(
+            "daemon before: {} KiB RSS, {} fds; after 3,200 calls: {} KiB RSS, {} fds",
+            before.0, before.1, after.0, after.1
+        );
+        assert_eq!(after.1, before.1, "open fds grew");
+        assert!(
+            after.0 < before.0 + 4 * 1024,
+            "RSS grew from {} to {} KiB",
+            before.0,
+            after.0
+        );
+        let o = d
+            .cmd(&env)
+            .args(["log", "verify"])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        let recs = log_records(&env);
+        let n = recs
+            .iter()
+            .filter(|r| {
+                r["tool"] == "exec" && r["caller"]["client"] == "daemon" && r["exit_code"] == 0
+            })
+            .count();
+        assert_eq!(n, 3360, "every call in the audit log");
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+    }
+);
+
+sandbox_test!(
+    fn daemon_approval_queue_approve_deny_timeout() {
+        let env = Env::new("daemon-approve");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        let pending = || -> Vec<serde_json::Value> {
+            for _ in 0..500 {
+                let o = d
+                    .cmd(&env)
+                    .args(["--json", "pending"])
+                    .output()
+                    .expect("pending");
+                assert!(o.status.success(), "{}", text(&o));
+                let v: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).expect("json");
+                if !v.is_empty() {
+                    return v;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            panic!("no pending request appeared");
+        };
+        env.write("keep.txt", "k");
+        env.write("gone.txt", "g");
+        // Denied: the request waits, `gateway deny` answers, the call is not approved.
+        let ch = d
+            .cmd(&env)
+            .args(["fs", "rm", "--permanent", "keep.txt"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let p = pending();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0]["tool"], "fs.rm.permanent");
+        assert_eq!(p[0]["risk"], "high");
+        assert!(
+            p[0]["rules"][0]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("ask-purge"),
+            "{p:?}"
+        );
+        let id = p[0]["id"].as_u64().expect("id");
+        let o = d
+            .cmd(&env)
+            .args(["deny", &id.to_string()])
+            .output()
+            .expect("deny");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = ch.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.ws.join("keep.txt").exists());
+        // Answering again, or an unknown id: refused.
+        let o = d
+            .cmd(&env)
+            .args(["approve", &id.to_string()])
+            .output()
+            .expect("approve");
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        // Approved for the session: done, and the same call later is not asked again.
+        let ch = d
+            .cmd(&env)
+            .env("GATEWAY_SESSION", "s2")
+            .args(["fs", "rm", "--permanent", "gone.txt"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let id = pending()[0]["id"].as_u64().expect("id");
+        let o = d
+            .cmd(&env)
+            .args(["approve", &id.to_string(), "--always-for-session"])
+            .output()
+            .expect("approve");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = ch.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("gone.txt").exists());
+        env.write("gone.txt", "again");
+        let o = d
+            .cmd(&env)
+            .env("GATEWAY_SESSION", "s2")
+            .args(["fs", "rm", "--permanent", "gone.txt"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        // No answer in time: denied.
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = 1\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        let o = d
+            .cmd(&env)
+            .args(["fs", "rm", "--permanent", "keep.txt"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(stderr(&o).contains("no answer within 1 s"), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        // Every answer is audited, with who answered.
+        let approvals: Vec<_> = log_records(&env)
+            .into_iter()
+            .filter(|r| r["tool"] == "approval")
+            .collect();
+        let reasons: Vec<String> = approvals
+            .iter()
+            .map(|r| {
+                r["decision"]["reasons"][0]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("denied by uid 0 pid ") && r.contains("gateway deny")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("approved by uid 0") && r.contains("--always-for-session")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("approved earlier for this session")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r == "denied by no answer within 1 s"),
+            "{reasons:?}"
+        );
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
         assert!(o.status.success(), "{}", text(&o));
     }
 );

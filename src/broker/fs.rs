@@ -38,7 +38,9 @@ pub struct FsContext<'a> {
     /// Asks a person (the question in words): `None` when there is nobody to ask (no
     /// terminal), else the answer. For `ask` decisions (no answer: not approved) and to
     /// confirm an allowed permanent removal (no one to ask: the policy's allow stands).
-    pub confirm: &'a dyn Fn(&str) -> Option<bool>,
+    /// The flag: an `ask` decision (true; the daemon queues it for `gateway approve`) or a
+    /// confirmation of what is allowed (false; asked only on a terminal).
+    pub confirm: &'a dyn Fn(&str, bool) -> Option<bool>,
 }
 
 /// A file tool call.
@@ -393,7 +395,7 @@ fn under(p: &Path, list: &[PathBuf]) -> bool {
 /// Runs a file tool call: decide, act, record.
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     super::ensure_state_dir(&ctx.state_dir)?;
-    let mut log = audit::AuditLog::open(&ctx.state_dir, audit::Checkpoints::EveryRecord)?;
+    let mut log = super::open_log(&ctx.state_dir)?;
     let ws = workspace(&ctx.cwd)?;
     let (tool, name, path) = match &op {
         FsOp::Read { path, .. } => (Tool::Read, "fs.read", Some(path.clone())),
@@ -473,10 +475,14 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
                 .deciding_rules()
                 .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
                 .collect();
-            let yes = (ctx.confirm)(&format!(
+            let q = format!(
                 "{name} {} needs approval:{rules}\nDo it?",
                 subject.display()
-            )) == Some(true);
+            );
+            let yes = match super::client::current() {
+                Some(_) => super::ask_person(&asking(ctx, name, &subject, &decision, true), &q),
+                None => (ctx.confirm)(&q, true),
+            } == Some(true);
             approved = Some(yes);
             yes
         }
@@ -490,10 +496,15 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         }
     );
     let go = if go && permanent && approved.is_none() {
-        match (ctx.confirm)(&format!(
+        let q = format!(
             "delete {} permanently? No copy is kept and `gateway undo` cannot bring it back.",
             subject.display()
-        )) {
+        );
+        let answer = match super::client::current() {
+            Some(_) => super::ask_person(&asking(ctx, name, &subject, &decision, false), &q),
+            None => (ctx.confirm)(&q, false),
+        };
+        match answer {
             None => true,
             Some(yes) => {
                 approved = Some(yes);
@@ -1981,7 +1992,7 @@ pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
 /// directory the policy lets tools read. Returns the new directory.
 pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
     super::ensure_state_dir(&ctx.state_dir)?;
-    let mut log = audit::AuditLog::open(&ctx.state_dir, audit::Checkpoints::EveryRecord)?;
+    let mut log = super::open_log(&ctx.state_dir)?;
     let base = workspace(&ctx.cwd)?;
     let mut dirs = load_session(&ctx.state_dir, &ctx.session);
     let home = PathBuf::from(super::shell_env(&base).home);
@@ -2200,6 +2211,26 @@ pub fn fuzz_edit_undo(data: &[u8]) {
     fpath::write_atomic(root, rel, &back).expect("undo");
     let now = std::fs::read(root.path.join(rel)).expect("read");
     assert!(now == file, "undo did not restore the exact bytes");
+}
+
+/// The daemon's question for a file tool's `ask` (or a confirmation).
+fn asking<'a>(
+    ctx: &'a FsContext<'_>,
+    tool: &'a str,
+    subject: &Path,
+    decision: &'a crate::model::Decision,
+    required: bool,
+) -> super::Asking<'a> {
+    super::Asking {
+        state_dir: &ctx.state_dir,
+        session: &ctx.session,
+        caller: &ctx.caller,
+        policy: ctx.policy,
+        tool,
+        command: super::redact_text(&subject.display().to_string()),
+        decision,
+        required,
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub fn verify(
     anchor: Option<&Path>,
     key: Option<&Path>,
 ) -> Result<VerifyReport, BrokerError> {
+    sign_pending()?;
     let anchor = anchor.map(|p| read(p, "the anchor")).transpose()?;
     let key = match key {
         Some(p) => {
@@ -98,8 +99,16 @@ pub fn show(state_dir: &Path, seq: u64) -> Result<Option<(Record, Vec<Artifact>)
     Ok(Some((r, arts)))
 }
 
+/// In the daemon: signs a checkpoint of the records written since the last one (its batch),
+/// so that verification and exports see everything written so far.
+fn sign_pending() -> Result<(), BrokerError> {
+    super::with_shared_log(|l| l.checkpoint()).transpose()?;
+    Ok(())
+}
+
 /// The newest signed checkpoint (a C2SP note), if any.
 pub fn checkpoint(state_dir: &Path) -> Result<Option<String>, BrokerError> {
+    sign_pending()?;
     Ok(audit::latest_checkpoint(state_dir)?)
 }
 
@@ -121,7 +130,14 @@ pub fn ensure_keys(state_dir: &Path) -> Result<(), BrokerError> {
 /// Rotates the signing key and records it.
 pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String, BrokerError> {
     super::ensure_state_dir(state_dir)?;
+    sign_pending()?;
     let vk = audit::rotate(state_dir)?;
+    // The daemon's writer signs with the new key from now on.
+    if let Some(r) = super::with_shared_log(|l| {
+        audit::AuditLog::open(state_dir, super::daemon::BATCH).map(|n| *l = n)
+    }) {
+        r?;
+    }
     let mut rec = Record {
         session: session.into(),
         caller,
@@ -135,7 +151,7 @@ pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String,
         exit_code: Some(0),
         ..Record::default()
     };
-    audit::append_one(state_dir, &mut rec)?;
+    super::append_record(state_dir, &mut rec)?;
     Ok(vk.encode())
 }
 
@@ -158,7 +174,7 @@ pub fn session_id() -> String {
 /// A session id: `GATEWAY_SESSION`, else a fresh random one named after the client
 /// (`mcp-...`, `repl-...`).
 pub fn session_id_for(client: &str) -> String {
-    if let Some(s) = std::env::var_os("GATEWAY_SESSION").filter(|s| !s.is_empty()) {
+    if let Some(s) = super::client::env_var("GATEWAY_SESSION").filter(|s| !s.is_empty()) {
         return s.to_string_lossy().into_owned();
     }
     let mut b = [0u8; 6];
@@ -166,11 +182,7 @@ pub fn session_id_for(client: &str) -> String {
     format!("{client}-{}", audit::hex(&b))
 }
 
-/// The caller of this process.
+/// The caller: this process (`client` names the front end), or the daemon's client.
 pub fn this_caller(client: &str) -> Caller {
-    Caller {
-        uid: crate::sandbox::effective_uid(),
-        pid: std::process::id(),
-        client: client.into(),
-    }
+    super::client::caller(client)
 }

@@ -261,7 +261,7 @@ impl Gateway {
 
     /// A file tool call's context: this session, and no one to ask.
     fn ctx(&self) -> FsContext<'_> {
-        fn no_one(_: &str) -> Option<bool> {
+        fn no_one(_: &str, _: bool) -> Option<bool> {
             None
         }
         FsContext {

@@ -1,10 +1,14 @@
 //! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
 //! The only module that imports the others.
 
+pub mod approvals;
+pub mod client;
+pub mod daemon;
 pub mod fs;
 mod guard;
 pub mod log;
 pub mod mcp;
+pub mod proto;
 pub mod scan;
 pub mod snapshot;
 pub mod worker;
@@ -31,6 +35,117 @@ pub const ALWAYS_DENY: &[&str] = &[
     "/etc/gshadow",
 ];
 
+/// A question for a person, from a daemon client's call.
+pub(crate) struct Asking<'a> {
+    pub state_dir: &'a Path,
+    pub session: &'a str,
+    pub caller: &'a audit::Caller,
+    pub policy: &'a Policy,
+    pub tool: &'a str,
+    /// The call, redacted.
+    pub command: String,
+    pub decision: &'a Decision,
+    /// An `ask` decision (queued for `gateway approve`) rather than a confirmation of what
+    /// is allowed (put only to a terminal).
+    pub required: bool,
+}
+
+/// Asks a person on behalf of the daemon client this thread serves: a pending request that
+/// `gateway approve|deny ID` or the client's terminal answers, denied after the policy's
+/// `[approval] timeout`. A confirmation (not `required`) without a terminal is `None`: the
+/// policy's allow stands.
+pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
+    let c = client::current()?;
+    let tty = client::stdin_is_tty();
+    if !a.required && !tty {
+        return None;
+    }
+    let unanalysable = !a.decision.unanalysable.is_empty();
+    let destructive = matches!(a.tool, "fs.rm" | "fs.rm.permanent" | "purge");
+    let o = approvals::ask(
+        a.state_dir,
+        approvals::Request {
+            session: a.session,
+            caller: a.caller,
+            tool: a.tool,
+            command: a.command.clone(),
+            rules: a
+                .decision
+                .deciding_rules()
+                .map(|r| format!("{}: {}", r.id, r.reason))
+                .collect(),
+            risk: if unanalysable || destructive {
+                "high"
+            } else {
+                "medium"
+            },
+            question: question.into(),
+        },
+        Duration::from_secs(a.policy.approval.timeout),
+        &|id, q| tty && (c.prompt)(id, q),
+    );
+    if !o.approved {
+        client::err(|w| writeln!(w, "gateway: not approved: {}", o.by));
+    }
+    Some(o.approved)
+}
+
+/// The daemon's audit writer (checkpoints in batches), shared by all its connections.
+static SHARED_LOG: std::sync::OnceLock<(PathBuf, std::sync::Mutex<audit::AuditLog>)> =
+    std::sync::OnceLock::new();
+
+/// Makes `log` (the audit log of `state_dir`) the writer of every call of this process for
+/// that state directory (the daemon). Returns false if one was set already.
+pub fn share_log(state_dir: &Path, log: audit::AuditLog) -> bool {
+    SHARED_LOG
+        .set((state_dir.to_path_buf(), std::sync::Mutex::new(log)))
+        .is_ok()
+}
+
+/// Runs `f` on the shared audit writer, if this process has one (the daemon).
+pub fn with_shared_log<R>(f: impl FnOnce(&mut audit::AuditLog) -> R) -> Option<R> {
+    let (_, m) = SHARED_LOG.get()?;
+    let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+    Some(f(&mut g))
+}
+
+/// Where a call's records go: its own writer (one-shot: every record checkpointed and
+/// synced) or the daemon's shared one.
+pub(crate) enum LogWriter {
+    Own(Box<audit::AuditLog>),
+    Shared(&'static std::sync::Mutex<audit::AuditLog>),
+}
+
+impl LogWriter {
+    /// Appends a record; returns its seq.
+    pub(crate) fn append(&mut self, rec: &mut audit::Record) -> Result<u64, audit::AuditError> {
+        match self {
+            LogWriter::Own(l) => l.append(rec),
+            LogWriter::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),
+        }
+    }
+}
+
+/// Opens the audit log of `state_dir` for a call (opening is also the check that it can be
+/// written: nothing runs unrecorded).
+pub(crate) fn open_log(state_dir: &Path) -> Result<LogWriter, audit::AuditError> {
+    if let Some((dir, m)) = SHARED_LOG.get()
+        && dir == state_dir
+    {
+        return Ok(LogWriter::Shared(m));
+    }
+    Ok(LogWriter::Own(Box::new(audit::AuditLog::open(
+        state_dir,
+        audit::Checkpoints::EveryRecord,
+    )?)))
+}
+
+/// Appends one record to the audit log of `state_dir`.
+pub fn append_record(state_dir: &Path, rec: &mut audit::Record) -> Result<u64, BrokerError> {
+    ensure_state_dir(state_dir)?;
+    Ok(open_log(state_dir)?.append(rec)?)
+}
+
 /// Where gateway's config file is: `$GATEWAY_CONFIG`, else
 /// `$XDG_CONFIG_HOME/gateway/config.toml`, else `~/.config/gateway/config.toml`.
 pub fn config_path() -> PathBuf {
@@ -40,7 +155,7 @@ pub fn config_path() -> PathBuf {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|x| !x.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".config"));
+        .unwrap_or_else(|| own_home().join(".config"));
     base.join("gateway/config.toml")
 }
 
@@ -254,7 +369,16 @@ pub fn shell_env(cwd: &Path) -> ShellEnv {
     }
 }
 
+/// The caller's home (a daemon client's `$HOME`): what `~` means in policies and commands.
 fn home() -> PathBuf {
+    client::env_var("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(own_home)
+}
+
+/// This process's home (where its own config lives).
+fn own_home() -> PathBuf {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
@@ -533,7 +657,8 @@ pub fn plan(
             || sb.env_scrub.iter().any(|p| policy::env_match(p, k))
     };
     let allowed = |k: &str| sb.env_allow.iter().any(|p| policy::env_match(p, k));
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+    let mut env: Vec<(OsString, OsString)> = client::env_vars()
+        .into_iter()
         .filter(|(k, _)| {
             let k = k.to_string_lossy();
             allowed(&k) && !scrubbed(&k)
@@ -738,7 +863,7 @@ pub fn exec(
         ));
     }
     ensure_state_dir(&req.state_dir)?;
-    let mut log = audit::AuditLog::open(&req.state_dir, audit::Checkpoints::EveryRecord)?;
+    let mut log = open_log(&req.state_dir)?;
     let a = req.policy.audit;
     let cap = if a.store_output { a.artifact_max } else { 0 };
     let mut trace = Trace {
@@ -913,7 +1038,33 @@ fn exec_traced(
     match decision.effect {
         Effect::Deny => return Ok(not_run(decision, approved, report)),
         Effect::Ask => {
-            let ok = ask(&decision);
+            let ok = match client::current() {
+                Some(_) => {
+                    ask_person(
+                        &Asking {
+                            state_dir: &req.state_dir,
+                            session: &req.session,
+                            caller: &req.caller,
+                            policy: req.policy,
+                            tool: "exec",
+                            command: redact_text(&argv.join(" ")),
+                            decision: &decision,
+                            required: true,
+                        },
+                        &format!(
+                            "this command needs approval:{}\nRun it?",
+                            decision
+                                .deciding_rules()
+                                .map(|r| format!(
+                                    "\n  rule {} ({}): {}  [{}]",
+                                    r.id, r.effect, r.reason, r.subject
+                                ))
+                                .collect::<String>()
+                        ),
+                    ) == Some(true)
+                }
+                None => ask(&decision),
+            };
             approved = Some(ok);
             if !ok {
                 return Ok(not_run(decision, approved, report));
@@ -945,13 +1096,28 @@ fn exec_traced(
         confine.limits.timeout = Some(t);
     }
     // stdin is scanned on its way in, unless it is a terminal (a person typing).
+    // "Inherit" is the caller's stdin: a daemon client's is the fd it passed.
+    let own = |e: std::io::Error| BrokerError::Io {
+        what: "passing the caller's stdin".into(),
+        source: e,
+    };
     let stdin = match &req.stdin {
-        Stdin::Inherit if sandbox::stdin_is_null() => Stdin::Null,
+        Stdin::Inherit if client::with_stdin(sandbox::fd_is_null) => Stdin::Null,
+        Stdin::Inherit if client::current().is_some() => {
+            let fd = client::with_stdin(|f| f.try_clone_to_owned()).map_err(own)?;
+            if client::stdin_is_tty() {
+                Stdin::Fd(fd)
+            } else {
+                Stdin::FilteredFd(fd)
+            }
+        }
         Stdin::Inherit if !sandbox::stdin_is_tty() => Stdin::Filtered,
         Stdin::Inherit => Stdin::Inherit,
         Stdin::Null => Stdin::Null,
         Stdin::Filtered => Stdin::Filtered,
         Stdin::Channel(b) => Stdin::Channel(b.clone()),
+        Stdin::Fd(f) => Stdin::Fd(f.try_clone().map_err(own)?),
+        Stdin::FilteredFd(f) => Stdin::FilteredFd(f.try_clone().map_err(own)?),
     };
     let spec = Spec {
         program,

@@ -466,7 +466,7 @@ pub fn scan_audited(
 ) -> Result<ScanReport, BrokerError> {
     use crate::audit;
     super::ensure_state_dir(&req.state_dir)?;
-    let mut log = audit::AuditLog::open(&req.state_dir, audit::Checkpoints::EveryRecord)?;
+    let mut log = super::open_log(&req.state_dir)?;
     let res = scan(req, progress);
     let mut args: Vec<String> = req.paths.iter().map(|p| p.display().to_string()).collect();
     if req.redact {

@@ -7,7 +7,7 @@ use crate::broker::fs::{
 use crate::broker::log as blog;
 use crate::policy::Policy;
 use serde_json::json;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,7 +18,7 @@ fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
         state_dir: state_dir(cli),
         session: blog::session_id(),
         caller: blog::this_caller("cli"),
-        confirm: &super::tty_confirm,
+        confirm: &|q, _| super::tty_confirm(q),
     }
 }
 
@@ -104,7 +104,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                 (Some(c), _) => c.clone().into_bytes(),
                 (None, Some(f)) if f.as_os_str() == "-" => {
                     let mut v = Vec::new();
-                    if let Err(e) = std::io::stdin().read_to_end(&mut v) {
+                    if let Err(e) = crate::broker::client::read_stdin_to_end(&mut v) {
                         return fail(exit::USAGE, format!("reading stdin: {e}"));
                     }
                     v
@@ -143,7 +143,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             dst: dst.clone(),
         },
         FsCmd::Cd { path } => {
-            if std::env::var_os("GATEWAY_SESSION").is_none_or(|s| s.is_empty()) {
+            if crate::broker::client::env_var("GATEWAY_SESSION").is_none_or(|s| s.is_empty()) {
                 return fail(
                     exit::USAGE,
                     "fs cd: set GATEWAY_SESSION to name the session whose directory changes (each gateway process is otherwise a session of its own)",
@@ -152,9 +152,9 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             return match bfs::cd(&context(cli, &policy), path) {
                 Ok(d) => {
                     if cli.json {
-                        println!("{}", json!({"cwd": d}));
+                        outln!("{}", json!({"cwd": d}));
                     } else {
-                        println!("{}", d.display());
+                        outln!("{}", d.display());
                     }
                     ExitCode::SUCCESS
                 }
@@ -220,18 +220,18 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
         Ok(r) => r,
         Err(e) => {
             if cli.json {
-                println!("{}", json!({"error": e.to_string()}));
+                outln!("{}", json!({"error": e.to_string()}));
             }
             return broker_error(e);
         }
     };
     if cli.json {
-        println!(
+        outln!(
             "{}",
             json!({"decision": r.decision.effect, "rules": r.decision.rules, "output": r.output, "audit_seq": r.audit_seq, "enforcement": r.enforcement})
         );
     } else {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::broker::client::stdout_writer();
         match &r.output {
             FsOutput::Denied | FsOutput::NotApproved => {}
             FsOutput::Done {
@@ -240,17 +240,17 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                 undoable,
             } => match change {
                 Some(id) if *undoable => {
-                    eprintln!("gateway: {what} (change {id}; `gateway undo {id}` reverts it)")
+                    errln!("gateway: {what} (change {id}; `gateway undo {id}` reverts it)")
                 }
-                Some(id) => eprintln!("gateway: {what} (change {id}; it cannot be undone)"),
-                None => eprintln!("gateway: {what}"),
+                Some(id) => errln!("gateway: {what} (change {id}; it cannot be undone)"),
+                None => errln!("gateway: {what}"),
             },
             FsOutput::Glob { paths, truncated } => {
                 for p in paths {
                     let _ = writeln!(out, "{p}");
                 }
                 if *truncated {
-                    eprintln!("gateway: more matches not shown");
+                    errln!("gateway: more matches not shown");
                 }
             }
             FsOutput::Grep(g) => {
@@ -270,7 +270,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                     }
                 }
                 if g.truncated {
-                    eprintln!("gateway: more results not shown (--max)");
+                    errln!("gateway: more results not shown (--max)");
                 }
             }
             FsOutput::List { entries, .. } => {
@@ -308,7 +308,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
             } => {
                 let _ = write!(out, "{diff}");
                 match change {
-                    Some(id) => eprintln!(
+                    Some(id) => errln!(
                         "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
                         if *created {
                             "created"
@@ -320,26 +320,28 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                         path.display()
                     ),
                     None if diff.is_empty() => {
-                        eprintln!("gateway: {}: nothing to change", path.display())
+                        errln!("gateway: {}: nothing to change", path.display())
                     }
-                    None => eprintln!("gateway: dry run: nothing was changed"),
+                    None => errln!("gateway: dry run: nothing was changed"),
                 }
             }
         }
     }
     if matches!(r.output, FsOutput::Denied) {
         if !cli.json {
-            eprintln!("gateway: denied by policy: {}", rules_of(&r.decision));
+            errln!("gateway: denied by policy: {}", rules_of(&r.decision));
         }
         return ExitCode::from(exit::DENIED);
     }
     if matches!(r.output, FsOutput::NotApproved) {
         if !cli.json && r.decision.effect == crate::model::Effect::Allow {
-            eprintln!("gateway: not done: the permanent deletion was not confirmed");
+            errln!("gateway: not done: the permanent deletion was not confirmed");
         } else if !cli.json {
-            eprintln!(
+            errln!(
                 "gateway: not done: it needs approval and {}: {}\n  to do it: approve at a terminal prompt, or use a policy whose rules allow it",
-                if crate::sandbox::stdin_is_tty() {
+                if crate::broker::client::stdin_is_tty()
+                    || crate::broker::client::current().is_some()
+                {
                     "it was not approved"
                 } else {
                     "there is no terminal to ask on"
@@ -360,7 +362,7 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
                     .iter()
                     .map(|(c, p)| json!({"change": c, "phase": p}))
                     .collect();
-                println!("{}", json!({"changes": v}));
+                outln!("{}", json!({"changes": v}));
             } else {
                 for (c, p) in list {
                     let size = |s: &PathState| match s {
@@ -372,7 +374,7 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
                     let when = humantime::format_rfc3339_seconds(
                         std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.time),
                     );
-                    println!(
+                    outln!(
                         "{:>5}  {}  {:<11}  {:>+8}  {}{}{}",
                         c.id,
                         when,
@@ -414,10 +416,10 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
         super::TrashCmd::List => match bfs::trash_list(&state) {
             Ok(items) => {
                 if cli.json {
-                    println!("{}", json!({"items": items}));
+                    outln!("{}", json!({"items": items}));
                 } else {
                     for i in items.iter().filter(|i| i.present) {
-                        println!("{}  {}  {}", i.deleted, i.name, i.original.display());
+                        outln!("{}  {}  {}", i.deleted, i.name, i.original.display());
                     }
                 }
                 ExitCode::SUCCESS
@@ -447,9 +449,9 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             match bfs::trash_empty(&state, d) {
                 Ok(n) => {
                     if cli.json {
-                        println!("{}", json!({"removed": n}));
+                        outln!("{}", json!({"removed": n}));
                     } else {
-                        println!("gateway trash empty: removed {n} item(s) for good");
+                        outln!("gateway trash empty: removed {n} item(s) for good");
                     }
                     ExitCode::SUCCESS
                 }

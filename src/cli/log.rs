@@ -17,12 +17,12 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             };
             if cli.json {
                 let problems: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
-                println!(
+                outln!(
                     "{}",
                     json!({"ok": r.ok(), "report": r, "messages": problems})
                 );
             } else if r.ok() {
-                println!(
+                outln!(
                     "gateway log verify: ok: {} record(s), {} checkpoint(s) checked, {} key epoch(s); the newest checkpoint covers {} record(s){}; root {}",
                     r.records,
                     r.checkpoints,
@@ -36,12 +36,12 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                     r.root
                 );
             } else {
-                eprintln!("gateway log verify: FAILED: {}", r.problems[0]);
+                errln!("gateway log verify: FAILED: {}", r.problems[0]);
                 for p in r.problems.iter().skip(1).take(9) {
-                    eprintln!("  also: {p}");
+                    errln!("  also: {p}");
                 }
                 if r.problems.len() > 10 {
-                    eprintln!("  ({} more)", r.problems.len() - 10);
+                    errln!("  ({} more)", r.problems.len() - 10);
                 }
             }
             if r.ok() {
@@ -82,7 +82,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             match log::query(&state, &f) {
                 Ok(r) => {
                     if cli.json {
-                        println!("{}", json!({"records": r.records, "scanned": r.scanned}));
+                        outln!("{}", json!({"records": r.records, "scanned": r.scanned}));
                     } else {
                         print_table(&r.records);
                     }
@@ -127,10 +127,10 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                             Err(e) => json!({"stream": name, "digest": d, "error": e}),
                         })
                         .collect();
-                    println!("{}", json!({"record": r, "artifacts": a}));
+                    outln!("{}", json!({"record": r, "artifacts": a}));
                 } else {
-                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-                    let mut out = std::io::stdout().lock();
+                    outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                    let mut out = crate::broker::client::stdout_writer();
                     for (name, d, c) in &arts {
                         let _ = writeln!(
                             out,
@@ -163,14 +163,14 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
         LogCmd::Checkpoint { export } => match log::checkpoint(&state) {
             Ok(Some(note)) => {
                 if !*export && !cli.json {
-                    eprintln!(
+                    errln!(
                         "gateway: the newest signed checkpoint (copy it off this host; check later with `gateway log verify --anchor FILE`):"
                     );
                 }
                 if cli.json {
-                    println!("{}", json!({"checkpoint": note}));
+                    outln!("{}", json!({"checkpoint": note}));
                 } else {
-                    print!("{note}");
+                    outs!("{note}");
                 }
                 ExitCode::SUCCESS
             }
@@ -190,9 +190,9 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             };
             let (n, bytes) = log::gc(&state, &policy);
             if cli.json {
-                println!("{}", json!({"removed": n, "bytes": bytes}));
+                outln!("{}", json!({"removed": n, "bytes": bytes}));
             } else {
-                println!(
+                outln!(
                     "gateway log gc: removed {n} file(s) (artifacts and backups), {bytes} bytes"
                 );
             }
@@ -203,7 +203,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
 
 fn emit(json: bool, records: &[Record]) {
     if json {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::broker::client::stdout_writer();
         for r in records {
             let _ = writeln!(out, "{}", json!(r));
         }
@@ -214,7 +214,7 @@ fn emit(json: bool, records: &[Record]) {
 }
 
 fn print_table(records: &[Record]) {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::broker::client::stdout_writer();
     for r in records {
         let status = match (r.exit_code, r.signal, &r.error) {
             (Some(c), _, _) => c.to_string(),
@@ -255,10 +255,10 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
             match log::public_keys(&state) {
                 Ok(keys) => {
                     if cli.json {
-                        println!("{}", json!({"keys": keys}));
+                        outln!("{}", json!({"keys": keys}));
                     } else {
                         for k in keys {
-                            println!("{k}");
+                            outln!("{k}");
                         }
                     }
                     ExitCode::SUCCESS
@@ -269,10 +269,10 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
         KeysCmd::Rotate => match log::rotate(&state, &log::session_id(), log::this_caller("cli")) {
             Ok(k) => {
                 if cli.json {
-                    println!("{}", json!({"key": k}));
+                    outln!("{}", json!({"key": k}));
                 } else {
-                    println!("{k}");
-                    eprintln!(
+                    outln!("{k}");
+                    errln!(
                         "gateway keys rotate: new signing key above; the old key signed it and was destroyed"
                     );
                 }

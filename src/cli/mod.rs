@@ -11,6 +11,24 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `println!` to the caller's stdout (a daemon client's, or this process's).
+macro_rules! outln {
+    ($($t:tt)*) => { $crate::broker::client::out(|w| writeln!(w, $($t)*)) };
+}
+/// `print!` to the caller's stdout.
+macro_rules! outs {
+    ($($t:tt)*) => { $crate::broker::client::out(|w| write!(w, $($t)*)) };
+}
+/// `eprintln!` to the caller's stderr.
+macro_rules! errln {
+    ($($t:tt)*) => { $crate::broker::client::err(|w| writeln!(w, $($t)*)) };
+}
+/// `eprint!` to the caller's stderr.
+#[allow(unused_macros)]
+macro_rules! errs {
+    ($($t:tt)*) => { $crate::broker::client::err(|w| write!(w, $($t)*)) };
+}
+
 mod config;
 mod fs;
 mod log;
@@ -106,6 +124,34 @@ enum Cmd {
     /// Serve MCP on stdin/stdout: exec and the file tools for an agent, each decided, confined
     /// and recorded as through the CLI (one server process is one session).
     Mcp,
+    /// Serve the broker on a Unix socket: while it runs (GATEWAY_SOCKET, the config's
+    /// `socket`, or the default socket), every other command goes through it.
+    Serve {
+        /// The socket [default: the config's `socket`, else $XDG_RUNTIME_DIR/gateway.sock].
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Calls served at once.
+        #[arg(long, default_value_t = 64)]
+        max_clients: usize,
+        /// Seconds a client has to send its call before it is dropped.
+        #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+        call_timeout: f64,
+    },
+    /// Requests waiting for a person's approval (through the daemon).
+    Pending,
+    /// Approve a pending request.
+    Approve {
+        /// Its id (`gateway pending`).
+        id: u64,
+        /// Approve the same call again, without asking, for the rest of its session.
+        #[arg(long)]
+        always_for_session: bool,
+    },
+    /// Deny a pending request.
+    Deny {
+        /// Its id (`gateway pending`).
+        id: u64,
+    },
     /// Show the config file's location and the settings in effect (and where each comes from).
     Config {
         #[command(subcommand)]
@@ -462,7 +508,7 @@ enum PolicyCmd {
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("gateway: {msg}");
+    errln!("gateway: {msg}");
     ExitCode::from(code)
 }
 
@@ -520,7 +566,7 @@ pub fn main() -> ExitCode {
     }) {
         args.insert(1, "sh".into());
     }
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -547,7 +593,116 @@ pub fn main() -> ExitCode {
             };
         }
     };
+    // Through the daemon when one is configured or running (except what must run here:
+    // the daemon itself, the stdio servers, the REPL, the local config).
+    if !matches!(
+        cli.cmd,
+        Cmd::Serve { .. } | Cmd::Mcp | Cmd::Repl | Cmd::Config { .. }
+    ) {
+        match daemon_socket() {
+            Ok(None) => {}
+            Ok(Some(sock)) => {
+                let argv = args
+                    .iter()
+                    .skip(1)
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                return match broker::daemon::call(&sock, argv) {
+                    Ok(code) => ExitCode::from(code),
+                    Err(e) => fail(exit::SANDBOX, e),
+                };
+            }
+            Err(e) => return fail(exit::SANDBOX, e),
+        }
+    }
+    dispatch(cli)
+}
+
+/// The daemon to go through: `GATEWAY_SOCKET` (empty: none), else the config's `socket`,
+/// else the default socket if it exists. A socket named but not answering is an error (the
+/// call must not silently go to another audit log).
+fn daemon_socket() -> Result<Option<PathBuf>, String> {
+    let named = match std::env::var_os("GATEWAY_SOCKET") {
+        Some(v) if v.is_empty() => return Ok(None),
+        Some(v) => Some(PathBuf::from(v)),
+        None => config::get().ok().and_then(|c| c.socket.clone()),
+    };
+    if let Some(p) = named {
+        return Ok(Some(p));
+    }
+    let d = broker::daemon::default_socket();
+    Ok(std::fs::symlink_metadata(&d).is_ok().then_some(d))
+}
+
+/// Runs one call for the daemon's client this thread serves: the same dispatch as the CLI's,
+/// with the client's policy (its `--policy`, else its GATEWAY_POLICY) and the daemon's state
+/// directory (a client asking for another one is refused).
+pub fn daemon_call(argv: Vec<String>, state: &std::path::Path, policy: &str) -> u8 {
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
+    let args = std::iter::once("gateway".to_string()).chain(argv);
+    let m = match Cli::command().try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            let text = e.render().to_string();
+            errln!("gateway: {}", text.lines().next().unwrap_or("bad usage"));
+            return exit::USAGE;
+        }
+    };
+    let mut cli = match Cli::from_arg_matches(&m) {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("gateway: {e}");
+            return exit::USAGE;
+        }
+    };
+    if m.value_source("policy") != Some(ValueSource::CommandLine) {
+        cli.policy = broker::client::env_var("GATEWAY_POLICY")
+            .filter(|p| !p.is_empty())
+            .map(|p| p.to_string_lossy().into_owned())
+            .or_else(|| Some(policy.to_string()));
+    }
+    let asked = match m.value_source("state_dir") {
+        Some(ValueSource::CommandLine) => cli.state_dir.clone(),
+        _ => broker::client::env_var("GATEWAY_STATE_DIR")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+    };
+    if let Some(d) = asked {
+        let d = std::path::absolute(&d).unwrap_or(d);
+        if d != state {
+            errln!(
+                "gateway: this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
+                state.display(),
+                d.display()
+            );
+            return exit::USAGE;
+        }
+    }
+    cli.state_dir = Some(state.to_path_buf());
+    if matches!(
+        cli.cmd,
+        Cmd::Serve { .. } | Cmd::Mcp | Cmd::Repl | Cmd::Config { .. }
+    ) {
+        errln!("gateway: this command runs in the client, not through the daemon");
+        return exit::USAGE;
+    }
+    to_u8(dispatch(cli))
+}
+
+fn dispatch(cli: Cli) -> ExitCode {
     match &cli.cmd {
+        Cmd::Serve {
+            socket,
+            max_clients,
+            call_timeout,
+        } => serve(&cli, socket.clone(), *max_clients, *call_timeout),
+        Cmd::Pending => pending(&cli),
+        Cmd::Approve {
+            id,
+            always_for_session,
+        } => answer(&cli, *id, true, *always_for_session),
+        Cmd::Deny { id } => answer(&cli, *id, false, false),
         Cmd::Scan {
             paths,
             format,
@@ -575,12 +730,12 @@ pub fn main() -> ExitCode {
         } => match Policy::load_file(file) {
             Ok(p) => {
                 if cli.json {
-                    println!(
+                    outln!(
                         "{}",
                         json!({"ok": true, "policy": p.name, "rules": p.rules.len()})
                     );
                 } else {
-                    println!(
+                    outln!(
                         "{}: ok ({} rules, extends resolved)",
                         file.display(),
                         p.rules.len()
@@ -590,7 +745,7 @@ pub fn main() -> ExitCode {
             }
             Err(e) => {
                 if cli.json {
-                    println!("{}", json!({"ok": false, "error": e.to_string()}));
+                    outln!("{}", json!({"ok": false, "error": e.to_string()}));
                 }
                 fail(exit::POLICY, e)
             }
@@ -606,7 +761,7 @@ pub fn main() -> ExitCode {
             match broker::explain(&policy, command, &cwd, &state_dir(&cli)) {
                 Ok(x) => {
                     if cli.json {
-                        println!("{}", serde_json::to_string_pretty(&x).unwrap_or_default());
+                        outln!("{}", serde_json::to_string_pretty(&x).unwrap_or_default());
                     } else {
                         print_explanation(&x);
                     }
@@ -662,6 +817,129 @@ pub fn main() -> ExitCode {
         Cmd::Trash { cmd } => fs::trash(&cli, cmd),
         Cmd::Undo { id, dry_run, force } => fs::undo(&cli, *id, *dry_run, *force),
         Cmd::Keys { cmd } => log::keys(&cli, cmd),
+    }
+}
+
+/// `gateway serve`.
+fn serve(cli: &Cli, socket: Option<PathBuf>, max_clients: usize, call_timeout: f64) -> ExitCode {
+    if !(call_timeout.is_finite() && call_timeout > 0.0) {
+        return fail(
+            exit::USAGE,
+            "--call-timeout: must be a positive number of seconds",
+        );
+    }
+    // The daemon's own settings are read now, before any client's thread could.
+    let cfg = match config::get() {
+        Ok(c) => c,
+        Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
+    };
+    if let Err(e) = load_policy(cli) {
+        return fail(exit::POLICY, e);
+    }
+    let socket = socket
+        .or_else(|| {
+            std::env::var_os("GATEWAY_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| cfg.socket.clone())
+        .unwrap_or_else(broker::daemon::default_socket);
+    let state = state_dir(cli);
+    let st = state.clone();
+    // Clients that name no policy get the daemon's (a file by its absolute path: calls run
+    // in their clients' directories).
+    let mut policy = policy_name(cli);
+    if (policy.contains('/') || policy.ends_with(".toml"))
+        && let Ok(p) = std::path::absolute(&policy)
+    {
+        policy = p.display().to_string();
+    }
+    let handler: broker::daemon::Handler =
+        std::sync::Arc::new(move |argv| daemon_call(argv, &st, &policy));
+    errln!(
+        "gateway serve: serving on {} (state {}); SIGTERM or Ctrl-C stops",
+        socket.display(),
+        state.display()
+    );
+    match broker::daemon::serve(
+        broker::daemon::ServeConfig {
+            socket,
+            state_dir: state,
+            max_clients: max_clients.max(1),
+            first_message: Duration::from_secs_f64(call_timeout),
+            grace: Duration::from_secs(10),
+        },
+        handler,
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => broker_error(e),
+    }
+}
+
+/// `gateway pending`: only the daemon holds requests.
+fn pending(cli: &Cli) -> ExitCode {
+    if broker::client::current().is_none() {
+        return fail(
+            exit::USAGE,
+            "pending: no daemon is running (approvals are queued by `gateway serve`; without it, `ask` is answered at the terminal)",
+        );
+    }
+    let v = broker::approvals::list();
+    if cli.json {
+        outln!("{}", json!(v));
+    } else if v.is_empty() {
+        errln!("gateway: nothing is waiting for approval");
+    } else {
+        for p in &v {
+            outln!(
+                "{:>4}  {:<6} {}  (session {}, uid {} pid {}, {} risk, denied in {} s)",
+                p.id,
+                p.tool,
+                p.command,
+                p.session,
+                p.uid,
+                p.pid,
+                p.risk,
+                p.expires_in
+            );
+            for r in &p.rules {
+                outln!("      rule {r}");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `gateway approve|deny ID`.
+fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCode {
+    let verb = if approve { "approve" } else { "deny" };
+    let Some(c) = broker::client::current() else {
+        return fail(
+            exit::USAGE,
+            format!("{verb}: no daemon is running (approvals are queued by `gateway serve`)"),
+        );
+    };
+    let by = format!(
+        "uid {} pid {} (gateway {verb}{})",
+        c.caller.uid,
+        c.caller.pid,
+        if always { " --always-for-session" } else { "" }
+    );
+    match broker::approvals::answer(id, approve, always, by) {
+        Ok(p) => {
+            if cli.json {
+                outln!("{}", json!({"id": id, "approved": approve, "request": p}));
+            } else {
+                errln!(
+                    "gateway: {} request {id}: {} {}",
+                    if approve { "approved" } else { "denied" },
+                    p.tool,
+                    p.command
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(exit::USAGE, format!("{verb}: {e}")),
     }
 }
 
@@ -757,7 +1035,7 @@ fn config_show(cli: &Cli) -> ExitCode {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"));
     let policy = load_policy(cli);
     if cli.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "config_file": cfg.path, "found": cfg.found,
@@ -775,14 +1053,14 @@ fn config_show(cli: &Cli) -> ExitCode {
             })
         );
     } else {
-        println!(
+        outln!(
             "config file: {} ({})",
             cfg.path.display(),
             if cfg.found { "found" } else { "not found" }
         );
-        println!("policy:      {} ({policy_src})", policy_name(cli));
-        println!("state_dir:   {} ({state_src})", state_dir(cli).display());
-        println!(
+        outln!("policy:      {} ({policy_src})", policy_name(cli));
+        outln!("state_dir:   {} ({state_src})", state_dir(cli).display());
+        outln!(
             "socket:      {}",
             cfg.socket
                 .as_ref()
@@ -790,16 +1068,16 @@ fn config_show(cli: &Cli) -> ExitCode {
                     .display()
                     .to_string())
         );
-        println!("shell:       {} (for gateway sh)", shell.display());
+        outln!("shell:       {} (for gateway sh)", shell.display());
         match &policy {
-            Ok(p) => println!(
+            Ok(p) => outln!(
                 "retention:   artifacts_max_age {:?} s, artifacts_max_total {:?} B, backups_max_total {:?} B, keep_versions {}",
                 p.audit.artifacts_max_age,
                 p.audit.artifacts_max_total,
                 p.undo.backups_max_total,
                 p.undo.keep_versions
             ),
-            Err(e) => println!("retention:   (the policy does not load: {e})"),
+            Err(e) => outln!("retention:   (the policy does not load: {e})"),
         }
     }
     if policy.is_err() {
@@ -814,7 +1092,7 @@ fn effective_cwd(cli: &Cli) -> PathBuf {
     if let Some(c) = &cli.cwd {
         return c.clone();
     }
-    if std::env::var_os("GATEWAY_SESSION").is_some_and(|s| !s.is_empty())
+    if broker::client::env_var("GATEWAY_SESSION").is_some_and(|s| !s.is_empty())
         && let Some(c) = broker::fs::session_cwd(&state_dir(cli), &broker::log::session_id())
     {
         return c;
@@ -835,10 +1113,10 @@ fn policy_list(cli: &Cli) -> ExitCode {
             .iter()
             .map(|(n, d, r)| json!({"name": n, "description": d, "rules": r}))
             .collect();
-        println!("{}", serde_json::Value::Array(v));
+        outln!("{}", serde_json::Value::Array(v));
     } else {
         for (n, d, r) in rows {
-            println!("{n:<11} {r:>2} rules  {d}");
+            outln!("{n:<11} {r:>2} rules  {d}");
         }
     }
     ExitCode::SUCCESS
@@ -846,40 +1124,44 @@ fn policy_list(cli: &Cli) -> ExitCode {
 
 fn print_explanation(x: &broker::Explanation) {
     let d = &x.decision;
-    println!("policy:    {}", x.policy);
-    println!("decision:  {}", d.effect);
+    outln!("policy:    {}", x.policy);
+    outln!("decision:  {}", d.effect);
     for c in &d.commands {
-        println!("command:   {c}");
+        outln!("command:   {c}");
     }
     for r in &d.rules {
-        println!(
+        outln!(
             "  {:<5} {:<28} {}  [{}]",
-            r.effect, r.id, r.reason, r.subject
+            r.effect,
+            r.id,
+            r.reason,
+            r.subject
         );
     }
     for u in &d.unanalysable {
-        println!("unanalysable: {u}");
+        outln!("unanalysable: {u}");
     }
     let s = &x.sandbox.confine;
     let show = |name: &str, v: &[PathBuf]| {
         let items: Vec<String> = v.iter().map(|p| p.display().to_string()).collect();
-        println!("{name:<10} {}", items.join(" "));
+        outln!("{name:<10} {}", items.join(" "));
     };
-    println!("sandbox (landlock ABI {}):", x.landlock_abi);
+    outln!("sandbox (landlock ABI {}):", x.landlock_abi);
     show("  read", &s.read);
     show("  write", &s.write);
     show("  exec", &s.exec);
     show("  deny", &s.deny);
     show("  protected", &s.protected);
     show("  hidden", &s.hidden);
-    println!("  network    {:?}", s.network);
-    println!("  limits     {:?}", s.limits);
-    println!(
+    outln!("  network    {:?}", s.network);
+    outln!("  limits     {:?}", s.limits);
+    outln!(
         "secrets:   output {:?}, input {:?}",
-        x.secrets.output, x.secrets.input
+        x.secrets.output,
+        x.secrets.input
     );
     for i in &x.secrets_in_argv {
-        println!("  {} contains a secret (rule {})", i.place, i.rule);
+        outln!("  {} contains a secret (rule {})", i.place, i.rule);
     }
     let names: Vec<String> = x
         .sandbox
@@ -887,9 +1169,9 @@ fn print_explanation(x: &broker::Explanation) {
         .iter()
         .map(|(k, _)| k.to_string_lossy().into_owned())
         .collect();
-    println!("  env        {}", names.join(" "));
+    outln!("  env        {}", names.join(" "));
     for l in &x.layers {
-        println!("  layer      {l}");
+        outln!("  layer      {l}");
     }
 }
 
@@ -906,25 +1188,7 @@ fn rules_text(d: &Decision) -> String {
 
 /// Asks `question` on the terminal: `None` when there is none (stdin is not a terminal).
 pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
-    if !crate::sandbox::stdin_is_tty() {
-        return None;
-    }
-    let mut tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .ok()?;
-    let _ = write!(tty, "gateway: {question} [y/N] ");
-    let _ = tty.flush();
-    let mut line = String::new();
-    let mut r = std::io::BufReader::new(tty);
-    if r.read_line(&mut line).is_err() {
-        return Some(false);
-    }
-    Some(matches!(
-        line.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+    broker::client::tty_confirm(question)
 }
 
 /// Asks on the terminal. Without one, answers no.
@@ -975,7 +1239,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
 
 fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     // A progress line on a terminal, for trees that take more than a moment.
-    let bar = crate::sandbox::stderr_is_tty().then(|| {
+    let bar = (broker::client::current().is_none() && crate::sandbox::stderr_is_tty()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
         b
@@ -1003,13 +1267,13 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
         Err(e) => return broker_error(e),
     };
     match format {
-        ScanFormat::Json => println!("{}", json!(report)),
-        ScanFormat::Sarif => println!(
+        ScanFormat::Json => outln!("{}", json!(report)),
+        ScanFormat::Sarif => outln!(
             "{}",
             serde_json::to_string_pretty(&broker::scan::sarif(&report)).unwrap_or_default()
         ),
         ScanFormat::Text => {
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::broker::client::stdout_writer();
             for f in &report.findings {
                 let _ = writeln!(
                     out,
@@ -1023,7 +1287,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
             }
             let mb = report.bytes_scanned as f64 / 1e6;
             let secs = report.duration_ms.max(1) as f64 / 1e3;
-            eprintln!(
+            errln!(
                 "gateway scan: {} finding(s){} in {} files, {:.1} MB in {:.2}s ({:.0} MB/s){}",
                 report.findings.len(),
                 if report.known > 0 {
@@ -1119,8 +1383,6 @@ fn run_exec_at(
     let json = cli.json;
     let mut out_buf = Vec::new();
     let mut err_buf = Vec::new();
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
     // In --json mode the result returns the first `inline_output` bytes of each stream (and
     // one more, to tell that there was more); all of it is in the audit artifact.
     let keep = policy.audit.inline_output as usize + 1;
@@ -1133,26 +1395,22 @@ fn run_exec_at(
             let room = keep.saturating_sub(buf.len());
             buf.extend_from_slice(&b[..room.min(b.len())]);
         } else {
-            let _ = match s {
-                Stream::Stdout => {
-                    let mut o = stdout.lock();
-                    o.write_all(b).and_then(|_| o.flush())
-                }
-                Stream::Stderr => {
-                    let mut o = stderr.lock();
-                    o.write_all(b).and_then(|_| o.flush())
-                }
-            };
+            match s {
+                Stream::Stdout => broker::client::out(|o| o.write_all(b)),
+                Stream::Stderr => broker::client::err(|o| o.write_all(b)),
+            }
         }
     };
     let mut ask = tty_ask;
-    crate::sandbox::enlarge_output_pipes();
+    if broker::client::current().is_none() {
+        crate::sandbox::enlarge_output_pipes();
+    }
     let res = broker::exec(req, &mut ask, &mut sink);
     let res = match res {
         Ok(r) => r,
         Err(e) => {
             if json {
-                println!("{}", json!({"error": e.to_string()}));
+                outln!("{}", json!({"error": e.to_string()}));
             }
             return broker_error(e);
         }
@@ -1161,12 +1419,12 @@ fn run_exec_at(
     if !json {
         for q in &res.protected_created {
             match &q.to {
-                Some(to) => eprintln!(
+                Some(to) => errln!(
                     "gateway: the command created protected path {}; moved it to {}",
                     q.path.display(),
                     to.display()
                 ),
-                None => eprintln!(
+                None => errln!(
                     "gateway: the command created protected path {} and it could not be moved; inspect it",
                     q.path.display()
                 ),
@@ -1175,7 +1433,7 @@ fn run_exec_at(
     }
     if !json {
         for s in &res.secrets.input {
-            eprintln!(
+            errln!(
                 "gateway: warning: {} contains a secret (rule {}){}",
                 s.place,
                 s.rule,
@@ -1190,7 +1448,7 @@ fn run_exec_at(
             let mut rules: Vec<&str> = out.iter().map(|o| o.rule).collect();
             rules.sort();
             rules.dedup();
-            eprintln!(
+            errln!(
                 "gateway: {} secret(s) in the output ({}){}",
                 out.len(),
                 rules.join(", "),
@@ -1202,9 +1460,10 @@ fn run_exec_at(
             );
         }
         if let Some(b) = &res.secrets.blocked {
-            eprintln!(
+            errln!(
                 "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
-                b.place, b.rule
+                b.place,
+                b.rule
             );
         }
     }
@@ -1212,19 +1471,19 @@ fn run_exec_at(
         && let Some(sn) = &res.snapshot
         && !sn.changes.is_empty()
     {
-        eprintln!(
+        errln!(
             "gateway: the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",
             sn.changes.len(),
             sn.changes[0].2
         );
     }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) && !json {
-        eprintln!("gateway: the run hit its memory limit; the kernel killed processes of it");
+        errln!("gateway: the run hit its memory limit; the kernel killed processes of it");
     }
     let code: u8 = match (&res.outcome, d.effect) {
         (None, Effect::Deny) => {
             if !json {
-                eprintln!(
+                errln!(
                     "gateway: denied by policy `{}`: {}{}",
                     policy.name,
                     broker::redact_text(&command.join(" ")),
@@ -1235,9 +1494,9 @@ fn run_exec_at(
         }
         (None, _) => {
             if !json {
-                eprintln!(
+                errln!(
                     "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain -- {})",
-                    if crate::sandbox::stdin_is_tty() {
+                    if broker::client::stdin_is_tty() || broker::client::current().is_some() {
                         "it was not approved"
                     } else {
                         "there is no terminal to ask on"
@@ -1252,7 +1511,7 @@ fn run_exec_at(
         (Some(o), _) => {
             if o.timed_out {
                 if !json {
-                    eprintln!(
+                    errln!(
                         "gateway: timed out after {:.1}s; the sandbox and every process in it were killed",
                         o.duration.as_secs_f64()
                     );
@@ -1260,9 +1519,7 @@ fn run_exec_at(
                 exit::TIMEOUT
             } else if o.output_limit_exceeded {
                 if !json {
-                    eprintln!(
-                        "gateway: output exceeded the policy's limit; the sandbox was killed"
-                    );
+                    errln!("gateway: output exceeded the policy's limit; the sandbox was killed");
                 }
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {
@@ -1298,7 +1555,7 @@ fn run_exec_at(
             "audit": res.audit,
             "snapshot": res.snapshot,
         });
-        println!("{v}");
+        outln!("{v}");
     }
     ExitCode::from(code)
 }

@@ -35,11 +35,11 @@ const COMMANDS: &[(&str, &str)] = &[
     ("/cd", "DIR  change the session's working directory"),
     (
         "/pending",
-        "approval requests waiting (the queue comes with the daemon)",
+        "approval requests waiting in the daemon (`gateway pending`)",
     ),
     (
         "/approve",
-        "ID  approve a pending request (the queue comes with the daemon)",
+        "ID [--always-for-session]  approve a pending request in the daemon",
     ),
     ("/help", "this list"),
     ("/exit", "leave (also Ctrl-D)"),
@@ -86,7 +86,7 @@ struct Repl<'a> {
 }
 
 impl Repl<'_> {
-    fn fs_ctx<'p>(&'p self, confirm: &'p dyn Fn(&str) -> Option<bool>) -> FsContext<'p> {
+    fn fs_ctx<'p>(&'p self, confirm: &'p dyn Fn(&str, bool) -> Option<bool>) -> FsContext<'p> {
         FsContext {
             policy: &self.policy,
             cwd: self.cwd.clone(),
@@ -126,7 +126,7 @@ impl Repl<'_> {
                         return true;
                     }
                 };
-                let confirm = super::tty_confirm;
+                let confirm = |q: &str, _: bool| super::tty_confirm(q);
                 let res = bfs::run(
                     &self.fs_ctx(&confirm),
                     FsOp::Undo {
@@ -197,18 +197,28 @@ impl Repl<'_> {
             },
             "/cd" => {
                 let target = args.first().copied().unwrap_or("~");
-                let confirm = |_: &str| None;
+                let confirm = |_: &str, _: bool| None;
                 match bfs::cd(&self.fs_ctx(&confirm), target) {
                     Ok(d) => self.cwd = d,
                     Err(e) => eprintln!("/cd: {e}"),
                 }
             }
-            "/pending" => println!(
-                "no pending requests: this REPL is its own broker, and an `ask` decision prompts here; the approval queue comes with the daemon (issue 6)"
-            ),
-            "/approve" => eprintln!(
-                "/approve: there is no approval queue without the daemon (issue 6); `ask` decisions prompt in this REPL"
-            ),
+            "/pending" | "/approve" => {
+                // The queue lives in the daemon: ask it, as `gateway pending|approve` do.
+                let mut argv = vec![cmd.trim_start_matches('/').to_string()];
+                argv.extend(args.iter().map(|a| a.to_string()));
+                match super::daemon_socket() {
+                    Ok(Some(sock)) => {
+                        if let Err(e) = crate::broker::daemon::call(&sock, argv) {
+                            eprintln!("{cmd}: {e}");
+                        }
+                    }
+                    Ok(None) => eprintln!(
+                        "{cmd}: no daemon is running (`gateway serve`): this REPL is its own broker and asks here when a command needs approval"
+                    ),
+                    Err(e) => eprintln!("{cmd}: {e}"),
+                }
+            }
             other => eprintln!("{other}: unknown command (/help lists them)"),
         }
         true

@@ -142,6 +142,8 @@ pub struct Policy {
     pub undo: UndoProfile,
     /// File tools' settings.
     pub files: crate::model::FilesProfile,
+    /// How `ask` waits for a person.
+    pub approval: crate::model::ApprovalProfile,
 }
 
 impl Policy {

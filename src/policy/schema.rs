@@ -105,6 +105,8 @@ struct RawPolicy {
     undo: RawUndo,
     #[serde(default)]
     files: RawFiles,
+    #[serde(default)]
+    approval: RawApproval,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
 }
@@ -116,6 +118,12 @@ struct RawUndo {
     snapshot_max_file: Option<Spanned<toml::Value>>,
     keep_versions: Option<Spanned<toml::Value>>,
     backups_max_total: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawApproval {
+    timeout: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -514,6 +522,7 @@ fn compile(
     let mut audit = AuditProfile::default();
     let mut undo = UndoProfile::default();
     let mut files = crate::model::FilesProfile::default();
+    let mut approval = crate::model::ApprovalProfile::default();
     let mut sb = SandboxProfile {
         read: vec![],
         write: vec![],
@@ -574,6 +583,9 @@ fn compile(
         }
         if let Some(v) = &raw.files.max_size {
             files.max_size = parse_size(&ctx, v, "files.max_size")?;
+        }
+        if let Some(v) = &raw.approval.timeout {
+            approval.timeout = parse_duration(&ctx, v, "approval.timeout")?;
         }
         let a = &raw.audit;
         if let Some(v) = a.store_output {
@@ -738,6 +750,7 @@ fn compile(
         audit,
         undo,
         files,
+        approval,
     })
 }
 

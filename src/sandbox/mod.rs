@@ -19,7 +19,7 @@ mod sys;
 use serde::Serialize;
 use std::ffi::{CString, OsString};
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,6 +39,10 @@ pub enum Stdin {
     /// A pipe the broker talks through: these bytes first, then whatever
     /// [`StreamIo::reply`] queues (a request/response channel with gateway's own worker).
     Channel(Vec<u8>),
+    /// This fd (a daemon client's stdin, passed over the socket), as [`Stdin::Inherit`].
+    Fd(OwnedFd),
+    /// This fd, relayed as [`Stdin::Filtered`].
+    FilteredFd(OwnedFd),
 }
 
 /// What the sandbox does with the command's streams. The broker implements it (secrets
@@ -300,6 +304,23 @@ pub fn stdin_is_tty() -> bool {
     sys::isatty(0)
 }
 
+/// Is this fd a terminal?
+pub fn fd_is_tty(fd: BorrowedFd<'_>) -> bool {
+    sys::isatty(fd.as_raw_fd())
+}
+
+/// Is this fd `/dev/null`?
+pub fn fd_is_null(fd: BorrowedFd<'_>) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let (Ok(ours), Ok(null)) = (
+        std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    ours.file_type().is_char_device() && ours.rdev() == null.rdev()
+}
+
 /// Asks for a 1 MiB buffer on this process's stdout and stderr when they are pipes: relayed
 /// output is written in large batches, and a larger pipe means fewer sleeps and wake-ups
 /// between gateway and its reader. (Best effort; harmless for other file types.)
@@ -316,14 +337,7 @@ pub fn stderr_is_tty() -> bool {
 
 /// Is this process's stdin `/dev/null` (nothing to relay or scan)?
 pub fn stdin_is_null() -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let (Ok(ours), Ok(null)) = (
-        std::fs::metadata("/proc/self/fd/0"),
-        std::fs::metadata("/dev/null"),
-    ) else {
-        return false;
-    };
-    ours.file_type().is_char_device() && ours.rdev() == null.rdev()
+    fd_is_null(std::io::stdin().as_fd())
 }
 
 /// The (stage, value) records of the report pipe.
@@ -648,14 +662,15 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     let (mut err_r, err_w) = std::io::pipe().map_err(io("creating the stderr pipe"))?;
     let (mut rep_r, rep_w) = std::io::pipe().map_err(io("creating the report pipe"))?;
     let mut stdin_w: Option<std::io::PipeWriter> = None;
-    let null_stdin: Option<OwnedFd> = match spec.stdin {
+    let null_stdin: Option<OwnedFd> = match &spec.stdin {
         Stdin::Inherit => None,
+        Stdin::Fd(fd) => Some(fd.try_clone().map_err(io("passing the caller's stdin"))?),
         Stdin::Null => Some(
             std::fs::File::open("/dev/null")
                 .map_err(io("opening /dev/null"))?
                 .into(),
         ),
-        Stdin::Filtered | Stdin::Channel(_) => {
+        Stdin::Filtered | Stdin::FilteredFd(_) | Stdin::Channel(_) => {
             let (r, w) = std::io::pipe().map_err(io("creating the stdin pipe"))?;
             sys::set_nonblocking(w.as_raw_fd()).map_err(io("configuring the stdin pipe"))?;
             stdin_w = Some(w);
@@ -759,7 +774,16 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         _ => Vec::new(),
     };
     let mut in_open = stdin_w.is_some();
-    let caller_stdin = std::io::stdin();
+    // Where a filtered stdin comes from: this process's, or the fd given.
+    let caller_stdin: std::fs::File = match &spec.stdin {
+        Stdin::FilteredFd(fd) => fd.try_clone().map_err(io("reading the caller's stdin"))?,
+        _ => std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(io("reading stdin"))?,
+    }
+    .into();
+    let caller_fd = caller_stdin.as_raw_fd();
     loop {
         let done = exited || (use_ns && reported);
         if done && stdin_w.is_some() {
@@ -800,7 +824,10 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             pfd(fd_if(!done, pidfd.as_raw_fd()), false),
             // Our stdin, while there is room for more in the pipe's backlog.
             pfd(
-                fd_if(!channel && in_open && in_pending.len() < 64 * 1024, 0),
+                fd_if(
+                    !channel && in_open && in_pending.len() < 64 * 1024,
+                    caller_fd,
+                ),
                 false,
             ),
             pfd(fd_if(!in_pending.is_empty(), stdin_w_fd), true),
@@ -858,7 +885,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         // Filtered stdin: read ours, pass it through the filter, write to the command's pipe.
         if !channel && in_open && (fds[4].ready || fds[4].hangup) {
             let mut chunk = vec![0u8; 64 * 1024];
-            let n = std::io::Read::read(&mut caller_stdin.lock(), &mut chunk).unwrap_or(0);
+            let n = std::io::Read::read(&mut &caller_stdin, &mut chunk).unwrap_or(0);
             let ok = if n == 0 {
                 in_open = false;
                 sink.input_end(&mut in_pending)
@@ -981,4 +1008,10 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         stderr_bytes: counts[1],
         enforcement: status,
     })
+}
+
+/// Gives the calling thread its own working directory (see [`sys::unshare_fs`]); then
+/// `std::env::set_current_dir` moves this thread only.
+pub fn thread_own_cwd() -> std::io::Result<()> {
+    sys::unshare_fs()
 }

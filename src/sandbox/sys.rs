@@ -949,3 +949,14 @@ pub(crate) fn isatty(fd: RawFd) -> bool {
 pub(crate) fn raw(fd: &OwnedFd) -> RawFd {
     fd.as_raw_fd()
 }
+
+/// Gives the calling thread its own filesystem context (cwd, root, umask), so that a
+/// `chdir` by it (a daemon thread serving a client in the client's directory) does not move
+/// the rest of the process.
+pub(crate) fn unshare_fs() -> io::Result<()> {
+    // SAFETY: unshare(CLONE_FS) only copies the thread's fs_struct; no memory is touched.
+    if unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! Pending approvals (the daemon): an `ask` decision becomes a request with an id that waits
+//! up to the policy's `[approval] timeout` for an answer — from the client's terminal, or from
+//! `gateway approve ID` / `gateway deny ID` on another connection. No answer in time is a
+//! deny. Every outcome is written to the audit log as an `approval` record, with who answered.
+//!
+//! Confined commands cannot answer their own requests: their seccomp filter refuses every
+//! `AF_UNIX` socket, so the daemon's socket is out of their reach.
+
+use crate::audit::{self, Caller, Record, RecordDecision};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Condvar, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+/// What needs approving.
+pub struct Request<'a> {
+    /// The session asking.
+    pub session: &'a str,
+    /// Who asks (the client whose call it is).
+    pub caller: &'a Caller,
+    /// The tool (`exec`, `fs.rm`, ...).
+    pub tool: &'a str,
+    /// The command or call, redacted.
+    pub command: String,
+    /// The deciding rules: `id: reason`.
+    pub rules: Vec<String>,
+    /// How risky: `high` (destructive, cannot be undone, or not analysable) or `medium`.
+    pub risk: &'static str,
+    /// The question shown on a terminal.
+    pub question: String,
+}
+
+/// A pending request, as `gateway pending` lists it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pending {
+    /// Its id (for `gateway approve ID`).
+    pub id: u64,
+    /// The session asking.
+    pub session: String,
+    /// The asking client's uid and pid.
+    pub uid: u32,
+    /// The asking client's pid.
+    pub pid: u32,
+    /// The tool.
+    pub tool: String,
+    /// The command, redacted.
+    pub command: String,
+    /// The deciding rules: `id: reason`.
+    pub rules: Vec<String>,
+    /// `high` or `medium`.
+    pub risk: String,
+    /// When it was asked (RFC 3339).
+    pub asked: String,
+    /// Seconds left before it is denied.
+    pub expires_in: u64,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Approved?
+    pub approved: bool,
+    /// Who or what decided (`uid 1000 pid 42 (gateway approve)`, `the terminal prompt`,
+    /// `no answer within 300 s`, ...).
+    pub by: String,
+}
+
+struct Entry {
+    info: Pending,
+    deadline: Instant,
+    answer: Option<Outcome>,
+    always: bool,
+}
+
+#[derive(Default)]
+struct Queue {
+    next: u64,
+    entries: HashMap<u64, Entry>,
+    /// (session, tool, command) approved with `--always-for-session`.
+    always: HashSet<(String, String, String)>,
+}
+
+static QUEUE: LazyLock<(Mutex<Queue>, Condvar)> =
+    LazyLock::new(|| (Mutex::new(Queue::default()), Condvar::new()));
+
+fn lock() -> std::sync::MutexGuard<'static, Queue> {
+    QUEUE.0.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Asks: queues `req`, calls `prompt(id, question)` (the client's terminal, if it has one),
+/// and waits until someone answers or `timeout` passes. The outcome is recorded in the audit
+/// log of `state_dir` (a failure to record denies).
+pub fn ask(
+    state_dir: &Path,
+    req: Request<'_>,
+    timeout: Duration,
+    prompt: &dyn Fn(u64, &str) -> bool,
+) -> Outcome {
+    let key = (
+        req.session.to_string(),
+        req.tool.to_string(),
+        req.command.clone(),
+    );
+    let (id, outcome) = {
+        let mut q = lock();
+        if q.always.contains(&key) {
+            (
+                0,
+                Some(Outcome {
+                    approved: true,
+                    by: "approved earlier for this session (--always-for-session)".into(),
+                }),
+            )
+        } else {
+            q.next += 1;
+            let id = q.next;
+            q.entries.insert(
+                id,
+                Entry {
+                    info: Pending {
+                        id,
+                        session: req.session.into(),
+                        uid: req.caller.uid,
+                        pid: req.caller.pid,
+                        tool: req.tool.into(),
+                        command: req.command.clone(),
+                        rules: req.rules.clone(),
+                        risk: req.risk.into(),
+                        asked: audit::now_rfc3339(),
+                        expires_in: timeout.as_secs(),
+                    },
+                    deadline: Instant::now() + timeout,
+                    answer: None,
+                    always: false,
+                },
+            );
+            (id, None)
+        }
+    };
+    let outcome = match outcome {
+        Some(o) => o,
+        None => {
+            let question = format!(
+                "{}\n(pending request {id}; `gateway approve {id}` or `gateway deny {id}` answer it too; denied in {} s without an answer)",
+                req.question,
+                timeout.as_secs()
+            );
+            prompt(id, &question);
+            wait(id, &key)
+        }
+    };
+    let mut rec = Record {
+        session: req.session.into(),
+        caller: req.caller.clone(),
+        tool: "approval".into(),
+        args: vec![id.to_string(), req.tool.into(), req.command],
+        decision: RecordDecision {
+            effect: if outcome.approved { "allow" } else { "deny" }.into(),
+            rules: req
+                .rules
+                .iter()
+                .map(|r| r.split(':').next().unwrap_or("").to_string())
+                .collect(),
+            reasons: vec![format!(
+                "{} by {}",
+                if outcome.approved {
+                    "approved"
+                } else {
+                    "denied"
+                },
+                outcome.by
+            )],
+        },
+        approved: Some(outcome.approved),
+        ..Record::default()
+    };
+    match super::append_record(state_dir, &mut rec) {
+        Ok(_) => outcome,
+        Err(e) => Outcome {
+            approved: false,
+            by: format!("the audit log (the answer could not be recorded: {e})"),
+        },
+    }
+}
+
+fn wait(id: u64, key: &(String, String, String)) -> Outcome {
+    let mut q = lock();
+    loop {
+        let Some(e) = q.entries.get(&id) else {
+            return Outcome {
+                approved: false,
+                by: "the request vanished".into(),
+            };
+        };
+        if let Some(a) = e.answer.clone() {
+            let always = e.always;
+            q.entries.remove(&id);
+            if always && a.approved {
+                q.always.insert(key.clone());
+            }
+            return a;
+        }
+        let now = Instant::now();
+        if now >= e.deadline {
+            let secs = e.info.expires_in;
+            q.entries.remove(&id);
+            return Outcome {
+                approved: false,
+                by: format!("no answer within {secs} s"),
+            };
+        }
+        let left = e.deadline - now;
+        q = QUEUE
+            .1
+            .wait_timeout(q, left)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0);
+    }
+}
+
+/// The pending requests, oldest first.
+pub fn list() -> Vec<Pending> {
+    let q = lock();
+    let now = Instant::now();
+    let mut v: Vec<Pending> = q
+        .entries
+        .values()
+        .filter(|e| e.answer.is_none())
+        .map(|e| {
+            let mut p = e.info.clone();
+            p.expires_in = e.deadline.saturating_duration_since(now).as_secs();
+            p
+        })
+        .collect();
+    v.sort_by_key(|p| p.id);
+    v
+}
+
+/// Answers request `id` (`always`: approve the same call again for the rest of its session
+/// without asking). Returns the request, or an error saying why not.
+pub fn answer(id: u64, approve: bool, always: bool, by: String) -> Result<Pending, String> {
+    let mut q = lock();
+    let Some(e) = q.entries.get_mut(&id) else {
+        return Err(format!(
+            "no pending request {id} (answered, timed out, or never asked: see `gateway pending`)"
+        ));
+    };
+    if e.answer.is_some() {
+        return Err(format!("request {id} was already answered"));
+    }
+    e.answer = Some(Outcome {
+        approved: approve,
+        by,
+    });
+    e.always = always;
+    let info = e.info.clone();
+    drop(q);
+    QUEUE.1.notify_all();
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller() -> Caller {
+        Caller {
+            uid: 1,
+            pid: 2,
+            client: "test".into(),
+        }
+    }
+
+    fn req<'a>(c: &'a Caller, session: &'a str, cmd: &str) -> Request<'a> {
+        Request {
+            session,
+            caller: c,
+            tool: "exec",
+            command: cmd.into(),
+            rules: vec!["r1: because".into()],
+            risk: "medium",
+            question: "run it?".into(),
+        }
+    }
+
+    #[test]
+    fn answered_from_elsewhere_timed_out_and_always() {
+        let dir = std::env::temp_dir().join(format!("gw-approvals-{}", std::process::id()));
+        let c = caller();
+        // Answered by another thread through the queue.
+        let d = dir.clone();
+        let t = std::thread::spawn(move || {
+            let c = caller();
+            ask(
+                &d,
+                req(&c, "s-a", "make deploy"),
+                Duration::from_secs(20),
+                &|_, _| true,
+            )
+        });
+        let id = loop {
+            if let Some(p) = list().into_iter().find(|p| p.session == "s-a") {
+                break p.id;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(answer(id + 1000, true, false, "x".into()).is_err());
+        let p = answer(id, true, true, "uid 0 (test)".into()).expect("answer");
+        assert_eq!(p.command, "make deploy");
+        let o = t.join().expect("thread");
+        assert!(o.approved);
+        assert_eq!(o.by, "uid 0 (test)");
+        assert!(answer(id, false, false, "again".into()).is_err());
+        // Always for this session: the same call is approved without a request...
+        let o = ask(
+            &dir,
+            req(&c, "s-a", "make deploy"),
+            Duration::from_secs(5),
+            &|_, _| panic!("not asked again"),
+        );
+        assert!(o.approved);
+        // ... but not in another session, where no answer in time is a deny.
+        let o = ask(
+            &dir,
+            req(&c, "s-b", "make deploy"),
+            Duration::from_millis(50),
+            &|_, _| true,
+        );
+        assert!(!o.approved);
+        assert!(o.by.contains("no answer"), "{}", o.by);
+        let v = crate::audit::verify::verify(
+            &dir,
+            &crate::audit::verify::VerifyOptions {
+                anchor: None,
+                key: None,
+                require_covered: true,
+            },
+        )
+        .expect("verify");
+        assert!(v.ok(), "{v:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,187 @@
+//! Who is calling. The embedded CLI is its own caller: this process's uid and pid, its
+//! environment, its stdin/stdout/stderr and its terminal. In the daemon each connection is
+//! served on its own thread, which carries the client's identity (from `SO_PEERCRED`), its
+//! environment and its streams (passed over the socket) here; the CLI code and the broker
+//! read them through these functions and so behave the same either way.
+//!
+//! (A thread-local, not a parameter threaded through every function: the daemon runs the
+//! CLI's own code for a client, and the process-wide things it replaces — environment,
+//! stdio, the terminal — are process-wide there too.)
+
+use crate::audit::Caller;
+use std::cell::RefCell;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::rc::Rc;
+
+/// Puts an approval question (pending id, text) to a client.
+pub type Prompt = Box<dyn Fn(u64, &str) -> bool>;
+
+/// A daemon client, as its connection's thread sees it.
+pub struct Client {
+    /// uid and pid from the socket's peer credentials; `client` is `daemon`.
+    pub caller: Caller,
+    /// The client's environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Its stdin, stdout and stderr.
+    pub stdin: OwnedFd,
+    /// Its stdout.
+    pub stdout: File,
+    /// Its stderr.
+    pub stderr: File,
+    /// Sends an approval question (pending id, text) to the client, which asks on its
+    /// terminal and answers over the socket. False: it could not be sent.
+    pub prompt: Prompt,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Client>>> = const { RefCell::new(None) };
+}
+
+/// While alive, this thread serves `client`.
+pub struct Serving(());
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.borrow_mut().take());
+    }
+}
+
+/// Makes this thread serve `client` until the returned guard is dropped.
+pub fn serve(client: Client) -> Serving {
+    CURRENT.with(|c| *c.borrow_mut() = Some(Rc::new(client)));
+    Serving(())
+}
+
+/// The daemon client this thread serves, if any.
+pub fn current() -> Option<Rc<Client>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// An environment variable of the caller.
+pub fn env_var(name: &str) -> Option<OsString> {
+    match current() {
+        Some(c) => c
+            .env
+            .iter()
+            .find(|(k, _)| k == OsStr::new(name))
+            .map(|(_, v)| v.clone()),
+        None => std::env::var_os(name),
+    }
+}
+
+/// The caller's whole environment.
+pub fn env_vars() -> Vec<(OsString, OsString)> {
+    match current() {
+        Some(c) => c.env.clone(),
+        None => std::env::vars_os().collect(),
+    }
+}
+
+/// The caller: the daemon's client, or this process (`client` names the front end).
+pub fn caller(client: &str) -> Caller {
+    match current() {
+        Some(c) => c.caller.clone(),
+        None => Caller {
+            uid: crate::sandbox::effective_uid(),
+            pid: std::process::id(),
+            client: client.into(),
+        },
+    }
+}
+
+/// Runs `f` with the caller's stdin fd.
+pub fn with_stdin<R>(f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
+    match current() {
+        Some(c) => f(c.stdin.as_fd()),
+        None => f(std::io::stdin().as_fd()),
+    }
+}
+
+/// Is the caller's stdin a terminal?
+pub fn stdin_is_tty() -> bool {
+    with_stdin(crate::sandbox::fd_is_tty)
+}
+
+/// Is the caller's stderr a terminal?
+pub fn stderr_is_tty() -> bool {
+    match current() {
+        Some(c) => crate::sandbox::fd_is_tty(c.stderr.as_fd()),
+        None => crate::sandbox::fd_is_tty(std::io::stderr().as_fd()),
+    }
+}
+
+/// Writes to the caller's stdout (errors ignored, as `print!` would not be: a closed stdout
+/// must not take the daemon down).
+pub fn out(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+    match current() {
+        Some(c) => {
+            let mut w = &c.stdout;
+            let _ = f(&mut w).and_then(|_| w.flush());
+        }
+        None => {
+            let mut w = std::io::stdout().lock();
+            let _ = f(&mut w).and_then(|_| w.flush());
+        }
+    }
+}
+
+/// Writes to the caller's stderr.
+pub fn err(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+    match current() {
+        Some(c) => {
+            let mut w = &c.stderr;
+            let _ = f(&mut w).and_then(|_| w.flush());
+        }
+        None => {
+            let mut w = std::io::stderr().lock();
+            let _ = f(&mut w).and_then(|_| w.flush());
+        }
+    }
+}
+
+/// Reads the caller's stdin to the end.
+pub fn read_stdin_to_end(buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    use std::io::Read;
+    match current() {
+        Some(c) => File::from(c.stdin.try_clone()?).read_to_end(buf),
+        None => std::io::stdin().read_to_end(buf),
+    }
+}
+
+/// A writer to the caller's stdout (buffered for a client; flushed when dropped).
+pub fn stdout_writer() -> Box<dyn Write> {
+    if let Some(c) = current()
+        && let Ok(f) = c.stdout.try_clone()
+    {
+        return Box::new(std::io::BufWriter::new(f));
+    }
+    Box::new(std::io::stdout().lock())
+}
+
+/// Asks `question` on this process's terminal: `None` when there is none (stdin is not a
+/// terminal).
+pub fn tty_confirm(question: &str) -> Option<bool> {
+    use std::io::BufRead;
+    if !crate::sandbox::stdin_is_tty() {
+        return None;
+    }
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let _ = write!(tty, "gateway: {question} [y/N] ");
+    let _ = tty.flush();
+    let mut line = String::new();
+    let mut r = std::io::BufReader::new(tty);
+    if r.read_line(&mut line).is_err() {
+        return Some(false);
+    }
+    Some(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}

@@ -1,0 +1,520 @@
+//! `gateway serve`: the broker as a long-running process on a Unix socket.
+//!
+//! Each connection is one call: the client sends a [`ClientMsg::Call`] (the CLI arguments,
+//! its cwd and environment) with its stdin, stdout and stderr attached (`SCM_RIGHTS`); the
+//! daemon identifies it by `SO_PEERCRED`, runs the call on a thread of its own — the very
+//! code the CLI runs when it is its own broker, with this client as the caller (see
+//! [`super::client`]) — and answers [`ServerMsg::Exit`]. Records carry the peer's uid and pid
+//! and `client: daemon`. The daemon keeps one audit writer open and signs checkpoints in
+//! batches (every 1,000 records or second) instead of after every record.
+//!
+//! Robustness: a call must arrive whole within [`ServeConfig::first_message`] (slow and
+//! silent clients are dropped), messages are bounded by [`proto::MAX_MESSAGE`], anything
+//! malformed is answered with [`ServerMsg::Error`] and the connection closed; a panic in a
+//! call ends that call (exit 125), never the daemon. SIGTERM/SIGINT: no new connections, the
+//! socket is removed, calls in flight get [`ServeConfig::grace`] to finish, a final
+//! checkpoint is signed, and what is still running is killed with the daemon (its sandboxes
+//! die with their spawning thread: `PR_SET_PDEATHSIG`).
+
+use super::proto::{self, ClientMsg, ProtoError, ServerMsg};
+use super::{BrokerError, approvals, client};
+use crate::audit::{self, Caller, Record, RecordDecision};
+use std::collections::HashSet;
+use std::io::{IoSliceMut, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Runs one call (the CLI arguments, without the program name) for the client this thread
+/// serves; returns the exit code.
+pub type Handler = Arc<dyn Fn(Vec<String>) -> u8 + Send + Sync>;
+
+/// How the daemon runs.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The socket's path.
+    pub socket: PathBuf,
+    /// The state directory it owns.
+    pub state_dir: PathBuf,
+    /// Connections served at once; more are answered "busy".
+    pub max_clients: usize,
+    /// How long a client has to send its call.
+    pub first_message: Duration,
+    /// How long calls in flight may take to finish after SIGTERM.
+    pub grace: Duration,
+}
+
+/// The default socket: `$XDG_RUNTIME_DIR/gateway.sock`, else `/run/user/UID/gateway.sock`.
+pub fn default_socket() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
+        Some(d) => PathBuf::from(d).join("gateway.sock"),
+        None => PathBuf::from(format!(
+            "/run/user/{}/gateway.sock",
+            crate::sandbox::effective_uid()
+        )),
+    }
+}
+
+/// The daemon's audit checkpoints: every 1,000 records or second.
+pub(crate) const BATCH: audit::Checkpoints = audit::Checkpoints::Batch {
+    records: 1000,
+    interval: Duration::from_secs(1),
+};
+
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BrokerError {
+    move |source| BrokerError::Io { what, source }
+}
+
+fn lifecycle_record(state_dir: &Path, tool: &str, reason: String) -> Result<(), BrokerError> {
+    let mut rec = Record {
+        session: "daemon".into(),
+        caller: Caller {
+            uid: crate::sandbox::effective_uid(),
+            pid: std::process::id(),
+            client: "daemon".into(),
+        },
+        tool: tool.into(),
+        decision: RecordDecision {
+            effect: "allow".into(),
+            rules: vec!["builtin".into()],
+            reasons: vec![reason],
+        },
+        exit_code: Some(0),
+        ..Record::default()
+    };
+    super::append_record(state_dir, &mut rec).map(|_| ())
+}
+
+/// Binds the socket: refuses if a daemon answers there; replaces a stale socket file; never
+/// removes anything that is not a socket. Mode 0660.
+fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            return Err(BrokerError::Usage(format!(
+                "{} exists and is not a socket; choose another path with --socket",
+                path.display()
+            )));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(BrokerError::Usage(format!(
+                "a daemon is already serving at {} (stop it first, or use --socket)",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).map_err(io_err(format!(
+            "removing the stale socket {}",
+            path.display()
+        )))?;
+    }
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_err(format!("creating {}", dir.display())))?;
+    }
+    let l = std::os::unix::net::UnixListener::bind(path)
+        .map_err(io_err(format!("binding {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(io_err(format!("setting the mode of {}", path.display())))?;
+    Ok(l)
+}
+
+/// Serves until SIGTERM or SIGINT.
+pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
+    super::ensure_state_dir(&cfg.state_dir)?;
+    let log = audit::AuditLog::open(&cfg.state_dir, BATCH)?;
+    super::share_log(&cfg.state_dir, log);
+    let listener = bind(&cfg.socket)?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_err("configuring the socket".into()))?;
+    lifecycle_record(
+        &cfg.state_dir,
+        "daemon.start",
+        format!("serving on {}", cfg.socket.display()),
+    )?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(io_err("starting the runtime".into()))?;
+    let active = Arc::new(AtomicUsize::new(0));
+    let served = rt.block_on(accept_loop(listener, &cfg, handler, active.clone()))?;
+    let _ = std::fs::remove_file(&cfg.socket);
+    // Calls in flight get the grace period to finish.
+    let until = Instant::now() + cfg.grace;
+    while active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = active.load(Ordering::SeqCst);
+    lifecycle_record(
+        &cfg.state_dir,
+        "daemon.stop",
+        format!(
+            "stopped by a signal after {served} connection(s); {left} call(s) still running were killed"
+        ),
+    )?;
+    super::with_shared_log(|l| l.checkpoint()).transpose()?;
+    Ok(())
+}
+
+async fn accept_loop(
+    listener: std::os::unix::net::UnixListener,
+    cfg: &ServeConfig,
+    handler: Handler,
+    active: Arc<AtomicUsize>,
+) -> Result<u64, BrokerError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listener = tokio::net::UnixListener::from_std(listener)
+        .map_err(io_err("registering the socket".into()))?;
+    let mut term = signal(SignalKind::terminate()).map_err(io_err("handling SIGTERM".into()))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io_err("handling SIGINT".into()))?;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut served = 0u64;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(served),
+            _ = int.recv() => return Ok(served),
+            _ = tick.tick() => {
+                // The last records of a burst get their checkpoint within a second.
+                if let Some(Err(e)) = super::with_shared_log(|l| l.checkpoint_if_due()) {
+                    eprintln!("gateway serve: signing an audit checkpoint failed: {e}");
+                }
+            }
+            r = listener.accept() => {
+                let Ok((stream, _)) = r else { continue };
+                let Ok(stream) = stream.into_std() else { continue };
+                served += 1;
+                if stream.set_nonblocking(false).is_err() {
+                    continue;
+                }
+                if active.load(Ordering::SeqCst) >= cfg.max_clients {
+                    let _ = (&stream).write_all(&proto::encode(&ServerMsg::Error {
+                        message: format!(
+                            "busy: {} calls in progress (the daemon's limit); try again",
+                            cfg.max_clients
+                        ),
+                    }));
+                    continue;
+                }
+                active.fetch_add(1, Ordering::SeqCst);
+                let (h, a, c) = (handler.clone(), active.clone(), cfg.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("gateway-call".into())
+                    .spawn(move || {
+                        struct Done(Arc<AtomicUsize>);
+                        impl Drop for Done {
+                            fn drop(&mut self) {
+                                self.0.fetch_sub(1, Ordering::SeqCst);
+                            }
+                        }
+                        let _done = Done(a);
+                        connection(stream, &c, &h);
+                    });
+                if spawned.is_err() {
+                    active.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+}
+
+fn send(stream: &UnixStream, msg: &ServerMsg) -> bool {
+    let mut s = stream;
+    s.write_all(&proto::encode(msg)).is_ok()
+}
+
+/// Reads the first message and the fds sent with it, within `deadline`.
+fn read_call(stream: &UnixStream, deadline: Instant) -> Result<(ClientMsg, Vec<OwnedFd>), String> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    let mut buf: Vec<u8> = Vec::new();
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("timed out waiting for the call (send it whole, at once)".into());
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut anc = RecvAncillaryBuffer::new(&mut space);
+        let r = recvmsg(
+            stream.as_fd(),
+            &mut [IoSliceMut::new(&mut chunk)],
+            &mut anc,
+            RecvFlags::CMSG_CLOEXEC,
+        );
+        for m in anc.drain() {
+            if let RecvAncillaryMessage::ScmRights(it) = m {
+                fds.extend(it);
+            }
+        }
+        if fds.len() > 3 {
+            return Err("more than 3 fds sent with the call".into());
+        }
+        let n = match r {
+            Ok(m) => m.bytes,
+            Err(e) if e == rustix::io::Errno::INTR => continue,
+            Err(e) if e == rustix::io::Errno::AGAIN => {
+                return Err("timed out waiting for the call (send it whole, at once)".into());
+            }
+            Err(e) => return Err(format!("reading the call: {e}")),
+        };
+        if n == 0 {
+            return Err(proto::decode_final::<ClientMsg>(&buf)
+                .err()
+                .map_or_else(|| "connection closed".into(), |e| e.to_string()));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match proto::decode::<ClientMsg>(&buf) {
+            Ok(Some((msg, used))) => {
+                if used != buf.len() {
+                    return Err("data after the call (one call per connection)".into());
+                }
+                return Ok((msg, fds));
+            }
+            Ok(None) => {}
+            Err(e @ ProtoError::TooLarge(_)) | Err(e @ ProtoError::Malformed(_)) => {
+                return Err(e.to_string());
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Serves one connection (one call) on this thread.
+fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
+    let peer = match rustix::net::sockopt::socket_peercred(&stream) {
+        Ok(c) => c,
+        Err(e) => {
+            send(
+                &stream,
+                &ServerMsg::Error {
+                    message: format!("cannot identify the caller (SO_PEERCRED): {e}"),
+                },
+            );
+            return;
+        }
+    };
+    let (msg, fds) = match read_call(&stream, Instant::now() + cfg.first_message) {
+        Ok(x) => x,
+        Err(message) => {
+            send(&stream, &ServerMsg::Error { message });
+            return;
+        }
+    };
+    let _ = stream.set_read_timeout(None);
+    let fail = |message: String| {
+        send(&stream, &ServerMsg::Error { message });
+    };
+    let ClientMsg::Call {
+        version,
+        argv,
+        cwd,
+        env,
+    } = msg
+    else {
+        return fail("the first message must be a call".into());
+    };
+    if version != proto::VERSION {
+        return fail(format!(
+            "protocol version {version} is not spoken here (this daemon speaks {}); use the gateway binary the daemon runs",
+            proto::VERSION
+        ));
+    }
+    let [stdin, stdout, stderr]: [OwnedFd; 3] = match fds.try_into() {
+        Ok(a) => a,
+        Err(_) => {
+            return fail("the call must carry the client's stdin, stdout and stderr".into());
+        }
+    };
+    if let Err(e) = crate::sandbox::thread_own_cwd().and_then(|_| std::env::set_current_dir(&cwd)) {
+        return fail(format!("cannot enter the client's directory {cwd}: {e}"));
+    }
+    let caller = Caller {
+        uid: peer.uid.as_raw(),
+        pid: peer.pid.as_raw_nonzero().get() as u32,
+        client: "daemon".into(),
+    };
+    // Approval questions go to the client, whose answers (read by a second thread) answer
+    // only the questions this connection was asked.
+    let prompted: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    let Ok(writer) = stream.try_clone() else {
+        return fail("cannot duplicate the connection".into());
+    };
+    let Ok(reader) = stream.try_clone() else {
+        return fail("cannot duplicate the connection".into());
+    };
+    let asked = prompted.clone();
+    let prompt = Box::new(move |id: u64, question: &str| {
+        asked.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
+        send(
+            &writer,
+            &ServerMsg::Ask {
+                id,
+                question: question.into(),
+            },
+        )
+    });
+    let answers = prompted.clone();
+    let who = format!("the terminal of uid {} pid {}", caller.uid, caller.pid);
+    let listener = std::thread::Builder::new()
+        .name("gateway-answers".into())
+        .spawn(move || read_answers(reader, &answers, &who));
+    let code = {
+        let _serving = client::serve(client::Client {
+            caller,
+            env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            stdin,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            prompt,
+        });
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(argv))) {
+            Ok(c) => c,
+            Err(_) => {
+                client::err(|w| {
+                    writeln!(
+                        w,
+                        "gateway: internal error in the daemon (the call was abandoned; the daemon goes on)"
+                    )
+                });
+                125
+            }
+        }
+    };
+    send(&stream, &ServerMsg::Exit { code });
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    if let Ok(t) = listener {
+        let _ = t.join();
+    }
+}
+
+/// Reads [`ClientMsg::Answer`]s until the connection ends; when it ends early, the questions
+/// still open are denied (nobody is left to answer them there).
+fn read_answers(stream: UnixStream, asked: &Mutex<HashSet<u64>>, who: &str) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match std::io::Read::read(&mut &stream, &mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        loop {
+            match proto::decode::<ClientMsg>(&buf) {
+                Ok(Some((msg, used))) => {
+                    buf.drain(..used);
+                    if let ClientMsg::Answer { id, approve } = msg
+                        && asked
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .contains(&id)
+                    {
+                        let _ = approvals::answer(id, approve, false, who.into());
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => return deny_open(asked),
+            }
+        }
+    }
+    deny_open(asked);
+}
+
+fn deny_open(asked: &Mutex<HashSet<u64>>) {
+    for id in asked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let _ = approvals::answer(
+            *id,
+            false,
+            false,
+            "the client's disconnection (nobody left to answer there)".into(),
+        );
+    }
+}
+
+/// The client side: sends `argv` (without the program name) to the daemon at `socket` with
+/// this process's stdio, cwd and environment; asks the terminal when the daemon asks;
+/// returns the call's exit code.
+pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let stream = UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot reach the daemon at {}: {e} (start `gateway serve`, or set GATEWAY_SOCKET= to run the embedded broker)",
+            socket.display()
+        )
+    })?;
+    let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let frame = proto::encode(&ClientMsg::Call {
+        version: proto::VERSION,
+        argv,
+        cwd: cwd.display().to_string(),
+        env,
+    });
+    if frame.len() > proto::MAX_MESSAGE + 4 {
+        return Err("the command line and environment are too large for the daemon".into());
+    }
+    let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let fds = [i.as_fd(), o.as_fd(), e.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    anc.push(SendAncillaryMessage::ScmRights(&fds));
+    let n = sendmsg(
+        &stream,
+        &[std::io::IoSlice::new(&frame)],
+        &mut anc,
+        SendFlags::empty(),
+    )
+    .map_err(|e| format!("sending the call to the daemon: {e}"))?;
+    (&stream)
+        .write_all(&frame[n..])
+        .map_err(|e| format!("sending the call to the daemon: {e}"))?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some((msg, used)) = proto::decode::<ServerMsg>(&buf).map_err(|e| e.to_string())? {
+            buf.drain(..used);
+            match msg {
+                ServerMsg::Exit { code } => return Ok(code),
+                ServerMsg::Error { message } => return Err(format!("the daemon: {message}")),
+                ServerMsg::Ask { id, question } => {
+                    let Ok(w) = stream.try_clone() else { continue };
+                    // On its own thread: the answer may also come from `gateway approve`,
+                    // and then the call ends while the prompt still waits.
+                    std::thread::spawn(move || {
+                        let yes = crate::broker::client::tty_confirm(&question).unwrap_or(false);
+                        let _ =
+                            (&w).write_all(&proto::encode(&ClientMsg::Answer { id, approve: yes }));
+                    });
+                }
+            }
+        }
+        let n = std::io::Read::read(&mut &stream, &mut chunk)
+            .map_err(|e| format!("reading the daemon's answer: {e}"))?;
+        if n == 0 {
+            return Err(
+                "the daemon closed the connection before the call ended (it may have been stopped)"
+                    .into(),
+            );
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
