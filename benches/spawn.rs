@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+const DAEMON_ROW: &str = "gateway exec -- true through `gateway serve` (strict)";
+
 fn time(cmd: &mut Command) -> Duration {
     let t = Instant::now();
     let st = cmd.status().expect("spawn");
@@ -139,7 +141,39 @@ fn main() {
                 let mut c = Command::new(gateway);
                 c.args(["exec", "--policy", &policy, "--", "true"])
                     .current_dir(&ws)
+                    .env("GATEWAY_SOCKET", "")
                     .env("GATEWAY_STATE_DIR", &state);
+                quiet(c)
+            }),
+        );
+    }
+    // The same call through the daemon (issue 6: goal within 1.5x of a bare spawn).
+    let dstate = ws.with_extension("daemon-state");
+    let socket = ws.with_extension("sock");
+    let mut daemon = Command::new(gateway)
+        .args(["serve", "--policy", "strict", "--socket"])
+        .arg(&socket)
+        .env("GATEWAY_STATE_DIR", &dstate)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gateway serve");
+    for _ in 0..500 {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    {
+        let (ws, dstate, socket) = (ws.clone(), dstate.clone(), socket.clone());
+        add(
+            DAEMON_ROW,
+            Box::new(move || {
+                let mut c = Command::new(gateway);
+                c.args(["exec", "--", "true"])
+                    .current_dir(&ws)
+                    .env("GATEWAY_SOCKET", &socket)
+                    .env("GATEWAY_STATE_DIR", &dstate);
                 quiet(c)
             }),
         );
@@ -184,8 +218,11 @@ fn main() {
             r.times.push(d);
         }
     }
+    let _ = daemon.kill();
+    let _ = daemon.wait();
     let _ = std::fs::remove_dir_all(&ws);
     let _ = std::fs::remove_dir_all(&state);
+    let _ = std::fs::remove_dir_all(&dstate);
     let _ = std::fs::remove_file(&no_cg);
     let _ = std::fs::remove_file(ws.with_extension("bpf"));
 
@@ -225,6 +262,14 @@ fn main() {
         if let Some(b) = get("bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true") {
             println!("bwrap / C floor: {:.2}x", b / f);
         }
+    }
+    if let Some(dm) = get(DAEMON_ROW) {
+        println!(
+            "through the daemon / one-shot: {:.2}x; daemon / direct (bare spawn of true): {:.2}x (goal <= 1.5x): {}",
+            dm / gw,
+            dm / direct,
+            verdict(dm / direct <= 1.5)
+        );
     }
     if let Some(w) = get("C wrapper: fork + exec true + wait, no confinement") {
         println!("C wrapper / direct: {:.2}x", w / direct);
