@@ -116,30 +116,23 @@ pub fn stderr_is_tty() -> bool {
 /// Writes to the caller's stdout (errors ignored, as `print!` would not be: a closed stdout
 /// must not take the daemon down).
 pub fn out(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
-    match current() {
-        Some(c) => {
-            let mut w = &c.stdout;
-            let _ = f(&mut w).and_then(|_| w.flush());
-        }
-        None => {
-            let mut w = std::io::stdout().lock();
-            let _ = f(&mut w).and_then(|_| w.flush());
-        }
-    }
+    write_to(true, f)
 }
 
 /// Writes to the caller's stderr.
 pub fn err(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
-    match current() {
-        Some(c) => {
-            let mut w = &c.stderr;
-            let _ = f(&mut w).and_then(|_| w.flush());
-        }
-        None => {
-            let mut w = std::io::stderr().lock();
-            let _ = f(&mut w).and_then(|_| w.flush());
-        }
-    }
+    write_to(false, f)
+}
+
+fn write_to(stdout: bool, f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+    let c = current();
+    let mut w: Box<dyn Write + '_> = match (&c, stdout) {
+        (Some(c), true) => Box::new(&c.stdout),
+        (Some(c), false) => Box::new(&c.stderr),
+        (None, true) => Box::new(std::io::stdout().lock()),
+        (None, false) => Box::new(std::io::stderr().lock()),
+    };
+    let _ = f(&mut w).and_then(|_| w.flush());
 }
 
 /// Reads the caller's stdin to the end.

@@ -16,7 +16,7 @@
 //! checkpoint is signed, and what is still running is killed with the daemon (its sandboxes
 //! die with their spawning thread: `PR_SET_PDEATHSIG`).
 
-use super::proto::{self, ClientMsg, ProtoError, ServerMsg};
+use super::proto::{self, ClientMsg, ServerMsg};
 use super::{BrokerError, approvals, client};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use std::collections::HashSet;
@@ -284,9 +284,6 @@ fn read_call(stream: &UnixStream, deadline: Instant) -> Result<(ClientMsg, Vec<O
                 return Ok((msg, fds));
             }
             Ok(None) => {}
-            Err(e @ ProtoError::TooLarge(_)) | Err(e @ ProtoError::Malformed(_)) => {
-                return Err(e.to_string());
-            }
             Err(e) => return Err(e.to_string()),
         }
     }

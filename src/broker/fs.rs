@@ -479,10 +479,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
                 "{name} {} needs approval:{rules}\nDo it?",
                 subject.display()
             );
-            let yes = match super::client::current() {
-                Some(_) => super::ask_person(&asking(ctx, name, &subject, &decision, true), &q),
-                None => (ctx.confirm)(&q, true),
-            } == Some(true);
+            let yes = confirm(ctx, name, &subject, &decision, &q, true) == Some(true);
             approved = Some(yes);
             yes
         }
@@ -500,10 +497,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
             "delete {} permanently? No copy is kept and `gateway undo` cannot bring it back.",
             subject.display()
         );
-        let answer = match super::client::current() {
-            Some(_) => super::ask_person(&asking(ctx, name, &subject, &decision, false), &q),
-            None => (ctx.confirm)(&q, false),
-        };
+        let answer = confirm(ctx, name, &subject, &decision, &q, false);
         match answer {
             None => true,
             Some(yes) => {
@@ -2213,24 +2207,32 @@ pub fn fuzz_edit_undo(data: &[u8]) {
     assert!(now == file, "undo did not restore the exact bytes");
 }
 
-/// The daemon's question for a file tool's `ask` (or a confirmation).
-fn asking<'a>(
-    ctx: &'a FsContext<'_>,
-    tool: &'a str,
+/// Asks a person about a file tool's call: the daemon's queue for its client, else
+/// `ctx.confirm` (`required`: an `ask` decision rather than a confirmation of an allow).
+fn confirm(
+    ctx: &FsContext<'_>,
+    tool: &str,
     subject: &Path,
-    decision: &'a crate::model::Decision,
+    decision: &crate::model::Decision,
+    question: &str,
     required: bool,
-) -> super::Asking<'a> {
-    super::Asking {
-        state_dir: &ctx.state_dir,
-        session: &ctx.session,
-        caller: &ctx.caller,
-        policy: ctx.policy,
-        tool,
-        command: super::redact_text(&subject.display().to_string()),
-        decision,
-        required,
+) -> Option<bool> {
+    if super::client::current().is_none() {
+        return (ctx.confirm)(question, required);
     }
+    super::ask_person(
+        &super::Asking {
+            state_dir: &ctx.state_dir,
+            session: &ctx.session,
+            caller: &ctx.caller,
+            policy: ctx.policy,
+            tool,
+            command: super::redact_text(&subject.display().to_string()),
+            decision,
+            required,
+        },
+        question,
+    )
 }
 
 #[cfg(test)]
