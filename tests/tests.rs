@@ -3532,119 +3532,293 @@ sandbox_test!(
     }
 );
 
+/// Runs a Python MCP SDK client fixture (PyPI `mcp`, installed by .ci/run) against
+/// `gateway mcp` in `env`'s workspace, with `socket` as GATEWAY_SOCKET ("" = the embedded
+/// broker); returns what it printed. GATEWAY_TEST_NO_MCP_CLIENT=1 skips the MCP tests
+/// explicitly (CI never sets it): `None`. Without the SDK the test fails.
+fn mcp_client(
+    env: &Env,
+    socket: &std::ffi::OsStr,
+    fixture: &str,
+    args: &[&str],
+    policy: Option<&str>,
+) -> Option<serde_json::Value> {
+    if std::env::var_os("GATEWAY_TEST_NO_MCP_CLIENT").is_some() {
+        eprintln!("skipped: GATEWAY_TEST_NO_MCP_CLIENT is set");
+        return None;
+    }
+    let script = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let mut c = env.raw("python3");
+    c.args([script.as_str(), BIN])
+        .arg(&env.ws)
+        .args(args)
+        .env("GATEWAY_SOCKET", socket)
+        .env_remove("GATEWAY_SESSION");
+    if let Some(p) = policy {
+        c.env("GATEWAY_POLICY", p);
+    }
+    let o = c.output().expect("python3");
+    assert!(
+        o.status.success(),
+        "the MCP client failed (is the Python `mcp` package installed? pip install mcp): {}",
+        text(&o)
+    );
+    Some(serde_json::from_slice(&o.stdout).expect("client output"))
+}
+
+/// What `tests/fixtures/mcp_client.py` saw, checked: the same whether the server is its own
+/// broker or the daemon's front end. `audit` runs `gateway log ...` where the records are;
+/// `client` is the caller the records name.
+fn check_mcp_client_run(
+    env: &Env,
+    v: &serde_json::Value,
+    audit: &dyn Fn(&[&str]) -> Output,
+    client: &str,
+) {
+    assert_eq!(v["server"], "gateway");
+    let tools = v["tools"].as_object().expect("tools");
+    for name in [
+        "exec",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "glob",
+        "grep",
+        "list_directory",
+        "move",
+        "delete",
+        "mkdir",
+        "cd",
+        "undo",
+        "history",
+    ] {
+        let t = &tools[name];
+        assert_eq!(t["schema"]["type"], "object", "{name}: {t}");
+    }
+    assert_eq!(tools["read_file"]["read_only"], true);
+    assert_eq!(tools["delete"]["destructive"], true);
+    assert_eq!(tools["read_file"]["schema"]["required"][0], "path");
+    let result = |k: &str| -> serde_json::Value {
+        let r = &v[k];
+        assert_eq!(r["is_error"], false, "{k}: {r}");
+        serde_json::from_str(r["text"].as_str().expect("text")).expect("json result")
+    };
+    let failed = |k: &str| -> String {
+        let r = &v[k];
+        assert_eq!(r["is_error"], true, "{k} should be an error result: {r}");
+        r["text"].as_str().expect("text").to_string()
+    };
+    let e = result("exec");
+    assert_eq!(e["exit_code"], 3);
+    assert_eq!(e["stdout"], "hello from mcp\n");
+    assert_eq!(e["stderr"], "oops\n");
+    assert!(result("read")["output"]["lines"][1][1] == "beta");
+    assert!(
+        result("dry")["output"]["diff"]
+            .as_str()
+            .expect("diff")
+            .contains("+gamma")
+    );
+    assert_eq!(result("grep")["output"]["files"][0][0], "notes.txt");
+    assert!(failed("ambiguous").contains("occurs"));
+    assert_eq!(
+        result("cd")["cwd"],
+        env.ws.join("sub").display().to_string()
+    );
+    assert!(
+        result("ls")["output"]["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .any(|e| e[0] == "notes.txt")
+    );
+    assert_eq!(result("delete")["output"]["undoable"], true);
+    assert!(
+        result("undo")["output"]["what"]
+            .as_str()
+            .expect("what")
+            .contains("restored")
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("sub/notes.txt")).expect("restored"),
+        "alpha\ngamma\n"
+    );
+    assert_eq!(
+        result("history")["changes"].as_array().map(Vec::len),
+        Some(3)
+    );
+    // Refusals are tool results with isError, naming the rule and its reason.
+    let d: serde_json::Value = serde_json::from_str(&failed("denied")).expect("json");
+    assert_eq!(d["decision"], "deny");
+    assert_eq!(d["rules"][0]["rule"], "deny-rm-root-home");
+    assert!(failed("escape").contains("Permission denied"));
+    assert!(failed("missing_arg").contains("path"));
+    // Every call is in the audit log, recorded as the MCP client's.
+    let o = audit(&["log", "query", "--json", "--limit", "0"]);
+    let recs: Vec<serde_json::Value> = json_of(&o)["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["session"].as_str().is_some_and(|s| s.starts_with("mcp-")))
+        .cloned()
+        .collect();
+    // 15 calls reached the broker (history reads the journal; the malformed call never ran).
+    assert_eq!(recs.len(), 15, "{}", recs.len());
+    assert!(
+        recs.iter().all(|r| r["caller"]["client"] == client),
+        "{recs:?}"
+    );
+    let o = audit(&["log", "verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// What `tests/fixtures/mcp_roots.py roots` saw, checked.
+fn check_mcp_roots_run(env: &Env, root: &Path, v: &serde_json::Value) {
+    let field = |k: &str| -> (bool, serde_json::Value) {
+        let r = &v[k];
+        let t = r["text"].as_str().unwrap_or_else(|| panic!("{k}: {r}"));
+        (
+            r["is_error"] == true,
+            serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.into())),
+        )
+    };
+    let ok = |k: &str| {
+        let (err, v) = field(k);
+        assert!(!err, "{k} should succeed: {v}");
+        v
+    };
+    let refused = |k: &str, needle: &str| {
+        let (err, v) = field(k);
+        assert!(err, "{k} should be refused: {v}");
+        assert_eq!(v["rules"][0]["rule"], "client-roots", "{k}: {v}");
+        let reason = v["rules"][0]["reason"].as_str().expect("reason");
+        assert!(reason.contains(needle), "{k}: {reason}");
+    };
+    let root_s = root.display().to_string();
+    assert_eq!(ok("inside")["output"]["lines"][0][1], "in");
+    refused("outside", &root_s);
+    // The session starts in the first root when its directory lies outside them.
+    assert_eq!(
+        ok("relative")["output"]["path"],
+        root.join("in.txt").display().to_string()
+    );
+    assert_eq!(ok("pwd")["stdout"], format!("{root_s}\n"));
+    // A command writes inside the roots only (landlock), and runs only inside them.
+    let e = ok("escape");
+    assert!(
+        e["stderr"]
+            .as_str()
+            .expect("stderr")
+            .contains("Permission denied"),
+        "{e}"
+    );
+    assert!(!env.ws.join("escape.txt").exists());
+    assert!(root.join("inside.txt").exists());
+    refused("exec_outside", &root_s);
+    refused("write_outside", &root_s);
+    assert!(!env.ws.join("new.txt").exists());
+    // The client changed its roots: asked again; a non-local root narrows to nothing.
+    assert_eq!(ok("widened_by_client")["output"]["lines"][0][1], "out");
+    refused("no_local_root", "(none)");
+}
+
 sandbox_test!(
     fn mcp_server_works_with_a_real_mcp_client() {
-        // The Python MCP SDK (PyPI `mcp`, installed by .ci/run) drives `gateway mcp`:
-        // initialize, tools/list, and calls of every kind. GATEWAY_TEST_NO_MCP_CLIENT=1 skips
-        // this test explicitly (CI never sets it); without the SDK it fails.
-        if std::env::var_os("GATEWAY_TEST_NO_MCP_CLIENT").is_some() {
-            eprintln!("skipped: GATEWAY_TEST_NO_MCP_CLIENT is set");
-            return;
-        }
+        // The Python MCP SDK drives `gateway mcp`: initialize, tools/list, calls of every kind.
         let env = Env::new("mcp");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp_client.py");
-        let o = Command::new("python3")
-            .args([script, BIN])
-            .arg(&env.ws)
-            .current_dir(&env.ws)
-            .env("HOME", &env.home)
-            .env("GATEWAY_STATE_DIR", &env.state)
-            .env("GATEWAY_SOCKET", "")
-            .env_remove("GATEWAY_POLICY")
-            .env_remove("GATEWAY_SESSION")
-            .output()
-            .expect("python3");
-        assert!(
-            o.status.success(),
-            "the MCP client failed (is the Python `mcp` package installed? pip install mcp): {}",
-            text(&o)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("client output");
-        assert_eq!(v["server"], "gateway");
-        let tools = v["tools"].as_object().expect("tools");
-        for name in [
-            "exec",
-            "read_file",
-            "write_file",
-            "edit_file",
-            "glob",
-            "grep",
-            "list_directory",
-            "move",
-            "delete",
-            "mkdir",
-            "cd",
-            "undo",
-            "history",
-        ] {
-            let t = &tools[name];
-            assert_eq!(t["schema"]["type"], "object", "{name}: {t}");
-        }
-        assert_eq!(tools["read_file"]["read_only"], true);
-        assert_eq!(tools["delete"]["destructive"], true);
-        assert_eq!(tools["read_file"]["schema"]["required"][0], "path");
-        let result = |k: &str| -> serde_json::Value {
-            let r = &v[k];
-            assert_eq!(r["is_error"], false, "{k}: {r}");
-            serde_json::from_str(r["text"].as_str().expect("text")).expect("json result")
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_client.py", &[], None) else {
+            return;
         };
-        let failed = |k: &str| -> String {
-            let r = &v[k];
-            assert_eq!(r["is_error"], true, "{k} should be an error result: {r}");
-            r["text"].as_str().expect("text").to_string()
+        check_mcp_client_run(&env, &v, &|args| env.gw(args), "mcp");
+    }
+);
+
+sandbox_test!(
+    fn mcp_client_roots_narrow_the_servers_paths() {
+        // The client declares roots (a directory with a space: a percent-encoded URI): file
+        // tools and commands are held inside them, never beyond the policy; roots/list_changed
+        // is followed; a root that is not a local directory leaves nothing.
+        let env = Env::new("mcp-roots");
+        let root = env.ws.join("my root");
+        std::fs::create_dir(&root).expect("root");
+        env.write("my root/in.txt", "in\n");
+        env.write("out.txt", "out\n");
+        let root_s = root.display().to_string();
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_roots.py", &[&root_s, "roots"], None)
+        else {
+            return;
         };
-        let e = result("exec");
-        assert_eq!(e["exit_code"], 3);
-        assert_eq!(e["stdout"], "hello from mcp\n");
-        assert_eq!(e["stderr"], "oops\n");
-        assert!(result("read")["output"]["lines"][1][1] == "beta");
-        assert!(
-            result("dry")["output"]["diff"]
-                .as_str()
-                .expect("diff")
-                .contains("+gamma")
-        );
-        assert_eq!(result("grep")["output"]["files"][0][0], "notes.txt");
-        assert!(failed("ambiguous").contains("occurs"));
-        assert_eq!(
-            result("cd")["cwd"],
-            env.ws.join("sub").display().to_string()
-        );
-        assert!(
-            result("ls")["output"]["entries"]
-                .as_array()
-                .expect("entries")
-                .iter()
-                .any(|e| e[0] == "notes.txt")
-        );
-        assert_eq!(result("delete")["output"]["undoable"], true);
-        assert!(
-            result("undo")["output"]["what"]
-                .as_str()
-                .expect("what")
-                .contains("restored")
-        );
-        assert_eq!(
-            std::fs::read_to_string(env.ws.join("sub/notes.txt")).expect("restored"),
-            "alpha\ngamma\n"
-        );
-        assert_eq!(
-            result("history")["changes"].as_array().map(Vec::len),
-            Some(3)
-        );
-        // Refusals are tool results with isError, naming the rule and its reason.
-        let d: serde_json::Value = serde_json::from_str(&failed("denied")).expect("json");
-        assert_eq!(d["decision"], "deny");
-        assert_eq!(d["rules"][0]["rule"], "deny-rm-root-home");
-        assert!(failed("escape").contains("Permission denied"));
-        assert!(failed("missing_arg").contains("path"));
-        // Every call is in the audit log, recorded as the MCP client's.
-        let o = env.gw(&["log", "query", "--json", "--limit", "0"]);
-        let recs = json_of(&o)["records"].as_array().expect("records").clone();
-        // 15 calls reached the broker (history reads the journal; the malformed call never ran).
-        assert_eq!(recs.len(), 15, "{}", recs.len());
-        assert!(recs.iter().all(|r| r["caller"]["client"] == "mcp"));
+        check_mcp_roots_run(&env, &root, &v);
         let o = env.gw(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn mcp_server_goes_through_the_daemon() {
+        // With a daemon running, `gateway mcp` is its front end: the same tools and results,
+        // the records in the daemon's log (caller: the MCP server's pid, `client: daemon`),
+        // the client's roots applied by the daemon, and `ask` waiting in the daemon's queue
+        // for `gateway approve` / `gateway deny`.
+        let env = Env::new("mcp-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let sock = d.socket.clone();
+        let audit = |args: &[&str]| -> Output { d.cmd(&env).args(args).output().expect("gateway") };
+        let Some(v) = mcp_client(&env, sock.as_os_str(), "mcp_client.py", &[], None) else {
+            return;
+        };
+        check_mcp_client_run(&env, &v, &audit, "daemon");
+
+        let root = env.ws.join("my root");
+        std::fs::create_dir(&root).expect("root");
+        env.write("my root/in.txt", "in\n");
+        env.write("out.txt", "out\n");
+        let root_s = root.display().to_string();
+        let v = mcp_client(
+            &env,
+            sock.as_os_str(),
+            "mcp_roots.py",
+            &[&root_s, "roots"],
+            None,
+        )
+        .expect("client");
+        check_mcp_roots_run(&env, &root, &v);
+
+        let pf = env.policy_file(
+            "extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n\n[[rule]]\nid = \"ask-touch\"\neffect = \"ask\"\ntools = [\"exec\"]\ncommand = [\"touch\", \"asked*\"]\nreason = \"the test asks before this\"\n",
+        );
+        let v = mcp_client(
+            &env,
+            sock.as_os_str(),
+            "mcp_roots.py",
+            &[&root_s, "ask"],
+            Some(&pf),
+        )
+        .expect("client");
+        let p = &v["approve"]["pending"];
+        assert_eq!(p["tool"], "exec", "{v}");
+        assert_eq!(p["command"], "sh -c touch asked.txt");
+        assert_eq!(p["rules"][0], "ask-touch: the test asks before this");
+        assert!(
+            p["session"].as_str().is_some_and(|s| s.starts_with("mcp-")),
+            "{p}"
+        );
+        assert_eq!(v["approve"]["answer_exit"], 0);
+        assert_eq!(v["approved"]["is_error"], false, "{v}");
+        let r: serde_json::Value =
+            serde_json::from_str(v["approved"]["text"].as_str().expect("text")).expect("json");
+        assert_eq!(r["exit_code"], 0);
+        // The session is held in the client's root: the command ran there.
+        assert!(root.join("asked.txt").exists());
+        assert_eq!(v["deny"]["answer_exit"], 0);
+        assert_eq!(v["denied"]["is_error"], true, "{v}");
+        let t = v["denied"]["text"].as_str().expect("text");
+        assert!(t.contains("not approved") && t.contains("ask-touch"), "{t}");
+        assert!(!root.join("asked-again.txt").exists());
+        let o = audit(&["log", "query", "--json", "--tool", "approval"]);
+        let answers = json_of(&o)["records"].as_array().expect("records").len();
+        assert_eq!(answers, 2, "{}", text(&o));
+        let o = audit(&["log", "verify"]);
         assert!(o.status.success(), "{}", text(&o));
     }
 );
@@ -4311,5 +4485,42 @@ sandbox_test!(
         );
         let o = env.cmd().args(["log", "verify"]).output().expect("verify");
         assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn tool_command_runs_one_mcp_tool_call() {
+        // `gateway tool NAME ARGS`: what the MCP server runs for each call (and sends to the
+        // daemon): the result as JSON, exit 1 for an error result, --root narrows.
+        let env = Env::new("tool-cmd");
+        env.write("a.txt", "alpha\n");
+        std::fs::create_dir(env.ws.join("sub")).expect("sub");
+        let o = env.gw(&["tool", "read_file", r#"{"path":"a.txt"}"#]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = json_of(&o);
+        assert_eq!(v["isError"], false);
+        let inner: serde_json::Value =
+            serde_json::from_str(v["content"][0]["text"].as_str().expect("text")).expect("json");
+        assert_eq!(inner["output"]["lines"][0][1], "alpha");
+        // Narrowed to sub/: a.txt lies outside.
+        let abs = env.ws.join("a.txt").display().to_string();
+        let args = format!(r#"{{"path":"{abs}"}}"#);
+        let o = env.gw(&["tool", "read_file", &args, "--root", "sub"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("client-roots"), "{}", text(&o));
+        let o = env.gw(&["tool", "read_file", &args, "--no-roots"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        // Usage errors: bad JSON, not an object, a root that is not a directory; unknown tool.
+        for bad in [
+            vec!["tool", "read_file", "{"],
+            vec!["tool", "read_file", "[1]"],
+            vec!["tool", "read_file", "{}", "--root", "a.txt"],
+        ] {
+            let o = env.gw(&bad);
+            assert_eq!(o.status.code(), Some(122), "{bad:?}: {}", text(&o));
+        }
+        let o = env.gw(&["tool", "frobnicate"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o).contains("exec, read_file"), "{}", text(&o));
     }
 );

@@ -440,17 +440,23 @@ fn deny_open(asked: &Mutex<HashSet<u64>>) {
     }
 }
 
+/// What a client call carries besides its arguments.
+pub struct CallIo<'a> {
+    /// The working directory the call runs in (absolute).
+    pub cwd: PathBuf,
+    /// The environment the call sees.
+    pub env: Vec<(String, String)>,
+    /// The call's stdin, stdout and stderr.
+    pub stdio: [std::os::fd::BorrowedFd<'a>; 3],
+    /// Ask this process's terminal when the daemon asks (else the question waits for
+    /// `gateway approve|deny`).
+    pub ask_here: bool,
+}
+
 /// The client side: sends `argv` (without the program name) to the daemon at `socket` with
 /// this process's stdio, cwd and environment; asks the terminal when the daemon asks;
 /// returns the call's exit code.
 pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
-    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
-    let stream = UnixStream::connect(socket).map_err(|e| {
-        format!(
-            "cannot reach the daemon at {}: {e} (start `gateway serve`, or set GATEWAY_SOCKET= to run the embedded broker)",
-            socket.display()
-        )
-    })?;
     let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
     let env: Vec<(String, String)> = std::env::vars_os()
         .map(|(k, v)| {
@@ -460,6 +466,35 @@ pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
             )
         })
         .collect();
+    let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    call_with(
+        socket,
+        argv,
+        CallIo {
+            cwd,
+            env,
+            stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
+            ask_here: true,
+        },
+    )
+}
+
+/// [`call`] with the working directory, environment and streams given (the MCP server's
+/// and the REPL's calls).
+pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8, String> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let stream = UnixStream::connect(socket).map_err(|e| {
+        format!(
+            "cannot reach the daemon at {}: {e} (start `gateway serve`, or set GATEWAY_SOCKET= to run the embedded broker)",
+            socket.display()
+        )
+    })?;
+    let CallIo {
+        cwd,
+        env,
+        stdio: fds,
+        ask_here,
+    } = io;
     let frame = proto::encode(&ClientMsg::Call {
         version: proto::VERSION,
         argv,
@@ -469,8 +504,6 @@ pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
     if frame.len() > proto::MAX_MESSAGE + 4 {
         return Err("the command line and environment are too large for the daemon".into());
     }
-    let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
-    let fds = [i.as_fd(), o.as_fd(), e.as_fd()];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     anc.push(SendAncillaryMessage::ScmRights(&fds));
@@ -493,6 +526,9 @@ pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
                 ServerMsg::Exit { code } => return Ok(code),
                 ServerMsg::Error { message } => return Err(format!("the daemon: {message}")),
                 ServerMsg::Ask { id, question } => {
+                    if !ask_here {
+                        continue;
+                    }
                     let Ok(w) = stream.try_clone() else { continue };
                     // On its own thread: the answer may also come from `gateway approve`,
                     // and then the call ends while the prompt still waits.

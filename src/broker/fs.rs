@@ -308,11 +308,15 @@ pub(crate) fn root_paths(
     let mut deny = p.confine.deny.clone();
     deny.extend(p.confine.hidden.iter().cloned());
     deny.push(state_dir.to_path_buf());
+    // Under the caller's roots the file tools read only inside them (commands keep the
+    // system's programs and libraries; the file tools have no use for them).
+    let roots = policy.sandbox.roots.as_deref();
     let mut readable = keep(&p.confine.read);
     readable.extend(keep(&p.confine.write));
+    let readable = super::narrow(readable, roots, |_| false);
     Ok(RootPaths {
         read: readable,
-        write: keep(&p.confine.write),
+        write: super::narrow(keep(&p.confine.write), roots, |_| false),
         deny,
         protected: p.confine.protected.clone(),
         landlock_deny,

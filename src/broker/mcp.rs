@@ -1,12 +1,20 @@
 //! `gateway mcp`: an MCP server over stdio (the `rmcp` crate) exposing the broker's tools —
 //! `exec`, the file tools, `cd`, `undo`, `history` — with JSON Schemas and read-only /
-//! destructive hints. Each call goes through the same broker functions as the CLI (decision,
-//! confinement, backups, audit record). A refusal is a tool result with `isError` naming the
-//! rule and its reason, not a protocol error. One server process is one session: `cd` moves
-//! the session's virtual working directory for the calls after it.
+//! destructive hints. A refusal is a tool result with `isError` naming the rule and its
+//! reason, not a protocol error. One server process is one session: `cd` moves the session's
+//! virtual working directory for the calls after it.
 //!
-//! Until the daemon exists (issue 6 continues), the MCP server is its own broker, like the CLI,
-//! and nobody can approve an `ask` decision: those are refused with the rule that asked.
+//! One code path: every tool call, whoever makes it, is [`run_tool`] — in this process when
+//! the server is its own broker, in the daemon when one runs (`gateway serve`): then the
+//! server forwards each call as `gateway tool NAME ARGS` over the daemon's socket, the daemon
+//! decides, runs and records it with its own state directory (which the agent's uid need not
+//! reach), and an `ask` waits in its approval queue for `gateway approve`. Without a daemon
+//! nobody can approve, and `ask` is refused with the rule that asked.
+//!
+//! Roots: when the client declares the `roots` capability, the server asks for its roots
+//! (again after `notifications/roots/list_changed`) and narrows the policy to them
+//! ([`Policy::narrow_to`]) for every call — never widening it. A client offering no roots
+//! leaves the policy as it is; roots that are not local directories narrow to nothing.
 
 use super::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
 use super::{BrokerError, ExecRequest};
@@ -16,20 +24,42 @@ use crate::policy::Policy;
 use crate::sandbox::{Stdin, Stream};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Content, Implementation, ServerCapabilities, ServerInfo};
-use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::service::NotificationContext;
+use rmcp::{Peer, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Who decides and runs the MCP server's calls.
+pub enum Backend {
+    /// This process, with this policy and state directory.
+    Embedded {
+        /// The policy every call is decided by.
+        policy: Box<Policy>,
+        /// The state directory.
+        state_dir: PathBuf,
+    },
+    /// The daemon at this socket (`gateway tool` calls), with the policy named here (else
+    /// the client's GATEWAY_POLICY, else the daemon's default).
+    Daemon {
+        /// The daemon's socket.
+        socket: PathBuf,
+        /// `--policy` as given.
+        policy: Option<String>,
+        /// `--state-dir` (or GATEWAY_STATE_DIR) as given: the daemon checks it is its own.
+        state_dir: Option<PathBuf>,
+    },
+}
 
 /// How the MCP server runs.
 pub struct McpConfig {
-    /// The policy every call is decided by.
-    pub policy: Policy,
-    /// The state directory.
-    pub state_dir: PathBuf,
+    /// Where calls are decided and run.
+    pub backend: Backend,
     /// The workspace the session starts in.
     pub cwd: PathBuf,
     /// The session id (virtual cwd, audit records).
@@ -65,13 +95,16 @@ pub fn serve(cfg: McpConfig) -> Result<(), BrokerError> {
 
 #[derive(Clone)]
 struct Gateway {
-    cfg: std::sync::Arc<McpConfig>,
+    cfg: Arc<McpConfig>,
+    /// The client's roots as last fetched: `None` until fetched (or after the client said
+    /// they changed); `Some(None)`: the client offers none.
+    roots: Arc<Mutex<Option<Option<Vec<PathBuf>>>>>,
     tool_router: rmcp::handler::server::router::tool::ToolRouter<Gateway>,
 }
 
 // ---------- parameters (their doc comments are the schemas' descriptions) ----------
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct ExecParams {
     /// Shell command line, run with `sh -c` in the sandbox.
     command: String,
@@ -83,7 +116,7 @@ struct ExecParams {
     env: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct ReadParams {
     /// The file.
     path: String,
@@ -93,7 +126,7 @@ struct ReadParams {
     limit: Option<usize>,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct WriteParams {
     /// The file (created, or replaced atomically with a backup).
     path: String,
@@ -101,7 +134,7 @@ struct WriteParams {
     content: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct EditSpec {
     /// Exact text to replace (must occur once unless `all`).
     old: String,
@@ -112,7 +145,7 @@ struct EditSpec {
     all: bool,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct EditParams {
     /// The file.
     path: String,
@@ -123,7 +156,7 @@ struct EditParams {
     dry_run: bool,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct GlobParams {
     /// Glob pattern (without `/` it matches names anywhere).
     pattern: String,
@@ -131,7 +164,7 @@ struct GlobParams {
     path: Option<String>,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct GrepParams {
     /// Regular expression (Rust syntax).
     pattern: String,
@@ -151,13 +184,13 @@ struct GrepParams {
     max: Option<usize>,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct PathParam {
     /// The path (default the session's directory).
     path: Option<String>,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct MoveParams {
     /// What to move.
     source: String,
@@ -165,7 +198,7 @@ struct MoveParams {
     destination: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct DeleteParams {
     /// What to move to the trash (`undo` restores it).
     path: String,
@@ -174,7 +207,7 @@ struct DeleteParams {
     recursive: bool,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct MkdirParams {
     /// The directory.
     path: String,
@@ -183,13 +216,13 @@ struct MkdirParams {
     parents: bool,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct CdParams {
     /// Directory: absolute, relative, `..`, `~` or `-` (the previous one).
     path: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct UndoParams {
     /// Change id (from `history`); default the newest change not undone.
     id: Option<u64>,
@@ -201,7 +234,7 @@ struct UndoParams {
     force: bool,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct HistoryParams {
     /// The newest N changes (default 50).
     limit: Option<usize>,
@@ -232,22 +265,98 @@ fn broker_err(e: BrokerError) -> CallToolResult {
     err_text(super::redact_text(&e.to_string()))
 }
 
-impl Gateway {
-    fn new(cfg: McpConfig) -> Gateway {
-        Gateway {
-            cfg: std::sync::Arc::new(cfg),
-            tool_router: Self::tool_router(),
-        }
+/// What an `ask` that cannot be answered says.
+fn no_approver() -> &'static str {
+    if super::client::current().is_some() {
+        "needs approval, and it was not approved (denied, or no answer in time)"
+    } else {
+        "needs approval, and nobody can approve it here: run `gateway serve` (the daemon) so that `gateway approve ID` can answer"
+    }
+}
+
+/// The names of the tools, as `tools/list` gives them.
+pub const TOOLS: &[&str] = &[
+    "exec",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "glob",
+    "grep",
+    "list_directory",
+    "move",
+    "delete",
+    "mkdir",
+    "cd",
+    "undo",
+    "history",
+];
+
+/// One tool call's circumstances.
+pub struct ToolSession<'a> {
+    /// The policy (narrowed to the client's roots, if it has any).
+    pub policy: &'a Policy,
+    /// The state directory.
+    pub state_dir: &'a Path,
+    /// Where the session started (its directory until a `cd`).
+    pub cwd: &'a Path,
+    /// The session id.
+    pub session: &'a str,
+    /// The front end, for the record's caller (`mcp`, `tool`).
+    pub client: &'a str,
+}
+
+/// Runs one tool call: `args` is the call's JSON arguments. The one code path of the MCP
+/// server's tools, in the server itself or in the daemon (`gateway tool`).
+pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> CallToolResult {
+    fn parse<T: DeserializeOwned>(
+        name: &str,
+        args: serde_json::Value,
+    ) -> Result<T, CallToolResult> {
+        serde_json::from_value(args).map_err(|e| err_text(format!("{name}: bad arguments: {e}")))
+    }
+    macro_rules! call {
+        ($f:ident) => {
+            match parse(name, args) {
+                Ok(p) => s.$f(p),
+                Err(e) => e,
+            }
+        };
+    }
+    match name {
+        "exec" => call!(exec),
+        "read_file" => call!(read_file),
+        "write_file" => call!(write_file),
+        "edit_file" => call!(edit_file),
+        "glob" => call!(glob),
+        "grep" => call!(grep),
+        "list_directory" => call!(list_directory),
+        "move" => call!(move_path),
+        "delete" => call!(delete),
+        "mkdir" => call!(mkdir),
+        "cd" => call!(cd),
+        "undo" => call!(undo),
+        "history" => call!(history),
+        other => err_text(format!(
+            "no tool `{other}`; the tools are {}",
+            TOOLS.join(", ")
+        )),
+    }
+}
+
+impl ToolSession<'_> {
+    fn caller(&self) -> Caller {
+        super::log::this_caller(self.client)
     }
 
-    fn caller() -> Caller {
-        super::log::this_caller("mcp")
-    }
-
-    /// The session's working directory: what `cd` set, else where the server started.
+    /// The session's working directory: what `cd` set, else where the session started —
+    /// under roots, the first root when that lies outside them.
     fn cwd(&self) -> PathBuf {
-        bfs::session_cwd(&self.cfg.state_dir, &self.cfg.session)
-            .unwrap_or_else(|| self.cfg.cwd.clone())
+        let cwd = bfs::session_cwd(self.state_dir, self.session)
+            .unwrap_or_else(|| self.cwd.to_path_buf());
+        match &self.policy.sandbox.roots {
+            Some(roots) if !self.policy.within_roots(&cwd) => roots.first().cloned().unwrap_or(cwd),
+            _ => cwd,
+        }
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -259,17 +368,18 @@ impl Gateway {
         }
     }
 
-    /// A file tool call's context: this session, and no one to ask.
+    /// A file tool call's context: this session; questions go to the daemon's queue when
+    /// there is one (`fs::confirm`), else to no one.
     fn ctx(&self) -> FsContext<'_> {
         fn no_one(_: &str, _: bool) -> Option<bool> {
             None
         }
         FsContext {
-            policy: &self.cfg.policy,
+            policy: self.policy,
             cwd: self.cwd(),
-            state_dir: self.cfg.state_dir.clone(),
-            session: self.cfg.session.clone(),
-            caller: Self::caller(),
+            state_dir: self.state_dir.to_path_buf(),
+            session: self.session.to_string(),
+            caller: self.caller(),
             confirm: &no_one,
         }
     }
@@ -279,10 +389,7 @@ impl Gateway {
         match bfs::run(&ctx, op) {
             Ok(r) => match r.output {
                 FsOutput::Denied => refused(&r.decision, "denied by policy"),
-                FsOutput::NotApproved => refused(
-                    &r.decision,
-                    "needs approval, and there is no one to approve it yet (the approval queue comes with the daemon)",
-                ),
+                FsOutput::NotApproved => refused(&r.decision, no_approver()),
                 out => ok_json(
                     json!({"decision": r.decision.effect, "output": out, "audit_seq": r.audit_seq}),
                 ),
@@ -290,13 +397,8 @@ impl Gateway {
             Err(e) => broker_err(e),
         }
     }
-}
 
-#[tool_router]
-impl Gateway {
-    /// Run a shell command confined by the policy's sandbox; returns exit code and output.
-    #[tool(annotations(destructive_hint = true, open_world_hint = false))]
-    async fn exec(&self, Parameters(p): Parameters<ExecParams>) -> CallToolResult {
+    fn exec(&self, p: ExecParams) -> CallToolResult {
         let cwd = match &p.cwd {
             Some(c) => self.path(c),
             None => self.cwd(),
@@ -308,7 +410,7 @@ impl Gateway {
                 return err_text(format!("timeout {t}: must be a positive number of seconds"));
             }
         };
-        let keep = self.cfg.policy.audit.inline_output as usize;
+        let keep = self.policy.audit.inline_output as usize;
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut sink = |s: Stream, b: &[u8]| {
             let buf = match s {
@@ -318,18 +420,18 @@ impl Gateway {
             let room = (keep + 1).saturating_sub(buf.len());
             buf.extend_from_slice(&b[..room.min(b.len())]);
         };
-        // No one to ask yet: `ask` is not approved.
+        // In the daemon the broker asks its queue; here no one can answer.
         let mut ask = |_: &Decision| false;
         let req = ExecRequest {
             argv: vec!["sh".into(), "-c".into(), p.command],
             cwd,
-            policy: &self.cfg.policy,
-            state_dir: self.cfg.state_dir.clone(),
+            policy: self.policy,
+            state_dir: self.state_dir.to_path_buf(),
             env: p.env.unwrap_or_default().into_iter().collect(),
             timeout,
             stdin: Stdin::Null,
-            session: self.cfg.session.clone(),
-            caller: Self::caller(),
+            session: self.session.to_string(),
+            caller: self.caller(),
             snapshot: None,
         };
         let r = match super::exec(req, &mut ask, &mut sink) {
@@ -338,10 +440,7 @@ impl Gateway {
         };
         if !r.ran {
             return match r.decision.effect {
-                Effect::Ask => refused(
-                    &r.decision,
-                    "needs approval, and there is no one to approve it yet (the approval queue comes with the daemon)",
-                ),
+                Effect::Ask => refused(&r.decision, no_approver()),
                 _ => refused(&r.decision, "denied by policy"),
             };
         }
@@ -369,9 +468,7 @@ impl Gateway {
         ok_json(result)
     }
 
-    /// Read a text file (line-numbered; secrets redacted).
-    #[tool(annotations(read_only_hint = true))]
-    async fn read_file(&self, Parameters(p): Parameters<ReadParams>) -> CallToolResult {
+    fn read_file(&self, p: ReadParams) -> CallToolResult {
         self.fs(FsOp::Read {
             path: self.path(&p.path),
             offset: p.offset,
@@ -380,19 +477,14 @@ impl Gateway {
         })
     }
 
-    /// Create or replace a file (atomic; the old content is backed up; `undo` reverts it).
-    #[tool(annotations(destructive_hint = true, idempotent_hint = true))]
-    async fn write_file(&self, Parameters(p): Parameters<WriteParams>) -> CallToolResult {
+    fn write_file(&self, p: WriteParams) -> CallToolResult {
         self.fs(FsOp::Write {
             path: self.path(&p.path),
             content: p.content.into_bytes(),
         })
     }
 
-    /// Replace exact text in a file (unique unless `all`); keeps line endings, BOM and final
-    /// newline; returns a unified diff. `dry_run` shows the diff only.
-    #[tool(annotations(destructive_hint = true))]
-    async fn edit_file(&self, Parameters(p): Parameters<EditParams>) -> CallToolResult {
+    fn edit_file(&self, p: EditParams) -> CallToolResult {
         if p.edits.is_empty() {
             return err_text("edit_file: give at least one edit");
         }
@@ -411,34 +503,26 @@ impl Gateway {
         })
     }
 
-    /// Files matching a glob (.gitignore honoured).
-    #[tool(annotations(read_only_hint = true))]
-    async fn glob(&self, Parameters(p): Parameters<GlobParams>) -> CallToolResult {
-        let path = p
-            .path
-            .as_deref()
-            .map_or_else(|| self.cwd(), |d| self.path(d));
+    fn dir(&self, p: Option<&str>) -> PathBuf {
+        p.map_or_else(|| self.cwd(), |d| self.path(d))
+    }
+
+    fn glob(&self, p: GlobParams) -> CallToolResult {
         self.fs(FsOp::Glob {
             pattern: p.pattern,
-            path,
+            path: self.dir(p.path.as_deref()),
         })
     }
 
-    /// Search file contents with a regular expression (.gitignore honoured; secrets redacted).
-    #[tool(annotations(read_only_hint = true))]
-    async fn grep(&self, Parameters(p): Parameters<GrepParams>) -> CallToolResult {
+    fn grep(&self, p: GrepParams) -> CallToolResult {
         let mode = match p.mode.as_deref().unwrap_or("content") {
             "content" => GrepMode::Content,
             "files" => GrepMode::Files,
             "count" => GrepMode::Count,
             m => return err_text(format!("grep: mode `{m}`: use content, files or count")),
         };
-        let path = p
-            .path
-            .as_deref()
-            .map_or_else(|| self.cwd(), |d| self.path(d));
         self.fs(FsOp::Grep {
-            path,
+            path: self.dir(p.path.as_deref()),
             options: GrepOptions {
                 regex: p.pattern,
                 glob: p.glob,
@@ -450,28 +534,20 @@ impl Gateway {
         })
     }
 
-    /// List a directory.
-    #[tool(annotations(read_only_hint = true))]
-    async fn list_directory(&self, Parameters(p): Parameters<PathParam>) -> CallToolResult {
-        let path = p
-            .path
-            .as_deref()
-            .map_or_else(|| self.cwd(), |d| self.path(d));
-        self.fs(FsOp::List { path })
+    fn list_directory(&self, p: PathParam) -> CallToolResult {
+        self.fs(FsOp::List {
+            path: self.dir(p.path.as_deref()),
+        })
     }
 
-    /// Move or rename (never over an existing file; `undo` reverts it).
-    #[tool(name = "move", annotations(destructive_hint = false))]
-    async fn move_path(&self, Parameters(p): Parameters<MoveParams>) -> CallToolResult {
+    fn move_path(&self, p: MoveParams) -> CallToolResult {
         self.fs(FsOp::Move {
             src: self.path(&p.source),
             dst: self.path(&p.destination),
         })
     }
 
-    /// Move a file (or, with `recursive`, a directory) to the trash; `undo` restores it.
-    #[tool(annotations(destructive_hint = true))]
-    async fn delete(&self, Parameters(p): Parameters<DeleteParams>) -> CallToolResult {
+    fn delete(&self, p: DeleteParams) -> CallToolResult {
         self.fs(FsOp::Remove {
             path: self.path(&p.path),
             recursive: p.recursive,
@@ -479,28 +555,26 @@ impl Gateway {
         })
     }
 
-    /// Create a directory.
-    #[tool(annotations(destructive_hint = false, idempotent_hint = false))]
-    async fn mkdir(&self, Parameters(p): Parameters<MkdirParams>) -> CallToolResult {
+    fn mkdir(&self, p: MkdirParams) -> CallToolResult {
         self.fs(FsOp::Mkdir {
             path: self.path(&p.path),
             parents: p.parents,
         })
     }
 
-    /// Change the session's working directory (for the calls after this one).
-    #[tool(annotations(read_only_hint = true))]
-    async fn cd(&self, Parameters(p): Parameters<CdParams>) -> CallToolResult {
+    fn cd(&self, p: CdParams) -> CallToolResult {
         let ctx = self.ctx();
         match bfs::cd(&ctx, &p.path) {
-            Ok(dir) => ok_json(json!({"cwd": dir})),
+            Ok(dir) if self.policy.within_roots(&dir) => ok_json(json!({"cwd": dir})),
+            Ok(dir) => err_text(format!(
+                "cd {}: outside the roots the client allowed; the calls after this one run there and are refused",
+                dir.display()
+            )),
             Err(e) => broker_err(e),
         }
     }
 
-    /// Revert a change of the file tools or of a command's snapshot (the newest by default).
-    #[tool(annotations(destructive_hint = true))]
-    async fn undo(&self, Parameters(p): Parameters<UndoParams>) -> CallToolResult {
+    fn undo(&self, p: UndoParams) -> CallToolResult {
         self.fs(FsOp::Undo {
             id: p.id,
             dry_run: p.dry_run,
@@ -508,10 +582,8 @@ impl Gateway {
         })
     }
 
-    /// The journal of changes (newest last): id, time, tool, path, phase.
-    #[tool(annotations(read_only_hint = true))]
-    async fn history(&self, Parameters(p): Parameters<HistoryParams>) -> CallToolResult {
-        match bfs::history(&self.cfg.state_dir) {
+    fn history(&self, p: HistoryParams) -> CallToolResult {
+        match bfs::history(self.state_dir) {
             Ok(all) => {
                 let n = p.limit.unwrap_or(50);
                 let skip = all.len().saturating_sub(n);
@@ -527,14 +599,380 @@ impl Gateway {
     }
 }
 
+/// A root's URI as a local directory: `file://` URIs only (host empty or `localhost`),
+/// percent-decoded, canonical; `None` for anything else.
+pub fn root_dir(uri: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let rest = uri.strip_prefix("file://")?;
+    let path = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !path.starts_with('/') || path.contains(['?', '#']) {
+        return None;
+    }
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
+    let p = PathBuf::from(std::ffi::OsString::from_vec(bytes));
+    let c = std::fs::canonicalize(p).ok()?;
+    c.is_dir().then_some(c)
+}
+
+impl Gateway {
+    fn new(cfg: McpConfig) -> Gateway {
+        Gateway {
+            cfg: Arc::new(cfg),
+            roots: Arc::default(),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// The client's roots (fetched when not known): `Ok(None)` when it offers none; an error
+    /// result when it declared roots and could not say which (fail closed).
+    async fn roots(&self, peer: &Peer<RoleServer>) -> Result<Option<Vec<PathBuf>>, CallToolResult> {
+        if let Some(known) = self.roots.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Ok(known);
+        }
+        let declared = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        let roots = if declared {
+            // Roots are deprecated by SEP-2577, but the clients agents run in still send them,
+            // and they are the user's own statement of what the agent may touch.
+            #[allow(deprecated)]
+            let asked = peer.list_roots();
+            let listed = tokio::time::timeout(Duration::from_secs(30), asked).await;
+            let listed = match listed {
+                Ok(Ok(l)) => l,
+                Ok(Err(e)) => {
+                    return Err(err_text(format!(
+                        "the client declared roots but listing them failed ({e}); refusing the call rather than running without them"
+                    )));
+                }
+                Err(_) => {
+                    return Err(err_text(
+                        "the client declared roots but did not list them within 30 s; refusing the call rather than running without them",
+                    ));
+                }
+            };
+            if listed.roots.is_empty() {
+                None
+            } else {
+                // Roots that are not local directories narrow to nothing, never to everything.
+                Some(
+                    listed
+                        .roots
+                        .iter()
+                        .filter_map(|r| root_dir(&r.uri))
+                        .collect(),
+                )
+            }
+        } else {
+            None
+        };
+        *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = Some(roots.clone());
+        Ok(roots)
+    }
+
+    /// One tool call: run here, or forwarded to the daemon.
+    async fn call<P: Serialize>(
+        &self,
+        peer: Peer<RoleServer>,
+        name: &'static str,
+        p: P,
+    ) -> CallToolResult {
+        let roots = match self.roots(&peer).await {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let args = match serde_json::to_value(p) {
+            Ok(a) => a,
+            Err(e) => return err_text(format!("{name}: {e}")),
+        };
+        let cfg = self.cfg.clone();
+        let job = tokio::task::spawn_blocking(move || match &cfg.backend {
+            Backend::Embedded { policy, state_dir } => {
+                let narrowed;
+                let policy = match roots {
+                    None => policy,
+                    Some(r) => {
+                        let mut p = policy.clone();
+                        p.narrow_to(r);
+                        narrowed = p;
+                        &narrowed
+                    }
+                };
+                run_tool(
+                    &ToolSession {
+                        policy,
+                        state_dir,
+                        cwd: &cfg.cwd,
+                        session: &cfg.session,
+                        client: "mcp",
+                    },
+                    name,
+                    args,
+                )
+            }
+            Backend::Daemon {
+                socket,
+                policy,
+                state_dir,
+            } => forward(
+                socket,
+                (policy.as_deref(), state_dir.as_deref()),
+                &cfg,
+                name,
+                &args,
+                roots.as_deref(),
+            ),
+        });
+        match job.await {
+            Ok(r) => r,
+            Err(e) => err_text(format!("{name}: the call failed: {e}")),
+        }
+    }
+}
+
+/// Sends one tool call to the daemon as `gateway tool NAME ARGS [--root DIR]...` with pipes
+/// for its output, and returns the result it printed.
+fn forward(
+    socket: &Path,
+    (policy, state_dir): (Option<&str>, Option<&Path>),
+    cfg: &McpConfig,
+    name: &str,
+    args: &serde_json::Value,
+    roots: Option<&[PathBuf]>,
+) -> CallToolResult {
+    use std::os::fd::AsFd;
+    let mut argv: Vec<String> = Vec::new();
+    if let Some(p) = policy {
+        argv.extend(["--policy".into(), p.into()]);
+    }
+    if let Some(d) = state_dir {
+        argv.extend(["--state-dir".into(), d.display().to_string()]);
+    }
+    argv.extend(["tool".into(), name.into(), args.to_string()]);
+    match roots {
+        None => {}
+        Some([]) => argv.push("--no-roots".into()),
+        Some(roots) => {
+            for r in roots {
+                argv.extend(["--root".into(), r.display().to_string()]);
+            }
+        }
+    }
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter(|(k, _)| k != "GATEWAY_SESSION")
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    env.push(("GATEWAY_SESSION".into(), cfg.session.clone()));
+    let pipes = (|| -> std::io::Result<_> {
+        let null = std::fs::File::open("/dev/null")?;
+        let (out_r, out_w) = std::io::pipe()?;
+        let (err_r, err_w) = std::io::pipe()?;
+        Ok((null, out_r, out_w, err_r, err_w))
+    })();
+    let (null, out_r, out_w, err_r, err_w) = match pipes {
+        Ok(p) => p,
+        Err(e) => {
+            return err_text(format!(
+                "{name}: cannot make pipes for the daemon call: {e}"
+            ));
+        }
+    };
+    let drain = |mut r: std::io::PipeReader| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut r, &mut v);
+            v
+        })
+    };
+    let (out_t, err_t) = (drain(out_r), drain(err_r));
+    let code = super::daemon::call_with(
+        socket,
+        argv,
+        super::daemon::CallIo {
+            cwd: cfg.cwd.clone(),
+            env,
+            stdio: [null.as_fd(), out_w.as_fd(), err_w.as_fd()],
+            ask_here: false,
+        },
+    );
+    // Our ends of the write side go: the readers end when the daemon has closed its copies.
+    drop((out_w, err_w));
+    let out = out_t.join().unwrap_or_default();
+    let err = err_t.join().unwrap_or_default();
+    match code {
+        Ok(0 | 1) => match serde_json::from_slice::<CallToolResult>(&out) {
+            Ok(r) => r,
+            Err(e) => err_text(format!(
+                "{name}: the daemon's answer is not a tool result ({e}): {}",
+                String::from_utf8_lossy(&err).trim()
+            )),
+        },
+        Ok(code) => err_text(format!(
+            "{name}: the daemon refused the call (exit {code}): {}",
+            String::from_utf8_lossy(&err).trim()
+        )),
+        Err(e) => err_text(format!("{name}: {e}")),
+    }
+}
+
+#[tool_router]
+impl Gateway {
+    /// Run a shell command confined by the policy's sandbox; returns exit code and output.
+    #[tool(annotations(destructive_hint = true, open_world_hint = false))]
+    async fn exec(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<ExecParams>,
+    ) -> CallToolResult {
+        self.call(peer, "exec", p).await
+    }
+
+    /// Read a text file (line-numbered; secrets redacted).
+    #[tool(annotations(read_only_hint = true))]
+    async fn read_file(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<ReadParams>,
+    ) -> CallToolResult {
+        self.call(peer, "read_file", p).await
+    }
+
+    /// Create or replace a file (atomic; the old content is backed up; `undo` reverts it).
+    #[tool(annotations(destructive_hint = true, idempotent_hint = true))]
+    async fn write_file(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<WriteParams>,
+    ) -> CallToolResult {
+        self.call(peer, "write_file", p).await
+    }
+
+    /// Replace exact text in a file (unique unless `all`); keeps line endings, BOM and final
+    /// newline; returns a unified diff. `dry_run` shows the diff only.
+    #[tool(annotations(destructive_hint = true))]
+    async fn edit_file(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<EditParams>,
+    ) -> CallToolResult {
+        self.call(peer, "edit_file", p).await
+    }
+
+    /// Files matching a glob (.gitignore honoured).
+    #[tool(annotations(read_only_hint = true))]
+    async fn glob(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<GlobParams>,
+    ) -> CallToolResult {
+        self.call(peer, "glob", p).await
+    }
+
+    /// Search file contents with a regular expression (.gitignore honoured; secrets redacted).
+    #[tool(annotations(read_only_hint = true))]
+    async fn grep(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<GrepParams>,
+    ) -> CallToolResult {
+        self.call(peer, "grep", p).await
+    }
+
+    /// List a directory.
+    #[tool(annotations(read_only_hint = true))]
+    async fn list_directory(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<PathParam>,
+    ) -> CallToolResult {
+        self.call(peer, "list_directory", p).await
+    }
+
+    /// Move or rename (never over an existing file; `undo` reverts it).
+    #[tool(name = "move", annotations(destructive_hint = false))]
+    async fn move_path(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<MoveParams>,
+    ) -> CallToolResult {
+        self.call(peer, "move", p).await
+    }
+
+    /// Move a file (or, with `recursive`, a directory) to the trash; `undo` restores it.
+    #[tool(annotations(destructive_hint = true))]
+    async fn delete(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<DeleteParams>,
+    ) -> CallToolResult {
+        self.call(peer, "delete", p).await
+    }
+
+    /// Create a directory.
+    #[tool(annotations(destructive_hint = false, idempotent_hint = false))]
+    async fn mkdir(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<MkdirParams>,
+    ) -> CallToolResult {
+        self.call(peer, "mkdir", p).await
+    }
+
+    /// Change the session's working directory (for the calls after this one).
+    #[tool(annotations(read_only_hint = true))]
+    async fn cd(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<CdParams>,
+    ) -> CallToolResult {
+        self.call(peer, "cd", p).await
+    }
+
+    /// Revert a change of the file tools or of a command's snapshot (the newest by default).
+    #[tool(annotations(destructive_hint = true))]
+    async fn undo(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<UndoParams>,
+    ) -> CallToolResult {
+        self.call(peer, "undo", p).await
+    }
+
+    /// The journal of changes (newest last): id, time, tool, path, phase.
+    #[tool(annotations(read_only_hint = true))]
+    async fn history(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<HistoryParams>,
+    ) -> CallToolResult {
+        self.call(peer, "history", p).await
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerInfo {
+        let policy = match &self.cfg.backend {
+            Backend::Embedded { policy, .. } => format!("policy `{}`", policy.name),
+            Backend::Daemon {
+                policy: Some(p), ..
+            } => format!("policy `{p}` (in the gateway daemon)"),
+            Backend::Daemon { policy: None, .. } => "the gateway daemon's policy".into(),
+        };
         ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("gateway", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "Every tool call is decided by gateway's policy `{}`, runs confined (landlock, seccomp, no capabilities), is recorded in a signed audit log, and file changes can be reverted with `undo`. A refused call is an error result naming the rule and its reason.",
-                self.cfg.policy.name
+                "Every tool call is decided by {policy}, runs confined (landlock, seccomp, no capabilities), is recorded in a signed audit log, and file changes can be reverted with `undo`. A refused call is an error result naming the rule and its reason. Your roots, if you declare them, narrow what the tools may touch."
             ))
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        // Fetched again before the next call.
+        *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }

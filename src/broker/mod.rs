@@ -539,7 +539,11 @@ pub fn plan(
         v.iter().map(|t| PathBuf::from(vars.expand(t))).collect()
     };
     let read = list(&sb.read);
-    let write = list(&sb.write);
+    // The caller's roots narrow where commands write; the private TMPDIR and device nodes
+    // (/dev/null) are not the user's files and stay.
+    let write = narrow(list(&sb.write), sb.roots.as_deref(), |p| {
+        p == tmpdir || p.starts_with("/dev")
+    });
     let exec = list(&sb.exec);
 
     // Denied paths: the policy's, and the ones no policy may expose (credentials, the state
@@ -699,6 +703,28 @@ pub fn plan(
         },
         env,
     })
+}
+
+/// `list` narrowed to the caller's `roots`: a path inside a root stays, a path containing
+/// roots becomes those roots, anything else goes — except what `keep` keeps. No roots: the
+/// list as it is.
+pub(crate) fn narrow(
+    list: Vec<PathBuf>,
+    roots: Option<&[PathBuf]>,
+    keep: impl Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
+    let Some(roots) = roots else { return list };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in list {
+        if keep(&p) || roots.iter().any(|r| p.starts_with(r)) {
+            out.push(p);
+        } else {
+            out.extend(roots.iter().filter(|r| r.starts_with(&p)).cloned());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Resolves the program like execvp: a name with `/` relative to `cwd`, else along PATH.
@@ -1292,4 +1318,59 @@ pub fn enforcement_summary(e: &EnforcementStatus) -> String {
         e.pid_namespace, e.mount_namespace, e.ipc_namespace, e.net_namespace
     ));
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrowing_keeps_inside_replaces_containing_and_drops_the_rest() {
+        let roots = [PathBuf::from("/w/a"), PathBuf::from("/w/b/c")];
+        let list = vec![
+            PathBuf::from("/"),
+            PathBuf::from("/w/a/deep"),
+            PathBuf::from("/home/u"),
+            PathBuf::from("/dev/null"),
+            PathBuf::from("/w/b"),
+        ];
+        let keep_dev = |p: &Path| p.starts_with("/dev");
+        assert_eq!(
+            narrow(list.clone(), Some(&roots), keep_dev),
+            vec![
+                PathBuf::from("/dev/null"),
+                PathBuf::from("/w/a"),
+                PathBuf::from("/w/a/deep"),
+                PathBuf::from("/w/b/c"),
+            ]
+        );
+        assert_eq!(narrow(list.clone(), None, keep_dev), list);
+        assert!(narrow(list, Some(&[]), |_| false).is_empty());
+    }
+
+    #[test]
+    fn roots_narrow_a_commands_writable_paths() {
+        let d = std::env::temp_dir().join(format!("gateway-narrow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("test setup");
+        let top = std::fs::canonicalize(&d).expect("test setup");
+        let ws = top.join("ws");
+        let sub = ws.join("sub");
+        std::fs::create_dir_all(&sub).expect("test setup");
+        let state = top.join("state");
+        let tmp = top.join("tmp");
+        let mut p = Policy::builtin("permissive").expect("test setup");
+        let before = plan(&p, &ws, &state, &tmp, false, &[]).expect("test setup");
+        assert!(before.confine.write.contains(&PathBuf::from("/")));
+        p.narrow_to(vec![sub.clone()]);
+        let after = plan(&p, &ws, &state, &tmp, false, &[]).expect("test setup");
+        assert_eq!(after.confine.write, vec![sub.clone()]);
+        // Reads stay the policy's: commands still need the system's programs.
+        assert_eq!(after.confine.read, before.confine.read);
+        // The file tools read only inside the roots.
+        let fs = fs::root_paths(&p, &state, &ws).expect("test setup");
+        assert_eq!(fs.read, vec![sub.clone()]);
+        assert_eq!(fs.write, vec![sub]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

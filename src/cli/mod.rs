@@ -124,6 +124,22 @@ enum Cmd {
     /// Serve MCP on stdin/stdout: exec and the file tools for an agent, each decided, confined
     /// and recorded as through the CLI (one server process is one session).
     Mcp,
+    /// Call one of the MCP server's tools with JSON arguments and print its result (JSON):
+    /// what `gateway mcp` does for each call of an agent, and how it reaches the daemon.
+    /// Exit 0, or 1 when the result is an error (a refusal names the rule).
+    Tool {
+        /// The tool: exec, read_file, write_file, edit_file, glob, grep, list_directory, move,
+        /// delete, mkdir, cd, undo, history.
+        name: String,
+        /// Its arguments, a JSON object (as the tool's inputSchema in `tools/list`).
+        args: Option<String>,
+        /// Narrow the policy to this directory (repeatable; an MCP client's roots).
+        #[arg(long)]
+        root: Vec<PathBuf>,
+        /// Narrow the policy to nothing (a client whose roots are none of them local).
+        #[arg(long, conflicts_with = "root")]
+        no_roots: bool,
+    },
     /// Serve the broker on a Unix socket: while it runs (GATEWAY_SOCKET, the config's
     /// `socket`, or the default socket), every other command goes through it.
     Serve {
@@ -690,6 +706,108 @@ pub fn daemon_call(argv: Vec<String>, state: &std::path::Path, policy: &str) -> 
     to_u8(dispatch(cli))
 }
 
+/// `gateway mcp`: its own broker, or the daemon's front end when one runs.
+fn mcp(cli: &Cli) -> ExitCode {
+    let cwd = match std::path::absolute(effective_cwd(cli)) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
+    };
+    let backend = match daemon_socket() {
+        Err(e) => return fail(exit::SANDBOX, e),
+        // The daemon refuses the calls if they name another state directory than its own.
+        Ok(Some(socket)) => broker::mcp::Backend::Daemon {
+            socket,
+            policy: cli.policy.clone(),
+            state_dir: cli.state_dir.clone(),
+        },
+        Ok(None) => match load_policy(cli) {
+            Ok(policy) => broker::mcp::Backend::Embedded {
+                policy: Box::new(policy),
+                state_dir: state_dir(cli),
+            },
+            Err(e) => return fail(exit::POLICY, e),
+        },
+    };
+    match broker::mcp::serve(broker::mcp::McpConfig {
+        backend,
+        cwd,
+        session: broker::log::session_id_for("mcp"),
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => broker_error(e),
+    }
+}
+
+/// `gateway tool NAME [ARGS]`: one MCP tool call, its result printed as JSON.
+fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: bool) -> ExitCode {
+    let args: serde_json::Value = match args {
+        None => serde_json::json!({}),
+        Some(a) => match serde_json::from_str(a) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            Ok(_) => {
+                return fail(
+                    exit::USAGE,
+                    format!("tool {name}: the arguments must be a JSON object"),
+                );
+            }
+            Err(e) => {
+                return fail(
+                    exit::USAGE,
+                    format!("tool {name}: the arguments are not JSON: {e}"),
+                );
+            }
+        },
+    };
+    let mut policy = match load_policy(cli) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    if no_roots {
+        policy.narrow_to(vec![]);
+    } else if !roots.is_empty() {
+        let mut dirs = Vec::new();
+        for r in roots {
+            match std::fs::canonicalize(r) {
+                Ok(c) if c.is_dir() => dirs.push(c),
+                Ok(_) => {
+                    return fail(
+                        exit::USAGE,
+                        format!("--root {}: not a directory", r.display()),
+                    );
+                }
+                Err(e) => return fail(exit::USAGE, format!("--root {}: {e}", r.display())),
+            }
+        }
+        policy.narrow_to(dirs);
+    }
+    let cwd = match std::path::absolute(effective_cwd(cli)) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
+    };
+    let state = state_dir(cli);
+    let session = broker::log::session_id_for("tool");
+    let r = broker::mcp::run_tool(
+        &broker::mcp::ToolSession {
+            policy: &policy,
+            state_dir: &state,
+            cwd: &cwd,
+            session: &session,
+            client: "tool",
+        },
+        name,
+        args,
+    );
+    match serde_json::to_string(&r) {
+        Ok(s) => outln!("{s}"),
+        Err(e) => return fail(exit::USAGE, format!("tool {name}: {e}")),
+    }
+    if r.is_error == Some(true) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn dispatch(cli: Cli) -> ExitCode {
     match &cli.cmd {
         Cmd::Serve {
@@ -792,25 +910,13 @@ fn dispatch(cli: Cli) -> ExitCode {
             cmd: ConfigCmd::Show,
         } => config_show(&cli),
         Cmd::Repl => repl::run(&cli),
-        Cmd::Mcp => {
-            let policy = match load_policy(&cli) {
-                Ok(p) => p,
-                Err(e) => return fail(exit::POLICY, e),
-            };
-            let cwd = match std::path::absolute(effective_cwd(&cli)) {
-                Ok(c) => c,
-                Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
-            };
-            match broker::mcp::serve(broker::mcp::McpConfig {
-                policy,
-                state_dir: state_dir(&cli),
-                cwd,
-                session: broker::log::session_id_for("mcp"),
-            }) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => broker_error(e),
-            }
-        }
+        Cmd::Mcp => mcp(&cli),
+        Cmd::Tool {
+            name,
+            args,
+            root,
+            no_roots,
+        } => tool(&cli, name, args.as_deref(), root, *no_roots),
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
         Cmd::History => fs::history(&cli),

@@ -188,6 +188,50 @@ impl Policy {
         schema::load(text, file, default_name, dir, 0)
     }
 
+    /// Narrows the policy to the directories `roots` (absolute, canonical): what a caller
+    /// (an MCP client's roots, `gateway tool --root`) allows. Narrowing never widens: a second
+    /// narrowing keeps only what lies in both. Under roots, a file tool's path and a command's
+    /// working directory must lie in one of them ([`Policy::evaluate`] denies the rest with the
+    /// rule `client-roots`), a command writes only inside them (`broker::plan`), and the file
+    /// tools read only inside them. Commands still read and run what the policy lets them
+    /// outside (programs, libraries): roots are about the user's files, not the system's.
+    pub fn narrow_to(&mut self, roots: Vec<PathBuf>) {
+        let narrowed = match self.sandbox.roots.take() {
+            None => roots,
+            Some(old) => {
+                let mut both: Vec<PathBuf> = roots
+                    .iter()
+                    .filter(|r| old.iter().any(|o| r.starts_with(o)))
+                    .cloned()
+                    .collect();
+                both.extend(
+                    old.iter()
+                        .filter(|o| roots.iter().any(|r| o.starts_with(r)))
+                        .cloned(),
+                );
+                both
+            }
+        };
+        let mut narrowed: Vec<PathBuf> = narrowed
+            .into_iter()
+            .map(|r| PathBuf::from(normalize(&r.to_string_lossy())))
+            .collect();
+        narrowed.sort();
+        narrowed.dedup();
+        self.sandbox.roots = Some(narrowed);
+    }
+
+    /// Whether `p` (absolute) lies in the caller's roots (always, when there are none).
+    pub fn within_roots(&self, p: &Path) -> bool {
+        match &self.sandbox.roots {
+            None => true,
+            Some(roots) => {
+                let p = PathBuf::from(normalize(&p.to_string_lossy()));
+                roots.iter().any(|r| p.starts_with(r))
+            }
+        }
+    }
+
     /// Decides a call. `env` supplies `~`, `$HOME` and `$PWD` for the shell analysis.
     pub fn evaluate(&self, call: &ToolCall, env: &ShellEnv) -> Decision {
         let mut rules_out: Vec<RuleMatch> = Vec::new();
@@ -249,6 +293,28 @@ impl Policy {
                     reason: "a file tool call without a path".into(),
                     subject: String::new(),
                 });
+            }
+        }
+        // The caller's roots narrow every decision: what lies outside them is denied.
+        if let Some(roots) = &self.sandbox.roots {
+            let subjects: Vec<&Path> = if call.tool == Tool::Exec {
+                vec![call.cwd.as_path()]
+            } else {
+                call.paths.iter().map(PathBuf::as_path).collect()
+            };
+            for p in subjects.into_iter().filter(|p| !self.within_roots(p)) {
+                let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+                rules_out.push(RuleMatch {
+                    id: "client-roots".into(),
+                    effect: Effect::Deny,
+                    reason: format!(
+                        "{} lies outside the roots the client allowed ({}); roots narrow the policy, never widen it",
+                        p.display(),
+                        if list.is_empty() { "none".into() } else { list.join(", ") }
+                    ),
+                    subject: p.display().to_string(),
+                });
+                effect = Effect::Deny;
             }
         }
         Decision {

@@ -44,6 +44,10 @@ pub struct SandboxProfile {
     pub env_set: BTreeMap<String, String>,
     /// Extra patterns always removed, on top of the built-in list.
     pub env_scrub: Vec<String>,
+    /// Directories the caller narrowed this policy to (an MCP client's roots, `gateway tool
+    /// --root`); never set by a policy file. See [`Policy::narrow_to`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roots: Option<Vec<std::path::PathBuf>>,
 }
 
 /// Always scrubbed, whatever the policy allows: credentials and loader/shell injection.
@@ -538,6 +542,7 @@ fn compile(
         env_allow: vec![],
         env_set: BTreeMap::new(),
         env_scrub: vec![],
+        roots: None,
     };
     let last = chain.len().saturating_sub(1);
     for (idx, src) in chain.iter().enumerate() {

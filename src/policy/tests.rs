@@ -365,3 +365,57 @@ fn fuzz_entries_survive_the_seed_corpus() {
     }
     assert!(n >= 8, "seed corpus too small: {n}");
 }
+
+#[test]
+fn client_roots_narrow_decisions_and_never_widen() {
+    let mut p = Policy::builtin("standard").expect("test setup");
+    let read = |p: &Policy, path: &str| {
+        p.evaluate(
+            &ToolCall {
+                tool: Tool::Read,
+                argv: vec![],
+                paths: vec![path.into()],
+                cwd: "/w".into(),
+            },
+            &env(),
+        )
+    };
+    // Without roots the policy alone decides.
+    assert_eq!(read(&p, "/w/a.txt").effect, Effect::Allow);
+    assert!(p.within_roots(Path::new("/anything")));
+    p.narrow_to(vec!["/w/sub".into(), "/x".into()]);
+    assert_eq!(read(&p, "/w/sub/a.txt").effect, Effect::Allow);
+    let d = read(&p, "/w/a.txt");
+    assert_eq!(d.effect, Effect::Deny);
+    let r = d.deciding_rules().next().expect("test setup");
+    assert_eq!(r.id, "client-roots");
+    assert!(r.reason.contains("/w/sub, /x"), "{}", r.reason);
+    // `..` cannot climb out of a root.
+    assert_eq!(read(&p, "/w/sub/../a.txt").effect, Effect::Deny);
+    // A prefix of a name is not a parent: /w/subway is not in /w/sub.
+    assert_eq!(read(&p, "/w/subway/a").effect, Effect::Deny);
+    // exec: the working directory must lie in a root.
+    assert_eq!(exec(&p, &["ls"]).effect, Effect::Deny);
+    let in_root = ToolCall {
+        tool: Tool::Exec,
+        argv: vec!["ls".into()],
+        paths: vec![],
+        cwd: "/w/sub".into(),
+    };
+    assert_eq!(p.evaluate(&in_root, &env()).effect, Effect::Allow);
+    // A second narrowing keeps what lies in both; it cannot bring /w back.
+    p.narrow_to(vec!["/w".into(), "/x/y".into()]);
+    assert_eq!(
+        p.sandbox.roots.as_deref().expect("test setup"),
+        &[PathBuf::from("/w/sub"), PathBuf::from("/x/y")]
+    );
+    assert_eq!(read(&p, "/w/a.txt").effect, Effect::Deny);
+    assert_eq!(read(&p, "/x/z").effect, Effect::Deny);
+    assert_eq!(read(&p, "/x/y/z").effect, Effect::Allow);
+    // Disjoint roots leave nothing.
+    p.narrow_to(vec!["/elsewhere".into()]);
+    assert_eq!(p.sandbox.roots.as_deref().expect("test setup"), &[] as &[PathBuf]);
+    let d = read(&p, "/w/sub/a.txt");
+    assert_eq!(d.effect, Effect::Deny);
+    assert!(d.rules.iter().any(|r| r.reason.contains("(none)")));
+}
