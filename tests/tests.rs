@@ -3823,111 +3823,177 @@ sandbox_test!(
     }
 );
 
-sandbox_test!(
-    fn repl_in_tmux_runs_lines_undoes_and_shows_the_log() {
-        // tmux drives the REPL on a real terminal (.ci/run installs it);
-        // GATEWAY_TEST_NO_TMUX=1 skips this test explicitly (CI never sets it).
-        if std::env::var_os("GATEWAY_TEST_NO_TMUX").is_some() {
-            eprintln!("skipped: GATEWAY_TEST_NO_TMUX is set");
-            return;
-        }
-        let env = Env::new("repl");
-        std::fs::write(env.ws.join("f.txt"), "orig\n").expect("w");
-        let name = format!("gwt-repl-{}", std::process::id());
-        let tmux = |args: &[&str]| -> Output {
-            Command::new("tmux")
-                .args(args)
-                .output()
-                .expect("tmux (apt-get install tmux)")
-        };
-        let script = format!(
-            "cd '{}' && HOME='{}' GATEWAY_STATE_DIR='{}' GATEWAY_POLICY=standard '{}' repl",
-            env.ws.display(),
-            env.home.display(),
-            env.state.display(),
-            BIN
-        );
-        let o = tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "160",
-            "-y",
-            "50",
-            &script,
-        ]);
-        assert!(o.status.success(), "{}", text(&o));
-        let screen = || {
-            String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).into_owned()
-        };
-        let wait_for = |want: &dyn Fn(&str) -> bool, what: &str| {
-            for _ in 0..100 {
-                if want(&screen()) {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            let s = screen();
-            let _ = tmux(&["kill-session", "-t", &name]);
-            panic!("{what} did not appear:\n{s}");
-        };
-        let send = |keys: &str| {
-            assert!(
-                tmux(&["send-keys", "-t", &name, "-l", keys])
-                    .status
-                    .success()
-            );
-            assert!(tmux(&["send-keys", "-t", &name, "Enter"]).status.success());
-        };
-        wait_for(&|s| s.contains("gateway:ws$"), "the prompt");
-        send("!echo hi from the repl");
-        wait_for(
-            &|s| s.lines().any(|l| l == "hi from the repl"),
-            "the command's output",
-        );
-        send("echo changed > f.txt");
-        wait_for(&|s| s.contains("changed 1 file(s)"), "the snapshot report");
-        assert_eq!(
-            std::fs::read_to_string(env.ws.join("f.txt")).expect("r"),
-            "changed\n"
-        );
-        send("/undo");
-        wait_for(&|s| s.contains("reverted 1 file(s)"), "/undo");
-        assert_eq!(
-            std::fs::read_to_string(env.ws.join("f.txt")).expect("r"),
-            "orig\n"
-        );
-        send("/log --tool exec");
-        wait_for(&|s| s.contains("sh -c echo changed > f.txt"), "/log");
-        // A token on a command line: refused, and redacted in the history file.
-        let token = format!("ghp_{}", "Zq8xK2mP4vR7".repeat(3));
-        send(&format!("echo {token}"));
-        wait_for(&|s| s.contains("contains a secret"), "the refusal");
-        send("/exit");
-        for _ in 0..50 {
-            if !tmux(&["has-session", "-t", &name]).status.success() {
-                break;
+/// Drives `gateway repl` on a real terminal with tmux (.ci/run installs it), as its own
+/// broker (`socket` "") or as the daemon's front end; `audit` runs `gateway log ...` where
+/// the records are. GATEWAY_TEST_NO_TMUX=1 skips the REPL tests explicitly (CI never sets
+/// it): false.
+fn repl_in_tmux(env: &Env, socket: &Path, audit: &dyn Fn(&[&str]) -> Output) -> bool {
+    if std::env::var_os("GATEWAY_TEST_NO_TMUX").is_some() {
+        eprintln!("skipped: GATEWAY_TEST_NO_TMUX is set");
+        return false;
+    }
+    std::fs::write(env.ws.join("f.txt"), "orig\n").expect("w");
+    std::fs::create_dir(env.ws.join("sub")).expect("sub");
+    let policy = env.policy_file(
+        "extends = \"standard\"\n\n[[rule]]\nid = \"ask-touch\"\neffect = \"ask\"\ntools = [\"exec\"]\ncommand = [\"touch\", \"asked*\"]\nreason = \"the test asks before this\"\n",
+    );
+    let name = format!(
+        "gwt-repl-{}-{}",
+        std::process::id(),
+        env.root.file_name().expect("name").to_string_lossy()
+    );
+    let tmux = |args: &[&str]| -> Output {
+        Command::new("tmux")
+            .args(args)
+            .output()
+            .expect("tmux (apt-get install tmux)")
+    };
+    let script = format!(
+        "cd '{}' && HOME='{}' GATEWAY_STATE_DIR='{}' GATEWAY_SOCKET='{}' GATEWAY_POLICY='{}' '{}' repl",
+        env.ws.display(),
+        env.home.display(),
+        env.state.display(),
+        socket.display(),
+        policy,
+        BIN
+    );
+    let o = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &name,
+        "-x",
+        "160",
+        "-y",
+        "50",
+        &script,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let screen =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &name]).stdout).into_owned();
+    let wait_for = |want: &dyn Fn(&str) -> bool, what: &str| {
+        for _ in 0..100 {
+            if want(&screen()) {
+                return;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+        let s = screen();
         let _ = tmux(&["kill-session", "-t", &name]);
-        let history = std::fs::read_to_string(env.state.join("repl_history")).expect("history");
-        assert!(history.contains("/undo"), "{history}");
-        assert!(history.contains("REDACTED"), "{history}");
+        panic!("{what} did not appear:\n{s}");
+    };
+    let send = |keys: &str| {
         assert!(
-            !history.contains(&token),
-            "a secret reached the history file"
+            tmux(&["send-keys", "-t", &name, "-l", keys])
+                .status
+                .success()
         );
-        // The REPL's calls share one session id.
-        let o = env.gw(&["log", "query", "--json", "--limit", "0"]);
-        let recs = json_of(&o)["records"].as_array().expect("records").clone();
-        let sessions: std::collections::BTreeSet<String> = recs
-            .iter()
-            .map(|r| r["session"].as_str().expect("session").to_string())
-            .collect();
-        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        assert!(tmux(&["send-keys", "-t", &name, "Enter"]).status.success());
+    };
+    wait_for(&|s| s.contains("gateway:ws$"), "the prompt");
+    if !socket.as_os_str().is_empty() {
+        assert!(screen().contains("through the daemon at"), "{}", screen());
+    }
+    send("!echo hi from the repl");
+    wait_for(
+        &|s| s.lines().any(|l| l == "hi from the repl"),
+        "the command's output",
+    );
+    send("echo changed > f.txt");
+    wait_for(&|s| s.contains("changed 1 file(s)"), "the snapshot report");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("f.txt")).expect("r"),
+        "changed\n"
+    );
+    send("/undo");
+    wait_for(&|s| s.contains("reverted 1 file(s)"), "/undo");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("f.txt")).expect("r"),
+        "orig\n"
+    );
+    send("/log --tool exec");
+    wait_for(&|s| s.contains("sh -c echo changed > f.txt"), "/log");
+    // /cd moves the session: the next line runs there.
+    send("/cd sub");
+    wait_for(&|s| s.contains("gateway:sub$"), "the prompt in sub");
+    send("pwd");
+    let sub = env.ws.join("sub").display().to_string();
+    wait_for(&|s| s.lines().any(|l| l == sub), "pwd in sub");
+    // An `ask` rule: the question comes to this terminal, and `y` approves it.
+    send("touch asked.txt");
+    wait_for(
+        &|s| s.contains("rule ask-touch") && s.contains("[y/N]"),
+        "the approval question",
+    );
+    send("y");
+    for _ in 0..100 {
+        if env.ws.join("sub/asked.txt").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(env.ws.join("sub/asked.txt").exists(), "{}", screen());
+    // A token on a command line: refused, and redacted in the history file.
+    let token = format!("ghp_{}", "Zq8xK2mP4vR7".repeat(3));
+    send(&format!("echo {token}"));
+    wait_for(&|s| s.contains("contains a secret"), "the refusal");
+    send("/exit");
+    for _ in 0..50 {
+        if !tmux(&["has-session", "-t", &name]).status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = tmux(&["kill-session", "-t", &name]);
+    let history = std::fs::read_to_string(env.state.join("repl_history")).expect("history");
+    assert!(history.contains("/undo"), "{history}");
+    assert!(history.contains("REDACTED"), "{history}");
+    assert!(
+        !history.contains(&token),
+        "a secret reached the history file"
+    );
+    // The REPL's calls share one session id.
+    let o = audit(&["log", "query", "--json", "--limit", "0"]);
+    let recs = json_of(&o)["records"].as_array().expect("records").clone();
+    let sessions: std::collections::BTreeSet<String> = recs
+        .iter()
+        .map(|r| r["session"].as_str().expect("session").to_string())
+        .filter(|s| s != "daemon")
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(
+        sessions.iter().all(|s| s.starts_with("repl-")),
+        "{sessions:?}"
+    );
+    let o = audit(&["log", "verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    true
+}
+
+sandbox_test!(
+    fn repl_in_tmux_runs_lines_undoes_and_shows_the_log() {
+        let env = Env::new("repl");
+        repl_in_tmux(&env, Path::new(""), &|args| env.gw(args));
+    }
+);
+
+sandbox_test!(
+    fn repl_goes_through_the_daemon() {
+        // With a daemon running, the REPL is its front end: the same session, with every
+        // line and slash command a call to the daemon, recorded in the daemon's log.
+        let env = Env::new("repl-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let audit = |args: &[&str]| -> Output { d.cmd(&env).args(args).output().expect("gateway") };
+        if repl_in_tmux(&env, &d.socket, &audit) {
+            let o = audit(&["log", "query", "--json", "--limit", "0"]);
+            let recs = json_of(&o)["records"].as_array().expect("records").clone();
+            let execs: Vec<_> = recs.iter().filter(|r| r["tool"] == "exec").collect();
+            assert!(execs.len() >= 4, "{execs:?}");
+            assert!(
+                execs.iter().all(|r| r["caller"]["client"] == "daemon"),
+                "{execs:?}"
+            );
+        }
     }
 );
 

@@ -5,6 +5,11 @@
 //! `/approve ID`, `/help`, `/exit`. One REPL is one session (its records share an id; `/cd`
 //! moves its working directory). Lines are kept in a history file, redacted: a secret typed
 //! on a command line is not written to disk.
+//!
+//! With a daemon running (`gateway serve`: GATEWAY_SOCKET, the config's `socket`, or the
+//! default socket), the REPL is its front end like every other command: each line and each
+//! slash command is a call to the daemon, made with this terminal, the REPL's directory and
+//! its session, and recorded in the daemon's log.
 
 use super::{Cli, exit, fail, load_policy, state_dir};
 use crate::broker::fs::{self as bfs, FsContext, FsOp, FsOutput};
@@ -80,9 +85,13 @@ impl Helper for ReplHelper {}
 struct Repl<'a> {
     cli: &'a Cli,
     policy: Policy,
+    /// The policy as named (`--policy`, `/policy NAME`), for the daemon's calls.
+    policy_spec: Option<String>,
     cwd: PathBuf,
     session: String,
     state: PathBuf,
+    /// The daemon this REPL is the front end of.
+    daemon: Option<PathBuf>,
 }
 
 impl Repl<'_> {
@@ -97,7 +106,77 @@ impl Repl<'_> {
         }
     }
 
+    /// A call to the daemon: `argv` (a CLI command line) with this terminal, the REPL's
+    /// directory and session. `capture`: its stdout is returned instead of shown.
+    fn daemon_call(
+        &self,
+        sock: &std::path::Path,
+        argv: Vec<String>,
+        capture: bool,
+    ) -> Result<(u8, String), String> {
+        use std::os::fd::AsFd;
+        let mut full = Vec::new();
+        if let Some(p) = &self.policy_spec {
+            full.extend(["--policy".to_string(), p.clone()]);
+        }
+        full.extend(argv);
+        let mut env: Vec<(String, String)> = std::env::vars_os()
+            .filter(|(k, _)| k != "GATEWAY_SESSION")
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        env.push(("GATEWAY_SESSION".into(), self.session.clone()));
+        let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        if !capture {
+            let code = crate::broker::daemon::call_with(
+                sock,
+                full,
+                crate::broker::daemon::CallIo {
+                    cwd: self.cwd.clone(),
+                    env,
+                    stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
+                    ask_here: true,
+                },
+            )?;
+            return Ok((code, String::new()));
+        }
+        let (mut r, w) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut r, &mut s);
+            s
+        });
+        let code = crate::broker::daemon::call_with(
+            sock,
+            full,
+            crate::broker::daemon::CallIo {
+                cwd: self.cwd.clone(),
+                env,
+                stdio: [i.as_fd(), w.as_fd(), e.as_fd()],
+                ask_here: true,
+            },
+        );
+        drop(w);
+        let out = reader.join().unwrap_or_default();
+        code.map(|c| (c, out))
+    }
+
+    /// Runs a CLI command line through the daemon, showing what it prints.
+    fn through_daemon(&self, sock: &std::path::Path, what: &str, argv: Vec<String>) {
+        if let Err(e) = self.daemon_call(sock, argv, false) {
+            eprintln!("{what}: {e}");
+        }
+    }
+
     fn run(&self, line: &str) {
+        if let Some(sock) = &self.daemon {
+            let argv = ["exec", "--", "sh", "-c", line].map(String::from).to_vec();
+            return self.through_daemon(sock, "gateway", argv);
+        }
         let at = super::RunAt {
             cwd: Some(self.cwd.clone()),
             session: Some(self.session.clone()),
@@ -108,7 +187,34 @@ impl Repl<'_> {
         let _ = super::run_exec_at(self.cli, None, &[], &argv, None, at);
     }
 
+    /// A slash command through the daemon; `None`: not one the daemon runs.
+    fn daemon_slash(&mut self, sock: &std::path::Path, cmd: &str, args: &[&str]) -> Option<()> {
+        let owned = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+        match cmd {
+            "/undo" => self.through_daemon(sock, cmd, [owned(&["undo"]), owned(args)].concat()),
+            "/history" => self.through_daemon(sock, cmd, owned(&["history"])),
+            "/log" => {
+                self.through_daemon(sock, cmd, [owned(&["log", "query"]), owned(args)].concat())
+            }
+            "/cd" => {
+                let target = args.first().copied().unwrap_or("~");
+                match self.daemon_call(sock, owned(&["fs", "cd", target]), true) {
+                    Ok((0, out)) => self.cwd = PathBuf::from(out.trim_end_matches('\n')),
+                    Ok(_) => {}
+                    Err(e) => eprintln!("/cd: {e}"),
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
     fn slash(&mut self, cmd: &str, args: &[&str]) -> bool {
+        if let Some(sock) = self.daemon.clone()
+            && self.daemon_slash(&sock, cmd, args).is_some()
+        {
+            return true;
+        }
         match cmd {
             "/exit" | "/quit" => return false,
             "/help" => {
@@ -191,6 +297,7 @@ impl Repl<'_> {
                     Ok(p) => {
                         println!("policy: {}", p.name);
                         self.policy = p;
+                        self.policy_spec = Some(name.to_string());
                     }
                     Err(e) => eprintln!("/policy: {e}"),
                 },
@@ -207,12 +314,12 @@ impl Repl<'_> {
                 // The queue lives in the daemon: ask it, as `gateway pending|approve` do.
                 let mut argv = vec![cmd.trim_start_matches('/').to_string()];
                 argv.extend(args.iter().map(|a| a.to_string()));
-                match super::daemon_socket() {
-                    Ok(Some(sock)) => {
-                        if let Err(e) = crate::broker::daemon::call(&sock, argv) {
-                            eprintln!("{cmd}: {e}");
-                        }
-                    }
+                match self
+                    .daemon
+                    .clone()
+                    .map_or_else(super::daemon_socket, |d| Ok(Some(d)))
+                {
+                    Ok(Some(sock)) => self.through_daemon(&sock, cmd, argv),
                     Ok(None) => eprintln!(
                         "{cmd}: no daemon is running (`gateway serve`): this REPL is its own broker and asks here when a command needs approval"
                     ),
@@ -235,6 +342,10 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("the working directory: {e}")),
     };
+    let daemon = match super::daemon_socket() {
+        Ok(d) => d,
+        Err(e) => return fail(exit::SANDBOX, e),
+    };
     let state = state_dir(cli);
     let session = crate::broker::log::session_id_for("repl");
     let mut ed: Editor<ReplHelper, DefaultHistory> = match Editor::new() {
@@ -247,13 +358,20 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
     let mut r = Repl {
         cli,
         policy,
+        policy_spec: cli.policy.clone(),
         cwd,
         session,
         state,
+        daemon,
     };
     println!(
-        "gateway repl — policy {}, session {}; /help for commands",
-        r.policy.name, r.session
+        "gateway repl — policy {}, session {}{}; /help for commands",
+        r.policy.name,
+        r.session,
+        r.daemon.as_ref().map_or(String::new(), |d| format!(
+            ", through the daemon at {}",
+            d.display()
+        ))
     );
     loop {
         let name = r.cwd.file_name().map_or_else(

@@ -414,7 +414,10 @@ fn client_roots_narrow_decisions_and_never_widen() {
     assert_eq!(read(&p, "/x/y/z").effect, Effect::Allow);
     // Disjoint roots leave nothing.
     p.narrow_to(vec!["/elsewhere".into()]);
-    assert_eq!(p.sandbox.roots.as_deref().expect("test setup"), &[] as &[PathBuf]);
+    assert_eq!(
+        p.sandbox.roots.as_deref().expect("test setup"),
+        &[] as &[PathBuf]
+    );
     let d = read(&p, "/w/sub/a.txt");
     assert_eq!(d.effect, Effect::Deny);
     assert!(d.rules.iter().any(|r| r.reason.contains("(none)")));
