@@ -4590,3 +4590,66 @@ sandbox_test!(
         assert!(text(&o).contains("exec, read_file"), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn daemon_kills_the_command_of_a_client_that_went_away() {
+        // A client's Ctrl-C (here: SIGKILL, which gives it no chance to say anything) ends
+        // the connection; the daemon kills the command it was running for it, records the run
+        // as cancelled, and goes on serving.
+        use std::io::BufRead;
+        let env = Env::new("daemon-cancel");
+        let d = Daemon::start(&env, "standard", &[]);
+        let mut ch = d
+            .cmd(&env)
+            .args(["exec", "--", "sh", "-c", "echo started; exec sleep 60.4242"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        std::io::BufReader::new(ch.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line, "started\n");
+        let started = std::time::Instant::now();
+        ch.kill().expect("kill the client");
+        let _ = ch.wait();
+        let mut rec = None;
+        for _ in 0..200 {
+            let o = d
+                .cmd(&env)
+                .args(["log", "query", "--json", "--tool", "exec"])
+                .output()
+                .expect("query");
+            let recs = json_of(&o)["records"].as_array().expect("records").clone();
+            if let Some(r) = recs.into_iter().last() {
+                rec = Some(r);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let rec = rec.expect("the cancelled run's record");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        assert_eq!(rec["cancelled"], true, "{rec}");
+        assert_eq!(rec["signal"], 9, "{rec}");
+        // No sleep of that run is left.
+        let o = Command::new("pgrep")
+            .args(["-f", "sleep 60.4242"])
+            .output()
+            .expect("pgrep");
+        assert!(o.stdout.is_empty(), "{}", text(&o));
+        // The daemon still serves.
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("exec");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["log", "verify"])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

@@ -171,6 +171,9 @@ pub struct Record {
     pub signal: Option<i32>,
     /// Killed by the timeout.
     pub timed_out: bool,
+    /// Killed because the caller went away (the daemon's client disconnected).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
     /// Wall time of the run, milliseconds.
     pub duration_ms: Option<f64>,
     /// Why the broker could not run it (redacted).

@@ -365,9 +365,18 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
     });
     let answers = prompted.clone();
     let who = format!("the terminal of uid {} pid {}", caller.uid, caller.pid);
+    // When the client goes away (Ctrl-C, a crash), a byte on this pipe says so and the call's
+    // command is killed: nobody is left to see its output. (A byte, not closing the write
+    // end: the sandbox's helper, a fork of this process, holds a copy of it.)
+    let Ok((gone_r, mut gone_w)) = std::io::pipe() else {
+        return fail("cannot make a pipe for the call".into());
+    };
     let listener = std::thread::Builder::new()
         .name("gateway-answers".into())
-        .spawn(move || read_answers(reader, &answers, &who));
+        .spawn(move || {
+            read_answers(reader, &answers, &who);
+            let _ = gone_w.write_all(b"x");
+        });
     let code = {
         let _serving = client::serve(client::Client {
             caller,
@@ -377,6 +386,7 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
             stderr: stderr.into(),
             prompt,
         });
+        let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(argv))) {
             Ok(c) => c,
             Err(_) => {

@@ -928,6 +928,7 @@ pub fn exec(
                 rec.exit_code = o.exit_code;
                 rec.signal = o.signal;
                 rec.timed_out = o.timed_out;
+                rec.cancelled = o.cancelled;
                 rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
             }
             if let Some(sn) = &r.snapshot

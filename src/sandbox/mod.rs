@@ -219,6 +219,8 @@ pub struct Outcome {
     pub memory_limit_hit: bool,
     /// The stream handler stopped the run ([`StreamIo`] returned false).
     pub aborted: bool,
+    /// The caller went away (see [`cancel_on_hangup`]) and the sandbox was killed.
+    pub cancelled: bool,
     /// Wall time.
     pub duration: Duration,
     /// Bytes of stdout and stderr produced (including any not delivered past the limit).
@@ -784,6 +786,8 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     }
     .into();
     let caller_fd = caller_stdin.as_raw_fd();
+    let cancel_fd: i32 = CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd()));
+    let mut cancelled = false;
     loop {
         let done = exited || (use_ns && reported);
         if done && stdin_w.is_some() {
@@ -831,6 +835,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
                 false,
             ),
             pfd(fd_if(!in_pending.is_empty(), stdin_w_fd), true),
+            pfd(fd_if(!cancelled && !done, cancel_fd), false),
         ];
         sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
         let mut drained = false;
@@ -935,6 +940,10 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
                 exit_seen_at = Some(Instant::now());
             }
         }
+        if !cancelled && (fds[6].ready || fds[6].hangup) {
+            cancelled = true;
+            kill_all(pid);
+        }
         if let Some(d) = deadline
             && !timed_out
             && !exited
@@ -1003,11 +1012,34 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         output_limit_exceeded: over_limit,
         memory_limit_hit,
         aborted,
+        cancelled,
         duration,
         stdout_bytes: counts[0],
         stderr_bytes: counts[1],
         enforcement: status,
     })
+}
+
+thread_local! {
+    /// See [`cancel_on_hangup`].
+    static CANCEL: std::cell::RefCell<Option<OwnedFd>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Until the guard is dropped, runs on this thread are killed (and end `cancelled`) as soon
+/// as `fd` (a pipe's read end) becomes readable or hangs up: the daemon writes to it when the
+/// client that made the call disconnects, so a client's Ctrl-C stops its command.
+pub fn cancel_on_hangup(fd: OwnedFd) -> CancelGuard {
+    CANCEL.with(|c| *c.borrow_mut() = Some(fd));
+    CancelGuard(())
+}
+
+/// Ends [`cancel_on_hangup`] for this thread.
+pub struct CancelGuard(());
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        CANCEL.with(|c| *c.borrow_mut() = None);
+    }
 }
 
 /// Gives the calling thread its own working directory (see [`sys::unshare_fs`]); then
