@@ -80,10 +80,15 @@
 //!   decisions, audit records, recovery after a crash, `cd` and snapshots stay in the broker.
 //! - Permanent removal is a tool of its own (`purge`) so that policies decide it apart from
 //!   moving to the trash.
-//! - `gateway mcp` (`broker::mcp`, on `rmcp` with a current-thread tokio runtime) calls the
-//!   same broker functions as the CLI; tool calls run one at a time on that thread, which
-//!   also keeps the sandbox's `PR_SET_PDEATHSIG` tied to a thread that outlives each run.
-//!   Until the daemon exists it is its own broker and `ask` is not approved.
+//! - `gateway mcp` (`broker::mcp`, on `rmcp` with a current-thread tokio runtime): every
+//!   tool call is `broker::mcp::run_tool`, run on a blocking-pool thread (which outlives the
+//!   run it spawns, as the sandbox's `PR_SET_PDEATHSIG` needs) so that the runtime can still
+//!   ask the client for its roots. When a daemon runs, the server is its front end: each
+//!   call goes over the socket as the CLI command `gateway tool NAME ARGS [--root DIR]`
+//!   (added for this: one protocol, one code path) with pipes for its output, and the
+//!   daemon runs the same `run_tool`. The client's roots narrow the policy
+//!   (`Policy::narrow_to`, the `client-roots` decision, `broker::narrow` for the sandbox's
+//!   writable paths and the file tools' roots). The REPL is a daemon front end the same way.
 //! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
 //!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
 //!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed
