@@ -3715,6 +3715,10 @@ fn check_mcp_roots_run(env: &Env, root: &Path, v: &serde_json::Value) {
     assert!(!env.ws.join("escape.txt").exists());
     assert!(root.join("inside.txt").exists());
     refused("exec_outside", &root_s);
+    // `cd` out of the roots is refused and the session stays where it was.
+    let (err, v) = field("cd_outside");
+    assert!(err, "cd outside the roots should be refused: {v}");
+    assert_eq!(ok("pwd_after_cd")["stdout"], format!("{root_s}\n"));
     refused("write_outside", &root_s);
     assert!(!env.ws.join("new.txt").exists());
     // The client changed its roots: asked again; a non-local root narrows to nothing.

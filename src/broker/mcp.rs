@@ -566,10 +566,18 @@ impl ToolSession<'_> {
         let ctx = self.ctx();
         match bfs::cd(&ctx, &p.path) {
             Ok(dir) if self.policy.within_roots(&dir) => ok_json(json!({"cwd": dir})),
-            Ok(dir) => err_text(format!(
-                "cd {}: outside the roots the client allowed; the calls after this one run there and are refused",
-                dir.display()
-            )),
+            Ok(dir) => {
+                // Back to where the session was: `-` is the directory before this `cd`.
+                let back = bfs::cd(&self.ctx(), "-");
+                err_text(format!(
+                    "cd {}: outside the roots the client allowed; the session stays in {}",
+                    dir.display(),
+                    back.map_or_else(
+                        |_| ctx.cwd.display().to_string(),
+                        |b| b.display().to_string()
+                    )
+                ))
+            }
             Err(e) => broker_err(e),
         }
     }

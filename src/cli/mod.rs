@@ -657,7 +657,15 @@ pub fn daemon_call(argv: Vec<String>, state: &std::path::Path, policy: &str) -> 
     use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
     let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
     let args = std::iter::once("gateway".to_string()).chain(argv);
-    let m = match Cli::command().try_get_matches_from(args) {
+    // Built once: building clap's command tree costs more than parsing with it.
+    static COMMAND: std::sync::OnceLock<std::sync::Mutex<clap::Command>> =
+        std::sync::OnceLock::new();
+    let parsed = COMMAND
+        .get_or_init(|| std::sync::Mutex::new(Cli::command()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .try_get_matches_from_mut(args);
+    let m = match parsed {
         Ok(m) => m,
         Err(e) => {
             let text = e.render().to_string();

@@ -156,13 +156,28 @@ impl Policy {
         }
     }
 
-    /// Loads a built-in policy.
+    /// Loads a built-in policy. Built-ins are compiled into the binary: each is parsed once
+    /// per process and cloned after that (the daemon loads one per call).
     pub fn builtin(name: &str) -> Result<Policy, PolicyError> {
+        static PARSED: std::sync::Mutex<Vec<Policy>> = std::sync::Mutex::new(Vec::new());
         let (_, text) = BUILTINS
             .iter()
             .find(|(n, _)| *n == name)
             .ok_or_else(|| PolicyError::UnknownName(name.to_string()))?;
-        Policy::from_str(text, &format!("builtin:{name}"), name, None)
+        if let Some(p) = PARSED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|p| p.name == name)
+        {
+            return Ok(p.clone());
+        }
+        let p = Policy::from_str(text, &format!("builtin:{name}"), name, None)?;
+        PARSED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(p.clone());
+        Ok(p)
     }
 
     /// Loads a policy file.
