@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DAEMON_ROW: &str = "gateway exec -- true through `gateway serve` (strict)";
+const CLIENT_ROW: &str = "the daemon call from a running client (MCP server, REPL)";
 
 fn time(cmd: &mut Command) -> Duration {
     let t = Instant::now();
@@ -44,7 +45,8 @@ fn quiet(mut c: Command) -> Command {
 
 struct Row {
     label: String,
-    make: Box<dyn Fn() -> Command>,
+    /// One run, timed.
+    run: Box<dyn FnMut() -> Duration>,
     times: Vec<Duration>,
 }
 
@@ -64,7 +66,7 @@ fn main() {
     let mut add = |label: &str, make: Box<dyn Fn() -> Command>| {
         rows.push(Row {
             label: label.to_string(),
-            make,
+            run: Box::new(move || time(&mut make())),
             times: Vec::with_capacity(n),
         })
     };
@@ -206,15 +208,50 @@ fn main() {
         ),
     }
 
+    {
+        // A client that is already running (the MCP server, the REPL) pays no process start:
+        // the call over the socket from this process, with /dev/null for its streams.
+        let (ws, dstate, socket) = (ws.clone(), dstate.clone(), socket.clone());
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .expect("/dev/null");
+        rows.push(Row {
+            label: CLIENT_ROW.to_string(),
+            run: Box::new(move || {
+                use std::os::fd::AsFd;
+                let env = vec![(
+                    "GATEWAY_STATE_DIR".to_string(),
+                    dstate.display().to_string(),
+                )];
+                let t = Instant::now();
+                let code = gateway::broker::daemon::call_with(
+                    &socket,
+                    ["exec", "--", "true"].map(String::from).to_vec(),
+                    gateway::broker::daemon::CallIo {
+                        cwd: ws.clone(),
+                        env,
+                        stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
+                        ask_here: false,
+                    },
+                );
+                let d = t.elapsed();
+                assert_eq!(code, Ok(0), "the daemon call failed");
+                d
+            }),
+            times: Vec::with_capacity(n),
+        });
+    }
     // Warm up page cache and binaries, then measure round-robin.
     for _ in 0..20 {
-        for r in &rows {
-            time(&mut (r.make)());
+        for r in &mut rows {
+            (r.run)();
         }
     }
     for _ in 0..n {
         for r in &mut rows {
-            let d = time(&mut (r.make)());
+            let d = (r.run)();
             r.times.push(d);
         }
     }
@@ -269,6 +306,13 @@ fn main() {
             dm / gw,
             dm / direct,
             verdict(dm / direct <= 1.5)
+        );
+    }
+    if let Some(c) = get(CLIENT_ROW) {
+        println!(
+            "daemon from a running client / direct: {:.2}x (goal <= 1.5x): {}",
+            c / direct,
+            verdict(c / direct <= 1.5)
         );
     }
     if let Some(w) = get("C wrapper: fork + exec true + wait, no confinement") {
