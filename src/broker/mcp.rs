@@ -984,3 +984,41 @@ impl ServerHandler for Gateway {
         *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::root_dir;
+    use std::path::PathBuf;
+
+    #[test]
+    fn root_uris_become_local_directories_or_nothing() {
+        let d = std::env::temp_dir().join(format!("gateway-roots-{}", std::process::id()));
+        let spaced = d.join("my root");
+        std::fs::create_dir_all(&spaced).expect("test setup");
+        std::fs::write(d.join("file"), "x").expect("test setup");
+        let real = std::fs::canonicalize(&spaced).expect("test setup");
+        let uri = format!("file://{}", d.display()).replace(' ', "%20");
+        assert_eq!(root_dir(&format!("{uri}/my%20root")), Some(real.clone()));
+        assert_eq!(
+            root_dir(&format!("file://localhost{}/my%20root", d.display())),
+            Some(real)
+        );
+        // `..` is resolved, not trusted.
+        assert_eq!(
+            root_dir(&format!("{uri}/my%20root/..")),
+            std::fs::canonicalize(&d).ok()
+        );
+        for bad in [
+            format!("{uri}/file"),              // not a directory
+            format!("{uri}/missing"),           // does not exist
+            format!("{uri}/my%20root?x=1"),     // a query is no path
+            format!("https://{}", d.display()), // not a file URI
+            "file://otherhost/tmp".to_string(), // a remote host
+            "file:relative/dir".to_string(),    // not absolute
+            String::new(),
+        ] {
+            assert_eq!(root_dir(&bad), None::<PathBuf>, "{bad}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
