@@ -468,14 +468,7 @@ pub struct CallIo<'a> {
 /// returns the call's exit code.
 pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
-    let env: Vec<(String, String)> = std::env::vars_os()
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
+    let env = own_env();
     let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
     call_with(
         socket,
@@ -487,6 +480,27 @@ pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
             ask_here: true,
         },
     )
+}
+
+/// This process's environment with `GATEWAY_SESSION` set to `session`: what a front end
+/// (the MCP server, the REPL) sends with its calls, so that they share its session.
+pub fn env_for_session(session: &str) -> Vec<(String, String)> {
+    let mut env = own_env();
+    env.retain(|(k, _)| k != "GATEWAY_SESSION");
+    env.push(("GATEWAY_SESSION".into(), session.to_string()));
+    env
+}
+
+/// This process's environment, as the protocol carries it.
+fn own_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
 }
 
 /// [`call`] with the working directory, environment and streams given (the MCP server's

@@ -766,16 +766,7 @@ fn forward(
             }
         }
     }
-    let mut env: Vec<(String, String)> = std::env::vars_os()
-        .filter(|(k, _)| k != "GATEWAY_SESSION")
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
-    env.push(("GATEWAY_SESSION".into(), cfg.session.clone()));
+    let env = super::daemon::env_for_session(&cfg.session);
     let pipes = (|| -> std::io::Result<_> {
         let null = std::fs::File::open("/dev/null")?;
         let (out_r, out_w) = std::io::pipe()?;

@@ -120,48 +120,41 @@ impl Repl<'_> {
             full.extend(["--policy".to_string(), p.clone()]);
         }
         full.extend(argv);
-        let mut env: Vec<(String, String)> = std::env::vars_os()
-            .filter(|(k, _)| k != "GATEWAY_SESSION")
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.to_string_lossy().into_owned(),
-                )
-            })
-            .collect();
-        env.push(("GATEWAY_SESSION".into(), self.session.clone()));
+        let env = crate::broker::daemon::env_for_session(&self.session);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
-        if !capture {
-            let code = crate::broker::daemon::call_with(
-                sock,
-                full,
-                crate::broker::daemon::CallIo {
-                    cwd: self.cwd.clone(),
-                    env,
-                    stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
-                    ask_here: true,
-                },
-            )?;
-            return Ok((code, String::new()));
-        }
-        let (mut r, w) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
-        let reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut r, &mut s);
-            s
-        });
+        // Captured: a pipe read on a thread of its own while the call runs.
+        let captured = match capture {
+            false => None,
+            true => {
+                let (mut r, w) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
+                let reader = std::thread::spawn(move || {
+                    let mut s = String::new();
+                    let _ = std::io::Read::read_to_string(&mut r, &mut s);
+                    s
+                });
+                Some((w, reader))
+            }
+        };
+        let out_fd = captured
+            .as_ref()
+            .map_or_else(|| o.as_fd(), |(w, _)| w.as_fd());
         let code = crate::broker::daemon::call_with(
             sock,
             full,
             crate::broker::daemon::CallIo {
                 cwd: self.cwd.clone(),
                 env,
-                stdio: [i.as_fd(), w.as_fd(), e.as_fd()],
+                stdio: [i.as_fd(), out_fd, e.as_fd()],
                 ask_here: true,
             },
         );
-        drop(w);
-        let out = reader.join().unwrap_or_default();
+        let out = match captured {
+            None => String::new(),
+            Some((w, reader)) => {
+                drop(w);
+                reader.join().unwrap_or_default()
+            }
+        };
         code.map(|c| (c, out))
     }
 
