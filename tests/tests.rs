@@ -4657,3 +4657,99 @@ sandbox_test!(
         assert!(o.status.success(), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn daemon_opens_the_files_a_client_names_with_the_clients_rights() {
+        // A daemon serving other users (as root here; as its own user with CAP_DAC_OVERRIDE in
+        // contrib/gateway.service) must not read or write, for a client, files the client
+        // could not: --content-file, a policy file, scan paths and baselines, log verify
+        // --anchor. The client here is uid/gid 65534 with no groups (setpriv).
+        let env = Env::new("daemon-rights");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let secret = env.outside.join("secret.txt");
+        std::fs::write(&secret, "TOPSECRET-42\n").expect("write");
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let open = env.outside.join("open.txt");
+        std::fs::write(&open, "shared text\n").expect("write");
+        let token = format!("ghp_{}", "Zq8xK2mP4vR7".repeat(3));
+        let hidden = env.outside.join("hidden");
+        std::fs::create_dir(&hidden).expect("mkdir");
+        std::fs::write(hidden.join("config.env"), format!("GITHUB_TOKEN={token}\n")).expect("w");
+        std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let bad_policy = env.outside.join("private.toml");
+        std::fs::write(&bad_policy, "this is TOPSECRET-42 and not toml = = \n").expect("w");
+        std::fs::set_permissions(&bad_policy, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        let as_nobody = |args: &[&str]| -> Output {
+            let mut c = env.raw("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+                .args(args)
+                .env("GATEWAY_SOCKET", &d.socket)
+                .stdin(Stdio::null());
+            c.output().expect("setpriv")
+        };
+        let s = |p: &Path| p.display().to_string();
+
+        // --content-file: the client's rights decide.
+        let o = as_nobody(&["fs", "write", "copy.txt", "--content-file", &s(&secret)]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+        assert!(!env.ws.join("copy.txt").exists());
+        let o = as_nobody(&["fs", "write", "copy.txt", "--content-file", &s(&open)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("copy.txt")).expect("copy"),
+            "shared text\n"
+        );
+        // A policy file: not read (so its content cannot show up in a parse error).
+        for args in [
+            vec![
+                "--policy",
+                bad_policy.to_str().expect("utf8"),
+                "exec",
+                "--",
+                "true",
+            ],
+            vec!["policy", "check", bad_policy.to_str().expect("utf8")],
+        ] {
+            let o = as_nobody(&args);
+            assert_eq!(o.status.code(), Some(123), "{args:?}: {}", text(&o));
+            assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+            assert!(!text(&o).contains("TOPSECRET"), "{}", text(&o));
+        }
+        // log verify --anchor: the file is not read.
+        let o = as_nobody(&["log", "verify", "--anchor", &s(&secret)]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+        // scan: a directory the client cannot list yields nothing; root (the control) finds it.
+        let o = as_nobody(&["--json", "scan", &s(&hidden)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(json_of(&o)["findings"].as_array().map(Vec::len), Some(0));
+        assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["--json", "scan", &s(&hidden)])
+            .output()
+            .expect("scan");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        // A baseline in a directory the client may not write is not written.
+        let o = as_nobody(&[
+            "scan",
+            &s(&open),
+            "--baseline",
+            &s(&env.outside.join("baseline.json")),
+        ]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!env.outside.join("baseline.json").exists());
+        // Everything went through the daemon, as uid 65534.
+        let o = d
+            .cmd(&env)
+            .args(["log", "query", "--json", "--limit", "0"])
+            .output()
+            .expect("query");
+        let recs = json_of(&o)["records"].as_array().expect("records").clone();
+        assert!(recs.iter().any(|r| r["caller"]["uid"] == 65534), "{recs:?}");
+    }
+);

@@ -23,6 +23,11 @@ pub type Prompt = Box<dyn Fn(u64, &str) -> bool>;
 pub struct Client {
     /// uid and pid from the socket's peer credentials; `client` is `daemon`.
     pub caller: Caller,
+    /// The client's gid and supplementary groups (peer credentials): with its uid, the
+    /// rights [`as_client`] opens the files it names with.
+    pub gid: u32,
+    /// See `gid`.
+    pub groups: Vec<u32>,
     /// The client's environment.
     pub env: Vec<(OsString, OsString)>,
     /// Its stdin, stdout and stderr.
@@ -77,6 +82,22 @@ pub fn env_vars() -> Vec<(OsString, OsString)> {
     match current() {
         Some(c) => c.env.clone(),
         None => std::env::vars_os().collect(),
+    }
+}
+
+/// Runs `f` with the rights of the caller over files: the daemon's client's uid, gid and
+/// groups and no capabilities (on a thread of its own: `f` must not use this module's
+/// per-call state), or simply here when this process is its own broker or the client is
+/// root. For every file a caller names that the CLI opens itself rather than through the
+/// confined file tools (`--content-file`, a policy file, `scan` paths and baselines, `log
+/// verify --anchor/--key`): a daemon running as another user, with `CAP_DAC_OVERRIDE`, must
+/// not read or write for a client what the client could not.
+pub fn as_client<R: Send>(f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
+    match current() {
+        Some(c) if c.caller.uid != 0 => {
+            crate::sandbox::with_fs_identity(c.caller.uid, c.gid, &c.groups, f)
+        }
+        _ => Ok(f()),
     }
 }
 

@@ -338,6 +338,15 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
     if let Err(e) = crate::sandbox::thread_own_cwd().and_then(|_| std::env::set_current_dir(&cwd)) {
         return fail(format!("cannot enter the client's directory {cwd}: {e}"));
     }
+    let groups = match crate::sandbox::peer_groups(stream.as_fd()) {
+        Ok(g) => g,
+        Err(e) => {
+            return fail(format!(
+                "cannot read the caller's groups (SO_PEERGROUPS): {e}"
+            ));
+        }
+    };
+    let gid = peer.gid.as_raw();
     let caller = Caller {
         uid: peer.uid.as_raw(),
         pid: peer.pid.as_raw_nonzero().get() as u32,
@@ -380,6 +389,8 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
     let code = {
         let _serving = client::serve(client::Client {
             caller,
+            gid,
+            groups,
             env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
             stdin,
             stdout: stdout.into(),

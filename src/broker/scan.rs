@@ -90,6 +90,32 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
             "scan: give at least one file or directory".into(),
         ));
     }
+    // Everything read from the caller's paths is read with the caller's rights (under the
+    // daemon: its client's; the walker's threads inherit them).
+    let gathered =
+        super::client::as_client(|| gather(req, progress)).map_err(|e| BrokerError::Io {
+            what: "reading the files to scan with the caller's rights".into(),
+            source: e,
+        })??;
+    let (known, per_file, errors, files, bytes) = gathered;
+    for e in errors {
+        super::client::err(|w| writeln!(w, "gateway scan: skipped: {e}"));
+    }
+    finish(req, start, known, per_file, files, bytes)
+}
+
+/// What the scan read: the baseline's entries, the findings per file, what was skipped,
+/// files and bytes scanned.
+type Gathered = (
+    Vec<BaselineEntry>,
+    Vec<(PathBuf, Vec<ScanFinding>)>,
+    Vec<String>,
+    u64,
+    u64,
+);
+
+/// The reading half of [`scan`]: the baseline and the walk.
+fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerError> {
     for p in &req.paths {
         if std::fs::symlink_metadata(p).is_err() {
             return Err(BrokerError::Usage(format!(
@@ -228,10 +254,24 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
     });
     let mut per_file = found.into_inner().unwrap_or_default();
     per_file.sort_by(|a, b| a.0.cmp(&b.0));
-    for e in errors.into_inner().unwrap_or_default() {
-        eprintln!("gateway scan: skipped: {e}");
-    }
+    Ok((
+        known,
+        per_file,
+        errors.into_inner().unwrap_or_default(),
+        files.load(Ordering::Relaxed),
+        bytes.load(Ordering::Relaxed),
+    ))
+}
 
+/// The writing half of [`scan`]: redactions and the baseline.
+fn finish(
+    req: &ScanRequest,
+    start: Instant,
+    known: Vec<BaselineEntry>,
+    per_file: Vec<(PathBuf, Vec<ScanFinding>)>,
+    files: u64,
+    bytes: u64,
+) -> Result<ScanReport, BrokerError> {
     let is_known = |f: &ScanFinding| {
         known
             .iter()
@@ -267,12 +307,20 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
             source: std::io::Error::other(e),
         })?;
         text.push(b'\n');
-        write_new_or_replace(b, &text)?;
+        super::client::as_client(|| write_new_or_replace(b, &text)).map_err(|e| {
+            BrokerError::Io {
+                what: format!(
+                    "writing the baseline {} with the caller's rights",
+                    b.display()
+                ),
+                source: e,
+            }
+        })??;
     }
     Ok(ScanReport {
         findings,
-        files_scanned: files.load(Ordering::Relaxed),
-        bytes_scanned: bytes.load(Ordering::Relaxed),
+        files_scanned: files,
+        bytes_scanned: bytes,
         duration_ms: start.elapsed().as_millis() as u64,
         known: known_count,
         redacted_files,
@@ -302,7 +350,15 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
         what: format!("{what} {}", path.display()),
         source: std::io::Error::other(e),
     };
-    let data = std::fs::read(path).map_err(|e| err("re-reading", e.to_string()))?;
+    // The file is read and replaced with the caller's rights; the backup and the journal are
+    // the broker's.
+    let as_client = |what: &str, r: std::io::Result<std::io::Result<Vec<u8>>>| {
+        r.and_then(|r| r).map_err(|e| err(what, e.to_string()))
+    };
+    let data = as_client(
+        "re-reading",
+        super::client::as_client(|| std::fs::read(path)),
+    )?;
     let hits = scanner().scan(&data, TextKind::of_path(path), true);
     let mut out = Vec::with_capacity(data.len());
     let mut pos = 0;
@@ -324,12 +380,13 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
     }
     use crate::journal::{self, Change, PathState};
     let jerr = |what: &'static str| move |e: journal::JournalError| err(what, e.to_string());
-    let mode = {
+    let mode = super::client::as_client(|| {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(path)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o644)
-    };
+    })
+    .unwrap_or(0o644);
     let lock = journal::lock(state_dir).map_err(jerr("locking the journal for"))?;
     let file = |d: &[u8]| -> Result<PathState, BrokerError> {
         Ok(PathState::File {
@@ -355,7 +412,12 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
         },
     )
     .map_err(jerr("journalling the redaction of"))?;
-    match crate::fsops::atomic_replace(path, &out) {
+    let replaced = super::client::as_client(|| {
+        crate::fsops::atomic_replace(path, &out).map_err(|e| e.to_string())
+    })
+    .map_err(|e| e.to_string())
+    .and_then(|r| r);
+    match replaced {
         Ok(()) => journal::commit(state_dir, change.id).map_err(jerr("journalling")),
         Err(e) => {
             let _ = journal::abort(state_dir, change.id);

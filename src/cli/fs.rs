@@ -109,7 +109,9 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                     }
                     v
                 }
-                (None, Some(f)) => match std::fs::read(f) {
+                (None, Some(f)) => match crate::broker::client::as_client(|| std::fs::read(f))
+                    .and_then(|r| r)
+                {
                     Ok(v) => v,
                     Err(e) => {
                         return fail(exit::USAGE, format!("--content-file {}: {e}", f.display()));

@@ -545,7 +545,14 @@ fn load_policy(cli: &Cli) -> Result<Policy, String> {
 /// Loads a policy by name or path, with the config file's retention overrides.
 fn load_named(name: &str) -> Result<Policy, String> {
     let cfg = config::get().map_err(|e| format!("config file: {e}"))?;
-    let mut p = Policy::load(name).map_err(|e| e.to_string())?;
+    let mut p = if name.contains('/') || name.ends_with(".toml") {
+        // A file the caller names: read with the caller's rights (see `client::as_client`).
+        broker::client::as_client(|| Policy::load(name))
+            .map_err(|e| format!("policy {name}: {e}"))?
+    } else {
+        Policy::load(name)
+    }
+    .map_err(|e| e.to_string())?;
     cfg.apply(&mut p);
     Ok(p)
 }
@@ -853,7 +860,10 @@ fn dispatch(cli: Cli) -> ExitCode {
         } => policy_list(&cli),
         Cmd::Policy {
             cmd: PolicyCmd::Check { file },
-        } => match Policy::load_file(file) {
+        } => match broker::client::as_client(|| Policy::load_file(file))
+            .map_err(|e| format!("policy {}: {e}", file.display()))
+            .and_then(|r| r.map_err(|e| e.to_string()))
+        {
             Ok(p) => {
                 if cli.json {
                     outln!(

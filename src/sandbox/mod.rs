@@ -1042,6 +1042,22 @@ impl Drop for CancelGuard {
     }
 }
 
+/// The supplementary groups of a Unix socket's peer (`SO_PEERGROUPS`).
+pub fn peer_groups(fd: BorrowedFd<'_>) -> std::io::Result<Vec<u32>> {
+    sys::peer_groups(fd)
+}
+
+/// Runs `f` on a thread whose file access is that of `uid`, `gid` and `groups`, with no
+/// effective capabilities (see `sys::with_fs_identity`).
+pub fn with_fs_identity<R: Send>(
+    uid: u32,
+    gid: u32,
+    groups: &[u32],
+    f: impl FnOnce() -> R + Send,
+) -> std::io::Result<R> {
+    sys::with_fs_identity(uid, gid, groups, f)
+}
+
 /// Gives the calling thread its own working directory (see [`sys::unshare_fs`]); then
 /// `std::env::set_current_dir` moves this thread only.
 pub fn thread_own_cwd() -> std::io::Result<()> {

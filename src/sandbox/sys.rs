@@ -10,7 +10,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Stages reported by the child when a step fails (the record's first word).
 pub(crate) mod stage {
@@ -959,4 +959,104 @@ pub(crate) fn unshare_fs() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The supplementary groups of a Unix socket's peer as they were when it connected
+/// (`SO_PEERGROUPS`; rustix has no wrapper).
+pub(crate) fn peer_groups(fd: BorrowedFd<'_>) -> io::Result<Vec<u32>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: `groups` has room for `len` bytes; the kernel writes at most that many and
+        // sets `len` to what it wrote (or, with ERANGE, to what it needs).
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let n = len as usize / std::mem::size_of::<libc::gid_t>();
+        if r == 0 {
+            groups.truncate(n);
+            return Ok(groups);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ERANGE) || n <= groups.len() || n > 65_536 {
+            return Err(e);
+        }
+        groups.resize(n, 0);
+    }
+}
+
+/// Runs `f` on a thread of its own that accesses files as `uid`/`gid` with `groups` and no
+/// effective capabilities: how the daemon opens a file its client named, so that the
+/// daemon's own rights (another uid, `CAP_DAC_OVERRIDE`) never reach files the client could
+/// not open itself. Linux keeps credentials per thread and the raw syscalls change only the
+/// calling one (glibc's wrappers would change every thread); the thread ends with `f`, and
+/// its credentials with it. Fails, running nothing, if the identity cannot be taken (a daemon
+/// without CAP_SETUID/CAP_SETGID serving another uid).
+pub(crate) fn with_fs_identity<R: Send>(
+    uid: u32,
+    gid: u32,
+    groups: &[u32],
+    f: impl FnOnce() -> R + Send,
+) -> io::Result<R> {
+    std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<R> {
+            // SAFETY: setgroups reads `groups.len()` gids from a live slice; it changes this
+            // thread's credentials only (raw syscall).
+            if unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) } != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: setfsgid/setfsuid take an id and return the previous one; an invalid id
+            // (-1) changes nothing, which is how the result is checked.
+            let (fsgid, fsuid) = unsafe {
+                libc::syscall(libc::SYS_setfsgid, gid);
+                let g = libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32;
+                libc::syscall(libc::SYS_setfsuid, uid);
+                let u = libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32;
+                (g, u)
+            };
+            if (fsuid, fsgid) != (uid, gid) {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "cannot take the identity of uid {uid} gid {gid} to open the file (the daemon needs CAP_SETUID and CAP_SETGID to serve other users)"
+                    ),
+                ));
+            }
+            let mut hdr = CapHeader {
+                version: CAP_V3,
+                pid: 0,
+            };
+            let mut data = [CapData {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            }; 2];
+            // SAFETY: capget fills two CapData (version 3) for this thread.
+            if unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) }
+                != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            for d in &mut data {
+                d.effective = 0;
+            }
+            // SAFETY: capset reads two CapData for this thread (pid 0): the effective set
+            // emptied, the permitted and inheritable sets as they were.
+            if unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) }
+                != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the file access thread panicked")))
+    })
 }
