@@ -4659,7 +4659,7 @@ sandbox_test!(
 );
 
 sandbox_test!(
-    fn daemon_opens_the_files_a_client_names_with_the_clients_rights() {
+    fn daemon_serves_other_users_with_their_own_rights() {
         // A daemon serving other users (as root here; as its own user with CAP_DAC_OVERRIDE in
         // contrib/gateway.service) must not read or write, for a client, files the client
         // could not: --content-file, a policy file, scan paths and baselines, log verify
@@ -4743,6 +4743,36 @@ sandbox_test!(
         ]);
         assert_ne!(o.status.code(), Some(0), "{}", text(&o));
         assert!(!env.outside.join("baseline.json").exists());
+        // Commands run as the client, not as the daemon: its uid, its files, its TMPDIR; a
+        // file only the daemon's uid may read stays closed (root, the control, reads it).
+        std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
+        let o = as_nobody(&["exec", "--", "id", "-u"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "65534\n");
+        let o = as_nobody(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo made > made.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "t\n");
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(env.ws.join("made.txt")).expect("made");
+            assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        }
+        let o = as_nobody(&["exec", "--", "cat", &s(&secret)]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains("TOPSECRET"), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "cat", &s(&secret)])
+            .output()
+            .expect("exec");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"));
         // Everything went through the daemon, as uid 65534.
         let o = d
             .cmd(&env)

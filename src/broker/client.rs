@@ -101,6 +101,17 @@ pub fn as_client<R: Send>(f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
     }
 }
 
+/// Who a command runs as: the daemon's client when its uid is not this process's (its
+/// command gets the client's uid, gid and groups, not the daemon's), else this process.
+pub fn run_as() -> Option<crate::sandbox::RunAs> {
+    let c = current()?;
+    (c.caller.uid != crate::sandbox::effective_uid()).then(|| crate::sandbox::RunAs {
+        uid: c.caller.uid,
+        gid: c.gid,
+        groups: c.groups.clone(),
+    })
+}
+
 /// The caller: the daemon's client, or this process (`client` names the front end).
 pub fn caller(client: &str) -> Caller {
     match current() {

@@ -700,6 +700,7 @@ pub fn plan(
             memory_cgroup: sb.cgroup,
             private_tmp: tmpfs.then(|| (tmpdir.to_path_buf(), tmpfs_size(&sb.limits))),
             danger_openat2: false,
+            run_as: None,
         },
         env,
     })
@@ -1119,6 +1120,19 @@ fn exec_traced(
         .extend(guard::check_env(&req.policy.secrets, &mut env)?);
     let program = resolve_program(&argv[0], &ws, &env)?;
     let mut confine = plan.confine;
+    // A daemon's client of another uid: its command runs as the client, not as the daemon
+    // (whose uid owns other files), with its private TMPDIR.
+    confine.run_as = client::run_as();
+    if let (Some(u), Some(t)) = (&confine.run_as, &tmp) {
+        std::os::unix::fs::chown(&t.0, Some(u.uid), Some(u.gid)).map_err(|e| BrokerError::Io {
+            what: format!(
+                "giving the private TMPDIR {} to uid {}",
+                t.0.display(),
+                u.uid
+            ),
+            source: e,
+        })?;
+    }
     if let Some(t) = req.timeout {
         confine.limits.timeout = Some(t);
     }

@@ -247,6 +247,7 @@ pub(crate) fn run(
             memory_cgroup: false,
             private_tmp: None,
             danger_openat2: true,
+            run_as: None,
         },
     };
     let mut server = Server::new(state_dir, lock, history);

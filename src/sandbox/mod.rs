@@ -117,6 +117,20 @@ pub struct Confinement {
     /// never get it. Only gateway's own file-tool worker, whose path resolution is
     /// `openat2(RESOLVE_BENEATH)` and which never asks for such modes, sets it.
     pub danger_openat2: bool,
+    /// Run the program as this user instead of the broker's own (a daemon's client of
+    /// another uid): set in the command just before its capabilities are cleared.
+    pub run_as: Option<RunAs>,
+}
+
+/// A user a command runs as (see [`Confinement::run_as`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunAs {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
 }
 
 /// What to run, and how to confine it.
@@ -601,7 +615,15 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             } else {
                 0
             };
-            let opts = cstr(format!("mode=0700,size={size}").as_bytes(), "tmpfs options")?;
+            // The private TMPDIR belongs to whoever the command runs as.
+            let owner = c
+                .run_as
+                .as_ref()
+                .map_or(String::new(), |u| format!(",uid={},gid={}", u.uid, u.gid));
+            let opts = cstr(
+                format!("mode=0700,size={size}{owner}").as_bytes(),
+                "tmpfs options",
+            )?;
             tmpfs.push((
                 cstr(path.as_os_str().as_bytes(), "the private TMPDIR")?,
                 opts.clone(),
@@ -623,6 +645,11 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
 
     // Total memory: the memory cgroup shared by runs with this limit (namespaces only: the
     // helper is what joins it).
+    if let Some(u) = &c.run_as {
+        status
+            .limits
+            .push(format!("run as uid {} gid {} (the caller)", u.uid, u.gid));
+    }
     let mut cg = None;
     if let (Some(mem), true, true) = (l.memory, use_ns, c.memory_cgroup) {
         match cgroup::join(mem) {
@@ -725,6 +752,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         }),
         cap_last: cap_last(),
         privileged,
+        identity: c.run_as.as_ref().map(|u| (u.uid, u.gid, u.groups.clone())),
         stack: vec![0u8; sys::CHILD_STACK],
         broker_pidfd: sys::raw(&broker_pidfd),
         broker_only: stdin_w.iter().map(|w| w.as_raw_fd()).collect(),

@@ -38,6 +38,7 @@ pub(crate) mod stage {
     pub const SECCOMP: u32 = 29;
     pub const SETSID: u32 = 30;
     pub const EXEC: u32 = 31;
+    pub const IDENTITY: u32 = 33;
 
     /// Human name of a stage, for errors.
     pub fn name(s: u32) -> &'static str {
@@ -65,6 +66,9 @@ pub(crate) mod stage {
             SECCOMP => "installing the seccomp filter",
             SETSID => "starting a new session",
             EXEC => "executing the program",
+            IDENTITY => {
+                "taking the caller's uid and gid (the daemon needs CAP_SETUID and CAP_SETGID to serve other users)"
+            }
             _ => "setting up the sandbox",
         }
     }
@@ -140,6 +144,8 @@ pub(crate) struct ChildPlan {
     pub ns: Option<NsPlan>,
     pub cap_last: u32,
     pub privileged: bool,
+    /// uid, gid and groups the command takes before its capabilities are cleared.
+    pub identity: Option<(u32, u32, Vec<u32>)>,
     /// Stack for the command's vfork-style clone (allocated by the parent).
     pub stack: Vec<u8>,
     /// A pidfd of the broker itself, for the helper's check that the broker is still alive.
@@ -767,6 +773,17 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
         ) != 0
         {
             fail(r, stage::CAP_AMBIENT);
+        }
+        // The caller's identity (a daemon's client): groups, then gid, then uid, while
+        // CAP_SETGID/CAP_SETUID are still effective; the capabilities go next. Raw syscalls:
+        // this process has one thread. With SECBIT_NO_SETUID_FIXUP the uid change keeps the
+        // capabilities, so that the capset below is what clears them, in every case.
+        if let Some((uid, gid, groups)) = &plan.identity
+            && (libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) != 0
+                || libc::syscall(libc::SYS_setresgid, *gid, *gid, *gid) != 0
+                || libc::syscall(libc::SYS_setresuid, *uid, *uid, *uid) != 0)
+        {
+            fail(r, stage::IDENTITY);
         }
         let mut hdr = CapHeader {
             version: CAP_V3,
