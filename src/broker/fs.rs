@@ -605,6 +605,21 @@ fn perform(
             None,
         );
     }
+    // The worker runs as the daemon's uid (it moves removals into the daemon's trash). Under
+    // a daemon running as root that would lend another uid root's ownership of files (the
+    // worker has no capabilities, but uid 0 owns most of the system): refused. Commands run
+    // as the client instead (`client::run_as`).
+    if let Some(u) = super::client::run_as()
+        && crate::sandbox::effective_uid() == 0
+    {
+        return (
+            Err(BrokerError::Usage(format!(
+                "file tools for uid {} through a daemon running as root are refused (they would act with root's ownership of files): run the daemon as its own user (contrib/gateway.service), or run them without the daemon (GATEWAY_SOCKET=)",
+                u.uid
+            ))),
+            None,
+        );
+    }
     let req = super::worker::Request {
         op,
         ws: ws.to_path_buf(),
