@@ -4790,3 +4790,89 @@ sandbox_test!(
         assert!(recs.iter().any(|r| r["caller"]["uid"] == 65534), "{recs:?}");
     }
 );
+
+sandbox_test!(
+    fn daemon_as_its_own_user_confines_like_root() {
+        // The deployment of contrib/gateway.service: the daemon as an unprivileged uid (1500)
+        // with the unit's ambient capabilities. Its commands get the namespaces, an empty
+        // bounding set and the caller's identity, as under a root daemon.
+        let env = Env::new("daemon-unit");
+        let sock_dir = env.root.join("run");
+        std::fs::create_dir(&sock_dir).expect("mkdir");
+        for d in [&env.state, &sock_dir] {
+            std::os::unix::fs::chown(d, Some(1500), Some(1600)).expect("chown");
+        }
+        std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
+        let socket = sock_dir.join("gw.sock");
+        let caps = "+sys_admin,+setuid,+setgid,+setpcap,+net_admin,+sys_chroot,+dac_override,+fowner,+chown";
+        let mut daemon = env
+            .raw("setpriv")
+            .args(["--reuid=1500", "--regid=1600", "--clear-groups"])
+            .arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"))
+            .args([BIN, "serve", "--policy", "strict", "--socket"])
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv gateway serve");
+        let mut up = false;
+        for _ in 0..500 {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                up = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !up {
+            let _ = daemon.kill();
+            let o = daemon.wait_with_output().expect("wait");
+            panic!("the daemon did not start: {}", text(&o));
+        }
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let as_nobody = |args: &[&str]| -> Output {
+            env.raw("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+                .args(args)
+                .env("GATEWAY_SOCKET", &socket)
+                .stdin(Stdio::null())
+                .output()
+                .expect("setpriv")
+        };
+        let o = as_nobody(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "id -u; echo $$; grep -E '^(CapEff|CapBnd)' /proc/self/status; echo x > made.txt; echo t > \"$TMPDIR/t\"",
+        ]);
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "65534", "{out}");
+        assert_eq!(lines[1], "2", "a pid namespace: {out}");
+        assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+        assert!(out.contains("CapBnd:\t0000000000000000"), "{out}");
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(env.ws.join("made.txt")).expect("made");
+            assert_eq!(m.uid(), 65534);
+        }
+        let recs = log_records(&env);
+        let rec = recs
+            .iter()
+            .rev()
+            .find(|r| r["tool"] == "exec")
+            .expect("exec record");
+        let enf = rec["enforcement"].as_str().expect("enforcement");
+        assert!(
+            enf.contains("caps dropped true")
+                && enf.contains("namespaces pid true mnt true ipc true"),
+            "{enf}"
+        );
+        assert_eq!(rec["caller"]["uid"], 65534);
+    }
+);

@@ -791,7 +791,13 @@ fn uses_tmpfs(policy: &Policy) -> bool {
 fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let base = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| std::env::temp_dir());
-    let p = base.join(".gateway-private");
+    // One per uid: a daemon running as its own user shares /tmp with root's gateway.
+    let uid = sandbox::effective_uid();
+    let p = base.join(if uid == 0 {
+        ".gateway-private".to_string()
+    } else {
+        format!(".gateway-private-{uid}")
+    });
     match std::fs::DirBuilder::new().mode(0o700).create(&p) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

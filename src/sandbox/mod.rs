@@ -164,9 +164,20 @@ pub fn seccomp_program(network: &Network) -> Result<Vec<u8>, SandboxError> {
     Ok(out)
 }
 
-/// Will `run` use namespaces (and so honour `Spec::private_tmp`)? True when privileged.
+/// Capability numbers (linux/capability.h) the sandbox's setup needs.
+const CAP_DAC_OVERRIDE: u32 = 1;
+const CAP_SETPCAP: u32 = 8;
+const CAP_SYS_ADMIN: u32 = 21;
+
+fn has_cap(cap: u32) -> bool {
+    sys::effective_caps() & (1u64 << cap) != 0
+}
+
+/// Will `run` use namespaces (and so honour `Spec::private_tmp`)? When the broker is root, or
+/// has CAP_SYS_ADMIN (namespaces, mounts) and CAP_DAC_OVERRIDE (`/proc/sys` and the cgroup
+/// files belong to root): a daemon running as its own user with those capabilities.
 pub fn namespaces_available() -> bool {
-    sys::euid() == 0
+    sys::euid() == 0 || (has_cap(CAP_SYS_ADMIN) && has_cap(CAP_DAC_OVERRIDE))
 }
 
 /// What landlock really enforced.
@@ -401,7 +412,11 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     let start = Instant::now();
     reap_pending();
     let c = &spec.confine;
-    let privileged = sys::euid() == 0;
+    // Root, or the capabilities namespaces need; and whether the bounding set can be emptied
+    // and securebits locked (CAP_SETPCAP).
+    let privileged = namespaces_available();
+    let root = sys::euid() == 0;
+    let lock_caps = root || has_cap(CAP_SETPCAP);
     let mut status = EnforcementStatus::default();
 
     // Namespaces.
@@ -572,7 +587,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             status
                 .limits
                 .push(format!("pids={} (pid namespace pid_max)", pm - 1));
-        } else if privileged {
+        } else if root {
             status.not_applied.push(
                 "pids: RLIMIT_NPROC does not bind uid 0 and there is no pid namespace".into(),
             );
@@ -751,7 +766,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
                 .map(|c| sys::raw(&c.fd)),
         }),
         cap_last: cap_last(),
-        privileged,
+        privileged: lock_caps,
         identity: c.run_as.as_ref().map(|u| (u.uid, u.gid, u.groups.clone())),
         stack: vec![0u8; sys::CHILD_STACK],
         broker_pidfd: sys::raw(&broker_pidfd),
@@ -1013,7 +1028,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
 
     status.seccomp = true;
     status.no_new_privs = true;
-    status.capabilities_dropped = privileged;
+    status.capabilities_dropped = lock_caps;
     status.pid_namespace = use_ns;
     status.mount_namespace = use_ns;
     status.ipc_namespace = use_ns;

@@ -950,6 +950,31 @@ pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// This thread's effective capabilities, as a bit set (bit N: capability N).
+pub(crate) fn effective_caps() -> u64 {
+    let mut hdr = CapHeader {
+        version: CAP_V3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capget fills two CapData (version 3) for this thread.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut hdr as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return 0;
+    }
+    u64::from(data[0].effective) | (u64::from(data[1].effective) << 32)
+}
+
 /// Effective uid.
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
