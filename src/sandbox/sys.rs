@@ -950,8 +950,8 @@ pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// This thread's effective capabilities, as a bit set (bit N: capability N).
-pub(crate) fn effective_caps() -> u64 {
+/// This thread's capability sets (version 3: two words each).
+fn capget() -> io::Result<[CapData; 2]> {
     let mut hdr = CapHeader {
         version: CAP_V3,
         pid: 0,
@@ -970,9 +970,16 @@ pub(crate) fn effective_caps() -> u64 {
         )
     };
     if r != 0 {
-        return 0;
+        return Err(io::Error::last_os_error());
     }
-    u64::from(data[0].effective) | (u64::from(data[1].effective) << 32)
+    Ok(data)
+}
+
+/// This thread's effective capabilities, as a bit set (bit N: capability N).
+pub(crate) fn effective_caps() -> u64 {
+    capget().map_or(0, |d| {
+        u64::from(d[0].effective) | (u64::from(d[1].effective) << 32)
+    })
 }
 
 /// Effective uid.
@@ -1071,21 +1078,11 @@ pub(crate) fn with_fs_identity<R: Send>(
                     ),
                 ));
             }
+            let mut data = capget()?;
             let mut hdr = CapHeader {
                 version: CAP_V3,
                 pid: 0,
             };
-            let mut data = [CapData {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            }; 2];
-            // SAFETY: capget fills two CapData (version 3) for this thread.
-            if unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) }
-                != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
             for d in &mut data {
                 d.effective = 0;
             }
