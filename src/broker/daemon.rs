@@ -493,6 +493,57 @@ pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
     )
 }
 
+/// [`call_with`] with the call's stdout — and its stderr, unless `stderr` is given — captured
+/// through pipes that are read while the call runs (the MCP server's calls, the REPL's
+/// `/cd`). Returns the exit code, stdout and captured stderr.
+pub fn call_captured(
+    socket: &Path,
+    argv: Vec<String>,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    stdin: std::os::fd::BorrowedFd<'_>,
+    stderr: Option<std::os::fd::BorrowedFd<'_>>,
+    ask_here: bool,
+) -> Result<(u8, Vec<u8>, Vec<u8>), String> {
+    let drain = |mut r: std::io::PipeReader| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut r, &mut v);
+            v
+        })
+    };
+    let pipe = || std::io::pipe().map_err(|e| format!("a pipe for the daemon call: {e}"));
+    let (out_r, out_w) = pipe()?;
+    let (err_t, err_w) = match stderr {
+        Some(_) => (None, None),
+        None => {
+            let (r, w) = pipe()?;
+            (Some(drain(r)), Some(w))
+        }
+    };
+    let out_t = drain(out_r);
+    let err_fd = stderr
+        .or_else(|| err_w.as_ref().map(|w| w.as_fd()))
+        .ok_or("no stderr for the daemon call")?;
+    let code = call_with(
+        socket,
+        argv,
+        CallIo {
+            cwd,
+            env,
+            stdio: [stdin, out_w.as_fd(), err_fd],
+            ask_here,
+        },
+    );
+    // Our write ends go: the readers end when the daemon has closed its copies.
+    drop((out_w, err_w));
+    let out = out_t.join().unwrap_or_default();
+    let err = err_t
+        .map(|t| t.join().unwrap_or_default())
+        .unwrap_or_default();
+    code.map(|c| (c, out, err))
+}
+
 /// This process's environment with `GATEWAY_SESSION` set to `session`: what a front end
 /// (the MCP server, the REPL) sends with its calls, so that they share its session.
 pub fn env_for_session(session: &str) -> Vec<(String, String)> {

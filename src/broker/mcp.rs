@@ -564,20 +564,10 @@ impl ToolSession<'_> {
 
     fn cd(&self, p: CdParams) -> CallToolResult {
         let ctx = self.ctx();
+        // Under roots, `bfs::cd` only enters directories beneath them: the file tools'
+        // readable roots are narrowed to the client's (`fs::root_paths`).
         match bfs::cd(&ctx, &p.path) {
-            Ok(dir) if self.policy.within_roots(&dir) => ok_json(json!({"cwd": dir})),
-            Ok(dir) => {
-                // Back to where the session was: `-` is the directory before this `cd`.
-                let back = bfs::cd(&self.ctx(), "-");
-                err_text(format!(
-                    "cd {}: outside the roots the client allowed; the session stays in {}",
-                    dir.display(),
-                    back.map_or_else(
-                        |_| ctx.cwd.display().to_string(),
-                        |b| b.display().to_string()
-                    )
-                ))
-            }
+            Ok(dir) => ok_json(json!({"cwd": dir})),
             Err(e) => broker_err(e),
         }
     }
@@ -766,52 +756,28 @@ fn forward(
             }
         }
     }
-    let env = super::daemon::env_for_session(&cfg.session);
-    let pipes = (|| -> std::io::Result<_> {
-        let null = std::fs::File::open("/dev/null")?;
-        let (out_r, out_w) = std::io::pipe()?;
-        let (err_r, err_w) = std::io::pipe()?;
-        Ok((null, out_r, out_w, err_r, err_w))
-    })();
-    let (null, out_r, out_w, err_r, err_w) = match pipes {
-        Ok(p) => p,
-        Err(e) => {
-            return err_text(format!(
-                "{name}: cannot make pipes for the daemon call: {e}"
-            ));
-        }
+    let null = match std::fs::File::open("/dev/null") {
+        Ok(f) => f,
+        Err(e) => return err_text(format!("{name}: /dev/null: {e}")),
     };
-    let drain = |mut r: std::io::PipeReader| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut r, &mut v);
-            v
-        })
-    };
-    let (out_t, err_t) = (drain(out_r), drain(err_r));
-    let code = super::daemon::call_with(
+    let res = super::daemon::call_captured(
         socket,
         argv,
-        super::daemon::CallIo {
-            cwd: cfg.cwd.clone(),
-            env,
-            stdio: [null.as_fd(), out_w.as_fd(), err_w.as_fd()],
-            ask_here: false,
-        },
+        cfg.cwd.clone(),
+        super::daemon::env_for_session(&cfg.session),
+        null.as_fd(),
+        None,
+        false,
     );
-    // Our ends of the write side go: the readers end when the daemon has closed its copies.
-    drop((out_w, err_w));
-    let out = out_t.join().unwrap_or_default();
-    let err = err_t.join().unwrap_or_default();
-    match code {
-        Ok(0 | 1) => match serde_json::from_slice::<CallToolResult>(&out) {
+    match res {
+        Ok((0 | 1, out, err)) => match serde_json::from_slice::<CallToolResult>(&out) {
             Ok(r) => r,
             Err(e) => err_text(format!(
                 "{name}: the daemon's answer is not a tool result ({e}): {}",
                 String::from_utf8_lossy(&err).trim()
             )),
         },
-        Ok(code) => err_text(format!(
+        Ok((code, _, err)) => err_text(format!(
             "{name}: the daemon refused the call (exit {code}): {}",
             String::from_utf8_lossy(&err).trim()
         )),

@@ -352,13 +352,15 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
     };
     // The file is read and replaced with the caller's rights; the backup and the journal are
     // the broker's.
-    let as_client = |what: &str, r: std::io::Result<std::io::Result<Vec<u8>>>| {
-        r.and_then(|r| r).map_err(|e| err(what, e.to_string()))
-    };
-    let data = as_client(
-        "re-reading",
-        super::client::as_client(|| std::fs::read(path)),
-    )?;
+    let (data, mode) = super::client::as_client(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644);
+        std::fs::read(path).map(|d| (d, mode))
+    })
+    .and_then(|r| r)
+    .map_err(|e| err("re-reading", e.to_string()))?;
     let hits = scanner().scan(&data, TextKind::of_path(path), true);
     let mut out = Vec::with_capacity(data.len());
     let mut pos = 0;
@@ -380,13 +382,6 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
     }
     use crate::journal::{self, Change, PathState};
     let jerr = |what: &'static str| move |e: journal::JournalError| err(what, e.to_string());
-    let mode = super::client::as_client(|| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path)
-            .map(|m| m.permissions().mode() & 0o7777)
-            .unwrap_or(0o644)
-    })
-    .unwrap_or(0o644);
     let lock = journal::lock(state_dir).map_err(jerr("locking the journal for"))?;
     let file = |d: &[u8]| -> Result<PathState, BrokerError> {
         Ok(PathState::File {

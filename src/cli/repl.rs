@@ -122,40 +122,29 @@ impl Repl<'_> {
         full.extend(argv);
         let env = crate::broker::daemon::env_for_session(&self.session);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
-        // Captured: a pipe read on a thread of its own while the call runs.
-        let captured = match capture {
-            false => None,
-            true => {
-                let (mut r, w) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
-                let reader = std::thread::spawn(move || {
-                    let mut s = String::new();
-                    let _ = std::io::Read::read_to_string(&mut r, &mut s);
-                    s
-                });
-                Some((w, reader))
-            }
-        };
-        let out_fd = captured
-            .as_ref()
-            .map_or_else(|| o.as_fd(), |(w, _)| w.as_fd());
+        if capture {
+            let (code, out, _) = crate::broker::daemon::call_captured(
+                sock,
+                full,
+                self.cwd.clone(),
+                env,
+                i.as_fd(),
+                Some(e.as_fd()),
+                true,
+            )?;
+            return Ok((code, String::from_utf8_lossy(&out).into_owned()));
+        }
         let code = crate::broker::daemon::call_with(
             sock,
             full,
             crate::broker::daemon::CallIo {
                 cwd: self.cwd.clone(),
                 env,
-                stdio: [i.as_fd(), out_fd, e.as_fd()],
+                stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
                 ask_here: true,
             },
-        );
-        let out = match captured {
-            None => String::new(),
-            Some((w, reader)) => {
-                drop(w);
-                reader.join().unwrap_or_default()
-            }
-        };
-        code.map(|c| (c, out))
+        )?;
+        Ok((code, String::new()))
     }
 
     /// Runs a CLI command line through the daemon, showing what it prints.
