@@ -5,7 +5,7 @@
 //! Secrets are generated here from templates with a fixed-seed generator, so no secret-looking
 //! literal lives in the repository. Template syntax: `{C:N}` is N characters of class C.
 
-use super::Env;
+use crate::util::Env;
 use std::collections::BTreeMap;
 
 /// Character classes of the templates.

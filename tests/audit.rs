@@ -1,0 +1,313 @@
+//! The signed, hash-chained audit log: records, verify, tampering, keys, artifacts.
+
+use crate::util::*;
+
+sandbox_test!(
+    fn audit_records_every_call_and_verifies() {
+        let env = Env::new("audit-calls");
+        assert!(env.exec("strict", &["echo", "hello"]).status.success());
+        let o = env.exec("strict", &["curl", "http://example.com"]);
+        assert_eq!(o.status.code(), Some(120));
+        let o = env.exec("strict", &["no-such-program-here"]);
+        assert_eq!(o.status.code(), Some(127));
+        let o = env.sh("strict", "echo out; echo err >&2; exit 3");
+        assert_eq!(o.status.code(), Some(3));
+        let o = env.cmd().args(["scan", "."]).output().expect("scan");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let r = log_records(&env);
+        assert_eq!(r.len(), 5, "{r:?}");
+        let seqs: Vec<u64> = r.iter().map(|x| x["seq"].as_u64().expect("seq")).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+        assert_eq!(r[0]["decision"]["effect"], "allow");
+        assert_eq!(r[0]["exit_code"], 0);
+        assert_eq!(r[0]["stdout"]["bytes"], 6);
+        assert!(
+            r[0]["enforcement"]
+                .as_str()
+                .expect("enforcement")
+                .contains("seccomp true")
+        );
+        assert_eq!(r[1]["decision"]["effect"], "deny");
+        assert_eq!(r[1]["decision"]["rules"][0], "deny-network-tools");
+        assert!(r[1]["exit_code"].is_null());
+        assert!(r[2]["error"].as_str().expect("error").contains("not found"));
+        assert_eq!(r[3]["exit_code"], 3);
+        assert_eq!(r[3]["caller"]["client"], "cli");
+        assert_eq!(r[4]["tool"], "scan");
+        // Filters.
+        let o = env
+            .cmd()
+            .args(["log", "query", "--json", "--decision", "deny"])
+            .output()
+            .expect("q");
+        assert_eq!(json_of(&o)["records"].as_array().expect("a").len(), 1);
+        let o = env
+            .cmd()
+            .args(["log", "query", "--exit-code", "3", "--since", "1h"])
+            .output()
+            .expect("q");
+        assert!(stdout(&o).contains("echo out"), "{}", text(&o));
+        assert_eq!(stdout(&o).lines().count(), 1, "{}", text(&o));
+        // Show with the stored output.
+        let o = env.cmd().args(["log", "show", "4"]).output().expect("show");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("--- stdout: 4 bytes"), "{}", text(&o));
+        assert!(stdout(&o).contains("\nout\n") && stdout(&o).contains("\nerr\n"));
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            stdout(&o).contains("ok: 5 record(s), 5 checkpoint(s)"),
+            "{}",
+            text(&o)
+        );
+        let o = env
+            .cmd()
+            .args(["log", "tail", "-n", "2"])
+            .output()
+            .expect("tail");
+        assert_eq!(stdout(&o).lines().count(), 2, "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn audit_tampering_is_named_by_verify() {
+        let env = Env::new("audit-tamper");
+        for i in 0..6 {
+            assert!(
+                env.exec("strict", &["echo", &format!("run {i}")])
+                    .status
+                    .success()
+            );
+        }
+        let anchor = env.root.join("anchor");
+        let o = env
+            .cmd()
+            .args(["log", "checkpoint", "--export"])
+            .output()
+            .expect("export");
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::write(&anchor, &o.stdout).expect("anchor");
+        let logp = env.state.join("audit/log.jsonl");
+        let orig = std::fs::read_to_string(&logp).expect("log");
+        let verify = |extra: &[&str]| {
+            let o = env
+                .cmd()
+                .args(["log", "verify"])
+                .args(extra)
+                .output()
+                .expect("verify");
+            (o.status.code(), stderr(&o))
+        };
+        // Edit a field of record 2.
+        std::fs::write(&logp, orig.replace("run 1", "run X")).expect("w");
+        let (code, e) = verify(&[]);
+        assert_eq!(code, Some(1));
+        assert!(e.contains("record 2 was edited"), "{e}");
+        // Delete the last two records and every checkpoint after record 4: only the anchor
+        // tells.
+        let lines: Vec<&str> = orig.lines().collect();
+        std::fs::write(&logp, lines[..4].join("\n") + "\n").expect("w");
+        let cps = std::fs::read_to_string(env.state.join("audit/checkpoints")).expect("cps");
+        // Each checkpoint: origin, size, root, a blank line, the signature, a blank line.
+        let cp_lines: Vec<&str> = cps.lines().collect();
+        assert_eq!(cp_lines.len(), 6 * 6, "{cps}");
+        let kept: String = cp_lines[..4 * 6].iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(env.state.join("audit/checkpoints"), kept).expect("w");
+        let (code, e) = verify(&[]);
+        assert_eq!(code, Some(0), "{e}");
+        let (code, e) = verify(&["--anchor", anchor.to_str().expect("utf-8")]);
+        assert_eq!(code, Some(1));
+        assert!(e.contains("truncated after the anchor checkpoint"), "{e}");
+        assert!(e.contains("commits to 6 records, the log has 4"), "{e}");
+        // A record appended without the key: not covered by any checkpoint.
+        std::fs::write(&logp, &orig).expect("w");
+        std::fs::write(env.state.join("audit/checkpoints"), &cps).expect("w");
+        let last = orig.lines().last().expect("last");
+        assert!(last.starts_with("{\"seq\":6,\"prev\":\""), "{last}");
+        let prev = {
+            use std::fmt::Write as _;
+            let mut h = sha256_leaf(last.as_bytes());
+            let mut s = String::new();
+            for b in h.drain(..) {
+                let _ = write!(s, "{b:02x}");
+            }
+            s
+        };
+        // Record 6 copied as record 7, chained to it: a valid chain, but no key signed it.
+        let forged = format!("{{\"seq\":7,\"prev\":\"{prev}{}", &last[81..]);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&logp)
+            .expect("open");
+        writeln!(f, "{forged}").expect("append");
+        let (code, e) = verify(&[]);
+        assert_eq!(code, Some(1));
+        assert!(e.contains("not covered by a signed checkpoint"), "{e}");
+    }
+);
+
+sandbox_test!(
+    fn audit_key_rotation_and_replaced_key() {
+        let env = Env::new("audit-keys");
+        let o = env.cmd().args(["keys", "export"]).output().expect("export");
+        assert!(o.status.success(), "{}", text(&o));
+        let key0 = env.root.join("key0");
+        std::fs::write(&key0, &o.stdout).expect("w");
+        assert!(env.exec("strict", &["true"]).status.success());
+        let o = env.cmd().args(["keys", "rotate"]).output().expect("rotate");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("/e1+"), "{}", text(&o));
+        assert!(!env.state.join("keys/epoch-0.key").exists());
+        assert!(env.exec("strict", &["true"]).status.success());
+        let o = env
+            .cmd()
+            .args(["log", "verify", "--key", key0.to_str().expect("utf-8")])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("2 key epoch(s)"), "{}", text(&o));
+        let o = env.cmd().args(["keys", "export"]).output().expect("export");
+        assert_eq!(stdout(&o).lines().count(), 2, "{}", text(&o));
+        // Someone replaces the keys and re-signs nothing: signatures fail. The exported key
+        // also tells.
+        std::fs::remove_dir_all(env.state.join("keys")).expect("rm");
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(stderr(&o).contains("no public key"), "{}", text(&o));
+        let o = env
+            .cmd()
+            .args(["log", "verify", "--key", key0.to_str().expect("utf-8")])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        // And the writer refuses to go on without the key of the current epoch.
+        std::fs::create_dir_all(env.state.join("keys")).expect("mkdir");
+        let o = env.exec("strict", &["true"]);
+        assert_eq!(o.status.code(), Some(119), "{}", text(&o));
+        assert!(stderr(&o).contains("audit"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn audit_concurrent_processes_never_fork_the_chain() {
+        let env = Env::new("audit-race");
+        let children: Vec<_> = (0..12)
+            .map(|i| {
+                env.cmd()
+                    .args(["exec", "--policy", "strict", "--", "echo"])
+                    .arg(format!("racer {i}"))
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().expect("wait").success());
+        }
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("ok: 12 record(s)"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn audit_no_secret_reaches_the_state_directory() {
+        let env = Env::new("audit-secrets");
+        let gh = gh_token(40);
+        let aws = corpus::expand("AKIA{U:16}", 41);
+        let slack = corpus::expand("xoxb-{d:11}-{d:12}-{a:24}", 42);
+        let redact = env.policy_file("extends = \"strict\"\n[secrets]\ninput = \"redact\"\n");
+        env.write("creds.txt", &format!("token = {gh}\n"));
+        // In argv (refused, then redacted), env, stdin, output, a scanned file.
+        let _ = env.exec("strict", &["echo", &gh]);
+        let _ = env.exec(&redact, &["echo", &gh]);
+        let _ = env
+            .cmd()
+            .args(["exec", "--policy", "strict", "--env"])
+            .arg(format!("KEY={aws}"))
+            .args(["--", "true"])
+            .output()
+            .expect("run");
+        let mut c = env
+            .cmd()
+            .args(["exec", "--policy", &redact, "--", "cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(format!("{slack}\n").as_bytes())
+            .expect("w");
+        let o = c.wait_with_output().expect("wait");
+        assert!(stdout(&o).contains("[REDACTED:slack"), "{}", text(&o));
+        let o = env.sh("strict", &format!("cat creds.txt; echo {aws} >&2"));
+        assert!(!stdout(&o).contains(&gh));
+        let _ = env.cmd().args(["scan", "."]).output().expect("scan");
+        let _ = env
+            .cmd()
+            .args(["scan", "--redact", "."])
+            .output()
+            .expect("scan");
+        // Every file under the state directory except the backups, which hold what
+        // `scan --redact` replaced (by design: undo must restore it).
+        let mut files = Vec::new();
+        walk(&env.state, &mut files);
+        assert!(files.len() > 10, "{files:?}");
+        for f in files
+            .iter()
+            .filter(|f| !f.starts_with(env.state.join("backups")))
+        {
+            let data = std::fs::read(f).expect("read");
+            let data = String::from_utf8_lossy(&data);
+            for planted in [&gh, &aws, &slack] {
+                assert!(
+                    !data.contains(planted.as_str()),
+                    "{} holds a planted token",
+                    f.display()
+                );
+            }
+        }
+        let r = log_records(&env);
+        assert!(r.len() >= 7, "{r:?}");
+        let all = serde_json::to_string(&r).expect("json");
+        assert!(all.contains("argument 1:github-pat"), "{all}");
+        assert!(all.contains("stdin:slack"), "{all}");
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn exec_json_returns_inline_output_and_the_artifact() {
+        let env = Env::new("audit-inline");
+        let p = env.policy_file("extends = \"strict\"\n[audit]\ninline_output = \"1KiB\"\n");
+        let o = env
+            .cmd()
+            .args(["exec", "--json", "--policy", &p, "--", "sh", "-c"])
+            .arg("yes 0123456789abcdef | head -c 5000")
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json_of(&o);
+        assert_eq!(v["stdout"].as_str().expect("stdout").len(), 1024);
+        assert_eq!(v["stdout_truncated"], true);
+        assert_eq!(v["stderr_truncated"], false);
+        assert_eq!(v["audit"]["stdout"]["bytes"], 5000);
+        let id = v["audit"]["stdout"]["artifact"].as_str().expect("artifact");
+        let stored = std::fs::read(env.state.join("audit/artifacts").join(id)).expect("artifact");
+        assert_eq!(stored.len(), 5000);
+        let seq = v["audit"]["seq"].as_u64().expect("seq").to_string();
+        let o = env
+            .cmd()
+            .args(["log", "show", "--json", &seq])
+            .output()
+            .expect("show");
+        let s = json_of(&o);
+        assert_eq!(
+            s["artifacts"][0]["content"].as_str().expect("c").len(),
+            5000
+        );
+    }
+);

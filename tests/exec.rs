@@ -1,0 +1,386 @@
+//! `gateway exec`: ordinary work (controls), limits, signals, terminals, JSON reports.
+
+use crate::util::*;
+
+sandbox_test! {
+    fn control_compile_and_run_c() {
+        let env = Env::new("cc");
+        env.write(
+            "hello.c",
+            "#include <stdio.h>\nint main(void){ puts(\"hello from c\"); return 3; }\n",
+        );
+        let o = env.sh("strict", "gcc -o hello hello.c && ./hello");
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert_eq!(stdout(&o).trim(), "hello from c");
+    }
+}
+
+sandbox_test! {
+    fn control_python_git_pipes_stdin() {
+        let env = Env::new("controls");
+        let o = env.exec(
+            "strict",
+            &[
+                "python3",
+                "-c",
+                "import json,sys; print(json.dumps({'a': 2**10}))",
+            ],
+        );
+        assert_eq!(stdout(&o).trim(), "{\"a\": 1024}", "{}", text(&o));
+        let o = env.sh(
+            "strict",
+            "git init -q . && echo x > f && git add f && git -c user.name=t -c user.email=t@e commit -qm init && git log --oneline | wc -l",
+        );
+        assert_eq!(stdout(&o).trim(), "1", "{}", text(&o));
+        let o = env.sh("standard", "seq 1 100 | sort -rn | head -1");
+        assert_eq!(stdout(&o).trim(), "100", "{}", text(&o));
+        let mut child = env
+            .cmd()
+            .args(["exec", "--policy", "strict", "--", "tr", "a-z", "A-Z"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"through stdin\n")
+            .expect("write");
+        let o = child.wait_with_output().expect("wait");
+        assert_eq!(stdout(&o), "THROUGH STDIN\n");
+    }
+}
+
+sandbox_test! {
+    fn control_exit_codes_and_signals() {
+        let env = Env::new("codes");
+        assert_eq!(env.sh("strict", "exit 7").status.code(), Some(7));
+        assert_eq!(
+            env.sh("strict", "kill -TERM $$").status.code(),
+            Some(128 + 15)
+        );
+        let o = env
+            .cmd()
+            .args([
+                "--json",
+                "exec",
+                "--policy",
+                "strict",
+                "--",
+                "sh",
+                "-c",
+                "echo out; echo err >&2; exit 4",
+            ])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(4));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["stdout"], "out\n");
+        assert_eq!(v["stderr"], "err\n");
+        assert_eq!(v["exit_code"], 4);
+        assert_eq!(v["decision"], "allow");
+        assert_eq!(v["enforcement"]["landlock"]["fs"], true);
+        assert_eq!(v["enforcement"]["seccomp"], true);
+        assert_eq!(v["enforcement"]["capabilities_dropped"], true);
+        assert_eq!(v["enforcement"]["pid_namespace"], true);
+        assert_eq!(
+            v["enforcement"]["not_applied"].as_array().map(|a| a.len()),
+            Some(0)
+        );
+    }
+}
+
+sandbox_test! {
+    fn output_limit_stops_the_run() {
+        let env = Env::new("outlimit");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox.limits]\noutput = \"64KiB\"\n");
+        let o = env.exec(&p, &["yes"]);
+        assert_eq!(
+            o.status.code(),
+            Some(137),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.stdout.len(), 64 * 1024);
+    }
+}
+
+sandbox_test! {
+    fn ask_prompts_on_a_terminal() {
+        // Under a pty (python's pty module), `ask` prompts on the terminal: "y" runs the command,
+        // anything else does not (exit 121).
+        for (answer, code, kept) in [("y", 0, false), ("n", 121, true)] {
+            let env = Env::new("ask");
+            env.write("victim/a.txt", "x");
+            let script = format!(
+                "import os,pty,sys\n\
+                 pid, fd = pty.fork()\n\
+                 if pid == 0:\n\
+                 \x20   os.execv(sys.argv[1], sys.argv[1:])\n\
+                 out = b''\n\
+                 while b'[y/N]' not in out:\n\
+                 \x20   out += os.read(fd, 1024)\n\
+                 os.write(fd, b'{answer}\\n')\n\
+                 while True:\n\
+                 \x20   try:\n\
+                 \x20       chunk = os.read(fd, 1024)\n\
+                 \x20   except OSError:\n\
+                 \x20       break\n\
+                 \x20   if not chunk:\n\
+                 \x20       break\n\
+                 \x20   out += chunk\n\
+                 sys.stdout.write(out.decode(errors='replace'))\n\
+                 sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            );
+            let o = env
+                .raw("python3")
+                .args([
+                    "-c", &script, BIN, "exec", "--policy", "standard", "--", "rm", "-rf", "victim",
+                ])
+                .output()
+                .expect("run under pty");
+            assert_eq!(o.status.code(), Some(code), "answer {answer}: {}", text(&o));
+            assert!(
+                stdout(&o).contains("ask-rm-recursive"),
+                "the prompt names the rule: {}",
+                text(&o)
+            );
+            assert_eq!(
+                env.ws.join("victim/a.txt").exists(),
+                kept,
+                "answer {answer}"
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn killing_the_broker_kills_the_run() {
+        let env = Env::new("brokerkill");
+        let marker = format!("3{}.75", std::process::id());
+        for policy in ["strict", "standard"] {
+            let mut child = env
+                .cmd()
+                .args(["exec", "--policy", policy, "--", "sh", "-c"])
+                .arg(format!("setsid sleep {marker} & sleep {marker}"))
+                .spawn()
+                .expect("spawn");
+            // Wait until the sandboxed sleeps run, then SIGKILL the gateway itself.
+            let t = std::time::Instant::now();
+            while sleeps(&marker).len() < 2 && t.elapsed() < std::time::Duration::from_secs(10) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(sleeps(&marker).len(), 2, "{policy}: the run did not start");
+            child.kill().expect("kill gateway");
+            let _ = child.wait();
+            let t = std::time::Instant::now();
+            while !sleeps(&marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(5) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert!(
+                sleeps(&marker).is_empty(),
+                "{policy} survivors: {:?}",
+                sleeps(&marker)
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn unprivileged_broker_still_confines() {
+        // As uid 65534 there are no namespaces, but landlock, seccomp and rlimits hold, and
+        // the run says what was not applied.
+        let env = Env::new("unpriv");
+        std::fs::write(env.outside.join("secret"), "UNPRIV-SECRET").expect("write");
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&env.root)
+            .status()
+            .expect("chown");
+        assert!(st.success());
+        let as_nobody = |policy: &str, script: &str| {
+            env.raw("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .args([BIN, "--json", "exec", "--policy", policy, "--", "sh", "-c", script])
+                .stdin(Stdio::null())
+                .output()
+                .expect("setpriv")
+        };
+        let o = as_nobody("strict", "echo ok > f && cat f");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["stdout"], "ok\n");
+        assert_eq!(v["enforcement"]["pid_namespace"], false);
+        assert_eq!(v["enforcement"]["landlock"]["fs"], true);
+        assert_eq!(v["enforcement"]["seccomp"], true);
+        assert_eq!(v["enforcement"]["fully_enforced"], false);
+        let not_applied = v["enforcement"]["not_applied"].to_string();
+        assert!(not_applied.contains("namespaces") && not_applied.contains("protected"), "{not_applied}");
+        // Files outside stay unreadable (landlock, not permissions: the file is nobody's).
+        let o = as_nobody("strict", &format!("cat {}", env.outside.join("secret").display()));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert!(!v["stdout"].to_string().contains("UNPRIV-SECRET"), "{v}");
+        assert_ne!(v["exit_code"], 0);
+        // standard's loopback falls back to no network at all.
+        let o = as_nobody(
+            "standard",
+            "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM); print(\"SOCKET\")'",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert!(!v["stdout"].to_string().contains("SOCKET"), "{v}");
+        assert!(v["enforcement"]["not_applied"].to_string().contains("loopback"), "{v}");
+    }
+}
+
+sandbox_test! {
+    fn control_private_dev_shm_and_multiprocessing() {
+        // Python's multiprocessing needs POSIX semaphores in /dev/shm: each run gets its own.
+        let env = Env::new("shm");
+        let marker = format!("gw-shm-{}", std::process::id());
+        for policy in ["strict", "standard"] {
+            let o = env.exec(
+                policy,
+                &[
+                    "python3",
+                    "-c",
+                    &format!(
+                        "import multiprocessing as m\nprint(m.Pool(2).map(abs, [-1, -2]))\nopen('/dev/shm/{marker}', 'w').write('x')"
+                    ),
+                ],
+            );
+            assert_eq!(stdout(&o).trim(), "[1, 2]", "{policy}: {}", text(&o));
+            assert!(!Path::new("/dev/shm").join(&marker).exists(), "{policy}: /dev/shm is the host's");
+            let o = env.exec(policy, &["ls", "-A", "/dev/shm"]);
+            assert_stdout_lacks(&o, &marker, policy);
+        }
+    }
+}
+
+sandbox_test! {
+    fn escape_raw_devices() {
+        // Under policies that read `/`, block devices and non-safe character devices are
+        // refused by landlock (EACCES). Some kernels also refuse a capless open of a block
+        // device (EPERM); the test wants landlock's answer, so that it does not rely on that.
+        let env = Env::new("devices");
+        let block = std::fs::read_dir("/dev")
+            .expect("/dev")
+            .flatten()
+            .find(|e| {
+                use std::os::unix::fs::FileTypeExt;
+                e.file_type().map(|t| t.is_block_device()).unwrap_or(false)
+            })
+            .map(|e| e.path().display().to_string());
+        let mut targets = vec!["/dev/kmsg".to_string()];
+        targets.extend(block);
+        for policy in ["standard", "permissive"] {
+            for dev in &targets {
+                let o = env.exec(policy, &["head", "-c", "16", dev]);
+                assert_ne!(o.status.code(), Some(0), "{policy} {dev}: {}", text(&o));
+                assert!(
+                    String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+                    "{policy} {dev}: expected landlock's EACCES: {}",
+                    text(&o)
+                );
+            }
+            // The safe devices still work.
+            let o = env.sh(policy, "head -c 4 /dev/urandom | wc -c; echo x > /dev/null && echo ok");
+            assert_eq!(stdout(&o), "4\nok\n", "{policy}: {}", text(&o));
+        }
+    }
+}
+
+sandbox_test! {
+    fn deny_inside_workspace_hides_files() {
+        // A policy may hide files inside the workspace (secrets in .env): the run does not see
+        // their content and cannot change them, and the rest of the workspace stays writable.
+        let env = Env::new("hidden");
+        env.write(".env", "DB_PASSWORD=hunter2-HIDDEN\n");
+        env.write(".env.local", "TOKEN-HIDDEN2\n");
+        env.write("src/main.c", "int main(void){return 0;}\n");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\ndeny = [\"${WORKSPACE}/.env*\"]\n");
+        let o = env.sh(&p, "cat .env .env.local; echo new > newfile && cat newfile; echo '/* x */' >> src/main.c");
+        assert_stdout_lacks(&o, "HIDDEN", "hidden .env");
+        assert!(stdout(&o).contains("new"), "{}", text(&o));
+        for script in ["echo y > .env", "rm -f .env.local", "mv .env gone"] {
+            let o = env.sh(&p, script);
+            assert_ne!(o.status.code(), Some(0), "`{script}`: {}", text(&o));
+        }
+        assert_eq!(std::fs::read_to_string(env.ws.join(".env")).expect("read"), "DB_PASSWORD=hunter2-HIDDEN\n");
+        assert!(env.ws.join(".env.local").exists());
+        assert!(std::fs::read_to_string(env.ws.join("src/main.c")).expect("read").contains("x */"));
+        // Also inside a directory pinned because it holds protected paths (`.git`).
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        env.write(".git/secret-token", "GIT-TOKEN-HIDDEN\n");
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\ndeny = [\"${WORKSPACE}/.git/secret*\"]\n");
+        let o = env.exec(&p, &["cat", ".git/secret-token"]);
+        assert_stdout_lacks(&o, "GIT-TOKEN-HIDDEN", "hidden inside a pinned directory");
+    }
+}
+
+sandbox_test! {
+    fn escape_proc_sys_and_sysfs_writes() {
+        // Classic container escapes: a core_pattern pipe, sysrq, the uevent helper.
+        let env = Env::new("procsys");
+        let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").expect("core_pattern");
+        for policy in ["strict", "standard", "permissive"] {
+            for (file, value) in [
+                ("/proc/sys/kernel/core_pattern", "|/tmp/gw-evil"),
+                ("/proc/sysrq-trigger", "h"),
+                ("/sys/kernel/uevent_helper", "/tmp/gw-evil"),
+            ] {
+                let o = env.sh(policy, &format!("printf '%s' '{value}' > {file}"));
+                assert_ne!(o.status.code(), Some(0), "{policy} {file}: {}", text(&o));
+            }
+        }
+        assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").expect("core_pattern"), before);
+    }
+}
+
+#[test]
+fn json_reports_denials() {
+    let env = Env::new("jsondeny");
+    let o = env
+        .cmd()
+        .args([
+            "--json", "exec", "--policy", "strict", "--", "rm", "-rf", "x",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["ran"], false);
+    assert!(
+        v["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|r| r["id"] == "deny-rm-recursive-force"
+                && r["reason"].as_str().is_some_and(|s| !s.is_empty())),
+        "{v}"
+    );
+}
+
+sandbox_test! {
+    fn escape_setuid_bits_left_behind() {
+        // A setuid-root file left in the workspace would give root to whoever runs it later,
+        // outside the sandbox. Setting S_ISUID/S_ISGID is refused in every policy.
+        for policy in ["strict", "standard", "permissive"] {
+            assert_attack_blocked(policy, "setuid-bit", None);
+        }
+        let env = Env::new("suid");
+        env.write("tool", "#!/bin/sh\n");
+        let o = env.sh("standard", "chmod u+s tool; chmod 2755 tool; install -m 4755 tool tool2; cp -p /usr/bin/passwd pw 2>/dev/null; true");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        for f in ["tool", "tool2", "pw"] {
+            if let Ok(m) = std::fs::metadata(env.ws.join(f)) {
+                assert_eq!(m.permissions().mode() & 0o6000, 0, "{f} has a setuid/setgid bit");
+            }
+        }
+        // Control: unconfined, the fixture does set the bits.
+        let o = Command::new(attack_bin()).arg("setuid-bit").current_dir(&env.ws).output().expect("run");
+        assert!(stdout(&o).contains("ESCAPED"), "{}", text(&o));
+    }
+}

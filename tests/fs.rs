@@ -1,0 +1,694 @@
+//! The file tools: read, write, edit, glob, grep, ls, mkdir, mv, rm, cd, and their confined worker.
+
+use crate::util::*;
+
+sandbox_test!(
+    fn fs_edit_keeps_crlf_bom_and_final_newline_and_undo_is_byte_exact() {
+        let env = Env::new("fs-edit");
+        let orig: &[u8] = b"\xEF\xBB\xBFfn main() {\r\n    println!(\"a\");\r\n}";
+        let p = env.ws.join("m.rs");
+        std::fs::write(&p, orig).expect("w");
+        let o = env.gw(&[
+            "fs",
+            "edit",
+            "m.rs",
+            "--old",
+            "println!(\"a\");",
+            "--new",
+            "let x = 1;\n    println!(\"{x}\");",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            stdout(&o).contains("+    println!(\"{x}\");"),
+            "{}",
+            text(&o)
+        );
+        assert_eq!(
+            std::fs::read(&p).expect("r"),
+            b"\xEF\xBB\xBFfn main() {\r\n    let x = 1;\r\n    println!(\"{x}\");\r\n}"
+        );
+        let o = env.gw(&["fs", "edit", "m.rs", "--append", "// end"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(std::fs::read(&p).expect("r").ends_with(b"}\r\n// end"));
+        // Two undos restore the original bytes exactly.
+        assert!(env.gw(&["undo"]).status.success());
+        assert!(env.gw(&["undo"]).status.success());
+        assert_eq!(std::fs::read(&p).expect("r"), orig);
+        let o = env.gw(&["history", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["changes"].as_array().expect("a").len(), 4);
+    }
+);
+
+sandbox_test!(
+    fn fs_edit_refuses_ambiguous_missing_and_binary_leaving_the_file_untouched() {
+        let env = Env::new("fs-refuse");
+        let p = env.write("c.txt", "x = 1\ny = 2\nx = 1\n");
+        let before = std::fs::read(&p).expect("r");
+        let o = env.gw(&["fs", "edit", "c.txt", "--old", "x = 1", "--new", "x = 3"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("occurs 2 times (lines 1, 3)"),
+            "{}",
+            text(&o)
+        );
+        let o = env.gw(&["fs", "edit", "c.txt", "--old", "x =  1", "--new", "x = 3"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("not found"), "{}", text(&o));
+        assert_eq!(std::fs::read(&p).expect("r"), before);
+        let o = env.gw(&[
+            "fs",
+            "edit",
+            "c.txt",
+            "--old",
+            "x = 1",
+            "--new",
+            "x = 3",
+            "--all",
+            "--dry-run",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("-x = 1\n+x = 3"), "{}", text(&o));
+        assert_eq!(
+            std::fs::read(&p).expect("r"),
+            before,
+            "dry run changed the file"
+        );
+        std::fs::write(env.ws.join("b.bin"), b"\x7fELF\0\0\x01").expect("w");
+        let o = env.gw(&["fs", "read", "b.bin"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("binary file"), "{}", text(&o));
+        assert!(
+            env.gw(&["fs", "read", "b.bin", "--binary"])
+                .status
+                .success()
+        );
+        std::fs::write(env.ws.join("l1.txt"), b"caf\xe9\n").expect("w");
+        let o = env.gw(&["fs", "edit", "l1.txt", "--append", "x"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("not UTF-8"), "{}", text(&o));
+        assert_eq!(
+            std::fs::read(env.ws.join("l1.txt")).expect("r"),
+            b"caf\xe9\n"
+        );
+    }
+);
+
+sandbox_test!(
+    fn fs_read_numbers_lines_and_redacts_secrets() {
+        let env = Env::new("fs-read");
+        let tok = gh_token(50);
+        env.write("r.txt", &format!("one\ntwo\ntoken = {tok}\nfour\n"));
+        let o = env.gw(&[
+            "fs", "read", "r.txt", "--offset", "2", "--limit", "2", "--json",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!stdout(&o).contains(&tok));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["output"]["lines"][0], serde_json::json!([2, "two"]));
+        assert_eq!(
+            v["output"]["lines"][1],
+            serde_json::json!([3, "token = [REDACTED:github-pat]"])
+        );
+        assert_eq!(v["output"]["total_lines"], 4);
+        assert_eq!(v["output"]["truncated"], true);
+    }
+);
+
+sandbox_test!(
+    fn fs_tools_refuse_escapes() {
+        let env = Env::new("fs-escape");
+        std::fs::write(env.outside.join("s"), "OUT").expect("w");
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("link-dir")).expect("ln");
+        std::os::unix::fs::symlink(env.outside.join("s"), env.ws.join("link-file")).expect("ln");
+        std::fs::hard_link(env.outside.join("s"), env.ws.join("hard")).expect("ln");
+        std::os::unix::fs::symlink("/proc/self/root/etc/hostname", env.ws.join("proc"))
+            .expect("ln");
+        let outside = env.outside.join("s").display().to_string();
+        // A new file outside (no hard link to trip on): the host's /tmp is not the file tools'.
+        let outside_new = env.outside.join("new").display().to_string();
+        for args in [
+            vec!["fs", "write", outside_new.as_str(), "--content", "x"],
+            vec!["fs", "mkdir", outside_new.as_str()],
+            vec!["fs", "write", "../outside/s", "--content", "x"],
+            vec!["fs", "write", outside.as_str(), "--content", "x"],
+            vec!["fs", "write", "link-dir/s", "--content", "x"],
+            vec!["fs", "write", "link-file", "--content", "x"],
+            vec!["fs", "write", "hard", "--content", "x"],
+            vec!["fs", "edit", "link-file", "--append", "x"],
+            vec!["fs", "write", "proc", "--content", "x"],
+        ] {
+            let o = env.gw(&args);
+            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            assert!(stderr(&o).contains("refused"), "{args:?}: {}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.outside.join("s")).expect("r"),
+            "OUT"
+        );
+        // Reading through a link out of the workspace, or the state directory, is refused too.
+        let o = env.gw(&["fs", "read", "link-dir/s", "--policy", "strict"]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!stdout(&o).contains("OUT"));
+        let log = env.state.join("audit/log.jsonl").display().to_string();
+        let o = env.gw(&["fs", "read", &log]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        // Every call is in the audit log.
+        let o = env.gw(&[
+            "log", "query", "--tool", "fs.write", "--json", "--limit", "0",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["records"].as_array().expect("a").len(), 7);
+        assert!(!env.outside.join("new").exists());
+    }
+);
+
+sandbox_test!(
+    fn fs_write_survives_sigkill_at_random_moments_and_the_journal_recovers() {
+        let env = Env::new("fs-crash");
+        let p = env.ws.join("big.txt");
+        let a = "a".repeat(4 << 20);
+        let b = "b".repeat(4 << 20);
+        std::fs::write(&p, &a).expect("w");
+        let src_a = env.root.join("a");
+        let src_b = env.root.join("b");
+        std::fs::write(&src_a, &a).expect("w");
+        std::fs::write(&src_b, &b).expect("w");
+        let mut killed = 0;
+        for i in 0..120u64 {
+            let src = if i % 2 == 0 { &src_b } else { &src_a };
+            let mut c = env
+                .cmd()
+                .args(["fs", "write", "big.txt", "--content-file"])
+                .arg(src)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn");
+            // A pseudo-random moment in the first ~40 ms.
+            std::thread::sleep(std::time::Duration::from_micros((i * 7919) % 40_000));
+            if c.try_wait().expect("wait").is_none() {
+                let _ = c.kill();
+                killed += 1;
+            }
+            let _ = c.wait();
+            let now = std::fs::read(&p).expect("read");
+            assert!(
+                now == a.as_bytes() || now == b.as_bytes(),
+                "torn file after trial {i}"
+            );
+        }
+        assert!(killed > 10, "only {killed} writes were interrupted");
+        // The next change recovers the journal: nothing stays pending.
+        let o = env.gw(&["fs", "write", "other.txt", "--content", "x"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = env.gw(&["history", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let pending = v["changes"]
+            .as_array()
+            .expect("a")
+            .iter()
+            .filter(|c| c["phase"] == "pending")
+            .count();
+        assert_eq!(pending, 0, "{v}");
+        // A big.txt change was pending only if a kill hit between intent and commit; its
+        // temporary files are gone either way once big.txt is written again.
+        assert!(
+            env.gw(&["fs", "edit", "big.txt", "--append", "z"])
+                .status
+                .success()
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(&env.ws)
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("gateway-tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        let now = std::fs::read(&p).expect("read");
+        assert!(now.starts_with(b"aaaa") || now.starts_with(b"bbbb"));
+        assert_eq!(now.len(), (4 << 20) + 2);
+    }
+);
+
+sandbox_test!(
+    fn fs_rm_mkdir_mv_go_through_trash_and_undo() {
+        let env = Env::new("fs-tree");
+        let ok = |args: &[&str]| {
+            let o = env.gw(args);
+            assert!(o.status.success(), "{args:?}: {}", text(&o));
+            o
+        };
+        ok(&["fs", "mkdir", "-p", "d1/a/b"]);
+        let o = env.gw(&["fs", "mkdir", "x/y"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("pass -p"), "{}", text(&o));
+        ok(&["fs", "write", "d1/a/b/f.txt", "--content", "hi"]);
+        let o = ok(&["fs", "ls", "d1/a/b"]);
+        assert!(stdout(&o).contains("f.txt"), "{}", text(&o));
+        ok(&["fs", "mv", "d1", "d2"]);
+        assert!(env.ws.join("d2/a/b/f.txt").exists() && !env.ws.join("d1").exists());
+        // Never over an existing file.
+        env.write("other.txt", "keep");
+        let o = env.gw(&["fs", "mv", "d2/a/b/f.txt", "other.txt"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("other.txt")).expect("r"),
+            "keep"
+        );
+        // rm: a directory needs -r; then it is in the trash, and undo brings it back.
+        let o = env.gw(&["fs", "rm", "d2"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        ok(&["fs", "rm", "-r", "d2"]);
+        assert!(!env.ws.join("d2").exists());
+        let o = ok(&["trash", "list", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["items"][0]["name"], "d2");
+        assert!(
+            v["items"][0]["original"]
+                .as_str()
+                .expect("o")
+                .ends_with("/ws/d2")
+        );
+        let info =
+            std::fs::read_to_string(env.state.join("trash/info/d2.trashinfo")).expect("info");
+        assert!(
+            info.starts_with("[Trash Info]\nPath=/") && info.contains("DeletionDate="),
+            "{info}"
+        );
+        ok(&["undo"]);
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("d2/a/b/f.txt")).expect("r"),
+            "hi"
+        );
+        ok(&["undo"]); // the move
+        assert!(env.ws.join("d1/a/b/f.txt").exists() && !env.ws.join("d2").exists());
+        // A file removed, restored by name.
+        ok(&["fs", "rm", "d1/a/b/f.txt"]);
+        assert!(!env.ws.join("d1/a/b/f.txt").exists());
+        ok(&["trash", "restore", "f.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("d1/a/b/f.txt")).expect("r"),
+            "hi"
+        );
+        // rm outside the workspace or of the workspace's protected paths is refused.
+        std::fs::write(env.outside.join("o"), "O").expect("w");
+        let o = env.gw(&["fs", "rm", env.outside.join("o").to_str().expect("utf-8")]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(env.outside.join("o").exists());
+        // Emptying the trash removes items for good.
+        ok(&["fs", "rm", "other.txt"]);
+        let o = ok(&["trash", "empty"]);
+        assert!(stdout(&o).contains("removed 1 item"), "{}", text(&o));
+        let o = env.gw(&["undo"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("emptied"), "{}", text(&o));
+        let o = ok(&["log", "query", "--json", "--limit", "0"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let tools: Vec<&str> = v["records"]
+            .as_array()
+            .expect("a")
+            .iter()
+            .filter_map(|r| r["tool"].as_str())
+            .collect();
+        for t in [
+            "fs.mkdir",
+            "fs.mv",
+            "fs.rm",
+            "fs.ls",
+            "undo",
+            "trash.restore",
+        ] {
+            assert!(tools.contains(&t), "{t} not audited: {tools:?}");
+        }
+    }
+);
+
+sandbox_test!(
+    fn fs_glob_and_grep_honour_gitignore_redact_and_stay_inside() {
+        let env = Env::new("fs-search");
+        let tok = gh_token(60);
+        std::fs::create_dir_all(env.ws.join(".git")).expect("git");
+        env.write(".gitignore", "build/\n");
+        env.write("src/main.rs", "fn main() {\n    run();\n}\n");
+        env.write(
+            "src/lib.rs",
+            &format!("pub fn run() {{}}\nconst T: &str = \"{tok}\";\n"),
+        );
+        env.write("build/gen.rs", "fn run() {}\n");
+        std::fs::write(env.outside.join("x.rs"), "fn run() {}\n").expect("w");
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("src/out")).expect("ln");
+        let o = env.gw(&["fs", "glob", "*.rs"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(stdout(&o), "src/lib.rs\nsrc/main.rs\n");
+        let o = env.gw(&["fs", "grep", "run", "-C", "1"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = stdout(&o);
+        assert!(out.contains("src/main.rs:2:    run();"), "{out}");
+        assert!(out.contains("src/main.rs-1-fn main() {"), "{out}");
+        assert!(!out.contains("build/") && !out.contains("out/"), "{out}");
+        let o = env.gw(&["fs", "grep", "const T", "--json"]);
+        assert!(!stdout(&o).contains(&tok), "{}", text(&o));
+        assert!(stdout(&o).contains("[REDACTED:github-pat]"), "{}", text(&o));
+        let o = env.gw(&["fs", "grep", "RUN", "-i", "--mode", "count"]);
+        assert_eq!(stdout(&o), "src/lib.rs:1\nsrc/main.rs:1\n", "{}", text(&o));
+        // Under strict, nothing outside the workspace (and system trees) is readable; standard
+        // reads `/` minus credentials, as its commands do.
+        let outside = env.outside.to_str().expect("utf-8");
+        let o = env.gw(&["--policy", "strict", "fs", "grep", "run", "--path", outside]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = env.gw(&[
+            "--policy", "strict", "fs", "glob", "*.rs", "--path", outside,
+        ]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = env.gw(&[
+            "--policy", "strict", "fs", "grep", "run", "--path", "src/out",
+        ]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = env.gw(&["--policy", "strict", "fs", "read", "src/out/x.rs"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = env.gw(&["fs", "grep", "(", "--path", "src"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn fs_cd_is_a_per_session_virtual_cwd() {
+        let env = Env::new("fs-cd");
+        env.write("a/b/f.txt", "in b\n");
+        let s = |args: &[&str]| {
+            env.cmd()
+                .env("GATEWAY_SESSION", "agent-1")
+                .args(args)
+                .output()
+                .expect("run")
+        };
+        let o = s(&["fs", "cd", "a/b"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).trim().ends_with("/ws/a/b"), "{}", text(&o));
+        let o = s(&["fs", "read", "f.txt"]);
+        assert_eq!(stdout(&o), "in b\n", "{}", text(&o));
+        let o = s(&["exec", "--policy", "standard", "--", "pwd"]);
+        assert!(stdout(&o).trim().ends_with("/ws/a/b"), "{}", text(&o));
+        assert!(s(&["fs", "cd", ".."]).status.success());
+        let o = s(&["fs", "cd", "-"]);
+        assert!(stdout(&o).trim().ends_with("/ws/a/b"), "{}", text(&o));
+        // Another session, and the process itself, are not moved.
+        let o = env
+            .cmd()
+            .env("GATEWAY_SESSION", "agent-2")
+            .args(["fs", "read", "f.txt"])
+            .output()
+            .expect("run");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        // Refused: a file, a missing dir, a directory the policy does not let tools read.
+        for bad in ["f.txt", "nope"] {
+            let o = s(&["fs", "cd", bad]);
+            assert_eq!(o.status.code(), Some(122), "{bad}: {}", text(&o));
+        }
+        let o = s(&[
+            "--policy",
+            "strict",
+            "fs",
+            "cd",
+            env.outside.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = s(&["fs", "cd", env.state.to_str().expect("utf-8")]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = env.gw(&["fs", "cd", "a"]);
+        assert_eq!(
+            o.status.code(),
+            Some(122),
+            "without a session: {}",
+            text(&o)
+        );
+    }
+);
+
+sandbox_test!(
+    fn fs_tools_run_in_a_confined_worker_that_the_kernel_holds() {
+        // `fs probe` makes the worker open paths with plain open(2), bypassing gateway's own
+        // path checks: what it cannot open, landlock refused.
+        let env = Env::new("fs-worker");
+        std::fs::write(env.ws.join("in.txt"), "in").expect("w");
+        std::fs::write(env.outside.join("out.txt"), "out").expect("w");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        std::fs::write(env.home.join(".ssh/id_ed25519"), "KEY").expect("w");
+        // A change first: the state directory gets a journal, backups, a log and keys.
+        let o = env.gw(&["fs", "write", "a.txt", "--content", "x"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let state_files = [
+            env.state.join("journal/journal.jsonl"),
+            env.state.join("audit/log.jsonl"),
+            env.state.join("keys/epoch-0.key"),
+        ];
+        for f in &state_files {
+            assert!(f.exists(), "{} missing", f.display());
+        }
+        let denied = |r: &str, what: &str| {
+            assert!(r.contains("Permission denied"), "{what}: {r}");
+        };
+        for policy in ["strict", "standard", "permissive"] {
+            let (r, w, status) = probe(&env, policy, &env.ws.join("in.txt"));
+            assert_eq!(
+                (r.as_str(), w.as_str()),
+                ("ok", "ok"),
+                "{policy}: workspace"
+            );
+            for want in ["Seccomp: 2", "NoNewPrivs: 1", "CapEff: 0000000000000000"] {
+                assert!(status.contains(want), "{policy}: {want} in {status}");
+            }
+            for f in &state_files {
+                let (r, w, _) = probe(&env, policy, f);
+                denied(&r, &format!("{policy}: read {}", f.display()));
+                denied(&w, &format!("{policy}: append {}", f.display()));
+            }
+            let (r, _, _) = probe(&env, policy, &env.home.join(".ssh/id_ed25519"));
+            denied(&r, &format!("{policy}: ~/.ssh"));
+            let (r, _, _) = probe(&env, policy, Path::new("/etc/shadow"));
+            denied(&r, &format!("{policy}: /etc/shadow"));
+        }
+        // strict reads nothing outside the workspace; standard reads it but writes only the
+        // workspace.
+        let (r, w, _) = probe(&env, "strict", &env.outside.join("out.txt"));
+        denied(&r, "strict: read outside");
+        denied(&w, "strict: append outside");
+        let (r, w, _) = probe(&env, "standard", &env.outside.join("out.txt"));
+        assert_eq!(r, "ok", "standard: read outside");
+        denied(&w, "standard: append outside");
+        assert_eq!(
+            std::fs::read_to_string(env.outside.join("out.txt")).expect("r"),
+            "out"
+        );
+        // Each file tool's record says how its worker was confined.
+        let o = env.gw(&["log", "query", "--tool", "fs.write", "--json"]);
+        let v = json_of(&o);
+        let e = v["records"][0]["enforcement"]
+            .as_str()
+            .expect("enforcement");
+        assert!(
+            e.contains("landlock abi") && e.contains("seccomp true"),
+            "{e}"
+        );
+        assert!(e.contains("caps dropped true"), "{e}");
+        // A FIFO is refused at once (a plain open would block the worker).
+        let st = Command::new("mkfifo")
+            .arg(env.ws.join("pipe"))
+            .status()
+            .expect("mkfifo");
+        assert!(st.success());
+        let o = env.gw(&["fs", "read", "pipe"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("not a regular file"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn fs_rm_permanent_needs_a_policy_that_allows_it_and_a_confirmation_on_a_terminal() {
+        let env = Env::new("fs-purge");
+        std::fs::write(env.ws.join("f.txt"), "F").expect("w");
+        // strict denies it; standard asks, and without a terminal nobody approves.
+        let o = env.gw(&["--policy", "strict", "fs", "rm", "--permanent", "f.txt"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("deny-purge"), "{}", text(&o));
+        let o = env.gw(&["fs", "rm", "--permanent", "f.txt"]);
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.ws.join("f.txt").exists());
+        // On a terminal: standard's ask and permissive's confirmation, answered no, then yes.
+        let (code, shown) = gw_on_tty(&env, &["fs", "rm", "--permanent", "f.txt"], "n");
+        assert_eq!(code, 121, "{shown}");
+        assert!(shown.contains("ask-purge"), "{shown}");
+        assert!(env.ws.join("f.txt").exists());
+        let (code, shown) = gw_on_tty(
+            &env,
+            &["--policy", "permissive", "fs", "rm", "--permanent", "f.txt"],
+            "no",
+        );
+        assert_eq!(code, 121, "{shown}");
+        assert!(shown.contains("not confirmed"), "{shown}");
+        assert!(env.ws.join("f.txt").exists());
+        let (code, shown) = gw_on_tty(&env, &["fs", "rm", "--permanent", "f.txt"], "y");
+        assert_eq!(code, 0, "{shown}");
+        assert!(!env.ws.join("f.txt").exists());
+        // Permissive without a terminal: the policy's allow stands. A tree goes with -r
+        // only, and a symbolic link in it is removed, never followed.
+        std::fs::create_dir_all(env.ws.join("d/e")).expect("mkdir");
+        std::fs::write(env.ws.join("d/e/g.txt"), "G").expect("w");
+        std::fs::write(env.outside.join("keep.txt"), "K").expect("w");
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("d/out")).expect("ln");
+        let o = env.gw(&["--policy", "permissive", "fs", "rm", "--permanent", "d"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let o = env.gw(&[
+            "--policy",
+            "permissive",
+            "fs",
+            "rm",
+            "-r",
+            "--permanent",
+            "d",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stderr(&o).contains("cannot be undone"), "{}", text(&o));
+        assert!(!env.ws.join("d").exists());
+        assert_eq!(
+            std::fs::read_to_string(env.outside.join("keep.txt")).expect("r"),
+            "K"
+        );
+        // Nothing went to the trash; history shows it; undo says why it cannot help.
+        let o = env.gw(&["trash", "list", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(json_of(&o)["items"].as_array().map(Vec::len), Some(0));
+        let o = env.gw(&["history", "--json"]);
+        let v = json_of(&o);
+        let last = v["changes"]
+            .as_array()
+            .expect("a")
+            .last()
+            .expect("one")
+            .clone();
+        assert_eq!(last["change"]["tool"], "fs.rm.permanent", "{v}");
+        assert_eq!(last["phase"], "committed", "{v}");
+        let o = env.gw(&["undo"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("cannot be undone"), "{}", text(&o));
+        // Every attempt is in the audit log, with the answers.
+        let o = env.gw(&[
+            "log",
+            "query",
+            "--tool",
+            "fs.rm.permanent",
+            "--json",
+            "--limit",
+            "0",
+        ]);
+        let v = json_of(&o);
+        let recs = v["records"].as_array().expect("a");
+        assert_eq!(recs.len(), 7, "{v}");
+        assert!(recs.iter().any(|r| r["approved"] == false));
+        assert!(recs.iter().any(|r| r["approved"] == true));
+    }
+);
+
+sandbox_test!(
+    fn fs_rm_refuses_a_tree_holding_a_denied_or_protected_path() {
+        let env = Env::new("fs-rm-guarded");
+        std::fs::create_dir_all(env.ws.join("sub/.git/hooks")).expect("mkdir");
+        std::fs::write(env.ws.join("sub/.env"), "TOKEN=1").expect("w");
+        let policy = env.root.join("p.toml");
+        std::fs::write(
+            &policy,
+            "extends = \"permissive\"\n[sandbox]\ndeny = [\"${WORKSPACE}/sub/.env\"]\n",
+        )
+        .expect("policy");
+        let p = policy.to_str().expect("utf-8");
+        for args in [
+            vec!["--policy", p, "fs", "rm", "-r", "sub"],
+            vec!["--policy", p, "fs", "rm", "-r", "--permanent", "sub"],
+        ] {
+            let o = env.gw(&args);
+            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            assert!(
+                stderr(&o).contains("which the policy protects"),
+                "{}",
+                text(&o)
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("sub/.env")).expect("r"),
+            "TOKEN=1"
+        );
+    }
+);
+
+sandbox_test!(
+    fn fs_edits_keep_the_owner_and_mode_though_the_worker_has_no_capabilities() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let env = Env::new("fs-owner");
+        let p = env.ws.join("owned.txt");
+        std::fs::write(&p, "one\n").expect("w");
+        std::os::unix::fs::chown(&p, Some(4321), Some(4322)).expect("chown (tests run as root)");
+        // Readable by others: the worker (uid 0, no capabilities) may replace it; a file
+        // it could not read is refused, as a confined command would find it.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let o = env.gw(&["fs", "edit", "owned.txt", "--old", "one", "--new", "two"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("Permission denied"), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "one\n");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let check = |what: &str| {
+            let m = std::fs::metadata(&p).expect("m");
+            assert_eq!((m.uid(), m.gid()), (4321, 4322), "{what}: owner");
+            assert_eq!(m.mode() & 0o7777, 0o644, "{what}: mode");
+        };
+        let o = env.gw(&["fs", "edit", "owned.txt", "--old", "one", "--new", "two"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "two\n");
+        check("edit");
+        let o = env.gw(&["fs", "write", "owned.txt", "--content", "three\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        check("write");
+        let o = env.gw(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "two\n");
+        check("undo");
+    }
+);
+
+sandbox_test!(
+    fn fs_tools_honour_the_policys_file_size_limit() {
+        let env = Env::new("fs-max");
+        std::fs::write(env.ws.join("big.txt"), "x".repeat(100)).expect("w");
+        std::fs::write(env.ws.join("small.txt"), "tiny\n").expect("w");
+        let policy = env.root.join("p.toml");
+        std::fs::write(
+            &policy,
+            "extends = \"standard\"\n[files]\nmax_size = \"64B\"\n",
+        )
+        .expect("policy");
+        let p = policy.to_str().expect("utf-8");
+        for args in [
+            vec!["--policy", p, "fs", "read", "big.txt"],
+            vec!["--policy", p, "fs", "edit", "big.txt", "--append", "y"],
+        ] {
+            let o = env.gw(&args);
+            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            assert!(stderr(&o).contains("max_size"), "{}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("big.txt")).expect("r"),
+            "x".repeat(100)
+        );
+        let o = env.gw(&["--policy", p, "fs", "read", "small.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        // A bad size is a policy error with its position.
+        std::fs::write(
+            &policy,
+            "extends = \"standard\"\n[files]\nmax_size = \"lots\"\n",
+        )
+        .expect("policy");
+        let o = env.gw(&["--policy", p, "fs", "read", "small.txt"]);
+        assert_eq!(o.status.code(), Some(123), "{}", text(&o));
+        assert!(stderr(&o).contains("p.toml:3:"), "{}", text(&o));
+    }
+);

@@ -1,0 +1,31 @@
+//! Integration tests: drive the real `gateway` binary.
+//!
+//! The escape suite has one test per attack; each asserts that the attack fails under strict
+//! (and standard where it should), and controls prove that ordinary work still works and that
+//! the attack fixtures do detect an escape when not confined.
+//!
+//! These tests need what the sandbox needs: Linux with landlock, seccomp, and a privileged
+//! (root) broker for namespaces. A test that cannot run fails. Set GATEWAY_TEST_NO_SANDBOX=1
+//! to skip the sandbox tests explicitly (CI does not set it).
+//!
+//! One test binary (as ripgrep's `tests/`): a module per area and a shared `util` module
+//! (a fresh temporary tree per test and a command builder for the real binary).
+
+#[macro_use]
+mod util;
+
+#[path = "secrets/corpus.rs"]
+mod corpus;
+
+mod audit;
+mod config;
+mod daemon;
+mod escape;
+mod exec;
+mod fs;
+mod mcp;
+mod policy;
+mod repl;
+mod secrets;
+mod shell;
+mod undo;

@@ -1,0 +1,104 @@
+//! `gateway mcp` driven by the Python MCP SDK: tools, client roots, through the daemon.
+
+use crate::util::*;
+
+sandbox_test!(
+    fn mcp_server_works_with_a_real_mcp_client() {
+        // The Python MCP SDK drives `gateway mcp`: initialize, tools/list, calls of every kind.
+        let env = Env::new("mcp");
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_client.py", &[], None) else {
+            return;
+        };
+        check_mcp_client_run(&env, &v, &|args| env.gw(args), "mcp");
+    }
+);
+
+sandbox_test!(
+    fn mcp_client_roots_narrow_the_servers_paths() {
+        // The client declares roots (a directory with a space: a percent-encoded URI): file
+        // tools and commands are held inside them, never beyond the policy; roots/list_changed
+        // is followed; a root that is not a local directory leaves nothing.
+        let env = Env::new("mcp-roots");
+        let root = env.ws.join("my root");
+        std::fs::create_dir(&root).expect("root");
+        env.write("my root/in.txt", "in\n");
+        env.write("out.txt", "out\n");
+        let root_s = root.display().to_string();
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_roots.py", &[&root_s, "roots"], None)
+        else {
+            return;
+        };
+        check_mcp_roots_run(&env, &root, &v);
+        let o = env.gw(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn mcp_server_goes_through_the_daemon() {
+        // With a daemon running, `gateway mcp` is its front end: the same tools and results,
+        // the records in the daemon's log (caller: the MCP server's pid, `client: daemon`),
+        // the client's roots applied by the daemon, and `ask` waiting in the daemon's queue
+        // for `gateway approve` / `gateway deny`.
+        let env = Env::new("mcp-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let sock = d.socket.clone();
+        let audit = |args: &[&str]| -> Output { d.cmd(&env).args(args).output().expect("gateway") };
+        let Some(v) = mcp_client(&env, sock.as_os_str(), "mcp_client.py", &[], None) else {
+            return;
+        };
+        check_mcp_client_run(&env, &v, &audit, "daemon");
+
+        let root = env.ws.join("my root");
+        std::fs::create_dir(&root).expect("root");
+        env.write("my root/in.txt", "in\n");
+        env.write("out.txt", "out\n");
+        let root_s = root.display().to_string();
+        let v = mcp_client(
+            &env,
+            sock.as_os_str(),
+            "mcp_roots.py",
+            &[&root_s, "roots"],
+            None,
+        )
+        .expect("client");
+        check_mcp_roots_run(&env, &root, &v);
+
+        let pf = env.policy_file(
+            "extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n\n[[rule]]\nid = \"ask-touch\"\neffect = \"ask\"\ntools = [\"exec\"]\ncommand = [\"touch\", \"asked*\"]\nreason = \"the test asks before this\"\n",
+        );
+        let v = mcp_client(
+            &env,
+            sock.as_os_str(),
+            "mcp_roots.py",
+            &[&root_s, "ask"],
+            Some(&pf),
+        )
+        .expect("client");
+        let p = &v["approve"]["pending"];
+        assert_eq!(p["tool"], "exec", "{v}");
+        assert_eq!(p["command"], "sh -c touch asked.txt");
+        assert_eq!(p["rules"][0], "ask-touch: the test asks before this");
+        assert!(
+            p["session"].as_str().is_some_and(|s| s.starts_with("mcp-")),
+            "{p}"
+        );
+        assert_eq!(v["approve"]["answer_exit"], 0);
+        assert_eq!(v["approved"]["is_error"], false, "{v}");
+        let r: serde_json::Value =
+            serde_json::from_str(v["approved"]["text"].as_str().expect("text")).expect("json");
+        assert_eq!(r["exit_code"], 0);
+        // The session is held in the client's root: the command ran there.
+        assert!(root.join("asked.txt").exists());
+        assert_eq!(v["deny"]["answer_exit"], 0);
+        assert_eq!(v["denied"]["is_error"], true, "{v}");
+        let t = v["denied"]["text"].as_str().expect("text");
+        assert!(t.contains("not approved") && t.contains("ask-touch"), "{t}");
+        assert!(!root.join("asked-again.txt").exists());
+        let o = audit(&["log", "query", "--json", "--tool", "approval"]);
+        let answers = json_of(&o)["records"].as_array().expect("records").len();
+        assert_eq!(answers, 2, "{}", text(&o));
+        let o = audit(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

@@ -1,0 +1,281 @@
+//! Policy decisions, `policy explain`/`check`, and bad input with its documented exit codes.
+
+use crate::util::*;
+
+sandbox_test! {
+    fn policy_denies_destructive_commands() {
+        let env = Env::new("deny");
+        env.write("keep/a.txt", "keep");
+        for argv in [
+            vec!["rm", "-rf", "keep"],
+            vec!["rm", "-fr", "keep"],
+            vec!["rm", "-r", "-f", "keep"],
+            vec!["/bin/rm", "-rf", "keep"],
+            vec!["sh", "-c", "ls; rm -rf keep"],
+            vec!["bash", "-c", "echo x && rm -rf keep"],
+            vec!["sh", "-c", "$(echo rm) -rf keep"],
+        ] {
+            let o = env.exec("strict", &argv);
+            assert_eq!(o.status.code(), Some(120), "{argv:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("rule deny-rm-recursive-force"),
+                "{argv:?}: {err}"
+            );
+            assert!(env.ws.join("keep/a.txt").exists());
+        }
+        // standard asks; without a terminal that means "not run", with its own exit code.
+        let o = env.exec("standard", &["rm", "-rf", "keep"]);
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("no terminal"),
+            "{}",
+            text(&o)
+        );
+        assert!(env.ws.join("keep/a.txt").exists());
+        let o = env.exec("standard", &["rm", "-rf", "/"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+    }
+}
+
+#[test]
+fn policy_explain_json_names_rules_and_sandbox() {
+    let env = Env::new("explain");
+    let o = env
+        .cmd()
+        .args([
+            "--json",
+            "policy",
+            "explain",
+            "--policy",
+            "strict",
+            "--",
+            "sh",
+            "-c",
+            "ls; rm -rf ~",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["decision"]["effect"], "deny");
+    let ids: Vec<&str> = v["decision"]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"deny-rm-recursive-force"), "{ids:?}");
+    assert_eq!(v["sandbox"]["network"], "none");
+    assert!(v["sandbox"]["write"].as_array().expect("write").iter().any(|w| w.as_str() == Some(env.ws.canonicalize().expect("ws").to_str().expect("utf8"))));
+    let o = env.cmd().args(["policy", "list"]).output().expect("run");
+    let s = stdout(&o);
+    assert!(
+        s.contains("strict") && s.contains("standard") && s.contains("permissive"),
+        "{s}"
+    );
+}
+
+#[test]
+fn policy_check_reports_file_line_column() {
+    let env = Env::new("check");
+    let p = env.policy_file("[[rule]]\nid = \"x\"\neffect = \"allow\"\nreason = \"r\"\ntools = [\"exec\"]\ncommand = [\"rm\", \"[\"]\n");
+    let o = env
+        .cmd()
+        .args(["policy", "check", &p])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(123), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{p}:6:")), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let good = env.policy_file("extends = \"strict\"\n");
+    let o = env
+        .cmd()
+        .args(["policy", "check", &good])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+sandbox_test! {
+    fn bad_input_gets_one_line_errors_and_documented_codes() {
+        let env = Env::new("badinput");
+        let bad = env.policy_file("[sandbox]\nnetwork = 5\n");
+        let cases: Vec<(Vec<String>, i32, &str)> = vec![
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    bad.clone(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                123,
+                ":2:",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "nosuch".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                123,
+                "unknown policy `nosuch`",
+            ),
+            (
+                vec!["exec".into(), "--policy".into(), "strict".into()],
+                122,
+                "required",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--".into(),
+                    "no-such-program-xyz".into(),
+                ],
+                127,
+                "command not found",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--cwd".into(),
+                    "/".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "workspace",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--cwd".into(),
+                    env.home.display().to_string(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "is not allowed",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--cwd".into(),
+                    "/nonexistent-dir".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "--cwd",
+            ),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--timeout".into(),
+                    "-1".into(),
+                    "--".into(),
+                    "true".into(),
+                ],
+                122,
+                "timeout",
+            ),
+            (vec!["exec".into(), "--bogus".into()], 122, "bogus"),
+            (
+                vec![
+                    "exec".into(),
+                    "--policy".into(),
+                    "strict".into(),
+                    "--".into(),
+                    "/etc/hostname".into(),
+                ],
+                126,
+                "cannot execute",
+            ),
+        ];
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        for (args, code, needle) in cases {
+            let o = env.cmd().args(&args).output().expect("run");
+            let err = String::from_utf8_lossy(&o.stderr).to_string();
+            assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+            assert!(err.contains(needle), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        }
+    }
+}
+
+sandbox_test! {
+    fn kernel_without_landlock_fails_closed() {
+        // A wrapper installs a seccomp filter that makes landlock_create_ruleset fail with ENOSYS,
+        // exactly what a kernel without landlock answers, then runs the gateway.
+        let env = Env::new("nolandlock");
+        let src = env.root.join("nolandlock.c");
+        std::fs::write(
+            &src,
+            r#"#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <errno.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_landlock_create_ruleset, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog p = { sizeof f / sizeof f[0], f };
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p)) return 99;
+        execv(argv[1], argv + 1);
+        return 98;
+}
+"#,
+        )
+        .expect("write");
+        let wrapper = env.root.join("nolandlock");
+        gcc(&src, &wrapper, &[]);
+        let o = env
+            .raw(&wrapper)
+            .args([BIN, "exec", "--policy", "strict", "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("landlock") && err.contains("best_effort"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        // best_effort runs and says landlock was not applied.
+        let p = env.policy_file("extends = \"strict\"\n[sandbox]\nbest_effort = true\n");
+        let o = env
+            .raw(&wrapper)
+            .args([BIN, "--json", "exec", "--policy", &p, "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["enforcement"]["landlock"]["fs"], false);
+        assert!(
+            v["enforcement"]["not_applied"]
+                .to_string()
+                .contains("landlock")
+        );
+    }
+}

@@ -1,0 +1,414 @@
+//! The secrets engine: the labelled corpus, `gateway scan`, and redaction on every exec.
+
+use crate::util::*;
+
+#[test]
+fn secrets_corpus_recall_and_precision() {
+    corpus::corpus_recall_and_precision();
+}
+
+#[test]
+fn secrets_corpus_covers_every_rule() {
+    let mut ids: Vec<&str> = gateway::secrets::rules::RULES
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    ids.extend(["high-entropy-base64", "high-entropy-hex"]);
+    corpus::every_rule_has_three_positives(&ids);
+}
+
+#[test]
+fn scan_reports_json_without_secret_values_and_exits_1() {
+    let env = Env::new("scan-json");
+    let tok = gh_token(1);
+    env.write("src/app.py", &format!("token = \"{tok}\"\n"));
+    env.write("clean.txt", "nothing here\n");
+    let o = env
+        .cmd()
+        .args(["scan", "--format", "json", "."])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let f = &v["findings"][0];
+    assert_eq!(f["rule"], "github-pat");
+    assert_eq!(f["path"], "./src/app.py");
+    assert_eq!(f["line"], 1);
+    assert_eq!(f["column"], 10);
+    assert_eq!(f["fingerprint"].as_str().map(str::len), Some(64));
+    assert_eq!(v["files_scanned"], 2);
+    assert!(v["bytes_scanned"].as_u64().is_some_and(|b| b > 40));
+    assert!(v["duration_ms"].is_u64());
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains(&tok),
+        "secret value in the report"
+    );
+    // Clean tree: exit 0.
+    let o = env.cmd().args(["scan", "clean.txt"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn scan_respects_gitignore_exclude_and_scans_dotfiles() {
+    let env = Env::new("scan-ignore");
+    std::fs::create_dir_all(env.ws.join(".git")).expect("git dir");
+    env.write(".gitignore", "ignored/\n");
+    env.write("ignored/a.env", &format!("T={}\n", gh_token(2)));
+    env.write("vendor/b.env", &format!("T={}\n", gh_token(3)));
+    env.write(".env", &format!("T={}\n", gh_token(4)));
+    let paths = |args: &[&str]| -> Vec<String> {
+        let o = env
+            .cmd()
+            .args(["scan", "--json"])
+            .args(args)
+            .arg(".")
+            .output()
+            .expect("run");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let mut p: Vec<String> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| f["path"].as_str().expect("path").to_string())
+            .collect();
+        p.sort();
+        p
+    };
+    assert_eq!(paths(&[]), ["./.env", "./vendor/b.env"]);
+    assert_eq!(paths(&["--exclude", "vendor/**"]), ["./.env"]);
+    assert_eq!(
+        paths(&["--no-ignore"]),
+        ["./.env", "./ignored/a.env", "./vendor/b.env"]
+    );
+}
+
+#[test]
+fn scan_baseline_hides_known_findings_and_stores_no_secret() {
+    let env = Env::new("scan-baseline");
+    let tok = gh_token(5);
+    env.write("a.py", &format!("t = \"{tok}\"\n"));
+    let base = env.root.join("baseline.json");
+    let run = || {
+        env.cmd()
+            .args(["scan", "--json", "--baseline"])
+            .arg(&base)
+            .arg(".")
+            .output()
+            .expect("run")
+    };
+    let o = run();
+    assert_eq!(o.status.code(), Some(1), "first run reports: {}", text(&o));
+    let b = std::fs::read_to_string(&base).expect("baseline written");
+    assert!(b.contains("github-pat") && !b.contains(&tok), "{b}");
+    let o = run();
+    assert_eq!(o.status.code(), Some(0), "known finding: {}", text(&o));
+    // A new secret is reported; the known one is not.
+    env.write("b.py", &format!("t = \"{}\"\n", gh_token(6)));
+    let o = run();
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["findings"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["findings"][0]["path"], "./b.py");
+}
+
+#[test]
+fn scan_redact_rewrites_with_backup_and_journal() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new("scan-redact");
+    let tok = gh_token(7);
+    let p = env.write(
+        "cfg.py",
+        &format!("# config\ntoken = \"{tok}\"\nname = 'x'\n"),
+    );
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let o = env
+        .cmd()
+        .args(["scan", "--redact", "."])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let now = std::fs::read_to_string(&p).expect("read");
+    assert_eq!(
+        now,
+        "# config\ntoken = \"[REDACTED:github-pat]\"\nname = 'x'\n"
+    );
+    assert_eq!(
+        std::fs::metadata(&p).expect("meta").permissions().mode() & 0o777,
+        0o640
+    );
+    // The old content (and the new) is in the backup store, named by its hash; the journal
+    // says so.
+    let backups: Vec<String> = std::fs::read_dir(env.state.join("backups"))
+        .expect("backups")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("backup"))
+        .collect();
+    assert_eq!(backups.len(), 2);
+    assert!(backups.iter().any(|b| b.contains(&tok)));
+    assert!(backups.contains(&now));
+    let journal =
+        std::fs::read_to_string(env.state.join("journal/journal.jsonl")).expect("journal");
+    assert!(
+        journal.contains("\"tool\":\"scan.redact\"")
+            && journal.contains("\"phase\":\"commit\"")
+            && !journal.contains(&tok),
+        "{journal}"
+    );
+    // Scanning again finds nothing.
+    let o = env.cmd().args(["scan", "."]).output().expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn scan_sarif_validates_against_the_schema() {
+    // The SARIF multitool (Microsoft's validator, from npm; .ci/run installs it) checks the
+    // output against the SARIF 2.1.0 schema and its rules.
+    let tool = std::env::var_os("GATEWAY_SARIF_MULTITOOL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target/tools/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool")
+        });
+    if std::env::var_os("GATEWAY_TEST_NO_SARIF").is_some() {
+        eprintln!("skipped: GATEWAY_TEST_NO_SARIF is set");
+        return;
+    }
+    assert!(
+        tool.exists(),
+        "{} missing: npm install --prefix target/tools @microsoft/sarif-multitool (or set GATEWAY_TEST_NO_SARIF=1 to skip explicitly)",
+        tool.display()
+    );
+    let env = Env::new("scan-sarif");
+    env.write(
+        "a.py",
+        &format!("t = \"{}\"\npassword = \"Tr0ub4dor&3\"\n", gh_token(8)),
+    );
+    env.write(
+        "dir with space/b.env",
+        &format!("K={}\n", corpus::expand("AKIA{U:16}", 9)),
+    );
+    let o = env
+        .cmd()
+        .args(["scan", "--format", "sarif", "."])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    let sarif = env.root.join("out.sarif");
+    std::fs::write(&sarif, &o.stdout).expect("write");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["version"], "2.1.0");
+    assert_eq!(v["runs"][0]["results"].as_array().map(Vec::len), Some(3));
+    let log = env.root.join("validation.sarif");
+    let vo = Command::new(&tool)
+        .arg("validate")
+        .arg(&sarif)
+        .arg("-o")
+        .arg(&log)
+        .output()
+        .expect("run the SARIF multitool");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&log).expect("validation log")).expect("log json");
+    let problems = report["runs"][0]["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        problems.is_empty(),
+        "SARIF validation: {problems:#?}\n{}",
+        String::from_utf8_lossy(&vo.stdout)
+    );
+}
+
+sandbox_test!(
+    fn exec_refuses_secret_in_argv_naming_rule_and_position() {
+        let env = Env::new("sec-argv");
+        let tok = gh_token(10);
+        let o = env.exec("strict", &["echo", "hello", &tok]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        let e = stderr(&o);
+        assert!(e.contains("argument 2") && e.contains("github-pat"), "{e}");
+        assert!(
+            !e.contains(&tok) && !stdout(&o).contains(&tok),
+            "value leaked: {e}"
+        );
+        // Inside sh -c, too.
+        let o = env.sh("strict", &format!("curl -H 'Authorization: token {tok}' x"));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        // A commit hash is not a secret.
+        let o = env.exec("strict", &["echo", &corpus::expand("{h:40}", 11)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn exec_refuses_secret_in_env() {
+        let env = Env::new("sec-env");
+        let tok = gh_token(12);
+        let o = env
+            .cmd()
+            .args(["exec", "--policy", "strict", "--env"])
+            .arg(format!("CONFIG=x {tok}"))
+            .args(["--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("environment variable CONFIG"),
+            "{}",
+            text(&o)
+        );
+        assert!(!stderr(&o).contains(&tok));
+    }
+);
+
+sandbox_test!(
+    fn exec_redacts_output_on_both_streams() {
+        let env = Env::new("sec-out");
+        let tok = gh_token(13);
+        let aws = corpus::expand("AKIA{U:16}", 14);
+        let o = env.sh(
+            "strict",
+            "printf 'a %s b\\n' \"$(cat t1)\"; printf 'key=%s\\n' \"$(cat t2)\" >&2",
+        );
+        // The files do not exist yet: the command itself is clean.
+        assert!(o.status.code().is_some());
+        env.write("t1", &tok);
+        env.write("t2", &aws);
+        let o = env.sh(
+            "strict",
+            "printf 'a %s b\\n' \"$(cat t1)\"; printf 'key=%s\\n' \"$(cat t2)\" >&2",
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o), "a [REDACTED:github-pat] b\n");
+        let e = stderr(&o);
+        assert!(e.contains("key=[REDACTED:aws-access-key-id]"), "{e}");
+        assert!(!e.contains(&aws) && !stdout(&o).contains(&tok));
+    }
+);
+
+sandbox_test!(
+    fn exec_redacts_a_secret_split_across_large_output() {
+        let env = Env::new("sec-split");
+        let tok = gh_token(15);
+        // ~3 MB of output with the token at several offsets around pipe-buffer boundaries.
+        let mut body = String::new();
+        for i in 0..40_000 {
+            body.push_str(&format!("line {i:06} of filler text here\n"));
+            if i % 9_973 == 0 {
+                body.push_str(&format!("secret {tok} end\n"));
+            }
+        }
+        env.write("big.txt", &body);
+        let o = env.exec("strict", &["cat", "big.txt"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(!out.contains(&tok));
+        assert_eq!(out.matches("secret [REDACTED:github-pat] end").count(), 5);
+        assert_eq!(
+            out.len(),
+            body.len() - 5 * tok.len() + 5 * "[REDACTED:github-pat]".len()
+        );
+    }
+);
+
+sandbox_test!(
+    fn exec_stdin_secret_denied_under_strict_and_redacted_when_asked() {
+        let env = Env::new("sec-stdin");
+        let tok = gh_token(16);
+        let run = |policy: &str| {
+            let mut c = env.cmd();
+            c.args(["exec", "--policy", policy, "--", "cat"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = c.spawn().expect("spawn");
+            let mut si = child.stdin.take().expect("stdin");
+            si.write_all(format!("first line\nthe token {tok} here\nlast\n").as_bytes())
+                .expect("write");
+            drop(si);
+            child.wait_with_output().expect("wait")
+        };
+        let o = run("strict");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("stdin") && stderr(&o).contains("github-pat"));
+        assert!(!stdout(&o).contains(&tok));
+        let p = env.root.join("redact-in.toml");
+        std::fs::write(&p, "extends = \"strict\"\n[secrets]\ninput = \"redact\"\n")
+            .expect("policy");
+        let o = run(p.to_str().expect("utf-8"));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(
+            stdout(&o),
+            "first line\nthe token [REDACTED:github-pat] here\nlast\n"
+        );
+    }
+);
+
+sandbox_test!(
+    fn exec_output_block_stops_the_command_and_warn_passes_through() {
+        let env = Env::new("sec-block");
+        let tok = gh_token(17);
+        env.write("t", &tok);
+        let block = env.root.join("block.toml");
+        std::fs::write(
+            &block,
+            "extends = \"strict\"\n[secrets]\noutput = \"block\"\n",
+        )
+        .expect("p");
+        let script = "echo before; cat t; echo; sleep 5; echo after";
+        let o = env.sh(block.to_str().expect("utf-8"), script);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert_eq!(stdout(&o), "before\n");
+        assert!(stderr(&o).contains("blocked") && stderr(&o).contains("github-pat"));
+        let warn = env.root.join("warn.toml");
+        std::fs::write(
+            &warn,
+            "extends = \"strict\"\n[secrets]\noutput = \"warn\"\n",
+        )
+        .expect("p");
+        let o = env.sh(warn.to_str().expect("utf-8"), "cat t; echo");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o), format!("{tok}\n"));
+        assert!(stderr(&o).contains("1 secret(s) in the output (github-pat), passed through"));
+    }
+);
+
+sandbox_test!(
+    fn exec_json_reports_secrets_by_rule_only() {
+        let env = Env::new("sec-json");
+        let tok = gh_token(18);
+        env.write("t", &tok);
+        let o = env
+            .cmd()
+            .args(["exec", "--json", "--policy", "strict", "--", "cat", "t"])
+            .output()
+            .expect("run");
+        let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(!raw.contains(&tok), "{raw}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["stdout"], "[REDACTED:github-pat]");
+        assert_eq!(v["secrets"]["output"][0]["rule"], "github-pat");
+        assert_eq!(v["secrets"]["output"][0]["stream"], "stdout");
+    }
+);
+
+#[test]
+fn explain_shows_secrets_policy_and_argv_secrets_by_rule() {
+    let env = Env::new("explain-secrets");
+    let tok = gh_token(19);
+    let o = env
+        .cmd()
+        .args([
+            "policy", "explain", "--json", "--policy", "strict", "--", "echo", &tok,
+        ])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!raw.contains(&tok));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["secrets"]["output"], "redact");
+    assert_eq!(v["secrets"]["input"], "deny");
+    assert_eq!(v["secrets_in_argv"][0]["place"], "argument 1");
+    assert_eq!(v["secrets_in_argv"][0]["rule"], "github-pat");
+}
