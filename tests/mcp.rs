@@ -102,3 +102,65 @@ sandbox_test!(
         assert!(o.status.success(), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn mcp_cd_and_cwd_never_move_the_writable_area_and_tools_refuse_protected_paths() {
+        // Issue 14 items 1, 2, 3, 5 and issue 22 items 3a, 4, through a real MCP client with
+        // no roots: `cd` and `exec`'s `cwd` move where commands start, never what they may
+        // write; `cd ~` does not brick the session; protected and denied paths are refused
+        // by name; a command started in `.git` still cannot write its hooks.
+        let env = Env::new("mcp-seams");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("ssh");
+        env.write(".git/HEAD", "ref: refs/heads/main\n");
+        std::fs::create_dir_all(env.ws.join(".git/hooks")).expect("hooks");
+        std::fs::create_dir_all(env.ws.join("sub")).expect("sub");
+        let out = env.outside.to_str().expect("utf-8");
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_seams.py", &[out], Some("standard"))
+        else {
+            return;
+        };
+        let get = |k: &str| -> (bool, String) {
+            let r = &v[k];
+            (
+                r["is_error"] == true,
+                r["text"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{k}: {r}"))
+                    .to_string(),
+            )
+        };
+        assert!(!get("cd_outside").0, "{v}");
+        assert!(get("write_relative").0, "write outside the workspace: {v}");
+        assert!(!env.outside.join("bin/ls").exists(), "{v}");
+        assert!(!env.outside.join("planted").exists(), "{v}");
+        assert!(
+            get("exec_here").1.contains(out),
+            "the command starts in the cd: {v}"
+        );
+        assert!(
+            !env.outside.join("planted2").exists(),
+            "exec cwd argument: {v}"
+        );
+        let (err, t) = get("exec_after_home");
+        assert!(!err && t.contains("alive"), "after cd ~: {v}");
+        assert!(!get("cd_back_again").0, "{v}");
+        assert!(!get("write_in_ws").0, "{v}");
+        assert!(env.ws.join("kept.txt").exists());
+        for (k, rule) in [
+            ("write_mcp_json", "protected-path"),
+            ("write_git_config_dotdot", "protected-path"),
+            ("read_shadow", "denied-path"),
+        ] {
+            let (err, t) = get(k);
+            assert!(err && t.contains(rule), "{k}: {t}");
+        }
+        assert!(!env.ws.join(".mcp.json").exists());
+        assert!(!env.ws.join(".git/config").exists());
+        assert!(
+            !env.ws.join(".git/hooks/pre-commit").exists(),
+            "exec with cwd .git: {v}"
+        );
+        let o = env.gw(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

@@ -328,6 +328,31 @@ impl Env {
     pub fn gw(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("run gateway")
     }
+
+    /// Gives this test's whole tree to uid 65534 (for `nobody`).
+    pub fn give_to_nobody(&self) {
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&self.root)
+            .status()
+            .expect("chown");
+        assert!(st.success());
+    }
+
+    /// `gateway` run as uid 65534 (no capabilities, no namespaces) with this test's
+    /// environment; add the arguments.
+    pub fn nobody(&self) -> Command {
+        let mut c = self.raw("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            BIN,
+        ])
+        .stdin(Stdio::null());
+        c
+    }
 }
 
 /// `gateway --json --policy P fs probe PATH`: (read, append) results and the worker's status.
@@ -510,7 +535,12 @@ pub fn check_mcp_client_run(
     let d: serde_json::Value = serde_json::from_str(&failed("denied")).expect("json");
     assert_eq!(d["decision"], "deny");
     assert_eq!(d["rules"][0]["rule"], "deny-rm-root-home");
-    assert!(failed("escape").contains("Permission denied"));
+    // A denied path is decided before the worker runs (issue 14 item 5), by name.
+    assert!(
+        failed("escape").contains("denied-path"),
+        "{}",
+        failed("escape")
+    );
     assert!(failed("missing_arg").contains("path"));
     // Every call is in the audit log, recorded as the MCP client's.
     let o = audit(&["log", "query", "--json", "--limit", "0"]);

@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 pub struct FsContext<'a> {
     /// The policy.
     pub policy: &'a Policy,
-    /// The workspace (the session's virtual cwd).
+    /// The workspace: the writable area, fixed for the session (`broker::session`).
+    pub workspace: PathBuf,
+    /// The session's working directory (`cd`): the base of relative paths, nothing more.
     pub cwd: PathBuf,
     /// State directory.
     pub state_dir: PathBuf,
@@ -400,7 +402,10 @@ fn under(p: &Path, list: &[PathBuf]) -> bool {
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     super::ensure_state_dir(&ctx.state_dir)?;
     let mut log = super::open_log(&ctx.state_dir)?;
-    let ws = workspace(&ctx.cwd)?;
+    // The writable area is the session's workspace; relative paths resolve against its
+    // working directory (`cd`), which moves nothing else.
+    let ws = workspace(&ctx.workspace)?;
+    let base = workspace(&ctx.cwd)?;
     let (tool, name, path) = match &op {
         FsOp::Read { path, .. } => (Tool::Read, "fs.read", Some(path.clone())),
         FsOp::Write { path, .. } => (Tool::Write, "fs.write", Some(path.clone())),
@@ -425,7 +430,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         if p.is_absolute() {
             p.clone()
         } else {
-            ws.join(p)
+            base.join(p)
         }
     });
     // Undo decides on the path of the change it reverts.
@@ -440,7 +445,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         extra_paths.push(if dst.is_absolute() {
             dst.clone()
         } else {
-            ws.join(dst)
+            base.join(dst)
         });
     }
     let subject = abs
@@ -454,17 +459,36 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
             paths: std::iter::once(subject.clone())
                 .chain(extra_paths)
                 .collect(),
-            cwd: ws.clone(),
+            cwd: base.clone(),
         },
-        &super::shell_env(&ws),
+        &super::shell_env(&base),
     );
+    // Denied and protected paths, judged as written and as resolved, refuse the call here,
+    // named and recorded as a deny (`broker::paths`); the worker's confinement is the
+    // second wall.
+    let paths = root_paths(ctx.policy, &ctx.state_dir, &ws);
+    if let Ok(rp) = &paths {
+        let subjects: Vec<PathBuf> = decision_paths(&subject, &op, &base);
+        let abs_of = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        let refused = super::paths::refusals(ctx.policy, rp, &op, &subjects, &abs_of);
+        if !refused.is_empty() {
+            decision.effect = Effect::Deny;
+            decision.rules.extend(refused);
+        }
+    }
     super::guard::redact_decision(&mut decision);
     let mut rec = audit::Record {
         session: ctx.session.clone(),
         caller: ctx.caller.clone(),
         tool: name.into(),
         args: describe(&op),
-        cwd: ws.display().to_string(),
+        cwd: base.display().to_string(),
         policy: ctx.policy.name.clone(),
         decision: super::record_decision(Some(&decision), None),
         ..audit::Record::default()
@@ -514,7 +538,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     };
     rec.approved = approved;
     let (res, enforcement) = if go {
-        perform(ctx, &ws, op, undo_target)
+        perform(ctx, &base, paths, op, undo_target)
     } else if decision.effect == Effect::Deny {
         (Ok(FsOutput::Denied), None)
     } else {
@@ -565,13 +589,28 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     })
 }
 
+/// The paths a call is decided on: its subject and, for a move, its destination.
+fn decision_paths(subject: &Path, op: &FsOp, base: &Path) -> Vec<PathBuf> {
+    let mut v = vec![subject.to_path_buf()];
+    if let FsOp::Move { dst, .. } = op {
+        v.push(if dst.is_absolute() {
+            dst.clone()
+        } else {
+            base.join(dst)
+        });
+    }
+    v.retain(|p| !p.as_os_str().is_empty());
+    v
+}
+
 /// Runs the tool's body in a confined worker (`broker::worker`), the broker answering its
 /// requests for the state directory. Changes hold the journal's lock throughout, and first
 /// complete or roll back what a crash left pending.
 #[allow(clippy::type_complexity)]
 fn perform(
     ctx: &FsContext<'_>,
-    ws: &Path,
+    base: &Path,
+    paths: Result<RootPaths, BrokerError>,
     op: FsOp,
     undo_target: Option<Change>,
 ) -> (
@@ -586,7 +625,7 @@ fn perform(
         } else {
             None
         };
-        let paths = narrow(root_paths(ctx.policy, &ctx.state_dir, ws)?, &op, ws);
+        let paths = narrow(paths?, &op, base);
         Ok::<_, BrokerError>((lock, paths))
     })();
     let (lock, paths) = match prepared {
@@ -622,7 +661,7 @@ fn perform(
     }
     let req = super::worker::Request {
         op,
-        ws: ws.to_path_buf(),
+        ws: base.to_path_buf(),
         roots: paths,
         redact: ctx.policy.secrets.output != crate::model::SecretsOutput::Warn,
         max_size: ctx.policy.files.max_size,
@@ -1967,37 +2006,9 @@ pub fn trash_empty(
     Ok(n)
 }
 
-/// A session's virtual working directory: `<state>/sessions/<id>.json`.
-#[derive(Debug, Default, Serialize, serde::Deserialize)]
-struct SessionDirs {
-    cwd: Option<PathBuf>,
-    previous: Option<PathBuf>,
-}
-
-fn session_file(state_dir: &Path, session: &str) -> PathBuf {
-    let safe: String = session
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    state_dir.join("sessions").join(format!("{safe}.json"))
-}
-
-fn load_session(state_dir: &Path, session: &str) -> SessionDirs {
-    std::fs::read(session_file(state_dir, session))
-        .ok()
-        .and_then(|d| serde_json::from_slice(&d).ok())
-        .unwrap_or_default()
-}
-
 /// The session's virtual cwd, if `cd` set one (and it still exists).
 pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
-    load_session(state_dir, session).cwd.filter(|p| p.is_dir())
+    super::session::cwd(state_dir, session)
 }
 
 /// `cd`: changes the session's virtual working directory (never the broker's own). `..`,
@@ -2006,8 +2017,9 @@ pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
 pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
     super::ensure_state_dir(&ctx.state_dir)?;
     let mut log = super::open_log(&ctx.state_dir)?;
+    let ws = workspace(&ctx.workspace)?;
     let base = workspace(&ctx.cwd)?;
-    let mut dirs = load_session(&ctx.state_dir, &ctx.session);
+    let mut dirs = super::session::load(&ctx.state_dir, &ctx.session);
     let home = PathBuf::from(super::shell_env(&base).home);
     let wanted = match target {
         "-" => dirs
@@ -2018,13 +2030,15 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         t if t.starts_with("~/") => home.join(&t[2..]),
         t => base.join(t),
     };
+    // The readable roots are those of the session's workspace: `cd` moves the base of
+    // relative paths, never the writable area.
     let res = (|| {
         let real =
             std::fs::canonicalize(&wanted).map_err(|e| usage(format!("cd {target}: {e}")))?;
         if !real.is_dir() {
             return Err(usage(format!("cd {target}: not a directory")));
         }
-        let rs = roots(ctx, &base)?;
+        let rs = roots(ctx, &ws)?;
         pick_read(&rs, &real, &base)?;
         Ok(real)
     })();
@@ -2032,7 +2046,7 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         session: ctx.session.clone(),
         caller: ctx.caller.clone(),
         tool: "fs.cd".into(),
-        args: vec![target.to_string()],
+        args: vec![redact_text(target)],
         cwd: base.display().to_string(),
         policy: ctx.policy.name.clone(),
         decision: audit::RecordDecision {
@@ -2048,17 +2062,10 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
     let real = res?;
     dirs.previous = Some(base);
     dirs.cwd = Some(real.clone());
-    let p = session_file(&ctx.state_dir, &ctx.session);
-    if let Some(d) = p.parent() {
-        let _ = std::fs::create_dir_all(d);
-    }
-    let data = serde_json::to_vec(&dirs).map_err(|e| BrokerError::Io {
-        what: "encoding the session".into(),
-        source: std::io::Error::other(e),
-    })?;
-    crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
-        what: format!("saving {}", p.display()),
-        source: std::io::Error::other(e.to_string()),
+    dirs.workspace.get_or_insert(ws);
+    super::session::save(&ctx.state_dir, &ctx.session, &dirs).map_err(|e| BrokerError::Io {
+        what: format!("saving the directories of session {}", ctx.session),
+        source: e,
     })?;
     Ok(real)
 }

@@ -348,15 +348,26 @@ impl ToolSession<'_> {
         super::log::this_caller(self.client)
     }
 
-    /// The session's working directory: what `cd` set, else where the session started —
-    /// under roots, the first root when that lies outside them.
-    fn cwd(&self) -> PathBuf {
-        let cwd = bfs::session_cwd(self.state_dir, self.session)
-            .unwrap_or_else(|| self.cwd.to_path_buf());
-        match &self.policy.sandbox.roots {
-            Some(roots) if !self.policy.within_roots(&cwd) => roots.first().cloned().unwrap_or(cwd),
-            _ => cwd,
+    /// The session's places (`broker::session`): the workspace is where the session
+    /// started, pinned for it, and its working directory what `cd` set. Under roots each
+    /// is the first root when it lies outside them.
+    fn place(&self) -> super::session::Place {
+        let mut p = super::session::place(self.state_dir, self.session, self.cwd, true);
+        if let Some(roots) = &self.policy.sandbox.roots {
+            for d in [&mut p.workspace, &mut p.cwd] {
+                if !self.policy.within_roots(d)
+                    && let Some(r) = roots.first()
+                {
+                    *d = r.clone();
+                }
+            }
         }
+        p
+    }
+
+    /// The session's working directory.
+    fn cwd(&self) -> PathBuf {
+        self.place().cwd
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -374,9 +385,11 @@ impl ToolSession<'_> {
         fn no_one(_: &str, _: bool) -> Option<bool> {
             None
         }
+        let place = self.place();
         FsContext {
             policy: self.policy,
-            cwd: self.cwd(),
+            workspace: place.workspace,
+            cwd: place.cwd,
             state_dir: self.state_dir.to_path_buf(),
             session: self.session.to_string(),
             caller: self.caller(),
@@ -399,9 +412,13 @@ impl ToolSession<'_> {
     }
 
     fn exec(&self, p: ExecParams) -> CallToolResult {
+        // `cwd` is where the command starts, inside or outside the workspace; what it may
+        // write is the session's workspace, never its `cwd`.
+        let place = self.place();
         let cwd = match &p.cwd {
-            Some(c) => self.path(c),
-            None => self.cwd(),
+            Some(c) if Path::new(c).is_absolute() => PathBuf::from(c),
+            Some(c) => place.cwd.join(c),
+            None => place.cwd.clone(),
         };
         let timeout = match p.timeout {
             None => None,
@@ -424,6 +441,7 @@ impl ToolSession<'_> {
         let mut ask = |_: &Decision| false;
         let req = ExecRequest {
             argv: vec!["sh".into(), "-c".into(), p.command],
+            workspace: place.workspace,
             cwd,
             policy: self.policy,
             state_dir: self.state_dir.to_path_buf(),

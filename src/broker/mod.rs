@@ -8,8 +8,10 @@ pub mod fs;
 mod guard;
 pub mod log;
 pub mod mcp;
+mod paths;
 pub mod proto;
 pub mod scan;
+pub mod session;
 pub mod snapshot;
 pub mod worker;
 
@@ -231,7 +233,10 @@ pub enum BrokerError {
 pub struct ExecRequest<'a> {
     /// argv.
     pub argv: Vec<String>,
-    /// The workspace.
+    /// The workspace: the writable area (`${WORKSPACE}`), the tree snapshotted for undo.
+    pub workspace: PathBuf,
+    /// The command's working directory (a session's `cd`, MCP `exec`'s `cwd`): where it
+    /// starts and what its relative paths mean — never what it may write.
     pub cwd: PathBuf,
     /// The policy.
     pub policy: &'a Policy,
@@ -295,16 +300,62 @@ pub struct Quarantined {
     pub to: Option<PathBuf>,
 }
 
-/// The protected paths (relative patterns, in the workspace) that exist now.
-fn protected_present(policy: &Policy, ws: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for t in &policy.sandbox.protected {
-        if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
-            continue;
+/// The directories a run may write in which relative protected patterns apply: the
+/// writable trees (a writable `/` stands for the workspace), not the private TMPDIR, not
+/// device nodes.
+fn protected_roots<'a>(c: &'a sandbox::Confinement, ws: &'a Path) -> Vec<&'a Path> {
+    let tmp = c.private_tmp.as_ref().map(|(t, _)| t.as_path());
+    let mut roots: Vec<&Path> = Vec::new();
+    for w in &c.write {
+        let root = if w.as_path() == Path::new("/") {
+            ws
+        } else {
+            w.as_path()
+        };
+        if Some(root) != tmp && !roots.contains(&root) && root.is_dir() && !root.starts_with("/dev")
+        {
+            roots.push(root);
         }
-        for p in expand_glob(&ws.join(t).display().to_string()) {
-            if std::fs::symlink_metadata(&p).is_ok() {
-                out.push(p);
+    }
+    roots
+}
+
+/// Whether `p` lies beneath `root` through real directories only: no component between
+/// them is a symlink (the broker never acts through a link the run may have planted).
+fn beneath_without_links(root: &Path, p: &Path) -> bool {
+    let Ok(rel) = p.strip_prefix(root) else {
+        return false;
+    };
+    let mut cur = root.to_path_buf();
+    let mut comps = rel.components().peekable();
+    while let Some(c) = comps.next() {
+        if !matches!(c, std::path::Component::Normal(_)) {
+            return false;
+        }
+        cur.push(c);
+        if comps.peek().is_some() {
+            match std::fs::symlink_metadata(&cur) {
+                Ok(m) if m.file_type().is_dir() => {}
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+/// The protected paths (relative patterns, in every directory the run may write) that exist
+/// now — only those reached through real directories.
+fn protected_present(c: &sandbox::Confinement, policy: &Policy, ws: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in protected_roots(c, ws) {
+        for t in &policy.sandbox.protected {
+            if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
+                continue;
+            }
+            for p in expand_glob(&root.join(t).display().to_string()) {
+                if beneath_without_links(root, &p) && std::fs::symlink_metadata(&p).is_ok() {
+                    out.push(p);
+                }
             }
         }
     }
@@ -1045,8 +1096,9 @@ fn exec_traced(
     sink: &mut dyn FnMut(Stream, &[u8]),
     trace: &mut Trace,
 ) -> Result<ExecResult, BrokerError> {
-    let ws = workspace(&req.cwd)?;
-    trace.cwd = ws.clone();
+    let ws = workspace(&req.workspace)?;
+    let cwd = workspace(&req.cwd)?;
+    trace.cwd = cwd.clone();
     // Secrets in the command line: refused, redacted or reported before anything else, so
     // that the decision is about what would run.
     let mut argv = req.argv.clone();
@@ -1055,7 +1107,7 @@ fn exec_traced(
         ..SecretsReport::default()
     };
     trace.argv = argv.clone();
-    let mut decision = decide_exec(req.policy, &argv, &ws);
+    let mut decision = decide_exec(req.policy, &argv, &cwd);
     guard::redact_decision(&mut decision);
     trace.decision = Some(decision.clone());
     let not_run = |decision: Decision, approved: Option<bool>, secrets: SecretsReport| ExecResult {
@@ -1124,7 +1176,7 @@ fn exec_traced(
     report
         .input
         .extend(guard::check_env(&req.policy.secrets, &mut env)?);
-    let program = resolve_program(&argv[0], &ws, &env)?;
+    let program = resolve_program(&argv[0], &cwd, &env)?;
     let mut confine = plan.confine;
     // A daemon's client of another uid: its command runs as the client, not as the daemon
     // (whose uid owns other files), with its private TMPDIR.
@@ -1170,18 +1222,18 @@ fn exec_traced(
         program,
         argv: argv.iter().map(OsString::from).collect(),
         env,
-        cwd: ws,
+        cwd,
         stdin,
         confine,
     };
     let snap = req.snapshot.unwrap_or(req.policy.undo.snapshot);
     let max_file = req.policy.undo.snapshot_max_file;
     let pre = if snap {
-        Some(snapshot::before(&req.state_dir, &spec.cwd, max_file)?)
+        Some(snapshot::before(&req.state_dir, &ws, max_file)?)
     } else {
         None
     };
-    let before = protected_present(req.policy, &spec.cwd);
+    let before = protected_present(&spec.confine, req.policy, &ws);
     let (out_tap, err_tap) = (&mut trace.out, &mut trace.err);
     let mut tap = |s: Stream, b: &[u8]| {
         match s {
@@ -1209,11 +1261,11 @@ fn exec_traced(
     // them) are moved out of the workspace whatever the outcome.
     let protected_created = quarantine_new(
         &before,
-        protected_present(req.policy, &spec.cwd),
+        protected_present(&spec.confine, req.policy, &ws),
         &req.state_dir,
     );
     let snapshot_report = match &pre {
-        Some(pre) => Some(snapshot::after(&req.state_dir, &spec.cwd, pre, max_file)?),
+        Some(pre) => Some(snapshot::after(&req.state_dir, &ws, pre, max_file)?),
         None => None,
     };
     if let Some(b) = &report.blocked

@@ -48,7 +48,7 @@ const STDERR_KEPT: usize = 4096;
 pub(crate) struct Request {
     /// The tool call.
     pub(crate) op: FsOp,
-    /// The workspace (the session's cwd).
+    /// The base of relative paths (the session's working directory; not the writable area).
     pub(crate) ws: PathBuf,
     /// The allowed directories.
     pub(crate) roots: RootPaths,

@@ -12,9 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
+    let place = super::effective_place(cli);
     FsContext {
         policy,
-        cwd: super::effective_cwd(cli),
+        workspace: place.workspace,
+        cwd: place.cwd,
         state_dir: state_dir(cli),
         session: blog::session_id(),
         caller: blog::this_caller("cli"),

@@ -7,7 +7,7 @@ use crate::sandbox::{SandboxError, Stdin, Stream};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -723,7 +723,8 @@ pub fn daemon_call(argv: Vec<String>, state: &std::path::Path, policy: &str) -> 
 
 /// `gateway mcp`: its own broker, or the daemon's front end when one runs.
 fn mcp(cli: &Cli) -> ExitCode {
-    let cwd = match std::path::absolute(effective_cwd(cli)) {
+    // The server's directory is where its session starts: its workspace.
+    let cwd = match std::path::absolute(effective_place(cli).workspace) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
     };
@@ -795,7 +796,8 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
         }
         policy.narrow_to(dirs);
     }
-    let cwd = match std::path::absolute(effective_cwd(cli)) {
+    // Where the session started (its workspace); `ToolSession` adds its `cd`.
+    let cwd = match std::path::absolute(effective_place(cli).workspace) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
     };
@@ -1210,18 +1212,22 @@ fn config_show(cli: &Cli) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The working directory of a call: `--cwd`, else the session's virtual cwd (`fs cd`, when
-/// GATEWAY_SESSION names the session), else the current directory.
-fn effective_cwd(cli: &Cli) -> PathBuf {
+/// Where a call runs: `--cwd` is both its workspace and working directory; else a named
+/// session's (GATEWAY_SESSION) pinned workspace and `cd` (`broker::session`); else the
+/// current directory.
+fn effective_place(cli: &Cli) -> broker::session::Place {
     if let Some(c) = &cli.cwd {
-        return c.clone();
+        return broker::session::Place::at(c);
     }
-    if broker::client::env_var("GATEWAY_SESSION").is_some_and(|s| !s.is_empty())
-        && let Some(c) = broker::fs::session_cwd(&state_dir(cli), &broker::log::session_id())
-    {
-        return c;
+    if broker::client::env_var("GATEWAY_SESSION").is_some_and(|s| !s.is_empty()) {
+        return broker::session::place(
+            &state_dir(cli),
+            &broker::log::session_id(),
+            Path::new("."),
+            true,
+        );
     }
-    PathBuf::from(".")
+    broker::session::Place::at(Path::new("."))
 }
 
 fn policy_list(cli: &Cli) -> ExitCode {
@@ -1444,7 +1450,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
 /// Where and as whom a run happens, when not from the command line's options (the REPL).
 #[derive(Default)]
 struct RunAt {
-    cwd: Option<PathBuf>,
+    place: Option<broker::session::Place>,
     session: Option<String>,
     policy: Option<Policy>,
 }
@@ -1491,10 +1497,11 @@ fn run_exec_at(
             _ => return fail(exit::USAGE, format!("--env {kv}: expected NAME=VALUE")),
         }
     }
-    let cwd = at.cwd.unwrap_or_else(|| effective_cwd(cli));
+    let place = at.place.unwrap_or_else(|| effective_place(cli));
     let req = ExecRequest {
         argv: command.to_vec(),
-        cwd,
+        workspace: place.workspace,
+        cwd: place.cwd,
         policy: &policy,
         state_dir: state_dir(cli),
         env: env_pairs,

@@ -87,6 +87,8 @@ struct Repl<'a> {
     policy: Policy,
     /// The policy as named (`--policy`, `/policy NAME`), for the daemon's calls.
     policy_spec: Option<String>,
+    /// The writable area, fixed for the REPL's life (`/cd` moves only `cwd`).
+    workspace: PathBuf,
     cwd: PathBuf,
     session: String,
     state: PathBuf,
@@ -98,6 +100,7 @@ impl Repl<'_> {
     fn fs_ctx<'p>(&'p self, confirm: &'p dyn Fn(&str, bool) -> Option<bool>) -> FsContext<'p> {
         FsContext {
             policy: &self.policy,
+            workspace: self.workspace.clone(),
             cwd: self.cwd.clone(),
             state_dir: self.state.clone(),
             session: self.session.clone(),
@@ -160,7 +163,10 @@ impl Repl<'_> {
             return self.through_daemon(sock, "gateway", argv);
         }
         let at = super::RunAt {
-            cwd: Some(self.cwd.clone()),
+            place: Some(crate::broker::session::Place {
+                workspace: self.workspace.clone(),
+                cwd: self.cwd.clone(),
+            }),
             session: Some(self.session.clone()),
             policy: Some(self.policy.clone()),
         };
@@ -320,9 +326,15 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };
-    let cwd = match std::fs::canonicalize(super::effective_cwd(cli)) {
-        Ok(c) => c,
-        Err(e) => return fail(exit::USAGE, format!("the working directory: {e}")),
+    let place = super::effective_place(cli);
+    let (workspace, cwd) = match (
+        std::fs::canonicalize(&place.workspace),
+        std::fs::canonicalize(&place.cwd),
+    ) {
+        (Ok(w), Ok(c)) => (w, c),
+        (Err(e), _) | (_, Err(e)) => {
+            return fail(exit::USAGE, format!("the working directory: {e}"));
+        }
     };
     let daemon = match super::daemon_socket() {
         Ok(d) => d,
@@ -341,6 +353,7 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
         cli,
         policy,
         policy_spec: cli.policy.clone(),
+        workspace,
         cwd,
         session,
         state,

@@ -68,11 +68,11 @@ impl Root {
     /// `p` (absolute, or relative to `cwd`) as a path relative to the root. Lexical: a path
     /// outside the root by name is refused here, anything else by the kernel at the open.
     pub fn relative(&self, p: &Path, cwd: &Path) -> Result<PathBuf, FsError> {
-        let full = if p.is_absolute() {
+        let full = lexical(&if p.is_absolute() {
             p.to_path_buf()
         } else {
             cwd.join(p)
-        };
+        });
         // Component-wise (never a string prefix: /work/ab is not under /work/a).
         match full.strip_prefix(&self.path) {
             Ok(rel) => Ok(if rel.as_os_str().is_empty() {
@@ -333,6 +333,25 @@ pub fn remove_file(root: &Root, rel: &Path) -> Result<(), FsError> {
         path: full,
         source: os_err(e),
     })
+}
+
+/// `p` with `.` and `..` applied lexically (`/w/sub/../ws` is `/w/ws`), as a shell's `cd`
+/// does: a session's `cd ../x` names `x` beside where it is. What is then opened is resolved
+/// beneath a root without following links, so the lexical form can never lead out of it.
+pub fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
