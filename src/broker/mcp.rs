@@ -479,6 +479,9 @@ impl ToolSession<'_> {
             "decision": r.decision.effect,
             "audit": r.audit.as_ref().map(|a| json!({"seq": a.seq, "stdout_artifact": a.stdout.artifact, "stderr_artifact": a.stderr.artifact})),
             "snapshot": r.snapshot.as_ref().map(|s| json!({"group": s.group, "changed_files": s.changes.len()})),
+            "protected_created": r.protected_created,
+            "protected_restored": r.protected_restored,
+            "protected_warnings": r.protected_warnings,
         });
         if blocked {
             return CallToolResult::error(vec![Content::text(result.to_string())]);

@@ -6,6 +6,7 @@ pub mod client;
 pub mod daemon;
 pub mod fs;
 mod guard;
+pub mod keep;
 pub mod log;
 pub mod mcp;
 mod paths;
@@ -270,6 +271,12 @@ pub struct ExecResult {
     /// Protected paths that did not exist before the run and were created by it; each was
     /// moved to the quarantine in the state directory (`to`), or left in place if that failed.
     pub protected_created: Vec<Quarantined>,
+    /// Without a mount namespace: protected paths the run changed, put back as they were
+    /// before it (the run's version moved to the quarantine).
+    pub protected_restored: Vec<keep::Restored>,
+    /// Protected paths that were not held (kept and restored, or mounted read-only), and why:
+    /// shown on stderr every time.
+    pub protected_warnings: Vec<String>,
     /// What the secrets policy found (rules and places, never values).
     pub secrets: SecretsReport,
     /// The audit record written for it.
@@ -1116,6 +1123,8 @@ fn exec_traced(
         approved,
         outcome: None,
         protected_created: vec![],
+        protected_restored: vec![],
+        protected_warnings: vec![],
         secrets,
         audit: None,
         snapshot: None,
@@ -1234,6 +1243,30 @@ fn exec_traced(
         None
     };
     let before = protected_present(&spec.confine, req.policy, &ws);
+    // Without a mount namespace protected paths cannot be read-only: the broker keeps them
+    // and puts them back after the run (`keep`), or refuses to run (unless best effort).
+    let mut protected_warnings = Vec::new();
+    let mounted = spec.confine.namespaces && sandbox::namespaces_available();
+    let unmounted = !mounted && !spec.confine.protected.is_empty();
+    let kept = if unmounted {
+        match keep::keep(
+            &spec.confine.protected,
+            &protected_roots(&spec.confine, &ws),
+        ) {
+            Ok(k) => Some(k),
+            Err(e) if spec.confine.best_effort => {
+                protected_warnings.push(format!("{e} (best_effort: it stayed writable)"));
+                None
+            }
+            Err(e) => {
+                return Err(BrokerError::Sandbox(SandboxError::Unavailable(
+                    e.to_string(),
+                )));
+            }
+        }
+    } else {
+        None
+    };
     let (out_tap, err_tap) = (&mut trace.out, &mut trace.err);
     let mut tap = |s: Stream, b: &[u8]| {
         match s {
@@ -1257,6 +1290,19 @@ fn exec_traced(
     report = std::mem::take(&mut g.report);
     report.input.splice(0..0, input_before);
 
+    // Kept protected paths the run changed are put back first, before anything reads them.
+    let protected_restored = match &kept {
+        Some(k) => {
+            let (done, failed) = keep::restore(k, &req.state_dir.join("quarantine"));
+            protected_warnings.extend(
+                failed
+                    .into_iter()
+                    .map(|f| format!("a protected path could not be put back: {f}")),
+            );
+            done
+        }
+        None => vec![],
+    };
     // Protected paths the run created (they did not exist, so no read-only mount covered
     // them) are moved out of the workspace whatever the outcome.
     let protected_created = quarantine_new(
@@ -1285,6 +1331,8 @@ fn exec_traced(
         approved,
         outcome: Some(outcome),
         protected_created,
+        protected_restored,
+        protected_warnings,
         secrets: report,
         audit: None,
         snapshot: snapshot_report,

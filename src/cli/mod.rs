@@ -1548,6 +1548,22 @@ fn run_exec_at(
     };
     let d = &res.decision;
     if !json {
+        for r in &res.protected_restored {
+            match &r.moved_to {
+                Some(to) => errln!(
+                    "gateway: the command changed protected path {}; put back as it was, the command's version moved to {}",
+                    r.path.display(),
+                    to.display()
+                ),
+                None => errln!(
+                    "gateway: the command removed protected path {}; put back as it was",
+                    r.path.display()
+                ),
+            }
+        }
+        for w in &res.protected_warnings {
+            errln!("gateway: warning: {w}");
+        }
         for q in &res.protected_created {
             match &q.to {
                 Some(to) => errln!(
@@ -1678,6 +1694,8 @@ fn run_exec_at(
             "duration_ms": o.map(|o| o.duration.as_secs_f64() * 1000.0),
             "enforcement": o.map(|o| &o.enforcement),
             "protected_created": res.protected_created,
+            "protected_restored": res.protected_restored,
+            "protected_warnings": res.protected_warnings,
             "secrets": res.secrets,
             "stdout": String::from_utf8_lossy(&out_buf[..out_buf.len().min(inline)]),
             "stderr": String::from_utf8_lossy(&err_buf[..err_buf.len().min(inline)]),

@@ -450,7 +450,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     }
     if !c.protected.is_empty() && !use_ns {
         status.not_applied.push(format!(
-            "{} protected paths: read-only mounts need a mount namespace (new ones are still quarantined after the run)",
+            "{} protected paths: read-only mounts need a mount namespace; the broker keeps them and puts back what the run changed after it (new ones are quarantined)",
             c.protected.len()
         ));
     }
