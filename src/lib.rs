@@ -98,11 +98,28 @@
 //!   prefilters, not an index. The broker opens the log before running anything (fail
 //!   closed) and records every outcome, including refusals and errors; the CLI reaches the
 //!   log only through `broker::log`.
+//! - A session has two places (`broker::session`): its **workspace**, pinned in
+//!   `<state>/sessions/<id>.json` at the session's first call (or `--cwd`, or the client's
+//!   first root), which is `${WORKSPACE}` — what commands and file tools may write and what
+//!   undo snapshots — and its **working directory**, which `cd` and MCP `exec`'s `cwd` move:
+//!   the base of relative paths and where a command starts, nothing more. The old rule (the
+//!   cwd *is* the workspace) let `cd ~/.local` widen the writable area and `cd ~` brick a
+//!   session whose new "workspace" held `~/.ssh`.
+//! - File tools decide denied and protected paths before running (`broker::paths`), on the
+//!   path as written and as resolved (links of its existing part followed), naming the rules
+//!   `denied-path` and `protected-path`; relative protected patterns match at any depth and
+//!   also refuse the paths that would hold them (a `.git` file or directory). The worker's
+//!   landlock domain and its check of the file it opened remain the second wall. Commands
+//!   are held by mounts (root) or by `broker::keep` (a normal user: protected paths are
+//!   copied before the run, bounded, without following links or opening special files, and
+//!   put back after it — landlock cannot keep a subtree of a writable tree read-only, and
+//!   failing closed would refuse every git repository to every normal user).
 //!
 //! # Test strategy
 //!
 //! Unit tests sit beside the code (policy semantics, matcher, shell analyser, validation
-//! positions, seccomp search tree). `tests/tests.rs` drives the real binary: one test per
+//! positions, seccomp search tree). `tests/main.rs` — one binary, a module per area and a
+//! shared `util` module, as ripgrep's — drives the real binary: one test per
 //! attack of the escape suite (each asserting the attack fails, with controls showing the
 //! fixture does detect an escape when unconfined), ordinary work (C compile and run, python,
 //! git, pipes, stdin), and every documented exit code. Sandbox tests fail when the sandbox
@@ -115,7 +132,8 @@
 //! log verifier, and the edit engine with undo; speed is measured by `benches/spawn.rs`,
 //! `benches/secrets.rs`, `benches/audit.rs` and `benches/fs.rs`. The file tools' worker is
 //! tested against the kernel with `fs probe`, which opens paths from inside it without
-//! gateway's own checks.
+//! gateway's own checks. `docs/seams.md` lists the promises that hold where two features
+//! meet (promise, attack, test), each row a test that passes.
 #![warn(missing_docs)]
 
 pub mod audit;

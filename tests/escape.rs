@@ -814,6 +814,10 @@ sandbox_test! {
                     let _ = std::fs::remove_dir_all(env.ws.join(d));
                 }
             }
+            // A FIFO planted where a hook was expected is moved away, never opened (the
+            // broker would block on it forever).
+            let o = run("mkfifo .git/hooks/pre-commit");
+            assert!(!env.ws.join(".git/hooks/pre-commit").exists(), "{policy}: {}", text(&o));
             // Too large to keep: refused (fail closed), with how to proceed.
             let big = std::fs::File::create(env.ws.join(".git/hooks/big")).expect("big");
             big.set_len(64 << 20).expect("sparse");
@@ -822,6 +826,131 @@ sandbox_test! {
             let o = run("echo ran");
             assert_eq!(o.status.code(), Some(125), "{policy}: {}", text(&o));
             assert!(!stdout(&o).contains("ran") && text(&o).contains("best_effort"), "{}", text(&o));
+        }
+    }
+}
+
+sandbox_test! {
+    fn quarantine_never_follows_a_symlinked_parent() {
+        // Issue 22 item 2: a run made `.git` a link to another directory; the broker's search
+        // for protected paths the run created followed it and moved that directory's
+        // `config` and `hooks` (another repository's, ~/.aws's) into the quarantine.
+        let env = Env::new("quarantine-link");
+        std::fs::write(env.outside.join("config"), "[theirs]\n").expect("config");
+        std::fs::create_dir(env.outside.join("hooks")).expect("hooks");
+        let link = format!("ln -s {} .git", env.outside.display());
+        for policy in ["standard", "permissive"] {
+            let o = env.sh(policy, &link);
+            assert_eq!(
+                std::fs::read_to_string(env.outside.join("config")).expect("still there"),
+                "[theirs]\n",
+                "{policy}: {}",
+                text(&o)
+            );
+            assert!(env.outside.join("hooks").is_dir(), "{policy}: {}", text(&o));
+            assert!(!text(&o).contains(env.outside.to_str().expect("utf-8")), "{}", text(&o));
+            let _ = std::fs::remove_file(env.ws.join(".git"));
+        }
+    }
+}
+
+sandbox_test! {
+    fn unprivileged_overlapping_runs_cannot_launder_a_hook() {
+        // A second run that started while the first had planted a hook used to keep the
+        // planted hook as "the original" and put it back after the first run removed it. Runs
+        // of one workspace that overlap share the first one's copy.
+        let env = Env::new("unpriv-overlap");
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        env.write(".git/config", "[core]\n");
+        env.give_to_nobody();
+        let start = |script: &str| {
+            env.nobody()
+                .args(["exec", "--policy", "standard", "--", "sh", "-c", script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        let a = start("echo evil > .git/hooks/pre-commit; echo '[x]' >> .git/config; sleep 3");
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let b = start("sleep 4");
+        let (a, b) = (a.wait_with_output().expect("a"), b.wait_with_output().expect("b"));
+        assert!(!env.ws.join(".git/hooks/pre-commit").exists(), "{}\n{}", text(&a), text(&b));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join(".git/config")).expect("config"),
+            "[core]\n",
+            "{}\n{}",
+            text(&a),
+            text(&b)
+        );
+        // The shared record is gone once no run is in progress.
+        let keep = env.state.join("keep");
+        let left: Vec<_> = std::fs::read_dir(&keep)
+            .map(|d| d.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+sandbox_test! {
+    fn a_run_cannot_plant_a_repository_git_would_use() {
+        // Issue 22 item 3 (attack found on the fix): a run with no `.git` made its own
+        // repository (with `core.fsmonitor`) and linked `.git` to it, or wrote a `.git` file
+        // pointing at it; the link and the file were not protected paths. Now whatever stands
+        // where a directory holding protected paths should be is quarantined like them.
+        let env = Env::new("plant-repo");
+        for policy in ["standard", "permissive"] {
+            for script in [
+                "mkdir -p evil/.git/hooks && printf '[core]\\n\\tfsmonitor = evil\\n' > evil/.git/config && ln -s evil/.git .git",
+                "mkdir -p evil/.git/hooks && printf '[core]\\n\\tfsmonitor = evil\\n' > evil/.git/config && echo 'gitdir: evil/.git' > .git",
+            ] {
+                let o = env.sh(policy, script);
+                assert!(std::fs::symlink_metadata(env.ws.join(".git")).is_err(), "{policy} `{script}`: {}", text(&o));
+                assert!(text(&o).contains("protected path"), "{}", text(&o));
+                let _ = std::fs::remove_dir_all(env.ws.join("evil"));
+            }
+        }
+        // A link that was there before the run and that the run re-pointed is put back.
+        std::fs::create_dir_all(env.ws.join("realgit/hooks")).expect("realgit");
+        std::os::unix::fs::symlink("realgit", env.ws.join(".git")).expect("link");
+        let o = env.sh("standard", "mkdir -p evil/hooks && rm .git && ln -s evil .git");
+        assert_eq!(std::fs::read_link(env.ws.join(".git")).ok(), Some(PathBuf::from("realgit")), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn protected_paths_reached_through_a_link_are_protected_by_their_target() {
+        // `.git -> realgit` and `.envrc -> envrc.local`: git and direnv read the targets, so
+        // the targets are protected, for file tools and commands, as root and as uid 65534
+        // (where a linked `.git` used to refuse every run).
+        for nobody in [false, true] {
+            let env = Env::new("protected-link");
+            env.write("realgit/config", "[core]\n");
+            env.write("realgit/hooks/pre-commit.sample", "#!/bin/sh\n");
+            env.write("envrc.local", "export A=1\n");
+            std::os::unix::fs::symlink("realgit", env.ws.join(".git")).expect("link");
+            std::os::unix::fs::symlink("envrc.local", env.ws.join(".envrc")).expect("link");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let gw = |args: &[&str]| {
+                let mut c = if nobody { env.nobody() } else { env.cmd() };
+                c.args(args).output().expect("run")
+            };
+            for args in [
+                &["fs", "write", "realgit/config", "--content", "[core]\n\tfsmonitor = evil\n"][..],
+                &["fs", "edit", "envrc.local", "--old", "A=1", "--new", "A=2"],
+                &["fs", "write", "realgit/hooks/pre-commit", "--content", "evil"],
+            ] {
+                let o = gw(args);
+                assert_eq!(o.status.code(), Some(120), "nobody={nobody} {args:?}: {}", text(&o));
+                assert!(text(&o).contains("protected-path"), "{}", text(&o));
+            }
+            let o = gw(&["exec", "--", "sh", "-c", "echo evil >> envrc.local; echo evil > realgit/hooks/pre-commit; echo '[x]' >> realgit/config; echo ran"]);
+            assert!(stdout(&o).contains("ran"), "nobody={nobody}: {}", text(&o));
+            assert_eq!(std::fs::read_to_string(env.ws.join("envrc.local")).expect("r"), "export A=1\n", "nobody={nobody}: {}", text(&o));
+            assert_eq!(std::fs::read_to_string(env.ws.join("realgit/config")).expect("r"), "[core]\n", "nobody={nobody}: {}", text(&o));
+            assert!(!env.ws.join("realgit/hooks/pre-commit").exists(), "nobody={nobody}: {}", text(&o));
         }
     }
 }

@@ -32,18 +32,21 @@ pub const MAX_ENTRIES: usize = 20_000;
 /// At most this deep.
 pub const MAX_DEPTH: usize = 16;
 
-/// A kept tree.
-#[derive(Debug, PartialEq, Eq)]
+/// A kept tree (stored in the state directory while runs overlap: names and bytes as
+/// base64, so any file name and content round-trips).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Node {
     File {
         mode: u32,
+        #[serde(with = "b64")]
         data: Vec<u8>,
     },
     Dir {
         mode: u32,
+        #[serde(with = "b64map")]
         children: BTreeMap<OsString, Node>,
     },
-    Link(Vec<u8>),
+    Link(#[serde(with = "b64")] Vec<u8>),
     /// A FIFO, socket or device: never opened; kept as its type and mode.
     Special {
         mode: u32,
@@ -51,7 +54,7 @@ enum Node {
 }
 
 /// One protected path and its content before the run.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct KeptPath {
     /// The writable tree it lies in (opened component by component from here).
     root: PathBuf,
@@ -60,10 +63,12 @@ struct KeptPath {
     node: Node,
 }
 
-/// The protected paths kept before a run.
+/// The protected paths kept before a run, and the run's place in the workspace's shared
+/// record (`<state>/keep/`).
 #[derive(Debug, Default)]
 pub struct Kept {
     paths: Vec<KeptPath>,
+    shared: Option<(PathBuf, u64)>,
 }
 
 /// A protected path the run changed, and where the run's version went.
@@ -230,8 +235,9 @@ fn read_node(
     Some(Ok(node))
 }
 
-/// Keeps each protected path (absolute, inside one of `roots`, the writable trees).
-pub fn keep(protected: &[PathBuf], roots: &[&Path]) -> Result<Kept, KeepError> {
+/// Keeps each protected path (absolute, inside one of `roots`, the writable trees) as it is
+/// now.
+fn keep_fresh(protected: &[PathBuf], roots: &[&Path]) -> Result<Kept, KeepError> {
     let mut kept = Kept::default();
     let mut b = Budget {
         bytes: 0,
@@ -331,7 +337,7 @@ fn move_away(
 }
 
 /// Puts back every kept path the run changed; what the run left there goes to `quarantine`.
-pub fn restore(kept: &Kept, quarantine: &Path) -> (Vec<Restored>, Vec<String>) {
+fn restore_paths(kept: &Kept, quarantine: &Path) -> (Vec<Restored>, Vec<String>) {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -419,6 +425,186 @@ fn rebuild(k: &KeptPath, quarantine: &Path, stamp: &str) -> std::io::Result<Rest
     })
 }
 
+/// Runs of one workspace that overlap share one copy: the first takes it, the others use it
+/// (a second run must not take the first run's changes for the original), and the last to
+/// end drops it. `<state>/keep/<workspace hash>.json`, under a lock.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Shared {
+    /// Runs in progress: (pid, its start time, a number for the run).
+    runs: Vec<(u32, u64, u64)>,
+    /// The protected paths as they were before the first of them started.
+    baseline: Vec<KeptPath>,
+}
+
+/// A process's start time (clock ticks since boot; field 22 of `/proc/PID/stat`): with the
+/// pid, it tells a live run from a pid reused after a crash.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split(' ').nth(19)?.parse().ok()
+}
+
+fn shared_file(state_dir: &Path, ws: &Path) -> PathBuf {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(ws.as_os_str().as_bytes());
+    let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
+    state_dir.join("keep").join(format!("{hex}.json"))
+}
+
+/// Runs `f` on the workspace's shared record, under its lock, and saves what it leaves
+/// (removing the record when no run remains).
+fn with_shared<R>(
+    file: &Path,
+    f: impl FnOnce(&mut Shared) -> Result<R, KeepError>,
+) -> Result<R, KeepError> {
+    let io = |e: std::io::Error| KeepError::Io {
+        path: file.to_path_buf(),
+        source: e,
+    };
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(file.with_extension("lock"))
+        .map_err(io)?;
+    lock.lock().map_err(io)?;
+    let mut sh: Shared = std::fs::read(file)
+        .ok()
+        .and_then(|d| serde_json::from_slice(&d).ok())
+        .unwrap_or_default();
+    // Runs whose process is gone (a broker killed) no longer hold the copy.
+    sh.runs
+        .retain(|&(pid, start, _)| start_time(pid) == Some(start));
+    if sh.runs.is_empty() {
+        sh.baseline.clear();
+    }
+    let r = f(&mut sh)?;
+    if sh.runs.is_empty() {
+        let _ = std::fs::remove_file(file);
+    } else {
+        let data = serde_json::to_vec(&sh).map_err(|e| io(std::io::Error::other(e)))?;
+        crate::fsops::write_file_atomic(file, &data)
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+    }
+    Ok(r)
+}
+
+/// Keeps the protected paths of a run in `ws` before it starts: as they are now when no
+/// other run of the workspace is in progress, else as the first of those found them.
+pub fn keep(
+    protected: &[PathBuf],
+    roots: &[&Path],
+    state_dir: &Path,
+    ws: &Path,
+) -> Result<Kept, KeepError> {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let pid = std::process::id();
+    let me = (
+        pid,
+        start_time(pid).unwrap_or(0),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    );
+    let file = shared_file(state_dir, ws);
+    with_shared(&file, |sh| {
+        let known: Vec<PathBuf> = sh.baseline.iter().map(|k| k.root.join(&k.rel)).collect();
+        let missing: Vec<PathBuf> = protected
+            .iter()
+            .filter(|p| !known.contains(p))
+            .cloned()
+            .collect();
+        let fresh = keep_fresh(&missing, roots)?;
+        sh.baseline.extend(fresh.paths);
+        sh.runs.push(me);
+        let paths = sh
+            .baseline
+            .iter()
+            .filter(|k| protected.contains(&k.root.join(&k.rel)))
+            .map(|k| KeptPath {
+                root: k.root.clone(),
+                rel: k.rel.clone(),
+                node: k.node.clone(),
+            })
+            .collect();
+        Ok(Kept {
+            paths,
+            shared: Some((file.clone(), me.2)),
+        })
+    })
+}
+
+/// Puts back what the run changed (under the workspace's lock, so two runs ending together
+/// do not interleave), and leaves the shared record.
+pub fn restore(kept: &Kept, quarantine: &Path) -> (Vec<Restored>, Vec<String>) {
+    let Some((file, run)) = &kept.shared else {
+        return restore_paths(kept, quarantine);
+    };
+    let pid = std::process::id();
+    let res = with_shared(file, |sh| {
+        let r = restore_paths(kept, quarantine);
+        sh.runs.retain(|&(p, _, n)| !(p == pid && n == *run));
+        Ok(r)
+    });
+    match res {
+        Ok(r) => r,
+        Err(e) => {
+            // The lock or record failed: put back anyway (the copy is in memory).
+            let (done, mut failed) = restore_paths(kept, quarantine);
+            failed.push(e.to_string());
+            (done, failed)
+        }
+    }
+}
+
+mod b64 {
+    use base64::Engine;
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let t: String = serde::Deserialize::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(t)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+mod b64map {
+    use super::Node;
+    use base64::Engine;
+    use std::collections::BTreeMap;
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    pub fn serialize<S: serde::Serializer>(
+        v: &BTreeMap<OsString, Node>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, n) in v {
+            m.serialize_entry(
+                &base64::engine::general_purpose::STANDARD.encode(k.as_bytes()),
+                n,
+            )?;
+        }
+        m.end()
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<OsString, Node>, D::Error> {
+        let m: BTreeMap<String, Node> = serde::Deserialize::deserialize(d)?;
+        m.into_iter()
+            .map(|(k, n)| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(k)
+                    .map(|b| (OsString::from_vec(b), n))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,11 +625,11 @@ mod tests {
         std::fs::write(ws.join(".git/hooks/pre-commit.sample"), "#!/bin/sh\n").expect("w");
         std::fs::write(ws.join(".git/config"), "[core]\n").expect("w");
         let protected = vec![ws.join(".git/hooks"), ws.join(".git/config")];
-        let kept = keep(&protected, &[ws.as_path()]).expect("keep");
+        let kept = keep_fresh(&protected, &[ws.as_path()]).expect("keep");
         // The run: a new hook, a changed config.
         std::fs::write(ws.join(".git/hooks/pre-commit"), "evil").expect("w");
         std::fs::write(ws.join(".git/config"), "[core]\n\tfsmonitor = evil\n").expect("w");
-        let (done, failed) = restore(&kept, &q);
+        let (done, failed) = restore_paths(&kept, &q);
         assert!(failed.is_empty(), "{failed:?}");
         assert_eq!(done.len(), 2, "{done:?}");
         assert!(!ws.join(".git/hooks/pre-commit").exists());
@@ -452,13 +638,13 @@ mod tests {
             "[core]\n"
         );
         // Unchanged: nothing done.
-        let (done, _) = restore(&kept, &q);
+        let (done, _) = restore_paths(&kept, &q);
         assert!(done.is_empty(), "{done:?}");
         // `.git` replaced by a link to another directory: the link is moved away, nothing is
         // written through it.
         std::fs::rename(ws.join(".git"), ws.join("git-moved")).expect("mv");
         std::os::unix::fs::symlink(&outside, ws.join(".git")).expect("ln");
-        let (done, failed) = restore(&kept, &q);
+        let (done, failed) = restore_paths(&kept, &q);
         assert!(failed.is_empty(), "{failed:?}");
         assert_eq!(done.len(), 2, "{done:?}");
         assert!(
@@ -489,12 +675,12 @@ mod tests {
             .expect("mkfifo");
         assert!(st.success());
         // A FIFO would block an open for reading forever: kept as its type only.
-        let kept = keep(&[ws.join("d")], &[ws.as_path()]).expect("keep");
+        let kept = keep_fresh(&[ws.join("d")], &[ws.as_path()]).expect("keep");
         assert_eq!(kept.paths.len(), 1);
         let big = std::fs::File::create(ws.join("d/big")).expect("big");
         big.set_len(BUDGET + 1).expect("sparse");
         assert!(matches!(
-            keep(&[ws.join("d")], &[ws.as_path()]),
+            keep_fresh(&[ws.join("d")], &[ws.as_path()]),
             Err(KeepError::TooLarge { .. })
         ));
         let _ = std::fs::remove_dir_all(ws);

@@ -349,10 +349,14 @@ impl ToolSession<'_> {
     }
 
     /// The session's places (`broker::session`): the workspace is where the session
-    /// started, pinned for it, and its working directory what `cd` set. Under roots each
+    /// started, and its working directory what `cd` set. Under roots each
     /// is the first root when it lies outside them.
     fn place(&self) -> super::session::Place {
-        let mut p = super::session::place(self.state_dir, self.session, self.cwd, true);
+        // The workspace is where this server started (its own directory, forwarded to the
+        // daemon as the call's directory), never a pin left by another process that used
+        // the same session name.
+        let mut p = super::session::place(self.state_dir, self.session, self.cwd, false);
+        p.workspace = std::fs::canonicalize(self.cwd).unwrap_or_else(|_| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
             for d in [&mut p.workspace, &mut p.cwd] {
                 if !self.policy.within_roots(d)

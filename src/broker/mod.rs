@@ -327,60 +327,97 @@ fn protected_roots<'a>(c: &'a sandbox::Confinement, ws: &'a Path) -> Vec<&'a Pat
     roots
 }
 
-/// Whether `p` lies beneath `root` through real directories only: no component between
-/// them is a symlink (the broker never acts through a link the run may have planted).
-fn beneath_without_links(root: &Path, p: &Path) -> bool {
-    let Ok(rel) = p.strip_prefix(root) else {
-        return false;
-    };
-    let mut cur = root.to_path_buf();
-    let mut comps = rel.components().peekable();
-    while let Some(c) = comps.next() {
-        if !matches!(c, std::path::Component::Normal(_)) {
-            return false;
-        }
-        cur.push(c);
-        if comps.peek().is_some() {
-            match std::fs::symlink_metadata(&cur) {
-                Ok(m) if m.file_type().is_dir() => {}
-                _ => return false,
-            }
-        }
-    }
-    true
+/// What a protected path (or a directory that would hold one) is: compared before and
+/// after a run, so that a link re-pointed or a `.git` directory swapped for a `gitdir:` file
+/// counts as created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Found {
+    Dir,
+    File,
+    Link(PathBuf),
+    Other,
+}
+
+fn found(p: &Path) -> Option<Found> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    let t = m.file_type();
+    Some(if t.is_symlink() {
+        Found::Link(std::fs::read_link(p).unwrap_or_default())
+    } else if t.is_dir() {
+        Found::Dir
+    } else if t.is_file() {
+        Found::File
+    } else {
+        Found::Other
+    })
 }
 
 /// The protected paths (relative patterns, in every directory the run may write) that exist
-/// now — only those reached through real directories.
-fn protected_present(c: &sandbox::Confinement, policy: &Policy, ws: &Path) -> Vec<PathBuf> {
+/// now, and what stands where a directory holding one should be when it is not a real
+/// directory (a link: `.git -> elsewhere/.git`; a file: a `.git` holding `gitdir: X`).
+/// Nothing is followed: a link is reported as itself.
+fn protected_present(
+    c: &sandbox::Confinement,
+    policy: &Policy,
+    ws: &Path,
+) -> Vec<(PathBuf, Found)> {
     let mut out = Vec::new();
     for root in protected_roots(c, ws) {
         for t in &policy.sandbox.protected {
             if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
                 continue;
             }
-            for p in expand_glob(&root.join(t).display().to_string()) {
-                if beneath_without_links(root, &p) && std::fs::symlink_metadata(&p).is_ok() {
-                    out.push(p);
+            let comps: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
+            let Some((last, holders)) = comps.split_last() else {
+                continue;
+            };
+            let mut dir = root.to_path_buf();
+            let mut through = true;
+            for h in holders {
+                dir.push(h);
+                match found(&dir) {
+                    Some(Found::Dir) => {}
+                    Some(f) => {
+                        out.push((dir.clone(), f));
+                        through = false;
+                        break;
+                    }
+                    None => {
+                        through = false;
+                        break;
+                    }
+                }
+            }
+            if !through {
+                continue;
+            }
+            for p in expand_glob(&dir.join(last).display().to_string()) {
+                if let Some(f) = found(&p) {
+                    out.push((p, f));
                 }
             }
         }
     }
-    out.sort();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out.dedup();
     out
 }
 
-/// Moves protected paths that a run created into `<state>/quarantine/`.
-fn quarantine_new(before: &[PathBuf], after: Vec<PathBuf>, state_dir: &Path) -> Vec<Quarantined> {
+/// Moves protected paths that a run created (or whose link, file or directory it swapped)
+/// into `<state>/quarantine/`; a link that was there before is put back as it was.
+fn quarantine_new(
+    before: &[(PathBuf, Found)],
+    after: Vec<(PathBuf, Found)>,
+    state_dir: &Path,
+) -> Vec<Quarantined> {
     let mut out = Vec::new();
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    for (i, p) in after
+    for (i, (p, _)) in after
         .into_iter()
-        .filter(|p| !before.contains(p))
+        .filter(|a| !before.contains(a))
         .enumerate()
     {
         let name = p
@@ -397,6 +434,11 @@ fn quarantine_new(before: &[PathBuf], after: Vec<PathBuf>, state_dir: &Path) -> 
                 std::fs::rename(&p, &inert).ok().map(|_| inert)
             }
         };
+        if to.is_some()
+            && let Some((_, Found::Link(target))) = before.iter().find(|(b, _)| *b == p)
+        {
+            let _ = std::os::unix::fs::symlink(target, &p);
+        }
         out.push(Quarantined { path: p, to });
     }
     out
@@ -689,7 +731,7 @@ pub fn plan(
             roots.push(root);
         }
     }
-    let mut protected = Vec::new();
+    let mut protected: Vec<PathBuf> = Vec::new();
     for t in &sb.protected {
         let e = vars.expand(t);
         if e.starts_with('/') {
@@ -704,14 +746,20 @@ pub fn plan(
             }
         }
     }
-    // Symlinked protected paths would bind their target; refuse to follow them.
-    protected.retain(|p| {
-        std::fs::symlink_metadata(p)
-            .map(|m| !m.file_type().is_symlink())
-            .unwrap_or(false)
-    });
-    protected.sort();
-    protected.dedup();
+    // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
+    // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
+    // canonical form when that lies in a writable tree (elsewhere the run cannot write it
+    // anyway), so a mount never binds through a link and the file tools judge the target.
+    let protected: Vec<PathBuf> = {
+        let mut v: Vec<PathBuf> = protected
+            .into_iter()
+            .filter_map(|p| std::fs::canonicalize(&p).ok())
+            .filter(|c| write.iter().any(|w| c.starts_with(w) && c != w))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
 
     // Environment: allowlist minus always-scrubbed, then the policy's settings, then --env.
     let scrubbed = |k: &str| {
@@ -1252,6 +1300,8 @@ fn exec_traced(
         match keep::keep(
             &spec.confine.protected,
             &protected_roots(&spec.confine, &ws),
+            &req.state_dir,
+            &ws,
         ) {
             Ok(k) => Some(k),
             Err(e) if spec.confine.best_effort => {

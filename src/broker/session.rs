@@ -44,9 +44,13 @@ pub(crate) struct SessionDirs {
     pub(crate) workspace: Option<PathBuf>,
 }
 
+/// `<state>/sessions/<readable part>-<hash>.json`: the hash of the whole name keeps two
+/// names that read alike (`proj.one`, `proj/one`) two sessions.
 fn session_file(state_dir: &Path, session: &str) -> PathBuf {
+    use sha2::Digest;
     let safe: String = session
         .chars()
+        .take(64)
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -55,7 +59,11 @@ fn session_file(state_dir: &Path, session: &str) -> PathBuf {
             }
         })
         .collect();
-    state_dir.join("sessions").join(format!("{safe}.json"))
+    let h = sha2::Sha256::digest(session.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    state_dir
+        .join("sessions")
+        .join(format!("{safe}-{hex}.json"))
 }
 
 pub(crate) fn load(state_dir: &Path, session: &str) -> SessionDirs {
@@ -130,6 +138,12 @@ mod tests {
         let p = place(&state, "s2", &other, false);
         assert_eq!(p, Place::at(&other));
         assert!(load(&state, "s2").workspace.is_none());
+        // Names that read alike are distinct sessions.
+        assert_ne!(
+            session_file(&state, "proj.one"),
+            session_file(&state, "proj/one")
+        );
+        assert_ne!(session_file(&state, "../x"), session_file(&state, "__x"));
         let _ = std::fs::remove_dir_all(&t);
     }
 }

@@ -796,8 +796,9 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
         }
         policy.narrow_to(dirs);
     }
-    // Where the session started (its workspace); `ToolSession` adds its `cd`.
-    let cwd = match std::path::absolute(effective_place(cli).workspace) {
+    // Where the session started (its workspace: the MCP server's directory, which is this
+    // call's); `ToolSession` adds its `cd`.
+    let cwd = match std::path::absolute(cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."))) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
     };

@@ -129,7 +129,7 @@ impl Repl<'_> {
             let (code, out, _) = crate::broker::daemon::call_captured(
                 sock,
                 full,
-                self.cwd.clone(),
+                self.workspace.clone(),
                 env,
                 i.as_fd(),
                 Some(e.as_fd()),
@@ -141,7 +141,7 @@ impl Repl<'_> {
             sock,
             full,
             crate::broker::daemon::CallIo {
-                cwd: self.cwd.clone(),
+                cwd: self.workspace.clone(),
                 env,
                 stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
                 ask_here: true,
