@@ -586,3 +586,35 @@ sandbox_test! {
         killed_broker_is_recovered(true);
     }
 }
+
+sandbox_test! {
+    fn a_signal_ignored_at_start_stays_ignored_during_a_run() {
+        // `nohup gateway exec ...` (or a script's background job, which ignores SIGINT): the
+        // broker does not turn an ignored signal into a cancellation; the run completes.
+        let env = important_env("sigign", false);
+        let script = "echo changed > important.txt; echo started; sleep 2";
+        let mut child = env
+            .raw("sh")
+            .args(["-c", "trap '' HUP; exec \"$0\" exec --policy standard -- sh -c \"$1\"", BIN, script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut seen = Vec::new();
+        let mut b = [0u8; 64];
+        while !String::from_utf8_lossy(&seen).contains("started") {
+            match std::io::Read::read(&mut out, &mut b) {
+                Ok(0) | Err(_) => panic!("the run ended before it started"),
+                Ok(n) => seen.extend_from_slice(&b[..n]),
+            }
+        }
+        let st = signal_and_wait(&mut child, "HUP");
+        assert_eq!(st.code(), Some(0), "{st:?}");
+        let r = log_records(&env);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].get("cancelled").is_none(), "{}", r[0]);
+        assert_eq!(r[0]["exit_code"], 0, "{}", r[0]);
+    }
+}
