@@ -1117,7 +1117,8 @@ thread_local! {
     static INTERRUPTIBLE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Until the guard is dropped, SIGINT, SIGTERM and SIGHUP no longer end this process: they
+/// Until the guard is dropped, SIGINT, SIGTERM and SIGHUP (those not ignored since the process
+/// started: `nohup`, a script's background job) no longer end this process: they
 /// are caught (the first one is kept, see [`interrupted`]) and every run on a thread holding
 /// a guard is killed and ends `cancelled`, with [`Outcome::interrupted`] set, so that the
 /// broker's post-run work (change capture, quarantine, the audit record) still happens. The
@@ -1134,7 +1135,7 @@ pub fn catch_interrupts() -> std::io::Result<InterruptGuard> {
         let mut saved = Vec::new();
         for sig in INTERRUPT_SIGNALS {
             match sys::catch_interrupt(sig) {
-                Ok(s) => saved.push(s),
+                Ok(s) => saved.extend(s),
                 Err(e) => {
                     saved.iter().for_each(sys::restore_action);
                     return Err(e);

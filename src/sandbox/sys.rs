@@ -1144,20 +1144,28 @@ pub(crate) fn interrupt_pipe() -> io::Result<OwnedFd> {
 }
 
 /// Makes `sig` run [`on_interrupt`] (SA_RESTART: other blocking calls go on); returns the
-/// disposition it had.
-pub(crate) fn catch_interrupt(sig: libc::c_int) -> io::Result<SavedAction> {
-    // SAFETY: sigaction with a zeroed (valid) struct naming an extern "C" handler that is
-    // async-signal-safe; the old action is written into a live local.
+/// disposition it had. A signal this process was started with ignored (`nohup`, a
+/// background job of a script) stays ignored: `None`.
+pub(crate) fn catch_interrupt(sig: libc::c_int) -> io::Result<Option<SavedAction>> {
+    // SAFETY: sigaction with a null new action only reads the current one into a live local;
+    // then with a zeroed (valid) struct naming an extern "C" handler that is
+    // async-signal-safe.
     unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if old.sa_sigaction == libc::SIG_IGN {
+            return Ok(None);
+        }
         let mut new: libc::sigaction = std::mem::zeroed();
         new.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
         new.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut new.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(sig, &new, &mut old) != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(SavedAction(sig, old))
+        Ok(Some(SavedAction(sig, old)))
     }
 }
 
