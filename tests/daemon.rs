@@ -753,3 +753,54 @@ sandbox_test!(
         assert_eq!(rec["caller"]["uid"], 65534);
     }
 );
+
+sandbox_test!(
+    fn daemon_killed_mid_run_is_recorded_at_its_next_start() {
+        // SIGKILL of the daemon while it runs a client's command: nothing it could do; the
+        // run's intent is on disk, and the next daemon on that state directory records it
+        // (broker died, exit unknown) with what it changed undoable.
+        use std::io::BufRead;
+        let env = Env::new("daemon-sigkill");
+        env.write("important.txt", "original\n");
+        let mut d = Daemon::start(&env, "standard", &[]);
+        let mut ch = d
+            .cmd(&env)
+            .args([
+                "exec",
+                "--",
+                "sh",
+                "-c",
+                "echo changed > important.txt; echo started; exec sleep 60.4343",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        std::io::BufReader::new(ch.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line, "started\n");
+        d.child.kill().expect("SIGKILL the daemon");
+        let _ = d.child.wait();
+        let _ = ch.wait();
+        assert_no_survivors("sleep 60.4343", "daemon SIGKILL");
+        drop(d);
+        let d = Daemon::start(&env, "standard", &[]);
+        let o = d
+            .cmd(&env)
+            .args(["log", "query", "--json", "--tool", "exec"])
+            .output()
+            .expect("query");
+        let recs = json_of(&o)["records"].as_array().expect("records").clone();
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        assert_eq!(recs[0]["broker_died"], true, "{}", recs[0]);
+        assert_eq!(recs[0]["files_changed"], 1, "{}", recs[0]);
+        let o = d.cmd(&env).args(["undo"]).output().expect("undo");
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+            "original\n"
+        );
+    }
+);

@@ -384,3 +384,237 @@ sandbox_test! {
         assert!(stdout(&o).contains("ESCAPED"), "{}", text(&o));
     }
 }
+
+/// A one-shot `gateway exec` (as `as_nobody` says) that changes important.txt and then sleeps;
+/// returned once the change is made (it printed `started`).
+fn start_changing_run(env: &Env, marker: &str, as_nobody: bool) -> std::process::Child {
+    let script = format!("echo changed > important.txt; echo started; sleep 30 # {marker}");
+    let mut c = if as_nobody {
+        let mut c = env.raw("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        c
+    } else {
+        env.cmd()
+    };
+    let mut child = c
+        .args(["exec", "--policy", "standard", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gateway");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut seen = Vec::new();
+    let mut b = [0u8; 64];
+    while !String::from_utf8_lossy(&seen).contains("started") {
+        match std::io::Read::read(&mut out, &mut b) {
+            Ok(0) | Err(_) => panic!("the run ended before it started: {seen:?}"),
+            Ok(n) => seen.extend_from_slice(&b[..n]),
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+        "changed\n"
+    );
+    child
+}
+
+/// Sends `sig` to the gateway and waits (at most 20 s) for it to end.
+fn signal_and_wait(child: &mut std::process::Child, sig: &str) -> std::process::ExitStatus {
+    let st = Command::new("kill")
+        .args(["-s", sig, &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        if t.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("gateway did not end within 20 s of {sig}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A workspace with important.txt, owned by uid 65534 when `as_nobody`.
+fn important_env(name: &str, as_nobody: bool) -> Env {
+    let env = Env::new(name);
+    env.write("important.txt", "original\n");
+    if as_nobody {
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&env.root)
+            .status()
+            .expect("chown");
+        assert!(st.success());
+    }
+    env
+}
+
+/// A gateway command as root or as uid 65534.
+fn gw_as(env: &Env, as_nobody: bool, args: &[&str]) -> Output {
+    let mut c = if as_nobody {
+        let mut c = env.raw("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        c
+    } else {
+        env.cmd()
+    };
+    c.args(args).stdin(Stdio::null()).output().expect("gateway")
+}
+
+fn records_as(env: &Env, as_nobody: bool) -> Vec<serde_json::Value> {
+    let o = gw_as(env, as_nobody, &["log", "query", "--json", "--limit", "0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    json_of(&o)["records"].as_array().expect("records").clone()
+}
+
+/// Interrupting a one-shot run (Ctrl-C, SIGTERM, a closed terminal) records it, cancelled,
+/// with what it changed undoable, and the broker still dies of the signal.
+fn interrupted_run_is_recorded(sig: &str, signo: i32, as_nobody: bool) {
+    use std::os::unix::process::ExitStatusExt;
+    let env = important_env(&format!("sig{signo}"), as_nobody);
+    let marker = format!("gw-interrupt-{}-{signo}-{as_nobody}", std::process::id());
+    let mut child = start_changing_run(&env, &marker, as_nobody);
+    let st = signal_and_wait(&mut child, sig);
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err);
+    assert_eq!(st.signal(), Some(signo), "{sig}: {st:?} {err}");
+    assert_no_survivors(&marker, sig);
+    let r = records_as(&env, as_nobody);
+    assert_eq!(r.len(), 1, "{sig}: {r:?}");
+    assert!(err.contains(&format!("interrupted by SIG{sig}")), "{err}");
+    assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
+    assert_eq!(r[0]["interrupted"], signo, "{}", r[0]);
+    assert_eq!(r[0]["files_changed"], 1, "{}", r[0]);
+    assert!(r[0].get("broker_died").is_none(), "{}", r[0]);
+    let o = gw_as(&env, as_nobody, &["undo"]);
+    assert!(o.status.success(), "{sig}: {}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+        "original\n"
+    );
+    // Recorded once: no intent was left for a later start to record again.
+    assert_eq!(records_as(&env, as_nobody).len(), 2);
+}
+
+sandbox_test! {
+    fn sigint_to_one_shot_exec_records_the_run_and_its_changes() {
+        interrupted_run_is_recorded("INT", 2, false);
+    }
+}
+
+sandbox_test! {
+    fn sigterm_to_one_shot_exec_records_the_run_and_its_changes() {
+        interrupted_run_is_recorded("TERM", 15, false);
+    }
+}
+
+sandbox_test! {
+    fn sighup_to_one_shot_exec_records_the_run_and_its_changes() {
+        interrupted_run_is_recorded("HUP", 1, false);
+    }
+}
+
+sandbox_test! {
+    fn unprivileged_interrupted_exec_records_the_run_and_its_changes() {
+        interrupted_run_is_recorded("TERM", 15, true);
+        interrupted_run_is_recorded("INT", 2, true);
+    }
+}
+
+/// SIGKILL of the broker mid-run: the next gateway command records the run from its intent
+/// (broker died, exit unknown), once, with its changes undoable.
+fn killed_broker_is_recovered(as_nobody: bool) {
+    let env = important_env("sigkill", as_nobody);
+    let marker = format!("gw-sigkill-{}-{as_nobody}", std::process::id());
+    let mut child = start_changing_run(&env, &marker, as_nobody);
+    let st = signal_and_wait(&mut child, "KILL");
+    assert!(!st.success());
+    // The sandbox dies with its broker.
+    assert_no_survivors(&marker, "SIGKILL");
+    // Any next command on the state directory records it.
+    let o = gw_as(&env, as_nobody, &["history"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stderr(&o).contains("whose broker died"), "{}", text(&o));
+    let r = records_as(&env, as_nobody);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0]["broker_died"], true, "{}", r[0]);
+    assert!(r[0]["exit_code"].is_null(), "{}", r[0]);
+    assert!(
+        r[0]["error"].as_str().is_some_and(|e| e.contains("died")),
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[0]["args"][0], "sh", "{}", r[0]);
+    assert_eq!(r[0]["decision"]["effect"], "allow", "{}", r[0]);
+    assert_eq!(r[0]["files_changed"], 1, "{}", r[0]);
+    let o = gw_as(&env, as_nobody, &["undo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+        "original\n"
+    );
+    let o = gw_as(&env, as_nobody, &["log", "verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(records_as(&env, as_nobody).len(), 2, "recorded once");
+}
+
+sandbox_test! {
+    fn sigkill_of_the_broker_is_recorded_by_the_next_start() {
+        killed_broker_is_recovered(false);
+    }
+}
+
+sandbox_test! {
+    fn unprivileged_sigkill_of_the_broker_is_recorded_by_the_next_start() {
+        killed_broker_is_recovered(true);
+    }
+}
+
+sandbox_test! {
+    fn a_signal_ignored_at_start_stays_ignored_during_a_run() {
+        // `nohup gateway exec ...` (or a script's background job, which ignores SIGINT): the
+        // broker does not turn an ignored signal into a cancellation; the run completes.
+        let env = important_env("sigign", false);
+        let script = "echo changed > important.txt; echo started; sleep 2";
+        let mut child = env
+            .raw("sh")
+            .args(["-c", "trap '' HUP; exec \"$0\" exec --policy standard -- sh -c \"$1\"", BIN, script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut seen = Vec::new();
+        let mut b = [0u8; 64];
+        while !String::from_utf8_lossy(&seen).contains("started") {
+            match std::io::Read::read(&mut out, &mut b) {
+                Ok(0) | Err(_) => panic!("the run ended before it started"),
+                Ok(n) => seen.extend_from_slice(&b[..n]),
+            }
+        }
+        let st = signal_and_wait(&mut child, "HUP");
+        assert_eq!(st.code(), Some(0), "{st:?}");
+        let r = log_records(&env);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].get("cancelled").is_none(), "{}", r[0]);
+        assert_eq!(r[0]["exit_code"], 0, "{}", r[0]);
+    }
+}

@@ -164,3 +164,64 @@ sandbox_test!(
         assert!(o.status.success(), "{}", text(&o));
     }
 );
+
+sandbox_test! {
+    fn sigterm_to_an_embedded_mcp_server_records_the_run_in_flight() {
+        // `gateway mcp` without a daemon is its own broker: SIGTERM while its exec tool runs
+        // kills the command, records the run (interrupted, its change undoable), then the
+        // server dies of the signal. Plain JSON-RPC over stdio: no SDK needed.
+        use std::os::unix::process::ExitStatusExt;
+        let env = Env::new("mcp-sigterm");
+        env.write("important.txt", "original\n");
+        let mut child = env
+            .cmd()
+            .args(["--policy", "standard", "mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gateway mcp");
+        let mut input = child.stdin.take().expect("stdin");
+        for m in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo changed > important.txt; sleep 30"}}}"#,
+        ] {
+            writeln!(input, "{m}").expect("write");
+        }
+        let t = std::time::Instant::now();
+        while std::fs::read_to_string(env.ws.join("important.txt")).expect("r") != "changed\n" {
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "the exec never ran");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The change is made; give the broker's relay a moment to be inside the run.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let st = Command::new("kill")
+            .args(["-s", "TERM", &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(st.success());
+        let t = std::time::Instant::now();
+        let st = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "mcp did not end");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        drop(input);
+        assert_eq!(st.signal(), Some(15), "{st:?}");
+        let r = log_records(&env);
+        let exec: Vec<_> = r.iter().filter(|x| x["tool"] == "exec").collect();
+        assert_eq!(exec.len(), 1, "{r:?}");
+        assert_eq!(exec[0]["interrupted"], 15, "{}", exec[0]);
+        assert_eq!(exec[0]["cancelled"], true, "{}", exec[0]);
+        assert_eq!(exec[0]["files_changed"], 1, "{}", exec[0]);
+        let o = env.gw(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+            "original\n"
+        );
+    }
+}

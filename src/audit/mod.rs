@@ -171,9 +171,19 @@ pub struct Record {
     pub signal: Option<i32>,
     /// Killed by the timeout.
     pub timed_out: bool,
-    /// Killed because the caller went away (the daemon's client disconnected).
+    /// Killed because the caller went away (the daemon's client disconnected) or the broker
+    /// was interrupted (`interrupted`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// The signal (2 SIGINT, 15 SIGTERM, 1 SIGHUP) the broker received while the command ran,
+    /// which made it kill the command and record the run before exiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<i32>,
+    /// The broker died while the command ran (killed by SIGKILL, crashed, power lost): the
+    /// record was written from its intent by the next gateway start; the exit status is
+    /// unknown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub broker_died: bool,
     /// Wall time of the run, milliseconds.
     pub duration_ms: Option<f64>,
     /// Why the broker could not run it (redacted).

@@ -456,7 +456,13 @@ impl ToolSession<'_> {
             caller: self.caller(),
             snapshot: None,
         };
-        let r = match super::exec(req, &mut ask, &mut sink) {
+        let r = super::exec(req, &mut ask, &mut sink);
+        // A SIGINT, SIGTERM or SIGHUP that cancelled the runs in flight: once the last of
+        // them is recorded, the server ends by it.
+        if let Some(sig) = crate::sandbox::take_interrupt() {
+            crate::sandbox::exit_interrupted(sig);
+        }
+        let r = match r {
             Ok(r) => r,
             Err(e) => return broker_err(e),
         };

@@ -6,6 +6,7 @@ pub mod client;
 pub mod daemon;
 pub mod fs;
 mod guard;
+pub mod intent;
 pub mod keep;
 pub mod log;
 pub mod mcp;
@@ -985,6 +986,8 @@ struct Trace {
     out: ArtifactWriter,
     err: ArtifactWriter,
     stdin: Option<audit::StreamDigest>,
+    /// The run's intent, from just before the command starts until its record is written.
+    run: Option<intent::Pending>,
 }
 
 /// Runs an exec request. `ask` is called for an `ask` decision and returns whether a person
@@ -1012,6 +1015,7 @@ pub fn exec(
         out: ArtifactWriter::new(&req.state_dir, cap),
         err: ArtifactWriter::new(&req.state_dir, cap),
         stdin: None,
+        run: None,
     };
     let res = exec_traced(&req, ask, sink, &mut trace);
     let stdout = trace.out.finish();
@@ -1042,6 +1046,7 @@ pub fn exec(
                 rec.signal = o.signal;
                 rec.timed_out = o.timed_out;
                 rec.cancelled = o.cancelled;
+                rec.interrupted = o.interrupted;
                 rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
             }
             if let Some(sn) = &r.snapshot
@@ -1071,6 +1076,9 @@ pub fn exec(
         }
     }
     let seq = log.append(&mut rec)?;
+    if let Some(run) = trace.run.take() {
+        run.finish();
+    }
     if stdout.artifact.is_some() || stderr.artifact.is_some() {
         prune_artifacts(&req.state_dir, &a);
     }
@@ -1317,6 +1325,7 @@ fn exec_traced(
     } else {
         None
     };
+    trace.begin_run(req, &ws, approved, pre.as_ref(), max_file)?;
     let (out_tap, err_tap) = (&mut trace.out, &mut trace.err);
     let mut tap = |s: Stream, b: &[u8]| {
         match s {

@@ -275,3 +275,32 @@ pub fn after(
     })?;
     Ok(report)
 }
+
+/// Keeps `idx` (the index `before` returned) at `to`, for the recovery of a run whose broker
+/// dies: a hard link to the saved index when that is what `idx` holds (no copy), else the
+/// index written there (durably).
+pub(crate) fn keep_index(
+    state_dir: &Path,
+    ws: &Path,
+    idx: &Index,
+    to: &Path,
+) -> Result<(), BrokerError> {
+    let saved = index_path(state_dir, ws);
+    let _ = std::fs::remove_file(to);
+    if !idx.dirty && std::fs::hard_link(&saved, to).is_ok() {
+        return Ok(());
+    }
+    let data = serde_json::to_vec(idx).map_err(|e| BrokerError::Io {
+        what: "encoding the snapshot index".into(),
+        source: std::io::Error::other(e),
+    })?;
+    crate::fsops::write_file_atomic(to, &data).map_err(|e| BrokerError::Io {
+        what: format!("saving {}", to.display()),
+        source: std::io::Error::other(e.to_string()),
+    })
+}
+
+/// An index kept by [`keep_index`].
+pub(crate) fn load_index(p: &Path) -> Option<Index> {
+    serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+}

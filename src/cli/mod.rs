@@ -826,7 +826,38 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
     }
 }
 
+/// Records the runs of this state directory whose broker died (see `broker::intent`).
+fn recover_dead_runs(cli: &Cli) {
+    let sd = state_dir(cli);
+    match broker::intent::recover(&sd) {
+        Ok(seqs) if !seqs.is_empty() => errln!(
+            "gateway: recorded {} run(s) whose broker died before recording them (gateway log show {})",
+            seqs.len(),
+            seqs.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Ok(_) => {}
+        Err(e) => errln!(
+            "gateway: warning: could not record the unfinished runs in {}: {e}",
+            sd.display()
+        ),
+    }
+}
+
+/// A termination signal's name.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        n => format!("signal {n}"),
+    }
+}
+
 fn dispatch(cli: Cli) -> ExitCode {
+    recover_dead_runs(&cli);
     match &cli.cmd {
         Cmd::Serve {
             socket,
@@ -1454,6 +1485,8 @@ struct RunAt {
     place: Option<broker::session::Place>,
     session: Option<String>,
     policy: Option<Policy>,
+    /// Ctrl-C (SIGINT) stops the command only, not this process (the REPL).
+    survive_sigint: bool,
 }
 
 fn run_exec(
@@ -1538,15 +1571,34 @@ fn run_exec_at(
         crate::sandbox::enlarge_output_pipes();
     }
     let res = broker::exec(req, &mut ask, &mut sink);
+    // A SIGINT, SIGTERM or SIGHUP caught during the run: it is recorded; this process ends
+    // by that signal once it has said so (the REPL survives a Ctrl-C).
+    let interrupt = crate::sandbox::take_interrupt();
+    let end = |code: ExitCode| match interrupt {
+        Some(sig) if !(at.survive_sigint && sig == libc::SIGINT) => {
+            crate::sandbox::exit_interrupted(sig)
+        }
+        _ => code,
+    };
     let res = match res {
         Ok(r) => r,
         Err(e) => {
             if json {
                 outln!("{}", json!({"error": e.to_string()}));
             }
-            return broker_error(e);
+            return end(broker_error(e));
         }
     };
+    if let (Some(sig), false) = (interrupt, json) {
+        errln!(
+            "gateway: interrupted by {}: the command was killed{}",
+            signal_name(sig),
+            match &res.audit {
+                Some(a) => format!(" and the run recorded (gateway log show {})", a.seq),
+                None => String::new(),
+            }
+        );
+    }
     let d = &res.decision;
     if !json {
         for r in &res.protected_restored {
@@ -1707,5 +1759,5 @@ fn run_exec_at(
         });
         outln!("{v}");
     }
-    ExitCode::from(code)
+    end(ExitCode::from(code))
 }

@@ -169,6 +169,7 @@ impl Repl<'_> {
             }),
             session: Some(self.session.clone()),
             policy: Some(self.policy.clone()),
+            survive_sigint: true,
         };
         let argv = vec!["sh".to_string(), "-c".to_string(), line.to_string()];
         // The command's output and gateway's messages are printed as it runs.

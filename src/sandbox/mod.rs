@@ -244,8 +244,11 @@ pub struct Outcome {
     pub memory_limit_hit: bool,
     /// The stream handler stopped the run ([`StreamIo`] returned false).
     pub aborted: bool,
-    /// The caller went away (see [`cancel_on_hangup`]) and the sandbox was killed.
+    /// The caller went away (see [`cancel_on_hangup`]) or the broker was interrupted (see
+    /// [`catch_interrupts`]) and the sandbox was killed.
     pub cancelled: bool,
+    /// The signal (SIGINT, SIGTERM, SIGHUP) the broker received that cancelled the run.
+    pub interrupted: Option<i32>,
     /// Wall time.
     pub duration: Duration,
     /// Bytes of stdout and stderr produced (including any not delivered past the limit).
@@ -831,6 +834,13 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     let caller_fd = caller_stdin.as_raw_fd();
     let cancel_fd: i32 = CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd()));
     let mut cancelled = false;
+    // The self-pipe of caught termination signals, when this thread's runs are interruptible.
+    let interrupt_fd: i32 = if INTERRUPTIBLE.with(|d| d.get() > 0) {
+        INTERRUPT_READ.get().map_or(-1, |f| f.as_raw_fd())
+    } else {
+        -1
+    };
+    let mut interrupted = None;
     loop {
         let done = exited || (use_ns && reported);
         if done && stdin_w.is_some() {
@@ -879,6 +889,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             ),
             pfd(fd_if(!in_pending.is_empty(), stdin_w_fd), true),
             pfd(fd_if(!cancelled && !done, cancel_fd), false),
+            pfd(fd_if(!cancelled && !done, interrupt_fd), false),
         ];
         sys::poll(&mut fds, timeout_ms).map_err(io("waiting for the sandboxed process"))?;
         let mut drained = false;
@@ -987,6 +998,11 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
             cancelled = true;
             kill_all(pid);
         }
+        if !cancelled && (fds[7].ready || fds[7].hangup) {
+            cancelled = true;
+            interrupted = sys::interrupt_caught();
+            kill_all(pid);
+        }
         if let Some(d) = deadline
             && !timed_out
             && !exited
@@ -1056,6 +1072,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         memory_limit_hit,
         aborted,
         cancelled,
+        interrupted,
         duration,
         stdout_bytes: counts[0],
         stderr_bytes: counts[1],
@@ -1083,6 +1100,96 @@ impl Drop for CancelGuard {
     fn drop(&mut self) {
         CANCEL.with(|c| *c.borrow_mut() = None);
     }
+}
+
+/// The termination signals a broker turns into a cancellation while it runs a command.
+pub const INTERRUPT_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The read end of the self-pipe the signal handler writes to (created once).
+static INTERRUPT_READ: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+
+/// How many [`InterruptGuard`]s are alive, and the dispositions they replaced.
+static INTERRUPT_HOLDERS: std::sync::Mutex<(usize, Vec<sys::SavedAction>)> =
+    std::sync::Mutex::new((0, Vec::new()));
+
+thread_local! {
+    /// Guards held by this thread: its runs watch the self-pipe.
+    static INTERRUPTIBLE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Until the guard is dropped, SIGINT, SIGTERM and SIGHUP (those not ignored since the process
+/// started: `nohup`, a script's background job) no longer end this process: they
+/// are caught (the first one is kept, see [`interrupted`]) and every run on a thread holding
+/// a guard is killed and ends `cancelled`, with [`Outcome::interrupted`] set, so that the
+/// broker's post-run work (change capture, quarantine, the audit record) still happens. The
+/// front end then ends the process with [`exit_interrupted`]. Guards may overlap (runs on
+/// several threads); the last one dropped puts the old dispositions back. Not for the
+/// daemon, which handles its own signals.
+pub fn catch_interrupts() -> std::io::Result<InterruptGuard> {
+    let mut h = INTERRUPT_HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+    if INTERRUPT_READ.get().is_none() {
+        let r = sys::interrupt_pipe()?;
+        let _ = INTERRUPT_READ.set(r);
+    }
+    if h.0 == 0 {
+        let mut saved = Vec::new();
+        for sig in INTERRUPT_SIGNALS {
+            match sys::catch_interrupt(sig) {
+                Ok(s) => saved.extend(s),
+                Err(e) => {
+                    saved.iter().for_each(sys::restore_action);
+                    return Err(e);
+                }
+            }
+        }
+        h.1 = saved;
+    }
+    h.0 += 1;
+    INTERRUPTIBLE.with(|d| d.set(d.get() + 1));
+    Ok(InterruptGuard(std::marker::PhantomData))
+}
+
+/// See [`catch_interrupts`]. Not `Send`: it marks the thread that holds it.
+pub struct InterruptGuard(std::marker::PhantomData<*const ()>);
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        INTERRUPTIBLE.with(|d| d.set(d.get().saturating_sub(1)));
+        let mut h = INTERRUPT_HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+        h.0 = h.0.saturating_sub(1);
+        if h.0 == 0 {
+            h.1.iter().for_each(sys::restore_action);
+            h.1.clear();
+        }
+    }
+}
+
+/// The termination signal caught while a guard was held, if any (not forgotten).
+pub fn interrupted() -> Option<i32> {
+    sys::interrupt_caught()
+}
+
+/// The termination signal caught while a guard was held, if any, and no guard is held any
+/// more (the last run that could see it has recorded it); forgets it. `None` while runs are
+/// in flight: the last of them to finish takes it.
+pub fn take_interrupt() -> Option<i32> {
+    let h = INTERRUPT_HOLDERS.lock().unwrap_or_else(|p| p.into_inner());
+    if h.0 > 0 {
+        return None;
+    }
+    let fd = INTERRUPT_READ.get()?;
+    sys::take_interrupt(fd.as_fd())
+}
+
+/// Ends this process because of `sig` (a caught SIGINT, SIGTERM or SIGHUP) once its work is
+/// recorded: output flushed, then the signal's default action, so the caller sees the
+/// process killed by it (a shell reports 128 + `sig`); 128 + `sig` as exit code if that does
+/// not end it.
+pub fn exit_interrupted(sig: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    sys::die_of(sig)
 }
 
 /// The supplementary groups of a Unix socket's peer (`SO_PEERGROUPS`).

@@ -1099,3 +1099,109 @@ pub(crate) fn with_fs_identity<R: Send>(
         .unwrap_or_else(|_| Err(io::Error::other("the file access thread panicked")))
     })
 }
+
+/// The first termination signal caught by [`on_interrupt`] since the last [`take_interrupt`]
+/// (0: none).
+static INTERRUPT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The write end of the self-pipe [`on_interrupt`] writes to (-1: none yet).
+static INTERRUPT_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The handler of SIGINT, SIGTERM and SIGHUP while a run is interruptible: async-signal-safe
+/// (atomics and one `write(2)`, errno preserved). The byte makes the self-pipe readable, which
+/// the run loop polls; it is drained only by [`take_interrupt`].
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let _ = INTERRUPT.compare_exchange(0, sig, SeqCst, SeqCst);
+    let fd = INTERRUPT_PIPE.load(SeqCst);
+    if fd >= 0 {
+        // SAFETY: errno is this thread's; write(2) of one byte from a live local to a
+        // non-blocking pipe we own (a full pipe is already readable, so EAGAIN loses nothing).
+        unsafe {
+            let errno = libc::__errno_location();
+            let saved = *errno;
+            let b = sig as u8;
+            libc::write(fd, (&b as *const u8).cast(), 1);
+            *errno = saved;
+        }
+    }
+}
+
+/// A signal's disposition as it was before [`catch_interrupt`].
+pub(crate) struct SavedAction(libc::c_int, libc::sigaction);
+
+/// The self-pipe of [`on_interrupt`] (non-blocking, close-on-exec); returns its read end.
+/// Called once per process.
+pub(crate) fn interrupt_pipe() -> io::Result<OwnedFd> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two fds into a live array of two.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The write end lives as long as the process: the handler may run at any time.
+    INTERRUPT_PIPE.store(fds[1], std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: a fresh fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fds[0]) })
+}
+
+/// Makes `sig` run [`on_interrupt`] (SA_RESTART: other blocking calls go on); returns the
+/// disposition it had. A signal this process was started with ignored (`nohup`, a
+/// background job of a script) stays ignored: `None`.
+pub(crate) fn catch_interrupt(sig: libc::c_int) -> io::Result<Option<SavedAction>> {
+    // SAFETY: sigaction with a null new action only reads the current one into a live local;
+    // then with a zeroed (valid) struct naming an extern "C" handler that is
+    // async-signal-safe.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if old.sa_sigaction == libc::SIG_IGN {
+            return Ok(None);
+        }
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        new.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut new.sa_mask);
+        if libc::sigaction(sig, &new, &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Some(SavedAction(sig, old)))
+    }
+}
+
+/// Puts back a disposition saved by [`catch_interrupt`].
+pub(crate) fn restore_action(saved: &SavedAction) {
+    // SAFETY: sigaction with a struct the kernel gave us for this signal.
+    unsafe {
+        libc::sigaction(saved.0, &saved.1, std::ptr::null_mut());
+    }
+}
+
+/// The signal caught since the last [`take_interrupt`], if any.
+pub(crate) fn interrupt_caught() -> Option<libc::c_int> {
+    Some(INTERRUPT.load(std::sync::atomic::Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// Returns the signal caught and forgets it; `pipe` (the read end) is drained.
+pub(crate) fn take_interrupt(pipe: BorrowedFd<'_>) -> Option<libc::c_int> {
+    let mut buf = [0u8; 64];
+    // SAFETY: read(2) into a live buffer of its length from a non-blocking pipe.
+    while unsafe { libc::read(pipe.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    Some(INTERRUPT.swap(0, std::sync::atomic::Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// Ends the process by `sig` with its default action (so a calling shell sees "killed by
+/// SIGINT" and stops its own loop), or, if that does not end it, exits with 128 + `sig`.
+pub(crate) fn die_of(sig: libc::c_int) -> ! {
+    // SAFETY: signal(SIG_DFL), sigprocmask on a set built in a live local, and raise only
+    // change this process's signal state.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+    std::process::exit(128 + sig)
+}

@@ -1,0 +1,284 @@
+//! Every run leaves a record, even when the broker does not live to write it.
+//!
+//! Just before a command starts, the broker writes its *intent* durably into
+//! `<state>/intents/`: the audit record as it stands (who, what, where, the decision), the
+//! broker's pid, its start time and the boot id, and, when the run is snapshotted, the
+//! workspace's pre-run index (a hard link to the saved index, or a copy). The intent is
+//! removed once the run's own record is in the audit log.
+//!
+//! - **SIGINT, SIGTERM, SIGHUP** (one-shot front ends: CLI, `sh -c`, REPL, `mcp` without a
+//!   daemon): from the intent on, the broker catches them ([`sandbox::catch_interrupts`]); the
+//!   run loop kills the command, the normal post-run work runs (quarantine, change capture),
+//!   the record says `cancelled` and `interrupted: SIG`, and then the front end ends the
+//!   process by that signal. The daemon keeps its own handling (its client's hangup cancels).
+//! - **SIGKILL, a crash, power loss**: the next gateway invocation on that state directory
+//!   ([`recover`]) finds intents whose broker is gone (pid not running, or running with
+//!   another start time, or another boot), appends their record with `broker_died` and an
+//!   error saying the exit status is unknown, and, with a pre-run index, journals what the
+//!   workspace has changed since (one group, undoable as any run's). Recovery holds a lock, so
+//!   two gateways starting together record each intent once.
+//!
+//! Limits (said, not hidden): the capture at recovery sees the workspace as it is then, so
+//! changes made after the broker died (by the user, by a survivor of the run) are journalled
+//! with the run's; a broker killed between appending its record and removing its intent is
+//! recorded twice (the second time as died). Both windows are small and lose nothing.
+
+use super::{BrokerError, Trace, snapshot};
+use crate::audit;
+use crate::sandbox;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long recovery may spend capturing one dead run's changes before it records the run
+/// without them (a workspace file that hangs a reader must not stop every later command).
+const CAPTURE_LIMIT: Duration = Duration::from_secs(30);
+
+/// What is kept on disk for a run in flight.
+#[derive(Debug, Serialize, Deserialize)]
+struct Intent {
+    /// The broker's pid.
+    pid: u32,
+    /// Its start time (`/proc/PID/stat` field 22, clock ticks since boot).
+    start: u64,
+    /// The boot it ran in (`/proc/sys/kernel/random/boot_id`).
+    boot: String,
+    /// The workspace snapshotted before the run, and the policy's size limit for it.
+    snapshot: Option<(PathBuf, u64)>,
+    /// The record to write if the broker dies (redacted like every record).
+    record: audit::Record,
+}
+
+/// A run whose intent is on disk: finished by [`Pending::finish`] once its record is
+/// written. While it lives, termination signals cancel the run instead of ending the broker
+/// (one-shot front ends).
+pub(crate) struct Pending {
+    files: Vec<PathBuf>,
+    _interrupts: Option<sandbox::InterruptGuard>,
+}
+
+impl Pending {
+    /// The run's record is in the log: its intent goes.
+    pub(crate) fn finish(self) {
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+fn dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("intents")
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> BrokerError {
+    move |source| BrokerError::Io { what, source }
+}
+
+/// This process's (or `pid`'s) start time, from `/proc/PID/stat`.
+fn start_time(pid: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses): state is 3,
+    // starttime 22.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Trace {
+    /// Writes the run's intent (durably) just before the command starts, and from then on
+    /// catches termination signals (one-shot front ends). Fails closed: a run that could not
+    /// be journalled does not start.
+    pub(crate) fn begin_run(
+        &mut self,
+        req: &super::ExecRequest<'_>,
+        ws: &std::path::Path,
+        approved: Option<bool>,
+        pre: Option<&snapshot::Index>,
+        max_file: u64,
+    ) -> Result<(), BrokerError> {
+        let d = dir(&req.state_dir);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&d)
+                .map_err(io(format!("creating {}", d.display())))?;
+        }
+        let pid = std::process::id();
+        let mut nonce = [0u8; 6];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce);
+        let id = format!("{pid}-{}", audit::hex(&nonce));
+        let mut files = Vec::new();
+        if let Some(pre) = pre {
+            let p = d.join(format!("{id}.index"));
+            snapshot::keep_index(&req.state_dir, ws, pre, &p)?;
+            files.push(p);
+        }
+        let intent = Intent {
+            pid,
+            start: start_time("self").unwrap_or(0),
+            boot: boot_id(),
+            snapshot: pre.map(|_| (ws.to_path_buf(), max_file)),
+            record: audit::Record {
+                session: req.session.clone(),
+                caller: req.caller.clone(),
+                tool: "exec".into(),
+                args: self.argv.clone(),
+                cwd: self.cwd.display().to_string(),
+                policy: req.policy.name.clone(),
+                decision: super::record_decision(self.decision.as_ref(), None),
+                approved,
+                ..audit::Record::default()
+            },
+        };
+        let p = d.join(format!("{id}.json"));
+        let data = serde_json::to_vec(&intent).map_err(|e| BrokerError::Io {
+            what: "encoding the run's intent".into(),
+            source: std::io::Error::other(e),
+        })?;
+        crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
+            what: format!("journalling the run's intent in {}", p.display()),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        files.insert(0, p);
+        // The daemon handles its own signals; its client's hangup cancels its runs.
+        let interrupts = if super::client::current().is_none() {
+            Some(
+                sandbox::catch_interrupts()
+                    .map_err(io("catching SIGINT, SIGTERM and SIGHUP".into()))?,
+            )
+        } else {
+            None
+        };
+        self.run = Some(Pending {
+            files,
+            _interrupts: interrupts,
+        });
+        Ok(())
+    }
+}
+
+/// Is the broker that wrote `i` gone?
+fn dead(i: &Intent, boot: &str) -> bool {
+    if i.boot != boot {
+        return true;
+    }
+    match start_time(&i.pid.to_string()) {
+        None => true,
+        Some(t) => t != i.start,
+    }
+}
+
+/// Records the runs of `state_dir` whose broker died (see the module's comment). Returns
+/// the seqs of the records written. Quiet and cheap when there is nothing to recover.
+pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
+    let d = dir(state_dir);
+    let Ok(rd) = std::fs::read_dir(&d) else {
+        return Ok(vec![]);
+    };
+    let mut found: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    if found.is_empty() {
+        return Ok(vec![]);
+    }
+    found.sort();
+    let lock_path = d.join("lock");
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(io(format!("opening {}", lock_path.display())))?;
+    lock.lock()
+        .map_err(io(format!("locking {}", lock_path.display())))?;
+    let boot = boot_id();
+    let mut seqs = Vec::new();
+    for p in found {
+        // Another gateway may have recovered it while this one waited for the lock.
+        let Ok(data) = std::fs::read(&p) else {
+            continue;
+        };
+        let Ok(intent) = serde_json::from_slice::<Intent>(&data) else {
+            // Torn by a crash while being written (it is written atomically, so only a
+            // foreign file): set aside, never in the way.
+            let _ = std::fs::rename(&p, p.with_extension("unreadable"));
+            continue;
+        };
+        if !dead(&intent, &boot) {
+            continue;
+        }
+        seqs.push(record_dead(state_dir, &p, intent)?);
+    }
+    Ok(seqs)
+}
+
+/// Writes the record of one dead run (capturing its changes first), then drops its intent.
+fn record_dead(state_dir: &Path, p: &Path, intent: Intent) -> Result<u64, BrokerError> {
+    let index = p.with_extension("index");
+    let mut rec = intent.record;
+    rec.broker_died = true;
+    let mut error = format!(
+        "the broker (pid {}) died while the command ran (killed, e.g. by SIGKILL, or crashed): its exit status and output are unknown; recorded from its intent by the next gateway start (pid {})",
+        intent.pid,
+        std::process::id()
+    );
+    if let Some((ws, max)) = intent.snapshot {
+        match capture(state_dir, &ws, &index, max) {
+            Ok(r) if !r.changes.is_empty() => {
+                rec.journal_group = Some(r.group.clone());
+                rec.files_changed = r.changes.len() as u64;
+            }
+            Ok(_) => {}
+            Err(e) => error.push_str(&format!("; its changes were not captured: {e}")),
+        }
+    }
+    rec.error = Some(super::redact_text(&error));
+    let seq = super::open_log(state_dir)?.append(&mut rec)?;
+    let _ = std::fs::remove_file(p);
+    let _ = std::fs::remove_file(&index);
+    Ok(seq)
+}
+
+/// What changed in `ws` since the kept pre-run index, journalled as one group; bounded by
+/// [`CAPTURE_LIMIT`] (a stuck capture is left behind on its thread).
+fn capture(
+    state_dir: &Path,
+    ws: &Path,
+    index: &Path,
+    max: u64,
+) -> Result<snapshot::SnapshotReport, BrokerError> {
+    let pre = snapshot::load_index(index).ok_or_else(|| {
+        BrokerError::Usage(format!(
+            "the pre-run index {} is missing or unreadable",
+            index.display()
+        ))
+    })?;
+    if !ws.is_dir() {
+        return Err(BrokerError::Usage(format!(
+            "the workspace {} is gone",
+            ws.display()
+        )));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (sd, w) = (state_dir.to_path_buf(), ws.to_path_buf());
+    std::thread::spawn(move || {
+        let _ = tx.send(snapshot::after(&sd, &w, &pre, max));
+    });
+    rx.recv_timeout(CAPTURE_LIMIT).unwrap_or_else(|_| {
+        Err(BrokerError::TimedOut(format!(
+            "reading the workspace {} did not finish within {}s",
+            ws.display(),
+            CAPTURE_LIMIT.as_secs()
+        )))
+    })
+}
