@@ -954,3 +954,37 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn unprivileged_descendants_never_outlive_their_run() {
+        // Issue 25 item 3: as a normal user (no pid namespace) a `setsid` descendant that
+        // ignores SIGTERM and SIGHUP outlived `exec` and changed the workspace unrecorded. The
+        // broker is now its subreaper and kills what the command left when it ends — before
+        // the snapshot — and records how many.
+        let env = Env::new("unpriv-leftover");
+        env.write("keep.txt", "original\n");
+        env.give_to_nobody();
+        let survivor = "setsid -f sh -c 'trap \"\" TERM HUP; sleep 2; echo evil > late.txt; echo changed > keep.txt' </dev/null >/dev/null 2>&1";
+        for extra in [&[][..], &["--timeout", "1"][..]] {
+            let script = if extra.is_empty() {
+                survivor.to_string()
+            } else {
+                format!("{survivor}; sleep 5")
+            };
+            let o = env
+                .nobody()
+                .args(["--json", "exec", "--policy", "standard"])
+                .args(extra)
+                .args(["--", "sh", "-c", &script])
+                .output()
+                .expect("run");
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            assert!(!env.ws.join("late.txt").exists(), "{extra:?}: {}", text(&o));
+            assert_eq!(std::fs::read_to_string(env.ws.join("keep.txt")).expect("keep"), "original\n");
+            assert!(v["leftovers_killed"].as_u64().unwrap_or(0) >= 1, "{extra:?}: {v}");
+        }
+        let recs = log_records(&env);
+        assert!(recs.iter().any(|r| r["leftovers_killed"].as_u64().unwrap_or(0) >= 1), "{recs:?}");
+    }
+}

@@ -184,6 +184,10 @@ pub struct Record {
     /// unknown.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub broker_died: bool,
+    /// Processes the command left behind (outside its process group, without a pid
+    /// namespace) that the broker killed when it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leftovers_killed: Option<u64>,
     /// Wall time of the run, milliseconds.
     pub duration_ms: Option<f64>,
     /// Why the broker could not run it (redacted).

@@ -1046,6 +1046,7 @@ pub fn exec(
                 rec.signal = o.signal;
                 rec.timed_out = o.timed_out;
                 rec.cancelled = o.cancelled;
+                rec.leftovers_killed = o.leftovers_killed.filter(|&n| n > 0).map(|n| n as u64);
                 rec.interrupted = o.interrupted;
                 rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
             }

@@ -1617,6 +1617,16 @@ fn run_exec_at(
         for w in &res.protected_warnings {
             errln!("gateway: warning: {w}");
         }
+        if let Some(n) = res
+            .outcome
+            .as_ref()
+            .and_then(|o| o.leftovers_killed)
+            .filter(|&n| n > 0)
+        {
+            errln!(
+                "gateway: killed {n} process(es) the command left running (they had left its process group)"
+            );
+        }
         for q in &res.protected_created {
             match &q.to {
                 Some(to) => errln!(
@@ -1748,6 +1758,7 @@ fn run_exec_at(
             "enforcement": o.map(|o| &o.enforcement),
             "protected_created": res.protected_created,
             "protected_restored": res.protected_restored,
+            "leftovers_killed": o.and_then(|o| o.leftovers_killed),
             "protected_warnings": res.protected_warnings,
             "secrets": res.secrets,
             "stdout": String::from_utf8_lossy(&out_buf[..out_buf.len().min(inline)]),

@@ -249,6 +249,10 @@ pub struct Outcome {
     pub cancelled: bool,
     /// The signal (SIGINT, SIGTERM, SIGHUP) the broker received that cancelled the run.
     pub interrupted: Option<i32>,
+    /// Processes the run left behind that the broker killed when it ended (their subreaper,
+    /// without a pid namespace); None when another run of this process was still in progress
+    /// (the last one to end kills them).
+    pub leftovers_killed: Option<usize>,
     /// Wall time.
     pub duration: Duration,
     /// Bytes of stdout and stderr produced (including any not delivered past the limit).
@@ -410,10 +414,104 @@ fn reap_pending() {
     }
 }
 
+/// Runs in progress in this process. Without a pid namespace a run's descendants that left
+/// its process group become this process's children when orphaned (it is their subreaper);
+/// when no run is in progress, every such child is a leftover and is killed.
+static ACTIVE: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+/// A run counted in [`ACTIVE`] (uncounted on drop, e.g. when setup fails).
+struct ActiveRun {
+    counted: bool,
+}
+
+impl ActiveRun {
+    fn enter() -> ActiveRun {
+        static SUBREAPER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        SUBREAPER.get_or_init(|| sys::set_child_subreaper().is_ok());
+        if let Ok(mut n) = ACTIVE.lock() {
+            *n += 1;
+        }
+        ActiveRun { counted: true }
+    }
+
+    /// Leaves the count; the last run out kills and reaps the leftovers of every run.
+    /// Returns how many were killed, or None when other runs of this process are still in
+    /// progress (their ends will do it).
+    fn leave(mut self) -> Option<usize> {
+        self.counted = false;
+        let mut n = ACTIVE.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return None;
+        }
+        // Under the lock: no run starts (and spawns a child of its own) meanwhile.
+        Some(kill_leftovers())
+    }
+}
+
+impl Drop for ActiveRun {
+    fn drop(&mut self) {
+        if self.counted
+            && let Ok(mut n) = ACTIVE.lock()
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// This process's children (every thread's), except namespace helpers that are exiting.
+fn children() -> Vec<libc::pid_t> {
+    let pending: Vec<libc::pid_t> = PENDING.lock().map(|p| p.clone()).unwrap_or_default();
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<libc::pid_t>().ok())
+                        .filter(|p| !pending.contains(p)),
+                );
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Kills every child of this process (leftovers of finished runs) and reaps it; their own
+/// children, orphaned by that, come back as ours and go the same way. Bounded in time.
+fn kill_leftovers() -> usize {
+    let mut killed = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let kids = children();
+        if kids.is_empty() || Instant::now() >= until {
+            break;
+        }
+        for &pid in &kids {
+            // Stop first: a stopped process forks no more while its siblings die.
+            sys::kill(pid, libc::SIGSTOP);
+        }
+        for &pid in &kids {
+            sys::kill(pid, libc::SIGKILL);
+        }
+        for &pid in &kids {
+            let t = Instant::now() + Duration::from_millis(500);
+            while !sys::try_wait(pid) && Instant::now() < t {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        killed += kids.len();
+    }
+    killed
+}
+
 /// Runs `spec` confined; `sink` receives output chunks as they arrive.
 pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError> {
     let start = Instant::now();
     reap_pending();
+    let active = ActiveRun::enter();
     let c = &spec.confine;
     // Root, or the capabilities namespaces need; and whether the bounding set can be emptied
     // and securebits locked (CAP_SETPCAP).
@@ -426,7 +524,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     let use_ns = c.namespaces && privileged;
     if c.namespaces && !privileged {
         status.not_applied.push(
-            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the session may outlive a timeout)".into(),
+            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the command's session are killed when it ends, by the broker as their subreaper)".into(),
         );
     }
     // Without namespaces (an unprivileged broker): landlock and seccomp still hold; what
@@ -1064,7 +1162,11 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         _ => (None, Some(libc::SIGKILL)),
     };
     let memory_limit_hit = cg.as_ref().is_some_and(|c| c.oom_killed());
+    // Without a pid namespace, what the command left behind (outside its process group) is
+    // killed now, before the broker looks at what the run changed.
+    let leftovers_killed = active.leave();
     Ok(Outcome {
+        leftovers_killed,
         exit_code,
         signal,
         timed_out,

@@ -849,6 +849,17 @@ pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
     }
 }
 
+/// Makes this process the subreaper of its descendants: a run's processes that leave it
+/// (`setsid`, double forks) are reparented here when orphaned, not to init, so the broker can
+/// find and kill them when the run ends.
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sends a signal to a process group. Errors are ignored.
 pub(crate) fn killpg(pgid: libc::pid_t, sig: libc::c_int) {
     // SAFETY: killpg(2) with a group we created (the command is a session leader).
