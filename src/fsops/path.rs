@@ -120,6 +120,40 @@ impl Root {
         Ok((dir, name))
     }
 
+    /// Like [`Root::parent_of`], but no symbolic link is followed on the way
+    /// (`RESOLVE_NO_SYMLINKS`): for undo, which acts on names the agent may have replaced
+    /// with links, and must reach exactly the directories that were recorded.
+    pub fn parent_of_nofollow(&self, rel: &Path) -> Result<(OwnedFd, OsString), FsError> {
+        let name = match rel.components().next_back() {
+            Some(Component::Normal(n)) => n.to_os_string(),
+            _ => {
+                return Err(FsError::Escape {
+                    path: self.path.join(rel),
+                    why: "it does not name a file (it ends in `..`, `.` or `/`)",
+                });
+            }
+        };
+        let parent = rel
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let dir = rustix::fs::openat2(
+            &self.fd,
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            RESOLVE | ResolveFlags::NO_SYMLINKS,
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => FsError::Escape {
+                path: self.path.join(rel),
+                why: "a directory on its way is a symbolic link now (undo follows none)",
+            },
+            e => refuse(&self.path.join(parent), e, "opening"),
+        })?;
+        Ok((dir, name))
+    }
+
     /// Follows a symbolic link in the last component, beneath the root (at most 40 times):
     /// the path a write should replace. A link leading outside the root is refused.
     pub fn final_target(&self, rel: &Path) -> Result<PathBuf, FsError> {
