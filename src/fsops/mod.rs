@@ -31,6 +31,12 @@ pub enum FsError {
         /// Why.
         why: &'static str,
     },
+    /// A directory on the way to the path is a symbolic link (where links are not followed).
+    #[error("refused: {path}: a directory on its way is a symbolic link now (undo follows none)")]
+    ThroughLink {
+        /// The path.
+        path: std::path::PathBuf,
+    },
     /// Not a regular file.
     #[error("{path} is not a regular file")]
     NotAFile {

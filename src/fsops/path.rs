@@ -145,9 +145,8 @@ impl Root {
             RESOLVE | ResolveFlags::NO_SYMLINKS,
         )
         .map_err(|e| match e {
-            rustix::io::Errno::LOOP => FsError::Escape {
+            rustix::io::Errno::LOOP => FsError::ThroughLink {
                 path: self.path.join(rel),
-                why: "a directory on its way is a symbolic link now (undo follows none)",
             },
             e => refuse(&self.path.join(parent), e, "opening"),
         })?;

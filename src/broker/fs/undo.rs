@@ -243,11 +243,12 @@ fn ioe(what: &str, p: &Path) -> impl FnOnce(rustix::io::Errno) -> BrokerError {
     }
 }
 
-/// The directory holding `rel`, no link followed; `None` when it does not exist (or is no
-/// longer a directory): then neither does `rel`.
+/// The directory holding `rel`, no link followed; `None` when it does not exist, is no
+/// longer a directory, or is reached through a link: then the name `rel` is not there.
 fn parent(root: &Root, rel: &Path) -> Result<Option<(OwnedFd, OsString)>, BrokerError> {
     match root.parent_of_nofollow(rel) {
         Ok(p) => Ok(Some(p)),
+        Err(crate::fsops::FsError::ThroughLink { .. }) => Ok(None),
         Err(crate::fsops::FsError::Io { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound
                 || source.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
@@ -337,7 +338,7 @@ fn describe(s: &PathState) -> String {
     match s {
         PathState::Absent => "nothing".into(),
         PathState::Dir => "a directory".into(),
-        PathState::Link { target } => format!("a link to {target}"),
+        PathState::Link { target } => format!("a symbolic link to {target}"),
         PathState::File { size, .. } => format!("a file of {size} bytes"),
     }
 }
@@ -558,12 +559,8 @@ fn act(t: &mut Tools<'_>, steps: &[Step<'_>]) -> Result<(), BrokerError> {
 }
 
 fn need_parent(s: &Step<'_>) -> Result<(OwnedFd, OsString), BrokerError> {
-    parent(s.root, &s.rel)?.ok_or_else(|| {
-        usage(format!(
-            "{}: its directory is gone",
-            s.c.path.display()
-        ))
-    })
+    // Through a link: refused, with the reason (never followed).
+    s.root.parent_of_nofollow(&s.rel).map_err(fs_err)
 }
 
 fn trash_dir(t: &Tools<'_>) -> Result<OwnedFd, BrokerError> {
