@@ -426,7 +426,11 @@ fn scan_baseline_and_redact_work_on_bare_relative_names() {
             .output()
             .expect("run")
     };
-    assert_eq!(base().status.code(), Some(1), "first run reports the finding");
+    assert_eq!(
+        base().status.code(),
+        Some(1),
+        "first run reports the finding"
+    );
     for _ in 0..2 {
         let o = base();
         assert_eq!(o.status.code(), Some(0), "a later run: {}", text(&o));

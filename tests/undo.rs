@@ -181,11 +181,20 @@ sandbox_test!(
         assert!(!env.ws.join("junk").exists());
         let o = env.gw(&["undo"]);
         assert!(o.status.success(), "{}", text(&o));
-        assert_eq!(std::fs::read_to_string(env.ws.join("junk/a")).expect("r"), "a\n");
-        assert_eq!(std::fs::read_to_string(env.ws.join("junk/sub/b")).expect("r"), "b\n");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("junk/a")).expect("r"),
+            "a\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("junk/sub/b")).expect("r"),
+            "b\n"
+        );
         assert_eq!(mode_of(&env.ws.join("junk/sub")), 0o700);
         assert_eq!(mode_of(&env.ws.join("junk/run.sh")), 0o750);
-        assert!(env.ws.join("junk/empty").is_dir(), "an empty directory comes back");
+        assert!(
+            env.ws.join("junk/empty").is_dir(),
+            "an empty directory comes back"
+        );
         // New (empty) directories a command creates are recorded, and undo removes them.
         let o = env.sh("standard", "mkdir -p sub/deeper && chmod 711 sub");
         assert!(o.status.success(), "{}", text(&o));
@@ -218,7 +227,11 @@ sandbox_test!(
     fn a_change_that_cannot_be_undone_does_not_block_the_ones_before_it() {
         let env = Env::new("undo-skip");
         let a = env.write("a.txt", "v1\n");
-        assert!(env.gw(&["fs", "write", "a.txt", "--content", "v2\n"]).status.success());
+        assert!(
+            env.gw(&["fs", "write", "a.txt", "--content", "v2\n"])
+                .status
+                .success()
+        );
         let o = env.sh("standard", "echo new > b.txt");
         assert!(o.status.success(), "{}", text(&o));
         // b.txt changes again behind gateway's back: undoing the command is refused...
@@ -226,7 +239,11 @@ sandbox_test!(
         for _ in 0..2 {
             let o = env.gw(&["undo"]);
             assert_eq!(o.status.code(), Some(122), "{}", text(&o));
-            assert!(stderr(&o).contains("--skip"), "says how to go on: {}", text(&o));
+            assert!(
+                stderr(&o).contains("--skip"),
+                "says how to go on: {}",
+                text(&o)
+            );
         }
         // ...an older change can be undone by id...
         let o = env.gw(&["undo", "1", "--dry-run"]);
@@ -247,7 +264,10 @@ sandbox_test!(
                 .as_array()
                 .expect("changes")
                 .iter()
-                .any(|c| c["skipped"] == true && c["change"]["path"].as_str().is_some_and(|p| p.ends_with("b.txt"))),
+                .any(|c| c["skipped"] == true
+                    && c["change"]["path"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with("b.txt"))),
             "{v}"
         );
         assert!(log_records(&env).iter().any(|r| r["tool"] == "undo.skip"));
@@ -278,12 +298,25 @@ sandbox_test!(
             0,
             "nothing written through the link"
         );
-        assert!(std::fs::symlink_metadata(env.ws.join("d")).expect("d").is_dir());
-        assert_eq!(std::fs::read_to_string(env.ws.join("d/a")).expect("r"), "inside\n");
-        assert_eq!(std::fs::read_to_string(env.ws.join("f")).expect("r"), "was a file\n");
+        assert!(
+            std::fs::symlink_metadata(env.ws.join("d"))
+                .expect("d")
+                .is_dir()
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("d/a")).expect("r"),
+            "inside\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("f")).expect("r"),
+            "was a file\n"
+        );
         assert!(env.ws.join("t").is_dir());
         assert!(!env.ws.join("hard.txt").exists());
-        assert_eq!(std::fs::read_to_string(env.ws.join("h.txt")).expect("r"), "linked\n");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("h.txt")).expect("r"),
+            "linked\n"
+        );
         assert!(std::fs::symlink_metadata(env.ws.join("pw")).is_err());
         assert_eq!(
             std::fs::read_link(env.ws.join("old-link")).expect("link back"),
@@ -311,7 +344,11 @@ sandbox_test!(
         // ("outside the directories this policy lets commands change").
         let env = Env::new("undo-ws");
         let a = env.write("a.txt", "mine v1\n");
-        assert!(env.gw(&["fs", "write", "a.txt", "--content", "mine v2\n"]).status.success());
+        assert!(
+            env.gw(&["fs", "write", "a.txt", "--content", "mine v2\n"])
+                .status
+                .success()
+        );
         let other = env.root.join("other");
         std::fs::create_dir_all(&other).expect("mkdir");
         let o = env
@@ -333,7 +370,10 @@ sandbox_test!(
         let here = paths(&json_of(&env.gw(&["--json", "history"])));
         assert_eq!(here.len(), 1, "{here:?}");
         assert!(here[0].ends_with("/ws/a.txt"), "{here:?}");
-        assert_eq!(paths(&json_of(&env.gw(&["--json", "history", "--all"]))).len(), 2);
+        assert_eq!(
+            paths(&json_of(&env.gw(&["--json", "history", "--all"]))).len(),
+            2
+        );
         // The MCP tools (the same handlers as `gateway mcp`) default to the session's
         // workspace too.
         let o = env.gw(&["tool", "history", "{}"]);
@@ -345,12 +385,21 @@ sandbox_test!(
         let o = env.gw(&["undo"]);
         assert!(o.status.success(), "{}", text(&o));
         assert_eq!(std::fs::read_to_string(&a).expect("r"), "mine v1\n");
-        assert_eq!(std::fs::read_to_string(other.join("o.txt")).expect("r"), "theirs\n");
+        assert_eq!(
+            std::fs::read_to_string(other.join("o.txt")).expect("r"),
+            "theirs\n"
+        );
         let o = env.gw(&["undo"]);
         assert_eq!(o.status.code(), Some(122), "{}", text(&o));
         assert!(stderr(&o).contains("other workspaces"), "{}", text(&o));
         // From the other directory, its own change is the one undone.
-        let o = env.cmd().arg("--cwd").arg(&other).arg("undo").output().expect("run");
+        let o = env
+            .cmd()
+            .arg("--cwd")
+            .arg(&other)
+            .arg("undo")
+            .output()
+            .expect("run");
         assert!(o.status.success(), "{}", text(&o));
         assert!(!other.join("o.txt").exists());
     }

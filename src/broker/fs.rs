@@ -443,7 +443,11 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         FsOp::Undo { id, all, .. } => Some(undo::find_change(
             &ctx.state_dir,
             *id,
-            if *all { Scope::All } else { Scope::Workspace(&ws) },
+            if *all {
+                Scope::All
+            } else {
+                Scope::Workspace(&ws)
+            },
         )?),
         FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
         _ => None,

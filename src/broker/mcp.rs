@@ -598,7 +598,9 @@ impl ToolSession<'_> {
     }
 
     fn history(&self, p: HistoryParams) -> CallToolResult {
-        let ws = match super::workspace(&self.ctx().cwd) {
+        // The session's workspace: where it started (`cd` moves only the base of relative
+        // paths), as in `fs::run`.
+        let ws = match super::workspace(self.cwd) {
             Ok(w) => w,
             Err(e) => return broker_err(e),
         };

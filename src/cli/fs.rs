@@ -369,7 +369,10 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
     match bfs::history(&state_dir(cli), scope) {
         Ok(list) => {
             if cli.json {
-                outln!("{}", json!({"changes": list, "workspace": (!all).then_some(&ws)}));
+                outln!(
+                    "{}",
+                    json!({"changes": list, "workspace": (!all).then_some(&ws)})
+                );
             } else {
                 for e in list {
                     let c = &e.change;

@@ -808,7 +808,10 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
         }
         policy.narrow_to(dirs);
     }
-    let cwd = match std::path::absolute(effective_cwd(cli)) {
+    // The session's workspace: `--cwd`, else where the call comes from (the MCP server's
+    // starting directory, through the daemon). Not the session's virtual cwd: the tools
+    // read that themselves for relative paths, and `history`/`undo` must not move with it.
+    let cwd = match std::path::absolute(cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."))) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
     };

@@ -28,7 +28,10 @@ const COMMANDS: &[(&str, &str)] = &[
         "/undo",
         "[ID] [--skip] [--all]  revert the newest change of this workspace (or change ID); --skip passes over it",
     ),
-    ("/history", "[--all]  the journal of changes (this workspace's)"),
+    (
+        "/history",
+        "[--all]  the journal of changes (this workspace's)",
+    ),
     (
         "/log",
         "[filters]  audit records, as `gateway log query` (--tool, --decision, --since, ...)",
@@ -261,7 +264,9 @@ impl Repl<'_> {
         let owned = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<String>>();
         match cmd {
             "/undo" => self.through_daemon(sock, cmd, [owned(&["undo"]), owned(args)].concat()),
-            "/history" => self.through_daemon(sock, cmd, [owned(&["history"]), owned(args)].concat()),
+            "/history" => {
+                self.through_daemon(sock, cmd, [owned(&["history"]), owned(args)].concat())
+            }
             "/log" => {
                 self.through_daemon(sock, cmd, [owned(&["log", "query"]), owned(args)].concat())
             }

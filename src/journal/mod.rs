@@ -193,10 +193,16 @@ impl Change {
 #[serde(tag = "phase", rename_all = "snake_case")]
 enum Line {
     Intent(Box<Change>),
-    Commit { id: u64 },
-    Abort { id: u64 },
+    Commit {
+        id: u64,
+    },
+    Abort {
+        id: u64,
+    },
     /// `gateway undo --skip`: plain `undo` passes over this change from now on.
-    Skip { id: u64 },
+    Skip {
+        id: u64,
+    },
 }
 
 /// Where a change stands.

@@ -96,9 +96,8 @@ pub(super) fn find_change(
             });
     }
     let undone: HashSet<u64> = committed.iter().filter_map(|c| c.undoes).collect();
-    let open = |c: &&&Change| {
-        c.undoes.is_none() && !undone.contains(&c.id) && !j.skipped.contains(&c.id)
-    };
+    let open =
+        |c: &&&Change| c.undoes.is_none() && !undone.contains(&c.id) && !j.skipped.contains(&c.id);
     if let Some(c) = committed.iter().rev().filter(open).find(|c| scope.holds(c)) {
         return Ok((*c).clone());
     }
@@ -177,7 +176,9 @@ pub(super) fn with_hint(e: BrokerError, id: u64) -> BrokerError {
         "change {id} is not undone; `gateway undo --skip` passes over it so that `gateway undo` takes the one before, `gateway undo ID` reverts an older one (`gateway history`)"
     );
     match e {
-        BrokerError::Usage(m) if !m.contains("--skip") => BrokerError::Usage(format!("{m}\n{hint}")),
+        BrokerError::Usage(m) if !m.contains("--skip") => {
+            BrokerError::Usage(format!("{m}\n{hint}"))
+        }
         BrokerError::Io { what, source } => BrokerError::Io {
             what: format!("{what} ({hint})"),
             source,
@@ -223,7 +224,7 @@ impl Step<'_> {
     }
 
     /// Does it come back from the trash (a directory an earlier undo moved there)?
-    fn from_trash(&self) -> Option<&str> {
+    fn trash_item(&self) -> Option<&str> {
         match (&self.c.before, &self.c.after) {
             (PathState::Dir, a) if *a != PathState::Dir => self.c.trash.as_deref(),
             _ => None,
@@ -402,7 +403,7 @@ pub(super) fn undo_group(
     if dry_run {
         return Ok(FsOutput::Done {
             what: format!(
-                "dry run: would revert {} path(s): {}",
+                "dry run: would revert {} file(s): {}",
                 steps.len(),
                 steps
                     .iter()
@@ -428,7 +429,7 @@ pub(super) fn undo_group(
             before: s.now.state.clone(),
             after: s.c.before.clone(),
             undoes: Some(s.c.id),
-            trash: s.trash.clone().or(s.from_trash().map(str::to_string)),
+            trash: s.trash.clone().or(s.trash_item().map(str::to_string)),
             group: Some(ugroup.clone()),
             dir_mode: (s.now.state == PathState::Dir).then_some(s.now.mode),
             ..Change::default()
@@ -546,7 +547,7 @@ fn act(t: &mut Tools<'_>, steps: &[Step<'_>]) -> Result<(), BrokerError> {
         if s.c.before == PathState::Dir && s.now.state != PathState::Dir {
             // Recreated here (0700 while its contents came back): its recorded mode.
             let mode = s.c.dir_mode.unwrap_or(0o755);
-            if s.from_trash().is_none() || s.c.dir_mode.is_some() {
+            if s.trash_item().is_none() || s.c.dir_mode.is_some() {
                 set_dir_mode(s, mode)?;
             }
         } else if let (PathState::Dir, Some(mode)) = (&s.c.before, s.c.dir_mode)
@@ -597,10 +598,16 @@ fn restore(t: &mut Tools<'_>, s: &Step<'_>) -> Result<(), BrokerError> {
         PathState::Dir if s.now.state == PathState::Dir => Ok(()),
         PathState::Dir => {
             let (dir, name) = need_parent(s)?;
-            if let Some(n) = s.from_trash() {
+            if let Some(n) = s.trash_item() {
                 let tdir = trash_dir(t)?;
-                rustix::fs::renameat_with(&tdir, n, &dir, &name, rustix::fs::RenameFlags::NOREPLACE)
-                    .map_err(ioe("restoring from the trash", &abs))?;
+                rustix::fs::renameat_with(
+                    &tdir,
+                    n,
+                    &dir,
+                    &name,
+                    rustix::fs::RenameFlags::NOREPLACE,
+                )
+                .map_err(ioe("restoring from the trash", &abs))?;
                 t.state.trash_forget(n);
             } else {
                 rustix::fs::mkdirat(&dir, &name, Mode::from_raw_mode(0o700))
@@ -686,7 +693,8 @@ fn put(
                 });
             }
         }
-        rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(ioe("setting the mode of", &abs))?;
+        rustix::fs::fchmod(&f, Mode::from_raw_mode(mode))
+            .map_err(ioe("setting the mode of", &abs))?;
         rustix::fs::fsync(&f).map_err(ioe("syncing", &abs))?;
         rustix::fs::renameat(&dir, &tmp, &dir, &name).map_err(ioe("renaming over", &abs))?;
         rustix::fs::fsync(&dir).map_err(ioe("syncing the directory of", &abs))?;
@@ -739,7 +747,7 @@ fn settle(
             let ids: Vec<u64> = begun.iter().map(|c| c.id).collect();
             t.state.commit_many(&ids)?;
             return Ok(FsOutput::Done {
-                what: format!("reverted {} path(s) the command changed", steps.len()),
+                what: format!("reverted {} file(s) the command changed", steps.len()),
                 change: last,
                 undoable: true,
             });
