@@ -404,3 +404,52 @@ sandbox_test!(
         assert!(!other.join("o.txt").exists());
     }
 );
+
+sandbox_test!(
+    fn undo_of_a_deleted_tree_works_unprivileged_with_read_only_directories() {
+        // As a normal user a 0500 directory cannot take its contents back once it has its
+        // mode: undo recreates directories writable and gives them their modes last.
+        let env = Env::new("undo-nobody");
+        env.write("junk/ro/a", "a\n");
+        env.write("junk/b", "b\n");
+        std::fs::set_permissions(env.ws.join("junk/ro"), PermissionsExt::from_mode(0o500))
+            .expect("chmod");
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&env.root)
+            .status()
+            .expect("chown");
+        assert!(st.success());
+        let nobody = |args: &[&str]| -> Output {
+            env.raw("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .expect("setpriv")
+        };
+        // (rm -rf cannot empty a 0500 directory as nobody: make it writable first.)
+        let o = nobody(&[
+            "exec",
+            "--policy",
+            "permissive",
+            "--snapshot",
+            "--",
+            "sh",
+            "-c",
+            "chmod 700 junk/ro && rm -rf junk",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("junk").exists());
+        let o = nobody(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("junk/ro/a")).expect("r"),
+            "a\n"
+        );
+        assert_eq!(mode_of(&env.ws.join("junk/ro")), 0o500);
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(env.ws.join("junk/ro/a")).expect("stat");
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    }
+);

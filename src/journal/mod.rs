@@ -793,4 +793,40 @@ mod wal_tests {
         commit(&d, 5).expect("commit after a torn line");
         assert_eq!(changes(&d).expect("changes")[4].1, Phase::Committed);
     }
+
+    #[test]
+    fn workspace_of_a_change_and_skips() {
+        let mut c = change("/w/sub/a", PathState::Absent, file("1"));
+        // Recorded: made in /w/sub, so it belongs to /w/sub and /w, not to /w/sub/x or /v.
+        c.workspace = Some(PathBuf::from("/w/sub"));
+        assert!(c.in_workspace(Path::new("/w")) && c.in_workspace(Path::new("/w/sub")));
+        assert!(!c.in_workspace(Path::new("/w/sub/x")) && !c.in_workspace(Path::new("/v")));
+        // Older journals: by the path (and a move's destination), component-wise.
+        c.workspace = None;
+        assert!(c.in_workspace(Path::new("/w/sub")) && !c.in_workspace(Path::new("/w/su")));
+        c.dest = Some(PathBuf::from("/elsewhere/a"));
+        assert!(!c.in_workspace(Path::new("/w")));
+        // An old line without the new fields still reads.
+        let old = r#"{"phase":"intent","id":1,"time":0,"tool":"fs.write","path":"/w/a","before":{"kind":"absent"},"after":{"kind":"dir"},"undoes":null}"#;
+        let d = std::env::temp_dir().join(format!("gateway-wal-ws-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("journal")).expect("dir");
+        std::fs::write(d.join("journal/journal.jsonl"), format!("{old}\n")).expect("w");
+        let lock = lock(&d).expect("lock");
+        let many = begin_many(
+            &d,
+            &lock,
+            vec![change("/w/b", PathState::Absent, file("2")); 2],
+        )
+        .expect("begin_many");
+        assert_eq!(many.iter().map(|c| c.id).collect::<Vec<_>>(), vec![2, 3]);
+        commit_many(&d, &[1, 2, 3]).expect("commit_many");
+        skip(&d, &lock, &[2]).expect("skip");
+        let j = read(&d).expect("read");
+        assert_eq!(j.changes.len(), 3);
+        assert!(j.changes.iter().all(|(_, p)| *p == Phase::Committed));
+        assert_eq!(j.skipped.iter().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(j.changes[0].0.workspace, None);
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
