@@ -412,3 +412,56 @@ fn explain_shows_secrets_policy_and_argv_secrets_by_rule() {
     assert_eq!(v["secrets_in_argv"][0]["place"], "argument 1");
     assert_eq!(v["secrets_in_argv"][0]["rule"], "github-pat");
 }
+
+/// Issue 14 item 9: a bare relative name (`leak.py`, `.secrets.json`) has the parent
+/// `Some("")`; the atomic writers synced that "directory" after the rename and failed, so
+/// the second baseline run exited 125 and a redaction was marked aborted though done.
+#[test]
+fn scan_baseline_and_redact_work_on_bare_relative_names() {
+    let env = Env::new("scan-bare");
+    env.write("src/a.py", &format!("t = \"{}\"\n", gh_token(11)));
+    let base = || {
+        env.cmd()
+            .args(["scan", "--baseline", ".secrets.json", "src/"])
+            .output()
+            .expect("run")
+    };
+    assert_eq!(
+        base().status.code(),
+        Some(1),
+        "first run reports the finding"
+    );
+    for _ in 0..2 {
+        let o = base();
+        assert_eq!(o.status.code(), Some(0), "a later run: {}", text(&o));
+    }
+    assert!(env.ws.join(".secrets.json").is_file());
+    let leaked = format!("key = \"{}\"\n", gh_token(12));
+    let p = env.write("leak.py", &leaked);
+    let o = env
+        .cmd()
+        .args(["scan", "--redact", "leak.py"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&p).expect("r"),
+        "key = \"[REDACTED:github-pat]\"\n"
+    );
+    let o = env.gw(&["--json", "history"]);
+    let v = json_of(&o);
+    let last = &v["changes"].as_array().expect("changes")[0];
+    assert_eq!(last["change"]["tool"], "scan.redact", "{v}");
+    assert_eq!(last["phase"], "committed", "{v}");
+    // Not aborted: it can be undone.
+    let o = env.gw(&["undo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&p).expect("r"), leaked);
+    let leftovers: Vec<String> = std::fs::read_dir(&env.ws)
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -42,7 +42,11 @@ pub fn private_dir(p: &Path) -> Result<(), AuditError> {
 /// every later call. Written to a temporary name, synced, then hard-linked into place
 /// (`link` never replaces, so two racing writers cannot both win), and the directory synced.
 pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), AuditError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    // A bare relative name's parent is `Some("")`, which no system call accepts.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
         path.file_name()

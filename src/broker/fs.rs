@@ -16,6 +16,9 @@ use crate::journal;
 pub use crate::fsops::search::{GrepMode, GrepOptions, GrepResult};
 pub use crate::fsops::text::Edit;
 pub use crate::journal::{Change, PathState, Phase};
+pub use undo::{HistoryEntry, Scope, history, skip};
+
+mod undo;
 use crate::model::{Decision, Effect, Tool, ToolCall};
 use crate::policy::Policy;
 use serde::Serialize;
@@ -132,6 +135,9 @@ pub enum FsOp {
         dry_run: bool,
         /// Revert even if the file changed since (its current content is backed up).
         force: bool,
+        /// Without an id: the newest change of any workspace (default: of this one).
+        #[serde(default)]
+        all: bool,
     },
     /// Diagnostics (hidden): what the confined worker can open at `path` with a plain
     /// `open(2)`, bypassing gateway's own path checks, and the worker's confinement as the
@@ -351,8 +357,12 @@ pub(crate) trait StateOps {
     fn backup(&mut self, data: &[u8]) -> Result<String, BrokerError>;
     /// Writes a change's intent (durably); returns it with its id.
     fn begin(&mut self, change: Change) -> Result<Change, BrokerError>;
+    /// Writes many changes' intents (one append, one sync); returns them with their ids.
+    fn begin_many(&mut self, changes: Vec<Change>) -> Result<Vec<Change>, BrokerError>;
     /// The change is done.
     fn commit(&mut self, id: u64) -> Result<(), BrokerError>;
+    /// These changes are done (one append, one sync).
+    fn commit_many(&mut self, ids: &[u64]) -> Result<(), BrokerError>;
     /// The change was not made.
     fn abort(&mut self, id: u64);
     /// A trash name (and its `.trashinfo`) for `original`.
@@ -435,7 +445,15 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     });
     // Undo decides on the path of the change it reverts.
     let undo_target = match &op {
-        FsOp::Undo { id, .. } => Some(find_change(&ctx.state_dir, *id)?),
+        FsOp::Undo { id, all, .. } => Some(undo::find_change(
+            &ctx.state_dir,
+            *id,
+            if *all {
+                Scope::All
+            } else {
+                Scope::Workspace(&ws)
+            },
+        )?),
         FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
         _ => None,
     };
@@ -538,7 +556,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     };
     rec.approved = approved;
     let (res, enforcement) = if go {
-        perform(ctx, &base, paths, op, undo_target)
+        perform(ctx, (&ws, &base), paths, op, undo_target)
     } else if decision.effect == Effect::Deny {
         (Ok(FsOutput::Denied), None)
     } else {
@@ -609,7 +627,7 @@ fn decision_paths(subject: &Path, op: &FsOp, base: &Path) -> Vec<PathBuf> {
 #[allow(clippy::type_complexity)]
 fn perform(
     ctx: &FsContext<'_>,
-    base: &Path,
+    (ws, base): (&Path, &Path),
     paths: Result<RootPaths, BrokerError>,
     op: FsOp,
     undo_target: Option<Change>,
@@ -662,6 +680,7 @@ fn perform(
     let req = super::worker::Request {
         op,
         ws: base.to_path_buf(),
+        workspace: ws.to_path_buf(),
         roots: paths,
         redact: ctx.policy.secrets.output != crate::model::SecretsOutput::Warn,
         max_size: ctx.policy.files.max_size,
@@ -719,10 +738,16 @@ fn describe(op: &FsOp) -> Vec<String> {
             format!("mode={:?}", options.mode),
         ],
         FsOp::TrashRestore { name } => vec![name.clone()],
-        FsOp::Undo { id, dry_run, force } => vec![
+        FsOp::Undo {
+            id,
+            dry_run,
+            force,
+            all,
+        } => vec![
             format!("id={}", id.map_or("last".into(), |i| i.to_string())),
             format!("dry_run={dry_run}"),
             format!("force={force}"),
+            format!("all={all}"),
         ],
         FsOp::Probe { path } => vec![path.display().to_string()],
     }
@@ -846,7 +871,7 @@ pub(crate) fn act(
         ),
         FsOp::Undo { dry_run, force, .. } => {
             let c = undo_target.ok_or_else(|| usage("nothing to undo"))?;
-            undo(t, rs, ws, &c, dry_run, force)
+            undo(t, rs, ws, &c, dry_run, force).map_err(|e| undo::with_hint(e, c.id))
         }
         FsOp::TrashRestore { .. } => {
             let c = undo_target.ok_or_else(|| usage("no such trash item"))?;
@@ -1117,6 +1142,7 @@ fn to_trash(
         dest: None,
         trash: Some(name.clone()),
         group: None,
+        ..Change::default()
     })?;
     let files = t.trash_files.clone();
     let moved = (|| {
@@ -1190,6 +1216,7 @@ fn purge(
         dest: None,
         trash: None,
         group: None,
+        ..Change::default()
     })?;
     let (dir, name) = root.parent_of(rel).map_err(fs_err)?;
     let mut removed = 0u64;
@@ -1332,6 +1359,7 @@ fn mkdir(
         dest: None,
         trash: None,
         group: None,
+        ..Change::default()
     })?;
     let made = (|| {
         for comp in &comps[first..] {
@@ -1409,6 +1437,7 @@ fn move_path(
         dest: Some(dabs.clone()),
         trash: None,
         group: None,
+        ..Change::default()
     })?;
     let moved = (|| {
         let (sd, sn) = sroot.parent_of(&srel).map_err(fs_err)?;
@@ -1546,6 +1575,7 @@ fn from_trash(
         dest: None,
         trash: Some(name.to_string()),
         group: None,
+        ..Change::default()
     })?;
     let moved = (|| {
         let (dir, fname) = root.parent_of(&rel).map_err(fs_err)?;
@@ -1772,6 +1802,7 @@ fn change(
         dest: None,
         trash: None,
         group: None,
+        ..Change::default()
     })?;
     let acted = match &new {
         Some(d) => fpath::write_atomic(root, &target_rel, d),
@@ -1796,36 +1827,6 @@ fn change(
     })
 }
 
-/// The change to undo: the given id, or the newest committed change not yet undone.
-fn find_change(state_dir: &Path, id: Option<u64>) -> Result<Change, BrokerError> {
-    let all = journal::changes(state_dir).map_err(j_err)?;
-    let committed: Vec<&Change> = all
-        .iter()
-        .filter(|(_, p)| *p == journal::Phase::Committed)
-        .map(|(c, _)| c)
-        .collect();
-    match id {
-        Some(id) => committed
-            .iter()
-            .find(|c| c.id == id)
-            .map(|c| (*c).clone())
-            .ok_or_else(|| {
-                usage(format!(
-                    "no committed change {id} in the journal (see `gateway history`)"
-                ))
-            }),
-        None => {
-            let undone: Vec<u64> = committed.iter().filter_map(|c| c.undoes).collect();
-            committed
-                .iter()
-                .rev()
-                .find(|c| c.undoes.is_none() && !undone.contains(&c.id))
-                .map(|c| (*c).clone())
-                .ok_or_else(|| usage("nothing to undo"))
-        }
-    }
-}
-
 fn undo(
     t: &mut Tools<'_>,
     rs: &Roots,
@@ -1835,7 +1836,7 @@ fn undo(
     force: bool,
 ) -> Result<FsOutput, BrokerError> {
     if let Some(g) = &c.group {
-        return undo_group(t, rs, ws, g, dry_run, force);
+        return undo::undo_group(t, rs, ws, g, dry_run, force);
     }
     if c.tool == PURGE_TOOL {
         return Err(usage(format!(
@@ -1922,11 +1923,6 @@ fn undo(
     )
 }
 
-/// Every change in the journal, newest last.
-pub fn history(state_dir: &Path) -> Result<Vec<(Change, journal::Phase)>, BrokerError> {
-    journal::changes(state_dir).map_err(j_err)
-}
-
 /// Completes or rolls back changes a crash left pending (see [`journal::recover`]).
 fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
     let now = |p: &Path| -> Option<PathState> {
@@ -1938,6 +1934,10 @@ fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
                 sha256: journal::sha256_hex(&d),
                 mode: m.permissions().mode() & 0o7777,
                 size: d.len() as u64,
+            }),
+            Ok(m) if m.is_dir() => Some(PathState::Dir),
+            Ok(m) if m.is_symlink() => std::fs::read_link(p).ok().map(|t| PathState::Link {
+                target: t.to_string_lossy().into_owned(),
             }),
             Ok(_) => None,
         }
@@ -2068,81 +2068,6 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         source: e,
     })?;
     Ok(real)
-}
-
-/// Reverts every change of a group (what one command changed), newest first; refuses if any
-/// file changed since (unless `force`), before touching any.
-fn undo_group(
-    t: &mut Tools<'_>,
-    rs: &Roots,
-    ws: &Path,
-    group: &str,
-    dry_run: bool,
-    force: bool,
-) -> Result<FsOutput, BrokerError> {
-    let all = t.state.changes()?;
-    let undone: Vec<u64> = all.iter().filter_map(|(c, _)| c.undoes).collect();
-    let members: Vec<Change> = all
-        .into_iter()
-        .filter(|(c, p)| {
-            *p == Phase::Committed && c.group.as_deref() == Some(group) && !undone.contains(&c.id)
-        })
-        .map(|(c, _)| c)
-        .rev()
-        .collect();
-    if members.is_empty() {
-        return Err(usage(format!("the changes of {group} were undone already")));
-    }
-    let mut conflicts = Vec::new();
-    for c in &members {
-        let now = current(&rs.write, &rs.deny, &c.path, ws, t.max_size)?;
-        let now_sha = now.as_ref().map(|(d, _)| journal::sha256_hex(d));
-        let after_sha = match &c.after {
-            PathState::File { sha256, .. } => Some(sha256.clone()),
-            _ => None,
-        };
-        if now_sha != after_sha {
-            conflicts.push(c.path.display().to_string());
-        }
-    }
-    if !conflicts.is_empty() && !force {
-        return Err(usage(format!(
-            "refused: changed since the command ran: {}; pass --force to undo anyway (their current contents are backed up first)",
-            conflicts.join(", ")
-        )));
-    }
-    if dry_run {
-        return Ok(FsOutput::Done {
-            what: format!(
-                "dry run: would revert {} file(s): {}",
-                members.len(),
-                members
-                    .iter()
-                    .map(|c| c.path.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            change: None,
-            undoable: true,
-        });
-    }
-    let mut last = None;
-    for c in &members {
-        let want = match &c.before {
-            PathState::File { sha256, .. } => Target::Write(t.state.read_backup(sha256)?),
-            _ => Target::Remove,
-        };
-        if let FsOutput::Changed { change, .. } =
-            change(t, rs, ws, &c.path, "undo", |_| Ok(want), false, Some(c.id))?
-        {
-            last = change.or(last);
-        }
-    }
-    Ok(FsOutput::Done {
-        what: format!("reverted {} file(s) the command changed", members.len()),
-        change: last,
-        undoable: true,
-    })
 }
 
 /// Backup retention (policy `[undo] keep_versions`, `backups_max_total`), keeping every blob a

@@ -232,12 +232,22 @@ struct UndoParams {
     /// Revert even if the file changed since (its current content is backed up first).
     #[serde(default)]
     force: bool,
+    /// Revert nothing: pass over the change (`id`, or the one `undo` would take) so that
+    /// `undo` takes the one before it from now on.
+    #[serde(default)]
+    skip: bool,
+    /// Without `id`: the newest change of any workspace (default: of this session's).
+    #[serde(default)]
+    all: bool,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
 struct HistoryParams {
     /// The newest N changes (default 50).
     limit: Option<usize>,
+    /// Every workspace's changes (default: this session's workspace's).
+    #[serde(default)]
+    all: bool,
 }
 
 // ---------- results ----------
@@ -604,23 +614,37 @@ impl ToolSession<'_> {
     }
 
     fn undo(&self, p: UndoParams) -> CallToolResult {
+        if p.skip {
+            return match bfs::skip(&self.ctx(), p.id, p.all) {
+                Ok(ids) => ok_json(json!({ "skipped": ids })),
+                Err(e) => broker_err(e),
+            };
+        }
         self.fs(FsOp::Undo {
             id: p.id,
             dry_run: p.dry_run,
             force: p.force,
+            all: p.all,
         })
     }
 
     fn history(&self, p: HistoryParams) -> CallToolResult {
-        match bfs::history(self.state_dir) {
+        // The session's workspace: where it started (`cd` moves only the base of relative
+        // paths), as in `fs::run`.
+        let ws = match super::workspace(self.cwd) {
+            Ok(w) => w,
+            Err(e) => return broker_err(e),
+        };
+        let scope = if p.all {
+            bfs::Scope::All
+        } else {
+            bfs::Scope::Workspace(&ws)
+        };
+        match bfs::history(self.state_dir, scope) {
             Ok(all) => {
                 let n = p.limit.unwrap_or(50);
                 let skip = all.len().saturating_sub(n);
-                let changes: Vec<serde_json::Value> = all
-                    .into_iter()
-                    .skip(skip)
-                    .map(|(c, phase)| json!({"change": c, "phase": phase}))
-                    .collect();
+                let changes: Vec<bfs::HistoryEntry> = all.into_iter().skip(skip).collect();
                 ok_json(json!({ "changes": changes }))
             }
             Err(e) => broker_err(e),

@@ -404,6 +404,9 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             dest: None,
             trash: None,
             group: None,
+            // `history` and `undo` are per workspace: the directory scan ran in.
+            workspace: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
+            dir_mode: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;

@@ -5,8 +5,10 @@
 //! included, `.git` excluded, up to `undo.snapshot_max_file`) is in an index (size, mtime,
 //! sha256) and its content in the backup store: files unchanged since the last run (same
 //! size and mtime) cost a `stat`, others are hashed and backed up (content-addressed, so
-//! each version once). After the run the tree is compared with the index; each created,
-//! changed or deleted file becomes a journal change, all in one group.
+//! each version once). Directories (with their modes) and symbolic links (with their
+//! targets) are in the index too. After the run the tree is compared with the index; each
+//! created, changed or deleted file, directory or link becomes a journal change, all in one
+//! group (`broker::fs::undo` reverts it in an order that works).
 
 use super::BrokerError;
 use crate::journal::{self, Change, PathState};
@@ -30,6 +32,10 @@ struct Entry {
 #[serde(from = "SavedIndex", into = "SavedIndex")]
 pub struct Index {
     files: HashMap<OsString, Entry>,
+    /// Directories (the workspace itself excluded) and their permission bits.
+    dirs: HashMap<OsString, u32>,
+    /// Symbolic links and their targets.
+    links: HashMap<OsString, String>,
     #[serde(skip)]
     skipped: Vec<PathBuf>,
     /// Differs from the index saved on disk.
@@ -41,6 +47,10 @@ pub struct Index {
 #[derive(Serialize, Deserialize, Clone)]
 struct SavedIndex {
     files: Vec<(PathBuf, Entry)>,
+    #[serde(default)]
+    dirs: Vec<(PathBuf, u32)>,
+    #[serde(default)]
+    links: Vec<(PathBuf, String)>,
 }
 
 impl From<SavedIndex> for Index {
@@ -50,6 +60,16 @@ impl From<SavedIndex> for Index {
                 .files
                 .into_iter()
                 .map(|(p, e)| (p.into_os_string(), e))
+                .collect(),
+            dirs: s
+                .dirs
+                .into_iter()
+                .map(|(p, m)| (p.into_os_string(), m))
+                .collect(),
+            links: s
+                .links
+                .into_iter()
+                .map(|(p, t)| (p.into_os_string(), t))
                 .collect(),
             ..Index::default()
         }
@@ -64,6 +84,16 @@ impl From<Index> for SavedIndex {
                 .into_iter()
                 .map(|(p, e)| (PathBuf::from(p), e))
                 .collect(),
+            dirs: i
+                .dirs
+                .into_iter()
+                .map(|(p, m)| (PathBuf::from(p), m))
+                .collect(),
+            links: i
+                .links
+                .into_iter()
+                .map(|(p, t)| (PathBuf::from(p), t))
+                .collect(),
         }
     }
 }
@@ -72,9 +102,18 @@ impl Clone for Index {
     fn clone(&self) -> Index {
         Index {
             files: self.files.clone(),
+            dirs: self.dirs.clone(),
+            links: self.links.clone(),
             skipped: self.skipped.clone(),
             dirty: self.dirty,
         }
+    }
+}
+
+impl Index {
+    /// The same entries (what the saved index would hold).
+    fn same_entries(&self, other: &Index) -> bool {
+        self.files == other.files && self.dirs == other.dirs && self.links == other.links
     }
 }
 
@@ -105,8 +144,17 @@ fn j_err(e: journal::JournalError) -> BrokerError {
     }
 }
 
-/// Walks the workspace in parallel: (relative path, metadata) of regular files.
-fn files(ws: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
+/// What the walk found at a path.
+enum Found {
+    File(std::fs::Metadata),
+    Dir(u32),
+    /// A link's target; `None` when it is not UTF-8 (it could not be recreated exactly).
+    Link(Option<String>),
+}
+
+/// Walks the workspace in parallel: (relative path, what) of regular files, directories and
+/// symbolic links (never followed).
+fn walk(ws: &Path) -> Vec<(PathBuf, Found)> {
     let out = std::sync::Mutex::new(Vec::new());
     ignore::WalkBuilder::new(ws)
         .hidden(false)
@@ -116,12 +164,30 @@ fn files(ws: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
         .build_parallel()
         .run(|| {
             Box::new(|e| {
-                if let Ok(e) = e
-                    && e.file_type().is_some_and(|t| t.is_file())
-                    && let (Ok(rel), Ok(m)) = (e.path().strip_prefix(ws), e.metadata())
+                let Ok(e) = e else {
+                    return ignore::WalkState::Continue;
+                };
+                let Ok(rel) = e.path().strip_prefix(ws) else {
+                    return ignore::WalkState::Continue;
+                };
+                if e.depth() == 0 || rel.as_os_str().is_empty() {
+                    return ignore::WalkState::Continue;
+                }
+                let found = match e.file_type() {
+                    Some(t) if t.is_file() => e.metadata().ok().map(Found::File),
+                    Some(t) if t.is_dir() => e.metadata().ok().map(|m| {
+                        use std::os::unix::fs::PermissionsExt;
+                        Found::Dir(m.permissions().mode() & 0o7777)
+                    }),
+                    Some(t) if t.is_symlink() => std::fs::read_link(e.path())
+                        .ok()
+                        .map(|t| Found::Link(t.into_os_string().into_string().ok())),
+                    _ => None,
+                };
+                if let Some(f) = found
                     && let Ok(mut v) = out.lock()
                 {
-                    v.push((rel.to_path_buf(), m));
+                    v.push((rel.to_path_buf(), f));
                 }
                 ignore::WalkState::Continue
             })
@@ -138,9 +204,24 @@ fn mtime_ns(m: &std::fs::Metadata) -> i128 {
 fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, BrokerError> {
     use std::os::unix::fs::PermissionsExt;
     let mut idx = Index::default();
-    for (rel, m) in files(ws) {
-        let (size, mt) = (m.len(), mtime_ns(&m));
+    for (rel, found) in walk(ws) {
         let key = rel.as_os_str().to_os_string();
+        let m = match found {
+            Found::Dir(mode) => {
+                idx.dirs.insert(key, mode);
+                continue;
+            }
+            Found::Link(Some(target)) => {
+                idx.links.insert(key, target);
+                continue;
+            }
+            Found::Link(None) => {
+                idx.skipped.push(rel);
+                continue;
+            }
+            Found::File(m) => m,
+        };
+        let (size, mt) = (m.len(), mtime_ns(&m));
         if let Some(e) = old.files.get(&key)
             && e.size == size
             && e.mtime_ns == mt
@@ -177,13 +258,23 @@ pub fn before(state_dir: &Path, ws: &Path, max: u64) -> Result<Index, BrokerErro
         .and_then(|d| serde_json::from_slice(&d).ok())
         .unwrap_or_default();
     let mut idx = index(state_dir, ws, &old, max)?;
-    if idx.files.len() != old.files.len()
-        || idx.files.iter().any(|(k, v)| old.files.get(k) != Some(v))
-    {
+    if !idx.same_entries(&old) {
         journal::sync_store(state_dir).map_err(j_err)?;
         idx.dirty = true;
     }
     Ok(idx)
+}
+
+/// A group id: unique per process and call (a daemon runs many commands a second, and one
+/// group must never take in another command's changes).
+pub(crate) fn unique_id(salt: &str) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{salt}\0{t}\0{}\0{n}", std::process::id());
+    journal::sha256_hex(seed.as_bytes())[..12].to_string()
 }
 
 /// After a run: journals what changed (one group) and saves the new index.
@@ -194,31 +285,8 @@ pub fn after(
     max: u64,
 ) -> Result<SnapshotReport, BrokerError> {
     let post = index(state_dir, ws, pre, max)?;
-    let group = format!(
-        "exec-{}",
-        &journal::sha256_hex(format!("{}{}", journal::now(), std::process::id()).as_bytes())[..12]
-    );
-    let file = |e: &Entry| PathState::File {
-        sha256: e.sha256.clone(),
-        mode: e.mode,
-        size: e.size,
-    };
-    let mut diffs: Vec<(PathBuf, PathState, PathState, &'static str)> = Vec::new();
-    for (rel, e) in &post.files {
-        match pre.files.get(rel) {
-            None => diffs.push((PathBuf::from(rel), PathState::Absent, file(e), "created")),
-            Some(p) if p.sha256 != e.sha256 || p.mode != e.mode => {
-                diffs.push((PathBuf::from(rel), file(p), file(e), "changed"))
-            }
-            Some(_) => {}
-        }
-    }
-    for (rel, p) in &pre.files {
-        if !post.files.contains_key(rel) && !post.skipped.iter().any(|s| s.as_os_str() == rel) {
-            diffs.push((PathBuf::from(rel), file(p), PathState::Absent, "deleted"));
-        }
-    }
-    diffs.sort_by(|a, b| a.0.cmp(&b.0));
+    let group = format!("exec-{}", unique_id(&ws.display().to_string()));
+    let diffs = diff(pre, &post);
     let mut report = SnapshotReport {
         group: group.clone(),
         skipped: post.skipped.clone(),
@@ -228,24 +296,22 @@ pub fn after(
     if !diffs.is_empty() {
         journal::sync_store(state_dir).map_err(j_err)?;
         let lock = journal::lock(state_dir).map_err(j_err)?;
-        let kinds: Vec<&'static str> = diffs.iter().map(|d| d.3).collect();
+        let kinds: Vec<&'static str> = diffs.iter().map(|d| d.kind).collect();
         // The command already made the changes: recorded as done, in one append.
         let done = journal::record_done(
             state_dir,
             &lock,
             diffs
                 .into_iter()
-                .map(|(rel, before, after, _)| Change {
-                    id: 0,
-                    time: 0,
+                .map(|d| Change {
                     tool: "exec".into(),
-                    path: ws.join(&rel),
-                    before,
-                    after,
-                    undoes: None,
-                    dest: None,
-                    trash: None,
+                    path: ws.join(&d.rel),
+                    before: d.before,
+                    after: d.after,
+                    dir_mode: d.dir_mode,
                     group: Some(group.clone()),
+                    workspace: Some(ws.to_path_buf()),
+                    ..Change::default()
                 })
                 .collect(),
         )
@@ -254,7 +320,7 @@ pub fn after(
             report.changes.push((c.path, kind, c.id));
         }
     }
-    if report.changes.is_empty() && post.files.len() == pre.files.len() && !pre.dirty {
+    if report.changes.is_empty() && post.same_entries(pre) && !pre.dirty {
         // Nothing moved since the index on disk: keep it.
         return Ok(report);
     }
@@ -303,4 +369,65 @@ pub(crate) fn keep_index(
 /// An index kept by [`keep_index`].
 pub(crate) fn load_index(p: &Path) -> Option<Index> {
     serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+}
+
+/// One path that differs after a run.
+struct Diff {
+    rel: PathBuf,
+    before: PathState,
+    after: PathState,
+    /// The mode of `before` when it is a directory.
+    dir_mode: Option<u32>,
+    kind: &'static str,
+}
+
+/// What differs between two indexes, sorted by path (parents before their contents).
+fn diff(pre: &Index, post: &Index) -> Vec<Diff> {
+    use std::collections::HashSet;
+    // (state, the mode that matters for a directory, or a file's content and mode)
+    let state = |i: &Index, k: &OsString| -> Option<(PathState, Option<u32>)> {
+        if let Some(e) = i.files.get(k) {
+            let s = PathState::File {
+                sha256: e.sha256.clone(),
+                mode: e.mode,
+                size: e.size,
+            };
+            return Some((s, None));
+        }
+        if let Some(m) = i.dirs.get(k) {
+            return Some((PathState::Dir, Some(*m)));
+        }
+        i.links
+            .get(k)
+            .map(|t| (PathState::Link { target: t.clone() }, None))
+    };
+    let keys: HashSet<&OsString> = [pre, post]
+        .iter()
+        .flat_map(|i| i.files.keys().chain(i.dirs.keys()).chain(i.links.keys()))
+        .collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let rel = PathBuf::from(k);
+        let (b, a) = (state(pre, k), state(post, k));
+        let kind = match (&b, &a) {
+            (None, None) => continue,
+            (None, Some(_)) => "created",
+            // Too large or unreadable now: not known to be deleted.
+            (Some(_), None) if post.skipped.contains(&rel) => continue,
+            (Some(_), None) => "deleted",
+            (Some(x), Some(y)) if x == y => continue,
+            (Some(_), Some(_)) => "changed",
+        };
+        let (before, dir_mode) = b.unwrap_or((PathState::Absent, None));
+        let after = a.map_or(PathState::Absent, |(s, _)| s);
+        out.push(Diff {
+            rel,
+            before,
+            after,
+            dir_mode,
+            kind,
+        });
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    out
 }

@@ -50,6 +50,9 @@ pub(crate) struct Request {
     pub(crate) op: FsOp,
     /// The base of relative paths (the session's working directory; not the writable area).
     pub(crate) ws: PathBuf,
+    /// The session's workspace, recorded with each change (not sent to the worker).
+    #[serde(skip)]
+    pub(crate) workspace: PathBuf,
     /// The allowed directories.
     pub(crate) roots: RootPaths,
     /// Redact secrets in what is shown.
@@ -72,8 +75,12 @@ enum Up {
     Backup,
     /// Write this change's intent.
     Begin { change: Box<Change> },
+    /// Write these changes' intents (one append, one sync).
+    BeginMany { changes: Vec<Change> },
     /// The change is done.
     Commit { id: u64 },
+    /// These changes are done (one append, one sync).
+    CommitMany { ids: Vec<u64> },
     /// The change was not made.
     Abort { id: u64 },
     /// Reserve a trash name for this path.
@@ -115,6 +122,9 @@ enum Down {
     },
     Change {
         change: Box<Change>,
+    },
+    Begun {
+        changes: Vec<Change>,
     },
     Ok,
     Name {
@@ -192,6 +202,7 @@ pub(crate) fn run(
     lock: Option<&journal::Lock>,
     req: Request,
 ) -> (Result<FsOutput, BrokerError>, Option<EnforcementStatus>) {
+    let workspace = req.workspace.clone();
     let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
         Ok(e) => e,
         Err(e) => {
@@ -251,6 +262,7 @@ pub(crate) fn run(
         },
     };
     let mut server = Server::new(state_dir, lock, history);
+    server.ws = workspace;
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
@@ -358,6 +370,9 @@ struct Server<'a> {
     changed: Vec<PathBuf>,
     /// The journal and old contents may be read (undo, restore).
     history: bool,
+    /// The call's workspace: recorded with each change it begins (`history` and `undo` are
+    /// per workspace).
+    ws: PathBuf,
     /// Owners to give back, from the worker's answer.
     owner_fixes: Vec<OwnerFix>,
 }
@@ -369,6 +384,7 @@ impl<'a> Server<'a> {
             state_dir,
             lock,
             history,
+            ws: PathBuf::new(),
             buf: Vec::new(),
             replies: Vec::new(),
             result: None,
@@ -409,12 +425,32 @@ impl<'a> Server<'a> {
             Up::Begin { change } => {
                 let lock = self.lock.ok_or_else(|| changing("begin"))?;
                 self.changed.push(change.path.clone());
+                let mut change = *change;
+                change.workspace = Some(self.ws.clone());
                 (
                     Down::Change {
-                        change: Box::new(journal::begin(st, lock, *change).map_err(je)?),
+                        change: Box::new(journal::begin(st, lock, change).map_err(je)?),
                     },
                     vec![],
                 )
+            }
+            Up::BeginMany { mut changes } => {
+                let lock = self.lock.ok_or_else(|| changing("begin"))?;
+                for c in &mut changes {
+                    self.changed.push(c.path.clone());
+                    c.workspace = Some(self.ws.clone());
+                }
+                (
+                    Down::Begun {
+                        changes: journal::begin_many(st, lock, changes).map_err(je)?,
+                    },
+                    vec![],
+                )
+            }
+            Up::CommitMany { ids } => {
+                self.lock.ok_or_else(|| changing("commit"))?;
+                journal::commit_many(st, &ids).map_err(je)?;
+                (Down::Ok, vec![])
             }
             Up::Commit { id } => {
                 self.lock.ok_or_else(|| changing("commit"))?;
@@ -630,6 +666,18 @@ impl StateOps for Remote {
     }
     fn commit(&mut self, id: u64) -> Result<(), BrokerError> {
         match self.call(Up::Commit { id }, &[])? {
+            (Down::Ok, _) => Ok(()),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn begin_many(&mut self, changes: Vec<Change>) -> Result<Vec<Change>, BrokerError> {
+        match self.call(Up::BeginMany { changes }, &[])? {
+            (Down::Begun { changes }, _) => Ok(changes),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
+    fn commit_many(&mut self, ids: &[u64]) -> Result<(), BrokerError> {
+        match self.call(Up::CommitMany { ids: ids.to_vec() }, &[])? {
             (Down::Ok, _) => Ok(()),
             (d, _) => Err(unexpected(&d)),
         }

@@ -358,17 +358,26 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
     ExitCode::SUCCESS
 }
 
-pub(super) fn history(cli: &Cli) -> ExitCode {
-    match bfs::history(&state_dir(cli)) {
+pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
+    let ws = match crate::broker::workspace(&super::effective_place(cli).workspace) {
+        Ok(w) => w,
+        Err(e) => return broker_error(e),
+    };
+    let scope = if all {
+        bfs::Scope::All
+    } else {
+        bfs::Scope::Workspace(&ws)
+    };
+    match bfs::history(&state_dir(cli), scope) {
         Ok(list) => {
             if cli.json {
-                let v: Vec<_> = list
-                    .iter()
-                    .map(|(c, p)| json!({"change": c, "phase": p}))
-                    .collect();
-                outln!("{}", json!({"changes": v}));
+                outln!(
+                    "{}",
+                    json!({"changes": list, "workspace": (!all).then_some(&ws)})
+                );
             } else {
-                for (c, p) in list {
+                for e in list {
+                    let c = &e.change;
                     let size = |s: &PathState| match s {
                         PathState::Absent => 0i64,
                         PathState::File { size, .. } => *size as i64,
@@ -379,7 +388,7 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
                         std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.time),
                     );
                     outln!(
-                        "{:>5}  {}  {:<11}  {:>+8}  {}{}{}",
+                        "{:>5}  {}  {:<11}  {:>+8}  {}{}{}{}",
                         c.id,
                         when,
                         c.tool,
@@ -388,11 +397,12 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
                         c.undoes
                             .map(|u| format!("  (undoes {u})"))
                             .unwrap_or_default(),
-                        match p {
+                        match e.phase {
                             Phase::Committed => "",
                             Phase::Aborted => "  [aborted]",
                             Phase::Pending => "  [pending]",
-                        }
+                        },
+                        if e.skipped { "  [skipped]" } else { "" }
                     );
                 }
             }
@@ -402,16 +412,54 @@ pub(super) fn history(cli: &Cli) -> ExitCode {
     }
 }
 
-pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool) -> ExitCode {
+pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool, all: bool) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };
     report(
         cli,
-        bfs::run(&context(cli, &policy), FsOp::Undo { id, dry_run, force }),
+        bfs::run(
+            &context(cli, &policy),
+            FsOp::Undo {
+                id,
+                dry_run,
+                force,
+                all,
+            },
+        ),
         false,
     )
+}
+
+/// `gateway undo --skip [ID]`.
+pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
+    let policy = match super::load_policy(cli) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    match bfs::skip(&context(cli, &policy), id, all) {
+        Ok(ids) => {
+            if cli.json {
+                outln!("{}", json!({"skipped": ids}));
+            } else {
+                errln!(
+                    "gateway: passed over change(s) {}: `gateway undo` takes the one before from now on (`gateway undo ID` still reverts them)",
+                    ids.iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            if cli.json {
+                outln!("{}", json!({"error": e.to_string()}));
+            }
+            broker_error(e)
+        }
+    }
 }
 
 pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {

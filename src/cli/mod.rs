@@ -217,14 +217,20 @@ enum Cmd {
         #[command(subcommand)]
         cmd: FsCmd,
     },
-    /// The changes file tools made (journal), oldest first.
-    History,
+    /// The changes made in this workspace (`--cwd`, else the current directory, or beneath
+    /// it) by commands and file tools (the journal), oldest first.
+    History {
+        /// Every workspace's changes.
+        #[arg(long)]
+        all: bool,
+    },
     /// What `fs rm` moved to the trash.
     Trash {
         #[command(subcommand)]
         cmd: TrashCmd,
     },
-    /// Revert a change (the newest not yet undone, or ID); refuses if the file changed since.
+    /// Revert a change (ID, or the newest of this workspace not yet undone nor skipped);
+    /// refuses if the file changed since.
     Undo {
         /// The change id (`gateway history`).
         id: Option<u64>,
@@ -234,6 +240,13 @@ enum Cmd {
         /// Undo even if the file changed since (its current content is backed up first).
         #[arg(long)]
         force: bool,
+        /// Revert nothing: pass over the change (ID, or the one plain `undo` would take) so
+        /// that plain `undo` takes the one before it from now on.
+        #[arg(long, conflicts_with_all = ["dry_run", "force"])]
+        skip: bool,
+        /// Without ID: the newest change of any workspace.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -796,8 +809,9 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
         }
         policy.narrow_to(dirs);
     }
-    // Where the session started (its workspace: the MCP server's directory, which is this
-    // call's); `ToolSession` adds its `cd`.
+    // The session's workspace: `--cwd`, else where the call comes from (the MCP server's
+    // starting directory, through the daemon). Not the session's virtual cwd: the tools
+    // read that themselves for relative paths, and `history`/`undo` must not move with it.
     let cwd = match std::path::absolute(cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."))) {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
@@ -971,9 +985,21 @@ fn dispatch(cli: Cli) -> ExitCode {
         } => tool(&cli, name, args.as_deref(), root, *no_roots),
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
-        Cmd::History => fs::history(&cli),
+        Cmd::History { all } => fs::history(&cli, *all),
         Cmd::Trash { cmd } => fs::trash(&cli, cmd),
-        Cmd::Undo { id, dry_run, force } => fs::undo(&cli, *id, *dry_run, *force),
+        Cmd::Undo {
+            id,
+            dry_run,
+            force,
+            skip,
+            all,
+        } => {
+            if *skip {
+                fs::undo_skip(&cli, *id, *all)
+            } else {
+                fs::undo(&cli, *id, *dry_run, *force, *all)
+            }
+        }
         Cmd::Keys { cmd } => log::keys(&cli, cmd),
     }
 }

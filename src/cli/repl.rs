@@ -26,9 +26,12 @@ use std::process::ExitCode;
 const COMMANDS: &[(&str, &str)] = &[
     (
         "/undo",
-        "[ID]  revert the newest change (or change ID): file tools and commands",
+        "[ID] [--skip] [--all]  revert the newest change of this workspace (or change ID); --skip passes over it",
     ),
-    ("/history", "the journal of changes"),
+    (
+        "/history",
+        "[--all]  the journal of changes (this workspace's)",
+    ),
     (
         "/log",
         "[filters]  audit records, as `gateway log query` (--tool, --decision, --since, ...)",
@@ -97,6 +100,93 @@ struct Repl<'a> {
 }
 
 impl Repl<'_> {
+    /// `/undo [ID] [--skip] [--all]`.
+    fn undo(&self, args: &[&str]) {
+        let (mut id, mut skip, mut all) = (None, false, false);
+        for a in args {
+            match *a {
+                "--skip" => skip = true,
+                "--all" => all = true,
+                a => match a.parse::<u64>() {
+                    Ok(i) if id.is_none() => id = Some(i),
+                    _ => {
+                        eprintln!("/undo: expected [ID] [--skip] [--all] (see /history)");
+                        return;
+                    }
+                },
+            }
+        }
+        let confirm = |q: &str, _: bool| super::tty_confirm(q);
+        let ctx = self.fs_ctx(&confirm);
+        if skip {
+            match bfs::skip(&ctx, id, all) {
+                Ok(ids) => println!(
+                    "passed over change(s) {ids:?}: /undo takes the one before from now on"
+                ),
+                Err(e) => eprintln!("/undo: {e}"),
+            }
+            return;
+        }
+        let res = bfs::run(
+            &ctx,
+            FsOp::Undo {
+                id,
+                dry_run: false,
+                force: false,
+                all,
+            },
+        );
+        match res {
+            Ok(r) => match r.output {
+                FsOutput::Done { what, .. } => println!("{what}"),
+                FsOutput::Changed { path, change, .. } => println!(
+                    "reverted {} (change {})",
+                    path.display(),
+                    change.map_or("-".into(), |c| c.to_string())
+                ),
+                FsOutput::Denied | FsOutput::NotApproved => {
+                    eprintln!("/undo: refused by the policy")
+                }
+                _ => {}
+            },
+            Err(e) => eprintln!("/undo: {e}"),
+        }
+    }
+
+    /// `/history [--all]`: the newest 20 changes of the session's workspace (or all).
+    fn history(&self, args: &[&str]) {
+        let all = args.contains(&"--all");
+        let confirm = |_: &str, _: bool| None;
+        let ws = match crate::broker::workspace(&self.fs_ctx(&confirm).workspace) {
+            Ok(w) => w,
+            Err(e) => return eprintln!("/history: {e}"),
+        };
+        let scope = if all {
+            bfs::Scope::All
+        } else {
+            bfs::Scope::Workspace(&ws)
+        };
+        match bfs::history(&self.state, scope) {
+            Ok(list) => {
+                let skip = list.len().saturating_sub(20);
+                for e in list.into_iter().skip(skip) {
+                    let c = &e.change;
+                    println!(
+                        "{:>5}  {:<16} {:<10} {}{}{}",
+                        c.id,
+                        c.tool,
+                        format!("{:?}", e.phase).to_lowercase(),
+                        c.path.display(),
+                        c.undoes
+                            .map_or(String::new(), |u| format!("  (undoes {u})")),
+                        if e.skipped { "  [skipped]" } else { "" }
+                    );
+                }
+            }
+            Err(e) => eprintln!("/history: {e}"),
+        }
+    }
+
     fn fs_ctx<'p>(&'p self, confirm: &'p dyn Fn(&str, bool) -> Option<bool>) -> FsContext<'p> {
         FsContext {
             policy: &self.policy,
@@ -181,7 +271,9 @@ impl Repl<'_> {
         let owned = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<String>>();
         match cmd {
             "/undo" => self.through_daemon(sock, cmd, [owned(&["undo"]), owned(args)].concat()),
-            "/history" => self.through_daemon(sock, cmd, owned(&["history"])),
+            "/history" => {
+                self.through_daemon(sock, cmd, [owned(&["history"]), owned(args)].concat())
+            }
             "/log" => {
                 self.through_daemon(sock, cmd, [owned(&["log", "query"]), owned(args)].concat())
             }
@@ -212,57 +304,8 @@ impl Repl<'_> {
                     println!("  {c:<9} {h}");
                 }
             }
-            "/undo" => {
-                let id = match args.first().map(|a| a.parse::<u64>()) {
-                    None => None,
-                    Some(Ok(i)) => Some(i),
-                    Some(Err(_)) => {
-                        eprintln!("/undo: expected a change id (see /history)");
-                        return true;
-                    }
-                };
-                let confirm = |q: &str, _: bool| super::tty_confirm(q);
-                let res = bfs::run(
-                    &self.fs_ctx(&confirm),
-                    FsOp::Undo {
-                        id,
-                        dry_run: false,
-                        force: false,
-                    },
-                );
-                match res {
-                    Ok(r) => match r.output {
-                        FsOutput::Done { what, .. } => println!("{what}"),
-                        FsOutput::Changed { path, change, .. } => println!(
-                            "reverted {} (change {})",
-                            path.display(),
-                            change.map_or("-".into(), |c| c.to_string())
-                        ),
-                        FsOutput::Denied | FsOutput::NotApproved => {
-                            eprintln!("/undo: refused by the policy")
-                        }
-                        _ => {}
-                    },
-                    Err(e) => eprintln!("/undo: {e}"),
-                }
-            }
-            "/history" => match bfs::history(&self.state) {
-                Ok(all) => {
-                    let skip = all.len().saturating_sub(20);
-                    for (c, phase) in all.into_iter().skip(skip) {
-                        println!(
-                            "{:>5}  {:<16} {:<10} {}{}",
-                            c.id,
-                            c.tool,
-                            format!("{phase:?}").to_lowercase(),
-                            c.path.display(),
-                            c.undoes
-                                .map_or(String::new(), |u| format!("  (undoes {u})"))
-                        );
-                    }
-                }
-                Err(e) => eprintln!("/history: {e}"),
-            },
+            "/undo" => self.undo(args),
+            "/history" => self.history(args),
             "/log" => {
                 let mut argv = vec!["gateway", "log", "query"];
                 argv.extend(args);

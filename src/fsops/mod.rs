@@ -31,12 +31,28 @@ pub enum FsError {
         /// Why.
         why: &'static str,
     },
+    /// A directory on the way to the path is a symbolic link (where links are not followed).
+    #[error("refused: {path}: a directory on its way is a symbolic link now (undo follows none)")]
+    ThroughLink {
+        /// The path.
+        path: std::path::PathBuf,
+    },
     /// Not a regular file.
     #[error("{path} is not a regular file")]
     NotAFile {
         /// The path.
         path: std::path::PathBuf,
     },
+}
+
+/// The directory holding `path`, as a path a system call accepts: its parent, or `.` for a
+/// bare relative name, whose `parent()` is `Some("")` (opening `""` fails with ENOENT, so a
+/// write to `leak.py` would rename the file and then fail to sync its directory).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> FsError + 'a {
@@ -51,7 +67,7 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 /// a temporary file next to it, synced, renamed over it, the directory synced.
 pub fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), FsError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
         path.file_name()
@@ -87,7 +103,7 @@ pub fn atomic_replace(path: &Path, data: &[u8]) -> Result<(), FsError> {
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         });
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -153,5 +169,12 @@ mod tests {
             "no temp file left"
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn parent_dir_of_a_bare_name_is_the_current_directory() {
+        assert_eq!(parent_dir(Path::new("leak.py")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("src/a.py")), Path::new("src"));
+        assert_eq!(parent_dir(Path::new("/a")), Path::new("/"));
     }
 }

@@ -74,7 +74,12 @@ pub fn backup_deferred(state_dir: &Path, data: &[u8]) -> Result<String, JournalE
 /// store's file system instead of two syncs per blob.
 pub fn sync_store(state_dir: &Path) -> Result<(), JournalError> {
     let dir = state_dir.join("backups");
-    let d = std::fs::File::open(&dir).map_err(io("opening", &dir))?;
+    let d = match std::fs::File::open(&dir) {
+        Ok(d) => d,
+        // No blob was ever stored: nothing to make durable.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("opening", &dir)(e)),
+    };
     rustix::fs::syncfs(&d).map_err(|e| JournalError::Io {
         what: "syncing the file system of",
         path: dir,
@@ -113,10 +118,11 @@ fn store(state_dir: &Path, data: &[u8], sync: bool) -> Result<String, JournalErr
 }
 
 /// The state of a path before or after a change.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PathState {
     /// Nothing there.
+    #[default]
     Absent,
     /// A directory (removed ones go to the trash whole).
     Dir,
@@ -137,7 +143,7 @@ pub enum PathState {
 }
 
 /// One change in the write-ahead journal.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Change {
     /// Sequence number (from 1).
     pub id: u64,
@@ -163,6 +169,28 @@ pub struct Change {
     /// Changes made together (one command's snapshot) share a group: undo reverts them all.
     #[serde(default)]
     pub group: Option<String>,
+    /// The workspace of the call that made it (set by the broker). Journals written before
+    /// it was recorded have none: see [`Change::in_workspace`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// When `before` is a directory: its permission bits, so that undo recreates it as it
+    /// was (snapshots record them; `None` in older journals and for `fs` tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir_mode: Option<u32>,
+}
+
+impl Change {
+    /// Does this change belong to workspace `ws` (canonical)? Yes if it was made in `ws` or
+    /// in a directory beneath it. A change from a journal that did not record workspaces
+    /// belongs to the workspaces that hold its path (and, for a move, its destination).
+    pub fn in_workspace(&self, ws: &Path) -> bool {
+        match &self.workspace {
+            Some(w) => w.starts_with(ws),
+            None => {
+                self.path.starts_with(ws) && self.dest.as_ref().is_none_or(|d| d.starts_with(ws))
+            }
+        }
+    }
 }
 
 /// A journal line: an intent (before acting), then a commit or an abort.
@@ -170,8 +198,16 @@ pub struct Change {
 #[serde(tag = "phase", rename_all = "snake_case")]
 enum Line {
     Intent(Box<Change>),
-    Commit { id: u64 },
-    Abort { id: u64 },
+    Commit {
+        id: u64,
+    },
+    Abort {
+        id: u64,
+    },
+    /// `gateway undo --skip`: plain `undo` passes over this change from now on.
+    Skip {
+        id: u64,
+    },
 }
 
 /// Where a change stands.
@@ -191,16 +227,7 @@ fn journal_path(state_dir: &Path) -> PathBuf {
 }
 
 fn append_line(state_dir: &Path, line: &Line) -> Result<(), JournalError> {
-    let dir = state_dir.join("journal");
-    private_dir(&dir)?;
-    let path = dir.join("journal.jsonl");
-    let mut data = serde_json::to_vec(line).map_err(|e| JournalError::Io {
-        what: "encoding an entry for",
-        path: path.clone(),
-        source: std::io::Error::other(e),
-    })?;
-    data.push(b'\n');
-    append_raw(&path, data)
+    append_lines(state_dir, std::slice::from_ref(line))
 }
 
 /// Appends whole lines and syncs.
@@ -230,15 +257,26 @@ fn append_raw(path: &Path, mut data: Vec<u8>) -> Result<(), JournalError> {
     f.sync_data().map_err(io("syncing", &path))
 }
 
-/// Every change with its phase, in order (old-format entries are skipped).
-pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
+/// The journal as read: every change with its phase, in order (old-format entries are
+/// skipped), and the ids `undo --skip` passed over.
+#[derive(Debug, Default)]
+pub struct Journal {
+    /// Every change with its phase, oldest first.
+    pub changes: Vec<(Change, Phase)>,
+    /// Changes plain `undo` passes over.
+    pub skipped: std::collections::HashSet<u64>,
+}
+
+/// Reads the whole journal.
+pub fn read(state_dir: &Path) -> Result<Journal, JournalError> {
     let path = journal_path(state_dir);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Journal::default()),
         Err(e) => return Err(io("reading", &path)(e)),
     };
-    let mut out: Vec<(Change, Phase)> = Vec::new();
+    let mut j = Journal::default();
+    let out = &mut j.changes;
     for l in text.lines() {
         match serde_json::from_str::<Line>(l) {
             Ok(Line::Intent(c)) => out.push((*c, Phase::Pending)),
@@ -252,12 +290,20 @@ pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
                     e.1 = Phase::Aborted;
                 }
             }
+            Ok(Line::Skip { id }) => {
+                j.skipped.insert(id);
+            }
             // A torn last line (a crash while appending an intent): that change never
             // started acting, since acting waits for the intent to be synced.
             Err(_) => {}
         }
     }
-    Ok(out)
+    Ok(j)
+}
+
+/// Every change with its phase, in order (old-format entries are skipped).
+pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
+    Ok(read(state_dir)?.changes)
 }
 
 /// A held journal lock (changes are serialised: intent, act, commit).
@@ -297,30 +343,76 @@ pub fn begin(state_dir: &Path, _lock: &Lock, mut change: Change) -> Result<Chang
 /// intent and commit lines in one append and one sync. Returns them with their ids.
 pub fn record_done(
     state_dir: &Path,
-    _lock: &Lock,
+    lock: &Lock,
     done: Vec<Change>,
 ) -> Result<Vec<Change>, JournalError> {
-    let first = changes(state_dir)?.last().map_or(0, |(c, _)| c.id) + 1;
+    append_many(state_dir, lock, done, true)
+}
+
+/// Writes the intents of many changes (one append, one sync) and returns them with their
+/// ids; then act, and [`commit_many`]. Call with the lock held; their `before` and `after`
+/// contents must already be in the backup store.
+pub fn begin_many(
+    state_dir: &Path,
+    lock: &Lock,
+    changes: Vec<Change>,
+) -> Result<Vec<Change>, JournalError> {
+    append_many(state_dir, lock, changes, false)
+}
+
+fn append_many(
+    state_dir: &Path,
+    _lock: &Lock,
+    changes: Vec<Change>,
+    done: bool,
+) -> Result<Vec<Change>, JournalError> {
+    let first = self::changes(state_dir)?.last().map_or(0, |(c, _)| c.id) + 1;
+    let mut lines = Vec::with_capacity(changes.len() * 2);
+    let mut out = Vec::with_capacity(changes.len());
+    for (id, mut c) in (first..).zip(changes) {
+        c.id = id;
+        c.time = now();
+        lines.push(Line::Intent(Box::new(c.clone())));
+        if done {
+            lines.push(Line::Commit { id });
+        }
+        out.push(c);
+    }
+    append_lines(state_dir, &lines)?;
+    Ok(out)
+}
+
+/// Appends lines in one write and one sync.
+fn append_lines(state_dir: &Path, lines: &[Line]) -> Result<(), JournalError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
     let dir = state_dir.join("journal");
     private_dir(&dir)?;
     let path = dir.join("journal.jsonl");
     let mut data = Vec::new();
-    let mut out = Vec::with_capacity(done.len());
-    for (id, mut c) in (first..).zip(done) {
-        c.id = id;
-        c.time = now();
-        for line in [Line::Intent(Box::new(c.clone())), Line::Commit { id: c.id }] {
-            serde_json::to_writer(&mut data, &line).map_err(|e| JournalError::Io {
-                what: "encoding an entry for",
-                path: path.clone(),
-                source: std::io::Error::other(e),
-            })?;
-            data.push(b'\n');
-        }
-        out.push(c);
+    for line in lines {
+        serde_json::to_writer(&mut data, line).map_err(|e| JournalError::Io {
+            what: "encoding an entry for",
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        data.push(b'\n');
     }
-    append_raw(&path, data)?;
-    Ok(out)
+    append_raw(&path, data)
+}
+
+/// Marks many changes done (one append, one sync).
+pub fn commit_many(state_dir: &Path, ids: &[u64]) -> Result<(), JournalError> {
+    let lines: Vec<Line> = ids.iter().map(|&id| Line::Commit { id }).collect();
+    append_lines(state_dir, &lines)
+}
+
+/// `undo --skip`: plain `undo` passes over these changes from now on (nothing is reverted;
+/// `undo ID` still reverts them). Call with the lock held.
+pub fn skip(state_dir: &Path, _lock: &Lock, ids: &[u64]) -> Result<(), JournalError> {
+    let lines: Vec<Line> = ids.iter().map(|&id| Line::Skip { id }).collect();
+    append_lines(state_dir, &lines)
 }
 
 /// Marks a change done.
@@ -645,6 +737,8 @@ mod wal_tests {
             dest: None,
             trash: None,
             group: None,
+            workspace: None,
+            dir_mode: None,
         }
     }
 
@@ -703,5 +797,41 @@ mod wal_tests {
         assert_eq!(changes(&d).expect("changes").len(), 5);
         commit(&d, 5).expect("commit after a torn line");
         assert_eq!(changes(&d).expect("changes")[4].1, Phase::Committed);
+    }
+
+    #[test]
+    fn workspace_of_a_change_and_skips() {
+        let mut c = change("/w/sub/a", PathState::Absent, file("1"));
+        // Recorded: made in /w/sub, so it belongs to /w/sub and /w, not to /w/sub/x or /v.
+        c.workspace = Some(PathBuf::from("/w/sub"));
+        assert!(c.in_workspace(Path::new("/w")) && c.in_workspace(Path::new("/w/sub")));
+        assert!(!c.in_workspace(Path::new("/w/sub/x")) && !c.in_workspace(Path::new("/v")));
+        // Older journals: by the path (and a move's destination), component-wise.
+        c.workspace = None;
+        assert!(c.in_workspace(Path::new("/w/sub")) && !c.in_workspace(Path::new("/w/su")));
+        c.dest = Some(PathBuf::from("/elsewhere/a"));
+        assert!(!c.in_workspace(Path::new("/w")));
+        // An old line without the new fields still reads.
+        let old = r#"{"phase":"intent","id":1,"time":0,"tool":"fs.write","path":"/w/a","before":{"kind":"absent"},"after":{"kind":"dir"},"undoes":null}"#;
+        let d = std::env::temp_dir().join(format!("gateway-wal-ws-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("journal")).expect("dir");
+        std::fs::write(d.join("journal/journal.jsonl"), format!("{old}\n")).expect("w");
+        let lock = lock(&d).expect("lock");
+        let many = begin_many(
+            &d,
+            &lock,
+            vec![change("/w/b", PathState::Absent, file("2")); 2],
+        )
+        .expect("begin_many");
+        assert_eq!(many.iter().map(|c| c.id).collect::<Vec<_>>(), vec![2, 3]);
+        commit_many(&d, &[1, 2, 3]).expect("commit_many");
+        skip(&d, &lock, &[2]).expect("skip");
+        let j = read(&d).expect("read");
+        assert_eq!(j.changes.len(), 3);
+        assert!(j.changes.iter().all(|(_, p)| *p == Phase::Committed));
+        assert_eq!(j.skipped.iter().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(j.changes[0].0.workspace, None);
+        let _ = std::fs::remove_dir_all(&d);
     }
 }
