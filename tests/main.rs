@@ -20,6 +20,7 @@ mod corpus;
 mod audit;
 mod config;
 mod daemon;
+mod docs;
 mod escape;
 mod exec;
 mod fs;
