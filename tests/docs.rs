@@ -33,7 +33,10 @@ fn every_seams_row_names_a_test_that_exists() {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/seams.md"))
         .expect("docs/seams.md");
     let mut rows = 0;
-    for line in doc.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| Promise") && !l.starts_with("| ---")) {
+    for line in doc
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| Promise") && !l.starts_with("| ---"))
+    {
         rows += 1;
         let test_cell = line.trim_end_matches('|').rsplit('|').next().unwrap_or("");
         let names: Vec<&str> = test_cell
@@ -45,8 +48,14 @@ fn every_seams_row_names_a_test_that_exists() {
             .collect();
         assert!(!names.is_empty(), "a row without a test: {line}");
         for n in names {
-            assert!(test_exists(n), "docs/seams.md names `{n}`, which does not exist: {line}");
+            assert!(
+                test_exists(n),
+                "docs/seams.md names `{n}`, which does not exist: {line}"
+            );
         }
     }
-    assert!(rows >= 40, "docs/seams.md has {rows} rows; the issue asks for at least 40");
+    assert!(
+        rows >= 40,
+        "docs/seams.md has {rows} rows; the issue asks for at least 40"
+    );
 }

@@ -988,3 +988,42 @@ sandbox_test! {
         assert!(recs.iter().any(|r| r["leftovers_killed"].as_u64().unwrap_or(0) >= 1), "{recs:?}");
     }
 }
+
+sandbox_test! {
+    fn a_run_cannot_rewrite_the_policy_that_decides_the_next_run() {
+        // Issue 25 item 2: `--policy my-policy.toml` kept in the workspace (extends strict)
+        // was rewritten by one run to extend permissive, and the next run obeyed it. The policy
+        // file and every file it extends are never writable by a run or a file tool; as a
+        // normal user (no mount namespace) such a policy is refused with how to fix it.
+        for nobody in [false, true] {
+            let env = Env::new("policy-rewrite");
+            env.write("base.toml", "extends = \"strict\"\n");
+            env.write("my-policy.toml", "extends = \"base.toml\"\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let gw = |args: &[&str]| {
+                let mut c = if nobody { env.nobody() } else { env.cmd() };
+                c.arg("--policy").arg(env.ws.join("my-policy.toml")).args(args).output().expect("run")
+            };
+            let o = gw(&["exec", "--", "sh", "-c", "echo 'extends = \"permissive\"' > my-policy.toml; echo 'extends = \"permissive\"' > base.toml; echo ran"]);
+            if nobody {
+                assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+                assert!(text(&o).contains("move it out of the workspace"), "{}", text(&o));
+            } else {
+                assert!(stdout(&o).contains("ran"), "{}", text(&o));
+            }
+            for args in [
+                &["fs", "write", "my-policy.toml", "--content", "extends = \"permissive\"\n"][..],
+                &["fs", "edit", "base.toml", "--old", "strict", "--new", "permissive"],
+                &["fs", "mv", "base.toml", "old.toml"],
+            ] {
+                let o = gw(args);
+                assert_eq!(o.status.code(), Some(120), "nobody={nobody} {args:?}: {}", text(&o));
+                assert!(text(&o).contains("protected-path"), "{}", text(&o));
+            }
+            assert_eq!(std::fs::read_to_string(env.ws.join("my-policy.toml")).expect("r"), "extends = \"base.toml\"\n", "nobody={nobody}");
+            assert_eq!(std::fs::read_to_string(env.ws.join("base.toml")).expect("r"), "extends = \"strict\"\n", "nobody={nobody}");
+        }
+    }
+}

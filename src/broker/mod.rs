@@ -751,6 +751,9 @@ pub fn plan(
     // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
     // canonical form when that lies in a writable tree (elsewhere the run cannot write it
     // anyway), so a mount never binds through a link and the file tools judge the target.
+    // The files that decide the next run are never writable by this one: the policy in
+    // force and every file it extends (the config is out of reach entirely, `config_guard`).
+    protected.extend(policy.loaded_from.iter().cloned());
     let protected: Vec<PathBuf> = {
         let mut v: Vec<PathBuf> = protected
             .into_iter()
@@ -1305,6 +1308,21 @@ fn exec_traced(
     let mut protected_warnings = Vec::new();
     let mounted = spec.confine.namespaces && sandbox::namespaces_available();
     let unmounted = !mounted && !spec.confine.protected.is_empty();
+    // Without a mount namespace a policy file inside the writable area would be writable
+    // during the run, and another gateway started meanwhile would load what the run wrote:
+    // refused, with how to fix it.
+    if !mounted
+        && let Some(f) = req
+            .policy
+            .loaded_from
+            .iter()
+            .find(|f| spec.confine.protected.contains(f))
+    {
+        return Err(BrokerError::Sandbox(SandboxError::Unavailable(format!(
+            "the policy file {} lies where this command may write, and without a mount namespace (not root) it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
+            f.display()
+        ))));
+    }
     let kept = if unmounted {
         match keep::keep(
             &spec.confine.protected,

@@ -253,7 +253,18 @@ pub(super) fn load(
     depth: usize,
 ) -> Result<Policy, PolicyError> {
     let chain = load_chain(text, file, dir, depth)?;
-    compile(chain, default_name, file)
+    // The files this policy was read from (itself and what it extends): never writable by a
+    // run or a tool (`broker::plan`).
+    let loaded_from = chain
+        .iter()
+        .filter(|s| !s.file.starts_with("builtin:"))
+        .map(|s| {
+            std::fs::canonicalize(&s.file).unwrap_or_else(|_| std::path::PathBuf::from(&s.file))
+        })
+        .collect();
+    let mut p = compile(chain, default_name, file)?;
+    p.loaded_from = loaded_from;
+    Ok(p)
 }
 
 /// Returns the `extends` chain, root first.
@@ -756,6 +767,7 @@ fn compile(
         undo,
         files,
         approval,
+        loaded_from: Vec::new(),
     })
 }
 
