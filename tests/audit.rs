@@ -311,3 +311,29 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test! {
+    fn secrets_in_paths_and_warned_argv_are_never_recorded() {
+        // Issue 22 item 8: a token in a file tool's path, or in argv under `permissive`
+        // (`secrets.input = "warn"`), was stored raw in the audit record. "warn" records the
+        // finding, not the secret.
+        let env = Env::new("audit-raw");
+        let tok = gh_token(77);
+        let o = env.exec("permissive", &["echo", &tok]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let name = format!("notes-{tok}.txt");
+        let o = env.gw(&["--policy", "standard", "fs", "write", &name, "--content", "x"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = env.gw(&["--policy", "standard", "fs", "cd", &format!("../{tok}")]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        let mut log = Vec::new();
+        for f in std::fs::read_dir(env.state.join("audit")).expect("audit").flatten() {
+            if f.path().is_file() {
+                log.extend(std::fs::read(f.path()).expect("read"));
+            }
+        }
+        let log = String::from_utf8_lossy(&log);
+        assert!(log.contains("REDACTED"), "the records say a secret was there");
+        assert!(!log.contains(&tok), "a raw token in the audit log");
+    }
+}

@@ -505,7 +505,8 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         session: ctx.session.clone(),
         caller: ctx.caller.clone(),
         tool: name.into(),
-        args: describe(&op),
+        // Paths can hold a token (a file named after one): recorded redacted, always.
+        args: describe(&op).iter().map(|a| redact_text(a)).collect(),
         cwd: base.display().to_string(),
         policy: ctx.policy.name.clone(),
         decision: super::record_decision(Some(&decision), None),

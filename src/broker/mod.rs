@@ -1173,7 +1173,9 @@ fn exec_traced(
         input: guard::check_argv(&req.policy.secrets, &mut argv)?,
         ..SecretsReport::default()
     };
-    trace.argv = argv.clone();
+    // Under `secrets.input = "warn"` argv keeps its secrets for the command; the record
+    // never does ("warn" records the finding, not the secret).
+    trace.argv = argv.iter().map(|a| redact_text(a)).collect();
     let mut decision = decide_exec(req.policy, &argv, &cwd);
     guard::redact_decision(&mut decision);
     trace.decision = Some(decision.clone());
