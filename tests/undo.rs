@@ -453,3 +453,95 @@ sandbox_test!(
         assert_eq!((m.uid(), m.gid()), (65534, 65534));
     }
 );
+
+/// Runs `gateway ARGS` with a deadline: None when it hung.
+fn within(env: &Env, args: &[&str], secs: u64) -> Option<Output> {
+    let mut child = env
+        .cmd()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < until {
+        if child.try_wait().expect("wait").is_some() {
+            return Some(child.wait_with_output().expect("output"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+sandbox_test! {
+    fn special_ignore_files_cannot_hang_or_bloat_the_snapshot() {
+        // Issue 22 item 5: a `.gitignore` left as a FIFO hung the broker's snapshot walk
+        // forever (and every later exec in the workspace); one linked to /dev/zero grew it
+        // without bound. Directories with such ignore files are skipped, never read.
+        let env = Env::new("snap-fifo");
+        env.write("a.txt", "a\n");
+        for script in [
+            "mkdir -p sub && mkfifo sub/.gitignore && echo x > sub/f",
+            "mkfifo .gitignore",
+            "rm -f .gitignore && ln -s /dev/zero .gitignore",
+            "mkdir -p deep && ln -s /dev/zero deep/.ignore",
+        ] {
+            let o = within(&env, &["exec", "--policy", "standard", "--", "sh", "-c", script], 60)
+                .unwrap_or_else(|| panic!("`{script}` hung the broker"));
+            assert_eq!(o.status.code(), Some(0), "`{script}`: {}", text(&o));
+            let o = within(&env, &["exec", "--policy", "standard", "--", "sh", "-c", "echo b > a.txt"], 60)
+                .unwrap_or_else(|| panic!("the exec after `{script}` hung"));
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        }
+        // The changes to ordinary files are still recorded and undoable.
+        let o = within(&env, &["undo"], 60).expect("undo hung");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let recs = log_records(&env);
+        assert!(recs.len() >= 8, "every run recorded: {}", recs.len());
+    }
+}
+
+sandbox_test! {
+    fn the_snapshot_never_reads_a_denied_file_through_a_swapped_directory() {
+        // Issue 22 item 1: the snapshot listed the workspace, then read each file by path as
+        // the broker; a concurrent swap of a workspace directory with a link to ~/.ssh made
+        // it copy the key into the backups (and undo could write it into the workspace). For
+        // 10 seconds a thread swaps `d` with such a link while commands run and snapshot.
+        let env = Env::new("snap-race");
+        let marker = "SNAPSHOT-RACE-SECRET-KEY";
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("ssh");
+        std::fs::write(env.home.join(".ssh/id_rsa"), marker).expect("key");
+        env.write("d/id_rsa", "an ordinary file\n");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ws, ssh, s2) = (env.ws.clone(), env.home.join(".ssh"), stop.clone());
+        let swapper = std::thread::spawn(move || {
+            while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::rename(ws.join("d"), ws.join("d.real"));
+                let _ = std::os::unix::fs::symlink(&ssh, ws.join("d"));
+                std::thread::yield_now();
+                let _ = std::fs::remove_file(ws.join("d"));
+                let _ = std::fs::rename(ws.join("d.real"), ws.join("d"));
+            }
+        });
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut runs = 0;
+        while std::time::Instant::now() < until {
+            // A changed size forces the snapshot to read the file again.
+            let o = env.exec("standard", &["sh", "-c", &format!("echo {runs} >> d.real/id_rsa 2>/dev/null; echo {runs} >> d/id_rsa 2>/dev/null; true")]);
+            assert!(o.status.code().is_some(), "{}", text(&o));
+            runs += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().expect("join");
+        let mut leaked = Vec::new();
+        for f in std::fs::read_dir(env.state.join("backups")).expect("backups").flatten() {
+            if std::fs::read(f.path()).is_ok_and(|d| String::from_utf8_lossy(&d).contains(marker)) {
+                leaked.push(f.path());
+            }
+        }
+        assert!(leaked.is_empty(), "the key reached the backups after {runs} runs: {leaked:?}");
+        assert!(runs > 5, "only {runs} runs");
+    }
+}

@@ -152,15 +152,54 @@ enum Found {
     Link(Option<String>),
 }
 
+/// The ignore files the walk reads (as the broker, unconfined) in a directory.
+const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];
+/// The largest ignore file read.
+const IGNORE_MAX: u64 = 1 << 20;
+
+/// Whether the directory's ignore files are safe for the walk to read: absent, or regular
+/// files (not links, FIFOs, devices) of at most [`IGNORE_MAX`] bytes. A run that leaves a
+/// FIFO or a link to `/dev/zero` as `.gitignore` would otherwise hang or bloat the broker.
+fn ignore_files_safe(dir: &Path) -> bool {
+    IGNORE_FILES
+        .iter()
+        .all(|f| match std::fs::symlink_metadata(dir.join(f)) {
+            Err(_) => true,
+            Ok(m) => m.file_type().is_file() && m.len() <= IGNORE_MAX,
+        })
+}
+
 /// Walks the workspace in parallel: (relative path, what) of regular files, directories and
-/// symbolic links (never followed).
-fn walk(ws: &Path) -> Vec<(PathBuf, Found)> {
+/// symbolic links (never followed). Directories whose ignore files are unsafe are not
+/// entered: they are listed as skipped (their contents unknown, neither kept nor deleted).
+fn walk(ws: &Path) -> (Vec<(PathBuf, Found)>, Vec<PathBuf>) {
     let out = std::sync::Mutex::new(Vec::new());
+    let unsafe_dirs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = unsafe_dirs.clone();
+    let root = ws.to_path_buf();
+    // The workspace's own ignore files unsafe: read none at all (everything is indexed).
+    let read_ignores = ignore_files_safe(ws);
     ignore::WalkBuilder::new(ws)
         .hidden(false)
         .require_git(false)
+        .git_ignore(read_ignores)
+        .ignore(read_ignores)
+        .git_exclude(read_ignores)
+        .parents(false)
         .threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .filter_entry(|e| e.file_name() != ".git")
+        .filter_entry(move |e| {
+            if e.file_name() == ".git" {
+                return false;
+            }
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            if is_dir && e.depth() > 0 && read_ignores && !ignore_files_safe(e.path()) {
+                if let (Ok(mut v), Ok(rel)) = (seen.lock(), e.path().strip_prefix(&root)) {
+                    v.push(rel.to_path_buf());
+                }
+                return false;
+            }
+            true
+        })
         .build_parallel()
         .run(|| {
             Box::new(|e| {
@@ -192,7 +231,38 @@ fn walk(ws: &Path) -> Vec<(PathBuf, Found)> {
                 ignore::WalkState::Continue
             })
         });
-    out.into_inner().unwrap_or_default()
+    let skipped = unsafe_dirs.lock().map(|v| v.clone()).unwrap_or_default();
+    (out.into_inner().unwrap_or_default(), skipped)
+}
+
+/// Reads the workspace file `rel` as the broker: resolved beneath the workspace's descriptor
+/// without following any link (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, so a directory swapped for a link to `~/.ssh`
+/// between the walk and the read is refused, not followed), non-blocking, a regular file
+/// only (typed on the descriptor), and at most `max` bytes. None: not read.
+fn read_beneath(wsfd: &rustix::fd::OwnedFd, rel: &Path, max: u64) -> Option<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let f = rustix::fs::openat2(
+        wsfd,
+        rel,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH
+            | ResolveFlags::NO_SYMLINKS
+            | ResolveFlags::NO_MAGICLINKS
+            | ResolveFlags::NO_XDEV,
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&f).ok()?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+        || st.st_size as u64 > max
+    {
+        return None;
+    }
+    let mut data = Vec::new();
+    let file = std::fs::File::from(f);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, max + 1), &mut data).ok()?;
+    (data.len() as u64 <= max).then_some(data)
 }
 
 fn mtime_ns(m: &std::fs::Metadata) -> i128 {
@@ -204,7 +274,18 @@ fn mtime_ns(m: &std::fs::Metadata) -> i128 {
 fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, BrokerError> {
     use std::os::unix::fs::PermissionsExt;
     let mut idx = Index::default();
-    for (rel, found) in walk(ws) {
+    let wsfd = rustix::fs::open(
+        ws,
+        rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| BrokerError::Io {
+        what: format!("opening the workspace {}", ws.display()),
+        source: e.into(),
+    })?;
+    let (found, unsafe_dirs) = walk(ws);
+    idx.skipped.extend(unsafe_dirs);
+    for (rel, found) in found {
         let key = rel.as_os_str().to_os_string();
         let m = match found {
             Found::Dir(mode) => {
@@ -233,7 +314,7 @@ fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, Br
             idx.skipped.push(rel);
             continue;
         }
-        let Ok(data) = std::fs::read(ws.join(&rel)) else {
+        let Some(data) = read_beneath(&wsfd, &rel, max) else {
             idx.skipped.push(rel);
             continue;
         };
@@ -413,7 +494,7 @@ fn diff(pre: &Index, post: &Index) -> Vec<Diff> {
             (None, None) => continue,
             (None, Some(_)) => "created",
             // Too large or unreadable now: not known to be deleted.
-            (Some(_), None) if post.skipped.contains(&rel) => continue,
+            (Some(_), None) if post.skipped.iter().any(|s| rel.starts_with(s)) => continue,
             (Some(_), None) => "deleted",
             (Some(x), Some(y)) if x == y => continue,
             (Some(_), Some(_)) => "changed",
