@@ -5,7 +5,18 @@
 //! call, any matching `deny` → deny; else any `ask` → ask; else any `allow` → allow; else
 //! deny (`default-deny`). The call's effect is the strictest over its commands and over the
 //! policy's `unanalysable` fallback for any part that could not be analysed.
+//!
+//! Matching is three-valued. A rule *certainly* matches when the known words satisfy it; a
+//! deny or ask rule *may* match when an unknown word (`$X`, `$(...)`, xargs input) or a glob
+//! could make it match. A possible match applies with the milder of the rule's effect and
+//! `unanalysable` (strict: deny, standard: ask), so runtime values are decided like text the
+//! analyser cannot read instead of as the worst case every deny rule could describe.
+//!
+//! Every rule may carry `match` / `not_match` examples, checked when the policy loads
+//! (schema.rs): a `match` example must certainly match the rule, a `not_match` example must
+//! not match it, not even possibly. Every built-in rule has both.
 
+mod globlang;
 mod matcher;
 mod schema;
 pub mod shell;
@@ -353,17 +364,33 @@ impl Policy {
             if !rule.tools.is_empty() && !rule.tools.contains(&tool) {
                 continue;
             }
-            // Deny and ask rules match what a command *may* be (unknown words match anything);
-            // allow rules only what it certainly is.
-            let may = rule.effect != Effect::Allow;
-            if matches(rule, may) {
+            // A rule that certainly matches (on what the analysis knows) applies with its
+            // effect. A deny or ask rule that only *may* match (an unknown word or a glob
+            // could make it match) applies with the milder of its effect and the policy's
+            // `unanalysable`: "cannot tell" is decided like unanalysable text, never as a
+            // certain match (`$echo x` asks under standard, it is not "formats disks").
+            let effect = if matches(rule, false) {
+                Some((rule.effect, rule.reason.clone()))
+            } else if rule.effect != Effect::Allow && matches(rule, true) {
+                let e = rule.effect.min(self.unanalysable);
+                Some((
+                    e,
+                    format!(
+                        "may match: {} (part of the command depends on runtime values or a file-name glob, so the policy's `unanalysable = \"{}\"` caps this rule at {e})",
+                        rule.reason, self.unanalysable
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some((e, reason)) = effect {
                 out.push(RuleMatch {
                     id: rule.id.clone(),
-                    effect: rule.effect,
-                    reason: rule.reason.clone(),
+                    effect: e,
+                    reason,
                     subject: subject.to_string(),
                 });
-                best = Some(best.map_or(rule.effect, |b| b.max(rule.effect)));
+                best = Some(best.map_or(e, |b| b.max(e)));
             }
         }
         match best {

@@ -12,6 +12,7 @@
 //! errors, a shell reading commands from stdin, `eval` of an unknown string, nesting deeper than
 //! [`MAX_DEPTH`]) are reported in [`Analysis::unanalysable`].
 
+use super::globlang::GlobLang;
 use std::task::{Context, Poll, Waker};
 use yash_syntax::parser::Parser;
 use yash_syntax::parser::lex::Lexer;
@@ -366,46 +367,59 @@ fn walk_simple(sc: &SimpleCommand, env: &ShellEnv, a: &mut Analysis, depth: usiz
 }
 
 /// Expands a word as far as it is static, analysing any command substitution inside.
+///
+/// A word is a glob only if its unquoted characters form a pattern by the POSIX rules
+/// (2.13): `*`, `?`, or a `[` with a matching `]` (so `[`, `[[` and `]` are plain words). The
+/// glob text keeps quoted and backslashed characters escaped (`'*'x*` becomes `\*x*`), so
+/// that matching sees only the wildcards the shell would expand.
 fn word(w: &Word, env: &ShellEnv, a: &mut Analysis, depth: usize) -> Arg {
     let mut s = String::new();
+    let mut g = String::new();
     let mut unknown = false;
-    let mut glob = false;
-    for u in &w.units {
-        match u {
-            WordUnit::Unquoted(tu) => {
-                if let TextUnit::Literal(c) = tu
-                    && matches!(c, '*' | '?' | '[')
-                {
-                    glob = true;
-                }
-                unknown |= text(std::slice::from_ref(tu), env, a, depth, &mut s);
+    let quoted = |t: &str, g: &mut String| {
+        for c in t.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                g.push('\\');
             }
-            WordUnit::SingleQuote(q) => s.push_str(q),
-            WordUnit::DoubleQuote(t) => unknown |= text(&t.0, env, a, depth, &mut s),
+            g.push(c);
+        }
+    };
+    for u in &w.units {
+        let mut part = String::new();
+        match u {
+            WordUnit::Unquoted(TextUnit::Literal(c)) => {
+                s.push(*c);
+                g.push(*c);
+                continue;
+            }
+            WordUnit::Unquoted(tu) => {
+                unknown |= text(std::slice::from_ref(tu), env, a, depth, &mut part)
+            }
+            WordUnit::SingleQuote(q) => part.push_str(q),
+            WordUnit::DoubleQuote(t) => unknown |= text(&t.0, env, a, depth, &mut part),
             WordUnit::DollarSingleQuote(e) => {
-                let mut lit = String::new();
-                if e.extend_literal(&mut lit).is_ok() {
-                    s.push_str(&lit);
-                } else {
-                    s.push_str("$'…'");
+                if e.extend_literal(&mut part).is_err() {
+                    part = "$'…'".into();
                     unknown = true;
                 }
             }
             WordUnit::Tilde { name, .. } => {
                 if name.is_empty() && !env.home.is_empty() {
-                    s.push_str(&env.home);
+                    part.push_str(&env.home);
                 } else {
-                    s.push('~');
-                    s.push_str(name);
+                    part.push('~');
+                    part.push_str(name);
                     unknown = true;
                 }
             }
         }
+        s.push_str(&part);
+        quoted(&part, &mut g);
     }
     if unknown {
         Arg::Unknown(s)
-    } else if glob {
-        Arg::Glob(s)
+    } else if GlobLang::shell(&g).has_wildcards() {
+        Arg::Glob(g)
     } else {
         Arg::Lit(s)
     }
@@ -616,13 +630,14 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
                     }
                     i = end + 1;
                 } else if t == "-delete" {
-                    a.commands.push(SimpleCmd {
-                        argv: vec![
-                            Arg::Lit("rm".into()),
-                            Arg::Lit("-r".into()),
-                            Arg::Unknown("<find -delete>".into()),
-                        ],
-                    });
+                    // `-delete` removes what the expression selects under the starting
+                    // points (and possibly the starting points themselves): `rm -r` of
+                    // those, so `find / -delete` is `rm -r /` and `find build -name '*.o'
+                    // -delete` only `rm -r build` (was: `rm -r` of an unknown word, which
+                    // deny rules took for `/`).
+                    let mut argv = vec![Arg::Lit("rm".into()), Arg::Lit("-r".into())];
+                    argv.extend(find_start_points(rest));
+                    a.commands.push(SimpleCmd { argv });
                     i += 1;
                 } else {
                     i += 1;
@@ -743,6 +758,38 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
             }
         }
         _ => {}
+    }
+}
+
+/// The starting points of `find [-H|-L|-P|-D opts|-Olevel]... [path...] expression`: the
+/// words before the first that starts an expression (`-x`, `(`, `!`, `)`, `,`); `.` if none.
+/// A starting point that starts with `-` is an option to find, so an unknown word here stays
+/// unknown (it may be any path).
+fn find_start_points(rest: &[Arg]) -> Vec<Arg> {
+    let mut i = 0;
+    while i < rest.len() {
+        match rest[i].text() {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            t if t.starts_with("-O") => i += 1,
+            _ => break,
+        }
+    }
+    let points: Vec<Arg> = rest[i.min(rest.len())..]
+        .iter()
+        .take_while(|x| match x {
+            Arg::Unknown(_) => true,
+            other => {
+                let t = other.text();
+                !(t.starts_with('-') || matches!(t, "(" | "!" | ")" | ","))
+            }
+        })
+        .cloned()
+        .collect();
+    if points.is_empty() {
+        vec![Arg::Lit(".".into())]
+    } else {
+        points
     }
 }
 
