@@ -311,7 +311,9 @@ fn find_delete_and_unknown_programs_are_not_catastrophes() {
     let explain = |policy: &str, script: &str| {
         let o = env
             .cmd()
-            .args(["--json", "policy", "explain", "--policy", policy, "--", "sh", "-c", script])
+            .args([
+                "--json", "policy", "explain", "--policy", policy, "--", "sh", "-c", script,
+            ])
             .output()
             .expect("run");
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -330,7 +332,10 @@ fn find_delete_and_unknown_programs_are_not_catastrophes() {
     assert_eq!(v["decision"]["effect"], "ask", "{v}");
     assert!(deny_ids(&v).is_empty(), "{v}");
     let v = explain("standard", "find / -delete");
-    assert!(deny_ids(&v).contains(&"deny-rm-root-home".to_string()), "{v}");
+    assert!(
+        deny_ids(&v).contains(&"deny-rm-root-home".to_string()),
+        "{v}"
+    );
     let v = explain("standard", "$echo x");
     assert_eq!(v["decision"]["effect"], "ask", "{v}");
     assert!(deny_ids(&v).is_empty(), "{v}");
@@ -340,8 +345,15 @@ fn find_delete_and_unknown_programs_are_not_catastrophes() {
     let p = env.policy_file(
         "extends = \"standard\"\n[[rule]]\nid = \"no-make\"\neffect = \"deny\"\ntools = [\"exec\"]\ncommand = [\"make\"]\nreason = \"r\"\nnot_match = [\"make -C sub\"]\n",
     );
-    let o = env.cmd().args(["policy", "check", &p]).output().expect("run");
+    let o = env
+        .cmd()
+        .args(["policy", "check", &p])
+        .output()
+        .expect("run");
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     let err = stderr(&o);
-    assert!(err.contains("no-make") && err.contains("make -C sub") && err.contains("policy.toml:8:"), "{err}");
+    assert!(
+        err.contains("no-make") && err.contains("make -C sub") && err.contains("policy.toml:8:"),
+        "{err}"
+    );
 }

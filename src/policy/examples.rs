@@ -73,7 +73,10 @@ fn parse(v: &toml::Value) -> Result<Example, String> {
             Tool::ALL.map(Tool::name).join(", ")
         )
     })?;
-    if let Some(k) = t.keys().find(|k| !matches!(k.as_str(), "tool" | "path" | "command")) {
+    if let Some(k) = t
+        .keys()
+        .find(|k| !matches!(k.as_str(), "tool" | "path" | "command"))
+    {
         return Err(format!("example: unknown key `{k}`; {SHAPE}"));
     }
     match (tool, t.get("command"), t.get("path")) {

@@ -23,7 +23,10 @@ enum Tok {
     Star,
     /// `**` in a policy pattern: any run of characters, `/` included.
     AnyStar,
-    Class { neg: bool, items: Vec<Item> },
+    Class {
+        neg: bool,
+        items: Vec<Item>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,8 +196,8 @@ fn bracket(c: &[char], mut j: usize) -> Option<(Tok, usize)> {
         first = false;
         if ch == '[' && matches!(c.get(j + 1), Some(':' | '=' | '.')) {
             let kind = c[j + 1];
-            let close = (j + 2..c.len().saturating_sub(1))
-                .find(|&k| c[k] == kind && c[k + 1] == ']')?;
+            let close =
+                (j + 2..c.len().saturating_sub(1)).find(|&k| c[k] == kind && c[k + 1] == ']')?;
             let name: String = c[j + 2..close].iter().collect();
             items.push(if kind == ':' {
                 Item::Named(name)
@@ -313,7 +316,10 @@ mod tests {
             assert!(GlobLang::shell(g).has_wildcards(), "{g}");
         }
         assert!(!GlobLang::shell("\\*").has_wildcards());
-        assert_eq!(GlobLang::shell("/bin/r[m]").single_name().as_deref(), Some("/bin/rm"));
+        assert_eq!(
+            GlobLang::shell("/bin/r[m]").single_name().as_deref(),
+            Some("/bin/rm")
+        );
         assert_eq!(GlobLang::shell("r?").single_name(), None);
     }
 

@@ -494,7 +494,10 @@ fn fuzz_globs_in_command_position(script: &str, env: &ShellEnv) {
     for cmd in shell::analyse_script(script, env).commands {
         for a in &cmd.argv {
             if let shell::Arg::Glob(t) = a {
-                assert!(!matches!(t.as_str(), "[" | "[[" | "]" | "]]"), "{t:?} is no glob");
+                assert!(
+                    !matches!(t.as_str(), "[" | "[[" | "]" | "]]"),
+                    "{t:?} is no glob"
+                );
             }
         }
         let Some(shell::Arg::Glob(g)) = cmd.argv.first() else {

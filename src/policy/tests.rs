@@ -461,19 +461,37 @@ fn examples_are_checked_at_load_for_user_policies_too() {
     )
     .expect("right examples");
     for (examples, needle) in [
-        ("match = [\"ls\"]", "example `ls` is under `match`, but the rule does not match it"),
-        ("not_match = [\"make -C x\"]", "example `make -C x` is under `not_match`, but the rule matches it"),
+        (
+            "match = [\"ls\"]",
+            "example `ls` is under `match`, but the rule does not match it",
+        ),
+        (
+            "not_match = [\"make -C x\"]",
+            "example `make -C x` is under `not_match`, but the rule matches it",
+        ),
         ("not_match = [\"$M x\"]", "the rule may match it"),
         ("match = [\"$M x\"]", "only may match it"),
         ("match = [\"if then\"]", "cannot be analysed"),
         ("match = [42]", "an example is shell text"),
-        ("match = [{ tool = \"read\" }]", "a read example needs `path`"),
-        ("match = [{ tool = \"read\", path = \"x\" }]", "needs an absolute `path`"),
-        ("match = [{ tool = \"nope\", path = \"/x\" }]", "unknown tool `nope`"),
+        (
+            "match = [{ tool = \"read\" }]",
+            "a read example needs `path`",
+        ),
+        (
+            "match = [{ tool = \"read\", path = \"x\" }]",
+            "needs an absolute `path`",
+        ),
+        (
+            "match = [{ tool = \"nope\", path = \"/x\" }]",
+            "unknown tool `nope`",
+        ),
     ] {
         let e = load_err(&rule(examples));
         assert!(e.starts_with("u.toml:7:"), "{examples}: {e}");
-        assert!(e.contains("rule `no-make`") && e.contains(needle), "{examples}: {e}");
+        assert!(
+            e.contains("rule `no-make`") && e.contains(needle),
+            "{examples}: {e}"
+        );
     }
 }
 
@@ -506,19 +524,35 @@ fn globs_and_unknown_words_match_only_what_they_can_be() {
         "echo '*' \"?\" '['",
     ] {
         for p in [&strict, &standard, &permissive] {
-            assert_eq!(sh(p, s).effect, Effect::Allow, "{}: {s}: {:?}", p.name, sh(p, s));
+            assert_eq!(
+                sh(p, s).effect,
+                Effect::Allow,
+                "{}: {s}: {:?}",
+                p.name,
+                sh(p, s)
+            );
         }
     }
     // `[[` is bash syntax the POSIX parser refuses: unanalysable, not "every program".
     let d = sh(&standard, "[[ -n x ]]");
     assert_eq!(d.effect, Effect::Ask, "{d:?}");
-    assert!(d.rules.iter().all(|r| r.id == "unanalysable" || r.effect == Effect::Allow));
+    assert!(
+        d.rules
+            .iter()
+            .all(|r| r.id == "unanalysable" || r.effect == Effect::Allow)
+    );
     // Item 11: find -delete removes under its starting points, not "/".
     let d = sh(&standard, "find build -name '*.o' -delete");
     assert_eq!(d.effect, Effect::Ask, "{d:?}");
     assert!(!denied_by(&d, "deny-rm-root-home"), "{d:?}");
-    assert!(denied_by(&sh(&standard, "find / -delete"), "deny-rm-root-home"));
-    assert!(denied_by(&sh(&standard, "find -L ~ -name x -delete"), "deny-rm-root-home"));
+    assert!(denied_by(
+        &sh(&standard, "find / -delete"),
+        "deny-rm-root-home"
+    ));
+    assert!(denied_by(
+        &sh(&standard, "find -L ~ -name x -delete"),
+        "deny-rm-root-home"
+    ));
     // An unknown program is "cannot tell": standard asks, strict denies, never "formats disks".
     let d = sh(&standard, "$echo x");
     assert_eq!(d.effect, Effect::Ask, "{d:?}");
@@ -550,15 +584,28 @@ fn globs_and_unknown_words_match_only_what_they_can_be() {
         "rm -rf $TARGET",
         "echo / | xargs rm -rf",
     ] {
-        assert_eq!(sh(&standard, s).effect, Effect::Ask, "{s}: {:?}", sh(&standard, s));
+        assert_eq!(
+            sh(&standard, s).effect,
+            Effect::Ask,
+            "{s}: {:?}",
+            sh(&standard, s)
+        );
         assert_eq!(sh(&strict, s).effect, Effect::Deny, "{s}");
     }
     // A glob that cannot expand to a rule's program does not match it.
     for s in ["./mk* x", "/bin/[!s]udo ls", "/usr/bin/ls? -l"] {
         let d = sh(&standard, s);
-        assert!(!d.rules.iter().any(|r| r.id == "deny-privilege"), "{s}: {d:?}");
+        assert!(
+            !d.rules.iter().any(|r| r.id == "deny-privilege"),
+            "{s}: {d:?}"
+        );
     }
-    assert!(sh(&standard, "./mk* x").rules.iter().any(|r| r.id == "deny-disk-destruction"));
+    assert!(
+        sh(&standard, "./mk* x")
+            .rules
+            .iter()
+            .any(|r| r.id == "deny-disk-destruction")
+    );
     // Quoted glob characters are literal: `'r?'` names the program `r?`, which is no rule's.
     assert_eq!(sh(&standard, "'r?' -rf /").effect, Effect::Allow);
     assert_eq!(sh(&standard, "'[' -d / ']'").effect, Effect::Allow);
