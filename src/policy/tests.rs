@@ -606,6 +606,20 @@ fn globs_and_unknown_words_match_only_what_they_can_be() {
             .iter()
             .any(|r| r.id == "deny-disk-destruction")
     );
+    // One directory under / or ~ is not "the whole system or home directory"; the glob
+    // words `/*` and `~/*` still are.
+    for s in [
+        "rm -rf ~/.cache",
+        "rm -rf /tmp/x",
+        "cd /tmp && rm -rf .",
+        "rm -rf ~/old-project",
+    ] {
+        let d = sh(&standard, s);
+        assert_eq!(d.effect, Effect::Ask, "{s}: {d:?}");
+    }
+    for s in ["rm -rf /*", "rm -rf ~/*", "rm -rf /var", "rm -rf /lib64"] {
+        assert!(denied_by(&sh(&standard, s), "deny-rm-root-home"), "{s}");
+    }
     // Quoted glob characters are literal: `'r?'` names the program `r?`, which is no rule's.
     assert_eq!(sh(&standard, "'r?' -rf /").effect, Effect::Allow);
     assert_eq!(sh(&standard, "'[' -d / ']'").effect, Effect::Allow);
