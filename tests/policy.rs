@@ -279,3 +279,81 @@ int main(int argc, char **argv) {
         );
     }
 }
+
+// Issue 14 item 10: a command that starts with `[` runs under standard (it was denied as
+// disk destruction: the word `[` was taken for a glob that matches every program).
+sandbox_test! {
+    fn bracket_test_command_runs_and_glob_programs_match_only_their_names() {
+        let env = Env::new("bracket");
+        let o = env.sh("standard", "[ -d / ] && echo ok");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o).trim(), "ok", "{}", text(&o));
+        let o = env.sh("strict", "[ -n x ] && [ ! -e nothing ] && echo yes");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o).trim(), "yes", "{}", text(&o));
+        // A glob that can only be rm is still rm.
+        env.write("keep/a.txt", "keep");
+        let o = env.sh("standard", "/bin/r[m] -rf /");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("deny-rm-root-home"), "{}", text(&o));
+        let o = env.sh("strict", "/bin/r[m] -rf keep");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(env.ws.join("keep/a.txt").exists());
+    }
+}
+
+/// Issue 14 item 11: `find build -name '*.o' -delete` is not "deletes the whole system",
+/// and an unknown program (`$echo x`) is not "formats disks"; built-in rules carry
+/// examples that are checked when the policy loads.
+#[test]
+fn find_delete_and_unknown_programs_are_not_catastrophes() {
+    let env = Env::new("finddel");
+    let explain = |policy: &str, script: &str| {
+        let o = env
+            .cmd()
+            .args([
+                "--json", "policy", "explain", "--policy", policy, "--", "sh", "-c", script,
+            ])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        json_of(&o)
+    };
+    let deny_ids = |v: &serde_json::Value| -> Vec<String> {
+        v["decision"]["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .filter(|r| r["effect"] == "deny")
+            .filter_map(|r| r["id"].as_str().map(String::from))
+            .collect()
+    };
+    let v = explain("standard", "find build -name '*.o' -delete");
+    assert_eq!(v["decision"]["effect"], "ask", "{v}");
+    assert!(deny_ids(&v).is_empty(), "{v}");
+    let v = explain("standard", "find / -delete");
+    assert!(
+        deny_ids(&v).contains(&"deny-rm-root-home".to_string()),
+        "{v}"
+    );
+    let v = explain("standard", "$echo x");
+    assert_eq!(v["decision"]["effect"], "ask", "{v}");
+    assert!(deny_ids(&v).is_empty(), "{v}");
+    let v = explain("strict", "$echo x");
+    assert_eq!(v["decision"]["effect"], "deny", "{v}");
+    // A user rule whose example contradicts it makes the policy fail to load, naming both.
+    let p = env.policy_file(
+        "extends = \"standard\"\n[[rule]]\nid = \"no-make\"\neffect = \"deny\"\ntools = [\"exec\"]\ncommand = [\"make\"]\nreason = \"r\"\nnot_match = [\"make -C sub\"]\n",
+    );
+    let o = env
+        .cmd()
+        .args(["policy", "check", &p])
+        .output()
+        .expect("run");
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no-make") && err.contains("make -C sub") && err.contains("policy.toml:8:"),
+        "{err}"
+    );
+}

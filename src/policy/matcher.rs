@@ -13,9 +13,13 @@
 //!   `/`.
 //!
 //! Unknown words (runtime values) and shell globs are handled by the `may` flag: when true
-//! (deny/ask rules) an unknown word may be any flag or any positional, and a shell glob may be
-//! any name it could expand to; when false (allow rules) they never satisfy a requirement.
+//! ("may it match?") an unknown word may be any flag or any positional, and a shell glob may be
+//! any name it could expand to; when false ("does it certainly match?") they never satisfy a
+//! requirement, except a glob that can expand to one name only (`/bin/r[m]`). A glob in
+//! command position may match a program pattern only if some name it expands to matches it
+//! (globlang.rs), never every pattern. The evaluator (mod.rs) asks both questions.
 
+use super::globlang::GlobLang;
 use super::normalize;
 use super::shell::{Arg, ShellEnv, SimpleCmd};
 use globset::{Glob, GlobBuilder, GlobMatcher};
@@ -52,6 +56,13 @@ impl Pat {
             literal_separator,
             compiled: OnceLock::new(),
         })
+    }
+
+    /// The token as written.
+    fn text(&self) -> &str {
+        match self {
+            Pat::Lit(t) | Pat::Glob { text: t, .. } => t,
+        }
     }
 
     fn is_match(&self, s: &str) -> bool {
@@ -196,11 +207,7 @@ impl CommandPattern {
                     self.program.is_match(p.rsplit('/').next().unwrap_or(p))
                 }
             }
-            Arg::Glob(p) => {
-                // A glob in command position expands to some file name: may be anything it
-                // matches; when not `may`, compare as text.
-                if may { true } else { self.program.is_match(p) }
-            }
+            Arg::Glob(g) => self.glob_program(g, may, env),
             Arg::Unknown(_) => may,
         };
         if !prog_ok {
@@ -264,6 +271,26 @@ impl CommandPattern {
         true
     }
 
+    /// A glob in command position runs whatever it expands to: it certainly matches when it
+    /// can expand to one name only (`/bin/r[m]`) and that name matches; it may match (deny
+    /// and ask rules) when some name it can expand to matches the pattern. Never "matches
+    /// every program": `./r?` may be `rm`, never `sudo`.
+    fn glob_program(&self, g: &str, may: bool, env: &ShellEnv) -> bool {
+        let lang = if self.program_is_path {
+            if !g.contains('/') {
+                // Looked up in PATH, like a literal name without `/`.
+                return false;
+            }
+            GlobLang::shell(&normalize(&abs_glob(g, env)))
+        } else {
+            GlobLang::shell(g).basename()
+        };
+        if let Some(name) = lang.single_name() {
+            return self.program.is_match(&name);
+        }
+        may && GlobLang::pattern(self.program.text()).is_none_or(|p| lang.intersects(&p))
+    }
+
     fn positional_match(&self, p: &Positional, a: &Arg, may: bool, env: &ShellEnv) -> bool {
         if p.any {
             return true;
@@ -321,6 +348,22 @@ fn expand_home(p: &str, env: &ShellEnv) -> String {
     } else {
         p.to_string()
     }
+}
+
+/// [`abs`] for shell glob text: the working directory is escaped so that its own `*`, `?`
+/// or `[` are not read as wildcards.
+fn abs_glob(g: &str, env: &ShellEnv) -> String {
+    if g.starts_with('/') || g.starts_with('~') {
+        return abs(g, env);
+    }
+    let mut cwd = String::new();
+    for c in env.cwd.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            cwd.push('\\');
+        }
+        cwd.push(c);
+    }
+    format!("{cwd}/{g}")
 }
 
 fn abs(p: &str, env: &ShellEnv) -> String {

@@ -5,7 +5,19 @@
 //! call, any matching `deny` → deny; else any `ask` → ask; else any `allow` → allow; else
 //! deny (`default-deny`). The call's effect is the strictest over its commands and over the
 //! policy's `unanalysable` fallback for any part that could not be analysed.
+//!
+//! Matching is three-valued. A rule *certainly* matches when the known words satisfy it; a
+//! deny or ask rule *may* match when an unknown word (`$X`, `$(...)`, xargs input) or a glob
+//! could make it match. A possible match applies with the milder of the rule's effect and
+//! `unanalysable` (strict: deny, standard: ask), so runtime values are decided like text the
+//! analyser cannot read instead of as the worst case every deny rule could describe.
+//!
+//! Every rule may carry `match` / `not_match` examples, checked when the policy loads
+//! (schema.rs): a `match` example must certainly match the rule, a `not_match` example must
+//! not match it, not even possibly. Every built-in rule has both.
 
+mod examples;
+mod globlang;
 mod matcher;
 mod schema;
 pub mod shell;
@@ -117,6 +129,38 @@ pub struct Rule {
     pub commands: Option<Vec<CommandPattern>>,
     /// Path globs; the rule matches if any path matches. `None` = any path.
     pub paths: Option<PathGlobs>,
+    /// Its `match` examples (checked at load), as written.
+    pub examples_match: Vec<String>,
+    /// Its `not_match` examples (checked at load), as written.
+    pub examples_not_match: Vec<String>,
+}
+
+impl Rule {
+    /// Does the rule match this simple command of an exec call? `may` = possibly (an
+    /// unknown word or a glob could make it match), else certainly.
+    pub fn matches_command(&self, cmd: &shell::SimpleCmd, may: bool, env: &ShellEnv) -> bool {
+        let cmd_ok = match &self.commands {
+            None => true,
+            Some(pats) => pats.iter().any(|p| p.matches(cmd, may, env)),
+        };
+        let path_ok = match &self.paths {
+            None => true,
+            Some(set) => matcher::exec_paths(cmd, env, may)
+                .iter()
+                .any(|p| p.as_ref().is_none_or(|p| set.is_match(p))),
+        };
+        cmd_ok && path_ok
+    }
+
+    /// Does the rule match a file tool's path?
+    pub fn matches_path(&self, path: &Path) -> bool {
+        self.commands.is_none() && self.paths.as_ref().is_none_or(|set| set.is_match(path))
+    }
+
+    /// Does the rule apply to `tool`?
+    pub fn applies_to(&self, tool: Tool) -> bool {
+        self.tools.is_empty() || self.tools.contains(&tool)
+    }
 }
 
 /// A loaded, validated policy.
@@ -263,17 +307,7 @@ impl Policy {
                 let subject = cmd.display();
                 commands.push(subject.clone());
                 let e = self.effect_for(call.tool, &subject, &mut rules_out, |rule, may| {
-                    let cmd_ok = match &rule.commands {
-                        None => true,
-                        Some(pats) => pats.iter().any(|p| p.matches(cmd, may, env)),
-                    };
-                    let path_ok = match &rule.paths {
-                        None => true,
-                        Some(set) => matcher::exec_paths(cmd, env, may)
-                            .iter()
-                            .any(|p| p.as_ref().is_none_or(|p| set.is_match(p))),
-                    };
-                    cmd_ok && path_ok
+                    rule.matches_command(cmd, may, env)
                 });
                 effect = effect.max(e);
             }
@@ -298,8 +332,7 @@ impl Policy {
             for path in &call.paths {
                 let subject = path.display().to_string();
                 let e = self.effect_for(call.tool, &subject, &mut rules_out, |rule, _| {
-                    rule.commands.is_none()
-                        && rule.paths.as_ref().is_none_or(|set| set.is_match(path))
+                    rule.matches_path(path)
                 });
                 effect = effect.max(e);
             }
@@ -353,20 +386,36 @@ impl Policy {
     ) -> Effect {
         let mut best: Option<Effect> = None;
         for rule in &self.rules {
-            if !rule.tools.is_empty() && !rule.tools.contains(&tool) {
+            if !rule.applies_to(tool) {
                 continue;
             }
-            // Deny and ask rules match what a command *may* be (unknown words match anything);
-            // allow rules only what it certainly is.
-            let may = rule.effect != Effect::Allow;
-            if matches(rule, may) {
+            // A rule that certainly matches (on what the analysis knows) applies with its
+            // effect. A deny or ask rule that only *may* match (an unknown word or a glob
+            // could make it match) applies with the milder of its effect and the policy's
+            // `unanalysable`: "cannot tell" is decided like unanalysable text, never as a
+            // certain match (`$echo x` asks under standard, it is not "formats disks").
+            let effect = if matches(rule, false) {
+                Some((rule.effect, rule.reason.clone()))
+            } else if rule.effect != Effect::Allow && matches(rule, true) {
+                let e = rule.effect.min(self.unanalysable);
+                Some((
+                    e,
+                    format!(
+                        "may match: {} (part of the command depends on runtime values or a file-name glob, so the policy's `unanalysable = \"{}\"` caps this rule at {e})",
+                        rule.reason, self.unanalysable
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some((e, reason)) = effect {
                 out.push(RuleMatch {
                     id: rule.id.clone(),
-                    effect: rule.effect,
-                    reason: rule.reason.clone(),
+                    effect: e,
+                    reason,
                     subject: subject.to_string(),
                 });
-                best = Some(best.map_or(rule.effect, |b| b.max(rule.effect)));
+                best = Some(best.map_or(e, |b| b.max(e)));
             }
         }
         match best {
@@ -426,6 +475,63 @@ pub fn fuzz_shell(data: &[u8]) {
                 Effect::Deny,
                 "strict allowed rm -rf / in {script:?}"
             );
+        }
+    }
+    fuzz_globs_in_command_position(script, &env);
+}
+
+/// The glob-in-command-position invariants, checked on every simple command of `script`:
+/// `[`, `[[` and `]` are never globs (POSIX: no matching `]`); a glob program may match a
+/// program pattern exactly when globset (an independent implementation) says the glob
+/// matches that program name, so it never "matches every program"; and it certainly matches
+/// only when it can expand to that one name.
+fn fuzz_globs_in_command_position(script: &str, env: &ShellEnv) {
+    const PROBES: [&str; 6] = ["rm", "sudo", "mkfs.ext4", "dd", "git", "zz-probe"];
+    static PATTERNS: OnceLock<Vec<CommandPattern>> = OnceLock::new();
+    let pats = PATTERNS.get_or_init(|| {
+        PROBES
+            .iter()
+            .filter_map(|p| CommandPattern::compile(&[p.to_string()]).ok())
+            .collect()
+    });
+    for cmd in shell::analyse_script(script, env).commands {
+        for a in &cmd.argv {
+            if let shell::Arg::Glob(t) = a {
+                assert!(
+                    !matches!(t.as_str(), "[" | "[[" | "]" | "]]"),
+                    "{t:?} is no glob"
+                );
+            }
+        }
+        let Some(shell::Arg::Glob(g)) = cmd.argv.first() else {
+            continue;
+        };
+        let base = g.rsplit('/').next().unwrap_or(g);
+        // Skip syntax where globset and POSIX differ: `{a,b}`, `**`, named classes, `[!]`.
+        if ["{", "}", "**", "[:", "[=", "[.", "[!]", "[^]"]
+            .iter()
+            .any(|x| base.contains(x))
+        {
+            continue;
+        }
+        let Ok(oracle) = GlobBuilder::new(base)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map(|g| g.compile_matcher())
+        else {
+            continue;
+        };
+        for (probe, pat) in PROBES.iter().zip(pats) {
+            let may = pat.matches(&cmd, true, env);
+            assert_eq!(
+                may,
+                oracle.is_match(probe),
+                "glob program {g:?} vs {probe:?} in {script:?}"
+            );
+            if pat.matches(&cmd, false, env) {
+                assert!(may, "certain but not possible: {g:?} vs {probe:?}");
+            }
         }
     }
 }

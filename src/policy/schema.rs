@@ -209,6 +209,12 @@ struct RawRule {
     tools: Option<Vec<Spanned<String>>>,
     command: Option<Spanned<toml::Value>>,
     path: Option<Vec<Spanned<String>>>,
+    /// Calls the rule must match (checked at load).
+    #[serde(default, rename = "match")]
+    matching: Vec<Spanned<toml::Value>>,
+    /// Calls the rule must not match, not even possibly (checked at load).
+    #[serde(default)]
+    not_match: Vec<Spanned<toml::Value>>,
 }
 
 /// A raw policy with the file each part came from (for error positions after merging).
@@ -876,14 +882,28 @@ fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
             })?)
         }
     };
-    Ok(Rule {
+    let mut rule = Rule {
         id,
         effect,
         reason,
         tools,
         commands,
         paths,
-    })
+        examples_match: Vec::new(),
+        examples_not_match: Vec::new(),
+    };
+    for (list, want) in [(&rr.matching, true), (&rr.not_match, false)] {
+        for ex in list {
+            let text = super::examples::check(&rule, ex.get_ref(), want)
+                .map_err(|m| ctx.err(ex.span(), format!("rule `{}`: {m}", rule.id)))?;
+            if want {
+                rule.examples_match.push(text);
+            } else {
+                rule.examples_not_match.push(text);
+            }
+        }
+    }
+    Ok(rule)
 }
 
 #[cfg(test)]

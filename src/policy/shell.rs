@@ -12,6 +12,7 @@
 //! errors, a shell reading commands from stdin, `eval` of an unknown string, nesting deeper than
 //! [`MAX_DEPTH`]) are reported in [`Analysis::unanalysable`].
 
+use super::globlang::GlobLang;
 use std::task::{Context, Poll, Waker};
 use yash_syntax::parser::Parser;
 use yash_syntax::parser::lex::Lexer;
@@ -358,56 +359,195 @@ fn walk_simple(sc: &SimpleCommand, env: &ShellEnv, a: &mut Analysis, depth: usiz
     let args: Vec<Arg> = sc
         .words
         .iter()
-        .map(|(w, _)| word(w, env, a, depth))
+        .flat_map(|(w, _)| fields(w, env, a, depth))
         .collect();
     if !args.is_empty() {
         command(&args, env, a, depth);
     }
 }
 
+/// One character of a word and whether the shell sees it unquoted (so it may be a glob or
+/// brace-expansion character).
+type Ch = (char, bool);
+
 /// Expands a word as far as it is static, analysing any command substitution inside.
+///
+/// A word is a glob only if its unquoted characters form a pattern by the POSIX rules
+/// (2.13): `*`, `?`, or a `[` with a matching `]` (so `[`, `[[` and `]` are plain words). The
+/// glob text keeps quoted and backslashed characters escaped (`'*'x*` becomes `\\*x*`), so
+/// that matching sees only the wildcards the shell would expand.
 fn word(w: &Word, env: &ShellEnv, a: &mut Analysis, depth: usize) -> Arg {
-    let mut s = String::new();
+    let (chars, unknown) = word_chars(w, env, a, depth);
+    arg_of(&chars, unknown)
+}
+
+/// A command word as the fields it becomes: bash, zsh and ksh (and `sh` where it is one of
+/// them) brace-expand `{rm,-rf,/}` into `rm -rf /` before anything else; POSIX shells keep
+/// the word. Both cannot be known from here, so the expanded fields are analysed (the words
+/// rules name appear only there).
+fn fields(w: &Word, env: &ShellEnv, a: &mut Analysis, depth: usize) -> Vec<Arg> {
+    let (chars, unknown) = word_chars(w, env, a, depth);
+    match brace_expand(&chars) {
+        Some(words) => words.iter().map(|c| arg_of(c, unknown)).collect(),
+        None => vec![Arg::Unknown(chars.iter().map(|c| c.0).collect())],
+    }
+}
+
+fn arg_of(chars: &[Ch], unknown: bool) -> Arg {
+    let s: String = chars.iter().map(|c| c.0).collect();
+    if unknown {
+        return Arg::Unknown(s);
+    }
+    let mut g = String::new();
+    for &(c, unquoted) in chars {
+        if !unquoted && matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            g.push('\\');
+        }
+        g.push(c);
+    }
+    if GlobLang::shell(&g).has_wildcards() {
+        Arg::Glob(g)
+    } else {
+        Arg::Lit(s)
+    }
+}
+
+fn word_chars(w: &Word, env: &ShellEnv, a: &mut Analysis, depth: usize) -> (Vec<Ch>, bool) {
+    let mut out: Vec<Ch> = Vec::new();
     let mut unknown = false;
-    let mut glob = false;
     for u in &w.units {
+        let mut part = String::new();
         match u {
-            WordUnit::Unquoted(tu) => {
-                if let TextUnit::Literal(c) = tu
-                    && matches!(c, '*' | '?' | '[')
-                {
-                    glob = true;
-                }
-                unknown |= text(std::slice::from_ref(tu), env, a, depth, &mut s);
+            WordUnit::Unquoted(TextUnit::Literal(c)) => {
+                out.push((*c, true));
+                continue;
             }
-            WordUnit::SingleQuote(q) => s.push_str(q),
-            WordUnit::DoubleQuote(t) => unknown |= text(&t.0, env, a, depth, &mut s),
+            WordUnit::Unquoted(tu) => {
+                unknown |= text(std::slice::from_ref(tu), env, a, depth, &mut part)
+            }
+            WordUnit::SingleQuote(q) => part.push_str(q),
+            WordUnit::DoubleQuote(t) => unknown |= text(&t.0, env, a, depth, &mut part),
             WordUnit::DollarSingleQuote(e) => {
-                let mut lit = String::new();
-                if e.extend_literal(&mut lit).is_ok() {
-                    s.push_str(&lit);
-                } else {
-                    s.push_str("$'…'");
+                if e.extend_literal(&mut part).is_err() {
+                    part = "$'…'".into();
                     unknown = true;
                 }
             }
             WordUnit::Tilde { name, .. } => {
                 if name.is_empty() && !env.home.is_empty() {
-                    s.push_str(&env.home);
+                    part.push_str(&env.home);
                 } else {
-                    s.push('~');
-                    s.push_str(name);
+                    part.push('~');
+                    part.push_str(name);
                     unknown = true;
                 }
             }
         }
+        out.extend(part.chars().map(|c| (c, false)));
     }
-    if unknown {
-        Arg::Unknown(s)
-    } else if glob {
-        Arg::Glob(s)
+    (out, unknown)
+}
+
+/// Most fields one word may brace-expand into before the analyser gives up on it (the word
+/// then becomes unknown).
+const MAX_BRACE_FIELDS: usize = 256;
+
+/// Bash's brace expansion of unquoted `{a,b}` (alternatives, nested) and `{1..3}`/`{a..c}`
+/// (sequences); `None` if it would make more than [`MAX_BRACE_FIELDS`] fields.
+fn brace_expand(w: &[Ch]) -> Option<Vec<Vec<Ch>>> {
+    let Some((open, close, commas)) = first_brace(w) else {
+        return Some(vec![w.to_vec()]);
+    };
+    let (pre, body, post) = (&w[..open], &w[open + 1..close], &w[close + 1..]);
+    let alts: Vec<Vec<Ch>> = if commas.is_empty() {
+        sequence(body)?
     } else {
-        Arg::Lit(s)
+        let mut v = Vec::new();
+        let mut start = 0;
+        for &c in commas.iter().chain(std::iter::once(&body.len())) {
+            v.push(body[start..c].to_vec());
+            start = c + 1;
+        }
+        v
+    };
+    let mut out = Vec::new();
+    for alt in alts {
+        let mut whole = pre.to_vec();
+        whole.extend(alt);
+        whole.extend_from_slice(post);
+        out.extend(brace_expand(&whole)?);
+        if out.len() > MAX_BRACE_FIELDS {
+            return None;
+        }
+    }
+    // Bash drops fields that expanded to nothing (`{,}` alone).
+    out.retain(|f| !f.is_empty());
+    Some(out)
+}
+
+/// The first unquoted `{` with a matching `}` that contains a top-level `,` or is a `..`
+/// sequence: (open, close, comma positions relative to the body).
+fn first_brace(w: &[Ch]) -> Option<(usize, usize, Vec<usize>)> {
+    for open in 0..w.len() {
+        if w[open] != ('{', true) {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut commas = Vec::new();
+        for close in open + 1..w.len() {
+            match w[close] {
+                ('{', true) => depth += 1,
+                ('}', true) if depth > 0 => depth -= 1,
+                ('}', true) => {
+                    let body = &w[open + 1..close];
+                    if !commas.is_empty() || is_sequence(body) {
+                        return Some((open, close, commas));
+                    }
+                    break;
+                }
+                (',', true) if depth == 0 => commas.push(close - open - 1),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// Is the body of `{...}` a sequence expression (`1..10`, `a..e`, with an optional step)?
+fn is_sequence(body: &[Ch]) -> bool {
+    let s: String = body.iter().map(|c| c.0).collect();
+    let parts: Vec<&str> = s.split("..").collect();
+    let int = |p: &str| p.parse::<i64>().is_ok();
+    let letter = |p: &str| p.len() == 1 && p.chars().all(|c| c.is_ascii_alphabetic());
+    matches!(parts.len(), 2 | 3)
+        && ((int(parts[0]) && int(parts[1])) || (letter(parts[0]) && letter(parts[1])))
+        && parts.get(2).is_none_or(|p| int(p))
+}
+
+/// `a..e` or `1..10` (an optional `..step` is ignored: over-approximating is fine for
+/// numbers, which no rule names).
+fn sequence(body: &[Ch]) -> Option<Vec<Vec<Ch>>> {
+    let s: String = body.iter().map(|c| c.0).collect();
+    let mut it = s.split("..");
+    let (from, to) = (it.next()?, it.next()?);
+    let one = |c: char| vec![(c, false)];
+    if let (Ok(a), Ok(b)) = (from.parse::<i64>(), to.parse::<i64>()) {
+        let (lo, hi) = (a.min(b), a.max(b));
+        if hi - lo >= MAX_BRACE_FIELDS as i64 {
+            return None;
+        }
+        return Some(
+            (lo..=hi)
+                .map(|n| n.to_string().chars().map(|c| (c, false)).collect())
+                .collect(),
+        );
+    }
+    let (mut a, mut b) = (from.chars(), to.chars());
+    match (a.next(), a.next(), b.next(), b.next()) {
+        (Some(x), None, Some(y), None) if x.is_ascii_alphabetic() && y.is_ascii_alphabetic() => {
+            Some((x.min(y)..=x.max(y)).map(one).collect())
+        }
+        _ => None,
     }
 }
 
@@ -616,13 +756,14 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
                     }
                     i = end + 1;
                 } else if t == "-delete" {
-                    a.commands.push(SimpleCmd {
-                        argv: vec![
-                            Arg::Lit("rm".into()),
-                            Arg::Lit("-r".into()),
-                            Arg::Unknown("<find -delete>".into()),
-                        ],
-                    });
+                    // `-delete` removes what the expression selects under the starting
+                    // points (and possibly the starting points themselves): `rm -r` of
+                    // those, so `find / -delete` is `rm -r /` and `find build -name '*.o'
+                    // -delete` only `rm -r build` (was: `rm -r` of an unknown word, which
+                    // deny rules took for `/`).
+                    let mut argv = vec![Arg::Lit("rm".into()), Arg::Lit("-r".into())];
+                    argv.extend(find_start_points(rest));
+                    a.commands.push(SimpleCmd { argv });
                     i += 1;
                 } else {
                     i += 1;
@@ -743,6 +884,38 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
             }
         }
         _ => {}
+    }
+}
+
+/// The starting points of `find [-H|-L|-P|-D opts|-Olevel]... [path...] expression`: the
+/// words before the first that starts an expression (`-x`, `(`, `!`, `)`, `,`); `.` if none.
+/// A starting point that starts with `-` is an option to find, so an unknown word here stays
+/// unknown (it may be any path).
+fn find_start_points(rest: &[Arg]) -> Vec<Arg> {
+    let mut i = 0;
+    while i < rest.len() {
+        match rest[i].text() {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            t if t.starts_with("-O") => i += 1,
+            _ => break,
+        }
+    }
+    let points: Vec<Arg> = rest[i.min(rest.len())..]
+        .iter()
+        .take_while(|x| match x {
+            Arg::Unknown(_) => true,
+            other => {
+                let t = other.text();
+                !(t.starts_with('-') || matches!(t, "(" | "!" | ")" | ","))
+            }
+        })
+        .cloned()
+        .collect();
+    if points.is_empty() {
+        vec![Arg::Lit(".".into())]
+    } else {
+        points
     }
 }
 
@@ -946,6 +1119,38 @@ mod tests {
         assert_eq!(a.commands[0].argv[2], Arg::Glob("/*".into()));
         let a = analyse_script("rm -rf '/*'", &env());
         assert_eq!(a.commands[0].argv[2], Arg::Lit("/*".into()));
+    }
+
+    #[test]
+    fn brace_expansion_and_glob_words() {
+        assert_eq!(cmds("{rm,-rf,/}"), vec!["rm -rf /"]);
+        assert_eq!(cmds("r{m,} -rf {/,x}"), vec!["rm r -rf / x"]);
+        assert_eq!(cmds("echo {1..3}{a,b}"), vec!["echo 1a 1b 2a 2b 3a 3b"]);
+        assert_eq!(cmds("echo a{b{c,d},e}"), vec!["echo abc abd ae"]);
+        // Quoted braces, `{}`, `{x}` and `${X}` are not brace expansions.
+        assert_eq!(
+            cmds("echo '{a,b}' {} {x} \\{a,b}"),
+            vec!["echo '{a,b}' '{}' '{x}' '{a,b}'"]
+        );
+        let a = analyse_script("echo {1..100000}", &env());
+        assert_eq!(a.commands[0].argv[1], Arg::Unknown("{1..100000}".into()));
+        // `[` alone is a word, `[a]` a glob; quoted glob characters are escaped in glob text.
+        let a = analyse_script("[ -d / ] && ls [a] '*'x* \\?y?", &env());
+        assert_eq!(a.commands[0].argv[0], Arg::Lit("[".into()));
+        assert_eq!(a.commands[0].argv[3], Arg::Lit("]".into()));
+        assert_eq!(a.commands[1].argv[1], Arg::Glob("[a]".into()));
+        assert_eq!(a.commands[1].argv[2], Arg::Glob("\\*x*".into()));
+        assert_eq!(a.commands[1].argv[3], Arg::Glob("\\?y?".into()));
+        assert_eq!(
+            analyse_script("'[a]'", &env()).commands[0].argv[0],
+            Arg::Lit("[a]".into())
+        );
+        // find -delete deletes under its starting points.
+        assert_eq!(
+            cmds("find -L build src -name '*.o' -delete"),
+            vec!["find -L build src -name '*.o' -delete", "rm -r build src"]
+        );
+        assert_eq!(cmds("find -delete"), vec!["find -delete", "rm -r ."]);
     }
 
     #[test]

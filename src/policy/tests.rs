@@ -422,3 +422,205 @@ fn client_roots_narrow_decisions_and_never_widen() {
     assert_eq!(d.effect, Effect::Deny);
     assert!(d.rules.iter().any(|r| r.reason.contains("(none)")));
 }
+
+#[test]
+fn every_builtin_rule_has_match_and_not_match_examples() {
+    for (name, _) in BUILTINS {
+        let p = Policy::builtin(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for r in &p.rules {
+            assert!(
+                !r.examples_match.is_empty() && !r.examples_not_match.is_empty(),
+                "{name}: rule `{}` needs at least one `match` and one `not_match` example",
+                r.id
+            );
+        }
+    }
+}
+
+fn load_err(text: &str) -> String {
+    match Policy::from_str(text, "u.toml", "u", None) {
+        Ok(_) => panic!("loaded:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn examples_are_checked_at_load_for_user_policies_too() {
+    let rule = |examples: &str| {
+        format!(
+            "[[rule]]\nid = \"no-make\"\neffect = \"deny\"\ntools = [\"exec\"]\ncommand = [\"make\"]\nreason = \"r\"\n{examples}\n"
+        )
+    };
+    // Without examples, and with right ones, the policy loads.
+    Policy::from_str(&rule(""), "u.toml", "u", None).expect("no examples");
+    Policy::from_str(
+        &rule("match = [\"make all\", [\"make\"]]\nnot_match = [\"[ -f x ] || touch x\", { tool = \"read\", path = \"/x\" }]"),
+        "u.toml",
+        "u",
+        None,
+    )
+    .expect("right examples");
+    for (examples, needle) in [
+        (
+            "match = [\"ls\"]",
+            "example `ls` is under `match`, but the rule does not match it",
+        ),
+        (
+            "not_match = [\"make -C x\"]",
+            "example `make -C x` is under `not_match`, but the rule matches it",
+        ),
+        ("not_match = [\"$M x\"]", "the rule may match it"),
+        ("match = [\"$M x\"]", "only may match it"),
+        ("match = [\"if then\"]", "cannot be analysed"),
+        ("match = [42]", "an example is shell text"),
+        (
+            "match = [{ tool = \"read\" }]",
+            "a read example needs `path`",
+        ),
+        (
+            "match = [{ tool = \"read\", path = \"x\" }]",
+            "needs an absolute `path`",
+        ),
+        (
+            "match = [{ tool = \"nope\", path = \"/x\" }]",
+            "unknown tool `nope`",
+        ),
+    ] {
+        let e = load_err(&rule(examples));
+        assert!(e.starts_with("u.toml:7:"), "{examples}: {e}");
+        assert!(
+            e.contains("rule `no-make`") && e.contains(needle),
+            "{examples}: {e}"
+        );
+    }
+}
+
+/// Items 10 and 11 of issue 14, and the hostile and ordinary spellings found around them.
+#[test]
+fn globs_and_unknown_words_match_only_what_they_can_be() {
+    let strict = Policy::builtin("strict").expect("strict");
+    let standard = Policy::builtin("standard").expect("standard");
+    let permissive = Policy::builtin("permissive").expect("permissive");
+    let sh = |p: &Policy, s: &str| exec(p, &["sh", "-c", s]);
+    let denied_by = |d: &Decision, id: &str| {
+        d.rules
+            .iter()
+            .any(|r| r.id == id && r.effect == Effect::Deny)
+    };
+    // `[` is a program, not a glob: ordinary tests run under every policy.
+    for s in [
+        "[ -d / ] && echo ok",
+        "[ -n x ]",
+        "[ ]",
+        "[ -f x ] || touch x",
+        "if [ -f x ]; then cat x; fi",
+        "test -d /",
+        "for f in *.c; do echo $f; done",
+        "find . -name x -print",
+        "git clean -n",
+        "make clean",
+        "cargo clean",
+        "grep -r sudo .",
+        "echo '*' \"?\" '['",
+    ] {
+        for p in [&strict, &standard, &permissive] {
+            assert_eq!(
+                sh(p, s).effect,
+                Effect::Allow,
+                "{}: {s}: {:?}",
+                p.name,
+                sh(p, s)
+            );
+        }
+    }
+    // `[[` is bash syntax the POSIX parser refuses: unanalysable, not "every program".
+    let d = sh(&standard, "[[ -n x ]]");
+    assert_eq!(d.effect, Effect::Ask, "{d:?}");
+    assert!(
+        d.rules
+            .iter()
+            .all(|r| r.id == "unanalysable" || r.effect == Effect::Allow)
+    );
+    // Item 11: find -delete removes under its starting points, not "/".
+    let d = sh(&standard, "find build -name '*.o' -delete");
+    assert_eq!(d.effect, Effect::Ask, "{d:?}");
+    assert!(!denied_by(&d, "deny-rm-root-home"), "{d:?}");
+    assert!(denied_by(
+        &sh(&standard, "find / -delete"),
+        "deny-rm-root-home"
+    ));
+    assert!(denied_by(
+        &sh(&standard, "find -L ~ -name x -delete"),
+        "deny-rm-root-home"
+    ));
+    // An unknown program is "cannot tell": standard asks, strict denies, never "formats disks".
+    let d = sh(&standard, "$echo x");
+    assert_eq!(d.effect, Effect::Ask, "{d:?}");
+    assert!(!d.rules.iter().any(|r| r.effect == Effect::Deny), "{d:?}");
+    assert_eq!(sh(&strict, "$echo x").effect, Effect::Deny);
+    // Hostile spellings: certain when the word can be only `rm`, "cannot tell" otherwise.
+    for s in [
+        "/bin/r[m] -rf /",
+        "r\\m -rf ~",
+        "\"rm\" -rf /",
+        "'r'm -rf /",
+        "command rm -rf /",
+        "env rm -rf /",
+        "busybox rm -rf /",
+        "/usr/bin/../bin/rm -rf /",
+    ] {
+        let d = sh(&standard, s);
+        assert!(denied_by(&d, "deny-rm-root-home"), "{s}: {d:?}");
+        assert_eq!(sh(&strict, s).effect, Effect::Deny, "{s}");
+    }
+    for s in [
+        "/bin/r? -rf /",
+        "./r* -rf ~",
+        "$(printf rm) -rf /",
+        "`echo rm` -rf /",
+        "${X:-rm} -rf /",
+        "$RM -rf /",
+        "* -rf /",
+        "rm -rf $TARGET",
+        "echo / | xargs rm -rf",
+    ] {
+        assert_eq!(
+            sh(&standard, s).effect,
+            Effect::Ask,
+            "{s}: {:?}",
+            sh(&standard, s)
+        );
+        assert_eq!(sh(&strict, s).effect, Effect::Deny, "{s}");
+    }
+    // A glob that cannot expand to a rule's program does not match it.
+    for s in ["./mk* x", "/bin/[!s]udo ls", "/usr/bin/ls? -l"] {
+        let d = sh(&standard, s);
+        assert!(
+            !d.rules.iter().any(|r| r.id == "deny-privilege"),
+            "{s}: {d:?}"
+        );
+    }
+    assert!(
+        sh(&standard, "./mk* x")
+            .rules
+            .iter()
+            .any(|r| r.id == "deny-disk-destruction")
+    );
+    // One directory under / or ~ is not "the whole system or home directory"; the glob
+    // words `/*` and `~/*` still are.
+    for s in [
+        "rm -rf ~/.cache",
+        "rm -rf /tmp/x",
+        "cd /tmp && rm -rf .",
+        "rm -rf ~/old-project",
+    ] {
+        let d = sh(&standard, s);
+        assert_eq!(d.effect, Effect::Ask, "{s}: {d:?}");
+    }
+    for s in ["rm -rf /*", "rm -rf ~/*", "rm -rf /var", "rm -rf /lib64"] {
+        assert!(denied_by(&sh(&standard, s), "deny-rm-root-home"), "{s}");
+    }
+    // Quoted glob characters are literal: `'r?'` names the program `r?`, which is no rule's.
+    assert_eq!(sh(&standard, "'r?' -rf /").effect, Effect::Allow);
+    assert_eq!(sh(&standard, "'[' -d / ']'").effect, Effect::Allow);
+}
