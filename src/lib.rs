@@ -20,6 +20,31 @@
 //! and what a permitted command legitimately does inside the workspace (that is what backups
 //! and undo, issue 5, are for).
 //!
+//! ## The broker's unconfined side
+//!
+//! Before and after each run the broker acts, unconfined and as its own uid, on a tree the run
+//! controlled (and a concurrent run may still be changing). What it touches, and how:
+//!
+//! - **Snapshot** (`broker::snapshot`): walks the workspace (links never followed; directories
+//!   whose `.gitignore`/`.ignore`/`info/exclude` is not a small regular file are skipped, not
+//!   read) and reads files beneath the workspace's descriptor with `openat2(RESOLVE_BENEATH |
+//!   NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV)`, `O_NONBLOCK`, typed on the descriptor, bounded.
+//! - **Protected paths** (`broker::keep`, as a normal user): each component opened relative to
+//!   its parent with `O_NOFOLLOW`, `O_PATH` to type an entry before any open for reading, FIFOs
+//!   and devices never opened, bounded in bytes, entries and depth; put back the same way.
+//! - **Quarantine** of protected paths a run created: reports a link or file that stands where
+//!   a directory should be as itself, never looks through it; renames only.
+//! - **Undo** (`broker::fs::undo`, in the confined worker): names resolved beneath a root
+//!   without following links; a directory become a link is refused.
+//! - **Leftovers** (no pid namespace): the broker is its runs' subreaper and kills what they
+//!   leave, before the snapshot after the run.
+//! - **Session places** (`broker::session`): the writable area is pinned; `cd` moves nothing
+//!   the broker acts on.
+//!
+//! Still by path, as the broker: `std::fs` calls in `broker/` outside those (the quarantine's
+//! renames, the protected-path search), which issue 22's single workspace-access module will
+//! take over; `docs/seams.md` lists what remains.
+//!
 //! # Compatibility
 //!
 //! Linux only. Landlock ABI ≥ 1 is required unless a policy says `best_effort = true`; ABI 4
