@@ -934,8 +934,7 @@ sandbox_test! {
                 env.give_to_nobody();
             }
             let gw = |args: &[&str]| {
-                let mut c = if nobody { env.nobody() } else { env.cmd() };
-                c.args(args).output().expect("run")
+                env.as_user(nobody).args(args).output().expect("run")
             };
             for args in [
                 &["fs", "write", "realgit/config", "--content", "[core]\n\tfsmonitor = evil\n"][..],
@@ -1003,8 +1002,8 @@ sandbox_test! {
                 env.give_to_nobody();
             }
             let gw = |args: &[&str]| {
-                let mut c = if nobody { env.nobody() } else { env.cmd() };
-                c.arg("--policy").arg(env.ws.join("my-policy.toml")).args(args).output().expect("run")
+                env.as_user(nobody)
+                    .arg("--policy").arg(env.ws.join("my-policy.toml")).args(args).output().expect("run")
             };
             let o = gw(&["exec", "--", "sh", "-c", "echo 'extends = \"permissive\"' > my-policy.toml; echo 'extends = \"permissive\"' > base.toml; echo ran"]);
             if nobody {

@@ -389,19 +389,7 @@ sandbox_test! {
 /// returned once the change is made (it printed `started`).
 fn start_changing_run(env: &Env, marker: &str, as_nobody: bool) -> std::process::Child {
     let script = format!("echo changed > important.txt; echo started; sleep 30 # {marker}");
-    let mut c = if as_nobody {
-        let mut c = env.raw("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            BIN,
-        ]);
-        c
-    } else {
-        env.cmd()
-    };
+    let mut c = env.as_user(as_nobody);
     let mut child = c
         .args(["exec", "--policy", "standard", "--", "sh", "-c", &script])
         .stdin(Stdio::null())
@@ -450,31 +438,14 @@ fn important_env(name: &str, as_nobody: bool) -> Env {
     let env = Env::new(name);
     env.write("important.txt", "original\n");
     if as_nobody {
-        let st = Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(&env.root)
-            .status()
-            .expect("chown");
-        assert!(st.success());
+        env.give_to_nobody();
     }
     env
 }
 
 /// A gateway command as root or as uid 65534.
 fn gw_as(env: &Env, as_nobody: bool, args: &[&str]) -> Output {
-    let mut c = if as_nobody {
-        let mut c = env.raw("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            BIN,
-        ]);
-        c
-    } else {
-        env.cmd()
-    };
+    let mut c = env.as_user(as_nobody);
     c.args(args).stdin(Stdio::null()).output().expect("gateway")
 }
 

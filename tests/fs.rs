@@ -695,8 +695,8 @@ sandbox_test!(
 
 /// A session's one-shot call (`GATEWAY_SESSION`), as root or as uid 65534.
 fn in_session(env: &Env, nobody: bool, args: &[&str]) -> Output {
-    let mut c = if nobody { env.nobody() } else { env.cmd() };
-    c.env("GATEWAY_SESSION", "agent-1")
+    env.as_user(nobody)
+        .env("GATEWAY_SESSION", "agent-1")
         .args(args)
         .output()
         .expect("run gateway")

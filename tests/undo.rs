@@ -414,20 +414,9 @@ sandbox_test!(
         env.write("junk/b", "b\n");
         std::fs::set_permissions(env.ws.join("junk/ro"), PermissionsExt::from_mode(0o500))
             .expect("chmod");
-        let st = Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(&env.root)
-            .status()
-            .expect("chown");
-        assert!(st.success());
-        let nobody = |args: &[&str]| -> Output {
-            env.raw("setpriv")
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
-                .args(args)
-                .stdin(Stdio::null())
-                .output()
-                .expect("setpriv")
-        };
+        env.give_to_nobody();
+        let nobody =
+            |args: &[&str]| -> Output { env.nobody().args(args).output().expect("setpriv") };
         // (rm -rf cannot empty a 0500 directory as nobody: make it writable first.)
         let o = nobody(&[
             "exec",

@@ -353,6 +353,11 @@ impl Env {
         .stdin(Stdio::null());
         c
     }
+
+    /// `gateway` as uid 65534 when `nobody`, else as this test's user (root).
+    pub fn as_user(&self, nobody: bool) -> Command {
+        if nobody { self.nobody() } else { self.cmd() }
+    }
 }
 
 /// `gateway --json --policy P fs probe PATH`: (read, append) results and the worker's status.

@@ -99,18 +99,21 @@ impl Root {
         .map_err(|e| refuse(&self.path.join(rel), e, "opening"))
     }
 
+    /// The last component of `rel`, which must be a plain name.
+    fn last_name(&self, rel: &Path) -> Result<OsString, FsError> {
+        match rel.components().next_back() {
+            Some(Component::Normal(n)) => Ok(n.to_os_string()),
+            _ => Err(FsError::Escape {
+                path: self.path.join(rel),
+                why: "it does not name a file (it ends in `..`, `.` or `/`)",
+            }),
+        }
+    }
+
     /// The directory holding `rel` (opened for reading, so it can be synced) and the last
     /// component's name. The last component must be a plain name.
     pub fn parent_of(&self, rel: &Path) -> Result<(OwnedFd, OsString), FsError> {
-        let name = match rel.components().next_back() {
-            Some(Component::Normal(n)) => n.to_os_string(),
-            _ => {
-                return Err(FsError::Escape {
-                    path: self.path.join(rel),
-                    why: "it does not name a file (it ends in `..`, `.` or `/`)",
-                });
-            }
-        };
+        let name = self.last_name(rel)?;
         let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
         let dir = self.open_beneath(
             parent.unwrap_or(Path::new(".")),
@@ -124,15 +127,7 @@ impl Root {
     /// (`RESOLVE_NO_SYMLINKS`): for undo, which acts on names the agent may have replaced
     /// with links, and must reach exactly the directories that were recorded.
     pub fn parent_of_nofollow(&self, rel: &Path) -> Result<(OwnedFd, OsString), FsError> {
-        let name = match rel.components().next_back() {
-            Some(Component::Normal(n)) => n.to_os_string(),
-            _ => {
-                return Err(FsError::Escape {
-                    path: self.path.join(rel),
-                    why: "it does not name a file (it ends in `..`, `.` or `/`)",
-                });
-            }
-        };
+        let name = self.last_name(rel)?;
         let parent = rel
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

@@ -419,6 +419,10 @@ fn reap_pending() {
 /// when no run is in progress, every such child is a leftover and is killed.
 static ACTIVE: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
 
+/// A run without a pid namespace started since the last reaping: only such runs leave
+/// orphans here (a namespace's orphans stay in it), so runs in namespaces pay nothing.
+static UNCONTAINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A run counted in [`ACTIVE`] (uncounted on drop, e.g. when setup fails).
 struct ActiveRun {
     counted: bool,
@@ -445,6 +449,9 @@ impl ActiveRun {
             return None;
         }
         // Under the lock: no run starts (and spawns a child of its own) meanwhile.
+        if !UNCONTAINED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Some(0);
+        }
         Some(kill_leftovers())
     }
 }
@@ -522,6 +529,9 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
 
     // Namespaces.
     let use_ns = c.namespaces && privileged;
+    if !use_ns {
+        UNCONTAINED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if c.namespaces && !privileged {
         status.not_applied.push(
             "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the command's session are killed when it ends, by the broker as their subreaper)".into(),

@@ -508,13 +508,7 @@ fn plan_trash(t: &mut Tools<'_>, steps: &mut [Step<'_>]) -> Result<(), BrokerErr
         let Some((dir, name)) = parent(s.root, &s.rel)? else {
             continue;
         };
-        let d = rustix::fs::openat(
-            &dir,
-            &name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(ioe("opening", &abs))?;
+        let d = open_dir_nofollow(&dir, &name, &abs)?;
         let mut kept = false;
         for e in rustix::fs::Dir::read_from(&d).map_err(ioe("listing", &abs))? {
             let e = e.map_err(ioe("listing", &abs))?;
@@ -720,16 +714,25 @@ fn put_link(s: &Step<'_>, target: &str) -> Result<(), BrokerError> {
     done
 }
 
-fn set_dir_mode(s: &Step<'_>, mode: u32) -> Result<(), BrokerError> {
-    let abs = s.abs();
-    let (dir, name) = need_parent(s)?;
-    let d = rustix::fs::openat(
-        &dir,
-        &name,
+/// Opens the directory `name` of `dir` without following a link (`abs`: for messages).
+fn open_dir_nofollow(
+    dir: &impl rustix::fd::AsFd,
+    name: &std::ffi::OsStr,
+    abs: &Path,
+) -> Result<rustix::fd::OwnedFd, BrokerError> {
+    rustix::fs::openat(
+        dir,
+        name,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(ioe("opening", &abs))?;
+    .map_err(ioe("opening", abs))
+}
+
+fn set_dir_mode(s: &Step<'_>, mode: u32) -> Result<(), BrokerError> {
+    let abs = s.abs();
+    let (dir, name) = need_parent(s)?;
+    let d = open_dir_nofollow(&dir, &name, &abs)?;
     rustix::fs::fchmod(&d, Mode::from_raw_mode(mode)).map_err(ioe("setting the mode of", &abs))
 }
 
