@@ -6,6 +6,7 @@
 //! deny (`default-deny`). The call's effect is the strictest over its commands and over the
 //! policy's `unanalysable` fallback for any part that could not be analysed.
 
+pub mod credentials;
 mod matcher;
 mod schema;
 pub mod shell;
