@@ -725,6 +725,10 @@ pub fn plan(
     }
     deny.sort();
     deny.dedup();
+    // A path inside another denied path is denied already; masking it too would fail (the
+    // outer mask hides it first: `~/.mozilla` and the catalogue's `~/.mozilla/firefox`).
+    // Sorted by components, a path's descendants follow it directly.
+    deny.dedup_by(|inner, outer| inner.starts_with(&*outer));
 
     // Relative protected paths apply in every writable directory. The private TMPDIR is new
     // and empty: nothing in it to protect. A writable `/` (permissive) stands for the
