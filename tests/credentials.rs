@@ -375,3 +375,63 @@ sandbox_test! {
         assert_eq!(o.status.code(), Some(122), "--env MYSQL_PWD: {}", text(&o));
     }
 }
+
+#[test]
+fn policy_explain_credentials_lists_what_is_denied_and_why() {
+    let env = Env::new("cred-explain");
+    let xdg = env.root.join("xdg");
+    let o = env
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .args(["--json", "policy", "explain", "--credentials"])
+        .output()
+        .expect("run gateway");
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json_of(&o);
+    let stores = v["stores"].as_array().expect("stores");
+    assert_eq!(stores.len(), catalogue().stores.len());
+    for s in stores {
+        for k in ["owner", "holds", "source", "group"] {
+            assert!(!s[k].as_str().unwrap_or_default().is_empty(), "{k}: {s}");
+        }
+    }
+    let denied = |owner: &str| -> Vec<String> {
+        stores
+            .iter()
+            .filter(|s| s["owner"] == owner)
+            .flat_map(|s| s["denied"].as_array().expect("denied").iter())
+            .map(|p| p.as_str().expect("path").to_string())
+            .collect()
+    };
+    let home = env.home.display().to_string();
+    assert!(denied("Claude Code").contains(&format!("{home}/.claude/.credentials.json")));
+    let git = denied("git (credential store)");
+    assert!(
+        git.contains(&format!("{}/git/credentials", xdg.display())),
+        "{git:?}"
+    );
+    assert!(
+        git.contains(&format!("{home}/.config/git/credentials")),
+        "{git:?}"
+    );
+    let env_names: Vec<&str> = v["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .flat_map(|e| e["names"].as_array().expect("names"))
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(env_names.contains(&"ANTHROPIC_API_KEY") && env_names.contains(&"OPENAI_API_KEY"));
+    // Text: each store with its owner, what it holds, its paths and its source.
+    let o = env.gw(&["policy", "explain", "--credentials"]);
+    let t = stdout(&o);
+    assert!(o.status.success(), "{}", text(&o));
+    for want in [
+        "Codex: ChatGPT login tokens",
+        &format!("{home}/.codex/auth.json"),
+        "source: https://github.com/openai/codex/blob/main/docs/authentication.md",
+        "ANTHROPIC_API_KEY",
+    ] {
+        assert!(t.contains(want), "{want} missing: {t}");
+    }
+}
