@@ -151,7 +151,7 @@ fn attack(policy: &str, as_nobody: bool) {
         let env = Env::new("creds");
         let planted = plant(&env, pass);
         assert!(planted.len() >= 30, "{} planted", planted.len());
-        let system = if as_nobody { vec![] } else { system_files() };
+        let system = system_files();
         // The control: where the policy lets a command read (strict reads no home).
         let control_dir = if policy == "strict" {
             &env.ws
