@@ -110,6 +110,16 @@
 //!   and may call `openat2` (`Confinement::danger_openat2`: its resolution is
 //!   `RESOLVE_BENEATH`; commands never get it, since seccomp cannot read its mode). Policy
 //!   decisions, audit records, recovery after a crash, `cd` and snapshots stay in the broker.
+//! - Credentials are a catalogue, as data (`policies/credentials.toml`, `policy::credentials`):
+//!   each store and variable with its owner, what it holds and a source. `broker::plan`
+//!   expands it for the caller (`~` is the caller's, the broker's and its account's home;
+//!   `${XDG_CONFIG_HOME:-~/.config}`-style templates deny both the caller's value and the
+//!   default) and adds it to the never-exposed paths of every policy, so commands (landlock,
+//!   masks) and file tools (`broker::paths`, from the same plan) refuse alike; its variables
+//!   join the always-scrubbed list. Token files only where an agent's shell integration reads
+//!   the rest of its directory (`~/.claude/shell-snapshots/`). README's table is generated
+//!   from the data and checked by a test. Denied paths inside other denied paths are dropped
+//!   from the plan (the outer mask already hides them; masking both failed the run).
 //! - Permanent removal is a tool of its own (`purge`) so that policies decide it apart from
 //!   moving to the trash.
 //! - `gateway mcp` (`broker::mcp`, on `rmcp` with a current-thread tokio runtime): every

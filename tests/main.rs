@@ -19,6 +19,7 @@ mod corpus;
 
 mod audit;
 mod config;
+mod credentials;
 mod daemon;
 mod docs;
 mod escape;

@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod client;
+pub mod credentials;
 pub mod daemon;
 pub mod fs;
 mod guard;
@@ -30,7 +31,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Paths no child may read under any policy: credentials whose loss cannot be undone. The
-/// state directory is added at run time.
+/// credential catalogue (`policies/credentials.toml`, [`credentials`]) and the state
+/// directory are added at run time.
 pub const ALWAYS_DENY: &[&str] = &[
     "~/.ssh",
     "~/.gnupg",
@@ -663,7 +665,13 @@ pub fn plan(
         }
         out
     };
-    let mut critical = expand_all(&mut ALWAYS_DENY.iter().copied());
+    let catalogue = credentials::denied_templates(&vars.home);
+    let mut critical = expand_all(
+        &mut ALWAYS_DENY
+            .iter()
+            .copied()
+            .chain(catalogue.iter().map(String::as_str)),
+    );
     for p in [state_dir.to_path_buf(), config_guard()] {
         if let Ok(c) = std::fs::canonicalize(&p)
             && c != p
@@ -717,6 +725,10 @@ pub fn plan(
     }
     deny.sort();
     deny.dedup();
+    // A path inside another denied path is denied already; masking it too would fail (the
+    // outer mask hides it first: `~/.mozilla` and the catalogue's `~/.mozilla/firefox`).
+    // Sorted by components, a path's descendants follow it directly.
+    deny.dedup_by(|inner, outer| inner.starts_with(&*outer));
 
     // Relative protected paths apply in every writable directory. The private TMPDIR is new
     // and empty: nothing in it to protect. A writable `/` (permissive) stands for the
@@ -768,6 +780,7 @@ pub fn plan(
     // Environment: allowlist minus always-scrubbed, then the policy's settings, then --env.
     let scrubbed = |k: &str| {
         policy::ALWAYS_SCRUB.iter().any(|p| policy::env_match(p, k))
+            || policy::credentials::env_scrubbed(k)
             || sb.env_scrub.iter().any(|p| policy::env_match(p, k))
     };
     let allowed = |k: &str| sb.env_allow.iter().any(|p| policy::env_match(p, k));

@@ -30,6 +30,7 @@ macro_rules! errs {
 }
 
 mod config;
+mod credentials;
 mod fs;
 mod log;
 mod repl;
@@ -526,10 +527,19 @@ enum PolicyCmd {
         /// The file.
         file: PathBuf,
     },
-    /// Show the decision, the matching rules and the sandbox for a command, without running it.
+    /// Show the decision, the matching rules and the sandbox for a command, without running it;
+    /// or (`--credentials`) the credentials every policy denies, and why.
     Explain {
+        /// List the credential catalogue: each denied path and variable with its owner, what
+        /// it holds and the source saying so.
+        #[arg(long)]
+        credentials: bool,
         /// The command.
-        #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+        #[arg(
+            required_unless_present = "credentials",
+            trailing_var_arg = true,
+            value_name = "CMD"
+        )]
         command: Vec<String>,
     },
     /// List the built-in policies.
@@ -935,12 +945,19 @@ fn dispatch(cli: Cli) -> ExitCode {
             }
         },
         Cmd::Policy {
-            cmd: PolicyCmd::Explain { command },
+            cmd:
+                PolicyCmd::Explain {
+                    command,
+                    credentials,
+                },
         } => {
             let policy = match load_policy(&cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };
+            if *credentials {
+                return credentials::explain(&policy, cli.json);
+            }
             let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
             match broker::explain(&policy, command, &cwd, &state_dir(&cli)) {
                 Ok(x) => {

@@ -16,6 +16,7 @@
 //! (schema.rs): a `match` example must certainly match the rule, a `not_match` example must
 //! not match it, not even possibly. Every built-in rule has both.
 
+pub mod credentials;
 mod examples;
 mod globlang;
 mod matcher;
