@@ -959,32 +959,40 @@ sandbox_test! {
         // Issue 25 item 3: as a normal user (no pid namespace) a `setsid` descendant that
         // ignores SIGTERM and SIGHUP outlived `exec` and changed the workspace unrecorded. The
         // broker is now its subreaper and kills what the command left when it ends — before
-        // the snapshot — and records how many.
-        let env = Env::new("unpriv-leftover");
-        env.write("keep.txt", "original\n");
-        env.give_to_nobody();
+        // the snapshot — and records how many. As root the pid namespace does it.
         let survivor = "setsid -f sh -c 'trap \"\" TERM HUP; sleep 2; echo evil > late.txt; echo changed > keep.txt' </dev/null >/dev/null 2>&1";
-        for extra in [&[][..], &["--timeout", "1"][..]] {
-            let script = if extra.is_empty() {
-                survivor.to_string()
-            } else {
-                format!("{survivor}; sleep 5")
-            };
-            let o = env
-                .nobody()
-                .args(["--json", "exec", "--policy", "standard"])
-                .args(extra)
-                .args(["--", "sh", "-c", &script])
-                .output()
-                .expect("run");
-            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-            std::thread::sleep(std::time::Duration::from_secs(3));
-            assert!(!env.ws.join("late.txt").exists(), "{extra:?}: {}", text(&o));
-            assert_eq!(std::fs::read_to_string(env.ws.join("keep.txt")).expect("keep"), "original\n");
-            assert!(v["leftovers_killed"].as_u64().unwrap_or(0) >= 1, "{extra:?}: {v}");
+        for nobody in [true, false] {
+            let env = Env::new("unpriv-leftover");
+            env.write("keep.txt", "original\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            for extra in [&[][..], &["--timeout", "1"][..]] {
+                let script = if extra.is_empty() {
+                    survivor.to_string()
+                } else {
+                    format!("{survivor}; sleep 5")
+                };
+                let o = env
+                    .as_user(nobody)
+                    .args(["--json", "exec", "--policy", "standard"])
+                    .args(extra)
+                    .args(["--", "sh", "-c", &script])
+                    .output()
+                    .expect("run");
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                assert!(!env.ws.join("late.txt").exists(), "nobody={nobody} {extra:?}: {}", text(&o));
+                assert_eq!(std::fs::read_to_string(env.ws.join("keep.txt")).expect("keep"), "original\n");
+                if nobody {
+                    assert!(v["leftovers_killed"].as_u64().unwrap_or(0) >= 1, "{extra:?}: {v}");
+                }
+            }
+            if nobody {
+                let recs = log_records(&env);
+                assert!(recs.iter().any(|r| r["leftovers_killed"].as_u64().unwrap_or(0) >= 1), "{recs:?}");
+            }
         }
-        let recs = log_records(&env);
-        assert!(recs.iter().any(|r| r["leftovers_killed"].as_u64().unwrap_or(0) >= 1), "{recs:?}");
     }
 }
 
@@ -1023,6 +1031,106 @@ sandbox_test! {
             }
             assert_eq!(std::fs::read_to_string(env.ws.join("my-policy.toml")).expect("r"), "extends = \"base.toml\"\n", "nobody={nobody}");
             assert_eq!(std::fs::read_to_string(env.ws.join("base.toml")).expect("r"), "extends = \"strict\"\n", "nobody={nobody}");
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_run_cannot_redirect_git_with_commondir_or_a_submodules_config() {
+        // Found by attacking the fix: `.git/commondir` makes git read its config (fsmonitor)
+        // from a repository the run planted; a submodule's `.git/modules/NAME/config` runs at
+        // the top-level `git status`. Both are protected paths now, as root and uid 65534.
+        for nobody in [false, true] {
+            let env = Env::new("git-commondir");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n");
+            env.write(".git/modules/sub/config", "[core]\n");
+            std::fs::create_dir_all(env.ws.join(".git/modules/sub/hooks")).expect("hooks");
+            if nobody {
+                env.give_to_nobody();
+            }
+            for script in [
+                "mkdir -p evil/.git && echo ../evil/.git > .git/commondir",
+                "printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/modules/sub/config",
+                "echo evil > .git/modules/sub/hooks/post-checkout",
+                "echo '[core]' > .git/config.worktree",
+            ] {
+                let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", &format!("{script}; echo ran")]).output().expect("run");
+                let t = text(&o);
+                assert!(stdout(&o).contains("ran"), "the run happened: {t}");
+                assert!(!env.ws.join(".git/commondir").exists(), "nobody={nobody} `{script}`: {t}");
+                assert!(!env.ws.join(".git/config.worktree").exists(), "nobody={nobody} `{script}`: {t}");
+                assert!(!env.ws.join(".git/modules/sub/hooks/post-checkout").exists(), "nobody={nobody} `{script}`: {t}");
+                assert_eq!(std::fs::read_to_string(env.ws.join(".git/modules/sub/config")).expect("r"), "[core]\n", "nobody={nobody} `{script}`: {t}");
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_home_spelled_otherwise_denies_the_same_credentials() {
+        // Found by attacking the fix: HOME=/x/home/. or //x/home made every denied path under
+        // it readable as a normal user (landlock compares the spelling it is given).
+        let env = Env::new("home-spelling");
+        env.write("control.txt", "CONTROL-READ\n");
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("ssh");
+        std::fs::write(env.home.join(".ssh/id_ed25519"), "HOME-SPELLING-KEY").expect("key");
+        env.give_to_nobody();
+        let home = env.home.display().to_string();
+        for spelled in [format!("{home}/."), format!("/{home}"), format!("{home}/../home")] {
+            for nobody in [true, false] {
+                let o = env
+                    .as_user(nobody)
+                    .env("HOME", &spelled)
+                    .args(["exec", "--policy", "standard", "--", "sh", "-c", &format!("cat control.txt; cat {home}/.ssh/id_ed25519")])
+                    .output()
+                    .expect("run");
+                assert!(stdout(&o).contains("CONTROL-READ"), "the run happened: {}", text(&o));
+                assert!(!stdout(&o).contains("HOME-SPELLING-KEY"), "HOME={spelled} nobody={nobody}: {}", text(&o));
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_policy_named_through_a_link_the_run_could_repoint_is_refused() {
+        // Found by attacking the fix: `--policy ./gw.toml` with `gw.toml -> real.toml` in the
+        // workspace; a run re-pointed the link at its own policy for the next run.
+        let env = Env::new("policy-link");
+        std::fs::write(env.outside.join("real.toml"), "extends = \"standard\"\n").expect("policy");
+        std::os::unix::fs::symlink(env.outside.join("real.toml"), env.ws.join("gw.toml")).expect("link");
+        let o = env.gw(&["--policy", "./gw.toml", "exec", "--", "sh", "-c", "echo ran"]);
+        assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+        assert!(!stdout(&o).contains("ran") && text(&o).contains("real path"), "{}", text(&o));
+        // The real path is fine.
+        let real = env.outside.join("real.toml");
+        let o = env.gw(&["--policy", real.to_str().expect("utf-8"), "exec", "--", "sh", "-c", "echo ran"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn a_users_git_link_replaced_by_a_planted_directory_is_put_back() {
+        // Found by attacking the fix: with `.git -> elsewhere/.git`, a run replaced the link
+        // by its own `.git` directory (commondir into a planted repository); the link is put
+        // back and the planted directory quarantined. As root and uid 65534.
+        for nobody in [false, true] {
+            let env = Env::new("git-link-dir");
+            std::fs::create_dir_all(env.outside.join("repo/.git/hooks")).expect("repo");
+            std::fs::write(env.outside.join("repo/.git/HEAD"), "ref: refs/heads/main\n").expect("head");
+            let target = env.outside.join("repo/.git");
+            std::os::unix::fs::symlink(&target, env.ws.join(".git")).expect("link");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let o = env
+                .as_user(nobody)
+                .args(["exec", "--policy", "standard", "--", "sh", "-c", "rm .git && mkdir -p .git/refs && echo 'ref: refs/heads/main' > .git/HEAD && echo ../evil/.git > .git/commondir; echo ran"])
+                .output()
+                .expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert_eq!(std::fs::read_link(env.ws.join(".git")).ok(), Some(target), "nobody={nobody}: {}", text(&o));
+            assert!(env.outside.join("repo/.git/HEAD").exists());
         }
     }
 }

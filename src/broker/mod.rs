@@ -330,6 +330,25 @@ fn protected_roots<'a>(c: &'a sandbox::Confinement, ws: &'a Path) -> Vec<&'a Pat
     roots
 }
 
+/// The first symbolic link, inside one of the writable trees `write`, on the way to the policy
+/// file as it was named (`--policy ./gw.toml` with `gw.toml -> elsewhere.toml`).
+fn policy_link_in_reach(policy: &Policy, write: &[PathBuf]) -> Option<PathBuf> {
+    if policy.source.starts_with("builtin:") {
+        return None;
+    }
+    let given = std::path::absolute(&policy.source).ok()?;
+    let lexical = PathBuf::from(policy::normalize(&given.to_string_lossy()));
+    let mut cur = PathBuf::from("/");
+    for c in lexical.components().skip(1) {
+        cur.push(c);
+        let is_link = std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && write.iter().any(|w| cur.starts_with(w) && cur != *w) {
+            return Some(cur);
+        }
+    }
+    None
+}
+
 /// What a protected path (or a directory that would hold one) is: compared before and
 /// after a run, so that a link re-pointed or a `.git` directory swapped for a `gitdir:` file
 /// counts as created.
@@ -418,11 +437,27 @@ fn quarantine_new(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    for (i, (p, _)) in after
-        .into_iter()
+    // What the run created or swapped, and the links that stood for a holder before the run
+    // and are gone or replaced now (a `.git -> elsewhere` link turned into a planted `.git`
+    // directory): those are moved away and the link put back.
+    let mut moved: Vec<PathBuf> = after
+        .iter()
         .filter(|a| !before.contains(a))
-        .enumerate()
-    {
+        .map(|(p, _)| p.clone())
+        .collect();
+    for (p, f) in before {
+        if matches!(f, Found::Link(_))
+            && !after.contains(&(p.clone(), f.clone()))
+            && !moved.contains(p)
+        {
+            if std::fs::symlink_metadata(p).is_ok() {
+                moved.push(p.clone());
+            } else if let Found::Link(target) = f {
+                let _ = std::os::unix::fs::symlink(target, p);
+            }
+        }
+    }
+    for (i, p) in moved.into_iter().enumerate() {
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -474,10 +509,16 @@ pub fn shell_env(cwd: &Path) -> ShellEnv {
 
 /// The caller's home (a daemon client's `$HOME`): what `~` means in policies and commands.
 fn home() -> PathBuf {
-    client::env_var("HOME")
+    let h = client::env_var("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(own_home)
+        .unwrap_or_else(own_home);
+    // `/home/./u`, `//home/u`: one spelling, so that what is denied under it is denied.
+    if h.is_absolute() {
+        PathBuf::from(policy::normalize(&h.to_string_lossy()))
+    } else {
+        h
+    }
 }
 
 /// This process's home (where its own config lives).
@@ -541,30 +582,48 @@ impl Vars<'_> {
     }
 }
 
-/// Expands `*`/`?` in the last component against the directory's entries; plain paths pass
-/// through (existing or not).
+/// Expands `*`/`?` in any component against the directories' entries (`.git/modules/*/config`);
+/// plain paths pass through (existing or not). An absolute path is normalised first (`//`,
+/// `/./`, `..` applied lexically): a home spelled `/home/./u` must deny the same paths as
+/// `/home/u`, and landlock compares the spellings it is given.
 fn expand_glob(p: &str) -> Vec<PathBuf> {
-    let path = Path::new(p);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if !name.contains(['*', '?']) {
-        return vec![path.to_path_buf()];
-    }
-    let Some(dir) = path.parent() else {
-        return vec![];
+    let norm = if p.starts_with('/') {
+        policy::normalize(p)
+    } else {
+        p.to_string()
     };
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if policy::wildcard(&name, &e.file_name().to_string_lossy()) {
-                out.push(e.path());
+    if !norm.contains(['*', '?']) {
+        return vec![PathBuf::from(norm)];
+    }
+    let mut acc = vec![PathBuf::new()];
+    for comp in Path::new(&norm).components() {
+        let std::path::Component::Normal(n) = comp else {
+            for d in &mut acc {
+                d.push(comp);
+            }
+            continue;
+        };
+        let name = n.to_string_lossy();
+        if !name.contains(['*', '?']) {
+            for d in &mut acc {
+                d.push(n);
+            }
+            continue;
+        }
+        let mut next = Vec::new();
+        for d in &acc {
+            if let Ok(rd) = std::fs::read_dir(d) {
+                for e in rd.flatten() {
+                    if policy::wildcard(&name, &e.file_name().to_string_lossy()) {
+                        next.push(e.path());
+                    }
+                }
             }
         }
+        acc = next;
     }
-    out.sort();
-    out
+    acc.sort();
+    acc
 }
 
 /// Character devices a program may use: the rest of /dev is denied.
@@ -1336,6 +1395,18 @@ fn exec_traced(
         return Err(BrokerError::Sandbox(SandboxError::Unavailable(format!(
             "the policy file {} lies where this command may write, and without a mount namespace (not root) it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
             f.display()
+        ))));
+    }
+    // A policy path that goes through a link inside the writable area could be re-pointed by
+    // the run at a policy of its choosing (only the target is protected): refused.
+    if let Some(link) = policy_link_in_reach(req.policy, &spec.confine.write) {
+        return Err(BrokerError::Sandbox(SandboxError::Unavailable(format!(
+            "the policy path {} goes through the symbolic link {}, which this command may replace: pass the real path ({}) to --policy",
+            req.policy.source,
+            link.display(),
+            std::fs::canonicalize(&req.policy.source)
+                .map(|c| c.display().to_string())
+                .unwrap_or_default()
         ))));
     }
     let kept = if unmounted {

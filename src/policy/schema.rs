@@ -22,7 +22,7 @@ pub struct SandboxProfile {
     pub write: Vec<String>,
     /// Executable paths (also readable).
     pub exec: Vec<String>,
-    /// Paths never readable, even under `read`/`write`/`exec` (globs in the last component).
+    /// Paths never readable, even under `read`/`write`/`exec` (`*` and `?` in any component).
     pub deny: Vec<String>,
     /// Paths kept read-only inside writable ones; relative ones apply to each writable root.
     pub protected: Vec<String>,
@@ -347,7 +347,8 @@ fn check_path(ctx: &Ctx, s: &Spanned<String>, relative_ok: bool) -> Result<Strin
     if p.is_empty() {
         return Err(ctx.err(s.span(), "empty path"));
     }
-    // `*` and `?` are allowed in the last component only (expanded against the directory).
+    // `*` and `?` are allowed in any component (expanded against the directories when the
+    // sandbox is planned: `.git/modules/*/config`).
     let bare = if p.contains("${") {
         ["${WORKSPACE}", "${HOME}", "${TMPDIR}"]
             .iter()
@@ -358,15 +359,7 @@ fn check_path(ctx: &Ctx, s: &Spanned<String>, relative_ok: bool) -> Result<Strin
     if bare.contains(['[', ']', '{', '}']) {
         return Err(ctx.err(
             s.span(),
-            format!("`{p}`: sandbox paths support only `*` and `?`, in the last component"),
-        ));
-    }
-    if let Some((dir, _)) = bare.rsplit_once('/')
-        && dir.contains(['*', '?'])
-    {
-        return Err(ctx.err(
-            s.span(),
-            format!("`{p}`: `*` and `?` are allowed only in the last component"),
+            format!("`{p}`: sandbox paths support only `*` and `?` as wildcards"),
         ));
     }
     Ok(p.clone())
