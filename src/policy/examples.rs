@@ -93,6 +93,26 @@ fn parse(v: &toml::Value) -> Result<Example, String> {
     }
 }
 
+/// An example's display text, without checking it (built-in policies: their examples are
+/// constants of the binary, checked by the test suite, not by every process at load).
+pub(super) fn text_of(v: &toml::Value) -> String {
+    if let Some(s) = v.as_str() {
+        return s.to_string();
+    }
+    if let Some(argv) = argv_of(v) {
+        return argv.join(" ");
+    }
+    let Some(t) = v.as_table() else {
+        return v.to_string();
+    };
+    let tool = t.get("tool").and_then(|x| x.as_str()).unwrap_or("?");
+    match (t.get("command"), t.get("path").and_then(|p| p.as_str())) {
+        (Some(c), _) => text_of(c),
+        (None, Some(p)) => format!("{tool} {p}"),
+        _ => tool.to_string(),
+    }
+}
+
 /// Checks one example of `rule`: `want` = listed under `match`. Returns its display text,
 /// or what is wrong (the caller adds the rule and the position).
 pub(super) fn check(rule: &Rule, v: &toml::Value, want: bool) -> Result<String, String> {
