@@ -714,7 +714,10 @@ pub fn plan(
         let mut out: Vec<PathBuf> = Vec::new();
         for t in templates {
             for p in expand_glob(&vars.expand(t)) {
-                if let Ok(c) = std::fs::canonicalize(&p)
+                // One statx for the many paths that do not exist (most of the credential
+                // catalogue on any one machine), instead of a readlink per component.
+                if std::fs::symlink_metadata(&p).is_ok()
+                    && let Ok(c) = std::fs::canonicalize(&p)
                     && c != p
                 {
                     out.push(c);
