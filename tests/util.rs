@@ -226,15 +226,22 @@ impl Drop for Outside {
 /// Asserts that no process whose command line contains `marker` is alive, allowing the kernel
 /// a moment to finish killing a namespace.
 pub fn assert_no_survivors(marker: &str, what: &str) {
+    // Until two reads 50 ms apart find none (a process still being torn down can show in one
+    // read and not the next), or 3 s; the assertion is on the last read.
     let t = std::time::Instant::now();
-    while !processes_with(marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(3) {
+    let mut seen = processes_with(marker);
+    while t.elapsed() < std::time::Duration::from_secs(3) {
+        if seen.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            seen = processes_with(marker);
+            if seen.is_empty() {
+                break;
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
+        seen = processes_with(marker);
     }
-    assert!(
-        processes_with(marker).is_empty(),
-        "{what} survivors: {:?}",
-        processes_with(marker)
-    );
+    assert!(seen.is_empty(), "{what} survivors: {seen:?}");
 }
 
 /// Processes whose command line contains `marker` (outside any pid namespace: the host view).
