@@ -502,6 +502,10 @@ impl ToolSession<'_> {
             "protected_created": r.protected_created,
             "protected_restored": r.protected_restored,
             "protected_warnings": r.protected_warnings,
+            // Without a pid namespace: leftovers of this run killed when it ended, or null
+            // when another run of this server was still in progress (they die when the last
+            // one ends).
+            "leftovers_killed": o.and_then(|o| o.leftovers_killed),
         });
         if blocked {
             return CallToolResult::error(vec![Content::text(result.to_string())]);
