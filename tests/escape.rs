@@ -1,4 +1,7 @@
 //! The escape suite: one test per attack, under strict (and standard where it should hold).
+//!
+//! Over 1,000 lines: one test per attack, each self-contained so it reads as its attack; split
+//! by kind (filesystem, network, processes) when it grows further.
 
 use crate::util::*;
 

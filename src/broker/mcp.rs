@@ -15,6 +15,9 @@
 //! (again after `notifications/roots/list_changed`) and narrows the policy to them
 //! ([`Policy::narrow_to`]) for every call — never widening it. A client offering no roots
 //! leaves the policy as it is; roots that are not local directories narrow to nothing.
+//!
+//! Over 1,000 lines: the tool schemas, the tool bodies and the server loop; issue 23 moves the
+//! transport to `serve/` and leaves the tool bodies here.
 
 use super::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
 use super::{BrokerError, ExecRequest};

@@ -1,5 +1,8 @@
 //! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
 //! The only module that imports the others.
+//!
+//! Over 1,000 lines: the exec skeleton (`exec_traced`), the sandbox plan and the protected-path
+//! work around a run; issue 23 splits it into the invocation core and the plan.
 
 pub mod approvals;
 pub mod client;

@@ -170,14 +170,14 @@ fn ignore_files_safe(dir: &Path) -> bool {
 }
 
 /// Walks the workspace in parallel: (relative path, what) of regular files, directories and
-/// symbolic links (never followed). Directories whose ignore files are unsafe are not
+/// symbolic links (never followed). Directories whose ignore files are not safe to read are not
 /// entered: they are listed as skipped (their contents unknown, neither kept nor deleted).
 fn walk(ws: &Path) -> (Vec<(PathBuf, Found)>, Vec<PathBuf>) {
     let out = std::sync::Mutex::new(Vec::new());
-    let unsafe_dirs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = unsafe_dirs.clone();
+    let skipped_dirs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = skipped_dirs.clone();
     let root = ws.to_path_buf();
-    // The workspace's own ignore files unsafe: read none at all (everything is indexed).
+    // The workspace's own ignore files not safe to read: read none at all (everything is indexed).
     let read_ignores = ignore_files_safe(ws);
     ignore::WalkBuilder::new(ws)
         .hidden(false)
@@ -231,7 +231,7 @@ fn walk(ws: &Path) -> (Vec<(PathBuf, Found)>, Vec<PathBuf>) {
                 ignore::WalkState::Continue
             })
         });
-    let skipped = unsafe_dirs.lock().map(|v| v.clone()).unwrap_or_default();
+    let skipped = skipped_dirs.lock().map(|v| v.clone()).unwrap_or_default();
     (out.into_inner().unwrap_or_default(), skipped)
 }
 
@@ -283,8 +283,8 @@ fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, Br
         what: format!("opening the workspace {}", ws.display()),
         source: e.into(),
     })?;
-    let (found, unsafe_dirs) = walk(ws);
-    idx.skipped.extend(unsafe_dirs);
+    let (found, skipped_dirs) = walk(ws);
+    idx.skipped.extend(skipped_dirs);
     for (rel, found) in found {
         let key = rel.as_os_str().to_os_string();
         let m = match found {

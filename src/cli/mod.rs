@@ -1,4 +1,7 @@
 //! Command line: clap definitions, human and `--json` output. Calls the broker only.
+//!
+//! Over 1,000 lines: clap definitions and the renderers of one-shot commands; issue 23 (typed
+//! reports rendered at the edge) splits the renderers out.
 
 use crate::broker::{self, BrokerError, ExecRequest};
 use crate::model::{Decision, Effect};

@@ -11,6 +11,9 @@
 //! rules may match them and allow rules do not. Constructs that cannot be analysed at all (syntax
 //! errors, a shell reading commands from stdin, `eval` of an unknown string, nesting deeper than
 //! [`MAX_DEPTH`]) are reported in [`Analysis::unanalysable`].
+//!
+//! Over 1,000 lines: one analyser walking yash-syntax's whole AST (every compound command, word
+//! and expansion); the unit tests are most of the rest.
 
 use super::globlang::GlobLang;
 use std::task::{Context, Poll, Waker};
