@@ -804,3 +804,45 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn daemon_snapshot_reads_the_workspace_with_the_clients_rights() {
+        // A root daemon snapshots a client's workspace before and after each run. A file in
+        // it that only root may read (the user's, or planted there by another root process)
+        // must not be copied into the backup store for a client who could not read it.
+        let env = Env::new("daemon-snap-rights");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
+        let marker = "ROOTONLY-7f3a9c-CONTENT";
+        let secret = env.write("rootonly.txt", &format!("{marker}\n"));
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        env.write("mine.txt", "ordinary content\n");
+        std::os::unix::fs::chown(env.ws.join("mine.txt"), Some(65534), Some(65534)).expect("chown");
+        let o = env
+            .raw("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+            .args(["exec", "--", "sh", "-c", "echo more >> mine.txt"])
+            .env("GATEWAY_SOCKET", &d.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let mut files = Vec::new();
+        walk(&env.state, &mut files);
+        let mut saw_mine = false;
+        for f in files {
+            let data = std::fs::read(&f).unwrap_or_default();
+            let s = String::from_utf8_lossy(&data);
+            assert!(
+                !s.contains(marker),
+                "{} holds the root-only file",
+                f.display()
+            );
+            saw_mine |= s.contains("ordinary content");
+        }
+        // The control: what the client may read is backed up (undo still works for it).
+        assert!(saw_mine, "the client's own file was not backed up");
+    }
+);

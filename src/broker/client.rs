@@ -101,6 +101,19 @@ pub fn as_client<R: Send>(f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
     }
 }
 
+/// The filesystem identity the broker reads a workspace with for this caller (see
+/// [`as_client`]): the daemon's client unless it is root; None: this process's own.
+pub fn fs_identity() -> Option<super::wsfs::Identity> {
+    match current() {
+        Some(c) if c.caller.uid != 0 => Some(super::wsfs::Identity {
+            uid: c.caller.uid,
+            gid: c.gid,
+            groups: c.groups.clone(),
+        }),
+        _ => None,
+    }
+}
+
 /// Who a command runs as: the daemon's client when its uid is not this process's (its
 /// command gets the client's uid, gid and groups, not the daemon's), else this process.
 pub fn run_as() -> Option<crate::sandbox::RunAs> {

@@ -272,7 +272,9 @@ fn capture(
     let (tx, rx) = std::sync::mpsc::channel();
     let (sd, w) = (state_dir.to_path_buf(), ws.to_path_buf());
     std::thread::spawn(move || {
-        let _ = tx.send(snapshot::after(&sd, &w, &pre, max));
+        // The dead run's caller is not known here: read with this process's rights (the
+        // same broker, or the daemon that served it), beneath the workspace as always.
+        let _ = tx.send(snapshot::after(&sd, &w, &pre, max, None));
     });
     rx.recv_timeout(CAPTURE_LIMIT).unwrap_or_else(|_| {
         Err(BrokerError::TimedOut(format!(

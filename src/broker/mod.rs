@@ -20,6 +20,7 @@ pub mod scan;
 pub mod session;
 pub mod snapshot;
 pub mod worker;
+pub mod wsfs;
 
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
@@ -1377,8 +1378,15 @@ fn exec_traced(
     };
     let snap = req.snapshot.unwrap_or(req.policy.undo.snapshot);
     let max_file = req.policy.undo.snapshot_max_file;
+    // The workspace is read with the caller's rights (a daemon's client): never more.
+    let who = client::fs_identity();
     let pre = if snap {
-        Some(snapshot::before(&req.state_dir, &ws, max_file)?)
+        Some(snapshot::before(
+            &req.state_dir,
+            &ws,
+            max_file,
+            who.as_ref(),
+        )?)
     } else {
         None
     };
@@ -1481,7 +1489,13 @@ fn exec_traced(
         &req.state_dir,
     );
     let snapshot_report = match &pre {
-        Some(pre) => Some(snapshot::after(&req.state_dir, &ws, pre, max_file)?),
+        Some(pre) => Some(snapshot::after(
+            &req.state_dir,
+            &ws,
+            pre,
+            max_file,
+            who.as_ref(),
+        )?),
         None => None,
     };
     if let Some(b) = &report.blocked

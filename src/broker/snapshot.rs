@@ -10,7 +10,7 @@
 //! created, changed or deleted file, directory or link becomes a journal change, all in one
 //! group (`broker::fs::undo` reverts it in an order that works).
 
-use super::BrokerError;
+use super::{BrokerError, wsfs};
 use crate::journal::{self, Change, PathState};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -144,168 +144,51 @@ fn j_err(e: journal::JournalError) -> BrokerError {
     }
 }
 
-/// What the walk found at a path.
-enum Found {
-    File(std::fs::Metadata),
-    Dir(u32),
-    /// A link's target; `None` when it is not UTF-8 (it could not be recreated exactly).
-    Link(Option<String>),
-}
-
-/// The ignore files the walk reads (as the broker, unconfined) in a directory.
-const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];
-/// The largest ignore file read.
-const IGNORE_MAX: u64 = 1 << 20;
-
-/// Whether the directory's ignore files are safe for the walk to read: absent, or regular
-/// files (not links, FIFOs, devices) of at most [`IGNORE_MAX`] bytes. A run that leaves a
-/// FIFO or a link to `/dev/zero` as `.gitignore` would otherwise hang or bloat the broker.
-fn ignore_files_safe(dir: &Path) -> bool {
-    IGNORE_FILES
-        .iter()
-        .all(|f| match std::fs::symlink_metadata(dir.join(f)) {
-            Err(_) => true,
-            Ok(m) => m.file_type().is_file() && m.len() <= IGNORE_MAX,
-        })
-}
-
-/// Walks the workspace in parallel: (relative path, what) of regular files, directories and
-/// symbolic links (never followed). Directories whose ignore files are not safe to read are not
-/// entered: they are listed as skipped (their contents unknown, neither kept nor deleted).
-fn walk(ws: &Path) -> (Vec<(PathBuf, Found)>, Vec<PathBuf>) {
-    let out = std::sync::Mutex::new(Vec::new());
-    let skipped_dirs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = skipped_dirs.clone();
-    let root = ws.to_path_buf();
-    // The workspace's own ignore files not safe to read: read none at all (everything is indexed).
-    let read_ignores = ignore_files_safe(ws);
-    ignore::WalkBuilder::new(ws)
-        .hidden(false)
-        .require_git(false)
-        .git_ignore(read_ignores)
-        .ignore(read_ignores)
-        .git_exclude(read_ignores)
-        .parents(false)
-        .threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .filter_entry(move |e| {
-            if e.file_name() == ".git" {
-                return false;
-            }
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            if is_dir && e.depth() > 0 && read_ignores && !ignore_files_safe(e.path()) {
-                if let (Ok(mut v), Ok(rel)) = (seen.lock(), e.path().strip_prefix(&root)) {
-                    v.push(rel.to_path_buf());
-                }
-                return false;
-            }
-            true
-        })
-        .build_parallel()
-        .run(|| {
-            Box::new(|e| {
-                let Ok(e) = e else {
-                    return ignore::WalkState::Continue;
-                };
-                let Ok(rel) = e.path().strip_prefix(ws) else {
-                    return ignore::WalkState::Continue;
-                };
-                if e.depth() == 0 || rel.as_os_str().is_empty() {
-                    return ignore::WalkState::Continue;
-                }
-                let found = match e.file_type() {
-                    Some(t) if t.is_file() => e.metadata().ok().map(Found::File),
-                    Some(t) if t.is_dir() => e.metadata().ok().map(|m| {
-                        use std::os::unix::fs::PermissionsExt;
-                        Found::Dir(m.permissions().mode() & 0o7777)
-                    }),
-                    Some(t) if t.is_symlink() => std::fs::read_link(e.path())
-                        .ok()
-                        .map(|t| Found::Link(t.into_os_string().into_string().ok())),
-                    _ => None,
-                };
-                if let Some(f) = found
-                    && let Ok(mut v) = out.lock()
-                {
-                    v.push((rel.to_path_buf(), f));
-                }
-                ignore::WalkState::Continue
-            })
-        });
-    let skipped = skipped_dirs.lock().map(|v| v.clone()).unwrap_or_default();
-    (out.into_inner().unwrap_or_default(), skipped)
-}
-
-/// Reads the workspace file `rel` as the broker: resolved beneath the workspace's descriptor
-/// without following any link (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-/// RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, so a directory swapped for a link to `~/.ssh`
-/// between the walk and the read is refused, not followed), non-blocking, a regular file
-/// only (typed on the descriptor), and at most `max` bytes. None: not read.
-fn read_beneath(wsfd: &rustix::fd::OwnedFd, rel: &Path, max: u64) -> Option<Vec<u8>> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    let f = rustix::fs::openat2(
-        wsfd,
-        rel,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH
-            | ResolveFlags::NO_SYMLINKS
-            | ResolveFlags::NO_MAGICLINKS
-            | ResolveFlags::NO_XDEV,
-    )
-    .ok()?;
-    let st = rustix::fs::fstat(&f).ok()?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
-        || st.st_size as u64 > max
-    {
-        return None;
-    }
-    let mut data = Vec::new();
-    let file = std::fs::File::from(f);
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, max + 1), &mut data).ok()?;
-    (data.len() as u64 <= max).then_some(data)
-}
-
-fn mtime_ns(m: &std::fs::Metadata) -> i128 {
-    use std::os::unix::fs::MetadataExt;
-    i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec())
-}
-
-/// Indexes the tree, reusing `old` entries whose size and mtime did not change.
-fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, BrokerError> {
-    use std::os::unix::fs::PermissionsExt;
+/// Indexes the tree, reusing `old` entries whose size and mtime did not change. Everything is
+/// read through [`wsfs`] (beneath the workspace's descriptor, nothing followed, regular files
+/// only, bounded), and contents with the caller's filesystem identity when the broker serves
+/// another user (`who`).
+fn index(
+    state_dir: &Path,
+    ws: &Path,
+    old: &Index,
+    max: u64,
+    who: Option<&wsfs::Identity>,
+) -> Result<Index, BrokerError> {
     let mut idx = Index::default();
-    let wsfd = rustix::fs::open(
-        ws,
-        rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(|e| BrokerError::Io {
+    let tree = wsfs::Tree::open(ws).map_err(|e| BrokerError::Io {
         what: format!("opening the workspace {}", ws.display()),
-        source: e.into(),
+        source: e,
     })?;
-    let (found, skipped_dirs) = walk(ws);
-    idx.skipped.extend(skipped_dirs);
-    for (rel, found) in found {
+    let walked = tree.walk_ignoring();
+    idx.skipped.extend(walked.skipped);
+    for (rel, kind) in walked.entries {
         let key = rel.as_os_str().to_os_string();
-        let m = match found {
-            Found::Dir(mode) => {
+        let (size, mtime_ns, mode) = match kind {
+            wsfs::Kind::Dir { mode } => {
                 idx.dirs.insert(key, mode);
                 continue;
             }
-            Found::Link(Some(target)) => {
-                idx.links.insert(key, target);
+            wsfs::Kind::Link(target) => {
+                match target.into_os_string().into_string() {
+                    Ok(t) => {
+                        idx.links.insert(key, t);
+                    }
+                    // Not UTF-8: it could not be recreated exactly.
+                    Err(_) => idx.skipped.push(rel),
+                }
                 continue;
             }
-            Found::Link(None) => {
-                idx.skipped.push(rel);
-                continue;
-            }
-            Found::File(m) => m,
+            wsfs::Kind::Special => continue,
+            wsfs::Kind::File {
+                size,
+                mtime_ns,
+                mode,
+            } => (size, mtime_ns, mode),
         };
-        let (size, mt) = (m.len(), mtime_ns(&m));
         if let Some(e) = old.files.get(&key)
             && e.size == size
-            && e.mtime_ns == mt
+            && e.mtime_ns == mtime_ns
         {
             idx.files.insert(key, e.clone());
             continue;
@@ -314,7 +197,7 @@ fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, Br
             idx.skipped.push(rel);
             continue;
         }
-        let Some(data) = read_beneath(&wsfd, &rel, max) else {
+        let Some(data) = tree.read_as(who, &rel, max) else {
             idx.skipped.push(rel);
             continue;
         };
@@ -323,8 +206,8 @@ fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, Br
             key,
             Entry {
                 size,
-                mtime_ns: mt,
-                mode: m.permissions().mode() & 0o7777,
+                mtime_ns,
+                mode,
                 sha256,
             },
         );
@@ -333,12 +216,17 @@ fn index(state_dir: &Path, ws: &Path, old: &Index, max: u64) -> Result<Index, Br
 }
 
 /// Before a run: the index of the workspace (its files backed up, durably).
-pub fn before(state_dir: &Path, ws: &Path, max: u64) -> Result<Index, BrokerError> {
+pub fn before(
+    state_dir: &Path,
+    ws: &Path,
+    max: u64,
+    who: Option<&wsfs::Identity>,
+) -> Result<Index, BrokerError> {
     let old: Index = std::fs::read(index_path(state_dir, ws))
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
         .unwrap_or_default();
-    let mut idx = index(state_dir, ws, &old, max)?;
+    let mut idx = index(state_dir, ws, &old, max, who)?;
     if !idx.same_entries(&old) {
         journal::sync_store(state_dir).map_err(j_err)?;
         idx.dirty = true;
@@ -364,8 +252,9 @@ pub fn after(
     ws: &Path,
     pre: &Index,
     max: u64,
+    who: Option<&wsfs::Identity>,
 ) -> Result<SnapshotReport, BrokerError> {
-    let post = index(state_dir, ws, pre, max)?;
+    let post = index(state_dir, ws, pre, max, who)?;
     let group = format!("exec-{}", unique_id(&ws.display().to_string()));
     let diffs = diff(pre, &post);
     let mut report = SnapshotReport {
