@@ -579,7 +579,7 @@ mod tests {
         std::fs::write(d.join("sub/f"), "hello").expect("w");
         std::os::unix::fs::symlink(&outside, d.join("link")).expect("ln");
         std::os::unix::fs::symlink(outside.join("secret"), d.join("flink")).expect("ln");
-        rustix::fs::mkfifoat(rustix::fs::CWD, &d.join("fifo"), Mode::from_raw_mode(0o600))
+        rustix::fs::mkfifoat(rustix::fs::CWD, d.join("fifo"), Mode::from_raw_mode(0o600))
             .expect("mkfifo");
         let t = Tree::open(&d).expect("open");
         assert_eq!(
@@ -688,7 +688,7 @@ mod tests {
         w("odd/x", "x");
         rustix::fs::mkfifoat(
             rustix::fs::CWD,
-            &d.join("odd/.gitignore"),
+            d.join("odd/.gitignore"),
             Mode::from_raw_mode(0o600),
         )
         .expect("mkfifo");
