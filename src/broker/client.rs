@@ -11,7 +11,6 @@
 use crate::audit::Caller;
 use std::cell::RefCell;
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
@@ -33,9 +32,9 @@ pub struct Client {
     /// Its stdin, stdout and stderr.
     pub stdin: OwnedFd,
     /// Its stdout.
-    pub stdout: File,
+    pub stdout: std::fs::File,
     /// Its stderr.
-    pub stderr: File,
+    pub stderr: std::fs::File,
     /// Sends an approval question (pending id, text) to the client, which asks on its
     /// terminal and answers over the socket. False: it could not be sent.
     pub prompt: Prompt,
@@ -184,7 +183,7 @@ fn write_to(stdout: bool, f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>)
 pub fn read_stdin_to_end(buf: &mut Vec<u8>) -> std::io::Result<usize> {
     use std::io::Read;
     match current() {
-        Some(c) => File::from(c.stdin.try_clone()?).read_to_end(buf),
+        Some(c) => std::fs::File::from(c.stdin.try_clone()?).read_to_end(buf),
         None => std::io::stdin().read_to_end(buf),
     }
 }
@@ -206,6 +205,7 @@ pub fn tty_confirm(question: &str) -> Option<bool> {
     if !crate::sandbox::stdin_is_tty() {
         return None;
     }
+    // not-ws: the caller's terminal (/dev/tty)
     let mut tty = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

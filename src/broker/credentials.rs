@@ -27,6 +27,7 @@ pub(crate) fn homes(caller_home: &Path) -> Vec<PathBuf> {
 /// The passwd home of the uid this process runs as.
 fn account_home() -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
+    // not-ws: /proc/self and /etc/passwd: whose home this is
     let uid = std::fs::metadata("/proc/self").ok()?.uid().to_string();
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|l| {

@@ -93,6 +93,7 @@ fn lifecycle_record(state_dir: &Path, tool: &str, reason: String) -> Result<(), 
 /// Binds the socket: refuses if a daemon answers there; replaces a stale socket file; never
 /// removes anything that is not a socket. Mode 0660.
 fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
+    // not-ws: the daemon's own socket, from its configuration
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_socket() {
             return Err(BrokerError::Usage(format!(
@@ -106,6 +107,7 @@ fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
                 path.display()
             )));
         }
+        // not-ws: the daemon's own socket, from its configuration
         std::fs::remove_file(path).map_err(io_err(format!(
             "removing the stale socket {}",
             path.display()
@@ -113,9 +115,11 @@ fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
     }
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
+        // not-ws: the daemon's own socket, from its configuration
         && !dir.exists()
     {
         use std::os::unix::fs::DirBuilderExt;
+        // not-ws: the daemon's own socket, from its configuration
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -124,6 +128,7 @@ fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
     }
     let l = std::os::unix::net::UnixListener::bind(path)
         .map_err(io_err(format!("binding {}", path.display())))?;
+    // not-ws: the daemon's own socket, from its configuration
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .map_err(io_err(format!("setting the mode of {}", path.display())))?;
     Ok(l)
@@ -150,6 +155,7 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
         .map_err(io_err("starting the runtime".into()))?;
     let active = Arc::new(AtomicUsize::new(0));
     let served = rt.block_on(accept_loop(listener, &cfg, handler, active.clone()))?;
+    // not-ws: the daemon's own socket, from its configuration
     let _ = std::fs::remove_file(&cfg.socket);
     // Calls in flight get the grace period to finish.
     let until = Instant::now() + cfg.grace;

@@ -405,6 +405,7 @@ fn pick<'a>(roots: &'a [Root], p: &Path, cwd: &Path) -> Option<(&'a Root, PathBu
 /// The real path of an open file (what was actually opened, after every link).
 fn real_path(f: &std::fs::File) -> Option<PathBuf> {
     use std::os::fd::AsRawFd;
+    // not-ws: /proc/self/fd: the real path of an open descriptor
     std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()
 }
 
@@ -657,6 +658,7 @@ fn perform(
     };
     let (trash_files, _) = journal::trash_dirs(&ctx.state_dir);
     if op.uses_trash()
+        // not-ws: the trash, in the broker's own state directory
         && let Err(e) = std::fs::create_dir_all(&trash_files)
     {
         return (
@@ -767,7 +769,7 @@ fn describe(op: &FsOp) -> Vec<String> {
 fn narrow(mut paths: RootPaths, op: &FsOp, ws: &Path) -> RootPaths {
     let canon = |v: &[PathBuf]| -> Vec<PathBuf> {
         v.iter()
-            .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
+            .map(|r| super::wsfs::resolve(r).unwrap_or_else(|| r.clone()))
             .collect()
     };
     let abs = |p: &Path| {
@@ -797,9 +799,8 @@ fn narrow(mut paths: RootPaths, op: &FsOp, ws: &Path) -> RootPaths {
             };
             // The directory itself when it is a real directory inside that root (a link
             // out of it is refused beneath the root, as before).
-            let dir = std::fs::canonicalize(&a)
-                .ok()
-                .filter(|c| c.starts_with(&root) && c.is_dir());
+            let dir =
+                super::wsfs::resolve(&a).filter(|c| c.starts_with(&root) && super::wsfs::is_dir(c));
             (vec![dir.unwrap_or(root)], vec![])
         }
         FsOp::Write { path, .. }
@@ -941,8 +942,11 @@ fn probe(path: &Path) -> FsOutput {
         Ok(_) => "ok".to_string(),
         Err(e) => e.to_string(),
     };
+    // not-ws: the probe runs in the confined worker: what its confinement lets it open
     let open = show(std::fs::File::open(path));
+    // not-ws: the probe runs in the confined worker: what its confinement lets it open
     let write = show(std::fs::OpenOptions::new().append(true).open(path));
+    // not-ws: /proc/self/status
     let status = std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -978,6 +982,7 @@ fn pick_read<'a>(
             0,
         )
         .map_err(fs_err)?;
+    // not-ws: /proc/self/fd: the real path of an open descriptor
     let real = std::fs::read_link(format!("/proc/self/fd/{}", {
         use std::os::fd::AsRawFd;
         fd.as_raw_fd()
@@ -1152,6 +1157,7 @@ fn to_trash(
     let files = t.trash_files.clone();
     let moved = (|| {
         let (dir, fname) = root.parent_of(rel).map_err(fs_err)?;
+        // not-ws: the trash, in the broker's own state directory
         let tdir = rustix::fs::open(
             &files,
             rustix::fs::OFlags::RDONLY
@@ -1564,6 +1570,7 @@ fn from_trash(
         )));
     }
     let files = t.trash_files.clone();
+    // not-ws: the trash, in the broker's own state directory
     if std::fs::symlink_metadata(files.join(name)).is_err() {
         return Err(usage(format!(
             "the trash item {name} is gone (the trash was emptied)"
@@ -1584,6 +1591,7 @@ fn from_trash(
     })?;
     let moved = (|| {
         let (dir, fname) = root.parent_of(&rel).map_err(fs_err)?;
+        // not-ws: the trash, in the broker's own state directory
         let tdir = rustix::fs::open(
             &files,
             rustix::fs::OFlags::RDONLY
@@ -1645,6 +1653,7 @@ fn current(
                     p.display()
                 )));
             }
+            // not-ws: the metadata of an open descriptor
             let meta = f.metadata().map_err(|e| BrokerError::Io {
                 what: format!("reading {}", p.display()),
                 source: e,
@@ -1930,21 +1939,27 @@ fn undo(
 
 /// Completes or rolls back changes a crash left pending (see [`journal::recover`]).
 fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
+    use super::wsfs;
+    // What stands at a pending change's path now: read as the broker, so beneath no link at
+    // all (`wsfs`), a regular file only and bounded (a FIFO or a huge sparse file left there
+    // is "unknown": the change stays pending).
+    const MAX_HASHED: u64 = 1 << 30;
     let now = |p: &Path| -> Option<PathState> {
-        use std::os::unix::fs::PermissionsExt;
-        match std::fs::symlink_metadata(p) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(PathState::Absent),
+        match wsfs::kind_nolinks(p) {
+            Ok(None) => Some(PathState::Absent),
             Err(_) => None,
-            Ok(m) if m.is_file() => std::fs::read(p).ok().map(|d| PathState::File {
-                sha256: journal::sha256_hex(&d),
-                mode: m.permissions().mode() & 0o7777,
-                size: d.len() as u64,
-            }),
-            Ok(m) if m.is_dir() => Some(PathState::Dir),
-            Ok(m) if m.is_symlink() => std::fs::read_link(p).ok().map(|t| PathState::Link {
+            Ok(Some(wsfs::Kind::File { mode, .. })) => {
+                wsfs::read_nolinks(p, MAX_HASHED).map(|d| PathState::File {
+                    sha256: journal::sha256_hex(&d),
+                    mode,
+                    size: d.len() as u64,
+                })
+            }
+            Ok(Some(wsfs::Kind::Dir { .. })) => Some(PathState::Dir),
+            Ok(Some(wsfs::Kind::Link(t))) => Some(PathState::Link {
                 target: t.to_string_lossy().into_owned(),
             }),
-            Ok(_) => None,
+            Ok(Some(wsfs::Kind::Special)) => None,
         }
     };
     // Temporary files of writers killed mid-write (`.NAME.gateway-tmp-PID-N` next to a
@@ -1957,18 +1972,22 @@ fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
             continue;
         };
         let prefix = format!(".{}.gateway-tmp-", name.to_string_lossy());
-        let Ok(rd) = std::fs::read_dir(dir) else {
+        let Ok(d) = wsfs::open_dir_nolinks(dir) else {
             continue;
         };
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
+        let Ok(entries) = wsfs::list_at(&d, 1 << 20) else {
+            continue;
+        };
+        for (n, kind) in entries {
+            let n = n.to_string_lossy().into_owned();
             let Some(rest) = n.strip_prefix(&prefix) else {
                 continue;
             };
             let pid = rest.split('-').next().unwrap_or("");
+            // not-ws: /proc, whether the writer still runs.
             let alive = !pid.is_empty() && Path::new("/proc").join(pid).exists();
-            if !alive && e.file_type().is_ok_and(|t| t.is_file()) {
-                let _ = std::fs::remove_file(e.path());
+            if !alive && matches!(kind, wsfs::Kind::File { .. }) {
+                let _ = wsfs::unlink_at(&d, std::ffi::OsStr::new(&n));
             }
         }
     }
@@ -1998,8 +2017,11 @@ pub fn trash_empty(
             }
         }
         let p = files.join(&item.name);
+        // not-ws: the trash, in the broker's own state directory
         let gone = match std::fs::symlink_metadata(&p) {
+            // not-ws: the trash, in the broker's own state directory
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p).is_ok(),
+            // not-ws: the trash, in the broker's own state directory
             Ok(_) => std::fs::remove_file(&p).is_ok(),
             Err(_) => true,
         };
@@ -2038,9 +2060,9 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
     // The readable roots are those of the session's workspace: `cd` moves the base of
     // relative paths, never the writable area.
     let res = (|| {
-        let real =
-            std::fs::canonicalize(&wanted).map_err(|e| usage(format!("cd {target}: {e}")))?;
-        if !real.is_dir() {
+        let real = super::wsfs::resolve(&wanted)
+            .ok_or_else(|| usage(format!("cd {target}: no such directory")))?;
+        if !super::wsfs::is_dir(&real) {
             return Err(usage(format!("cd {target}: not a directory")));
         }
         let rs = roots(ctx, &ws)?;
@@ -2079,8 +2101,10 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
 /// snapshot index refers to. Returns (blobs removed, bytes freed).
 pub fn prune_backups(state_dir: &Path, policy: &Policy) -> Result<(u64, u64), BrokerError> {
     let mut pinned = std::collections::HashSet::new();
+    // not-ws: the broker's own state directory
     if let Ok(rd) = std::fs::read_dir(state_dir.join("snapshots")) {
         for e in rd.flatten() {
+            // not-ws: the broker's own state directory
             if let Ok(d) = std::fs::read(e.path())
                 && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&d)
                 && let Some(files) = v["files"].as_array()
@@ -2105,6 +2129,7 @@ pub fn prune_backups(state_dir: &Path, policy: &Policy) -> Result<(u64, u64), Br
 /// Applies the backup retention at most once an hour (it reads the journal and the store).
 pub fn prune_backups_hourly(state_dir: &Path, policy: &Policy) {
     let marker = state_dir.join("backups").join(".pruned");
+    // not-ws: the broker's own state directory
     let fresh = std::fs::metadata(&marker)
         .and_then(|m| m.modified())
         .ok()
@@ -2113,6 +2138,7 @@ pub fn prune_backups_hourly(state_dir: &Path, policy: &Policy) {
     if fresh {
         return;
     }
+    // not-ws: the broker's own state directory
     let _ = std::fs::write(&marker, b"");
     let _ = prune_backups(state_dir, policy);
 }
@@ -2148,7 +2174,9 @@ pub fn fuzz_edit_undo(data: &[u8]) {
     static DIR: OnceLock<(PathBuf, Root)> = OnceLock::new();
     let (state, root) = DIR.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("gateway-fuzz-undo-{}", std::process::id()));
+        // not-ws: the fuzz target's own scratch directory
         let _ = std::fs::remove_dir_all(&d);
+        // not-ws: the fuzz target's own scratch directory
         std::fs::create_dir_all(d.join("ws")).expect("fuzz dir");
         let root = Root::open(&d.join("ws")).expect("root");
         (d.join("state"), root)
@@ -2159,6 +2187,7 @@ pub fn fuzz_edit_undo(data: &[u8]) {
     fpath::write_atomic(root, rel, &out).expect("write edited");
     let back = journal::read_backup(state, &id).expect("read backup");
     fpath::write_atomic(root, rel, &back).expect("undo");
+    // not-ws: the fuzz target's own scratch directory
     let now = std::fs::read(root.path.join(rel)).expect("read");
     assert!(now == file, "undo did not restore the exact bytes");
 }

@@ -61,6 +61,7 @@ impl Pending {
     /// The run's record is in the log: its intent goes.
     pub(crate) fn finish(self) {
         for f in &self.files {
+            // not-ws: the intent records, in the broker's own state directory
             let _ = std::fs::remove_file(f);
         }
     }
@@ -76,6 +77,7 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> BrokerError {
 
 /// This process's (or `pid`'s) start time, from `/proc/PID/stat`.
 fn start_time(pid: &str) -> Option<u64> {
+    // not-ws: /proc, a process's start time
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces and parentheses): state is 3,
     // starttime 22.
@@ -84,6 +86,7 @@ fn start_time(pid: &str) -> Option<u64> {
 }
 
 fn boot_id() -> String {
+    // not-ws: /proc, the boot id
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -104,6 +107,7 @@ impl Trace {
         let d = dir(&req.state_dir);
         {
             use std::os::unix::fs::DirBuilderExt;
+            // not-ws: the intent records, in the broker's own state directory
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -142,6 +146,7 @@ impl Trace {
             what: "encoding the run's intent".into(),
             source: std::io::Error::other(e),
         })?;
+        // not-ws: the intent records, in the broker's own state directory
         crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
             what: format!("journalling the run's intent in {}", p.display()),
             source: std::io::Error::other(e.to_string()),
@@ -179,6 +184,7 @@ fn dead(i: &Intent, boot: &str) -> bool {
 /// the seqs of the records written. Quiet and cheap when there is nothing to recover.
 pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
     let d = dir(state_dir);
+    // not-ws: the intent records, in the broker's own state directory
     let Ok(rd) = std::fs::read_dir(&d) else {
         return Ok(vec![]);
     };
@@ -192,6 +198,7 @@ pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
     }
     found.sort();
     let lock_path = d.join("lock");
+    // not-ws: the intent records, in the broker's own state directory
     let lock = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -205,12 +212,14 @@ pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
     let mut seqs = Vec::new();
     for p in found {
         // Another gateway may have recovered it while this one waited for the lock.
+        // not-ws: the intent records, in the broker's own state directory
         let Ok(data) = std::fs::read(&p) else {
             continue;
         };
         let Ok(intent) = serde_json::from_slice::<Intent>(&data) else {
             // Torn by a crash while being written (it is written atomically, so only a
             // foreign file): set aside, never in the way.
+            // not-ws: the intent records, in the broker's own state directory
             let _ = std::fs::rename(&p, p.with_extension("unreadable"));
             continue;
         };
@@ -244,7 +253,9 @@ fn record_dead(state_dir: &Path, p: &Path, intent: Intent) -> Result<u64, Broker
     }
     rec.error = Some(super::redact_text(&error));
     let seq = super::open_log(state_dir)?.append(&mut rec)?;
+    // not-ws: the intent records, in the broker's own state directory
     let _ = std::fs::remove_file(p);
+    // not-ws: the intent records, in the broker's own state directory
     let _ = std::fs::remove_file(&index);
     Ok(seq)
 }
@@ -263,7 +274,7 @@ fn capture(
             index.display()
         ))
     })?;
-    if !ws.is_dir() {
+    if !super::wsfs::is_dir(ws) {
         return Err(BrokerError::Usage(format!(
             "the workspace {} is gone",
             ws.display()

@@ -23,7 +23,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// At most this many bytes of protected files are kept per run.
 pub const BUDGET: u64 = 16 << 20;
@@ -108,32 +108,10 @@ struct Budget {
 
 const NOFOLLOW: OFlags = OFlags::NOFOLLOW.union(OFlags::CLOEXEC);
 
-/// Opens the directory `rel`'s parent beneath `root`, every component a real directory.
+/// Opens the directory `rel`'s parent beneath `root`, every component a real directory
+/// (`broker::wsfs`: beneath the root's descriptor, no link followed).
 fn open_parent(root: &Path, rel: &Path) -> std::io::Result<(OwnedFd, OsString)> {
-    let mut dir = rustix::fs::open(
-        root,
-        OFlags::DIRECTORY | OFlags::RDONLY | NOFOLLOW,
-        Mode::empty(),
-    )?;
-    let comps: Vec<&OsStr> = rel
-        .components()
-        .map(|c| match c {
-            Component::Normal(n) => Ok(n),
-            _ => Err(std::io::Error::other("not a plain relative path")),
-        })
-        .collect::<Result<_, _>>()?;
-    let Some((last, ancestors)) = comps.split_last() else {
-        return Err(std::io::Error::other("empty path"));
-    };
-    for c in ancestors {
-        dir = rustix::fs::openat(
-            &dir,
-            *c,
-            OFlags::DIRECTORY | OFlags::RDONLY | NOFOLLOW,
-            Mode::empty(),
-        )?;
-    }
-    Ok((dir, last.to_os_string()))
+    super::wsfs::Tree::open(root)?.open_parent(rel)
 }
 
 /// Reads the entry `name` of `dir`, bounded, following no link and opening no special file.
@@ -319,7 +297,9 @@ fn move_away(
     shown: &Path,
 ) -> std::io::Result<PathBuf> {
     let label = name.to_string_lossy().replace('/', "_");
+    // not-ws: the quarantine, in the broker's own state directory.
     if std::fs::create_dir_all(quarantine).is_ok()
+        // not-ws: the quarantine, in the broker's own state directory.
         && let Ok(q) = rustix::fs::open(
             quarantine,
             OFlags::DIRECTORY | OFlags::RDONLY | NOFOLLOW,
@@ -381,11 +361,9 @@ fn restore_paths(kept: &Kept, quarantine: &Path) -> (Vec<Restored>, Vec<String>)
 /// The kept path's ancestors were replaced (a link, a file): each non-directory ancestor is
 /// moved away and a fresh directory made in its place, then the kept path is written back.
 fn rebuild(k: &KeptPath, quarantine: &Path, stamp: &str) -> std::io::Result<Restored> {
-    let mut dir = rustix::fs::open(
-        &k.root,
-        OFlags::DIRECTORY | OFlags::RDONLY | NOFOLLOW,
-        Mode::empty(),
-    )?;
+    // Component by component from the tree's descriptor (`broker::wsfs`): a component that
+    // is not a real directory is moved away, never followed.
+    let mut dir = super::wsfs::Tree::open(&k.root)?.into_fd();
     let comps: Vec<&OsStr> = k.rel.iter().collect();
     let Some((last, ancestors)) = comps.split_last() else {
         return Err(std::io::Error::other("empty path"));
@@ -439,6 +417,7 @@ struct Shared {
 /// A process's start time (clock ticks since boot; field 22 of `/proc/PID/stat`): with the
 /// pid, it tells a live run from a pid reused after a crash.
 fn start_time(pid: u32) -> Option<u64> {
+    // not-ws: /proc, a process's start time
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 2..];
     after.split(' ').nth(19)?.parse().ok()
@@ -462,7 +441,9 @@ fn with_shared<R>(
         source: e,
     };
     let dir = file.parent().unwrap_or(Path::new("."));
+    // not-ws: the shared keep record, in the broker's own state directory
     std::fs::create_dir_all(dir).map_err(io)?;
+    // not-ws: the shared keep record, in the broker's own state directory
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -470,6 +451,7 @@ fn with_shared<R>(
         .open(file.with_extension("lock"))
         .map_err(io)?;
     lock.lock().map_err(io)?;
+    // not-ws: the shared keep record, in the broker's own state directory
     let mut sh: Shared = std::fs::read(file)
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
@@ -482,9 +464,11 @@ fn with_shared<R>(
     }
     let r = f(&mut sh)?;
     if sh.runs.is_empty() {
+        // not-ws: the shared keep record, in the broker's own state directory
         let _ = std::fs::remove_file(file);
     } else {
         let data = serde_json::to_vec(&sh).map_err(|e| io(std::io::Error::other(e)))?;
+        // not-ws: the shared keep record, in the broker's own state directory
         crate::fsops::write_file_atomic(file, &data)
             .map_err(|e| io(std::io::Error::other(e.to_string())))?;
     }

@@ -13,6 +13,7 @@ pub use audit::{Caller, Record, StreamDigest};
 
 fn read(path: &Path, what: &'static str) -> Result<String, BrokerError> {
     // A file the caller names: read with the caller's rights.
+    // not-ws: a file the caller names, read with the caller's rights (client::as_client)
     super::client::as_client(|| std::fs::read_to_string(path))
         .and_then(|r| r)
         .map_err(|source| BrokerError::Io {

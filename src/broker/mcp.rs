@@ -369,7 +369,7 @@ impl ToolSession<'_> {
         // daemon as the call's directory), never a pin left by another process that used
         // the same session name.
         let mut p = super::session::place(self.state_dir, self.session, self.cwd, false);
-        p.workspace = std::fs::canonicalize(self.cwd).unwrap_or_else(|_| self.cwd.to_path_buf());
+        p.workspace = super::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
             for d in [&mut p.workspace, &mut p.cwd] {
                 if !self.policy.within_roots(d)
@@ -670,8 +670,8 @@ pub fn root_dir(uri: &str) -> Option<PathBuf> {
     }
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
     let p = PathBuf::from(std::ffi::OsString::from_vec(bytes));
-    let c = std::fs::canonicalize(p).ok()?;
-    c.is_dir().then_some(c)
+    let c = super::wsfs::resolve(&p)?;
+    super::wsfs::is_dir(&c).then_some(c)
 }
 
 impl Gateway {
@@ -818,6 +818,7 @@ fn forward(
             }
         }
     }
+    // not-ws: /dev/null
     let null = match std::fs::File::open("/dev/null") {
         Ok(f) => f,
         Err(e) => return err_text(format!("{name}: /dev/null: {e}")),

@@ -30,7 +30,7 @@ use crate::policy::shell::ShellEnv;
 use crate::policy::{self, Policy};
 use crate::sandbox::{self, EnforcementStatus, Outcome, SandboxError, Spec, Stdin, Stream};
 use serde::Serialize;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -179,8 +179,10 @@ fn config_guard() -> PathBuf {
         return p;
     }
     let dir = p.parent().map(Path::to_path_buf).unwrap_or(p);
+    // not-ws: the gateway's own configuration directory
     if !dir.exists() {
         use std::os::unix::fs::DirBuilderExt;
+        // not-ws: the gateway's own configuration directory
         let _ = std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -326,7 +328,10 @@ fn protected_roots<'a>(c: &'a sandbox::Confinement, ws: &'a Path) -> Vec<&'a Pat
         } else {
             w.as_path()
         };
-        if Some(root) != tmp && !roots.contains(&root) && root.is_dir() && !root.starts_with("/dev")
+        if Some(root) != tmp
+            && !roots.contains(&root)
+            && wsfs::is_dir(root)
+            && !root.starts_with("/dev")
         {
             roots.push(root);
         }
@@ -345,7 +350,7 @@ fn policy_link_in_reach(policy: &Policy, write: &[PathBuf]) -> Option<PathBuf> {
     let mut cur = PathBuf::from("/");
     for c in lexical.components().skip(1) {
         cur.push(c);
-        let is_link = std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink());
+        let is_link = wsfs::is_link(&cur);
         if is_link && write.iter().any(|w| cur.starts_with(w) && cur != *w) {
             return Some(cur);
         }
@@ -364,31 +369,33 @@ enum Found {
     Other,
 }
 
-fn found(p: &Path) -> Option<Found> {
-    let m = std::fs::symlink_metadata(p).ok()?;
-    let t = m.file_type();
-    Some(if t.is_symlink() {
-        Found::Link(std::fs::read_link(p).unwrap_or_default())
-    } else if t.is_dir() {
-        Found::Dir
-    } else if t.is_file() {
-        Found::File
-    } else {
-        Found::Other
-    })
+impl From<wsfs::Kind> for Found {
+    fn from(k: wsfs::Kind) -> Found {
+        match k {
+            wsfs::Kind::Dir { .. } => Found::Dir,
+            wsfs::Kind::File { .. } => Found::File,
+            wsfs::Kind::Link(t) => Found::Link(t),
+            wsfs::Kind::Special => Found::Other,
+        }
+    }
+}
+
+/// The writable trees protected paths are looked for in, each opened once (a tree that
+/// cannot be opened holds nothing the broker will act on).
+fn protected_trees(c: &sandbox::Confinement, ws: &Path) -> Vec<wsfs::Tree> {
+    protected_roots(c, ws)
+        .into_iter()
+        .filter_map(|r| wsfs::Tree::open(r).ok())
+        .collect()
 }
 
 /// The protected paths (relative patterns, in every directory the run may write) that exist
 /// now, and what stands where a directory holding one should be when it is not a real
 /// directory (a link: `.git -> elsewhere/.git`; a file: a `.git` holding `gitdir: X`).
-/// Nothing is followed: a link is reported as itself.
-fn protected_present(
-    c: &sandbox::Confinement,
-    policy: &Policy,
-    ws: &Path,
-) -> Vec<(PathBuf, Found)> {
+/// Nothing is followed: a link is reported as itself (`broker::wsfs`).
+fn protected_present(trees: &[wsfs::Tree], policy: &Policy) -> Vec<(PathBuf, Found)> {
     let mut out = Vec::new();
-    for root in protected_roots(c, ws) {
+    for tree in trees {
         for t in &policy.sandbox.protected {
             if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
                 continue;
@@ -397,14 +404,14 @@ fn protected_present(
             let Some((last, holders)) = comps.split_last() else {
                 continue;
             };
-            let mut dir = root.to_path_buf();
+            let mut dir = PathBuf::new();
             let mut through = true;
             for h in holders {
                 dir.push(h);
-                match found(&dir) {
+                match tree.kind(&dir).ok().flatten().map(Found::from) {
                     Some(Found::Dir) => {}
                     Some(f) => {
-                        out.push((dir.clone(), f));
+                        out.push((tree.path().join(&dir), f));
                         through = false;
                         break;
                     }
@@ -417,9 +424,9 @@ fn protected_present(
             if !through {
                 continue;
             }
-            for p in expand_glob(&dir.join(last).display().to_string()) {
-                if let Some(f) = found(&p) {
-                    out.push((p, f));
+            for rel in tree.glob(&dir.join(last), 100_000) {
+                if let Ok(Some(k)) = tree.kind(&rel) {
+                    out.push((tree.path().join(rel), Found::from(k)));
                 }
             }
         }
@@ -429,9 +436,21 @@ fn protected_present(
     out
 }
 
+/// The tree `p` lies in (the innermost), and `p` relative to it.
+fn tree_of<'a>(trees: &'a [wsfs::Tree], p: &'a Path) -> Option<(&'a wsfs::Tree, &'a Path)> {
+    trees
+        .iter()
+        .filter_map(|t| t.relative(p).map(|r| (t, r)))
+        .filter(|(_, r)| !r.as_os_str().is_empty())
+        .min_by_key(|(_, r)| r.components().count())
+}
+
 /// Moves protected paths that a run created (or whose link, file or directory it swapped)
-/// into `<state>/quarantine/`; a link that was there before is put back as it was.
+/// into `<state>/quarantine/`; a link that was there before is put back as it was. Every
+/// step acts on the name beneath its tree (`broker::wsfs`): a parent swapped for a link makes
+/// the step fail, never act elsewhere.
 fn quarantine_new(
+    trees: &[wsfs::Tree],
     before: &[(PathBuf, Found)],
     after: Vec<(PathBuf, Found)>,
     state_dir: &Path,
@@ -441,6 +460,13 @@ fn quarantine_new(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
+    let present =
+        |p: &Path| tree_of(trees, p).is_some_and(|(t, rel)| t.kind(rel).is_ok_and(|k| k.is_some()));
+    let relink = |p: &Path, target: &Path| {
+        if let Some((t, rel)) = tree_of(trees, p) {
+            let _ = t.symlink(rel, target);
+        }
+    };
     // What the run created or swapped, and the links that stood for a holder before the run
     // and are gone or replaced now (a `.git -> elsewhere` link turned into a planted `.git`
     // directory): those are moved away and the link put back.
@@ -454,32 +480,42 @@ fn quarantine_new(
             && !after.contains(&(p.clone(), f.clone()))
             && !moved.contains(p)
         {
-            if std::fs::symlink_metadata(p).is_ok() {
+            if present(p) {
                 moved.push(p.clone());
             } else if let Found::Link(target) = f {
-                let _ = std::os::unix::fs::symlink(target, p);
+                relink(p, target);
             }
         }
     }
+    let dir = state_dir.join("quarantine");
+    // not-ws: the broker's own state directory.
+    let made = std::fs::create_dir_all(&dir);
     for (i, p) in moved.into_iter().enumerate() {
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let dir = state_dir.join("quarantine");
-        let dst = dir.join(format!("{stamp}-{i}-{name}"));
-        let to = match std::fs::create_dir_all(&dir).and_then(|_| std::fs::rename(&p, &dst)) {
-            Ok(()) => Some(dst),
-            // Another filesystem: rename it in place to a name nothing loads.
-            Err(_) => {
-                let inert = p.with_file_name(format!("{name}.gateway-quarantined-{stamp}"));
-                std::fs::rename(&p, &inert).ok().map(|_| inert)
+        let to = tree_of(trees, &p).and_then(|(t, rel)| {
+            let dst = format!("{stamp}-{i}-{name}");
+            match made
+                .as_ref()
+                .map_err(|_| ())
+                .and_then(|_| t.move_out(rel, &dir, OsStr::new(&dst)).map_err(|_| ()))
+            {
+                Ok(()) => Some(dir.join(dst)),
+                // Another filesystem: renamed in place to a name nothing loads.
+                Err(()) => {
+                    let inert = format!("{name}.gateway-quarantined-{stamp}");
+                    t.rename_in_place(rel, OsStr::new(&inert))
+                        .ok()
+                        .map(|_| p.with_file_name(inert))
+                }
             }
-        };
+        });
         if to.is_some()
             && let Some((_, Found::Link(target))) = before.iter().find(|(b, _)| *b == p)
         {
-            let _ = std::os::unix::fs::symlink(target, &p);
+            relink(&p, target);
         }
         out.push(Quarantined { path: p, to });
     }
@@ -490,9 +526,11 @@ fn quarantine_new(
 /// otherwise be created, and filled, by a sandboxed run.
 fn ensure_state_dir(state_dir: &Path) -> Result<(), BrokerError> {
     use std::os::unix::fs::DirBuilderExt;
+    // not-ws: the broker's own state directory
     if std::fs::symlink_metadata(state_dir).is_ok() {
         return Ok(());
     }
+    // not-ws: the broker's own state directory
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -535,9 +573,9 @@ fn own_home() -> PathBuf {
 
 /// Canonical workspace, or a usage error.
 pub fn workspace(cwd: &Path) -> Result<PathBuf, BrokerError> {
-    let c = std::fs::canonicalize(cwd)
-        .map_err(|e| BrokerError::Usage(format!("--cwd {}: {e}", cwd.display())))?;
-    if !c.is_dir() {
+    let c = wsfs::resolve(cwd)
+        .ok_or_else(|| BrokerError::Usage(format!("--cwd {}: no such directory", cwd.display())))?;
+    if !wsfs::is_dir(&c) {
         return Err(BrokerError::Usage(format!(
             "--cwd {}: not a directory",
             cwd.display()
@@ -616,6 +654,7 @@ fn expand_glob(p: &str) -> Vec<PathBuf> {
         }
         let mut next = Vec::new();
         for d in &acc {
+            // not-ws: a policy's path templates expanded (denied, protected): names only, each then denied or protected
             if let Ok(rd) = std::fs::read_dir(d) {
                 for e in rd.flatten() {
                     if policy::wildcard(&name, &e.file_name().to_string_lossy()) {
@@ -645,6 +684,7 @@ const SAFE_CHAR_DEVICES: &[&str] = &[
 fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
     let mut out = Vec::new();
+    // not-ws: /dev, for the device nodes to deny
     let Ok(rd) = std::fs::read_dir(dir) else {
         return out;
     };
@@ -659,6 +699,7 @@ fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
             if !safe {
                 out.push(p);
             }
+        // not-ws: /dev, for the device nodes to deny
         } else if ft.is_dir()
             && depth < 3
             && !p.starts_with("/dev/shm")
@@ -720,8 +761,8 @@ pub fn plan(
             for p in expand_glob(&vars.expand(t)) {
                 // One statx for the many paths that do not exist (most of the credential
                 // catalogue on any one machine), instead of a readlink per component.
-                if std::fs::symlink_metadata(&p).is_ok()
-                    && let Ok(c) = std::fs::canonicalize(&p)
+                if wsfs::exists_nofollow(&p)
+                    && let Some(c) = wsfs::resolve(&p)
                     && c != p
                 {
                     out.push(c);
@@ -739,6 +780,7 @@ pub fn plan(
             .chain(catalogue.iter().map(String::as_str)),
     );
     for p in [state_dir.to_path_buf(), config_guard()] {
+        // not-ws: the state directory and the config guard, the broker's own
         if let Ok(c) = std::fs::canonicalize(&p)
             && c != p
         {
@@ -806,7 +848,7 @@ pub fn plan(
         } else {
             w.as_path()
         };
-        if w.as_path() != tmpdir && !roots.contains(&root) && root.is_dir() {
+        if w.as_path() != tmpdir && !roots.contains(&root) && wsfs::is_dir(root) {
             roots.push(root);
         }
     }
@@ -814,13 +856,17 @@ pub fn plan(
     for t in &sb.protected {
         let e = vars.expand(t);
         if e.starts_with('/') {
-            protected.extend(expand_glob(&e).into_iter().filter(|p| p.exists()));
+            protected.extend(
+                expand_glob(&e)
+                    .into_iter()
+                    .filter(|p| wsfs::resolve(p).is_some()),
+            );
         } else {
             for root in &roots {
                 protected.extend(
                     expand_glob(&root.join(&e).display().to_string())
                         .into_iter()
-                        .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+                        .filter(|p| wsfs::exists_nofollow(p)),
                 );
             }
         }
@@ -835,7 +881,7 @@ pub fn plan(
     let protected: Vec<PathBuf> = {
         let mut v: Vec<PathBuf> = protected
             .into_iter()
-            .filter_map(|p| std::fs::canonicalize(&p).ok())
+            .filter_map(|p| wsfs::resolve(&p))
             .filter(|c| write.iter().any(|w| c.starts_with(w) && c != w))
             .collect();
         v.sort();
@@ -928,6 +974,7 @@ fn resolve_program(
     }
     if prog.contains('/') {
         let p = cwd.join(prog);
+        // not-ws: the program to run, named with a /: a stat; it runs confined
         if p.exists() {
             return Ok(p);
         }
@@ -944,6 +991,7 @@ fn resolve_program(
     for dir in path.split(':').filter(|d| !d.is_empty()) {
         let p = Path::new(dir).join(prog);
         let p = if p.is_relative() { cwd.join(p) } else { p };
+        // not-ws: the PATH lookup of the program to run: a stat; the program runs confined
         if let Ok(m) = std::fs::metadata(&p)
             && m.is_file()
         {
@@ -979,6 +1027,7 @@ fn uses_tmpfs(policy: &Policy) -> bool {
 /// `/tmp/.gateway-private`), created 0700 once; refused if it is a symlink or not ours.
 fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
     let base = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| std::env::temp_dir());
     // One per uid: a daemon running as its own user shares /tmp with root's gateway.
     let uid = sandbox::effective_uid();
@@ -987,6 +1036,7 @@ fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
     } else {
         format!(".gateway-private-{uid}")
     });
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
     match std::fs::DirBuilder::new().mode(0o700).create(&p) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -997,11 +1047,13 @@ fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
             });
         }
     }
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
     let m = std::fs::symlink_metadata(&p).map_err(|e| BrokerError::Io {
         what: format!("checking {}", p.display()),
         source: e,
     })?;
     // The mount point must be a real directory owned by us and closed to others.
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
     if !m.is_dir() || m.uid() != sandbox::effective_uid() || m.mode() & 0o022 != 0 {
         return Err(BrokerError::Io {
             what: format!(
@@ -1033,8 +1085,10 @@ impl TempDir {
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0);
             let p = base.join(format!("gateway-{}-{nanos:x}-{i}", std::process::id()));
+            // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
             match std::fs::DirBuilder::new().mode(0o700).create(&p) {
                 Ok(()) => {
+                    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
                     let c = std::fs::canonicalize(&p).unwrap_or(p);
                     return Ok(TempDir(c));
                 }
@@ -1056,6 +1110,7 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
@@ -1220,6 +1275,7 @@ fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::Re
 /// Applies the artifact retention at most once an hour (it lists the store).
 fn prune_artifacts(state_dir: &Path, a: &crate::model::AuditProfile) {
     let marker = audit::Paths::new(state_dir).artifacts.join(".pruned");
+    // not-ws: the broker's own state directory
     let fresh = std::fs::metadata(&marker)
         .and_then(|m| m.modified())
         .ok()
@@ -1228,6 +1284,7 @@ fn prune_artifacts(state_dir: &Path, a: &crate::model::AuditProfile) {
     if fresh {
         return;
     }
+    // not-ws: the broker's own state directory
     let _ = std::fs::write(&marker, b"");
     audit::artifacts::prune(
         state_dir,
@@ -1332,6 +1389,7 @@ fn exec_traced(
     // (whose uid owns other files), with its private TMPDIR.
     confine.run_as = client::run_as();
     if let (Some(u), Some(t)) = (&confine.run_as, &tmp) {
+        // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
         std::os::unix::fs::chown(&t.0, Some(u.uid), Some(u.gid)).map_err(|e| BrokerError::Io {
             what: format!(
                 "giving the private TMPDIR {} to uid {}",
@@ -1390,7 +1448,8 @@ fn exec_traced(
     } else {
         None
     };
-    let before = protected_present(&spec.confine, req.policy, &ws);
+    let trees = protected_trees(&spec.confine, &ws);
+    let before = protected_present(&trees, req.policy);
     // Without a mount namespace protected paths cannot be read-only: the broker keeps them
     // and puts them back after the run (`keep`), or refuses to run (unless best effort).
     let mut protected_warnings = Vec::new();
@@ -1418,7 +1477,7 @@ fn exec_traced(
             "the policy path {} goes through the symbolic link {}, which this command may replace: pass the real path ({}) to --policy",
             req.policy.source,
             link.display(),
-            std::fs::canonicalize(&req.policy.source)
+            wsfs::resolve(Path::new(&req.policy.source))
                 .map(|c| c.display().to_string())
                 .unwrap_or_default()
         ))));
@@ -1484,8 +1543,9 @@ fn exec_traced(
     // Protected paths the run created (they did not exist, so no read-only mount covered
     // them) are moved out of the workspace whatever the outcome.
     let protected_created = quarantine_new(
+        &trees,
         &before,
-        protected_present(&spec.confine, req.policy, &ws),
+        protected_present(&trees, req.policy),
         &req.state_dir,
     );
     let snapshot_report = match &pre {

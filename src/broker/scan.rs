@@ -117,6 +117,7 @@ type Gathered = (
 /// The reading half of [`scan`]: the baseline and the walk.
 fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerError> {
     for p in &req.paths {
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         if std::fs::symlink_metadata(p).is_err() {
             return Err(BrokerError::Usage(format!(
                 "scan: {}: no such file or directory",
@@ -125,7 +126,9 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
         }
     }
     let known: Vec<BaselineEntry> = match &req.baseline {
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         Some(b) if b.exists() => {
+            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
             let text = std::fs::read(b).map_err(|e| BrokerError::Io {
                 what: format!("reading the baseline {}", b.display()),
                 source: e,
@@ -144,6 +147,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
         _ => vec![],
     };
 
+    // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
     let mut wb = ignore::WalkBuilder::new(&req.paths[0]);
     for p in &req.paths[1..] {
         wb.add(p);
@@ -190,6 +194,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
                     return ignore::WalkState::Continue;
                 }
             };
+            // not-ws: scan reads what its caller names, with the caller's rights (client::as_client)
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return ignore::WalkState::Continue;
             }
@@ -197,6 +202,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
             if secrets::is_non_text_path(path) {
                 return ignore::WalkState::Continue;
             }
+            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
             if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE) {
                 if let Ok(mut v) = errors.lock() {
                     v.push(format!(
@@ -207,6 +213,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
                 }
                 return ignore::WalkState::Continue;
             }
+            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
             let data = match std::fs::read(path) {
                 Ok(d) => d,
                 Err(e) => {
@@ -328,12 +335,15 @@ fn finish(
 }
 
 fn write_new_or_replace(path: &Path, data: &[u8]) -> Result<(), BrokerError> {
+    // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
     if path.exists() {
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         crate::fsops::atomic_replace(path, data).map_err(|e| BrokerError::Io {
             what: "writing the baseline".into(),
             source: std::io::Error::other(e.to_string()),
         })
     } else {
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         std::fs::write(path, data).map_err(|e| BrokerError::Io {
             what: format!("writing the baseline {}", path.display()),
             source: e,
@@ -354,9 +364,11 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
     // the broker's.
     let (data, mode) = super::client::as_client(|| {
         use std::os::unix::fs::PermissionsExt;
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         let mode = std::fs::metadata(path)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o644);
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         std::fs::read(path).map(|d| (d, mode))
     })
     .and_then(|r| r)
@@ -405,12 +417,14 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             trash: None,
             group: None,
             // `history` and `undo` are per workspace: the directory scan ran in.
+            // not-ws: the process's own directory, to name the journal's workspace
             workspace: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
             dir_mode: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;
     let replaced = super::client::as_client(|| {
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         crate::fsops::atomic_replace(path, &out).map_err(|e| e.to_string())
     })
     .map_err(|e| e.to_string())

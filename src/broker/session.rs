@@ -67,6 +67,7 @@ fn session_file(state_dir: &Path, session: &str) -> PathBuf {
 }
 
 pub(crate) fn load(state_dir: &Path, session: &str) -> SessionDirs {
+    // not-ws: the session file, in the broker's own state directory
     std::fs::read(session_file(state_dir, session))
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
@@ -76,15 +77,19 @@ pub(crate) fn load(state_dir: &Path, session: &str) -> SessionDirs {
 pub(crate) fn save(state_dir: &Path, session: &str, dirs: &SessionDirs) -> std::io::Result<()> {
     let p = session_file(state_dir, session);
     if let Some(d) = p.parent() {
+        // not-ws: the session file, in the broker's own state directory
         std::fs::create_dir_all(d)?;
     }
     let data = serde_json::to_vec(dirs).map_err(std::io::Error::other)?;
+    // not-ws: the session file, in the broker's own state directory
     crate::fsops::write_file_atomic(&p, &data).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// The session's working directory, if `cd` set one (and it still exists).
 pub fn cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
-    load(state_dir, session).cwd.filter(|p| p.is_dir())
+    load(state_dir, session)
+        .cwd
+        .filter(|p| super::wsfs::is_dir(p))
 }
 
 /// Where a call of `session` runs when it starts at `start` (the front end's directory).
@@ -92,13 +97,13 @@ pub fn cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
 /// (a named session: later calls keep it whatever `cd` does). The working directory is the
 /// session's `cd`, else `start`.
 pub fn place(state_dir: &Path, session: &str, start: &Path, pin: bool) -> Place {
-    let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    let start = super::wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
     let mut dirs = load(state_dir, session);
-    let pinned = dirs.workspace.clone().filter(|w| w.is_dir());
+    let pinned = dirs.workspace.clone().filter(|w| super::wsfs::is_dir(w));
     let workspace = match pinned {
         Some(w) => w,
         None => {
-            if pin && start.is_dir() && state_dir.is_dir() {
+            if pin && super::wsfs::is_dir(&start) && super::wsfs::is_dir(state_dir) {
                 dirs.workspace = Some(start.clone());
                 // Best effort: an unsaved pin only means the next call pins again.
                 let _ = save(state_dir, session, &dirs);
@@ -106,7 +111,7 @@ pub fn place(state_dir: &Path, session: &str, start: &Path, pin: bool) -> Place 
             start.clone()
         }
     };
-    let cwd = dirs.cwd.filter(|c| c.is_dir()).unwrap_or(start);
+    let cwd = dirs.cwd.filter(|c| super::wsfs::is_dir(c)).unwrap_or(start);
     Place { workspace, cwd }
 }
 

@@ -222,6 +222,7 @@ pub fn before(
     max: u64,
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
+    // not-ws: the snapshot index, in the broker's own state directory
     let old: Index = std::fs::read(index_path(state_dir, ws))
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
@@ -296,6 +297,7 @@ pub fn after(
     }
     let p = index_path(state_dir, ws);
     if let Some(d) = p.parent() {
+        // not-ws: the snapshot index, in the broker's own state directory
         std::fs::create_dir_all(d).map_err(|e| BrokerError::Io {
             what: format!("creating {}", d.display()),
             source: e,
@@ -305,6 +307,7 @@ pub fn after(
         what: "encoding the snapshot index".into(),
         source: std::io::Error::other(e),
     })?;
+    // not-ws: the snapshot index, in the broker's own state directory
     crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
         what: format!("saving {}", p.display()),
         source: std::io::Error::other(e.to_string()),
@@ -322,7 +325,9 @@ pub(crate) fn keep_index(
     to: &Path,
 ) -> Result<(), BrokerError> {
     let saved = index_path(state_dir, ws);
+    // not-ws: the snapshot index, in the broker's own state directory
     let _ = std::fs::remove_file(to);
+    // not-ws: the snapshot index, in the broker's own state directory
     if !idx.dirty && std::fs::hard_link(&saved, to).is_ok() {
         return Ok(());
     }
@@ -330,6 +335,7 @@ pub(crate) fn keep_index(
         what: "encoding the snapshot index".into(),
         source: std::io::Error::other(e),
     })?;
+    // not-ws: the snapshot index, in the broker's own state directory
     crate::fsops::write_file_atomic(to, &data).map_err(|e| BrokerError::Io {
         what: format!("saving {}", to.display()),
         source: std::io::Error::other(e.to_string()),
@@ -338,6 +344,7 @@ pub(crate) fn keep_index(
 
 /// An index kept by [`keep_index`].
 pub(crate) fn load_index(p: &Path) -> Option<Index> {
+    // not-ws: the snapshot index, in the broker's own state directory
     serde_json::from_slice(&std::fs::read(p).ok()?).ok()
 }
 

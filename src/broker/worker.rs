@@ -203,6 +203,7 @@ pub(crate) fn run(
     req: Request,
 ) -> (Result<FsOutput, BrokerError>, Option<EnforcementStatus>) {
     let workspace = req.workspace.clone();
+    // not-ws: this program's own executable
     let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
         Ok(e) => e,
         Err(e) => {
@@ -792,6 +793,7 @@ pub fn fuzz_frames(data: &[u8]) {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("gateway-fuzz-frames-{}", std::process::id()));
+        // not-ws: the fuzz target's own scratch directory
         let _ = std::fs::create_dir_all(&d);
         d
     });

@@ -118,6 +118,11 @@ impl Tree {
         &self.path
     }
 
+    /// The tree's descriptor, to walk it component by component (`O_NOFOLLOW` each).
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
     /// The tree's descriptor.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -542,6 +547,57 @@ pub fn list_at(d: &impl AsFd, max: usize) -> io::Result<Vec<(OsString, Kind)>> {
     Ok(out)
 }
 
+/// Opens the directory `p` (absolute) with no link in any component (`RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS`, mounts may be crossed): for the real paths the journal holds.
+pub fn open_dir_nolinks(p: &Path) -> io::Result<OwnedFd> {
+    if !p.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not an absolute path", p.display()),
+        ));
+    }
+    Ok(rustix::fs::openat2(
+        rustix::fs::CWD,
+        p,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NONBLOCK | NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?)
+}
+
+/// The parent of `p` (absolute) opened with no link on the way, and its last name.
+fn parent_nolinks(p: &Path) -> io::Result<(OwnedFd, OsString)> {
+    match (p.parent(), p.file_name()) {
+        (Some(d), Some(n)) => Ok((open_dir_nolinks(d)?, n.to_os_string())),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: no parent directory", p.display()),
+        )),
+    }
+}
+
+/// What stands at `p` (absolute), no link followed anywhere on the way (a link as the last
+/// component is reported as itself).
+pub fn kind_nolinks(p: &Path) -> io::Result<Option<Kind>> {
+    let (d, n) = match parent_nolinks(p) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    kind_at(&d, &n)
+}
+
+/// The regular file `p` (absolute), at most `max` bytes, no link followed anywhere.
+pub fn read_nolinks(p: &Path, max: u64) -> Option<Vec<u8>> {
+    let (d, n) = parent_nolinks(p).ok()?;
+    read_at(&d, &n, max).ok().flatten()
+}
+
+/// Removes the file (not a directory) `name` of the open directory `dir`.
+pub fn unlink_at(dir: &impl AsFd, name: &OsStr) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
+}
+
 /// Where `p` really is (links followed, as the kernel would for a program opening it): metadata
 /// only, nothing opened for reading. Used to protect a path by what it names (`.git ->
 /// realgit` protects `realgit/config`), never to read through it.
@@ -552,6 +608,11 @@ pub fn resolve(p: &Path) -> Option<PathBuf> {
 /// Whether anything stands at `p` (links not followed): metadata only.
 pub fn exists_nofollow(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()
+}
+
+/// Whether `p` itself is a symbolic link: metadata only.
+pub fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// Whether `p` is a directory (links followed): metadata only.
@@ -727,5 +788,129 @@ mod tests {
         assert!(walked.entries.iter().any(|(p, _)| p == Path::new("a.log")));
         assert!(walked.entries.iter().any(|(p, _)| p == Path::new("odd/x")));
         let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// What acts on a path by its name (following links, or reading what it finds): outside
+    /// this module, a line of `broker/` doing it must say why the path is not a workspace
+    /// path, with `// not-ws: <reason>` on it or on one of the two lines above.
+    const BY_NAME: &str = concat!(
+        r"std::fs::(read|read_to_string|write|metadata|symlink_metadata|read_dir|read_link|",
+        r"canonicalize|remove_file|remove_dir|remove_dir_all|rename|create_dir|create_dir_all|",
+        r"copy|hard_link|set_permissions|exists)\b",
+        r"|\bFile::(open|create)\b|\bOpenOptions\b|\bDirBuilder\b",
+        r"|unix::fs::(symlink|chown|lchown)\b",
+        r"|\.(exists|try_exists|is_dir|is_file|is_symlink|metadata|symlink_metadata|read_link|",
+        r"canonicalize|read_dir)\(\)",
+        r"|rustix::fs::(open|stat|lstat|statx|chmod|chown|readlink|unlink|rename|mkdir|symlink|",
+        r"access|mkfifo|mknod)\(|\bCWD\b",
+        r"|\bWalkBuilder\b|\bwalkdir\b|ignore::Walk\b",
+        r"|fsops::(write_file_atomic|atomic_replace)\b",
+    );
+    /// Imports that would let a call above go by another name: never, outside this module.
+    const ALIASES: &str = concat!(
+        r"^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?(std|core)::(fs\b|\{[^}]*\bfs\b)",
+        r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?rustix::(fs\s+as|\{[^}]*\bfs\b)",
+        r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?rustix::fs::\{[^}]*\b(open|stat|lstat|statx|chmod|chown|readlink|unlink|rename|mkdir|symlink|access|CWD)\b",
+        r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?std::os::unix::fs::(\{[^}]*)?\b(symlink|chown|lchown)\b",
+        r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?(ignore|walkdir)\b",
+        r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops\s*(as|;)",
+        r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops::\{?[^;]*\b(write_file_atomic|atomic_replace)\b",
+    );
+
+    fn offences(file: &str, text: &str) -> Vec<String> {
+        let by_name = regex::Regex::new(BY_NAME).expect("regex");
+        let aliases = regex::Regex::new(ALIASES).expect("regex");
+        let lines: Vec<&str> = text.lines().collect();
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            // The unit tests at the end of a file set up trees as the test, not as the broker.
+            if l.starts_with("#[cfg(test)]") {
+                break;
+            }
+            let code = l.split("//").next().unwrap_or("");
+            if aliases.is_match(code) {
+                out.push(format!(
+                    "{file}:{}: an alias of a by-name call: {}",
+                    i + 1,
+                    l.trim()
+                ));
+                continue;
+            }
+            if !by_name.is_match(code) {
+                continue;
+            }
+            let marked = lines[i.saturating_sub(2)..=i].iter().any(|m| {
+                m.split_once("// not-ws:")
+                    .is_some_and(|(_, why)| why.trim().len() >= 8)
+            });
+            if !marked {
+                out.push(format!("{file}:{}: {}", i + 1, l.trim()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn no_other_broker_module_touches_a_path_by_its_name() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/broker");
+        let mut files = Vec::new();
+        let mut stack = vec![PathBuf::from(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("wsfs.rs") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() >= 15, "{files:?}");
+        let mut all = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).expect("read");
+            all.extend(offences(&f.display().to_string(), &text));
+        }
+        assert!(
+            all.is_empty(),
+            "broker code acting on a path by its name outside broker::wsfs (move it there, or \
+             say why the path is not a workspace path with `// not-ws: <reason>`):\n{}",
+            all.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_check_sees_calls_aliases_and_unmarked_lines() {
+        let bad = [
+            "    let d = std::fs::read(p);",
+            "    let f = File::open(&p)?;",
+            "    if p.exists() {",
+            "use std::fs;",
+            "use std::{fs as f, io};",
+            "use rustix::fs::{open as o, Mode};",
+            "use std::os::unix::fs::symlink;",
+            "    let w = ignore::WalkBuilder::new(ws);",
+            "    crate::fsops::write_file_atomic(&p, &d)?;",
+            "    // not-ws: short\n    let d = std::fs::read(p);",
+            "    let d = std::fs::read(p); // not-ws:",
+        ];
+        for b in bad {
+            assert_eq!(offences("x.rs", b).len(), 1, "{b}");
+        }
+        let good = [
+            "    let f = std::fs::File::from(fd);",
+            "    let d = std::fs::read(p); // not-ws: the state directory",
+            "    // not-ws: the broker's own state directory\n    let d = std::fs::read(p);",
+            "use rustix::fs::{FileType, Mode, OFlags};",
+            "    let k = tree.kind(rel)?; // std::fs::read in a comment",
+            "#[cfg(test)]\nmod tests { fn f() { std::fs::read(p); } }",
+        ];
+        for g in good {
+            assert!(
+                offences("x.rs", g).is_empty(),
+                "{g}: {:?}",
+                offences("x.rs", g)
+            );
+        }
     }
 }

@@ -559,6 +559,7 @@ fn need_parent(s: &Step<'_>) -> Result<(OwnedFd, OsString), BrokerError> {
 }
 
 fn trash_dir(t: &Tools<'_>) -> Result<OwnedFd, BrokerError> {
+    // not-ws: the trash, in the broker's own state directory
     rustix::fs::open(
         &t.trash_files,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -765,6 +766,7 @@ fn settle(
         } else {
             t.state.abort(c.id);
             if let Some(n) = &s.trash
+                // not-ws: the trash, in the broker's own state directory
                 && std::fs::symlink_metadata(t.trash_files.join(n)).is_err()
             {
                 t.state.trash_forget(n);
