@@ -1137,3 +1137,36 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn a_file_gits_config_includes_is_protected_like_the_config() {
+        // A repository whose `.git/config` includes a file of the work tree (`[include] path =
+        // ../.gitconfig`, shared settings some projects keep in the repository) reads that file
+        // as config: a run that writes `core.fsmonitor` there runs code at the user's next
+        // `git status`. Included files (recursively, includeIf too) are protected paths.
+        for nobody in [false, true] {
+            let env = Env::new("git-include");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(
+                ".git/config",
+                "[core]\n\tbare = false\n[include]\n\tpath = ../.gitconfig\n[includeIf \"gitdir:/\"]\n\tpath = \"../conf/more.gitconfig\" # shared\n",
+            );
+            env.write(".gitconfig", "[user]\n\tname = x\n[include] path = deeper.gitconfig\n");
+            env.write("deeper.gitconfig", "[alias]\n");
+            env.write("conf/more.gitconfig", "[alias]\n");
+            env.write("control.txt", "before\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            for f in [".gitconfig", "conf/more.gitconfig", "deeper.gitconfig"] {
+                let before = std::fs::read_to_string(env.ws.join(f)).expect("read");
+                let script = format!("printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> {f}; echo after > control.txt; echo ran");
+                let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", &script]).output().expect("run");
+                let t = text(&o);
+                assert!(stdout(&o).contains("ran"), "the run happened: {t}");
+                assert_eq!(std::fs::read_to_string(env.ws.join("control.txt")).expect("r"), "after\n", "the control was written: {t}");
+                assert_eq!(std::fs::read_to_string(env.ws.join(f)).expect("r"), before, "nobody={nobody} {f}: {t}");
+            }
+        }
+    }
+}

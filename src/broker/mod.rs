@@ -669,6 +669,83 @@ fn expand_glob(p: &str) -> Vec<PathBuf> {
     acc
 }
 
+/// The files git's config files `configs` include, recursively (as git does, up to 10 levels):
+/// `path` in `[include]` and `[includeIf "…"]` sections, `~/` expanded, relative to the
+/// including file's directory. Each config is read as the broker with no link on the way,
+/// bounded (`broker::wsfs`).
+fn git_includes(configs: &[PathBuf], home: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut todo: Vec<(PathBuf, usize)> = configs.iter().map(|c| (c.clone(), 0)).collect();
+    while let Some((cfg, depth)) = todo.pop() {
+        let Some(real) = wsfs::resolve(&cfg) else {
+            continue;
+        };
+        let Some(text) = wsfs::read_nolinks(&real, 1 << 20) else {
+            continue;
+        };
+        let dir = real.parent().map(Path::to_path_buf).unwrap_or_default();
+        for inc in git_include_paths(&String::from_utf8_lossy(&text)) {
+            let p = if let Some(rest) = inc.strip_prefix("~/") {
+                home.join(rest)
+            } else if Path::new(&inc).is_absolute() {
+                PathBuf::from(&inc)
+            } else {
+                dir.join(&inc)
+            };
+            let p = PathBuf::from(policy::normalize(&p.to_string_lossy()));
+            if !out.contains(&p) {
+                out.push(p.clone());
+                if depth < 10 {
+                    todo.push((p, depth + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The `path` values of a git config text's `[include]` and `[includeIf "…"]` sections.
+fn git_include_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_include = false;
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix('[') {
+            let name = rest
+                .split([']', ' ', '"', '\t'])
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            in_include = name == "include" || name == "includeif";
+            // `[include] path = x` on one line.
+            let after = rest.split_once(']').map_or("", |(_, a)| a.trim());
+            if in_include && !after.is_empty() {
+                out.extend(include_value(after));
+            }
+            continue;
+        }
+        if in_include {
+            out.extend(include_value(l));
+        }
+    }
+    out
+}
+
+/// The value of a `path = value` line (quotes removed, a trailing comment dropped).
+fn include_value(l: &str) -> Option<String> {
+    let (k, v) = l.split_once('=')?;
+    if !k.trim().eq_ignore_ascii_case("path") {
+        return None;
+    }
+    let v = v.trim();
+    let v = if let Some(q) = v.strip_prefix('"') {
+        q.split('"').next().unwrap_or("")
+    } else {
+        v.split(['#', ';']).next().unwrap_or("").trim()
+    };
+    (!v.is_empty()).then(|| v.to_string())
+}
+
 /// Character devices a program may use: the rest of /dev is denied.
 const SAFE_CHAR_DEVICES: &[&str] = &[
     "/dev/null",
@@ -871,6 +948,19 @@ pub fn plan(
             }
         }
     }
+    // Files git's config includes (`[include] path`, `[includeIf "…"] path`) are config too:
+    // a repository whose `.git/config` includes `../.gitconfig` would run what the run wrote
+    // there at the user's next `git status`.
+    let git_configs: Vec<PathBuf> = roots
+        .iter()
+        .flat_map(|r| [r.join(".git/config"), r.join(".git/config.worktree")])
+        .chain([
+            vars.home.join(".gitconfig"),
+            vars.home.join(".config/git/config"),
+            PathBuf::from("/etc/gitconfig"),
+        ])
+        .collect();
+    protected.extend(git_includes(&git_configs, &vars.home));
     // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
     // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
     // canonical form when that lies in a writable tree (elsewhere the run cannot write it
