@@ -535,11 +535,11 @@ sandbox_test! {
     }
 }
 
-/// Issue 22 item 9: when a policy lets `git reset --hard` and `git clean -fdx` run with
-/// snapshots on, `gateway undo` brings back the uncommitted work they discarded: changes
-/// to tracked files and untracked files. Files .gitignore excludes are not snapshotted
-/// (`git clean -x` deletes them for good), and neither is `.git` (the moved branch is in
-/// git's reflog).
+// Issue 22 item 9: when a policy lets `git reset --hard` and `git clean -fdx` run with
+// snapshots on, `gateway undo` brings back the uncommitted work they discarded: changes
+// to tracked files and untracked files. Files .gitignore excludes are not snapshotted
+// (`git clean -x` deletes them for good), and neither is `.git` (the moved branch is in
+// git's reflog).
 sandbox_test!(
     fn undo_brings_back_work_discarded_by_git_reset_hard_and_clean() {
         let env = Env::new("git-undo");
