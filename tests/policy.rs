@@ -357,3 +357,183 @@ fn find_delete_and_unknown_programs_are_not_catastrophes() {
         "{err}"
     );
 }
+
+/// `gateway policy explain --json --policy POLICY -- sh -c SCRIPT`: the effect and the ids
+/// of the rules with their reasons.
+fn explain_sh(env: &Env, policy: &str, script: &str) -> (String, Vec<(String, String)>) {
+    let o = env
+        .cmd()
+        .args([
+            "--json", "policy", "explain", "--policy", policy, "--", "sh", "-c", script,
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{script}: {}", text(&o));
+    let v = json_of(&o);
+    let rules = v["decision"]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap_or_default().to_string(),
+                r["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    (
+        v["decision"]["effect"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        rules,
+    )
+}
+
+/// Issue 22 item 9: the destructive-git rules see what git will do, whatever the spelling:
+/// abbreviated long options, short clusters, refspecs, `-d -f` for `-D`, global options
+/// before the subcommand, the dashed form. Strict denies, standard asks.
+#[test]
+fn destructive_git_is_recognised_whatever_the_spelling() {
+    let env = Env::new("git-spelling");
+    for s in [
+        "git reset --har",
+        "git reset --h HEAD~1",
+        "git reset HEAD~1 --hard",
+        "git -C sub --no-pager -c user.name=x reset --hard",
+        "git push origin +main",
+        "git push origin :main",
+        "git push origin main --force-w",
+        "git push --prune origin",
+        "git branch -d -f old",
+        "git branch -df old",
+        "git stash drop",
+        "git checkout -f",
+        "git checkout --forc main",
+        "git clean -xdf",
+        "git clean -fdx",
+        "git clean -f -d",
+        "git clean --forc",
+        "git clean -i",
+        "git switch --discard-changes main",
+        "git reflog delete HEAD@{1}",
+        "git worktree remove --force wt",
+        "/usr/lib/git-core/git-reset --hard",
+    ] {
+        for (policy, want, id) in [
+            ("strict", "deny", "deny-git-destructive"),
+            ("standard", "ask", "ask-git-destructive"),
+        ] {
+            let (effect, rules) = explain_sh(&env, policy, s);
+            assert_eq!(effect, want, "{policy}: {s}: {rules:?}");
+            assert!(
+                rules
+                    .iter()
+                    .any(|(i, r)| i == id && !r.starts_with("may match")),
+                "{policy}: {s}: {rules:?}"
+            );
+        }
+    }
+}
+
+/// Issue 22 item 9: what git will do cannot be known when the command line defines an
+/// alias or configuration, the script sets git's environment, or the subcommand is not a
+/// built-in (a user alias): the destructive-git rules then apply with the policy's
+/// `unanalysable` effect (strict: deny, standard: ask), saying why. Everyday git stays
+/// allowed under standard.
+#[test]
+fn git_aliases_config_and_environment_are_unanalysable_for_the_git_rules() {
+    let env = Env::new("git-unsure");
+    for s in [
+        "git -c alias.x='reset --hard' x",
+        "git -c clean.requireForce=false clean -d",
+        "git -c core.pager='rm -rf .' log",
+        "git --config-env=alias.x=X x",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='reset --hard' git x",
+        "env GIT_CONFIG_PARAMETERS=\"'alias.x=reset --hard'\" git x",
+        "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=clean.requireForce GIT_CONFIG_VALUE_0=false; git clean -d",
+        "GIT_DIR=/tmp/r/.git git status",
+        "git --exec-path=/tmp status",
+        "git undo-everything",
+        "git stash $WHAT",
+    ] {
+        for (policy, want) in [("strict", "deny"), ("standard", "ask")] {
+            let (effect, rules) = explain_sh(&env, policy, s);
+            assert_eq!(effect, want, "{policy}: {s}: {rules:?}");
+            assert!(
+                rules
+                    .iter()
+                    .any(|(i, r)| i.ends_with("git-destructive") && r.contains("may match")),
+                "{policy}: {s}: {rules:?}"
+            );
+        }
+    }
+    let (_, rules) = explain_sh(&env, "standard", "git -c alias.x='reset --hard' x");
+    assert!(
+        rules.iter().any(
+            |(_, r)| r.contains("cannot analyse the git command line") && r.contains("alias.x")
+        ),
+        "{rules:?}"
+    );
+    for s in [
+        "git status",
+        "git log",
+        "git diff",
+        "git commit -m x",
+        "git add -A",
+        "git push origin main",
+        "git branch -d merged",
+        "git clean -n",
+        "git checkout main",
+        "git stash",
+        "git stash pop",
+        "git -c user.name=x -c user.email=y commit -m z",
+        "GIT_AUTHOR_NAME=x git commit -m y",
+        "git reset -- --hard",
+    ] {
+        let (effect, rules) = explain_sh(&env, "standard", s);
+        assert_eq!(effect, "allow", "{s}: {rules:?}");
+    }
+}
+
+/// Issue 22 item 9: a `git` pattern names a git command and its options by their full
+/// names; a policy with a misspelt one does not load, and the error names the rule, the
+/// line and the options git has.
+#[test]
+fn git_patterns_are_validated_against_git_option_tables() {
+    let env = Env::new("git-schema");
+    for (pattern, says) in [
+        ("reset --har", "`--har` is not an option of git reset"),
+        ("clean -f", "write `--force`"),
+        ("rest --hard", "`rest` is not a built-in git command"),
+        (
+            "filter-branch --force",
+            "no option table for `git filter-branch`",
+        ),
+    ] {
+        let p = env.policy_file(&format!(
+            "extends = \"standard\"\n[[rule]]\nid = \"no-git\"\neffect = \"deny\"\ntools = [\"exec\"]\nreason = \"r\"\ngit = [\"{pattern}\"]\n",
+        ));
+        let o = env
+            .cmd()
+            .args(["policy", "check", &p])
+            .output()
+            .expect("run");
+        assert_ne!(o.status.code(), Some(0), "{pattern}: {}", text(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("no-git") && err.contains(says) && err.contains("policy.toml:7:"),
+            "{pattern}: {err}"
+        );
+    }
+    // A valid one works for user rules too, with examples checked at load.
+    let p = env.policy_file(
+        "extends = \"standard\"\n[[rule]]\nid = \"no-rebase-force\"\neffect = \"deny\"\ntools = [\"exec\"]\nreason = \"r\"\ngit = [\"push --force-with-lease\"]\nmatch = [\"git push --force-with origin\"]\nnot_match = [\"git push origin\"]\n",
+    );
+    let o = env
+        .cmd()
+        .args(["policy", "check", &p])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

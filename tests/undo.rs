@@ -534,3 +534,63 @@ sandbox_test! {
         assert!(runs > 5, "only {runs} runs");
     }
 }
+
+// Issue 22 item 9: when a policy lets `git reset --hard` and `git clean -fdx` run with
+// snapshots on, `gateway undo` brings back the uncommitted work they discarded: changes
+// to tracked files and untracked files. Files .gitignore excludes are not snapshotted
+// (`git clean -x` deletes them for good), and neither is `.git` (the moved branch is in
+// git's reflog).
+sandbox_test!(
+    fn undo_brings_back_work_discarded_by_git_reset_hard_and_clean() {
+        let env = Env::new("git-undo");
+        let git = |args: &[&str]| {
+            let o = Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(&env.ws)
+                .output()
+                .expect("git");
+            assert!(o.status.success(), "git {args:?}: {}", text(&o));
+        };
+        env.write("tracked.txt", "committed\n");
+        env.write(".gitignore", "ignored.txt\n");
+        git(&["init", "-q"]);
+        git(&["add", "tracked.txt", ".gitignore"]);
+        git(&["commit", "-qm", "one"]);
+        env.write("tracked.txt", "uncommitted edit\n");
+        env.write("untracked.txt", "new work\n");
+        env.write("sub/deep.txt", "new dir\n");
+        env.write("ignored.txt", "ignored\n");
+        let o = snap(&env, "git reset -q --hard && git clean -qfdx");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("tracked.txt")).expect("r"),
+            "committed\n",
+            "{}",
+            text(&o)
+        );
+        assert!(!env.ws.join("untracked.txt").exists(), "{}", text(&o));
+        assert!(!env.ws.join("ignored.txt").exists(), "{}", text(&o));
+        let o = env.gw(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("tracked.txt")).expect("r"),
+            "uncommitted edit\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("untracked.txt")).expect("r"),
+            "new work\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("sub/deep.txt")).expect("r"),
+            "new dir\n"
+        );
+        assert!(!env.ws.join("ignored.txt").exists());
+    }
+);

@@ -18,6 +18,7 @@
 
 pub mod credentials;
 mod examples;
+pub mod git;
 mod globlang;
 mod matcher;
 mod schema;
@@ -128,6 +129,9 @@ pub struct Rule {
     pub tools: Vec<Tool>,
     /// Command patterns (exec); the rule matches if any pattern matches. `None` = any command.
     pub commands: Option<Vec<CommandPattern>>,
+    /// Git patterns (exec, `git = ["reset --hard"]`): matched on what git will do (git.rs).
+    /// With `commands`, the rule matches if a pattern of either kind matches.
+    pub git: Option<Vec<git::GitPattern>>,
     /// Path globs; the rule matches if any path matches. `None` = any path.
     pub paths: Option<PathGlobs>,
     /// Its `match` examples (checked at load), as written.
@@ -140,9 +144,14 @@ impl Rule {
     /// Does the rule match this simple command of an exec call? `may` = possibly (an
     /// unknown word or a glob could make it match), else certainly.
     pub fn matches_command(&self, cmd: &shell::SimpleCmd, may: bool, env: &ShellEnv) -> bool {
-        let cmd_ok = match &self.commands {
-            None => true,
-            Some(pats) => pats.iter().any(|p| p.matches(cmd, may, env)),
+        let cmd_ok = match (&self.commands, &self.git) {
+            (None, None) => true,
+            (pats, gits) => {
+                pats.iter().flatten().any(|p| p.matches(cmd, may, env))
+                    || gits
+                        .as_ref()
+                        .is_some_and(|g| git::matches(g, &self.git_parse(cmd, env), may))
+            }
         };
         let path_ok = match &self.paths {
             None => true,
@@ -153,9 +162,33 @@ impl Rule {
         cmd_ok && path_ok
     }
 
+    /// How git reads `cmd` (for `git` patterns).
+    fn git_parse(&self, cmd: &shell::SimpleCmd, env: &ShellEnv) -> git::Parsed {
+        static PROGRAMS: OnceLock<Vec<CommandPattern>> = OnceLock::new();
+        let programs = PROGRAMS.get_or_init(|| {
+            ["git", "git-*"]
+                .iter()
+                .filter_map(|p| CommandPattern::compile(&[p.to_string()]).ok())
+                .collect()
+        });
+        git::parse(cmd, || programs.iter().any(|p| p.matches(cmd, true, env)))
+    }
+
+    /// Why a `git` pattern of this rule may match `cmd` although it does not certainly
+    /// match: the git command line cannot be analysed (an alias, configuration, ...).
+    pub fn git_unsure(&self, cmd: &shell::SimpleCmd, env: &ShellEnv) -> Option<String> {
+        self.git.as_ref()?;
+        match self.git_parse(cmd, env) {
+            git::Parsed::Unsure(why) => Some(why),
+            _ => None,
+        }
+    }
+
     /// Does the rule match a file tool's path?
     pub fn matches_path(&self, path: &Path) -> bool {
-        self.commands.is_none() && self.paths.as_ref().is_none_or(|set| set.is_match(path))
+        self.commands.is_none()
+            && self.git.is_none()
+            && self.paths.as_ref().is_none_or(|set| set.is_match(path))
     }
 
     /// Does the rule apply to `tool`?
@@ -307,9 +340,13 @@ impl Policy {
             for cmd in &analysis.commands {
                 let subject = cmd.display();
                 commands.push(subject.clone());
-                let e = self.effect_for(call.tool, &subject, &mut rules_out, |rule, may| {
-                    rule.matches_command(cmd, may, env)
-                });
+                let e = self.effect_for(
+                    call.tool,
+                    &subject,
+                    &mut rules_out,
+                    |rule, may| rule.matches_command(cmd, may, env),
+                    |rule| rule.git_unsure(cmd, env),
+                );
                 effect = effect.max(e);
             }
             for note in analysis.unanalysable {
@@ -332,9 +369,13 @@ impl Policy {
         } else {
             for path in &call.paths {
                 let subject = path.display().to_string();
-                let e = self.effect_for(call.tool, &subject, &mut rules_out, |rule, _| {
-                    rule.matches_path(path)
-                });
+                let e = self.effect_for(
+                    call.tool,
+                    &subject,
+                    &mut rules_out,
+                    |rule, _| rule.matches_path(path),
+                    |_| None,
+                );
                 effect = effect.max(e);
             }
             if call.paths.is_empty() {
@@ -384,6 +425,7 @@ impl Policy {
         subject: &str,
         out: &mut Vec<RuleMatch>,
         matches: impl Fn(&Rule, bool) -> bool,
+        unsure: impl Fn(&Rule) -> Option<String>,
     ) -> Effect {
         let mut best: Option<Effect> = None;
         for rule in &self.rules {
@@ -399,10 +441,17 @@ impl Policy {
                 Some((rule.effect, rule.reason.clone()))
             } else if rule.effect != Effect::Allow && matches(rule, true) {
                 let e = rule.effect.min(self.unanalysable);
+                let why = unsure(rule).map_or_else(
+                    || {
+                        "part of the command depends on runtime values or a file-name glob"
+                            .to_string()
+                    },
+                    |w| format!("cannot analyse the git command line: {w}"),
+                );
                 Some((
                     e,
                     format!(
-                        "may match: {} (part of the command depends on runtime values or a file-name glob, so the policy's `unanalysable = \"{}\"` caps this rule at {e})",
+                        "may match: {} ({why}, so the policy's `unanalysable = \"{}\"` caps this rule at {e})",
                         rule.reason, self.unanalysable
                     ),
                 ))

@@ -208,6 +208,8 @@ struct RawRule {
     reason: Spanned<String>,
     tools: Option<Vec<Spanned<String>>>,
     command: Option<Spanned<toml::Value>>,
+    /// Git patterns: `["reset --hard", "push --force"]` (policy/git.rs).
+    git: Option<Spanned<Vec<Spanned<String>>>>,
     path: Option<Vec<Spanned<String>>>,
     /// Calls the rule must match (checked at load).
     #[serde(default, rename = "match")]
@@ -852,6 +854,30 @@ fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
             Some(compiled)
         }
     };
+    let git =
+        match &rr.git {
+            None => None,
+            Some(list) => {
+                if list.get_ref().is_empty() {
+                    return Err(ctx.err(list.span(), format!("rule `{id}`: `git` is empty")));
+                }
+                if !tools.is_empty() && !tools.contains(&Tool::Exec) {
+                    return Err(ctx.err(
+                    list.span(),
+                    format!(
+                        "rule `{id}`: `git` applies only to the exec tool; add \"exec\" to `tools`"
+                    ),
+                ));
+                }
+                let mut compiled = Vec::new();
+                for p in list.get_ref() {
+                    compiled.push(super::git::GitPattern::compile(p.get_ref()).map_err(|e| {
+                        ctx.err(p.span(), format!("rule `{id}`: `git` pattern {e}"))
+                    })?);
+                }
+                Some(compiled)
+            }
+        };
     let paths = match &rr.path {
         None => None,
         Some(list) => {
@@ -881,6 +907,7 @@ fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
         reason,
         tools,
         commands,
+        git,
         paths,
         examples_match: Vec::new(),
         examples_not_match: Vec::new(),

@@ -55,6 +55,10 @@ impl Arg {
 pub struct SimpleCmd {
     /// Program first.
     pub argv: Vec<Arg>,
+    /// Environment variables the script sets, anywhere (assignment prefixes, `env NAME=...`,
+    /// `export`, plain assignments): flow-insensitive, so every command of a script carries
+    /// every name its script assigns. Sorted, without duplicates.
+    pub env: Vec<String>,
 }
 
 impl SimpleCmd {
@@ -84,6 +88,23 @@ pub struct Analysis {
     pub commands: Vec<SimpleCmd>,
     /// What could not be analysed, and why.
     pub unanalysable: Vec<String>,
+    /// The variable names the script assigns (copied into each command's `env` when the
+    /// analysis ends).
+    pub assigned: Vec<String>,
+}
+
+impl Analysis {
+    /// Gives every command the names the whole script assigns.
+    fn finish(mut self) -> Analysis {
+        self.assigned.sort();
+        self.assigned.dedup();
+        if !self.assigned.is_empty() {
+            for c in &mut self.commands {
+                c.env.clone_from(&self.assigned);
+            }
+        }
+        self
+    }
 }
 
 /// Values the analyser may substitute for `~`, `$HOME` and `$PWD`.
@@ -104,14 +125,14 @@ pub fn analyse_argv(argv: &[String], env: &ShellEnv) -> Analysis {
         return a;
     }
     command(&args, env, &mut a, 0);
-    a
+    a.finish()
 }
 
 /// Analyses shell text, as `sh -c TEXT` would run it.
 pub fn analyse_script(script: &str, env: &ShellEnv) -> Analysis {
     let mut a = Analysis::default();
     script_into(script, env, &mut a, 0);
-    a
+    a.finish()
 }
 
 fn script_into(script: &str, env: &ShellEnv, a: &mut Analysis, depth: usize) {
@@ -135,6 +156,7 @@ fn script_into(script: &str, env: &ShellEnv, a: &mut Analysis, depth: usize) {
             Ok(Ok(sub)) => {
                 a.commands.extend(sub.commands);
                 a.unanalysable.extend(sub.unanalysable);
+                a.assigned.extend(sub.assigned);
             }
             Ok(Err(_)) => a
                 .unanalysable
@@ -345,6 +367,7 @@ fn walk_redir_body(b: &RedirBody, env: &ShellEnv, a: &mut Analysis, depth: usize
 
 fn walk_simple(sc: &SimpleCommand, env: &ShellEnv, a: &mut Analysis, depth: usize) {
     for asg in &sc.assigns {
+        a.assigned.push(asg.name.clone());
         match &asg.value {
             yash_syntax::syntax::Value::Scalar(w) => {
                 word(w, env, a, depth);
@@ -632,6 +655,7 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
     }
     a.commands.push(SimpleCmd {
         argv: args.to_vec(),
+        env: Vec::new(),
     });
     let Some(Arg::Lit(prog)) = args.first() else {
         return;
@@ -643,6 +667,16 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
             shell(name, rest, env, a, depth)
         }
         "busybox" if !rest.is_empty() => command(rest, env, a, depth + 1),
+        // Variables these set are seen by later commands (exported or, with `set -a`, not).
+        "export" | "declare" | "typeset" | "readonly" | "local" => {
+            for r in rest {
+                let t = r.text();
+                if !t.starts_with('-') {
+                    a.assigned
+                        .push(t.split_once('=').map_or(t, |(n, _)| n).to_string());
+                }
+            }
+        }
         "eval" => {
             if rest.iter().all(|r| matches!(r, Arg::Lit(_) | Arg::Glob(_))) {
                 let s = rest.iter().map(Arg::text).collect::<Vec<_>>().join(" ");
@@ -766,7 +800,10 @@ fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
                     // deny rules took for `/`).
                     let mut argv = vec![Arg::Lit("rm".into()), Arg::Lit("-r".into())];
                     argv.extend(find_start_points(rest));
-                    a.commands.push(SimpleCmd { argv });
+                    a.commands.push(SimpleCmd {
+                        argv,
+                        env: Vec::new(),
+                    });
                     i += 1;
                 } else {
                     i += 1;
@@ -946,9 +983,11 @@ fn unwrap_after(
         }
         if with_arg.contains(&t) {
             i += 2;
-        } else if (t.starts_with('-') && t.len() > 1)
-            || (assignments && t.contains('=') && !t.starts_with('='))
-        {
+        } else if t.starts_with('-') && t.len() > 1 {
+            i += 1;
+        } else if assignments && t.contains('=') && !t.starts_with('=') {
+            a.assigned
+                .push(t.split_once('=').map_or(t, |(n, _)| n).to_string());
             i += 1;
         } else {
             break;
