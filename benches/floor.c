@@ -12,10 +12,11 @@
  *                                          write, execute); TMP is the private TMPDIR mount
  *                                          point.
  *
- * Confined: a helper cloned into new mount, pid and ipc namespaces (fork semantics, as
- * gateway) makes mounts private, mounts a tmpfs on TMP and /dev/shm and a fresh /proc, then
- * starts PROGRAM with clone(CLONE_VM|CLONE_VFORK); the command starts a session, locks
- * securebits, empties the bounding, ambient and other capability sets, sets no_new_privs,
+ * Confined: a helper cloned into new mount, pid, ipc and network namespaces (fork semantics,
+ * as gateway; strict's `none` network gets an empty network namespace) makes mounts private,
+ * mounts a tmpfs on TMP and /dev/shm and a fresh /proc, then starts PROGRAM with
+ * clone(CLONE_VM|CLONE_VFORK); the command starts a session, locks securebits, empties the
+ * bounding, ambient and other capability sets, sets no_new_privs,
  * applies the landlock ruleset (built by the parent) and the seccomp filter, and execs. The
  * helper reaps it, kills the rest of the namespace, and exits; the parent waits.
  *
@@ -143,7 +144,7 @@ int main(int argc, char **argv) {
     add_rules(argv[6], ra.fs);
     add_rules(argv[7], FS_READ_FILE | FS_READ_DIR | FS_EXECUTE);
 
-    pid_t p = syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, 0, 0, 0, 0);
+    pid_t p = syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD, 0, 0, 0, 0);
     if (p < 0) die("clone helper");
     if (p == 0) {
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) die("private");

@@ -10,7 +10,8 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
-    /// No sockets at all except `socketpair(AF_UNIX)`.
+    /// No sockets at all except `socketpair(AF_UNIX)` of type `SOCK_STREAM` or `SOCK_SEQPACKET`;
+    /// with namespaces, an empty network namespace (the host's `/proc/net` is not seen).
     None,
     /// IPv4/IPv6 in a private network namespace with only `lo`; no unix sockets.
     Loopback,

@@ -433,6 +433,170 @@ sandbox_test! {
     }
 }
 
+/// Issue 22 item 6: every way a confined command could address a Unix socket it did not
+/// create — datagram, raw (a datagram in AF_UNIX), seqpacket and stream socketpairs with
+/// `sendto`, `sendmsg` and `connect`, and `socket(AF_UNIX)` — against the four sockets named
+/// in argv (pathname datagram, pathname stream, abstract datagram, abstract stream). Prints one
+/// line per attempt, then checks that stream and seqpacket pairs still work (what git, cargo,
+/// npm and `multiprocessing.Pipe` use) and ends with `PROBE-DONE`.
+const UNIX_PROBE: &str = r#"
+import socket, sys, multiprocessing
+dg, st, adg, ast = sys.argv[1], sys.argv[2], '\0' + sys.argv[3], '\0' + sys.argv[4]
+U = socket.AF_UNIX
+def attempt(name, f):
+    try:
+        f()
+        print('sent', name)
+    except OSError as e:
+        print('refused', name, e.errno)
+def pair(t):
+    return socket.socketpair(U, t)[0]
+for t in (socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_SEQPACKET, socket.SOCK_STREAM):
+    n = str(int(t))
+    for dest, label in ((dg, 'dgram-path'), (adg, 'dgram-abstract')):
+        attempt(n + ' sendto ' + label, lambda: pair(t).sendto(b'FORGED', dest))
+        attempt(n + ' sendmsg ' + label, lambda: pair(t).sendmsg([b'FORGED'], [], 0, dest))
+        def conn_send():
+            s = pair(t)
+            s.connect(dest)
+            s.send(b'FORGED')
+        attempt(n + ' connect ' + label, conn_send)
+    for dest, label in ((st, 'stream-path'), (ast, 'stream-abstract')):
+        attempt(n + ' connect ' + label, lambda: pair(t).connect(dest))
+attempt('socket sendto dgram-path', lambda: socket.socket(U, socket.SOCK_DGRAM).sendto(b'FORGED', dg))
+attempt('socket connect stream-path', lambda: socket.socket(U, socket.SOCK_STREAM).connect(st))
+attempt('socket connect stream-abstract', lambda: socket.socket(U, socket.SOCK_STREAM).connect(ast))
+a, b = socket.socketpair()
+a.sendall(b'ping')
+assert b.recv(4) == b'ping'
+a, b = socket.socketpair(U, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+a.send(b'ping')
+assert b.recv(4) == b'ping'
+r, w = multiprocessing.Pipe()
+w.send({'k': 1})
+assert r.recv() == {'k': 1}
+print('PROBE-DONE')
+"#;
+
+sandbox_test! {
+    fn escape_unix_socket_on_the_host_via_socketpair() {
+        // Issue 22 item 6: a datagram socketpair sent to any pathname datagram socket on the
+        // host (journald, /dev/log, $NOTIFY_SOCKET: forged log entries) under every policy,
+        // root or not; landlock does not mediate sendto/connect to a socket path. The test binds
+        // the four kinds of socket a daemon might listen on, world-writable as journald's are,
+        // and checks on the host side that none received a datagram or a connection.
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
+        // Every case is tried and reported (root and uid 65534, each policy) before failing.
+        let mut failures = Vec::new();
+        for nobody in [false, true] {
+            for policy in ["strict", "standard", "permissive"] {
+                let env = Env::new("unixhost");
+                let dir = env.ws.join("sockets");
+                std::fs::create_dir_all(&dir).expect("mkdir");
+                let (dg_path, st_path) = (dir.join("dg.sock"), dir.join("st.sock"));
+                let dg = UnixDatagram::bind(&dg_path).expect("bind datagram");
+                let st = UnixListener::bind(&st_path).expect("bind stream");
+                let tag = env.root.file_name().expect("name").to_string_lossy().into_owned();
+                let (adg_name, ast_name) = (format!("{tag}-dg"), format!("{tag}-st"));
+                let adg = UnixDatagram::bind_addr(
+                    &SocketAddr::from_abstract_name(adg_name.as_bytes()).expect("abstract"),
+                )
+                .expect("bind abstract datagram");
+                let ast = UnixListener::bind_addr(
+                    &SocketAddr::from_abstract_name(ast_name.as_bytes()).expect("abstract"),
+                )
+                .expect("bind abstract stream");
+                for p in [&dg_path, &st_path] {
+                    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+                }
+                for s in [&dg, &adg] {
+                    s.set_nonblocking(true).expect("nonblocking");
+                }
+                for l in [&st, &ast] {
+                    l.set_nonblocking(true).expect("nonblocking");
+                }
+                if nobody {
+                    env.give_to_nobody();
+                }
+                let (dgs, sts) = (dg_path.display().to_string(), st_path.display().to_string());
+                let o = env
+                    .as_user(nobody)
+                    .args(["exec", "--policy", policy, "--", "python3", "-c", UNIX_PROBE])
+                    .args([&dgs, &sts, &adg_name, &ast_name])
+                    .output()
+                    .expect("run gateway");
+                let what = format!("{policy} nobody={nobody}");
+                // The probe ran to its end: stream and seqpacket pairs still work.
+                if !stdout(&o).contains("PROBE-DONE") {
+                    failures.push(format!("{what}: the probe did not finish: {}", text(&o)));
+                }
+                let mut buf = [0u8; 64];
+                for (s, name) in [(&dg, "pathname datagram"), (&adg, "abstract datagram")] {
+                    match s.recv(&mut buf) {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        got => failures.push(format!("{what}: the host's {name} socket received {got:?}")),
+                    }
+                }
+                for (l, name) in [(&st, "pathname stream"), (&ast, "abstract stream")] {
+                    match l.accept() {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        got => failures.push(format!("{what}: the host's {name} socket accepted {got:?}")),
+                    }
+                }
+                // Every datagram attempt was refused by the sandbox, not merely lost. (A seqpacket
+                // pair ignores the address and sends to its own peer; a stream pair refuses it.)
+                for line in stdout(&o).lines().filter(|l| l.starts_with("sent")) {
+                    if !line.starts_with("sent 5 sendto") && !line.starts_with("sent 5 sendmsg") {
+                        failures.push(format!("{what}: {line}"));
+                    }
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+sandbox_test! {
+    fn escape_strict_proc_net_lists_the_hosts_sockets() {
+        // Issue 22 item 6: strict (network none) had no network namespace, so its own /proc
+        // still showed the host's network state: /proc/net/unix listed every socket on the
+        // machine (the daemons to aim at). Now `none` gets an empty network namespace too.
+        // Unprivileged, there is no namespace and the list stays readable: the report says so.
+        use std::os::linux::net::SocketAddrExt;
+        let env = Env::new("procnet");
+        let name = format!("gw-procnet-{}", std::process::id());
+        let _l = std::os::unix::net::UnixListener::bind_addr(
+            &std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract"),
+        )
+        .expect("bind abstract");
+        let host = std::fs::read_to_string("/proc/net/unix").expect("read /proc/net/unix");
+        assert!(host.contains(&name), "the host lists its sockets: {host}");
+        for policy in ["strict", "standard"] {
+            let o = env.cmd()
+                .args(["--json", "exec", "--policy", policy, "--", "cat", "/proc/net/unix", "/proc/net/tcp"])
+                .output()
+                .expect("run gateway");
+            let v = json_of(&o);
+            assert_eq!(v["exit_code"], 0, "{policy}: {v}");
+            let listed = v["stdout"].as_str().expect("stdout");
+            assert!(listed.contains("Inode Path"), "{policy}: {v}");
+            assert!(!listed.contains(&name), "{policy} lists the host's sockets: {v}");
+            assert_eq!(v["enforcement"]["net_namespace"], true, "{policy}: {v}");
+        }
+        env.give_to_nobody();
+        let o = env
+            .nobody()
+            .args(["--json", "exec", "--policy", "strict", "--", "cat", "/proc/net/unix"])
+            .output()
+            .expect("run gateway");
+        let v = json_of(&o);
+        assert_eq!(v["enforcement"]["net_namespace"], false, "{v}");
+        let not_applied = v["enforcement"]["not_applied"].to_string();
+        assert!(not_applied.contains("/proc/net"), "the report names what stays visible: {v}");
+    }
+}
+
 sandbox_test! {
     fn standard_loopback_is_private_and_works() {
         let env = Env::new("loopback");

@@ -4,11 +4,13 @@
 //!
 //! Layers, each enforced on its own:
 //! - **namespaces** (when privileged): pid (own /proc; everything dies with the command),
-//!   mount (denied paths masked, protected paths read-only), ipc, and net for `loopback`;
+//!   mount (denied paths masked, protected paths read-only), ipc, and net for `loopback` and
+//!   `none`;
 //! - **capabilities** all cleared, securebits locked, **no_new_privs**;
 //! - **landlock**: filesystem rights of the kernel's ABI, TCP bind/connect (ABI ≥ 4), abstract
 //!   unix socket and signal scoping (ABI ≥ 6);
-//! - **seccomp**: dangerous syscalls and socket families denied;
+//! - **seccomp**: dangerous syscalls and socket families denied; `socketpair` only for
+//!   `AF_UNIX` stream and seqpacket pairs (a datagram pair reaches host sockets by path);
 //! - **rlimits** and the pid namespace's `pid_max`: CPU, memory, processes, files, file size.
 //!
 //! Over 1,000 lines: `run` applies every layer and relays the streams; issue 23 (the sandbox as
@@ -537,7 +539,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     }
     if c.namespaces && !privileged {
         status.not_applied.push(
-            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off; descendants that leave the command's session are killed when it ends, by the broker as their subreaper)".into(),
+            "namespaces: the broker is not privileged (pid, mount, ipc, net isolation off: the host's /proc, including the socket lists in /proc/net, stays readable where the policy reads /proc; descendants that leave the command's session are killed when it ends, by the broker as their subreaper)".into(),
         );
     }
     // Without namespaces (an unprivileged broker): landlock and seccomp still hold; what
@@ -865,7 +867,11 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         bpf,
         rlimits,
         ns: use_ns.then_some(sys::NsPlan {
-            net: matches!(network, Network::Loopback),
+            // A network namespace for `loopback` (with `lo` up) and for `none`: empty, so the
+            // host's sockets are not listed in /proc/net (unix, tcp, ...), and abstract unix
+            // names, which belong to a network namespace, are the run's own.
+            net: !matches!(network, Network::ConnectTcp(_)),
+            loopback: matches!(network, Network::Loopback),
             mounts,
             pid_max,
             proc_access,
@@ -1159,7 +1165,7 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
     status.pid_namespace = use_ns;
     status.mount_namespace = use_ns;
     status.ipc_namespace = use_ns;
-    status.net_namespace = use_ns && matches!(network, Network::Loopback);
+    status.net_namespace = use_ns && !matches!(network, Network::ConnectTcp(_));
     let net_needed = !matches!(network, Network::Loopback);
     status.landlock.full =
         status.landlock.fs && (status.landlock.net || !net_needed) && status.landlock.scoped;

@@ -199,17 +199,28 @@ pub(crate) fn build(network: &Network, openat2: bool) -> Result<Vec<libc::sock_f
         rules.insert(libc::SYS_open, suid_rules(2)?);
         rules.insert(libc::SYS_creat, suid_rules(1)?);
     }
-    // Sockets: only what the network mode allows. socketpair(AF_UNIX) is always allowed
-    // (pipes between the command's own processes); socketpair of anything else is denied.
-    rules.insert(
-        libc::SYS_socketpair,
-        vec![rule(vec![cond(
-            0,
-            Len::Dword,
-            Op::Ne,
-            libc::AF_UNIX as u64,
-        )?])?],
-    );
+    // Sockets: only what the network mode allows. socketpair(AF_UNIX, SOCK_STREAM or
+    // SOCK_SEQPACKET) is always allowed (pipes between the command's own processes); every
+    // other socketpair is denied. A datagram pair (SOCK_DGRAM, or SOCK_RAW, which AF_UNIX turns
+    // into SOCK_DGRAM) would reach any pathname datagram socket on the host — journald's
+    // `/run/systemd/journal/socket` and `/dev/log`, `$NOTIFY_SOCKET` — through `sendto`,
+    // `sendmsg` (whose address seccomp cannot read) or `connect`, and landlock does not
+    // mediate either. A connected stream pair refuses `connect` (EISCONN) and a destination
+    // address on send; a seqpacket pair ignores the address and sends to its peer.
+    let mut pair_rules = vec![rule(vec![cond(
+        0,
+        Len::Dword,
+        Op::Ne,
+        libc::AF_UNIX as u64,
+    )?])?];
+    // The type's low four bits (SOCK_NONBLOCK and SOCK_CLOEXEC are flags above them).
+    for t in 0..16u64 {
+        if t == libc::SOCK_STREAM as u64 || t == libc::SOCK_SEQPACKET as u64 {
+            continue;
+        }
+        pair_rules.push(rule(vec![cond(1, Len::Dword, Op::MaskedEq(0xf), t)?])?);
+    }
+    rules.insert(libc::SYS_socketpair, pair_rules);
     match network {
         Network::None => {
             rules.insert(libc::SYS_socket, vec![]);

@@ -116,7 +116,10 @@ pub(crate) enum MountStep {
 
 /// Namespace work done by the pid-1 helper.
 pub(crate) struct NsPlan {
+    /// A new network namespace.
     pub net: bool,
+    /// Bring up its loopback interface (`loopback` network; `none` leaves it down).
+    pub loopback: bool,
     pub mounts: Vec<MountStep>,
     pub pid_max: Option<CString>,
     /// Fresh tmpfs mounts (the private TMPDIR and /dev/shm): path, mount options, and the
@@ -483,7 +486,7 @@ fn init_main(
             fail(r, stage::PID_MAX);
         }
     }
-    if ns.net && !loopback_up() {
+    if ns.loopback && !loopback_up() {
         fail(r, stage::LOOPBACK);
     }
     let child = spawn_command(plan, argv, envp);
