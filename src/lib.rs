@@ -156,6 +156,15 @@
 //!   copied before the run, bounded, without following links or opening special files, and
 //!   put back after it — landlock cannot keep a subtree of a writable tree read-only, and
 //!   failing closed would refuse every git repository to every normal user).
+//! - A long-lived session pins the policy it loaded (`broker::pin`, issue 25): the MCP
+//!   server, the REPL and each daemon session (keyed by `GATEWAY_SESSION` and the policy as
+//!   named) decide every call by the copy loaded first; its content hash (`Policy::sha256`,
+//!   over every file of the `extends` chain with its path) is stamped on the session's first
+//!   audit record at the one append point, so no record site needs to know. A changed file is
+//!   said once and obeyed only after an explicit, recorded reload (`policy.reload`, old and new
+//!   hashes). The MCP server offers no reload: its client is the agent, and when a new policy
+//!   governs an agent is a person's decision (a restart); the REPL (`/reload-policy`) and
+//!   `gateway policy reload` are a person's or the session owner's commands.
 //!
 //! # Test strategy
 //!

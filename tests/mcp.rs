@@ -225,3 +225,109 @@ sandbox_test! {
         );
     }
 }
+
+/// Issue 25 through a real MCP client: the policy file is rewritten from outside between two
+/// calls of one session; the server keeps the policy it loaded, says once that the file
+/// changed, offers the agent no reload, and records the pinned hash on the session's first
+/// record. A new server (a person's restart) follows the file as it is then.
+fn check_mcp_pin(env: &Env, socket: &std::ffi::OsStr, audit: &dyn Fn(&[&str]) -> Output) {
+    let pf = env.policy_file(PROBE_DENIED);
+    let free = env.root.join("free.toml");
+    let denied = env.root.join("denied.toml");
+    std::fs::write(&free, PROBE_FREE).expect("w");
+    std::fs::write(&denied, PROBE_DENIED).expect("w");
+    let run = |new: &Path| {
+        mcp_client(
+            env,
+            socket,
+            "mcp_pin.py",
+            &[&pf, new.to_str().expect("utf-8")],
+            Some(&pf),
+        )
+    };
+    let Some(v) = run(&free) else {
+        return;
+    };
+    let t = |k: &str| {
+        v[k]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{k}: {v}"))
+            .to_string()
+    };
+    assert!(
+        v["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .all(|n| !n.as_str().expect("name").contains("policy")),
+        "the agent is offered no way to reload its policy: {v}"
+    );
+    assert_eq!(v["before"]["is_error"], true, "{v}");
+    assert!(t("before").contains("deny-probe"), "{v}");
+    // Rewritten to allow the probe: still refused by the pinned policy, and said once.
+    assert_eq!(v["after"]["is_error"], true, "{v}");
+    assert!(t("after").contains("deny-probe"), "{v}");
+    assert!(
+        t("after").contains("gateway_notice") && t("after").contains("not in force"),
+        "{v}"
+    );
+    assert_eq!(v["again"]["is_error"], true, "{v}");
+    assert!(t("again").contains("deny-probe"), "{v}");
+    assert!(!t("again").contains("gateway_notice"), "said once: {v}");
+    for p in ["probe-1", "probe-2", "probe-3"] {
+        assert!(!env.ws.join(p).exists(), "{p}");
+    }
+    let first_hash = probe_policy_sha256(Path::new(&pf), PROBE_DENIED);
+    // The server is restarted on the file as it is now (the probe allowed), and the file is
+    // rewritten back to refuse it: this session follows what it loaded, both ways.
+    let v = run(&denied).expect("client");
+    assert_eq!(v["before"]["is_error"], false, "{v}");
+    assert_eq!(v["after"]["is_error"], false, "{v}");
+    assert!(
+        v["after"]["text"]
+            .as_str()
+            .expect("text")
+            .contains("gateway_notice"),
+        "{v}"
+    );
+    for p in ["probe-1", "probe-2"] {
+        assert!(env.ws.join(p).exists(), "{p}: {v}");
+    }
+    let second_hash = probe_policy_sha256(Path::new(&pf), PROBE_FREE);
+    assert_ne!(first_hash, second_hash);
+    // Each session's first record, and only it, names the hash of the policy it pinned.
+    let o = audit(&["log", "query", "--json", "--limit", "0"]);
+    let sessions = sessions_of(json_of(&o)["records"].as_array().expect("records"), "mcp-");
+    assert_eq!(sessions.len(), 2, "{}", text(&o));
+    for (recs, want) in sessions.iter().zip([&first_hash, &second_hash]) {
+        assert_eq!(recs.len(), 3, "{recs:?}");
+        assert_eq!(recs[0]["policy_sha256"], want.as_str(), "{}", recs[0]);
+        assert!(
+            recs[1..].iter().all(|r| r.get("policy_sha256").is_none()),
+            "{recs:?}"
+        );
+        // `log show` shows it.
+        let seq = recs[0]["seq"].to_string();
+        let o = audit(&["log", "show", &seq]);
+        assert!(text(&o).contains(want.as_str()), "{}", text(&o));
+    }
+    let o = audit(&["log", "verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+sandbox_test!(
+    fn mcp_server_pins_the_policy_it_loaded() {
+        let env = Env::new("mcp-pin");
+        check_mcp_pin(&env, "".as_ref(), &|args| env.gw(args));
+    }
+);
+
+sandbox_test!(
+    fn mcp_server_through_the_daemon_pins_the_policy_it_loaded() {
+        // The daemon reads `--policy` for each call: it holds the session's pin.
+        let env = Env::new("mcp-pin-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let audit = |args: &[&str]| -> Output { d.cmd(&env).args(args).output().expect("gateway") };
+        check_mcp_pin(&env, d.socket.as_os_str(), &audit);
+    }
+);

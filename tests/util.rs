@@ -849,3 +849,63 @@ pub fn rss_and_fds(pid: u32) -> (u64, usize) {
         .count();
     (rss, fds)
 }
+
+/// The content hash a policy's chain should get (`Policy::sha256`, issue 25), computed here
+/// from its documented encoding by `sha256sum`: a version tag, then each file's name and
+/// bytes, each preceded by its length (8 bytes, big-endian), root of the `extends` chain first.
+pub fn policy_sha256(chain: &[(&str, &[u8])]) -> String {
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    let mut i = c.stdin.take().expect("stdin");
+    i.write_all(b"gateway-policy-sha256-v1\0").expect("w");
+    for (name, text) in chain {
+        for part in [name.as_bytes(), text] {
+            i.write_all(&(part.len() as u64).to_be_bytes()).expect("w");
+            i.write_all(part).expect("w");
+        }
+    }
+    drop(i);
+    let o = c.wait_with_output().expect("wait");
+    String::from_utf8_lossy(&o.stdout)[..64].to_string()
+}
+
+/// A policy that refuses the probe `touch probe*` (issue 25's pinning tests), and the same
+/// without the refusal.
+pub const PROBE_DENIED: &str = "extends = \"standard\"\n\n[[rule]]\nid = \"deny-probe\"\neffect = \"deny\"\ntools = [\"exec\"]\ncommand = [\"touch\", \"probe*\"]\nreason = \"the pinning test's probe\"\n";
+pub const PROBE_FREE: &str = "extends = \"standard\"\n";
+
+/// The hash of a policy file `path` holding `text` that extends standard.
+pub fn probe_policy_sha256(path: &Path, text: &str) -> String {
+    let standard = std::fs::read(format!(
+        "{}/policies/standard.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("standard.toml");
+    let path = std::fs::canonicalize(path).expect("canonical");
+    policy_sha256(&[
+        ("builtin:standard", &standard),
+        (&path.display().to_string(), text.as_bytes()),
+    ])
+}
+
+/// The records of each session whose id starts with `prefix`, in log order, sessions in the
+/// order they first appear.
+pub fn sessions_of(records: &[serde_json::Value], prefix: &str) -> Vec<Vec<serde_json::Value>> {
+    let mut out: Vec<(String, Vec<serde_json::Value>)> = Vec::new();
+    let mut recs = records.to_vec();
+    recs.sort_by_key(|r| r["seq"].as_u64());
+    for r in recs {
+        let s = r["session"].as_str().expect("session").to_string();
+        if !s.starts_with(prefix) {
+            continue;
+        }
+        match out.iter_mut().find(|(k, _)| *k == s) {
+            Some((_, v)) => v.push(r),
+            None => out.push((s, vec![r])),
+        }
+    }
+    out.into_iter().map(|(_, v)| v).collect()
+}

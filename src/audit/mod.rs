@@ -206,6 +206,14 @@ pub struct Record {
     /// How many files it created, changed or deleted (when snapshotted).
     #[serde(default)]
     pub files_changed: u64,
+    /// SHA-256 of the policy in force (`Policy::sha256`, over its files): on the first record
+    /// of a session that pinned its policy (a long-lived front end, a daemon session), and on
+    /// a `policy.reload` record (the policy in force after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_sha256: Option<String>,
+    /// On a `policy.reload` record: the hash of the policy it replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_replaced: Option<String>,
 }
 
 /// The current time, RFC 3339 UTC with microseconds.

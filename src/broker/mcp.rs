@@ -42,8 +42,9 @@ use std::time::Duration;
 pub enum Backend {
     /// This process, with this policy and state directory.
     Embedded {
-        /// The policy every call is decided by.
-        policy: Box<Policy>,
+        /// The policy every call is decided by: loaded once, pinned for the server's life
+        /// (`broker::pin`; a changed file is said in the next result, not obeyed).
+        pinned: Arc<super::pin::Pinned>,
         /// The state directory.
         state_dir: PathBuf,
     },
@@ -747,7 +748,9 @@ impl Gateway {
         };
         let cfg = self.cfg.clone();
         let job = tokio::task::spawn_blocking(move || match &cfg.backend {
-            Backend::Embedded { policy, state_dir } => {
+            Backend::Embedded { pinned, state_dir } => {
+                let notice = pinned.changed_notice(RESTART);
+                let policy = pinned.policy();
                 let narrowed;
                 let policy = match roots {
                     None => policy,
@@ -758,7 +761,7 @@ impl Gateway {
                         &narrowed
                     }
                 };
-                run_tool(
+                let mut r = run_tool(
                     &ToolSession {
                         policy,
                         state_dir,
@@ -768,7 +771,13 @@ impl Gateway {
                     },
                     name,
                     args,
-                )
+                );
+                if let Some(n) = notice {
+                    // In the server's log too: the person who runs it may read that first.
+                    eprintln!("gateway mcp: {n}");
+                    add_notice(&mut r, &n);
+                }
+                r
             }
             Backend::Daemon {
                 socket,
@@ -788,6 +797,18 @@ impl Gateway {
             Err(e) => err_text(format!("{name}: the call failed: {e}")),
         }
     }
+}
+
+/// How a pinned MCP server's changed policy comes into force: the server offers its client
+/// (the agent) no reload; a person restarts it.
+const RESTART: &str =
+    "the MCP server is restarted (its client, the agent, cannot reload the policy that governs it)";
+
+/// Adds a notice (the policy file changed) to a result, after its content, as text of its own.
+pub fn add_notice(r: &mut CallToolResult, notice: &str) {
+    r.content.push(Content::text(
+        json!({ "gateway_notice": notice }).to_string(),
+    ));
 }
 
 /// Sends one tool call to the daemon as `gateway tool NAME ARGS [--root DIR]...` with pipes
@@ -986,7 +1007,7 @@ impl Gateway {
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerInfo {
         let policy = match &self.cfg.backend {
-            Backend::Embedded { policy, .. } => format!("policy `{}`", policy.name),
+            Backend::Embedded { pinned, .. } => format!("policy `{}`", pinned.policy().name),
             Backend::Daemon {
                 policy: Some(p), ..
             } => format!("policy `{p}` (in the gateway daemon)"),

@@ -15,6 +15,7 @@ pub mod keep;
 pub mod log;
 pub mod mcp;
 mod paths;
+pub mod pin;
 pub mod proto;
 pub mod scan;
 pub mod session;
@@ -129,10 +130,14 @@ pub(crate) enum LogWriter {
 impl LogWriter {
     /// Appends a record; returns its seq.
     pub(crate) fn append(&mut self, rec: &mut audit::Record) -> Result<u64, audit::AuditError> {
-        match self {
+        // A session's first record names the policy it pinned.
+        pin::stamp(rec);
+        let seq = match self {
             LogWriter::Own(l) => l.append(rec),
             LogWriter::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),
-        }
+        }?;
+        pin::stamped(rec);
+        Ok(seq)
     }
 }
 

@@ -547,6 +547,13 @@ enum PolicyCmd {
     },
     /// List the built-in policies.
     List,
+    /// Load a daemon session's policy again (GATEWAY_SESSION; the REPL's /reload-policy):
+    /// a session pins the policy it loaded first, and follows a changed file only after
+    /// this. Recorded with the old and new hashes; a policy that fails to load is not used.
+    Reload {
+        /// Load this policy (name or path) instead of the one in force.
+        name: Option<String>,
+    },
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -563,9 +570,100 @@ fn policy_name(cli: &Cli) -> String {
         .unwrap_or_else(|| "standard".into())
 }
 
-/// Loads the policy, with the config file's retention overrides.
+/// Loads the policy, with the config file's retention overrides. In the daemon, a call of a
+/// session (`GATEWAY_SESSION`) gets the policy its session pinned (`broker::pin`), and a
+/// change on disk since is said once on stderr.
 fn load_policy(cli: &Cli) -> Result<Policy, String> {
-    load_named(&policy_name(cli))
+    let (p, notice) = load_pinned(cli)?;
+    if let Some(n) = notice {
+        errln!("gateway: {n}");
+    }
+    Ok(p)
+}
+
+/// How a daemon session's policy is reloaded, for the notice that its file changed.
+const SESSION_RELOAD: &str = "the session reloads it (`/reload-policy` in the REPL; `gateway policy reload` with this GATEWAY_SESSION; an MCP server: restart it)";
+
+/// The daemon session this call belongs to (its client's `GATEWAY_SESSION`), if any.
+fn daemon_session() -> Option<String> {
+    broker::client::current()?;
+    broker::client::env_var("GATEWAY_SESSION")
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_string_lossy().into_owned())
+}
+
+/// The policy and, once per change of its files, the notice that the pinned copy is in force.
+fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
+    let spec = policy_name(cli);
+    match daemon_session() {
+        None => Ok((load_named(&spec)?, None)),
+        Some(session) => {
+            let pinned = broker::pin::in_session(&session, &spec, || load_named(&spec))?;
+            let notice = pinned.changed_notice(SESSION_RELOAD);
+            Ok((pinned.policy().clone(), notice))
+        }
+    }
+}
+
+/// `gateway policy reload [NAME]`: a daemon session's pinned policy loaded again (from NAME,
+/// else as it is named), recorded as `policy.reload` with the old and new hashes.
+fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
+    let Some(session) = daemon_session() else {
+        return fail(
+            exit::USAGE,
+            "policy reload: nothing is pinned here: without a daemon session (GATEWAY_SESSION, through `gateway serve`) every call loads the policy itself; in the REPL use /reload-policy, and restart an MCP server to load a changed policy",
+        );
+    };
+    let spec = policy_name(cli);
+    let old = match broker::pin::session_pin(&session, &spec) {
+        Some(p) => p,
+        None => match broker::pin::in_session(&session, &spec, || load_named(&spec)) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::POLICY, e),
+        },
+    };
+    let new_spec = name.map_or_else(|| spec.clone(), str::to_string);
+    let by = broker::pin::ReloadBy {
+        session: &session,
+        caller: broker::log::this_caller("policy"),
+        rule: "session-reload",
+        reason: "the session's client asked to reload its policy (`gateway policy reload`)",
+    };
+    match broker::pin::reload(&state_dir(cli), &by, &old, &new_spec, || {
+        load_named(&new_spec)
+    }) {
+        Ok(r) => {
+            if let Some(e) = r.failed {
+                return fail(
+                    exit::POLICY,
+                    format!(
+                        "policy reload: {e}; the session keeps policy {} (sha256 {}) [audit {}]",
+                        old.policy().name,
+                        old.policy().sha256,
+                        r.seq
+                    ),
+                );
+            }
+            let p = r.pinned.policy();
+            if cli.json {
+                outln!(
+                    "{}",
+                    json!({"policy": p.name, "sha256": p.sha256, "replaced": old.policy().sha256, "audit_seq": r.seq})
+                );
+            } else {
+                outln!(
+                    "policy {} (sha256 {}) in force for session {session}, replacing sha256 {} [audit {}]",
+                    p.name,
+                    p.sha256,
+                    old.policy().sha256,
+                    r.seq
+                );
+            }
+            broker::pin::set_session_pin(&session, &new_spec, r.pinned);
+            ExitCode::SUCCESS
+        }
+        Err(e) => broker_error(e),
+    }
 }
 
 /// Loads a policy by name or path, with the config file's retention overrides.
@@ -754,6 +852,7 @@ fn mcp(cli: &Cli) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
     };
+    let session = broker::log::session_id_for("mcp");
     let backend = match daemon_socket() {
         Err(e) => return fail(exit::SANDBOX, e),
         // The daemon refuses the calls if they name another state directory than its own.
@@ -763,8 +862,9 @@ fn mcp(cli: &Cli) -> ExitCode {
             state_dir: cli.state_dir.clone(),
         },
         Ok(None) => match load_policy(cli) {
+            // Pinned for the server's life: every call follows this copy (issue 25).
             Ok(policy) => broker::mcp::Backend::Embedded {
-                policy: Box::new(policy),
+                pinned: std::sync::Arc::new(broker::pin::Pinned::new(&session, policy)),
                 state_dir: state_dir(cli),
             },
             Err(e) => return fail(exit::POLICY, e),
@@ -773,7 +873,7 @@ fn mcp(cli: &Cli) -> ExitCode {
     match broker::mcp::serve(broker::mcp::McpConfig {
         backend,
         cwd,
-        session: broker::log::session_id_for("mcp"),
+        session,
     }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => broker_error(e),
@@ -800,7 +900,8 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
             }
         },
     };
-    let mut policy = match load_policy(cli) {
+    // A daemon session's pinned policy; a change of its file is said in the result.
+    let (mut policy, notice) = match load_pinned(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };
@@ -831,7 +932,7 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
     };
     let state = state_dir(cli);
     let session = broker::log::session_id_for("tool");
-    let r = broker::mcp::run_tool(
+    let mut r = broker::mcp::run_tool(
         &broker::mcp::ToolSession {
             policy: &policy,
             state_dir: &state,
@@ -842,6 +943,9 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
         name,
         args,
     );
+    if let Some(n) = notice {
+        broker::mcp::add_notice(&mut r, &n);
+    }
     match serde_json::to_string(&r) {
         Ok(s) => outln!("{s}"),
         Err(e) => return fail(exit::USAGE, format!("tool {name}: {e}")),
@@ -919,6 +1023,9 @@ fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Policy {
             cmd: PolicyCmd::List,
         } => policy_list(&cli),
+        Cmd::Policy {
+            cmd: PolicyCmd::Reload { name },
+        } => policy_reload(&cli, name.as_deref()),
         Cmd::Policy {
             cmd: PolicyCmd::Check { file },
         } => match broker::client::as_client(|| Policy::load_file(file))

@@ -1,9 +1,14 @@
 //! `gateway repl`: an interactive shell over the broker (rustyline). A plain line, or
 //! `!line`, runs through the gateway as `sh -c line` (decided, confined, recorded; an `ask`
 //! prompts here). Slash commands review and revert:
-//! `/undo [ID]`, `/history`, `/log [query filters]`, `/policy [NAME]`, `/cd DIR`, `/pending`,
-//! `/approve ID`, `/help`, `/exit`. One REPL is one session (its records share an id; `/cd`
-//! moves its working directory). Lines are kept in a history file, redacted: a secret typed
+//! `/undo [ID]`, `/history`, `/log [query filters]`, `/policy [NAME]`, `/reload-policy`,
+//! `/cd DIR`, `/pending`, `/approve ID`, `/help`, `/exit`. One REPL is one session (its records
+//! share an id; `/cd` moves its working directory).
+//!
+//! The REPL pins the policy it loaded (`broker::pin`): a change of the policy's files is said
+//! once on stderr and obeyed only after `/reload-policy` (or `/policy NAME`), each a
+//! `policy.reload` record with the old and new hashes; through the daemon, the daemon holds
+//! the session's pin and `/reload-policy` is `gateway policy reload`. Lines are kept in a history file, redacted: a secret typed
 //! on a command line is not written to disk.
 //!
 //! With a daemon running (`gateway serve`: GATEWAY_SOCKET, the config's `socket`, or the
@@ -13,7 +18,7 @@
 
 use super::{Cli, exit, fail, load_policy, state_dir};
 use crate::broker::fs::{self as bfs, FsContext, FsOp, FsOutput};
-use crate::policy::Policy;
+use crate::broker::pin::{self, Pinned};
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
@@ -22,6 +27,7 @@ use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 const COMMANDS: &[(&str, &str)] = &[
     (
@@ -38,7 +44,11 @@ const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "/policy",
-        "[NAME|PATH]  show the policy, or switch to another",
+        "[NAME|PATH]  show the policy, or switch to another (recorded)",
+    ),
+    (
+        "/reload-policy",
+        " load the policy's files again (it is pinned until then; recorded)",
     ),
     ("/cd", "DIR  change the session's working directory"),
     (
@@ -87,7 +97,8 @@ impl Helper for ReplHelper {}
 
 struct Repl<'a> {
     cli: &'a Cli,
-    policy: Policy,
+    /// The policy, pinned for the session (`/reload-policy` replaces it).
+    pinned: Arc<Pinned>,
     /// The policy as named (`--policy`, `/policy NAME`), for the daemon's calls.
     policy_spec: Option<String>,
     /// The writable area, fixed for the REPL's life (`/cd` moves only `cwd`).
@@ -189,7 +200,7 @@ impl Repl<'_> {
 
     fn fs_ctx<'p>(&'p self, confirm: &'p dyn Fn(&str, bool) -> Option<bool>) -> FsContext<'p> {
         FsContext {
-            policy: &self.policy,
+            policy: self.pinned.policy(),
             workspace: self.workspace.clone(),
             cwd: self.cwd.clone(),
             state_dir: self.state.clone(),
@@ -258,12 +269,74 @@ impl Repl<'_> {
                 cwd: self.cwd.clone(),
             }),
             session: Some(self.session.clone()),
-            policy: Some(self.policy.clone()),
+            policy: Some(self.pinned.policy().clone()),
             survive_sigint: true,
         };
         let argv = vec!["sh".to_string(), "-c".to_string(), line.to_string()];
         // The command's output and gateway's messages are printed as it runs.
         let _ = super::run_exec_at(self.cli, None, &[], &argv, None, at);
+    }
+
+    /// `/reload-policy` (`name` None) or `/policy NAME`: the policy loaded again, from its
+    /// files or from NAME, recorded with the old and new hashes; a policy that does not load
+    /// leaves the pinned one in force. Through the daemon: `gateway policy reload`.
+    fn reload(&mut self, cmd: &str, name: Option<&str>) {
+        if let Some(sock) = self.daemon.clone() {
+            let mut argv = vec!["policy".to_string(), "reload".to_string()];
+            argv.extend(name.map(str::to_string));
+            if let Ok((0, out)) = self.daemon_call(&sock, argv, true).map_err(|e| {
+                eprintln!("{cmd}: {e}");
+            }) {
+                print!("{out}");
+                if let Some(n) = name {
+                    self.policy_spec = Some(n.to_string());
+                    if let Ok(p) = super::load_named(n) {
+                        self.pinned = Arc::new(Pinned::new(&self.session, p));
+                    }
+                }
+            }
+            return;
+        }
+        let spec = name.map_or_else(
+            || {
+                self.policy_spec
+                    .clone()
+                    .unwrap_or_else(|| super::policy_name(self.cli))
+            },
+            str::to_string,
+        );
+        let by = pin::ReloadBy {
+            session: &self.session,
+            caller: crate::broker::log::this_caller("repl"),
+            rule: "repl-command",
+            reason: "a person at the REPL asked to reload the policy",
+        };
+        match pin::reload(&self.state, &by, &self.pinned, &spec, || {
+            super::load_named(&spec)
+        }) {
+            Ok(r) => match r.failed {
+                Some(e) => eprintln!(
+                    "{cmd}: {e}; policy {} (sha256 {}) stays in force [audit {}]",
+                    self.pinned.policy().name,
+                    self.pinned.policy().sha256,
+                    r.seq
+                ),
+                None => {
+                    println!(
+                        "policy {} (sha256 {}) in force, replacing sha256 {} [audit {}]",
+                        r.pinned.policy().name,
+                        r.pinned.policy().sha256,
+                        self.pinned.policy().sha256,
+                        r.seq
+                    );
+                    self.pinned = r.pinned;
+                    if name.is_some() {
+                        self.policy_spec = Some(spec);
+                    }
+                }
+            },
+            Err(e) => eprintln!("{cmd}: {e}; the policy in force is unchanged"),
+        }
     }
 
     /// A slash command through the daemon; `None`: not one the daemon runs.
@@ -319,21 +392,19 @@ impl Repl<'_> {
                 }
             }
             "/policy" => match args.first() {
-                None => println!(
-                    "policy {}: {} ({} rules)",
-                    self.policy.name,
-                    self.policy.description,
-                    self.policy.rules.len()
-                ),
-                Some(name) => match super::load_named(name) {
-                    Ok(p) => {
-                        println!("policy: {}", p.name);
-                        self.policy = p;
-                        self.policy_spec = Some(name.to_string());
-                    }
-                    Err(e) => eprintln!("/policy: {e}"),
-                },
+                None => {
+                    let p = self.pinned.policy();
+                    println!(
+                        "policy {}: {} ({} rules; sha256 {})",
+                        p.name,
+                        p.description,
+                        p.rules.len(),
+                        p.sha256
+                    );
+                }
+                Some(name) => self.reload(cmd, Some(name)),
             },
+            "/reload-policy" => self.reload(cmd, None),
             "/cd" => {
                 let target = args.first().copied().unwrap_or("~");
                 let confirm = |_: &str, _: bool| None;
@@ -366,8 +437,10 @@ impl Repl<'_> {
 
 /// Runs the REPL until /exit or end of input.
 pub(super) fn run(cli: &Cli) -> ExitCode {
-    let policy = match load_policy(cli) {
-        Ok(p) => p,
+    let session = crate::broker::log::session_id_for("repl");
+    // Pinned for the session: the session's first record carries its hash.
+    let pinned = match load_policy(cli) {
+        Ok(p) => Arc::new(Pinned::new(&session, p)),
         Err(e) => return fail(exit::POLICY, e),
     };
     let place = super::effective_place(cli);
@@ -385,7 +458,6 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
         Err(e) => return fail(exit::SANDBOX, e),
     };
     let state = state_dir(cli);
-    let session = crate::broker::log::session_id_for("repl");
     let mut ed: Editor<ReplHelper, DefaultHistory> = match Editor::new() {
         Ok(e) => e,
         Err(e) => return fail(exit::USAGE, format!("gateway repl needs a terminal: {e}")),
@@ -395,7 +467,7 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
     let _ = ed.load_history(&history);
     let mut r = Repl {
         cli,
-        policy,
+        pinned,
         policy_spec: cli.policy.clone(),
         workspace,
         cwd,
@@ -405,7 +477,7 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
     };
     println!(
         "gateway repl — policy {}, session {}{}; /help for commands",
-        r.policy.name,
+        r.pinned.policy().name,
         r.session,
         r.daemon.as_ref().map_or(String::new(), |d| format!(
             ", through the daemon at {}",
@@ -428,6 +500,12 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
         }
         // Kept redacted: a token typed on a command line never reaches the history file.
         let _ = ed.add_history_entry(crate::broker::redact_text(line));
+        // The policy's files changed since it was pinned: said once, not obeyed.
+        if r.daemon.is_none()
+            && let Some(n) = r.pinned.changed_notice("/reload-policy")
+        {
+            eprintln!("gateway: {n}");
+        }
         if let Some(cmd) = line.strip_prefix('!') {
             r.run(cmd.trim());
         } else if line.starts_with('/') {

@@ -225,6 +225,10 @@ pub struct Policy {
     /// The files it was read from (canonical): the file itself and every file it extends.
     /// Empty for a built-in.
     pub loaded_from: Vec<PathBuf>,
+    /// SHA-256 (hex) of what it was loaded from: every file of its `extends` chain, in load
+    /// order, with its path (built-ins by name and text). A long-lived session pins the
+    /// policy it loaded and records this hash (`broker::pin`).
+    pub sha256: String,
 }
 
 impl Policy {
@@ -272,6 +276,20 @@ impl Policy {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "policy".into());
         Policy::from_str(&text, &path.display().to_string(), &name, path.parent())
+    }
+
+    /// The hash [`Policy::sha256`] the policy's source has now: its files read again (as
+    /// loading does, not compiled). A built-in is compiled into the binary and never changes.
+    pub fn source_sha256(&self) -> Result<String, PolicyError> {
+        if self.source.starts_with("builtin:") {
+            return Ok(self.sha256.clone());
+        }
+        let path = Path::new(&self.source);
+        let text = read_policy_file(path).map_err(|source| PolicyError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        schema::sha256_of(&text, &self.source, path.parent())
     }
 
     /// Parses policy text. `file` names it in errors; `dir` resolves a relative `extends`.

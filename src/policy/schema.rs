@@ -270,9 +270,40 @@ pub(super) fn load(
             std::fs::canonicalize(&s.file).unwrap_or_else(|_| std::path::PathBuf::from(&s.file))
         })
         .collect();
+    let sha256 = chain_sha256(&chain);
     let mut p = compile(chain, default_name, file)?;
     p.loaded_from = loaded_from;
+    p.sha256 = sha256;
     Ok(p)
+}
+
+/// The content hash of the files a policy text loads (itself and its `extends` chain), read
+/// and followed as [`load`] does but not compiled: what a pinned session compares with the
+/// hash of the policy it holds (`broker::pin`).
+pub(super) fn sha256_of(text: &str, file: &str, dir: Option<&Path>) -> Result<String, PolicyError> {
+    Ok(chain_sha256(&load_chain(text, file, dir, 0)?))
+}
+
+/// SHA-256, hex, over the chain in load order (root first): a version tag, then for each
+/// file its name (canonical path, or `builtin:NAME`) and its bytes, each preceded by its
+/// length as 8 bytes big-endian — no two chains encode alike.
+fn chain_sha256<T>(chain: &[Sourced<T>]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"gateway-policy-sha256-v1\0");
+    for s in chain {
+        let name = if s.file.starts_with("builtin:") {
+            s.file.clone()
+        } else {
+            std::fs::canonicalize(&s.file)
+                .map_or_else(|_| s.file.clone(), |p| p.display().to_string())
+        };
+        for part in [name.as_bytes(), s.text.as_bytes()] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+    }
+    crate::audit::hex(&h.finalize())
 }
 
 /// Returns the `extends` chain, root first.
@@ -769,6 +800,7 @@ fn compile(
         files,
         approval,
         loaded_from: Vec::new(),
+        sha256: String::new(),
     })
 }
 

@@ -626,3 +626,40 @@ fn globs_and_unknown_words_match_only_what_they_can_be() {
     assert_eq!(sh(&standard, "'r?' -rf /").effect, Effect::Allow);
     assert_eq!(sh(&standard, "'[' -d / ']'").effect, Effect::Allow);
 }
+
+#[test]
+fn the_content_hash_covers_every_file_of_the_extends_chain() {
+    // Issue 25: a pinned session records this hash; it must change with any byte of the
+    // policy or of a file it extends, and only then.
+    let d = std::env::temp_dir().join(format!("gateway-policy-hash-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("dir");
+    let base = d.join("base.toml");
+    let top = d.join("top.toml");
+    std::fs::write(&base, "extends = \"strict\"\n").expect("w");
+    std::fs::write(&top, "extends = \"base.toml\"\n").expect("w");
+    let p = Policy::load_file(&top).expect("load");
+    assert_eq!(p.sha256.len(), 64, "{}", p.sha256);
+    assert_eq!(
+        p.source_sha256().expect("hash"),
+        p.sha256,
+        "unchanged files"
+    );
+    assert_eq!(Policy::load_file(&top).expect("load").sha256, p.sha256);
+    // The extended file changes: the top file's hash changes.
+    std::fs::write(&base, "extends = \"permissive\"\n").expect("w");
+    let now = p.source_sha256().expect("hash");
+    assert_ne!(now, p.sha256);
+    assert_eq!(Policy::load_file(&top).expect("load").sha256, now);
+    // The same bytes under another name are another policy.
+    let other = d.join("other.toml");
+    std::fs::write(&other, "extends = \"base.toml\"\n").expect("w");
+    assert_ne!(Policy::load_file(&other).expect("load").sha256, now);
+    // A built-in's hash is its text's; it never changes on disk.
+    let s = Policy::builtin("strict").expect("strict");
+    assert_eq!(s.source_sha256().expect("hash"), s.sha256);
+    assert_ne!(
+        s.sha256,
+        Policy::builtin("standard").expect("standard").sha256
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,284 @@
+//! A long-lived session pins the policy it loaded (issue 25).
+//!
+//! `gateway mcp`, `gateway repl` and each session of the daemon (`gateway serve`: the calls
+//! that share a `GATEWAY_SESSION`, which the MCP server and the REPL set for theirs) load
+//! their policy — the file and every file it `extends` — once, and decide every call of the
+//! session by that copy. Its content hash ([`Policy::sha256`]) goes into the session's first
+//! audit record (`policy_sha256`). When the file changes on disk, the next call still follows
+//! the pinned copy and says once that the change is not in force. Only an explicit reload
+//! (the REPL's `/reload-policy`, `gateway policy reload` for a daemon session) loads it again:
+//! the reload is a `policy.reload` record with the old and new hashes, and a reload that fails
+//! keeps the old policy, recorded as such. The MCP server offers no reload tool: its client is
+//! the agent, and which policy governs an agent, and from when, is a person's decision (a
+//! restart of the server, which is a new session).
+//!
+//! A call made without a session (a one-shot CLI call) loads the policy for itself: it is the
+//! whole of its session.
+
+use super::BrokerError;
+use crate::audit::{Caller, Record, RecordDecision};
+use crate::policy::Policy;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+
+/// Sessions whose next record carries the hash of the policy they pinned: (session, hash).
+static FIRST: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Pending first records kept at most (a session that pins and never records).
+const MAX_FIRST: usize = 4096;
+
+/// The next record of `session` carries `sha256` (the policy it pinned).
+pub fn announce(session: &str, sha256: &str) {
+    let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
+    f.retain(|(s, _)| s != session);
+    if f.len() >= MAX_FIRST {
+        f.remove(0);
+    }
+    f.push((session.to_string(), sha256.to_string()));
+}
+
+/// Sets the pinned hash on a session's first record (before it is appended).
+pub(crate) fn stamp(rec: &mut Record) {
+    if rec.policy_sha256.is_some() {
+        return;
+    }
+    let f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, h)) = f.iter().find(|(s, _)| *s == rec.session) {
+        rec.policy_sha256 = Some(h.clone());
+    }
+}
+
+/// The record was appended: the session's first record is written.
+pub(crate) fn stamped(rec: &Record) {
+    let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
+    f.retain(|(s, _)| *s != rec.session);
+}
+
+/// A session's pinned policy.
+#[derive(Debug)]
+pub struct Pinned {
+    policy: Arc<Policy>,
+    /// The on-disk hash last reported as changed (a change is reported once).
+    reported: Mutex<Option<String>>,
+}
+
+impl Pinned {
+    /// Pins `policy` for `session`: its next record carries the policy's hash.
+    pub fn new(session: &str, policy: Policy) -> Pinned {
+        Pinned::shared(session, Arc::new(policy))
+    }
+
+    fn shared(session: &str, policy: Arc<Policy>) -> Pinned {
+        announce(session, &policy.sha256);
+        Pinned {
+            policy,
+            reported: Mutex::new(None),
+        }
+    }
+
+    /// The pinned policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Once per change: what to tell the session when its policy's files no longer hold what
+    /// it pinned (changed, gone, unreadable). `how` says how to reload. The files are read
+    /// with the caller's rights, as loading them was.
+    pub fn changed_notice(&self, how: &str) -> Option<String> {
+        let now = super::client::as_client(|| self.policy.source_sha256())
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        let key = match &now {
+            Ok(h) if *h == self.policy.sha256 => {
+                *self.reported.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                return None;
+            }
+            Ok(h) => h.clone(),
+            Err(e) => format!("error: {e}"),
+        };
+        let mut r = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+        if r.as_deref() == Some(key.as_str()) {
+            return None;
+        }
+        *r = Some(key);
+        let what = match now {
+            Ok(h) => format!("changed on disk (sha256 {} now)", short(&h)),
+            Err(e) => format!("can no longer be loaded ({e})"),
+        };
+        Some(format!(
+            "policy {} {what}: this session still follows the policy it loaded (sha256 {}); the change is not in force until {how}",
+            self.policy.source,
+            short(&self.policy.sha256)
+        ))
+    }
+}
+
+fn short(h: &str) -> &str {
+    &h[..h.len().min(16)]
+}
+
+/// Who asked for a reload and by which rule: recorded as the decision of the
+/// `policy.reload` record.
+pub struct ReloadBy<'a> {
+    /// The session.
+    pub session: &'a str,
+    /// The caller.
+    pub caller: Caller,
+    /// The rule id (`repl-command`, `session-reload`).
+    pub rule: &'a str,
+    /// Why it is allowed.
+    pub reason: &'a str,
+}
+
+/// What a reload did.
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The policy in force now (the old one when the load failed).
+    pub pinned: Arc<Pinned>,
+    /// The audit record's seq.
+    pub seq: u64,
+    /// Why the new policy was not loaded (the old one stays).
+    pub failed: Option<String>,
+}
+
+/// Reloads a session's policy from `spec` (`load`): records a `policy.reload` with the old and
+/// the new hash, or the error with the old hash still in force. Nothing changes unrecorded: a
+/// record that cannot be written keeps the old policy and is the error.
+pub fn reload(
+    state_dir: &Path,
+    by: &ReloadBy<'_>,
+    old: &Arc<Pinned>,
+    spec: &str,
+    load: impl FnOnce() -> Result<Policy, String>,
+) -> Result<Reloaded, BrokerError> {
+    let loaded = load();
+    let old_hash = old.policy.sha256.clone();
+    let mut rec = Record {
+        session: by.session.to_string(),
+        caller: by.caller.clone(),
+        tool: "policy.reload".into(),
+        args: vec![spec.to_string()],
+        decision: RecordDecision {
+            effect: "allow".into(),
+            rules: vec![by.rule.to_string()],
+            reasons: vec![by.reason.to_string()],
+        },
+        policy_replaced: Some(old_hash.clone()),
+        ..Record::default()
+    };
+    match &loaded {
+        Ok(p) => {
+            rec.policy = p.name.clone();
+            rec.policy_sha256 = Some(p.sha256.clone());
+            rec.exit_code = Some(0);
+        }
+        Err(e) => {
+            rec.policy = old.policy.name.clone();
+            rec.policy_sha256 = Some(old_hash);
+            rec.error = Some(super::redact_text(&format!(
+                "{e}; the policy in force is unchanged"
+            )));
+        }
+    }
+    let seq = super::append_record(state_dir, &mut rec)?;
+    Ok(match loaded {
+        Ok(p) => Reloaded {
+            pinned: Arc::new(Pinned::shared_recorded(Arc::new(p))),
+            seq,
+            failed: None,
+        },
+        Err(e) => Reloaded {
+            pinned: old.clone(),
+            seq,
+            failed: Some(e),
+        },
+    })
+}
+
+impl Pinned {
+    /// A pin whose hash a record already names (a reload).
+    fn shared_recorded(policy: Arc<Policy>) -> Pinned {
+        Pinned {
+            policy,
+            reported: Mutex::new(None),
+        }
+    }
+}
+
+// ---------- the daemon's sessions ----------
+
+/// The daemon's pinned sessions: (session, policy as named) → pin; policies shared by hash.
+#[derive(Default)]
+struct Sessions {
+    pins: HashMap<(String, String), (Arc<Pinned>, u64)>,
+    by_hash: HashMap<String, Weak<Policy>>,
+    tick: u64,
+}
+
+static SESSIONS: Mutex<Option<Sessions>> = Mutex::new(None);
+
+/// Sessions the daemon holds pins for; the least recently used is dropped beyond (its next
+/// call pins what is on disk then, recorded as its first record again).
+const MAX_SESSIONS: usize = 16384;
+
+/// The pinned policy of a daemon session for the policy named `spec`: pinned on first use
+/// (`load`), the same copy after that.
+pub fn in_session(
+    session: &str,
+    spec: &str,
+    load: impl FnOnce() -> Result<Policy, String>,
+) -> Result<Arc<Pinned>, String> {
+    let mut g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let s = g.get_or_insert_with(Sessions::default);
+    s.tick += 1;
+    let tick = s.tick;
+    let key = (session.to_string(), spec.to_string());
+    if let Some((p, used)) = s.pins.get_mut(&key) {
+        *used = tick;
+        return Ok(p.clone());
+    }
+    let p = load()?;
+    let policy = match s.by_hash.get(&p.sha256).and_then(Weak::upgrade) {
+        Some(same) => same,
+        None => {
+            let a = Arc::new(p);
+            s.by_hash.retain(|_, w| w.strong_count() > 0);
+            s.by_hash.insert(a.sha256.clone(), Arc::downgrade(&a));
+            a
+        }
+    };
+    let pinned = Arc::new(Pinned::shared(session, policy));
+    if s.pins.len() >= MAX_SESSIONS
+        && let Some(oldest) = s
+            .pins
+            .iter()
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| k.clone())
+    {
+        s.pins.remove(&oldest);
+    }
+    s.pins.insert(key, (pinned.clone(), tick));
+    Ok(pinned)
+}
+
+/// The pin a daemon session holds for `spec`, if any.
+pub fn session_pin(session: &str, spec: &str) -> Option<Arc<Pinned>> {
+    let g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    g.as_ref()?
+        .pins
+        .get(&(session.to_string(), spec.to_string()))
+        .map(|(p, _)| p.clone())
+}
+
+/// Replaces a daemon session's pin for `spec` (after a reload).
+pub fn set_session_pin(session: &str, spec: &str, pinned: Arc<Pinned>) {
+    let mut g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let s = g.get_or_insert_with(Sessions::default);
+    s.tick += 1;
+    let tick = s.tick;
+    s.by_hash
+        .insert(pinned.policy.sha256.clone(), Arc::downgrade(&pinned.policy));
+    s.pins
+        .insert((session.to_string(), spec.to_string()), (pinned, tick));
+}
