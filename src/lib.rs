@@ -23,27 +23,42 @@
 //! ## The broker's unconfined side
 //!
 //! Before and after each run the broker acts, unconfined and as its own uid, on a tree the run
-//! controlled (and a concurrent run may still be changing). What it touches, and how:
+//! controlled (and a concurrent run may still be changing).
 //!
-//! - **Snapshot** (`broker::snapshot`): walks the workspace (links never followed; directories
-//!   whose `.gitignore`/`.ignore`/`info/exclude` is not a small regular file are skipped, not
-//!   read) and reads files beneath the workspace's descriptor with `openat2(RESOLVE_BENEATH |
-//!   NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV)`, `O_NONBLOCK`, typed on the descriptor, bounded.
+//! Every such access goes through `broker::wsfs`: a tree (the workspace, a writable root) is
+//! opened once by its canonical path, and every name inside it is resolved beneath that
+//! descriptor with `openat2(RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV)`;
+//! entries are typed on an `O_PATH` descriptor before any open for reading (FIFOs, sockets
+//! and devices are never opened; the file read is the one typed); reads are non-blocking and
+//! bounded before they start; moves and links are made relative to the parent's descriptor.
+//! A test fails on any by-name call elsewhere in `broker/` that does not say why its path is
+//! not a workspace path (`// not-ws:`). Identity: the broker's own uid, except that a daemon
+//! serving another user reads a workspace's contents with that user's filesystem identity
+//! (`Tree::read_as`). What it touches:
+//!
+//! - **Snapshot** (`broker::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
+//!   `.git` never entered, git's ignore rules read beneath like any file; a directory whose
+//!   ignore file is not a small regular file is skipped, contents unknown) and bounded reads.
 //! - **Protected paths** (`broker::keep`, as a normal user): each component opened relative to
-//!   its parent with `O_NOFOLLOW`, `O_PATH` to type an entry before any open for reading, FIFOs
-//!   and devices never opened, bounded in bytes, entries and depth; put back the same way.
-//! - **Quarantine** of protected paths a run created: reports a link or file that stands where
-//!   a directory should be as itself, never looks through it; renames only.
+//!   its parent with `O_NOFOLLOW`, typed before any read, bounded in bytes, entries and depth;
+//!   put back the same way.
+//! - **Quarantine** of protected paths a run created: searched and moved beneath each writable
+//!   tree's descriptor; a link or file that stands where a directory should be is reported
+//!   and moved as itself, never looked through.
+//! - **Journal recovery**: the real paths the journal holds, opened with no link on the way.
 //! - **Undo** (`broker::fs::undo`, in the confined worker): names resolved beneath a root
 //!   without following links; a directory become a link is refused.
 //! - **Leftovers** (no pid namespace): the broker is its runs' subreaper and kills what they
 //!   leave, before the snapshot after the run.
 //! - **Session places** (`broker::session`): the writable area is pinned; `cd` moves nothing
 //!   the broker acts on.
+//! - **Git's config** (`git_config_refs`): the writable trees' `.git/config` and the user's
+//!   global configs are read (no link on the way, bounded) to protect what they include and the
+//!   hooks directory and programs they name.
 //!
-//! Still by path, as the broker: `std::fs` calls in `broker/` outside those (the quarantine's
-//! renames, the protected-path search), which issue 22's single workspace-access module will
-//! take over; `docs/seams.md` lists what remains.
+//! Still by name, and why (`docs/seams.md`): the state directory, `/proc`, `/dev`, the
+//! daemon's socket, files the caller names (read as the caller), and `wsfs::resolve`
+//! (canonical forms, to protect or deny more — metadata only, never a read).
 //!
 //! # Compatibility
 //!

@@ -1303,7 +1303,7 @@ sandbox_test! {
 }
 
 sandbox_test! {
-    fn a_file_gits_config_includes_is_protected_like_the_config() {
+    fn what_gits_config_includes_or_runs_from_the_work_tree_is_protected() {
         // A repository whose `.git/config` includes a file of the work tree (`[include] path =
         // ../.gitconfig`, shared settings some projects keep in the repository) reads that file
         // as config: a run that writes `core.fsmonitor` there runs code at the user's next
@@ -1313,8 +1313,10 @@ sandbox_test! {
             env.write(".git/HEAD", "ref: refs/heads/main\n");
             env.write(
                 ".git/config",
-                "[core]\n\tbare = false\n[include]\n\tpath = ../.gitconfig\n[includeIf \"gitdir:/\"]\n\tpath = \"../conf/more.gitconfig\" # shared\n",
+                "[core]\n\tbare = false\n\thooksPath = .husky\n[include]\n\tpath = ../.gitconfig\n[includeIf \"gitdir:/\"]\n\tpath = \"../conf/more.gitconfig\" # shared\n[filter \"lint\"]\n\tclean = sh ./tools/clean.sh %f\n",
             );
+            env.write(".husky/pre-commit", "npm test\n");
+            env.write("tools/clean.sh", "cat\n");
             env.write(".gitconfig", "[user]\n\tname = x\n[include] path = deeper.gitconfig\n");
             env.write("deeper.gitconfig", "[alias]\n");
             env.write("conf/more.gitconfig", "[alias]\n");
@@ -1322,7 +1324,7 @@ sandbox_test! {
             if nobody {
                 env.give_to_nobody();
             }
-            for f in [".gitconfig", "conf/more.gitconfig", "deeper.gitconfig"] {
+            for f in [".gitconfig", "conf/more.gitconfig", "deeper.gitconfig", ".husky/pre-commit", "tools/clean.sh"] {
                 let before = std::fs::read_to_string(env.ws.join(f)).expect("read");
                 let script = format!("printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> {f}; echo after > control.txt; echo ran");
                 let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", &script]).output().expect("run");
@@ -1331,6 +1333,10 @@ sandbox_test! {
                 assert_eq!(std::fs::read_to_string(env.ws.join("control.txt")).expect("r"), "after\n", "the control was written: {t}");
                 assert_eq!(std::fs::read_to_string(env.ws.join(f)).expect("r"), before, "nobody={nobody} {f}: {t}");
             }
+            // A new hook in the hooks directory git's config names.
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", "echo 'touch /tmp/pwned' > .husky/post-checkout; echo ran"]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert!(!env.ws.join(".husky/post-checkout").exists(), "nobody={nobody}: {}", text(&o));
         }
     }
 }

@@ -674,14 +674,30 @@ fn expand_glob(p: &str) -> Vec<PathBuf> {
     acc
 }
 
-/// The files git's config files `configs` include, recursively (as git does, up to 10 levels):
-/// `path` in `[include]` and `[includeIf "…"]` sections, `~/` expanded, relative to the
-/// including file's directory. Each config is read as the broker with no link on the way,
-/// bounded (`broker::wsfs`).
-fn git_includes(configs: &[PathBuf], home: &Path) -> Vec<PathBuf> {
+/// What git's config files `configs` (each with the work tree its relative program paths are
+/// relative to) make git read or run from the file system: the files they include,
+/// recursively (as git does, up to 10 levels: `path` in `[include]`/`[includeIf "…"]`, `~/`
+/// expanded, relative to the including file); `core.hooksPath`; and the paths named by the
+/// keys that run a program (`core.fsmonitor`, `core.pager`, filters, diff and merge drivers,
+/// `!` aliases, … — each word of the value that is a path). Each config is read as the broker
+/// with no link on the way, bounded (`broker::wsfs`).
+fn git_config_refs(configs: &[(PathBuf, PathBuf)], home: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    let mut todo: Vec<(PathBuf, usize)> = configs.iter().map(|c| (c.clone(), 0)).collect();
-    while let Some((cfg, depth)) = todo.pop() {
+    let mut todo: Vec<(PathBuf, PathBuf, usize)> = configs
+        .iter()
+        .map(|(c, top)| (c.clone(), top.clone(), 0))
+        .collect();
+    let place = |v: &str, base: &Path| -> PathBuf {
+        let p = if let Some(rest) = v.strip_prefix("~/") {
+            home.join(rest)
+        } else if Path::new(v).is_absolute() {
+            PathBuf::from(v)
+        } else {
+            base.join(v)
+        };
+        PathBuf::from(policy::normalize(&p.to_string_lossy()))
+    };
+    while let Some((cfg, top, depth)) = todo.pop() {
         let Some(real) = wsfs::resolve(&cfg) else {
             continue;
         };
@@ -689,66 +705,106 @@ fn git_includes(configs: &[PathBuf], home: &Path) -> Vec<PathBuf> {
             continue;
         };
         let dir = real.parent().map(Path::to_path_buf).unwrap_or_default();
-        for inc in git_include_paths(&String::from_utf8_lossy(&text)) {
-            let p = if let Some(rest) = inc.strip_prefix("~/") {
-                home.join(rest)
-            } else if Path::new(&inc).is_absolute() {
-                PathBuf::from(&inc)
-            } else {
-                dir.join(&inc)
-            };
-            let p = PathBuf::from(policy::normalize(&p.to_string_lossy()));
-            if !out.contains(&p) {
-                out.push(p.clone());
-                if depth < 10 {
-                    todo.push((p, depth + 1));
+        for (key, value) in git_config_entries(&String::from_utf8_lossy(&text)) {
+            if key == "include.path" || key == "includeif.path" {
+                let p = place(&value, &dir);
+                if !out.contains(&p) {
+                    out.push(p.clone());
+                    if depth < 10 {
+                        todo.push((p, top.clone(), depth + 1));
+                    }
+                }
+            } else if key == "core.hookspath" {
+                out.push(place(&value, &top));
+            } else if runs_a_program(&key) {
+                let v = value.trim_start_matches('!');
+                for word in v.split_whitespace() {
+                    let w = word.trim_matches(['"', '\'', ';', '&', '|', '(', ')']);
+                    if w.contains('/') && !w.starts_with('-') {
+                        out.push(place(w, &top));
+                    }
                 }
             }
         }
     }
+    out.sort();
+    out.dedup();
     out
 }
 
-/// The `path` values of a git config text's `[include]` and `[includeIf "…"]` sections.
-fn git_include_paths(text: &str) -> Vec<String> {
+/// Config keys (`section.key`, subsection left out, lower case) whose value git runs as a
+/// program or shell command (`git help config`).
+fn runs_a_program(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        "core.fsmonitor",
+        "core.pager",
+        "core.editor",
+        "core.askpass",
+        "core.sshcommand",
+        "core.gitproxy",
+        "sequence.editor",
+        "diff.external",
+        "diff.textconv",
+        "diff.command",
+        "merge.driver",
+        "filter.clean",
+        "filter.smudge",
+        "filter.process",
+        "credential.helper",
+        "gpg.program",
+        "interactive.difffilter",
+        "web.browser",
+        "browser.cmd",
+        "man.cmd",
+        "mergetool.cmd",
+        "difftool.cmd",
+        "uploadpack.packobjectshook",
+    ];
+    KEYS.contains(&key) || key.starts_with("pager.") || key.starts_with("alias.")
+}
+
+/// The `(section.key, value)` entries of a git config text (section and key lower-cased,
+/// the subsection left out; values unquoted, trailing comments dropped).
+fn git_config_entries(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut in_include = false;
+    let mut section = String::new();
     for line in text.lines() {
-        let l = line.trim();
+        let mut l = line.trim();
         if let Some(rest) = l.strip_prefix('[') {
-            let name = rest
-                .split([']', ' ', '"', '\t'])
+            let Some((head, after)) = rest.split_once(']') else {
+                continue;
+            };
+            // `[section "sub"]` or `[section.sub]`.
+            section = head
+                .split(['.', ' ', '"', '\t'])
                 .next()
                 .unwrap_or("")
                 .to_ascii_lowercase();
-            in_include = name == "include" || name == "includeif";
-            // `[include] path = x` on one line.
-            let after = rest.split_once(']').map_or("", |(_, a)| a.trim());
-            if in_include && !after.is_empty() {
-                out.extend(include_value(after));
+            l = after.trim();
+            if l.is_empty() {
+                continue;
             }
+        }
+        if l.starts_with(['#', ';']) || section.is_empty() {
             continue;
         }
-        if in_include {
-            out.extend(include_value(l));
+        let Some((k, v)) = l.split_once('=') else {
+            continue;
+        };
+        let v = v.trim();
+        let v = if let Some(q) = v.strip_prefix('"') {
+            q.split('"').next().unwrap_or("")
+        } else {
+            v.split(['#', ';']).next().unwrap_or("").trim()
+        };
+        if !v.is_empty() {
+            out.push((
+                format!("{section}.{}", k.trim().to_ascii_lowercase()),
+                v.to_string(),
+            ));
         }
     }
     out
-}
-
-/// The value of a `path = value` line (quotes removed, a trailing comment dropped).
-fn include_value(l: &str) -> Option<String> {
-    let (k, v) = l.split_once('=')?;
-    if !k.trim().eq_ignore_ascii_case("path") {
-        return None;
-    }
-    let v = v.trim();
-    let v = if let Some(q) = v.strip_prefix('"') {
-        q.split('"').next().unwrap_or("")
-    } else {
-        v.split(['#', ';']).next().unwrap_or("").trim()
-    };
-    (!v.is_empty()).then(|| v.to_string())
 }
 
 /// Character devices a program may use: the rest of /dev is denied.
@@ -956,16 +1012,21 @@ pub fn plan(
     // Files git's config includes (`[include] path`, `[includeIf "…"] path`) are config too:
     // a repository whose `.git/config` includes `../.gitconfig` would run what the run wrote
     // there at the user's next `git status`.
-    let git_configs: Vec<PathBuf> = roots
+    // So are the hooks directory and the programs git's config names (`core.hooksPath =
+    // .husky` makes `.husky/pre-commit` a hook; `filter.x.clean = ./tools/clean.sh`).
+    let git_configs: Vec<(PathBuf, PathBuf)> = roots
         .iter()
-        .flat_map(|r| [r.join(".git/config"), r.join(".git/config.worktree")])
-        .chain([
-            vars.home.join(".gitconfig"),
-            vars.home.join(".config/git/config"),
-            PathBuf::from("/etc/gitconfig"),
-        ])
+        .flat_map(|r| [".git/config", ".git/config.worktree"].map(|c| (r.join(c), r.to_path_buf())))
+        .chain(
+            [
+                vars.home.join(".gitconfig"),
+                vars.home.join(".config/git/config"),
+                PathBuf::from("/etc/gitconfig"),
+            ]
+            .map(|c| (c, ws.to_path_buf())),
+        )
         .collect();
-    protected.extend(git_includes(&git_configs, &vars.home));
+    protected.extend(git_config_refs(&git_configs, &vars.home));
     // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
     // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
     // canonical form when that lies in a writable tree (elsewhere the run cannot write it
@@ -1783,6 +1844,26 @@ pub fn enforcement_summary(e: &EnforcementStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_config_entries_read_what_git_reads() {
+        let text = "[core]\n\thooksPath = .husky ; comment\n\tFsMonitor = \"./x y.sh\"\n[include] path = a.cfg\n[includeIf \"gitdir:/r/\"]\n  path=b.cfg # c\n[filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n[alias]\n\tz = !sh ./tools/z.sh\n# [core] pager = no\n";
+        let e = git_config_entries(text);
+        let keys: Vec<(&str, &str)> = e.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                ("core.hookspath", ".husky"),
+                ("core.fsmonitor", "./x y.sh"),
+                ("include.path", "a.cfg"),
+                ("includeif.path", "b.cfg"),
+                ("filter.clean", "git-lfs clean -- %f"),
+                ("alias.z", "!sh ./tools/z.sh"),
+            ]
+        );
+        assert!(runs_a_program("filter.clean") && runs_a_program("alias.z"));
+        assert!(!runs_a_program("user.name"));
+    }
 
     #[test]
     fn narrowing_keeps_inside_replaces_containing_and_drops_the_rest() {
