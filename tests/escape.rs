@@ -1340,3 +1340,37 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn nested_repositories_config_and_hooks_are_protected_for_commands() {
+        // git run inside `sub/` reads `sub/.git/config` and runs `sub/.git/hooks/*`: a run
+        // that writes them (or plants a whole `.git` in a subdirectory) would run code at the
+        // user's next `cd sub && git status`. Nested repositories get the same protection as
+        // the top one, as root (read-only mounts, quarantine) and uid 65534 (kept, put back).
+        for nobody in [false, true] {
+            let env = Env::new("git-nested");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n");
+            env.write("vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
+            env.write("vendor/lib/.git/config", "[core]\n\tbare = false\n");
+            std::fs::create_dir_all(env.ws.join("vendor/lib/.git/hooks")).expect("hooks");
+            env.write("control.txt", "before\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> vendor/lib/.git/config; \
+                          echo 'touch /tmp/pwned' > vendor/lib/.git/hooks/post-checkout; \
+                          mkdir -p planted/deep/.git/hooks && printf '[core]\\n\\tfsmonitor = x\\n' > planted/deep/.git/config && \
+                          echo x > planted/deep/.git/hooks/pre-commit; \
+                          echo after > control.txt; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            let t = text(&o);
+            assert!(stdout(&o).contains("ran"), "the run happened: {t}");
+            assert_eq!(std::fs::read_to_string(env.ws.join("control.txt")).expect("r"), "after\n", "{t}");
+            assert_eq!(std::fs::read_to_string(env.ws.join("vendor/lib/.git/config")).expect("r"), "[core]\n\tbare = false\n", "nobody={nobody}: {t}");
+            assert!(!env.ws.join("vendor/lib/.git/hooks/post-checkout").exists(), "nobody={nobody}: {t}");
+            assert!(!env.ws.join("planted/deep/.git/config").exists(), "nobody={nobody}: a planted repository's config stayed: {t}");
+            assert!(!env.ws.join("planted/deep/.git/hooks/pre-commit").exists(), "nobody={nobody}: {t}");
+        }
+    }
+}

@@ -394,44 +394,79 @@ fn protected_trees(c: &sandbox::Confinement, ws: &Path) -> Vec<wsfs::Tree> {
         .collect()
 }
 
-/// The protected paths (relative patterns, in every directory the run may write) that exist
-/// now, and what stands where a directory holding one should be when it is not a real
-/// directory (a link: `.git -> elsewhere/.git`; a file: a `.git` holding `gitdir: X`).
-/// Nothing is followed: a link is reported as itself (`broker::wsfs`).
+/// At most this many directories of a writable tree are listed to find nested repositories.
+const NESTED_MAX_DIRS: usize = 100_000;
+
+/// The directories of `tree` below its top that hold a `.git` (nested repositories, whose
+/// config and hooks git reads when run there), relative; `Err` with those found when the tree
+/// has more than [`NESTED_MAX_DIRS`] directories.
+fn nested_git_bases(tree: &wsfs::Tree) -> Result<Vec<PathBuf>, Vec<PathBuf>> {
+    let bases = |found: Vec<PathBuf>| -> Vec<PathBuf> {
+        found
+            .into_iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    };
+    tree.find_named(OsStr::new(".git"), NESTED_MAX_DIRS)
+        .map(bases)
+        .map_err(bases)
+}
+
+/// The warning for a tree whose nested repositories were not all found.
+fn nested_warning(tree: &Path) -> String {
+    format!(
+        "{} has more than {NESTED_MAX_DIRS} directories: git repositories nested deeper in it were not all found, and their config and hooks are not protected",
+        tree.display()
+    )
+}
+
+/// The protected paths (relative patterns, in every directory the run may write, and git's
+/// patterns in every nested repository too) that exist now, and what stands where a directory
+/// holding one should be when it is not a real directory (a link: `.git -> elsewhere/.git`; a
+/// file: a `.git` holding `gitdir: X`). Nothing is followed: a link is reported as itself
+/// (`broker::wsfs`).
 fn protected_present(trees: &[wsfs::Tree], policy: &Policy) -> Vec<(PathBuf, Found)> {
     let mut out = Vec::new();
     for tree in trees {
-        for t in &policy.sandbox.protected {
-            if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
-                continue;
-            }
-            let comps: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
-            let Some((last, holders)) = comps.split_last() else {
-                continue;
-            };
-            let mut dir = PathBuf::new();
-            let mut through = true;
-            for h in holders {
-                dir.push(h);
-                match tree.kind(&dir).ok().flatten().map(Found::from) {
-                    Some(Found::Dir) => {}
-                    Some(f) => {
-                        out.push((tree.path().join(&dir), f));
-                        through = false;
-                        break;
-                    }
-                    None => {
-                        through = false;
-                        break;
+        let nested = nested_git_bases(tree).unwrap_or_else(|found| found);
+        let bases = std::iter::once(PathBuf::new()).chain(nested);
+        for base in bases {
+            for t in &policy.sandbox.protected {
+                if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
+                    continue;
+                }
+                if !base.as_os_str().is_empty() && !t.starts_with(".git") {
+                    continue;
+                }
+                let comps: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
+                let Some((last, holders)) = comps.split_last() else {
+                    continue;
+                };
+                let mut dir = base.clone();
+                let mut through = true;
+                for h in holders {
+                    dir.push(h);
+                    match tree.kind(&dir).ok().flatten().map(Found::from) {
+                        Some(Found::Dir) => {}
+                        Some(f) => {
+                            out.push((tree.path().join(&dir), f));
+                            through = false;
+                            break;
+                        }
+                        None => {
+                            through = false;
+                            break;
+                        }
                     }
                 }
-            }
-            if !through {
-                continue;
-            }
-            for rel in tree.glob(&dir.join(last), 100_000) {
-                if let Ok(Some(k)) = tree.kind(&rel) {
-                    out.push((tree.path().join(rel), Found::from(k)));
+                if !through {
+                    continue;
+                }
+                for rel in tree.glob(&dir.join(last), 100_000) {
+                    if let Ok(Some(k)) = tree.kind(&rel) {
+                        out.push((tree.path().join(rel), Found::from(k)));
+                    }
                 }
             }
         }
@@ -990,9 +1025,27 @@ pub fn plan(
             roots.push(root);
         }
     }
+    // Nested repositories: git reads their config and hooks when run inside them.
+    let nested: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| wsfs::Tree::open(r).ok())
+        .flat_map(|t| {
+            let found = nested_git_bases(&t).unwrap_or_else(|found| found);
+            found.into_iter().map(move |b| t.path().join(b))
+        })
+        .collect();
     let mut protected: Vec<PathBuf> = Vec::new();
     for t in &sb.protected {
         let e = vars.expand(t);
+        if e.starts_with(".git") {
+            for base in &nested {
+                protected.extend(
+                    expand_glob(&base.join(&e).display().to_string())
+                        .into_iter()
+                        .filter(|p| wsfs::exists_nofollow(p)),
+                );
+            }
+        }
         if e.starts_with('/') {
             protected.extend(
                 expand_glob(&e)
@@ -1608,7 +1661,11 @@ fn exec_traced(
     let before = protected_present(&trees, req.policy);
     // Without a mount namespace protected paths cannot be read-only: the broker keeps them
     // and puts them back after the run (`keep`), or refuses to run (unless best effort).
-    let mut protected_warnings = Vec::new();
+    let mut protected_warnings: Vec<String> = trees
+        .iter()
+        .filter(|t| nested_git_bases(t).is_err())
+        .map(|t| nested_warning(t.path()))
+        .collect();
     let mounted = spec.confine.namespaces && sandbox::namespaces_available();
     let unmounted = !mounted && !spec.confine.protected.is_empty();
     // Without a mount namespace a policy file inside the writable area would be writable

@@ -455,6 +455,52 @@ impl Tree {
     }
 }
 
+impl Tree {
+    /// Every entry named `name` in the tree (of any type; not entered), the tree's own
+    /// included: relative paths, parents first. Links are never followed; at most
+    /// `max_dirs` directories are listed (more: `Err` with what was found so far).
+    pub fn find_named(&self, name: &OsStr, max_dirs: usize) -> Result<Vec<PathBuf>, Vec<PathBuf>> {
+        let mut found = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        let mut listed = 0usize;
+        while let Some(rel) = stack.pop() {
+            listed += 1;
+            if listed > max_dirs {
+                return Err(found);
+            }
+            let Ok(dir) = self.open_dir(&rel) else {
+                continue;
+            };
+            let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
+                continue;
+            };
+            let mut subdirs = Vec::new();
+            for ent in entries.flatten() {
+                let n = OsStr::from_bytes(ent.file_name().to_bytes());
+                if n == "." || n == ".." {
+                    continue;
+                }
+                if n == name {
+                    found.push(rel.join(n));
+                    continue;
+                }
+                let is_dir = match ent.file_type() {
+                    FileType::Directory => true,
+                    FileType::Unknown => matches!(kind_at(&dir, n), Ok(Some(Kind::Dir { .. }))),
+                    _ => false,
+                };
+                if is_dir {
+                    subdirs.push(rel.join(n));
+                }
+            }
+            subdirs.sort();
+            stack.extend(subdirs.into_iter().rev());
+        }
+        found.sort();
+        Ok(found)
+    }
+}
+
 /// A filesystem identity to read with (a daemon's client).
 #[derive(Clone, Debug)]
 pub struct Identity {
