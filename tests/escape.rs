@@ -1334,3 +1334,63 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn a_missing_file_gits_config_includes_cannot_be_planted() {
+        // Attack on issue 22 item 3c: included configs are protected only when they exist
+        // (`wsfs::resolve` drops the others), and only existing ones are kept (uid 65534) or
+        // mounted read-only (root). git ignores a missing include, so `[include] path =
+        // ../.gitconfig.local` (an optional local override) is common; a run that creates
+        // the file with `core.fsmonitor` runs code at the user's next `git status`.
+        for nobody in [false, true] {
+            let env = Env::new("git-include-missing");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(
+                ".git/config",
+                "[core]\n\tbare = false\n[include]\n\tpath = ../.gitconfig.local\n",
+            );
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .gitconfig.local; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert!(
+                std::fs::symlink_metadata(env.ws.join(".gitconfig.local")).is_err(),
+                "nobody={nobody}: the included config was planted: {}",
+                text(&o)
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_separate_git_dir_in_the_workspace_is_protected() {
+        // Attack on issue 22 item 3: a work tree whose `.git` is a file (`gitdir: .repo`,
+        // `git init --separate-git-dir`, a submodule's or worktree's layout) keeps its
+        // config and hooks at the gitdir's target; the protected patterns (`.git/config`,
+        // `.git/hooks`) name nothing there, so a run writes `core.fsmonitor` into
+        // `.repo/config` and a hook into `.repo/hooks`, run by the user's next git command.
+        for nobody in [false, true] {
+            let env = Env::new("separate-gitdir");
+            env.write(".repo/HEAD", "ref: refs/heads/main\n");
+            env.write(".repo/config", "[core]\n\tbare = false\n");
+            env.write(".repo/hooks/pre-commit.sample", "#!/bin/sh\n");
+            let gitdir = format!("gitdir: {}\n", env.ws.join(".repo").display());
+            env.write(".git", &gitdir);
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .repo/config; echo evil > .repo/hooks/pre-commit; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".repo/config")).expect("r"),
+                "[core]\n\tbare = false\n",
+                "nobody={nobody}: {}",
+                text(&o)
+            );
+            assert!(!env.ws.join(".repo/hooks/pre-commit").exists(), "nobody={nobody}: {}", text(&o));
+        }
+    }
+}
