@@ -1394,3 +1394,31 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn a_hooks_path_the_config_names_in_the_work_tree_is_protected() {
+        // Attack on issue 22 item 3: `.git/hooks` is protected, but git runs the hooks of
+        // `core.hooksPath` instead when the config sets it, relative to the work tree (husky
+        // sets `core.hooksPath = .husky/_` in most JavaScript projects). A run that writes
+        // `.husky/pre-commit` runs code at the user's next `git commit`.
+        for nobody in [false, true] {
+            let env = Env::new("hooks-path");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n\tbare = false\n\thooksPath = .husky\n");
+            env.write(".husky/commit-msg", "#!/bin/sh\nexit 0\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .husky/pre-commit; echo evil >> .husky/commit-msg; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert!(!env.ws.join(".husky/pre-commit").exists(), "nobody={nobody}: a hook was planted: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".husky/commit-msg")).expect("r"),
+                "#!/bin/sh\nexit 0\n",
+                "nobody={nobody}: {}",
+                text(&o)
+            );
+        }
+    }
+}
