@@ -1422,3 +1422,37 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn a_daemon_never_lists_for_a_client_a_directory_the_client_cannot_read() {
+        // Attack on issue 22 item 1: the snapshot reads file contents with the client's
+        // identity (`Tree::read_as`), but walks and lists the workspace as the daemon (root).
+        // A uid 65534 client naming a directory it cannot read as its workspace (`exec --cwd`)
+        // got the names of the files inside back in the snapshot's `skipped` list.
+        let env = Env::new("daemon-list");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let secret = env.outside.join("private");
+        std::fs::create_dir_all(secret.join("sub")).expect("mkdir");
+        std::fs::write(secret.join("sub/name-of-a-secret-file.txt"), "TOPSECRET\n").expect("w");
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = env
+            .raw("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "--json", "exec", "--cwd"])
+            .arg(&secret)
+            .args(["--", "true"])
+            .env("GATEWAY_SOCKET", &d.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv");
+        assert!(o.status.code().is_some(), "{}", text(&o));
+        assert!(
+            !text(&o).contains("name-of-a-secret-file"),
+            "the daemon listed a directory uid 65534 cannot read: {}",
+            text(&o)
+        );
+    }
+}
