@@ -1374,3 +1374,125 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn a_missing_file_gits_config_includes_cannot_be_planted() {
+        // Attack on issue 22 item 3c: included configs are protected only when they exist
+        // (`wsfs::resolve` drops the others), and only existing ones are kept (uid 65534) or
+        // mounted read-only (root). git ignores a missing include, so `[include] path =
+        // ../.gitconfig.local` (an optional local override) is common; a run that creates
+        // the file with `core.fsmonitor` runs code at the user's next `git status`.
+        for nobody in [false, true] {
+            let env = Env::new("git-include-missing");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(
+                ".git/config",
+                "[core]\n\tbare = false\n[include]\n\tpath = ../.gitconfig.local\n",
+            );
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .gitconfig.local; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert!(
+                std::fs::symlink_metadata(env.ws.join(".gitconfig.local")).is_err(),
+                "nobody={nobody}: the included config was planted: {}",
+                text(&o)
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_separate_git_dir_in_the_workspace_is_protected() {
+        // Attack on issue 22 item 3: a work tree whose `.git` is a file (`gitdir: .repo`,
+        // `git init --separate-git-dir`, a submodule's or worktree's layout) keeps its
+        // config and hooks at the gitdir's target; the protected patterns (`.git/config`,
+        // `.git/hooks`) name nothing there, so a run writes `core.fsmonitor` into
+        // `.repo/config` and a hook into `.repo/hooks`, run by the user's next git command.
+        for nobody in [false, true] {
+            let env = Env::new("separate-gitdir");
+            env.write(".repo/HEAD", "ref: refs/heads/main\n");
+            env.write(".repo/config", "[core]\n\tbare = false\n");
+            env.write(".repo/hooks/pre-commit.sample", "#!/bin/sh\n");
+            let gitdir = format!("gitdir: {}\n", env.ws.join(".repo").display());
+            env.write(".git", &gitdir);
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .repo/config; echo evil > .repo/hooks/pre-commit; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".repo/config")).expect("r"),
+                "[core]\n\tbare = false\n",
+                "nobody={nobody}: {}",
+                text(&o)
+            );
+            assert!(!env.ws.join(".repo/hooks/pre-commit").exists(), "nobody={nobody}: {}", text(&o));
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_hooks_path_the_config_names_in_the_work_tree_is_protected() {
+        // Attack on issue 22 item 3: `.git/hooks` is protected, but git runs the hooks of
+        // `core.hooksPath` instead when the config sets it, relative to the work tree (husky
+        // sets `core.hooksPath = .husky/_` in most JavaScript projects). A run that writes
+        // `.husky/pre-commit` runs code at the user's next `git commit`.
+        for nobody in [false, true] {
+            let env = Env::new("hooks-path");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n\tbare = false\n\thooksPath = .husky\n");
+            env.write(".husky/commit-msg", "#!/bin/sh\nexit 0\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .husky/pre-commit; echo evil >> .husky/commit-msg; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert!(!env.ws.join(".husky/pre-commit").exists(), "nobody={nobody}: a hook was planted: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".husky/commit-msg")).expect("r"),
+                "#!/bin/sh\nexit 0\n",
+                "nobody={nobody}: {}",
+                text(&o)
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_daemon_never_lists_for_a_client_a_directory_the_client_cannot_read() {
+        // Attack on issue 22 item 1: the snapshot reads file contents with the client's
+        // identity (`Tree::read_as`), but walks and lists the workspace as the daemon (root).
+        // A uid 65534 client naming a directory it cannot read as its workspace (`exec --cwd`)
+        // got the names of the files inside back in the snapshot's `skipped` list.
+        let env = Env::new("daemon-list");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let secret = env.outside.join("private");
+        std::fs::create_dir_all(secret.join("sub")).expect("mkdir");
+        std::fs::write(secret.join("sub/name-of-a-secret-file.txt"), "TOPSECRET\n").expect("w");
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = env
+            .raw("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "--json", "exec", "--cwd"])
+            .arg(&secret)
+            .args(["--", "true"])
+            .env("GATEWAY_SOCKET", &d.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv");
+        assert!(o.status.code().is_some(), "{}", text(&o));
+        assert!(
+            !text(&o).contains("name-of-a-secret-file"),
+            "the daemon listed a directory uid 65534 cannot read: {}",
+            text(&o)
+        );
+    }
+}

@@ -594,3 +594,41 @@ sandbox_test!(
         assert!(!env.ws.join("ignored.txt").exists());
     }
 );
+
+sandbox_test! {
+    fn a_run_cannot_hide_its_changes_behind_an_unsafe_ignore_file() {
+        // Attack on issue 22 (wsfs walk): a directory whose ignore file is not safe to read
+        // (a FIFO, a link to /dev/zero, over 1 MiB) is not entered, and the diff takes what it
+        // holds as "not known to be deleted". A run that edits and deletes files of `src/`
+        // and leaves such a `src/.gitignore` changed the workspace with no record: `gateway
+        // undo` has nothing to bring back.
+        for leave in [
+            "mkfifo src/.gitignore",
+            "ln -s /dev/zero src/.gitignore",
+            "truncate -s 2M src/.gitignore",
+        ] {
+            let env = Env::new("hide-behind-ignore");
+            env.write("src/main.rs", "fn main() {}\n");
+            env.write("src/lib.rs", "pub fn work() {}\n");
+            let o = env.exec("standard", &["true"]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            let script = format!("echo evil > src/main.rs && rm src/lib.rs && {leave} && echo ran");
+            let o = env.exec("standard", &["sh", "-c", &script]);
+            assert!(stdout(&o).contains("ran"), "`{leave}`: {}", text(&o));
+            let o = env.gw(&["undo"]);
+            assert_eq!(o.status.code(), Some(0), "`{leave}`: undo: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join("src/main.rs")).ok().as_deref(),
+                Some("fn main() {}\n"),
+                "`{leave}`: the edit was not recorded: {}",
+                text(&o)
+            );
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join("src/lib.rs")).ok().as_deref(),
+                Some("pub fn work() {}\n"),
+                "`{leave}`: the deletion was not recorded: {}",
+                text(&o)
+            );
+        }
+    }
+}
