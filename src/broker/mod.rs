@@ -397,20 +397,92 @@ fn protected_trees(c: &sandbox::Confinement, ws: &Path) -> Vec<wsfs::Tree> {
 /// At most this many directories of a writable tree are listed to find nested repositories.
 const NESTED_MAX_DIRS: usize = 100_000;
 
-/// The directories of `tree` below its top that hold a `.git` (nested repositories, whose
-/// config and hooks git reads when run there), relative; `Err` with those found when the tree
-/// has more than [`NESTED_MAX_DIRS`] directories.
-fn nested_git_bases(tree: &wsfs::Tree) -> Result<Vec<PathBuf>, Vec<PathBuf>> {
-    let bases = |found: Vec<PathBuf>| -> Vec<PathBuf> {
-        found
-            .into_iter()
-            .filter_map(|p| p.parent().map(Path::to_path_buf))
-            .filter(|p| !p.as_os_str().is_empty())
-            .collect()
+/// Where git reads config and hooks from in the writable trees, and what that config makes
+/// it read or run (all absolute; found as the broker through `broker::wsfs`, nothing
+/// followed but what git itself would follow, inside the trees only).
+#[derive(Debug, Default)]
+struct GitPlaces {
+    /// Every `.git` entry (a directory, a `gitdir:` file, a link), at any depth.
+    entries: Vec<PathBuf>,
+    /// Git directories: `.git` directories, where a `.git` file's `gitdir:` or a `.git` link
+    /// points, and their `commondir`s — those inside a writable tree.
+    dirs: Vec<PathBuf>,
+    /// What their config and the user's global config include (existing or not: git skips a
+    /// missing include, and reads it once it exists), the hooks directory they name, and the
+    /// paths of the programs they name.
+    refs: Vec<PathBuf>,
+    /// Trees with more directories than were searched.
+    incomplete: Vec<PathBuf>,
+}
+
+/// `rel` (a path git read from a file in `dir`, relative to `dir` unless absolute) as an
+/// absolute, lexically normal path.
+fn place_of(dir: &Path, rel: &str) -> PathBuf {
+    let p = if Path::new(rel).is_absolute() {
+        PathBuf::from(rel)
+    } else {
+        dir.join(rel)
     };
-    tree.find_named(OsStr::new(".git"), NESTED_MAX_DIRS)
-        .map(bases)
-        .map_err(bases)
+    PathBuf::from(policy::normalize(&p.to_string_lossy()))
+}
+
+/// Finds [`GitPlaces`] in `trees`; `globals` are the user's and the system's git config files
+/// (their relative program paths taken from `ws`).
+fn git_places(trees: &[wsfs::Tree], globals: &[PathBuf], home: &Path, ws: &Path) -> GitPlaces {
+    let mut g = GitPlaces::default();
+    let inside = |p: &Path| tree_of(trees, p).is_some();
+    // (config file, the work tree its relative program paths are relative to)
+    let mut configs: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for tree in trees {
+        let found = match tree.find_named(OsStr::new(".git"), NESTED_MAX_DIRS) {
+            Ok(f) => f,
+            Err(f) => {
+                g.incomplete.push(tree.path().to_path_buf());
+                f
+            }
+        };
+        for rel in found {
+            let abs = tree.path().join(&rel);
+            let top = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+            let gitdir = match tree.kind(&rel) {
+                Ok(Some(wsfs::Kind::Dir { .. })) => Some(abs.clone()),
+                Ok(Some(wsfs::Kind::File { .. })) => tree
+                    .read(&rel, 4096)
+                    .and_then(|d| {
+                        String::from_utf8_lossy(&d)
+                            .lines()
+                            .find_map(|l| l.strip_prefix("gitdir:").map(|v| v.trim().to_string()))
+                    })
+                    .map(|v| place_of(&top, &v)),
+                Ok(Some(wsfs::Kind::Link(t))) => Some(place_of(&top, &t.to_string_lossy())),
+                _ => None,
+            };
+            g.entries.push(abs);
+            let Some(d) = gitdir.filter(|d| inside(d)) else {
+                continue;
+            };
+            // A worktree's or a linked repository's common directory holds the config too.
+            let common = tree_of(trees, &d)
+                .and_then(|(t, r)| t.read(&r.join("commondir"), 4096))
+                .map(|c| place_of(&d, String::from_utf8_lossy(&c).trim()))
+                .filter(|c| inside(c));
+            for dir in std::iter::once(d).chain(common) {
+                configs.push((dir.join("config"), top.clone()));
+                configs.push((dir.join("config.worktree"), top.clone()));
+                g.dirs.push(dir);
+            }
+        }
+    }
+    configs.extend(globals.iter().map(|c| (c.clone(), ws.to_path_buf())));
+    g.refs = git_config_refs(&configs, home)
+        .into_iter()
+        .filter(|p| inside(p))
+        .collect();
+    for v in [&mut g.entries, &mut g.dirs, &mut g.refs] {
+        v.sort();
+        v.dedup();
+    }
+    g
 }
 
 /// The warning for a tree whose nested repositories were not all found.
@@ -421,53 +493,76 @@ fn nested_warning(tree: &Path) -> String {
     )
 }
 
-/// The protected paths (relative patterns, in every directory the run may write, and git's
-/// patterns in every nested repository too) that exist now, and what stands where a directory
-/// holding one should be when it is not a real directory (a link: `.git -> elsewhere/.git`; a
-/// file: a `.git` holding `gitdir: X`). Nothing is followed: a link is reported as itself
-/// (`broker::wsfs`).
-fn protected_present(trees: &[wsfs::Tree], policy: &Policy) -> Vec<(PathBuf, Found)> {
+/// The user's and the system's git config files.
+fn global_git_configs(home: &Path) -> [PathBuf; 3] {
+    [
+        home.join(".gitconfig"),
+        home.join(".config/git/config"),
+        PathBuf::from("/etc/gitconfig"),
+    ]
+}
+
+/// What stands at `pattern` (relative to `tree`, `*`/`?` in any component) and at the
+/// literal directories on the way when one is not a real directory (reported as itself).
+fn present_at(tree: &wsfs::Tree, pattern: &Path, out: &mut Vec<(PathBuf, Found)>) {
+    let comps: Vec<&OsStr> = pattern.iter().collect();
+    let mut dir = PathBuf::new();
+    for c in comps.iter().take(comps.len().saturating_sub(1)) {
+        if c.to_string_lossy().contains(['*', '?']) {
+            break;
+        }
+        dir.push(c);
+        match tree.kind(&dir).ok().flatten().map(Found::from) {
+            Some(Found::Dir) => {}
+            Some(f) => {
+                out.push((tree.path().join(&dir), f));
+                return;
+            }
+            None => return,
+        }
+    }
+    for rel in tree.glob(pattern, 100_000) {
+        if let Ok(Some(k)) = tree.kind(&rel) {
+            out.push((tree.path().join(rel), Found::from(k)));
+        }
+    }
+}
+
+/// The protected paths that exist now: the policy's relative patterns in every writable tree,
+/// git's (`.git/…`) in every git directory found there, what git's config makes it read or
+/// run, and every `.git` entry that is not a directory (a link, a `gitdir:` file). Nothing is
+/// followed: a link is reported as itself (`broker::wsfs`).
+fn protected_present(
+    trees: &[wsfs::Tree],
+    policy: &Policy,
+    places: &GitPlaces,
+) -> Vec<(PathBuf, Found)> {
     let mut out = Vec::new();
-    for tree in trees {
-        let nested = nested_git_bases(tree).unwrap_or_else(|found| found);
-        let bases = std::iter::once(PathBuf::new()).chain(nested);
-        for base in bases {
-            for t in &policy.sandbox.protected {
-                if t.starts_with('/') || t.starts_with('~') || t.starts_with("${") {
-                    continue;
-                }
-                if !base.as_os_str().is_empty() && !t.starts_with(".git") {
-                    continue;
-                }
-                let comps: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
-                let Some((last, holders)) = comps.split_last() else {
-                    continue;
-                };
-                let mut dir = base.clone();
-                let mut through = true;
-                for h in holders {
-                    dir.push(h);
-                    match tree.kind(&dir).ok().flatten().map(Found::from) {
-                        Some(Found::Dir) => {}
-                        Some(f) => {
-                            out.push((tree.path().join(&dir), f));
-                            through = false;
-                            break;
-                        }
-                        None => {
-                            through = false;
-                            break;
-                        }
-                    }
-                }
-                if !through {
-                    continue;
-                }
-                for rel in tree.glob(&dir.join(last), 100_000) {
-                    if let Ok(Some(k)) = tree.kind(&rel) {
-                        out.push((tree.path().join(rel), Found::from(k)));
-                    }
-                }
+    let relative = policy
+        .sandbox
+        .protected
+        .iter()
+        .filter(|t| !(t.starts_with('/') || t.starts_with('~') || t.starts_with("${")));
+    for t in relative.clone() {
+        for tree in trees {
+            present_at(tree, Path::new(t), &mut out);
+        }
+    }
+    let git_rest: Vec<&str> = relative.filter_map(|t| t.strip_prefix(".git/")).collect();
+    for d in &places.dirs {
+        if let Some((tree, rel)) = tree_of(trees, d) {
+            for rest in &git_rest {
+                present_at(tree, &rel.join(rest), &mut out);
+            }
+        }
+    }
+    for p in places.entries.iter().chain(&places.refs) {
+        if let Some((tree, rel)) = tree_of(trees, p)
+            && let Ok(Some(k)) = tree.kind(rel)
+        {
+            let f = Found::from(k);
+            if !(f == Found::Dir && places.entries.contains(p)) {
+                out.push((p.clone(), f));
             }
         }
     }
@@ -1025,27 +1120,9 @@ pub fn plan(
             roots.push(root);
         }
     }
-    // Nested repositories: git reads their config and hooks when run inside them.
-    let nested: Vec<PathBuf> = roots
-        .iter()
-        .filter_map(|r| wsfs::Tree::open(r).ok())
-        .flat_map(|t| {
-            let found = nested_git_bases(&t).unwrap_or_else(|found| found);
-            found.into_iter().map(move |b| t.path().join(b))
-        })
-        .collect();
     let mut protected: Vec<PathBuf> = Vec::new();
     for t in &sb.protected {
         let e = vars.expand(t);
-        if e.starts_with(".git") {
-            for base in &nested {
-                protected.extend(
-                    expand_glob(&base.join(&e).display().to_string())
-                        .into_iter()
-                        .filter(|p| wsfs::exists_nofollow(p)),
-                );
-            }
-        }
         if e.starts_with('/') {
             protected.extend(
                 expand_glob(&e)
@@ -1062,24 +1139,28 @@ pub fn plan(
             }
         }
     }
-    // Files git's config includes (`[include] path`, `[includeIf "…"] path`) are config too:
-    // a repository whose `.git/config` includes `../.gitconfig` would run what the run wrote
-    // there at the user's next `git status`.
-    // So are the hooks directory and the programs git's config names (`core.hooksPath =
-    // .husky` makes `.husky/pre-commit` a hook; `filter.x.clean = ./tools/clean.sh`).
-    let git_configs: Vec<(PathBuf, PathBuf)> = roots
+    // Git directories at any depth (nested repositories, `gitdir:` files, `commondir`) hold
+    // config and hooks as the top one does; what their config and the user's include, the
+    // hooks directory they name (`core.hooksPath = .husky`) and the programs they name
+    // (`filter.x.clean = ./tools/clean.sh`) are config too. Those that exist are protected
+    // here; those a run creates are quarantined after it (`protected_present`).
+    let trees: Vec<wsfs::Tree> = roots
         .iter()
-        .flat_map(|r| [".git/config", ".git/config.worktree"].map(|c| (r.join(c), r.to_path_buf())))
-        .chain(
-            [
-                vars.home.join(".gitconfig"),
-                vars.home.join(".config/git/config"),
-                PathBuf::from("/etc/gitconfig"),
-            ]
-            .map(|c| (c, ws.to_path_buf())),
-        )
+        .filter_map(|r| wsfs::Tree::open(r).ok())
         .collect();
-    protected.extend(git_config_refs(&git_configs, &vars.home));
+    let places = git_places(&trees, &global_git_configs(&vars.home), &vars.home, ws);
+    for d in &places.dirs {
+        for t in &sb.protected {
+            if let Some(rest) = t.strip_prefix(".git/") {
+                protected.extend(
+                    expand_glob(&d.join(rest).display().to_string())
+                        .into_iter()
+                        .filter(|p| wsfs::exists_nofollow(p)),
+                );
+            }
+        }
+    }
+    protected.extend(places.refs.iter().cloned());
     // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
     // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
     // canonical form when that lies in a writable tree (elsewhere the run cannot write it
@@ -1658,13 +1739,15 @@ fn exec_traced(
         None
     };
     let trees = protected_trees(&spec.confine, &ws);
-    let before = protected_present(&trees, req.policy);
+    let globals = global_git_configs(&home());
+    let places = git_places(&trees, &globals, &home(), &ws);
+    let before = protected_present(&trees, req.policy, &places);
     // Without a mount namespace protected paths cannot be read-only: the broker keeps them
     // and puts them back after the run (`keep`), or refuses to run (unless best effort).
-    let mut protected_warnings: Vec<String> = trees
+    let mut protected_warnings: Vec<String> = places
+        .incomplete
         .iter()
-        .filter(|t| nested_git_bases(t).is_err())
-        .map(|t| nested_warning(t.path()))
+        .map(|t| nested_warning(t))
         .collect();
     let mounted = spec.confine.namespaces && sandbox::namespaces_available();
     let unmounted = !mounted && !spec.confine.protected.is_empty();
@@ -1755,10 +1838,16 @@ fn exec_traced(
     };
     // Protected paths the run created (they did not exist, so no read-only mount covered
     // them) are moved out of the workspace whatever the outcome.
+    // Git directories and config references as they are now (a run may have planted a
+    // repository), plus those found before (a planted `.git` file may hide them now).
+    let mut places_after = git_places(&trees, &globals, &home(), &ws);
+    places_after.dirs.extend(places.dirs.iter().cloned());
+    places_after.refs.extend(places.refs.iter().cloned());
+    places_after.entries.extend(places.entries.iter().cloned());
     let protected_created = quarantine_new(
         &trees,
         &before,
-        protected_present(&trees, req.policy),
+        protected_present(&trees, req.policy, &places_after),
         &req.state_dir,
     );
     let snapshot_report = match &pre {

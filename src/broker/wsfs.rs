@@ -289,9 +289,11 @@ const DIR_MAX: usize = 1 << 20;
 pub struct Walked {
     /// Entries found.
     pub entries: Vec<(PathBuf, Kind)>,
-    /// Directories not entered: their ignore files are not small regular files, or they could
-    /// not be opened beneath the tree (swapped for a link, unreadable).
+    /// Directories not entered: they could not be opened beneath the tree (swapped for a
+    /// link, unreadable): their contents unknown.
     pub skipped: Vec<PathBuf>,
+    /// Directories whose ignore file was not safe to read: walked with nothing ignored.
+    pub unruled: Vec<PathBuf>,
 }
 
 /// An ignore file as found: absent, its content, or present but not safe to read (a link, a
@@ -374,9 +376,10 @@ impl Tree {
     /// Walks the tree as git sees its work tree: links never followed, `.git` never entered,
     /// hidden files included, what `.gitignore`/`.ignore` (in each directory) and
     /// `.git/info/exclude` exclude left out. Ignore files are read beneath the tree like any
-    /// file (small regular files only). A directory whose ignore file is not safe to read is
-    /// not entered (listed as skipped); when the top's is not, no ignore file is read at all
-    /// (everything is walked).
+    /// file (small regular files only). Where one is not safe to read (a FIFO, a link, too
+    /// large), nothing is ignored in its directory's subtree (everything there is walked,
+    /// so a run cannot hide its changes behind one); when the top's is not, nothing is ignored
+    /// anywhere. A directory that cannot be opened beneath the tree is listed as skipped.
     pub fn walk_ignoring(&self) -> Walked {
         let mut out = Walked::default();
         let Ok(top) = self.open_dir(Path::new("")) else {
@@ -394,6 +397,8 @@ impl Tree {
         // open directory at a time, whatever the width).
         let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
         let mut top = Some(top);
+        // Subtrees where nothing is ignored (their ignore file was not safe to read).
+        let mut unruled: Vec<PathBuf> = Vec::new();
         while let Some(rel) = stack.pop() {
             let dir = match top.take() {
                 Some(t) => t,
@@ -405,11 +410,12 @@ impl Tree {
                     }
                 },
             };
-            if use_ignores && !rel.as_os_str().is_empty() {
+            let ignoring = use_ignores && !unruled.iter().any(|u| rel.starts_with(u));
+            if ignoring && !rel.as_os_str().is_empty() {
                 match dir_rules(&dir, &self.path.join(&rel), false) {
                     Err(()) => {
-                        out.skipped.push(rel);
-                        continue;
+                        out.unruled.push(rel.clone());
+                        unruled.push(rel.clone());
                     }
                     Ok(Some(r)) => {
                         rules.insert(rel.clone(), r);
@@ -429,7 +435,7 @@ impl Tree {
                 }
                 let child = rel.join(&name);
                 let is_dir = matches!(kind, Kind::Dir { .. });
-                if use_ignores && !rules.is_empty() {
+                if ignoring && !unruled.iter().any(|u| rel.starts_with(u)) && !rules.is_empty() {
                     // The nearest directory whose rules say something decides (git's order).
                     let abs = self.path.join(&child);
                     let verdict = rel
