@@ -1378,7 +1378,12 @@ fn exec_traced(
     let snap = req.snapshot.unwrap_or(req.policy.undo.snapshot);
     let max_file = req.policy.undo.snapshot_max_file;
     let pre = if snap {
-        Some(snapshot::before(&req.state_dir, &ws, max_file)?)
+        Some(snapshot::before(
+            &req.state_dir,
+            &ws,
+            max_file,
+            req.policy.undo.max_state_bytes,
+        )?)
     } else {
         None
     };
@@ -1481,7 +1486,13 @@ fn exec_traced(
         &req.state_dir,
     );
     let snapshot_report = match &pre {
-        Some(pre) => Some(snapshot::after(&req.state_dir, &ws, pre, max_file)?),
+        Some(pre) => Some(snapshot::after(
+            &req.state_dir,
+            &ws,
+            pre,
+            max_file,
+            req.policy.undo.max_state_bytes,
+        )?),
         None => None,
     };
     if let Some(b) = &report.blocked

@@ -407,6 +407,7 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             // `history` and `undo` are per workspace: the directory scan ran in.
             workspace: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
             dir_mode: None,
+            not_backed_up: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;

@@ -1723,6 +1723,26 @@ fn run_exec_at(
             );
         }
     }
+    if !json && let Some(sn) = &res.snapshot {
+        for (p, why) in sn.not_backed_up.iter().take(10) {
+            errln!(
+                "gateway: not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
+                p.display()
+            );
+        }
+        if sn.not_backed_up.len() > 10 {
+            errln!(
+                "gateway: and {} more file(s) not backed up (--json lists them)",
+                sn.not_backed_up.len() - 10
+            );
+        }
+        if sn.expired > 0 {
+            errln!(
+                "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
+                sn.expired
+            );
+        }
+    }
     if !json
         && let Some(sn) = &res.snapshot
         && !sn.changes.is_empty()
