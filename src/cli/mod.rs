@@ -1252,6 +1252,7 @@ fn config_show(cli: &Cli) -> ExitCode {
                     "artifacts_max_total": p.audit.artifacts_max_total,
                     "backups_max_total": p.undo.backups_max_total,
                     "keep_versions": p.undo.keep_versions,
+                    "max_state_bytes": p.undo.max_state_bytes,
                 })),
                 "policy_error": policy.as_ref().err(),
             })
