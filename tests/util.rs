@@ -849,3 +849,13 @@ pub fn rss_and_fds(pid: u32) -> (u64, usize) {
         .count();
     (rss, fds)
 }
+
+/// A blob of the backup store, decoded: `GWBLOBz1`, the length, a zstd frame (blobs of older
+/// builds: the content as is).
+pub fn read_blob(p: &Path) -> Vec<u8> {
+    let d = std::fs::read(p).expect("read a backup");
+    match d.strip_prefix(b"GWBLOBz1") {
+        Some(rest) => zstd::decode_all(rest.get(8..).unwrap_or_default()).expect("a damaged blob"),
+        None => d,
+    }
+}
