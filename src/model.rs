@@ -266,6 +266,10 @@ pub struct UndoProfile {
     pub keep_versions: u64,
     /// The backup store's size cap (the oldest changes' contents go first).
     pub backups_max_total: Option<u64>,
+    /// The most the backup store may occupy on disk (allocated bytes), enforced whenever a
+    /// content is stored: the oldest contents are expired, else the content is not backed up
+    /// (recorded). Issue 22 item 7.
+    pub max_state_bytes: u64,
 }
 
 /// Settings of the file tools (policy `[files]`).
@@ -303,6 +307,7 @@ impl Default for UndoProfile {
             snapshot_max_file: 64 << 20,
             keep_versions: 20,
             backups_max_total: Some(2 << 30),
+            max_state_bytes: 2 << 30,
         }
     }
 }

@@ -141,7 +141,7 @@ fn scan_redact_rewrites_with_backup_and_journal() {
     let backups: Vec<String> = std::fs::read_dir(env.state.join("backups"))
         .expect("backups")
         .flatten()
-        .map(|e| std::fs::read_to_string(e.path()).expect("backup"))
+        .map(|e| String::from_utf8(read_blob(&e.path())).expect("backup"))
         .collect();
     assert_eq!(backups.len(), 2);
     assert!(backups.iter().any(|b| b.contains(&tok)));

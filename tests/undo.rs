@@ -526,7 +526,10 @@ sandbox_test! {
         swapper.join().expect("join");
         let mut leaked = Vec::new();
         for f in std::fs::read_dir(env.state.join("backups")).expect("backups").flatten() {
-            if std::fs::read(f.path()).is_ok_and(|d| String::from_utf8_lossy(&d).contains(marker)) {
+            // Blobs are compressed: looked at decoded.
+            if f.file_name().len() == 64
+                && String::from_utf8_lossy(&read_blob(&f.path())).contains(marker)
+            {
                 leaked.push(f.path());
             }
         }
@@ -632,3 +635,239 @@ sandbox_test! {
         }
     }
 }
+
+/// Bytes the files under `dir` occupy on disk (allocated blocks).
+fn allocated(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files
+        .iter()
+        .filter_map(|p| std::fs::symlink_metadata(p).ok())
+        .map(|m| m.blocks() * 512)
+        .sum()
+}
+
+/// The bytes of the sparse test file `s{i}`: 60 MiB, two small runs of data.
+fn sparse_content(i: u32) -> Vec<u8> {
+    let mut v = vec![0u8; 60 << 20];
+    let tag = format!("sparse file {i}\n");
+    v[..tag.len()].copy_from_slice(tag.as_bytes());
+    let at = 30 << 20;
+    v[at..at + tag.len()].copy_from_slice(tag.as_bytes());
+    v
+}
+
+sandbox_test!(
+    fn sparse_and_compressible_files_cost_the_state_directory_little() {
+        // Issue 22 item 7: backups were full, uncompressed, non-sparse copies: 16 sparse
+        // files of 60 MiB cost 961 MiB in the state directory. Now zstd-compressed: a few KiB
+        // each. And undo gives the same bytes back, sparse again. As uid 65534.
+        use std::os::unix::fs::MetadataExt;
+        let env = Env::new("undo-sparse");
+        env.give_to_nobody();
+        let run = |args: &[&str]| -> Output { env.nobody().args(args).output().expect("setpriv") };
+        let script = "for i in $(seq 1 16); do printf 'sparse file %s\\n' $i > s$i; \
+             printf 'sparse file %s\\n' $i | dd of=s$i bs=1M seek=30 conv=notrunc status=none; \
+             truncate -s 60M s$i; done; \
+             yes 'a compressible line of text, again and again' | head -c 50M > big.txt";
+        let o = run(&[
+            "exec",
+            "--policy",
+            "permissive",
+            "--snapshot",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stderr(&o).contains("changed 17 file(s)"), "{}", text(&o));
+        let sparse: u64 = (1..=16)
+            .map(|i| {
+                std::fs::metadata(env.ws.join(format!("s{i}")))
+                    .expect("s")
+                    .blocks()
+                    * 512
+            })
+            .sum();
+        assert!(
+            sparse < 4 << 20,
+            "the sparse files themselves hold {sparse} bytes"
+        );
+        let cost = allocated(&env.state);
+        assert!(cost < 8 << 20, "the state directory holds {cost} bytes");
+        // Deleted, then brought back by undo from the compressed backups: the same bytes.
+        let o = run(&[
+            "exec",
+            "--policy",
+            "permissive",
+            "--snapshot",
+            "--",
+            "sh",
+            "-c",
+            "rm s3 big.txt",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = run(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            std::fs::read(env.ws.join("s3")).expect("s3") == sparse_content(3),
+            "s3 differs"
+        );
+        let big = std::fs::read(env.ws.join("big.txt")).expect("big");
+        let line = b"a compressible line of text, again and again\n";
+        assert_eq!(big.len(), 50 << 20);
+        assert!(
+            big.chunks(line.len()).all(|c| line.starts_with(c)),
+            "big.txt differs"
+        );
+        let m = std::fs::metadata(env.ws.join("s3")).expect("stat");
+        assert!(
+            m.blocks() * 512 < 1 << 20,
+            "restored sparse: {} bytes",
+            m.blocks() * 512
+        );
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        assert!(allocated(&env.state) < 8 << 20, "{}", allocated(&env.state));
+    }
+);
+
+sandbox_test!(
+    fn the_backup_store_stays_within_max_state_bytes_and_says_what_expired() {
+        // Issue 22 item 7: blobs an index referred to never expired and retention ran at
+        // most hourly, so repeated runs filled the disk. With `[undo] max_state_bytes` the
+        // oldest backups expire as soon as the store would exceed it; a content that cannot
+        // fit is recorded as not backed up; every run still succeeds.
+        let env = Env::new("undo-quota");
+        let p = env.policy_file(
+            "extends = \"permissive\"\n[undo]\nsnapshot = true\nmax_state_bytes = \"8MiB\"\n",
+        );
+        let quota = 8u64 << 20;
+        let mut versions = Vec::new();
+        let mut said_not_backed_up = false;
+        for i in 0..8 {
+            let o = env.gw(&[
+                "--policy",
+                &p,
+                "exec",
+                "--",
+                "sh",
+                "-c",
+                "head -c 3M /dev/urandom > data.bin",
+            ]);
+            assert!(o.status.success(), "run {i}: {}", text(&o));
+            said_not_backed_up |=
+                stderr(&o).contains("not backed up: ") && stderr(&o).contains("max_state_bytes");
+            versions.push(std::fs::read(env.ws.join("data.bin")).expect("data"));
+            let store = allocated(&env.state.join("backups"));
+            assert!(store <= quota, "run {i}: the store holds {store} bytes");
+            let all = allocated(&env.state);
+            assert!(
+                all <= quota + (2 << 20),
+                "run {i}: the state directory holds {all} bytes"
+            );
+        }
+        assert!(said_not_backed_up, "a run said what it could not back up");
+        // The journal and history say which contents are missing, and why.
+        let v = json_of(&env.gw(&["--json", "history"]));
+        let changes = v["changes"].as_array().expect("changes");
+        assert_eq!(changes.len(), 8, "{v}");
+        assert!(
+            changes.iter().any(|c| c["change"]["not_backed_up"]
+                .as_str()
+                .is_some_and(|w| w.contains("max_state_bytes"))),
+            "{v}"
+        );
+        let expired = changes[1]["backup_missing"].as_str().unwrap_or_default();
+        assert!(expired.contains("expired"), "change 2's backup: {v}");
+        let o = env.gw(&["history"]);
+        assert!(
+            stdout(&o).contains("undo cannot restore its content"),
+            "{}",
+            text(&o)
+        );
+        // The newest undo still works: the version before comes back.
+        let o = env.gw(&["--policy", &p, "undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(std::fs::read(env.ws.join("data.bin")).expect("data") == versions[6]);
+        // An old one whose backup expired is refused, saying so, and nothing is touched.
+        let o = env.gw(&["--policy", &p, "undo", "2"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("cannot undo change 2"), "{}", text(&o));
+        assert!(stderr(&o).contains("expired"), "{}", text(&o));
+        assert!(stderr(&o).contains("data.bin"), "{}", text(&o));
+        assert!(std::fs::read(env.ws.join("data.bin")).expect("data") == versions[6]);
+    }
+);
+
+/// A tmpfs mounted at a path for a test, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        let st = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .expect("mount");
+        assert!(
+            st.success(),
+            "mounting a tmpfs at {} (the test needs root)",
+            at.display()
+        );
+        Tmpfs(at.to_path_buf())
+    }
+
+    fn free(&self) -> u64 {
+        let s = rustix::fs::statvfs(&self.0).expect("statvfs");
+        s.f_bavail * s.f_frsize
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+sandbox_test!(
+    fn backups_never_fill_the_state_directorys_file_system() {
+        // Issue 22 item 7: a full disk made every call fail. The state directory on a 48 MiB
+        // file system: backups leave 16 MiB free there (the margin), whatever the quota.
+        let env = Env::new("undo-disk");
+        let fs = Tmpfs::mount(&env.state, "48m");
+        for i in 0..8 {
+            let o = env.gw(&[
+                "exec",
+                "--policy",
+                "permissive",
+                "--snapshot",
+                "--",
+                "sh",
+                "-c",
+                &format!("head -c 6M /dev/urandom > f{i}.bin"),
+            ]);
+            assert!(o.status.success(), "run {i}: {}", text(&o));
+            assert!(fs.free() >= 15 << 20, "run {i}: {} bytes free", fs.free());
+        }
+        let v = json_of(&env.gw(&["--json", "history"]));
+        assert!(
+            v["changes"]
+                .as_array()
+                .expect("changes")
+                .iter()
+                .any(|c| c["change"]["not_backed_up"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("nearly full"))),
+            "{v}"
+        );
+        drop(fs);
+    }
+);

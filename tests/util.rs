@@ -909,3 +909,13 @@ pub fn sessions_of(records: &[serde_json::Value], prefix: &str) -> Vec<Vec<serde
     }
     out.into_iter().map(|(_, v)| v).collect()
 }
+
+/// A blob of the backup store, decoded: `GWBLOBz1`, the length, a zstd frame (blobs of older
+/// builds: the content as is).
+pub fn read_blob(p: &Path) -> Vec<u8> {
+    let d = std::fs::read(p).expect("read a backup");
+    match d.strip_prefix(b"GWBLOBz1") {
+        Some(rest) => zstd::decode_all(rest.get(8..).unwrap_or_default()).expect("a damaged blob"),
+        None => d,
+    }
+}

@@ -375,6 +375,8 @@ pub(crate) trait StateOps {
     fn trash_forget(&mut self, name: &str);
     /// A backup's content, verified against its hash.
     fn read_backup(&mut self, sha256: &str) -> Result<Vec<u8>, BrokerError>;
+    /// Is this content in the backup store?
+    fn has_backup(&mut self, sha256: &str) -> Result<bool, BrokerError>;
     /// Every change in the journal, oldest first.
     fn changes(&mut self) -> Result<Vec<(Change, Phase)>, BrokerError>;
 }
@@ -1852,6 +1854,7 @@ fn undo(
     if let Some(g) = &c.group {
         return undo::undo_group(t, rs, ws, g, dry_run, force);
     }
+    undo::need_backups(t, std::slice::from_ref(c))?;
     if c.tool == PURGE_TOOL {
         return Err(usage(format!(
             "change {} deleted {} permanently (fs rm --permanent): no copy was kept, so it cannot be undone (earlier changes: `gateway undo ID`, see `gateway history`)",

@@ -45,6 +45,10 @@ struct Intent {
     boot: String,
     /// The workspace snapshotted before the run, and the policy's size limit for it.
     snapshot: Option<(PathBuf, u64)>,
+    /// The policy's quota for the backup store (`[undo] max_state_bytes`; intents written
+    /// before it was recorded: the default).
+    #[serde(default)]
+    quota: Option<u64>,
     /// The record to write if the broker dies (redacted like every record).
     record: audit::Record,
 }
@@ -129,6 +133,7 @@ impl Trace {
             start: start_time("self").unwrap_or(0),
             boot: boot_id(),
             snapshot: pre.map(|_| (ws.to_path_buf(), max_file)),
+            quota: Some(req.policy.undo.max_state_bytes),
             record: audit::Record {
                 session: req.session.clone(),
                 caller: req.caller.clone(),
@@ -242,7 +247,10 @@ fn record_dead(state_dir: &Path, p: &Path, intent: Intent) -> Result<u64, Broker
         std::process::id()
     );
     if let Some((ws, max)) = intent.snapshot {
-        match capture(state_dir, &ws, &index, max) {
+        let quota = intent
+            .quota
+            .unwrap_or(crate::model::UndoProfile::default().max_state_bytes);
+        match capture(state_dir, &ws, &index, max, quota) {
             Ok(r) if !r.changes.is_empty() => {
                 rec.journal_group = Some(r.group.clone());
                 rec.files_changed = r.changes.len() as u64;
@@ -267,6 +275,7 @@ fn capture(
     ws: &Path,
     index: &Path,
     max: u64,
+    quota: u64,
 ) -> Result<snapshot::SnapshotReport, BrokerError> {
     let pre = snapshot::load_index(index).ok_or_else(|| {
         BrokerError::Usage(format!(
@@ -285,7 +294,7 @@ fn capture(
     std::thread::spawn(move || {
         // The dead run's caller is not known here: read with this process's rights (the
         // same broker, or the daemon that served it), beneath the workspace as always.
-        let _ = tx.send(snapshot::after(&sd, &w, &pre, max, None));
+        let _ = tx.send(snapshot::after(&sd, &w, &pre, max, quota, None));
     });
     rx.recv_timeout(CAPTURE_LIMIT).unwrap_or_else(|_| {
         Err(BrokerError::TimedOut(format!(

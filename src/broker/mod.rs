@@ -1733,6 +1733,7 @@ fn exec_traced(
             &req.state_dir,
             &ws,
             max_file,
+            req.policy.undo.max_state_bytes,
             who.as_ref(),
         )?)
     } else {
@@ -1856,6 +1857,7 @@ fn exec_traced(
             &ws,
             pre,
             max_file,
+            req.policy.undo.max_state_bytes,
             who.as_ref(),
         )?),
         None => None,

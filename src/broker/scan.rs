@@ -420,6 +420,7 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             // not-ws: the process's own directory, to name the journal's workspace
             workspace: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
             dir_mode: None,
+            not_backed_up: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;

@@ -24,6 +24,10 @@ struct Entry {
     mtime_ns: i128,
     mode: u32,
     sha256: String,
+    /// Its content is not in the backup store, and why (the store's quota, the disk nearly
+    /// full). Tried again at the next snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unsaved: Option<String>,
 }
 
 /// The workspace's files before a run. Keyed by the raw path bytes (`OsString` hashes
@@ -38,6 +42,9 @@ pub struct Index {
     links: HashMap<OsString, String>,
     #[serde(skip)]
     skipped: Vec<PathBuf>,
+    /// Backups expired while it was made.
+    #[serde(skip)]
+    expired: usize,
     /// Differs from the index saved on disk.
     #[serde(skip)]
     dirty: bool,
@@ -105,6 +112,7 @@ impl Clone for Index {
             dirs: self.dirs.clone(),
             links: self.links.clone(),
             skipped: self.skipped.clone(),
+            expired: self.expired,
             dirty: self.dirty,
         }
     }
@@ -128,6 +136,12 @@ pub struct SnapshotReport {
     pub skipped: Vec<PathBuf>,
     /// Files in the workspace index.
     pub files: usize,
+    /// Files whose content (now or before the run) is not in the backup store, and why:
+    /// `gateway undo` cannot bring that content back (`[undo] max_state_bytes`, free space).
+    pub not_backed_up: Vec<(PathBuf, String)>,
+    /// Old backups expired during this run to stay within `[undo] max_state_bytes` or to keep
+    /// the state directory's file system from filling up.
+    pub expired: usize,
 }
 
 fn index_path(state_dir: &Path, ws: &Path) -> PathBuf {
@@ -144,15 +158,17 @@ fn j_err(e: journal::JournalError) -> BrokerError {
     }
 }
 
-/// Indexes the tree, reusing `old` entries whose size and mtime did not change. Everything is
-/// read through [`wsfs`] (beneath the workspace's descriptor, nothing followed, regular files
-/// only, bounded), and contents with the caller's filesystem identity when the broker serves
-/// another user (`who`).
+/// Indexes the tree, reusing `old` entries whose size and mtime did not change (but trying
+/// again to back up those whose content was not stored, when `retry`); contents go to the
+/// store through `budget`. Everything is read through [`wsfs`] (beneath the workspace's
+/// descriptor, nothing followed, regular files only, bounded), with the caller's filesystem
+/// identity when the broker serves another user (`who`).
 fn index(
-    state_dir: &Path,
+    budget: &mut journal::quota::Budget,
     ws: &Path,
     old: &Index,
     max: u64,
+    retry: bool,
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
     let mut idx = Index::default();
@@ -189,6 +205,7 @@ fn index(
         if let Some(e) = old.files.get(&key)
             && e.size == size
             && e.mtime_ns == mtime_ns
+            && !(retry && e.unsaved.is_some())
         {
             idx.files.insert(key, e.clone());
             continue;
@@ -201,7 +218,10 @@ fn index(
             idx.skipped.push(rel);
             continue;
         };
-        let sha256 = journal::backup_deferred(state_dir, &data).map_err(j_err)?;
+        let (sha256, unsaved) = match budget.store(&data, false).map_err(j_err)? {
+            journal::quota::Stored::Kept(id) => (id, None),
+            journal::quota::Stored::NotBackedUp { id, reason } => (id, Some(reason)),
+        };
         idx.files.insert(
             key,
             Entry {
@@ -209,25 +229,30 @@ fn index(
                 mtime_ns,
                 mode,
                 sha256,
+                unsaved,
             },
         );
     }
     Ok(idx)
 }
 
-/// Before a run: the index of the workspace (its files backed up, durably).
+/// Before a run: the index of the workspace (its files backed up, durably, within
+/// `quota` allocated bytes of backup store: `[undo] max_state_bytes`), read with `who`'s
+/// rights.
 pub fn before(
     state_dir: &Path,
     ws: &Path,
     max: u64,
+    quota: u64,
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
-    // not-ws: the snapshot index, in the broker's own state directory
     let old: Index = std::fs::read(index_path(state_dir, ws))
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
         .unwrap_or_default();
-    let mut idx = index(state_dir, ws, &old, max, who)?;
+    let mut budget = journal::quota::Budget::new(state_dir, Some(quota));
+    let mut idx = index(&mut budget, ws, &old, max, true, who)?;
+    idx.expired = budget.expired.len();
     if !idx.same_entries(&old) {
         journal::sync_store(state_dir).map_err(j_err)?;
         idx.dirty = true;
@@ -253,29 +278,74 @@ pub fn after(
     ws: &Path,
     pre: &Index,
     max: u64,
+    quota: u64,
     who: Option<&wsfs::Identity>,
 ) -> Result<SnapshotReport, BrokerError> {
-    let post = index(state_dir, ws, pre, max, who)?;
+    // The contents the run started from are what its undo needs: not expired now.
+    let mut budget = journal::quota::Budget::new(state_dir, Some(quota));
+    budget.protect(pre.files.values().map(|e| e.sha256.clone()));
+    let post = index(&mut budget, ws, pre, max, false, who)?;
     let group = format!("exec-{}", unique_id(&ws.display().to_string()));
     let diffs = diff(pre, &post);
+    let mut not_backed_up: Vec<(PathBuf, String)> = Vec::new();
+    for (idx, when) in [(pre, "before the run"), (&post, "after the run")] {
+        for (k, e) in &idx.files {
+            let p = ws.join(k);
+            if let Some(why) = &e.unsaved
+                && !not_backed_up.iter().any(|(q, _)| *q == p)
+            {
+                not_backed_up.push((p, format!("its content {when}: {why}")));
+            }
+        }
+    }
+    not_backed_up.sort();
     let mut report = SnapshotReport {
         group: group.clone(),
         skipped: post.skipped.clone(),
         files: post.files.len(),
+        not_backed_up,
+        expired: pre.expired + budget.expired.len(),
         ..SnapshotReport::default()
     };
     if !diffs.is_empty() {
         journal::sync_store(state_dir).map_err(j_err)?;
         let lock = journal::lock(state_dir).map_err(j_err)?;
         let kinds: Vec<&'static str> = diffs.iter().map(|d| d.kind).collect();
+        // Which content of each change the store lacks, and why (recorded in the journal:
+        // `history` shows it, `undo` refuses plainly).
+        let missing = |d: &Diff| -> Option<String> {
+            let mut why = Vec::new();
+            for (state, idx, which) in [(&d.before, pre, "before"), (&d.after, &post, "after")] {
+                let PathState::File { sha256, .. } = state else {
+                    continue;
+                };
+                if journal::has_backup(state_dir, sha256) {
+                    continue;
+                }
+                let reason = idx
+                    .files
+                    .get(d.rel.as_os_str())
+                    .and_then(|e| e.unsaved.clone())
+                    .unwrap_or_else(|| {
+                        "its backup expired (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
+                    });
+                why.push(format!(
+                    "the content {which} the change was not backed up: {reason}"
+                ));
+            }
+            (!why.is_empty()).then(|| why.join("; "))
+        };
+        let missing: Vec<Option<String>> = diffs.iter().map(missing).collect();
         // The command already made the changes: recorded as done, in one append.
         let done = journal::record_done(
             state_dir,
             &lock,
             diffs
                 .into_iter()
-                .map(|d| Change {
+                .zip(missing)
+                .map(|(d, not_backed_up)| Change {
                     tool: "exec".into(),
+                    not_backed_up,
                     path: ws.join(&d.rel),
                     before: d.before,
                     after: d.after,

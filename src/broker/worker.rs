@@ -716,6 +716,17 @@ impl StateOps for Remote {
             (d, _) => Err(unexpected(&d)),
         }
     }
+    fn has_backup(&mut self, sha256: &str) -> Result<bool, BrokerError> {
+        match self.call(
+            Up::Have {
+                sha256: sha256.to_string(),
+            },
+            &[],
+        )? {
+            (Down::Have { present }, _) => Ok(present),
+            (d, _) => Err(unexpected(&d)),
+        }
+    }
     fn changes(&mut self) -> Result<Vec<(Change, Phase)>, BrokerError> {
         match self.call(Up::Changes, &[])? {
             (Down::Changes { changes }, _) => Ok(changes),

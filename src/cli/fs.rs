@@ -404,6 +404,9 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
                         },
                         if e.skipped { "  [skipped]" } else { "" }
                     );
+                    if let Some(why) = &e.backup_missing {
+                        outln!("       undo cannot restore its content: {why}");
+                    }
                 }
             }
             ExitCode::SUCCESS

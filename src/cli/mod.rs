@@ -1359,6 +1359,7 @@ fn config_show(cli: &Cli) -> ExitCode {
                     "artifacts_max_total": p.audit.artifacts_max_total,
                     "backups_max_total": p.undo.backups_max_total,
                     "keep_versions": p.undo.keep_versions,
+                    "max_state_bytes": p.undo.max_state_bytes,
                 })),
                 "policy_error": policy.as_ref().err(),
             })
@@ -1827,6 +1828,26 @@ fn run_exec_at(
                 "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
                 b.place,
                 b.rule
+            );
+        }
+    }
+    if !json && let Some(sn) = &res.snapshot {
+        for (p, why) in sn.not_backed_up.iter().take(10) {
+            errln!(
+                "gateway: not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
+                p.display()
+            );
+        }
+        if sn.not_backed_up.len() > 10 {
+            errln!(
+                "gateway: and {} more file(s) not backed up (--json lists them)",
+                sn.not_backed_up.len() - 10
+            );
+        }
+        if sn.expired > 0 {
+            errln!(
+                "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
+                sn.expired
             );
         }
     }

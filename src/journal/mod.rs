@@ -4,6 +4,10 @@
 //! once, deduplicated) and `<state>/journal/journal.jsonl`: for each change an `intent` line
 //! (what, where, before and after), synced before the change is made, then a `commit` or an
 //! `abort` line. After a crash, [`recover`] completes or rolls back what was pending.
+//! Blobs are compressed ([`blob`]); the store is bounded ([`quota`]).
+
+pub mod blob;
+pub mod quota;
 
 use serde::Serialize;
 use std::io::Write;
@@ -22,6 +26,22 @@ pub enum JournalError {
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// A content was not backed up (the store's quota, or the disk nearly full).
+    #[error("{path}: not backed up: {reason}")]
+    NotBackedUp {
+        /// The backup store.
+        path: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A backup could not be read back.
+    #[error("reading backup {path}: {source}")]
+    Blob {
+        /// The blob.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: blob::BlobError,
     },
 }
 
@@ -87,15 +107,22 @@ pub fn sync_store(state_dir: &Path) -> Result<(), JournalError> {
     })
 }
 
+/// Stores `data` without a quota, within the file system's free space (a tool call's
+/// backup: refused with the reason when it does not fit).
 fn store(state_dir: &Path, data: &[u8], sync: bool) -> Result<String, JournalError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = state_dir.join("backups");
-    private_dir(&dir)?;
-    let id = sha256_hex(data);
-    let path = dir.join(&id);
-    if path.exists() {
-        return Ok(id);
+    match quota::Budget::new(state_dir, None).store(data, sync)? {
+        quota::Stored::Kept(id) => Ok(id),
+        quota::Stored::NotBackedUp { reason, .. } => Err(JournalError::NotBackedUp {
+            path: state_dir.join("backups"),
+            reason,
+        }),
     }
+}
+
+/// Writes an encoded blob as `<dir>/<id>` (a temporary file renamed into place).
+fn write_blob(dir: &Path, id: &str, enc: &[u8], sync: bool) -> Result<(), JournalError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(id);
     let tmp = dir.join(format!(".{id}.tmp-{}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -104,17 +131,21 @@ fn store(state_dir: &Path, data: &[u8], sync: bool) -> Result<String, JournalErr
         .mode(0o600)
         .open(&tmp)
         .map_err(io("creating", &tmp))?;
-    f.write_all(data).map_err(io("writing", &tmp))?;
+    if let Err(e) = f.write_all(enc) {
+        // Out of space, typically: leave nothing half-written behind.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("writing", &tmp)(e));
+    }
     if sync {
         f.sync_all().map_err(io("syncing", &tmp))?;
     }
     std::fs::rename(&tmp, &path).map_err(io("storing", &path))?;
     if sync {
-        std::fs::File::open(&dir)
+        std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(io("syncing", &dir))?;
+            .map_err(io("syncing", dir))?;
     }
-    Ok(id)
+    Ok(())
 }
 
 /// The state of a path before or after a change.
@@ -177,6 +208,10 @@ pub struct Change {
     /// was (snapshots record them; `None` in older journals and for `fs` tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir_mode: Option<u32>,
+    /// A content of this change that is not in the backup store, and why (the store's quota
+    /// or the disk nearly full: `[undo] max_state_bytes`); `None` when both were stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_backed_up: Option<String>,
 }
 
 impl Change {
@@ -692,10 +727,10 @@ pub fn read_backup(state_dir: &Path, id: &str) -> Result<Vec<u8>, JournalError> 
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         });
     }
-    let data = std::fs::read(&p).map_err(|e| {
+    let raw = std::fs::read(&p).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             JournalError::Io {
-                what: "the backup is gone (removed by the backup retention: [undo] keep_versions, backups_max_total)",
+                what: "the backup is gone (removed by the backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)",
                 path: p.clone(),
                 source: e,
             }
@@ -703,14 +738,7 @@ pub fn read_backup(state_dir: &Path, id: &str) -> Result<Vec<u8>, JournalError> 
             io("reading backup", &p)(e)
         }
     })?;
-    if sha256_hex(&data) != id {
-        return Err(JournalError::Io {
-            what: "the backup does not match its hash (altered)",
-            path: p,
-            source: std::io::Error::from(std::io::ErrorKind::InvalidData),
-        });
-    }
-    Ok(data)
+    blob::decode(&raw, id).map_err(|source| JournalError::Blob { path: p, source })
 }
 
 /// Now, in seconds since the Unix epoch.
@@ -739,6 +767,7 @@ mod wal_tests {
             group: None,
             workspace: None,
             dir_mode: None,
+            not_backed_up: None,
         }
     }
 

@@ -122,6 +122,7 @@ struct RawUndo {
     snapshot_max_file: Option<Spanned<toml::Value>>,
     keep_versions: Option<Spanned<toml::Value>>,
     backups_max_total: Option<Spanned<toml::Value>>,
+    max_state_bytes: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -628,6 +629,17 @@ fn compile(
         }
         if let Some(v) = &raw.undo.backups_max_total {
             undo.backups_max_total = Some(parse_size(&ctx, v, "undo.backups_max_total")?);
+        }
+        if let Some(v) = &raw.undo.max_state_bytes {
+            let n = parse_size(&ctx, v, "undo.max_state_bytes")?;
+            // Below 1 MiB every backup would be refused: a typo, not a choice.
+            if n < 1 << 20 {
+                return Err(ctx.err(
+                    v.span(),
+                    "`undo.max_state_bytes`: at least 1MiB (the backup store's quota; snapshots are off with `snapshot = false`)",
+                ));
+            }
+            undo.max_state_bytes = n;
         }
         if let Some(v) = &raw.files.max_size {
             files.max_size = parse_size(&ctx, v, "files.max_size")?;

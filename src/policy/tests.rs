@@ -663,3 +663,21 @@ fn the_content_hash_covers_every_file_of_the_extends_chain() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn undo_max_state_bytes_is_parsed_and_checked() {
+    let load = |t: &str| Policy::from_str(t, "t.toml", "t", None);
+    let p = load("[undo]\nmax_state_bytes = \"512MiB\"\n").expect("valid");
+    assert_eq!(p.undo.max_state_bytes, 512 << 20);
+    assert_eq!(
+        load("").expect("default").undo.max_state_bytes,
+        2 << 30,
+        "the default"
+    );
+    for bad in ["\"1KiB\"", "0", "\"lots\"", "-5"] {
+        let e = load(&format!("[undo]\nmax_state_bytes = {bad}\n"))
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.to_string().contains("max_state_bytes"), "{bad}: {e}");
+    }
+}

@@ -54,6 +54,10 @@ pub struct HistoryEntry {
     pub phase: Phase,
     /// `undo --skip` passed over it: plain `undo` does not take it.
     pub skipped: bool,
+    /// Why undo cannot bring back the content before it: not backed up (the store's quota,
+    /// the disk nearly full) or expired since. `None`: nothing missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup_missing: Option<String>,
 }
 
 /// The journal's changes in `scope`, oldest first.
@@ -64,10 +68,53 @@ pub fn history(state_dir: &Path, scope: Scope<'_>) -> Result<Vec<HistoryEntry>, 
         .filter(|(c, _)| scope.holds(c))
         .map(|(change, phase)| HistoryEntry {
             skipped: j.skipped.contains(&change.id),
+            backup_missing: match &change.before {
+                PathState::File { sha256, .. } if !journal::has_backup(state_dir, sha256) => {
+                    Some(missing_reason(&change))
+                }
+                _ => None,
+            },
             change,
             phase,
         })
         .collect())
+}
+
+/// Why the content before `c` is not in the backup store.
+fn missing_reason(c: &Change) -> String {
+    c.not_backed_up
+        .as_ref()
+        .filter(|w| w.contains("content before"))
+        .cloned()
+        .unwrap_or_else(|| {
+            "the content before the change expired from the backup store (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
+        })
+}
+
+/// Refuses, before anything is touched, to undo changes whose content before is not in the
+/// backup store (never backed up, or expired since): what cannot be brought back is named.
+pub(super) fn need_backups(t: &mut Tools<'_>, changes: &[Change]) -> Result<(), BrokerError> {
+    let mut missing = Vec::new();
+    for c in changes {
+        if let PathState::File { sha256, .. } = &c.before
+            && !t.state.has_backup(sha256)?
+        {
+            missing.push(format!("{} ({})", c.path.display(), missing_reason(c)));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let id = changes.first().map_or(0, |c| c.id);
+    Err(usage(format!(
+        "cannot undo change {id}: the content before it of {} is not in the backup store, so it cannot be brought back: {}",
+        if missing.len() == 1 {
+            "this file"
+        } else {
+            "these files"
+        },
+        missing.join("; ")
+    )))
 }
 
 /// The change to undo: the given id (any workspace's: the policy decides), or the newest
@@ -371,6 +418,8 @@ pub(super) fn undo_group(
     if members.is_empty() {
         return Err(usage(format!("the changes of {group} were undone already")));
     }
+    // Contents that cannot come back refuse the undo first: --force cannot help there.
+    need_backups(t, &members)?;
     let mut steps = Vec::with_capacity(members.len());
     let mut conflicts = Vec::new();
     for c in members {
@@ -665,8 +714,9 @@ fn put(
         )
     })?;
     let done = (|| {
-        let mut f = std::fs::File::from(fd);
-        std::io::Write::write_all(&mut f, data).map_err(|source| BrokerError::Io {
+        let f = std::fs::File::from(fd);
+        // Runs of zeros become holes again: a sparse file comes back sparse.
+        journal::blob::write_sparse(&f, data).map_err(|source| BrokerError::Io {
             what: format!("writing {}", abs.display()),
             source,
         })?;
