@@ -601,14 +601,14 @@ sandbox_test!(
 sandbox_test! {
     fn a_run_cannot_hide_its_changes_behind_an_unsafe_ignore_file() {
         // Attack on issue 22 (wsfs walk): a directory whose ignore file is not safe to read
-        // (a FIFO, a link to /dev/zero, over 1 MiB) is not entered, and the diff takes what it
-        // holds as "not known to be deleted". A run that edits and deletes files of `src/`
+        // (a FIFO, a link to /dev/zero, over 1 MiB) was not entered, and the diff took what it
+        // held as "not known to be deleted". A run that edits and deletes files of `src/`
         // and leaves such a `src/.gitignore` changed the workspace with no record: `gateway
         // undo` has nothing to bring back.
         for leave in [
             "mkfifo src/.gitignore",
             "ln -s /dev/zero src/.gitignore",
-            "truncate -s 2M src/.gitignore",
+            "head -c 2097152 /dev/zero > src/.gitignore",
         ] {
             let env = Env::new("hide-behind-ignore");
             env.write("src/main.rs", "fn main() {}\n");

@@ -246,6 +246,7 @@ pub fn before(
     quota: u64,
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
+    // not-ws: the snapshot index, in the broker's own state directory
     let old: Index = std::fs::read(index_path(state_dir, ws))
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())

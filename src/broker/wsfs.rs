@@ -820,6 +820,7 @@ mod tests {
                 ".ignore",
                 "keep.log",
                 "odd",
+                "odd/x",
                 "src",
                 "src/main.rs",
                 "sub",
