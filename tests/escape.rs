@@ -1489,6 +1489,8 @@ sandbox_test! {
             .output()
             .expect("setpriv");
         assert!(o.status.code().is_some(), "{}", text(&o));
+        assert_ne!(o.status.code(), Some(0), "a workspace the client cannot open is refused: {}", text(&o));
+        assert!(text(&o).contains("cannot be opened by uid 65534"), "{}", text(&o));
         assert!(
             !text(&o).contains("name-of-a-secret-file"),
             "the daemon listed a directory uid 65534 cannot read: {}",

@@ -1726,8 +1726,20 @@ fn exec_traced(
     };
     let snap = req.snapshot.unwrap_or(req.policy.undo.snapshot);
     let max_file = req.policy.undo.snapshot_max_file;
-    // The workspace is read with the caller's rights (a daemon's client): never more.
+    // The workspace is read with the caller's rights (a daemon's client): never more. One the
+    // caller cannot open is refused before anything is read or run there.
     let who = client::fs_identity();
+    if let Some(w) = &who {
+        wsfs::as_identity(Some(w), || wsfs::Tree::open(&ws).map(drop))
+            .and_then(|r| r)
+            .map_err(|e| {
+                BrokerError::Usage(format!(
+                    "the workspace {} cannot be opened by uid {}: {e}; run from a directory you can read",
+                    ws.display(),
+                    w.uid
+                ))
+            })?;
+    }
     let pre = if snap {
         Some(snapshot::before(
             &req.state_dir,

@@ -172,11 +172,19 @@ fn index(
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
     let mut idx = Index::default();
-    let tree = wsfs::Tree::open(ws).map_err(|e| BrokerError::Io {
+    // Opened and walked with the caller's rights: a daemon never lists for a client what the
+    // client could not.
+    let opened = wsfs::as_identity(who, || {
+        wsfs::Tree::open(ws).map(|t| {
+            let w = t.walk_ignoring();
+            (t, w)
+        })
+    })
+    .and_then(|r| r);
+    let (tree, walked) = opened.map_err(|e| BrokerError::Io {
         what: format!("opening the workspace {}", ws.display()),
         source: e,
     })?;
-    let walked = tree.walk_ignoring();
     idx.skipped.extend(walked.skipped);
     for (rel, kind) in walked.entries {
         let key = rel.as_os_str().to_os_string();

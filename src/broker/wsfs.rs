@@ -184,14 +184,7 @@ impl Tree {
     /// capabilities, on a thread of its own: a daemon serving another user reads only what
     /// that user could.
     pub fn read_as(&self, who: Option<&Identity>, rel: &Path, max: u64) -> Option<Vec<u8>> {
-        match who {
-            None => self.read(rel, max),
-            Some(w) => {
-                crate::sandbox::with_fs_identity(w.uid, w.gid, &w.groups, || self.read(rel, max))
-                    .ok()
-                    .flatten()
-            }
-        }
+        as_identity(who, || self.read(rel, max)).ok().flatten()
     }
 
     /// The names in directory `rel` and what each is (links not followed), at most `max`
@@ -504,6 +497,15 @@ impl Tree {
         }
         found.sort();
         Ok(found)
+    }
+}
+
+/// Runs `f` with `who`'s filesystem identity and no capabilities (on a thread of its own), or
+/// here with this process's when `who` is None.
+pub fn as_identity<R: Send>(who: Option<&Identity>, f: impl FnOnce() -> R + Send) -> io::Result<R> {
+    match who {
+        None => Ok(f()),
+        Some(w) => crate::sandbox::with_fs_identity(w.uid, w.gid, &w.groups, f),
     }
 }
 
