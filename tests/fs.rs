@@ -850,3 +850,52 @@ sandbox_test! {
         assert!(stdout(&o).contains("denied-path"), "{}", text(&o));
     }
 }
+
+sandbox_test!(
+    fn a_secret_in_a_file_name_is_redacted_wherever_a_name_is_shown() {
+        // Issue 22 item 8: a token in a file's name (an agent that writes `ghp_….txt`) was
+        // printed raw by `fs ls`, `fs glob`, `fs grep`, the tools' messages and `history`.
+        // Shown names are redacted like any output; the file itself, the journal and undo keep
+        // the real name.
+        let env = Env::new("secret-names");
+        let tok = gh_token(7);
+        let name = format!("{tok}.txt");
+        for (args, what) in [
+            (
+                vec!["fs", "write", name.as_str(), "--content", "hello"],
+                "write",
+            ),
+            (vec!["fs", "ls"], "ls"),
+            (vec!["fs", "glob", "*.txt"], "glob"),
+            (vec!["fs", "grep", "hello"], "grep"),
+            (vec!["fs", "grep", "--mode", "files", "hello"], "grep files"),
+            (vec!["--json", "fs", "ls"], "ls --json"),
+            (vec!["history"], "history"),
+            (vec!["--json", "history"], "history --json"),
+        ] {
+            let o = env.gw(&args);
+            assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o));
+            assert!(
+                !text(&o).contains(&tok),
+                "{what} shows the token: {}",
+                text(&o)
+            );
+            assert!(
+                text(&o).contains("[REDACTED:github-pat]"),
+                "{what}: {}",
+                text(&o)
+            );
+        }
+        let o = env.gw(&["fs", "mv", &name, "moved.txt"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains(&tok), "mv: {}", text(&o));
+        // Undo acts on the real names.
+        let o = env.gw(&["undo"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains(&tok), "undo: {}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join(&name)).expect("back"),
+            "hello"
+        );
+    }
+);

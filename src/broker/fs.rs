@@ -609,10 +609,81 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     }
     res.map(|output| FsResult {
         decision,
-        output,
+        output: output.redacted(),
         audit_seq: seq,
         enforcement,
     })
+}
+
+/// `p` as shown: a secret in it redacted (unchanged, byte for byte, when it holds none).
+pub(crate) fn redact_path(p: PathBuf) -> PathBuf {
+    let shown = p.to_string_lossy();
+    let r = redact_text(&shown);
+    if r == shown { p } else { PathBuf::from(r) }
+}
+
+impl FsOutput {
+    /// The output as shown: a secret in a file name is redacted like any output, wherever a
+    /// name appears (listings, globs, search results, messages). The names are unchanged on
+    /// disk and in the journal, which undo needs.
+    fn redacted(self) -> FsOutput {
+        match self {
+            FsOutput::Read {
+                path,
+                lines,
+                total_lines,
+                truncated,
+            } => FsOutput::Read {
+                path: redact_path(path),
+                lines,
+                total_lines,
+                truncated,
+            },
+            FsOutput::Changed {
+                path,
+                diff,
+                change,
+                created,
+                removed,
+            } => FsOutput::Changed {
+                path: redact_path(path),
+                diff,
+                change,
+                created,
+                removed,
+            },
+            FsOutput::Done {
+                what,
+                change,
+                undoable,
+            } => FsOutput::Done {
+                what: redact_text(&what),
+                change,
+                undoable,
+            },
+            FsOutput::Glob { paths, truncated } => FsOutput::Glob {
+                paths: paths.iter().map(|p| redact_text(p)).collect(),
+                truncated,
+            },
+            FsOutput::Grep(mut g) => {
+                for l in &mut g.lines {
+                    l.0 = redact_text(&l.0);
+                }
+                for f in &mut g.files {
+                    f.0 = redact_text(&f.0);
+                }
+                FsOutput::Grep(g)
+            }
+            FsOutput::List { path, entries } => FsOutput::List {
+                path: redact_path(path),
+                entries: entries
+                    .into_iter()
+                    .map(|(n, k, size)| (redact_text(&n), k, size))
+                    .collect(),
+            },
+            other => other,
+        }
+    }
 }
 
 /// The paths a call is decided on: its subject and, for a move, its destination.

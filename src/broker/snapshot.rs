@@ -42,6 +42,9 @@ pub struct Index {
     links: HashMap<OsString, String>,
     #[serde(skip)]
     skipped: Vec<PathBuf>,
+    /// Directories that could not be opened (their contents unknown: neither kept nor deleted).
+    #[serde(skip)]
+    unread_dirs: Vec<PathBuf>,
     /// Backups expired while it was made.
     #[serde(skip)]
     expired: usize,
@@ -112,6 +115,7 @@ impl Clone for Index {
             dirs: self.dirs.clone(),
             links: self.links.clone(),
             skipped: self.skipped.clone(),
+            unread_dirs: self.unread_dirs.clone(),
             expired: self.expired,
             dirty: self.dirty,
         }
@@ -134,6 +138,9 @@ pub struct SnapshotReport {
     pub changes: Vec<(PathBuf, &'static str, u64)>,
     /// Files too large to snapshot, or unreadable.
     pub skipped: Vec<PathBuf>,
+    /// Directories that could not be read after the run (made unreadable, swapped for a
+    /// link): what changed inside them is not recorded, and `gateway undo` cannot revert it.
+    pub unread_dirs: Vec<PathBuf>,
     /// Files in the workspace index.
     pub files: usize,
     /// Files whose content (now or before the run) is not in the backup store, and why:
@@ -185,6 +192,7 @@ fn index(
         what: format!("opening the workspace {}", ws.display()),
         source: e,
     })?;
+    idx.unread_dirs.clone_from(&walked.skipped);
     idx.skipped.extend(walked.skipped);
     for (rel, kind) in walked.entries {
         let key = rel.as_os_str().to_os_string();
@@ -311,6 +319,7 @@ pub fn after(
     let mut report = SnapshotReport {
         group: group.clone(),
         skipped: post.skipped.clone(),
+        unread_dirs: post.unread_dirs.clone(),
         files: post.files.len(),
         not_backed_up,
         expired: pre.expired + budget.expired.len(),

@@ -1832,6 +1832,12 @@ fn run_exec_at(
         }
     }
     if !json && let Some(sn) = &res.snapshot {
+        for d in sn.unread_dirs.iter().take(10) {
+            errln!(
+                "gateway: warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
+                broker::redact_text(&d.display().to_string())
+            );
+        }
         for (p, why) in sn.not_backed_up.iter().take(10) {
             errln!(
                 "gateway: not backed up: {}: {why} (`gateway undo` cannot bring this content back)",

@@ -66,16 +66,22 @@ pub fn history(state_dir: &Path, scope: Scope<'_>) -> Result<Vec<HistoryEntry>, 
     Ok(j.changes
         .into_iter()
         .filter(|(c, _)| scope.holds(c))
-        .map(|(change, phase)| HistoryEntry {
-            skipped: j.skipped.contains(&change.id),
-            backup_missing: match &change.before {
+        .map(|(mut change, phase)| {
+            let backup_missing = match &change.before {
                 PathState::File { sha256, .. } if !journal::has_backup(state_dir, sha256) => {
                     Some(missing_reason(&change))
                 }
                 _ => None,
-            },
-            change,
-            phase,
+            };
+            // Shown, not acted on: a secret in a name is redacted as in any output.
+            change.path = super::redact_path(change.path);
+            change.dest = change.dest.map(super::redact_path);
+            HistoryEntry {
+                skipped: j.skipped.contains(&change.id),
+                backup_missing,
+                change,
+                phase,
+            }
         })
         .collect())
 }
