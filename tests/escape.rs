@@ -1498,3 +1498,55 @@ sandbox_test! {
         );
     }
 }
+
+sandbox_test! {
+    fn quarantine_and_keep_never_act_outside_through_a_racing_git_link() {
+        // Issue 22 item 2, raced: after each run the broker moves away protected paths the run
+        // created (`.git/hooks/...`, `.git/config`) and, as a normal user, puts back what it
+        // kept. For 10 seconds a thread swaps `.git` between a real directory and a link to
+        // another repository's git directory outside the workspace while runs plant hooks;
+        // the outside repository must never lose or change a file.
+        for nobody in [false, true] {
+            let env = Env::new("quarantine-race");
+            let victim = env.outside.join("victim.git");
+            std::fs::create_dir_all(victim.join("hooks")).expect("victim");
+            std::fs::write(victim.join("config"), "[core]\n\tvictim = true\n").expect("w");
+            std::fs::write(victim.join("hooks/pre-commit"), "victim hook\n").expect("w");
+            std::fs::write(victim.join("commondir"), "victim\n").expect("w");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (ws, v, s2) = (env.ws.clone(), victim.clone(), stop.clone());
+            let swapper = std::thread::spawn(move || {
+                while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::rename(ws.join(".git"), ws.join(".git.real"));
+                    let _ = std::os::unix::fs::symlink(&v, ws.join(".git"));
+                    std::thread::yield_now();
+                    let _ = std::fs::remove_file(ws.join(".git"));
+                    let _ = std::fs::rename(ws.join(".git.real"), ws.join(".git"));
+                }
+            });
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut runs = 0;
+            while std::time::Instant::now() < until {
+                let script = "mkdir -p .git/hooks 2>/dev/null; echo evil > .git/hooks/post-checkout 2>/dev/null; echo '[core]' > .git/config.worktree 2>/dev/null; true";
+                let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+                assert!(o.status.code().is_some(), "{}", text(&o));
+                runs += 1;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            swapper.join().expect("join");
+            assert_eq!(std::fs::read_to_string(victim.join("config")).expect("victim config"), "[core]\n\tvictim = true\n", "nobody={nobody} after {runs} runs");
+            assert_eq!(std::fs::read_to_string(victim.join("hooks/pre-commit")).expect("victim hook"), "victim hook\n", "nobody={nobody}");
+            assert_eq!(std::fs::read_to_string(victim.join("commondir")).expect("victim commondir"), "victim\n", "nobody={nobody}");
+            let mut files = Vec::new();
+            walk(&victim, &mut files);
+            files.sort();
+            assert_eq!(files, [victim.join("commondir"), victim.join("config"), victim.join("hooks/pre-commit")], "nobody={nobody}: nothing added, nothing moved away");
+            assert!(runs > 3, "only {runs} runs");
+        }
+    }
+}
