@@ -626,63 +626,34 @@ impl FsOutput {
     /// The output as shown: a secret in a file name is redacted like any output, wherever a
     /// name appears (listings, globs, search results, messages). The names are unchanged on
     /// disk and in the journal, which undo needs.
-    fn redacted(self) -> FsOutput {
-        match self {
-            FsOutput::Read {
-                path,
-                lines,
-                total_lines,
-                truncated,
-            } => FsOutput::Read {
-                path: redact_path(path),
-                lines,
-                total_lines,
-                truncated,
-            },
-            FsOutput::Changed {
-                path,
-                diff,
-                change,
-                created,
-                removed,
-            } => FsOutput::Changed {
-                path: redact_path(path),
-                diff,
-                change,
-                created,
-                removed,
-            },
-            FsOutput::Done {
-                what,
-                change,
-                undoable,
-            } => FsOutput::Done {
-                what: redact_text(&what),
-                change,
-                undoable,
-            },
-            FsOutput::Glob { paths, truncated } => FsOutput::Glob {
-                paths: paths.iter().map(|p| redact_text(p)).collect(),
-                truncated,
-            },
-            FsOutput::Grep(mut g) => {
+    fn redacted(mut self) -> FsOutput {
+        match &mut self {
+            FsOutput::Read { path, .. } | FsOutput::Changed { path, .. } => {
+                *path = redact_path(std::mem::take(path));
+            }
+            FsOutput::Done { what, .. } => *what = redact_text(what),
+            FsOutput::Glob { paths, .. } => {
+                for p in paths {
+                    *p = redact_text(p);
+                }
+            }
+            FsOutput::Grep(g) => {
                 for l in &mut g.lines {
                     l.0 = redact_text(&l.0);
                 }
                 for f in &mut g.files {
                     f.0 = redact_text(&f.0);
                 }
-                FsOutput::Grep(g)
             }
-            FsOutput::List { path, entries } => FsOutput::List {
-                path: redact_path(path),
-                entries: entries
-                    .into_iter()
-                    .map(|(n, k, size)| (redact_text(&n), k, size))
-                    .collect(),
-            },
-            other => other,
+            FsOutput::List { path, entries } => {
+                *path = redact_path(std::mem::take(path));
+                for e in entries {
+                    e.0 = redact_text(&e.0);
+                }
+            }
+            _ => {}
         }
+        self
     }
 }
 
