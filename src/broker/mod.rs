@@ -401,7 +401,7 @@ const NESTED_MAX_DIRS: usize = 100_000;
 /// it read or run (all absolute; found as the broker through `broker::wsfs`, nothing
 /// followed but what git itself would follow, inside the trees only).
 #[derive(Debug, Default)]
-struct GitPlaces {
+pub(crate) struct GitPlaces {
     /// Every `.git` entry (a directory, a `gitdir:` file, a link), at any depth.
     entries: Vec<PathBuf>,
     /// Git directories: `.git` directories, where a `.git` file's `gitdir:` or a `.git` link
@@ -988,6 +988,10 @@ pub struct SandboxPlan {
     /// Environment passed to the child (names only in serialised output).
     #[serde(serialize_with = "env_names")]
     pub env: Vec<(OsString, OsString)>,
+    /// Where git reads config and hooks in the writable trees, as found for this plan (the
+    /// run's "before": searched once).
+    #[serde(skip)]
+    pub(crate) git: GitPlaces,
 }
 
 fn env_names<S: serde::Serializer>(env: &[(OsString, OsString)], s: S) -> Result<S::Ok, S::Error> {
@@ -1228,6 +1232,7 @@ pub fn plan(
             run_as: None,
         },
         env,
+        git: places,
     })
 }
 
@@ -1670,6 +1675,7 @@ fn exec_traced(
         &req.env,
     )?;
     let mut env = plan.env;
+    let places = plan.git;
     report
         .input
         .extend(guard::check_env(&req.policy.secrets, &mut env)?);
@@ -1753,7 +1759,6 @@ fn exec_traced(
     };
     let trees = protected_trees(&spec.confine, &ws);
     let globals = global_git_configs(&home());
-    let places = git_places(&trees, &globals, &home(), &ws);
     let before = protected_present(&trees, req.policy, &places);
     // Without a mount namespace protected paths cannot be read-only: the broker keeps them
     // and puts them back after the run (`keep`), or refuses to run (unless best effort).
