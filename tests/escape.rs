@@ -1550,3 +1550,118 @@ sandbox_test! {
         }
     }
 }
+
+sandbox_test! {
+    fn a_bare_repository_planted_in_a_subdirectory_is_not_left_for_git() {
+        // Second attack on issue 22's fix: git's discovery takes a directory holding `HEAD`,
+        // `objects/` and `refs/` for a (bare) git directory before it looks further up, and
+        // reads its `config` (`safe.bareRepository` defaults to `all`). Only `.git` entries
+        // are searched, so a run that writes `sub/{HEAD,objects,refs,config}` runs its
+        // `core.pager` (or an alias, `core.fsmonitor` with `core.worktree`) at the user's
+        // next `git log` in `sub/`.
+        for nobody in [false, true] {
+            let env = Env::new("bare-sub");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n\tbare = false\n");
+            std::fs::create_dir_all(env.ws.join(".git/objects")).expect("mkdir");
+            std::fs::create_dir_all(env.ws.join(".git/refs")).expect("mkdir");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "mkdir -p sub/objects sub/refs && echo 'ref: refs/heads/main' > sub/HEAD && printf '[core]\\n\\tpager = touch /tmp/pwned; less\\n' > sub/config; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            // Git as the workspace's owner (it ignores a repository another user owns).
+            let mut g = env.raw("setpriv");
+            if nobody {
+                g.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+            }
+            let g = g
+                .current_dir(env.ws.join("sub"))
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .args(["--", "git", "config", "core.pager"])
+                .output()
+                .expect("git");
+            assert!(g.status.success() || g.stdout.is_empty() && g.stderr.is_empty(), "git: {}", text(&g));
+            assert!(
+                !String::from_utf8_lossy(&g.stdout).contains("pwned"),
+                "nobody={nobody}: git in sub/ reads a pager the run chose: {}",
+                text(&o)
+            );
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_run_that_makes_more_directories_than_are_searched_cannot_plant_a_repository_silently() {
+        // Second attack on issue 22's fix: nested `.git` entries are searched in at most
+        // 100,000 directories, depth first in name order, with a warning when a tree has more
+        // — but only for the search before the run. A run that creates 100,001 directories
+        // under `aaaa/` and then `zzz/.git/config` is searched after the run, the search
+        // stops inside `aaaa/`, and the planted config stays, without a word.
+        let env = Env::new("many-dirs");
+        let script = "mkdir aaaa && cd aaaa && seq 1 100001 | xargs mkdir && cd .. && mkdir -p zzz/.git/objects zzz/.git/refs && echo 'ref: refs/heads/main' > zzz/.git/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > zzz/.git/config; echo ran";
+        let o = env.sh("standard", script);
+        assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+        assert!(
+            !env.ws.join("zzz/.git/config").exists() || stderr(&o).contains("were not all found"),
+            "a planted config stays and nothing says so: {}",
+            text(&o)
+        );
+    }
+}
+
+sandbox_test! {
+    fn a_planted_config_cannot_make_the_broker_move_away_what_the_run_could_not_write() {
+        // Second attack on issue 22's fix: after the run, the config of every git directory
+        // found is read and what it includes or names is "protected"; what was not protected
+        // before the run counts as created by it and is quarantined. A run plants
+        // `x/.git/config` including the user's `.git/hooks/pre-commit` (a secret scanner, read-only
+        // to the run) and `.vscode/settings.json`: the broker moves both out of the
+        // workspace on the run's behalf, saying the command created them.
+        for nobody in [false, true] {
+            let env = Env::new("planted-refs");
+            env.write(".git/HEAD", "ref: refs/heads/main\n");
+            env.write(".git/config", "[core]\n\tbare = false\n");
+            env.write(".git/hooks/pre-commit", "#!/bin/sh\nexec scan-for-secrets\n");
+            env.write(".vscode/settings.json", "{}\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let script = "mkdir -p x/.git && printf '[include]\\n\\tpath = ../../.git/hooks/pre-commit\\n[core]\\n\\tfsmonitor = ../.vscode/settings.json\\n' > x/.git/config; echo ran";
+            let o = env.as_user(nobody).args(["exec", "--policy", "standard", "--", "sh", "-c", script]).output().expect("run");
+            assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
+            for (f, content) in [(".git/hooks/pre-commit", "#!/bin/sh\nexec scan-for-secrets\n"), (".vscode/settings.json", "{}\n")] {
+                assert_eq!(
+                    std::fs::read_to_string(env.ws.join(f)).ok().as_deref(),
+                    Some(content),
+                    "nobody={nobody}: {f} was moved away: {}",
+                    text(&o)
+                );
+            }
+        }
+    }
+}
+
+sandbox_test! {
+    fn a_secret_in_a_quarantined_name_is_redacted() {
+        // Second attack on issue 22's fix: names are redacted where the file tools and
+        // history show them, but the quarantine messages (stderr, `--json`'s
+        // `protected_created`) print the path raw: a run that names a directory after a token
+        // it read and plants `TOKEN/.git/config` gets the broker to print the token past the
+        // output guard.
+        let env = Env::new("quarantine-names");
+        let tok = gh_token(91);
+        // Built in the shell: a token in the command line is refused before the run.
+        let script = format!("T=gh; T=${{T}}{}; mkdir -p $T/.git && echo x > $T/.git/config; echo ran", &tok[2..]);
+        for json in [false, true] {
+            let mut c = env.cmd();
+            if json {
+                c.arg("--json");
+            }
+            let o = c.args(["exec", "--policy", "standard", "--", "sh", "-c", &script]).output().expect("run");
+            assert!(text(&o).contains("ran"), "the run happened: {}", text(&o));
+            assert!(!text(&o).contains(&tok), "json={json}: the token is shown: {}", text(&o));
+        }
+    }
+}
