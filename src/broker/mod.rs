@@ -434,14 +434,22 @@ fn git_places(trees: &[wsfs::Tree], globals: &[PathBuf], home: &Path, ws: &Path)
     // (config file, the work tree its relative program paths are relative to)
     let mut configs: Vec<(PathBuf, PathBuf)> = Vec::new();
     for tree in trees {
-        let found = match tree.find_named(OsStr::new(".git"), NESTED_MAX_DIRS) {
-            Ok(f) => f,
-            Err(f) => {
-                g.incomplete.push(tree.path().to_path_buf());
-                f
-            }
-        };
-        for rel in found {
+        let found = tree.find_git(NESTED_MAX_DIRS);
+        if found.incomplete {
+            g.incomplete.push(tree.path().to_path_buf());
+        }
+        // A directory git takes for a bare repository is a git directory itself (its work
+        // tree, for relative program paths, is where git runs: the directory above).
+        for rel in found.bare {
+            let d = tree.path().join(&rel);
+            let top = d
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| d.clone());
+            configs.push((d.join("config"), top));
+            g.dirs.push(d);
+        }
+        for rel in found.dot_git {
             let abs = tree.path().join(&rel);
             let top = abs.parent().map(Path::to_path_buf).unwrap_or_default();
             let gitdir = match tree.kind(&rel) {
@@ -589,6 +597,7 @@ fn quarantine_new(
     before: &[(PathBuf, Found)],
     after: Vec<(PathBuf, Found)>,
     state_dir: &Path,
+    since: std::time::SystemTime,
 ) -> Vec<Quarantined> {
     let mut out = Vec::new();
     let stamp = std::time::SystemTime::now()
@@ -605,9 +614,15 @@ fn quarantine_new(
     // What the run created or swapped, and the links that stood for a holder before the run
     // and are gone or replaced now (a `.git -> elsewhere` link turned into a planted `.git`
     // directory): those are moved away and the link put back.
+    // A path that was not looked at before the run (a config the run planted names it, or
+    // makes its directory a git directory) is moved only if the run touched it (its ctime,
+    // which no program can set back): a planted `[include] path = ../../.git/hooks/pre-commit`
+    // must not make the broker move away the user's hook.
+    let touched = |p: &Path| tree_of(trees, p).is_some_and(|(t, rel)| t.changed_since(rel, since));
     let mut moved: Vec<PathBuf> = after
         .iter()
         .filter(|a| !before.contains(a))
+        .filter(|(p, _)| before.iter().any(|(b, _)| b == p) || touched(p))
         .map(|(p, _)| p.clone())
         .collect();
     for (p, f) in before {
@@ -1760,6 +1775,9 @@ fn exec_traced(
     let trees = protected_trees(&spec.confine, &ws);
     let globals = global_git_configs(&home());
     let before = protected_present(&trees, req.policy, &places);
+    // What the run touches has a ctime from here on (less a margin for the kernel's coarse
+    // clock, which timestamps lag by up to a tick).
+    let run_started = std::time::SystemTime::now() - Duration::from_millis(100);
     // Without a mount namespace protected paths cannot be read-only: the broker keeps them
     // and puts them back after the run (`keep`), or refuses to run (unless best effort).
     let mut protected_warnings: Vec<String> = places
@@ -1859,6 +1877,13 @@ fn exec_traced(
     // Git directories and config references as they are now (a run may have planted a
     // repository), plus those found before (a planted `.git` file may hide them now).
     let mut places_after = git_places(&trees, &globals, &home(), &ws);
+    protected_warnings.extend(
+        places_after
+            .incomplete
+            .iter()
+            .filter(|t| !places.incomplete.contains(t))
+            .map(|t| nested_warning(t)),
+    );
     places_after.dirs.extend(places.dirs.iter().cloned());
     places_after.refs.extend(places.refs.iter().cloned());
     places_after.entries.extend(places.entries.iter().cloned());
@@ -1867,6 +1892,7 @@ fn exec_traced(
         &before,
         protected_present(&trees, req.policy, &places_after),
         &req.state_dir,
+        run_started,
     );
     let snapshot_report = match &pre {
         Some(pre) => Some(snapshot::after(
@@ -1890,6 +1916,39 @@ fn exec_traced(
     }
     let outcome = outcome?;
     drop(tmp);
+    // Paths as shown (stderr, `--json`, MCP, the record): a secret in a name the run chose
+    // is redacted like any output.
+    let shown = fs::redact_path;
+    let protected_created = protected_created
+        .into_iter()
+        .map(|q| Quarantined {
+            path: shown(q.path),
+            to: q.to.map(shown),
+        })
+        .collect();
+    let protected_restored = protected_restored
+        .into_iter()
+        .map(|r| keep::Restored {
+            path: shown(r.path),
+            moved_to: r.moved_to.map(shown),
+        })
+        .collect();
+    let protected_warnings = protected_warnings.iter().map(|w| redact_text(w)).collect();
+    let snapshot_report = snapshot_report.map(|mut r| {
+        for c in &mut r.changes {
+            c.0 = shown(std::mem::take(&mut c.0));
+        }
+        for v in [&mut r.skipped, &mut r.unread_dirs] {
+            for p in v.iter_mut() {
+                *p = shown(std::mem::take(p));
+            }
+        }
+        for (p, why) in &mut r.not_backed_up {
+            *p = shown(std::mem::take(p));
+            *why = redact_text(why);
+        }
+        r
+    });
     Ok(ExecResult {
         decision,
         ran: true,

@@ -173,6 +173,20 @@ impl Tree {
         kind_at(&dir, &name)
     }
 
+    /// Whether `rel` (not followed) was changed at or after `since` (its ctime: set by the
+    /// kernel on every write, chmod, link, rename of it — no program can set it back).
+    pub fn changed_since(&self, rel: &Path, since: std::time::SystemTime) -> bool {
+        let Ok((dir, name)) = self.open_parent(rel) else {
+            return false;
+        };
+        let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
+            return false;
+        };
+        let ctime = std::time::UNIX_EPOCH
+            + std::time::Duration::new(st.st_ctime.max(0) as u64, st.st_ctime_nsec as u32);
+        ctime >= since
+    }
+
     /// The content of the regular file `rel`, at most `max` bytes (None: absent, not a regular
     /// file, larger, or reached through a link).
     pub fn read(&self, rel: &Path, max: u64) -> Option<Vec<u8>> {
@@ -454,18 +468,32 @@ impl Tree {
     }
 }
 
+/// What [`Tree::find_git`] found.
+#[derive(Debug, Default)]
+pub struct GitFound {
+    /// Every `.git` entry (any type; not entered), relative.
+    pub dot_git: Vec<PathBuf>,
+    /// Directories git would take for a repository themselves (a bare one: `HEAD`, `objects/`
+    /// and `refs/` in it), the tree's top included, relative; not entered.
+    pub bare: Vec<PathBuf>,
+    /// More than `max_dirs` directories: not all were searched.
+    pub incomplete: bool,
+}
+
 impl Tree {
-    /// Every entry named `name` in the tree (of any type; not entered), the tree's own
-    /// included: relative paths, parents first. Links are never followed; at most
-    /// `max_dirs` directories are listed (more: `Err` with what was found so far).
-    pub fn find_named(&self, name: &OsStr, max_dirs: usize) -> Result<Vec<PathBuf>, Vec<PathBuf>> {
-        let mut found = Vec::new();
+    /// Finds what git would take for a repository in the tree: every `.git` entry and every
+    /// directory holding `HEAD`, `objects/` and `refs/` (git accepts such a directory as a
+    /// bare repository when it looks for one). Links are never followed, neither kind is
+    /// entered, and at most `max_dirs` directories are listed.
+    pub fn find_git(&self, max_dirs: usize) -> GitFound {
+        let mut found = GitFound::default();
         let mut stack = vec![PathBuf::new()];
         let mut listed = 0usize;
         while let Some(rel) = stack.pop() {
             listed += 1;
             if listed > max_dirs {
-                return Err(found);
+                found.incomplete = true;
+                break;
             }
             let Ok(dir) = self.open_dir(&rel) else {
                 continue;
@@ -474,13 +502,14 @@ impl Tree {
                 continue;
             };
             let mut subdirs = Vec::new();
+            let (mut head, mut objects, mut refs) = (false, false, false);
             for ent in entries.flatten() {
                 let n = OsStr::from_bytes(ent.file_name().to_bytes());
                 if n == "." || n == ".." {
                     continue;
                 }
-                if n == name {
-                    found.push(rel.join(n));
+                if n == ".git" {
+                    found.dot_git.push(rel.join(n));
                     continue;
                 }
                 let is_dir = match ent.file_type() {
@@ -488,15 +517,23 @@ impl Tree {
                     FileType::Unknown => matches!(kind_at(&dir, n), Ok(Some(Kind::Dir { .. }))),
                     _ => false,
                 };
+                head |= n == "HEAD" && !is_dir;
+                objects |= n == "objects" && is_dir;
+                refs |= n == "refs" && is_dir;
                 if is_dir {
                     subdirs.push(rel.join(n));
                 }
             }
+            if head && objects && refs {
+                found.bare.push(rel);
+                continue;
+            }
             subdirs.sort();
             stack.extend(subdirs.into_iter().rev());
         }
-        found.sort();
-        Ok(found)
+        found.dot_git.sort();
+        found.bare.sort();
+        found
     }
 }
 
