@@ -482,7 +482,12 @@ fn git_places(trees: &[wsfs::Tree], globals: &[PathBuf], home: &Path, ws: &Path)
         }
     }
     configs.extend(globals.iter().map(|c| (c.clone(), ws.to_path_buf())));
-    g.refs = git_config_refs(&configs, home)
+    // Config files are read with the caller's rights (a daemon's client): a config the run
+    // planted that includes `/root/x` must not make the broker read it for them.
+    let who = client::fs_identity();
+    // (Where that identity cannot be taken, read as the broker: protect more, not less.)
+    g.refs = wsfs::as_identity(who.as_ref(), || git_config_refs(&configs, home))
+        .unwrap_or_else(|_| git_config_refs(&configs, home))
         .into_iter()
         .filter(|p| inside(p))
         .collect();
