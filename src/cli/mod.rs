@@ -1546,7 +1546,9 @@ fn broker_error(e: BrokerError) -> ExitCode {
                 exit::NOT_EXECUTABLE
             }
         }
-        BrokerError::Sandbox(_) | BrokerError::Io { .. } => exit::SANDBOX,
+        BrokerError::Sandbox(_) | BrokerError::Io { .. } | BrokerError::NextRunInReach(_) => {
+            exit::SANDBOX
+        }
         BrokerError::Audit(_) => exit::AUDIT,
         BrokerError::TimedOut(_) => exit::TIMEOUT,
     };
