@@ -685,6 +685,17 @@ fn home() -> PathBuf {
     }
 }
 
+/// What to say when a run's leftovers could not be killed as it ended: without a pid
+/// namespace, in a process with other runs in progress (`gateway mcp` without a daemon, an
+/// unprivileged daemon), what it left outside its process group lives on until the last of
+/// those runs ends. Shown in the result and on stderr.
+pub fn leftovers_warning(o: Option<&sandbox::Outcome>) -> Option<&'static str> {
+    o.filter(|o| o.leftovers_killed.is_none() && !o.enforcement.pid_namespace)
+        .map(|_| {
+            "other commands of this gateway were still running, so processes this command left outside its process group (setsid, daemons) were not killed before its changes were recorded; they are killed when the last of those commands ends, and what they change meanwhile is in no run's record or undo group"
+        })
+}
+
 /// This process's home (where its own config lives).
 fn own_home() -> PathBuf {
     std::env::var_os("HOME")

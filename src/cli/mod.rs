@@ -1773,6 +1773,9 @@ fn run_exec_at(
         for w in &res.protected_warnings {
             errln!("gateway: warning: {w}");
         }
+        if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
+            errln!("gateway: warning: {w}");
+        }
         if let Some(n) = res
             .outcome
             .as_ref()
@@ -1935,6 +1938,7 @@ fn run_exec_at(
             "protected_created": res.protected_created,
             "protected_restored": res.protected_restored,
             "leftovers_killed": o.and_then(|o| o.leftovers_killed),
+            "leftovers_warning": broker::leftovers_warning(o),
             "protected_warnings": res.protected_warnings,
             "secrets": res.secrets,
             "stdout": String::from_utf8_lossy(&out_buf[..out_buf.len().min(inline)]),
