@@ -1663,5 +1663,58 @@ sandbox_test! {
             assert!(text(&o).contains("ran"), "the run happened: {}", text(&o));
             assert!(!text(&o).contains(&tok), "json={json}: the token is shown: {}", text(&o));
         }
+
+    fn a_daemon_serving_uid_65534_says_when_a_runs_leftovers_outlive_it() {
+        // Issue 25 item 3, the layer that cannot guarantee it: a daemon running as uid 65534
+        // (no pid namespace) with another run in progress cannot kill what one run left when
+        // it ends (the other run's processes are its children too). It must say so — in the
+        // result and on stderr — and kill them when the last run ends.
+        let env = Env::new("leftover-daemon");
+        env.give_to_nobody();
+        let socket = env.root.join("gw.sock");
+        let mut d = env
+            .nobody()
+            .args(["serve", "--policy", "standard", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve");
+        let up = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
+        assert!(up, "the daemon did not listen");
+        let client = |args: &[&str]| {
+            let (script, flags) = args.split_last().expect("script");
+            env.nobody()
+                .env("GATEWAY_SOCKET", &socket)
+                .args(flags)
+                .args(["exec", "--", "sh", "-c", script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("client")
+        };
+        let long = client(&["sleep 4"]);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let leave = "setsid -f sh -c 'trap \"\" TERM HUP; sleep 8; echo evil > late.txt' </dev/null >/dev/null 2>&1; echo left";
+        let json = client(&["--json", leave]).wait_with_output().expect("client");
+        let plain = client(&[leave]).wait_with_output().expect("client");
+        let long = long.wait_with_output().expect("client");
+        std::thread::sleep(std::time::Duration::from_secs(8));
+        let _ = d.kill();
+        let _ = d.wait();
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_default();
+        assert_eq!(v["ran"], true, "the run happened: {}", text(&json));
+        assert!(v["leftovers_killed"].is_null(), "{v}");
+        assert!(
+            v["leftovers_warning"].as_str().is_some_and(|w| w.contains("last of those")),
+            "the result says so: {v}"
+        );
+        assert!(stdout(&plain).contains("left"), "the run happened: {}", text(&plain));
+        assert!(stderr(&plain).contains("killed when the last of those"), "stderr says so: {}", text(&plain));
+        assert!(long.status.success(), "{}", text(&long));
+        assert!(!env.ws.join("late.txt").exists(), "the leftover was killed when the last run ended");
     }
 }

@@ -26,6 +26,7 @@ mod escape;
 mod exec;
 mod fs;
 mod mcp;
+mod next_run;
 mod policy;
 mod repl;
 mod secrets;

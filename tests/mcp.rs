@@ -231,14 +231,30 @@ sandbox_test! {
 /// changed, offers the agent no reload, and records the pinned hash on the session's first
 /// record. A new server (a person's restart) follows the file as it is then.
 fn check_mcp_pin(env: &Env, socket: &std::ffi::OsStr, audit: &dyn Fn(&[&str]) -> Output) {
+    check_mcp_pin_as(env, Path::new(BIN), socket, audit)
+}
+
+/// The pin check with the server started as `gateway` (the binary or [`nobody_wrapper`]).
+fn check_mcp_pin_as(
+    env: &Env,
+    gateway: &Path,
+    socket: &std::ffi::OsStr,
+    audit: &dyn Fn(&[&str]) -> Output,
+) {
     let pf = env.policy_file(PROBE_DENIED);
     let free = env.root.join("free.toml");
     let denied = env.root.join("denied.toml");
     std::fs::write(&free, PROBE_FREE).expect("w");
     std::fs::write(&denied, PROBE_DENIED).expect("w");
+    if gateway != Path::new(BIN) {
+        // The server runs as uid 65534: the tree is its own (the policy is rewritten by
+        // this test, as root, from outside).
+        env.give_to_nobody();
+    }
     let run = |new: &Path| {
-        mcp_client(
+        mcp_client_of(
             env,
+            gateway,
             socket,
             "mcp_pin.py",
             &[&pf, new.to_str().expect("utf-8")],
@@ -292,6 +308,11 @@ fn check_mcp_pin(env: &Env, socket: &std::ffi::OsStr, audit: &dyn Fn(&[&str]) ->
     );
     for p in ["probe-1", "probe-2"] {
         assert!(env.ws.join(p).exists(), "{p}: {v}");
+        if gateway != Path::new(BIN) {
+            use std::os::unix::fs::MetadataExt;
+            let uid = std::fs::metadata(env.ws.join(p)).expect("probe").uid();
+            assert_eq!(uid, 65534, "{p} made by the server as uid 65534");
+        }
     }
     let second_hash = probe_policy_sha256(Path::new(&pf), PROBE_FREE);
     assert_ne!(first_hash, second_hash);
@@ -319,6 +340,15 @@ sandbox_test!(
     fn mcp_server_pins_the_policy_it_loaded() {
         let env = Env::new("mcp-pin");
         check_mcp_pin(&env, "".as_ref(), &|args| env.gw(args));
+    }
+);
+
+sandbox_test!(
+    fn mcp_server_as_nobody_pins_the_policy_it_loaded() {
+        // The same as uid 65534 (no mount namespace): the server started through setpriv.
+        let env = Env::new("mcp-pin-nobody");
+        let gateway = nobody_wrapper(&env);
+        check_mcp_pin_as(&env, &gateway, "".as_ref(), &|args| env.gw(args));
     }
 );
 

@@ -34,11 +34,29 @@ sandbox_test!(
 /// `/reload-policy` brings it into force (recorded with both hashes); a reload of a broken
 /// file keeps the policy in force (recorded with the error). False when skipped.
 fn repl_pin_in_tmux(env: &Env, socket: &Path, audit: &dyn Fn(&[&str]) -> Output) -> bool {
+    repl_pin_in_tmux_as(env, socket, false, audit)
+}
+
+/// The pin check with the REPL run as root or (`nobody`) as uid 65534 through setpriv.
+fn repl_pin_in_tmux_as(
+    env: &Env,
+    socket: &Path,
+    nobody: bool,
+    audit: &dyn Fn(&[&str]) -> Output,
+) -> bool {
     if std::env::var_os("GATEWAY_TEST_NO_TMUX").is_some() {
         eprintln!("skipped: GATEWAY_TEST_NO_TMUX is set");
         return false;
     }
     let pf = env.policy_file(PROBE_DENIED);
+    if nobody {
+        env.give_to_nobody();
+    }
+    let as_who = if nobody {
+        "setpriv --reuid=65534 --regid=65534 --clear-groups -- "
+    } else {
+        ""
+    };
     let name = format!(
         "gwt-pin-{}-{}",
         std::process::id(),
@@ -51,7 +69,7 @@ fn repl_pin_in_tmux(env: &Env, socket: &Path, audit: &dyn Fn(&[&str]) -> Output)
             .expect("tmux (apt-get install tmux)")
     };
     let script = format!(
-        "cd '{}' && HOME='{}' GATEWAY_STATE_DIR='{}' GATEWAY_SOCKET='{}' GATEWAY_POLICY='{}' '{}' repl",
+        "cd '{}' && HOME='{}' GATEWAY_STATE_DIR='{}' GATEWAY_SOCKET='{}' GATEWAY_POLICY='{}' {as_who}'{}' repl",
         env.ws.display(),
         env.home.display(),
         env.state.display(),
@@ -133,6 +151,13 @@ fn repl_pin_in_tmux(env: &Env, socket: &Path, audit: &dyn Fn(&[&str]) -> Output)
         "after the reload:\n{}",
         screen()
     );
+    {
+        use std::os::unix::fs::MetadataExt;
+        let uid = std::fs::metadata(env.ws.join("probe4"))
+            .expect("probe4")
+            .uid();
+        assert_eq!(uid, if nobody { 65534 } else { 0 }, "who ran the REPL");
+    }
     // A broken file: the reload fails, and the policy in force stays.
     std::fs::write(&pf, "extends = [this is not toml\n").expect("rewrite");
     send("/reload-policy");
@@ -220,6 +245,13 @@ sandbox_test!(
     fn repl_pins_the_policy_it_loaded_until_reload_policy() {
         let env = Env::new("repl-pin");
         repl_pin_in_tmux(&env, Path::new(""), &|args| env.gw(args));
+    }
+);
+
+sandbox_test!(
+    fn repl_as_nobody_pins_the_policy_it_loaded_until_reload_policy() {
+        let env = Env::new("repl-pin-nobody");
+        repl_pin_in_tmux_as(&env, Path::new(""), true, &|args| env.gw(args));
     }
 );
 

@@ -439,13 +439,41 @@ pub fn mcp_client(
     args: &[&str],
     policy: Option<&str>,
 ) -> Option<serde_json::Value> {
+    mcp_client_of(env, Path::new(BIN), socket, fixture, args, policy)
+}
+
+/// A program that runs `gateway` as uid 65534 with its arguments (for clients that start the
+/// server themselves, as the MCP SDK does).
+pub fn nobody_wrapper(env: &Env) -> PathBuf {
+    let w = env.root.join("gateway-as-nobody");
+    std::fs::write(
+        &w,
+        format!(
+            "#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups -- '{BIN}' \"$@\"\n"
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    w
+}
+
+/// [`mcp_client`] with the server started as `gateway` (the binary, or [`nobody_wrapper`]).
+pub fn mcp_client_of(
+    env: &Env,
+    gateway: &Path,
+    socket: &std::ffi::OsStr,
+    fixture: &str,
+    args: &[&str],
+    policy: Option<&str>,
+) -> Option<serde_json::Value> {
     if std::env::var_os("GATEWAY_TEST_NO_MCP_CLIENT").is_some() {
         eprintln!("skipped: GATEWAY_TEST_NO_MCP_CLIENT is set");
         return None;
     }
     let script = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     let mut c = env.raw("python3");
-    c.args([script.as_str(), BIN])
+    c.arg(script.as_str())
+        .arg(gateway)
         .arg(&env.ws)
         .args(args)
         .env("GATEWAY_SOCKET", socket)

@@ -93,18 +93,26 @@ pub fn env_vars() -> Vec<(OsString, OsString)> {
 /// not read or write for a client what the client could not.
 pub fn as_client<R: Send>(f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
     match current() {
-        Some(c) if c.caller.uid != 0 => {
+        Some(c) if !own_rights_suffice(c.caller.uid) => {
             crate::sandbox::with_fs_identity(c.caller.uid, c.gid, &c.groups, f)
         }
         _ => Ok(f()),
     }
 }
 
+/// Whether the daemon opens files for a client of uid `uid` with its own rights: the client
+/// is root, or the daemon's own user (an unprivileged daemon, which could not take another
+/// identity — `setgroups` needs CAP_SETGID — and whose rights are the client's own).
+fn own_rights_suffice(uid: u32) -> bool {
+    uid == 0 || uid == crate::sandbox::effective_uid()
+}
+
 /// The filesystem identity the broker reads a workspace with for this caller (see
-/// [`as_client`]): the daemon's client unless it is root; None: this process's own.
+/// [`as_client`]): the daemon's client unless it is root or the daemon's own user; None:
+/// this process's own.
 pub fn fs_identity() -> Option<super::wsfs::Identity> {
     match current() {
-        Some(c) if c.caller.uid != 0 => Some(super::wsfs::Identity {
+        Some(c) if !own_rights_suffice(c.caller.uid) => Some(super::wsfs::Identity {
             uid: c.caller.uid,
             gid: c.gid,
             groups: c.groups.clone(),

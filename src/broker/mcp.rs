@@ -510,6 +510,7 @@ impl ToolSession<'_> {
             // when another run of this server was still in progress (they die when the last
             // one ends).
             "leftovers_killed": o.and_then(|o| o.leftovers_killed),
+            "leftovers_warning": super::leftovers_warning(o),
         });
         if blocked {
             return CallToolResult::error(vec![Content::text(result.to_string())]);

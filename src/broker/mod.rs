@@ -14,6 +14,7 @@ pub mod intent;
 pub mod keep;
 pub mod log;
 pub mod mcp;
+mod next_run;
 mod paths;
 pub mod pin;
 pub mod proto;
@@ -228,6 +229,11 @@ pub enum BrokerError {
         /// The rule that matched.
         rule: &'static str,
     },
+    /// A file that decides the next run (the policy in force, a file it extends, the config)
+    /// could be changed by this command: refused, saying how to fix it (`best_effort` does not
+    /// lift it).
+    #[error("{0}")]
+    NextRunInReach(String),
     /// The audit log could not be written: nothing runs unrecorded.
     #[error("{0}")]
     Audit(#[from] crate::audit::AuditError),
@@ -342,25 +348,6 @@ fn protected_roots<'a>(c: &'a sandbox::Confinement, ws: &'a Path) -> Vec<&'a Pat
         }
     }
     roots
-}
-
-/// The first symbolic link, inside one of the writable trees `write`, on the way to the policy
-/// file as it was named (`--policy ./gw.toml` with `gw.toml -> elsewhere.toml`).
-fn policy_link_in_reach(policy: &Policy, write: &[PathBuf]) -> Option<PathBuf> {
-    if policy.source.starts_with("builtin:") {
-        return None;
-    }
-    let given = std::path::absolute(&policy.source).ok()?;
-    let lexical = PathBuf::from(policy::normalize(&given.to_string_lossy()));
-    let mut cur = PathBuf::from("/");
-    for c in lexical.components().skip(1) {
-        cur.push(c);
-        let is_link = wsfs::is_link(&cur);
-        if is_link && write.iter().any(|w| cur.starts_with(w) && cur != *w) {
-            return Some(cur);
-        }
-    }
-    None
 }
 
 /// What a protected path (or a directory that would hold one) is: compared before and
@@ -716,6 +703,17 @@ fn home() -> PathBuf {
     } else {
         h
     }
+}
+
+/// What to say when a run's leftovers could not be killed as it ended: without a pid
+/// namespace, in a process with other runs in progress (`gateway mcp` without a daemon, an
+/// unprivileged daemon), what it left outside its process group lives on until the last of
+/// those runs ends. Shown in the result and on stderr.
+pub fn leftovers_warning(o: Option<&sandbox::Outcome>) -> Option<&'static str> {
+    o.filter(|o| o.leftovers_killed.is_none() && !o.enforcement.pid_namespace)
+        .map(|_| {
+            "other commands of this gateway were still running, so processes this command left outside its process group (setsid, daemons) were not killed before its changes were recorded; they are killed when the last of those commands ends, and what they change meanwhile is in no run's record or undo group"
+        })
 }
 
 /// This process's home (where its own config lives).
@@ -1802,22 +1800,16 @@ fn exec_traced(
             .iter()
             .find(|f| spec.confine.protected.contains(f))
     {
-        return Err(BrokerError::Sandbox(SandboxError::Unavailable(format!(
+        return Err(BrokerError::NextRunInReach(format!(
             "the policy file {} lies where this command may write, and without a mount namespace (not root) it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
             f.display()
-        ))));
+        )));
     }
-    // A policy path that goes through a link inside the writable area could be re-pointed by
-    // the run at a policy of its choosing (only the target is protected): refused.
-    if let Some(link) = policy_link_in_reach(req.policy, &spec.confine.write) {
-        return Err(BrokerError::Sandbox(SandboxError::Unavailable(format!(
-            "the policy path {} goes through the symbolic link {}, which this command may replace: pass the real path ({}) to --policy",
-            req.policy.source,
-            link.display(),
-            wsfs::resolve(Path::new(&req.policy.source))
-                .map(|c| c.display().to_string())
-                .unwrap_or_default()
-        ))));
+    // The next run names the policy, what it extends and the config again: a link or a `..`
+    // the command could replace on their way, or another name for them in its reach, would
+    // let it choose what that run obeys. Refused, with how to fix it (`next_run`).
+    if let Some(why) = next_run::in_reach(req.policy, &config_path(), &spec.confine.write) {
+        return Err(BrokerError::NextRunInReach(why));
     }
     let kept = if unmounted {
         match keep::keep(

@@ -165,9 +165,23 @@ pub(crate) fn refusals(
         .collect();
     for (p, holders) in changed(op, abs) {
         for f in forms(&p) {
-            let absolute = paths.protected.iter().find(|q| f.starts_with(q));
+            // Inside a protected path, or (moved or removed) a directory holding a file of
+            // the policy in force: moved away with its directory, its path would be free for
+            // a later call to put another policy there.
+            let absolute = paths
+                .protected
+                .iter()
+                .find(|q| f.starts_with(q))
+                .map(|q| (q, true))
+                .or_else(|| {
+                    policy
+                        .loaded_from
+                        .iter()
+                        .find(|q| holders && q.starts_with(&f) && paths.protected.contains(q))
+                        .map(|q| (q, false))
+                });
             let hit = absolute
-                .map(|q| (q.display().to_string(), true))
+                .map(|(q, inside)| (q.display().to_string(), inside))
                 .or_else(|| protected_hit(paths, &patterns, &f))
                 .filter(|(_, inside)| *inside || holders);
             if let Some((pattern, inside)) = hit {

@@ -1546,7 +1546,9 @@ fn broker_error(e: BrokerError) -> ExitCode {
                 exit::NOT_EXECUTABLE
             }
         }
-        BrokerError::Sandbox(_) | BrokerError::Io { .. } => exit::SANDBOX,
+        BrokerError::Sandbox(_) | BrokerError::Io { .. } | BrokerError::NextRunInReach(_) => {
+            exit::SANDBOX
+        }
         BrokerError::Audit(_) => exit::AUDIT,
         BrokerError::TimedOut(_) => exit::TIMEOUT,
     };
@@ -1771,6 +1773,9 @@ fn run_exec_at(
         for w in &res.protected_warnings {
             errln!("gateway: warning: {w}");
         }
+        if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
+            errln!("gateway: warning: {w}");
+        }
         if let Some(n) = res
             .outcome
             .as_ref()
@@ -1939,6 +1944,7 @@ fn run_exec_at(
             "protected_created": res.protected_created,
             "protected_restored": res.protected_restored,
             "leftovers_killed": o.and_then(|o| o.leftovers_killed),
+            "leftovers_warning": broker::leftovers_warning(o),
             "protected_warnings": res.protected_warnings,
             "secrets": res.secrets,
             "stdout": String::from_utf8_lossy(&out_buf[..out_buf.len().min(inline)]),

@@ -225,6 +225,10 @@ pub struct Policy {
     /// The files it was read from (canonical): the file itself and every file it extends.
     /// Empty for a built-in.
     pub loaded_from: Vec<PathBuf>,
+    /// The same files as they were named (the `--policy` spelling, each `extends` joined to
+    /// the directory of the file naming it): the next run follows these spellings, so every
+    /// link and `..` on their way matters (`broker::next_run`).
+    pub loaded_as: Vec<PathBuf>,
     /// SHA-256 (hex) of what it was loaded from: every file of its `extends` chain, in load
     /// order, with its path (built-ins by name and text). A long-lived session pins the
     /// policy it loaded and records this hash (`broker::pin`).

@@ -271,9 +271,15 @@ pub(super) fn load(
             std::fs::canonicalize(&s.file).unwrap_or_else(|_| std::path::PathBuf::from(&s.file))
         })
         .collect();
+    let loaded_as = chain
+        .iter()
+        .filter(|s| !s.file.starts_with("builtin:"))
+        .map(|s| std::path::PathBuf::from(&s.file))
+        .collect();
     let sha256 = chain_sha256(&chain);
     let mut p = compile(chain, default_name, file)?;
     p.loaded_from = loaded_from;
+    p.loaded_as = loaded_as;
     p.sha256 = sha256;
     Ok(p)
 }
@@ -812,6 +818,7 @@ fn compile(
         files,
         approval,
         loaded_from: Vec::new(),
+        loaded_as: Vec::new(),
         sha256: String::new(),
     })
 }
