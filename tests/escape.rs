@@ -1663,7 +1663,10 @@ sandbox_test! {
             assert!(text(&o).contains("ran"), "the run happened: {}", text(&o));
             assert!(!text(&o).contains(&tok), "json={json}: the token is shown: {}", text(&o));
         }
+    }
+}
 
+sandbox_test! {
     fn a_daemon_serving_uid_65534_says_when_a_runs_leftovers_outlive_it() {
         // Issue 25 item 3, the layer that cannot guarantee it: a daemon running as uid 65534
         // (no pid namespace) with another run in progress cannot kill what one run left when
