@@ -398,8 +398,48 @@ pub(crate) struct GitPlaces {
     /// missing include, and reads it once it exists), the hooks directory they name, and the
     /// paths of the programs they name.
     refs: Vec<PathBuf>,
+    /// The `.git` directories among `dirs`.
+    dot_git_dirs: Vec<PathBuf>,
+    /// The bare repositories among `dirs` (a directory holding `HEAD`, `objects/`, `refs/`).
+    bare: Vec<PathBuf>,
     /// Trees with more directories than were searched.
     incomplete: Vec<PathBuf>,
+}
+
+impl GitPlaces {
+    /// What the check after a run looks at, from what was found before it (`self`) and after
+    /// it (`now`): git directories that existed before, and `.git` directories the run made
+    /// (what is in them is the run's); every `.git` entry now (a new `gitdir:` file or link is
+    /// moved away as itself, never what it names); the `HEAD` of a bare repository the run
+    /// made (moved away, the directory is no longer one); what the config *before* the run
+    /// includes or names. A config the run planted names nothing the broker then moves: the
+    /// planted config itself is moved.
+    fn after_run(&self, now: GitPlaces) -> (GitPlaces, Vec<PathBuf>) {
+        let mut dirs = self.dirs.clone();
+        dirs.extend(
+            now.dot_git_dirs
+                .iter()
+                .filter(|d| !self.dirs.contains(d))
+                .cloned(),
+        );
+        let heads = now
+            .bare
+            .iter()
+            .filter(|b| !self.bare.contains(b))
+            .map(|b| b.join("HEAD"))
+            .collect();
+        let mut entries = now.entries;
+        entries.extend(self.entries.iter().cloned());
+        let g = GitPlaces {
+            entries,
+            dirs,
+            refs: self.refs.clone(),
+            dot_git_dirs: now.dot_git_dirs,
+            bare: now.bare,
+            incomplete: now.incomplete,
+        };
+        (g, heads)
+    }
 }
 
 /// `rel` (a path git read from a file in `dir`, relative to `dir` unless absolute) as an
@@ -434,13 +474,17 @@ fn git_places(trees: &[wsfs::Tree], globals: &[PathBuf], home: &Path, ws: &Path)
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| d.clone());
             configs.push((d.join("config"), top));
+            g.bare.push(d.clone());
             g.dirs.push(d);
         }
         for rel in found.dot_git {
             let abs = tree.path().join(&rel);
             let top = abs.parent().map(Path::to_path_buf).unwrap_or_default();
             let gitdir = match tree.kind(&rel) {
-                Ok(Some(wsfs::Kind::Dir { .. })) => Some(abs.clone()),
+                Ok(Some(wsfs::Kind::Dir { .. })) => {
+                    g.dot_git_dirs.push(abs.clone());
+                    Some(abs.clone())
+                }
                 Ok(Some(wsfs::Kind::File { .. })) => tree
                     .read(&rel, 4096)
                     .and_then(|d| {
@@ -589,7 +633,6 @@ fn quarantine_new(
     before: &[(PathBuf, Found)],
     after: Vec<(PathBuf, Found)>,
     state_dir: &Path,
-    since: std::time::SystemTime,
 ) -> Vec<Quarantined> {
     let mut out = Vec::new();
     let stamp = std::time::SystemTime::now()
@@ -606,15 +649,9 @@ fn quarantine_new(
     // What the run created or swapped, and the links that stood for a holder before the run
     // and are gone or replaced now (a `.git -> elsewhere` link turned into a planted `.git`
     // directory): those are moved away and the link put back.
-    // A path that was not looked at before the run (a config the run planted names it, or
-    // makes its directory a git directory) is moved only if the run touched it (its ctime,
-    // which no program can set back): a planted `[include] path = ../../.git/hooks/pre-commit`
-    // must not make the broker move away the user's hook.
-    let touched = |p: &Path| tree_of(trees, p).is_some_and(|(t, rel)| t.changed_since(rel, since));
     let mut moved: Vec<PathBuf> = after
         .iter()
         .filter(|a| !before.contains(a))
-        .filter(|(p, _)| before.iter().any(|(b, _)| b == p) || touched(p))
         .map(|(p, _)| p.clone())
         .collect();
     for (p, f) in before {
@@ -1778,9 +1815,6 @@ fn exec_traced(
     let trees = protected_trees(&spec.confine, &ws);
     let globals = global_git_configs(&home());
     let before = protected_present(&trees, req.policy, &places);
-    // What the run touches has a ctime from here on (less a margin for the kernel's coarse
-    // clock, which timestamps lag by up to a tick).
-    let run_started = std::time::SystemTime::now() - Duration::from_millis(100);
     // Without a mount namespace protected paths cannot be read-only: the broker keeps them
     // and puts them back after the run (`keep`), or refuses to run (unless best effort).
     let mut protected_warnings: Vec<String> = places
@@ -1871,26 +1905,26 @@ fn exec_traced(
     };
     // Protected paths the run created (they did not exist, so no read-only mount covered
     // them) are moved out of the workspace whatever the outcome.
-    // Git directories and config references as they are now (a run may have planted a
-    // repository), plus those found before (a planted `.git` file may hide them now).
-    let mut places_after = git_places(&trees, &globals, &home(), &ws);
+    // Git directories as they are now (a run may have planted a repository), judged against
+    // what was found before the run (`GitPlaces::after_run`).
+    let places_now = git_places(&trees, &globals, &home(), &ws);
     protected_warnings.extend(
-        places_after
+        places_now
             .incomplete
             .iter()
             .filter(|t| !places.incomplete.contains(t))
             .map(|t| nested_warning(t)),
     );
-    places_after.dirs.extend(places.dirs.iter().cloned());
-    places_after.refs.extend(places.refs.iter().cloned());
-    places_after.entries.extend(places.entries.iter().cloned());
-    let protected_created = quarantine_new(
-        &trees,
-        &before,
-        protected_present(&trees, req.policy, &places_after),
-        &req.state_dir,
-        run_started,
-    );
+    let (places_after, new_heads) = places.after_run(places_now);
+    let mut after = protected_present(&trees, req.policy, &places_after);
+    for h in new_heads {
+        if let Some((t, rel)) = tree_of(&trees, &h)
+            && let Ok(Some(k)) = t.kind(rel)
+        {
+            after.push((h, Found::from(k)));
+        }
+    }
+    let protected_created = quarantine_new(&trees, &before, after, &req.state_dir);
     let snapshot_report = match &pre {
         Some(pre) => Some(snapshot::after(
             &req.state_dir,

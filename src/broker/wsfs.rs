@@ -173,20 +173,6 @@ impl Tree {
         kind_at(&dir, &name)
     }
 
-    /// Whether `rel` (not followed) was changed at or after `since` (its ctime: set by the
-    /// kernel on every write, chmod, link, rename of it — no program can set it back).
-    pub fn changed_since(&self, rel: &Path, since: std::time::SystemTime) -> bool {
-        let Ok((dir, name)) = self.open_parent(rel) else {
-            return false;
-        };
-        let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
-            return false;
-        };
-        let ctime = std::time::UNIX_EPOCH
-            + std::time::Duration::new(st.st_ctime.max(0) as u64, st.st_ctime_nsec as u32);
-        ctime >= since
-    }
-
     /// The content of the regular file `rel`, at most `max` bytes (None: absent, not a regular
     /// file, larger, or reached through a link).
     pub fn read(&self, rel: &Path, max: u64) -> Option<Vec<u8>> {
