@@ -740,8 +740,9 @@ sandbox_test!(
         // oldest backups expire as soon as the store would exceed it; a content that cannot
         // fit is recorded as not backed up; every run still succeeds.
         let env = Env::new("undo-quota");
+        // One workspace: its share (by default half of the store) raised to the whole store.
         let p = env.policy_file(
-            "extends = \"permissive\"\n[undo]\nsnapshot = true\nmax_state_bytes = \"8MiB\"\n",
+            "extends = \"permissive\"\n[undo]\nsnapshot = true\nmax_state_bytes = \"8MiB\"\nmax_workspace_bytes = \"8MiB\"\n",
         );
         let quota = 8u64 << 20;
         let mut versions = Vec::new();
