@@ -138,6 +138,10 @@ enum Down {
     Err {
         message: String,
     },
+    /// The request is refused (the tool fails as refused: exit 122).
+    Refused {
+        message: String,
+    },
 }
 
 /// Encodes one frame's lengths and header (the payload follows as is).
@@ -439,11 +443,14 @@ impl<'a> Server<'a> {
                 // before anything is changed.
                 match self.budget().store(payload, true).map_err(je)? {
                     journal::quota::Stored::Kept(sha256) => (Down::Sha { sha256 }, vec![]),
-                    journal::quota::Stored::NotBackedUp { reason, .. } => {
-                        return Err(format!(
-                            "refused: this change could not be undone, because the content it replaces or writes cannot be backed up: {reason}"
-                        ));
-                    }
+                    journal::quota::Stored::NotBackedUp { reason, .. } => (
+                        Down::Refused {
+                            message: format!(
+                                "refused, nothing was changed: undo could not restore this change, because the content it replaces or writes cannot be backed up: {reason}"
+                            ),
+                        },
+                        vec![],
+                    ),
                 }
             }
             Up::Begin { change } => {
@@ -647,6 +654,7 @@ impl Remote {
                 what: "journal".into(),
                 source: std::io::Error::other(message),
             }),
+            (Down::Refused { message }, _) => Err(BrokerError::Usage(message)),
             r => Ok(r),
         }
     }

@@ -291,17 +291,20 @@ fn locked<T>(
     r
 }
 
-/// Appends lines to the record. Without a record nothing is written: the next reader
-/// rebuilds it from the store, these blobs included.
+/// Appends lines to the record (built first if there is none).
 fn append(state_dir: &Path, lines: &[String]) -> Result<(), JournalError> {
     if lines.is_empty() {
         return Ok(());
     }
     let p = usage_path(state_dir);
     locked(state_dir, || {
-        let mut f = match std::fs::OpenOptions::new().append(true).open(&p) {
+        let open = || std::fs::OpenOptions::new().append(true).open(&p);
+        let mut f = match open() {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                write_usage(state_dir, &rebuild(state_dir)?)?;
+                open().map_err(io("opening", &p))?
+            }
             Err(e) => return Err(io("opening", &p)(e)),
         };
         let mut text = lines.join("\n");
@@ -920,6 +923,168 @@ mod tests {
         let _ = b.store(b"small", false).expect("store");
         assert_eq!(b.expired, vec![c.clone()], "only c may go");
         assert!(super::super::has_backup(&d, &a));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    fn kept(s: Stored) -> String {
+        match s {
+            Stored::Kept(id) => id,
+            s => panic!("{s:?}"),
+        }
+    }
+
+    fn file(id: &str) -> PathState {
+        PathState::File {
+            sha256: id.into(),
+            mode: 0o644,
+            size: MIB,
+        }
+    }
+
+    /// A change in workspace `ws` from content `before` to `after`.
+    fn change(ws: &str, before: &str, after: &str) -> Change {
+        Change {
+            tool: "exec".into(),
+            path: PathBuf::from(ws).join("f"),
+            workspace: Some(PathBuf::from(ws)),
+            before: file(before),
+            after: file(after),
+            ..Change::default()
+        }
+    }
+
+    #[test]
+    fn shared_blobs_count_for_every_workspace_that_claims_them_and_the_record_rebuilds() {
+        let d = state("attrib");
+        let (w, v) = (Path::new("/w"), Path::new("/v"));
+        let (kw, kv) = (workspace_key(w), workspace_key(v));
+        let mut bw = Budget::new(&d, None).workspace(w, None);
+        let a = kept(bw.store(&random(1 << 20, 1), false).expect("a"));
+        let s = kept(bw.store(&random(1 << 20, 2), false).expect("s"));
+        drop(bw);
+        // /v stores the same content (found there: a claim) and one of its own.
+        let mut bv = Budget::new(&d, None).workspace(v, None);
+        assert_eq!(kept(bv.store(&random(1 << 20, 2), false).expect("s")), s);
+        let b = kept(bv.store(&random(1 << 20, 3), false).expect("b"));
+        drop(bv);
+        let u = load(&d).expect("load");
+        let size = |id: &str| u.blobs[id].bytes;
+        assert_eq!(u.ws_used(&kw), size(&a) + size(&s), "/w: a and s");
+        assert_eq!(
+            u.ws_used(&kv),
+            size(&s) + size(&b),
+            "/v: s and b, s counted for both"
+        );
+        assert_eq!(u.total, size(&a) + size(&s) + size(&b), "s stored once");
+        let on_disk: u64 = std::fs::read_dir(d.join("backups"))
+            .expect("ls")
+            .flatten()
+            .map(|e| blob::allocated(&e.metadata().expect("stat")))
+            .sum();
+        assert_eq!(u.total, on_disk, "the record counts what the store holds");
+        // Rebuilt from the references (journal changes, snapshot indexes) when the record is
+        // gone or damaged: the same attribution.
+        let lock = super::super::lock(&d).expect("lock");
+        super::super::record_done(&d, &lock, vec![change("/w", &a, &s)]).expect("w");
+        std::fs::create_dir_all(d.join("snapshots")).expect("mkdir");
+        let index = format!(
+            r#"{{"files":[["x",{{"size":1,"mtime_ns":0,"mode":420,"sha256":"{s}"}}],["y",{{"size":1,"mtime_ns":0,"mode":420,"sha256":"{b}"}}]],"dirs":[],"links":[]}}"#
+        );
+        std::fs::write(d.join("snapshots").join(format!("{kv}.json")), index).expect("idx");
+        let log = d.join("journal/usage");
+        for damage in ["remove", "garbage", "torn"] {
+            match damage {
+                "remove" => std::fs::remove_file(&log).expect("rm"),
+                "garbage" => std::fs::write(
+                    &log,
+                    "gwusage1 1 0
++ nonsense
+",
+                )
+                .expect("w"),
+                _ => {
+                    let mut t = u.render();
+                    t.push_str("c 12");
+                    std::fs::write(&log, t).expect("w");
+                }
+            }
+            let r = load(&d).expect("rebuilt");
+            assert_eq!(r.ws_used(&kw), u.ws_used(&kw), "{damage}");
+            assert_eq!(r.ws_used(&kv), u.ws_used(&kv), "{damage}");
+            assert_eq!(r.total, u.total, "{damage}");
+        }
+        // A record older than an hour is rebuilt too (what a crash left uncounted).
+        let mut old = u.clone();
+        old.built = super::super::now() - 2 * REBUILD_AFTER;
+        old.blobs.remove(&b);
+        std::fs::write(&log, old.render()).expect("w");
+        assert_eq!(load(&d).expect("load").total, u.total);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_workspace_over_its_share_expires_only_what_it_alone_holds() {
+        let d = state("wsexpire");
+        let lock = super::super::lock(&d).expect("lock");
+        let limit = 3 * MIB + (64 << 10);
+        let (w, v) = (Path::new("/w"), Path::new("/v"));
+        let budget = |ws: &Path| Budget::new(&d, None).workspace(ws, Some(limit));
+        // /v holds s (in an older change only) and vb.
+        let mut bv = budget(v);
+        let s = kept(bv.store(&random(1 << 20, 1), false).expect("s"));
+        let vb = kept(bv.store(&random(1 << 20, 2), false).expect("vb"));
+        drop(bv);
+        super::super::record_done(&d, &lock, vec![change("/v", &s, &vb)]).expect("v1");
+        super::super::record_done(&d, &lock, vec![change("/v", &vb, &vb)]).expect("v2");
+        // /w: s too (older change), then a1 -> a2 (its newest change).
+        let mut bw = budget(w);
+        assert_eq!(kept(bw.store(&random(1 << 20, 1), false).expect("s")), s);
+        let a1 = kept(bw.store(&random(1 << 20, 3), false).expect("a1"));
+        let a2 = kept(bw.store(&random(1 << 20, 4), false).expect("a2"));
+        drop(bw);
+        super::super::record_done(&d, &lock, vec![change("/w", &s, &a1)]).expect("w1");
+        super::super::record_done(&d, &lock, vec![change("/w", &a1, &a2)]).expect("w2");
+        let kv = workspace_key(v);
+        let v_before = load(&d).expect("load").ws_used(&kv);
+        // /w is full: a3 makes it give up s, which /v still claims: the blob stays.
+        let mut bw = budget(w);
+        let a3 = kept(bw.store(&random(1 << 20, 5), false).expect("a3"));
+        assert!(bw.expired.is_empty(), "nothing removed: {:?}", bw.expired);
+        assert!(super::super::has_backup(&d, &s), "/v's backup stays");
+        // Its newest change (a1, a2) and this run's (a3) are kept: a4 is not backed up.
+        match bw.store(&random(1 << 20, 6), false).expect("a4") {
+            Stored::NotBackedUp { reason, .. } => {
+                assert!(reason.contains("max_workspace_bytes"), "{reason}")
+            }
+            s => panic!("a4 was stored: {s:?}"),
+        }
+        drop(bw);
+        let u = load(&d).expect("load");
+        assert_eq!(u.ws_used(&kv), v_before, "/v is charged as before");
+        assert!(u.ws_used(&workspace_key(w)) <= limit);
+        assert!(!u.blobs[&s].owners.contains(&workspace_key(w)));
+        // Once a2 -> a3 is its newest change, a1 is held by /w alone and needed by no newest
+        // change: storing a4 removes it from the store.
+        super::super::record_done(&d, &lock, vec![change("/w", &a2, &a3)]).expect("w3");
+        let mut bw = budget(w);
+        kept(bw.store(&random(1 << 20, 6), false).expect("a4"));
+        assert_eq!(bw.expired, vec![a1.clone()]);
+        drop(bw);
+        assert!(!super::super::has_backup(&d, &a1));
+        for id in [&s, &vb, &a2, &a3] {
+            assert!(super::super::has_backup(&d, id), "{id}");
+        }
+        // The record still counts exactly what the store holds.
+        let u = load(&d).expect("load");
+        let r = rebuild(&d).expect("rebuild");
+        assert_eq!(u.total, r.total);
+        let mut ids: Vec<&String> = u.blobs.keys().collect();
+        let mut want: Vec<&String> = r.blobs.keys().collect();
+        ids.sort();
+        want.sort();
+        assert_eq!(ids, want);
         let _ = std::fs::remove_dir_all(&d);
     }
 
