@@ -717,7 +717,7 @@ pub fn prune_backups(
         }
     }
     // The store's usage record (a cache) follows.
-    quota::forget(state_dir, &gone)?;
+    quota::forget(state_dir, &gone);
     Ok((removed, freed))
 }
 

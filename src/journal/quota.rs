@@ -442,10 +442,13 @@ fn rebuild(state_dir: &Path) -> Result<Usage, JournalError> {
     Ok(u)
 }
 
-/// Records that these blobs were removed from the store (by the backup retention).
-pub fn forget(state_dir: &Path, ids: &[String]) -> Result<(), JournalError> {
+/// Records that these blobs were removed from the store (by the backup retention). When
+/// that fails the record is dropped instead: the next reader rebuilds it from the store.
+pub fn forget(state_dir: &Path, ids: &[String]) {
     let lines: Vec<String> = ids.iter().map(|id| format!("x {id}")).collect();
-    append(state_dir, &lines)
+    if append(state_dir, &lines).is_err() {
+        let _ = std::fs::remove_file(usage_path(state_dir));
+    }
 }
 
 /// The workspace a budget stores for.
