@@ -270,6 +270,19 @@ pub struct UndoProfile {
     /// content is stored: the oldest contents are expired, else the content is not backed up
     /// (recorded). Issue 22 item 7.
     pub max_state_bytes: u64,
+    /// The most of the backup store one workspace may hold (`[undo] max_workspace_bytes`;
+    /// None: half of `max_state_bytes`). See [`UndoProfile::workspace_quota`].
+    pub max_workspace_bytes: Option<u64>,
+}
+
+impl UndoProfile {
+    /// The per-workspace quota in effect: `max_workspace_bytes`, by default half of
+    /// `max_state_bytes`, and never more than it.
+    pub fn workspace_quota(&self) -> u64 {
+        self.max_workspace_bytes
+            .unwrap_or(self.max_state_bytes / 2)
+            .min(self.max_state_bytes)
+    }
 }
 
 /// Settings of the file tools (policy `[files]`).
@@ -308,6 +321,7 @@ impl Default for UndoProfile {
             keep_versions: 20,
             backups_max_total: Some(2 << 30),
             max_state_bytes: 2 << 30,
+            max_workspace_bytes: None,
         }
     }
 }

@@ -740,8 +740,9 @@ sandbox_test!(
         // oldest backups expire as soon as the store would exceed it; a content that cannot
         // fit is recorded as not backed up; every run still succeeds.
         let env = Env::new("undo-quota");
+        // One workspace: its share (by default half of the store) raised to the whole store.
         let p = env.policy_file(
-            "extends = \"permissive\"\n[undo]\nsnapshot = true\nmax_state_bytes = \"8MiB\"\n",
+            "extends = \"permissive\"\n[undo]\nsnapshot = true\nmax_state_bytes = \"8MiB\"\nmax_workspace_bytes = \"8MiB\"\n",
         );
         let quota = 8u64 << 20;
         let mut versions = Vec::new();
@@ -798,6 +799,141 @@ sandbox_test!(
         assert!(stderr(&o).contains("expired"), "{}", text(&o));
         assert!(stderr(&o).contains("data.bin"), "{}", text(&o));
         assert!(std::fs::read(env.ws.join("data.bin")).expect("data") == versions[6]);
+    }
+);
+
+sandbox_test!(
+    fn a_busy_workspace_cannot_take_another_workspaces_backups() {
+        // Issue 22 item 7: `max_state_bytes` was one total for every workspace, expired
+        // oldest first, so one busy workspace expired the backups of all the others. Now each
+        // workspace has a share (`max_workspace_bytes`, by default half of the store): past
+        // it, it expires its own oldest backups, or does not back up; the others' stay.
+        let env = Env::new("undo-wsq");
+        let p = env.policy_file(
+            "extends = \"permissive\"\n[undo]\nsnapshot = true\nmax_state_bytes = \"16MiB\"\n",
+        );
+        let quiet = env.root.join("quiet");
+        std::fs::create_dir_all(&quiet).expect("mkdir");
+        let run_in = |dir: &Path, args: &[&str]| -> Output {
+            env.cmd()
+                .current_dir(dir)
+                .args(["--policy", &p])
+                .args(args)
+                .output()
+                .expect("gateway")
+        };
+        // The quiet workspace: three versions of a 2 MiB file, first.
+        let mut versions = Vec::new();
+        for i in 0..3 {
+            let o = run_in(
+                &quiet,
+                &["exec", "--", "sh", "-c", "head -c 2M /dev/urandom > b.bin"],
+            );
+            assert!(o.status.success(), "quiet run {i}: {}", text(&o));
+            versions.push(std::fs::read(quiet.join("b.bin")).expect("b"));
+        }
+        // The busy one: eight runs of 3 MiB of new data.
+        let mut said = false;
+        for i in 0..8 {
+            let o = run_in(
+                &env.ws,
+                &["exec", "--", "sh", "-c", "head -c 3M /dev/urandom > a.bin"],
+            );
+            assert!(o.status.success(), "busy run {i}: {}", text(&o));
+            said |= stderr(&o).contains("not backed up: ")
+                && stderr(&o).contains("max_workspace_bytes");
+            let store = allocated(&env.state.join("backups"));
+            assert!(
+                store <= 16 << 20,
+                "busy run {i}: the store holds {store} bytes"
+            );
+        }
+        // The quiet workspace lost nothing: its history misses no backup, and both of its
+        // older versions come back.
+        let v = json_of(&run_in(&quiet, &["--json", "history"]));
+        let changes = v["changes"].as_array().expect("changes");
+        assert_eq!(changes.len(), 3, "{v}");
+        assert!(
+            changes
+                .iter()
+                .all(|c| c["backup_missing"].is_null() && c["change"]["not_backed_up"].is_null()),
+            "{v}"
+        );
+        for want in [&versions[1], &versions[0]] {
+            let o = run_in(&quiet, &["undo"]);
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(
+                std::fs::read(quiet.join("b.bin")).expect("b") == *want,
+                "undo in the quiet workspace brought back another content"
+            );
+        }
+        assert!(said, "the busy workspace was told it is past its share");
+        // The busy one's newest change is still undoable.
+        let before = std::fs::read(env.ws.join("a.bin")).expect("a");
+        let o = run_in(&env.ws, &["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(std::fs::read(env.ws.join("a.bin")).expect("a") != before);
+    }
+);
+
+sandbox_test!(
+    fn a_file_tool_whose_backup_does_not_fit_is_refused() {
+        // Issue 22 item 7: file tools' backups only checked the free space: `fs write` stored
+        // any content past `max_state_bytes`. Now they go through the same quota (the store's
+        // and the workspace's share, half of it by default) and a change whose backup does
+        // not fit is refused before anything is touched: undo could not restore it. As
+        // uid 65534.
+        let env = Env::new("undo-fsq");
+        let p = env.policy_file("extends = \"permissive\"\n[undo]\nmax_state_bytes = \"4MiB\"\n");
+        let mut data = vec![0u8; 3 << 20];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for b in data.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        std::fs::write(env.ws.join("data.bin"), &data).expect("data");
+        env.give_to_nobody();
+        let run = |args: &[&str]| -> Output {
+            env.nobody()
+                .current_dir(&env.ws)
+                .args(["--policy", &p])
+                .args(args)
+                .output()
+                .expect("setpriv")
+        };
+        for args in [
+            &["fs", "write", "data.bin", "--content", "replaced\n"][..],
+            &["fs", "rm", "data.bin"][..],
+        ] {
+            let o = run(args);
+            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            assert!(stderr(&o).contains("refused"), "{args:?}: {}", text(&o));
+            assert!(
+                stderr(&o).contains("max_workspace_bytes"),
+                "{args:?}: {}",
+                text(&o)
+            );
+            assert!(
+                std::fs::read(env.ws.join("data.bin")).expect("data") == data,
+                "{args:?} changed the file"
+            );
+        }
+        assert!(allocated(&env.state.join("backups")) <= 4 << 20);
+        // Nothing was journalled; a change that fits still works and is undoable.
+        let v = json_of(&run(&["--json", "history"]));
+        assert_eq!(v["changes"].as_array().map(Vec::len), Some(0), "{v}");
+        let o = run(&["fs", "write", "small.txt", "--content", "v1\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = run(&["fs", "write", "small.txt", "--content", "v2\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = run(&["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("small.txt")).expect("small"),
+            "v1\n"
+        );
     }
 );
 

@@ -49,6 +49,10 @@ struct Intent {
     /// before it was recorded: the default).
     #[serde(default)]
     quota: Option<u64>,
+    /// The workspace's share of it (`[undo] max_workspace_bytes`; intents written before it
+    /// was recorded: half of `quota`).
+    #[serde(default)]
+    ws_quota: Option<u64>,
     /// The record to write if the broker dies (redacted like every record).
     record: audit::Record,
 }
@@ -134,6 +138,7 @@ impl Trace {
             boot: boot_id(),
             snapshot: pre.map(|_| (ws.to_path_buf(), max_file)),
             quota: Some(req.policy.undo.max_state_bytes),
+            ws_quota: Some(req.policy.undo.workspace_quota()),
             record: audit::Record {
                 session: req.session.clone(),
                 caller: req.caller.clone(),
@@ -247,9 +252,13 @@ fn record_dead(state_dir: &Path, p: &Path, intent: Intent) -> Result<u64, Broker
         std::process::id()
     );
     if let Some((ws, max)) = intent.snapshot {
-        let quota = intent
+        let total = intent
             .quota
             .unwrap_or(crate::model::UndoProfile::default().max_state_bytes);
+        let quota = crate::journal::quota::Limits {
+            total,
+            workspace: intent.ws_quota.unwrap_or(total / 2).min(total),
+        };
         match capture(state_dir, &ws, &index, max, quota) {
             Ok(r) if !r.changes.is_empty() => {
                 rec.journal_group = Some(r.group.clone());
@@ -275,7 +284,7 @@ fn capture(
     ws: &Path,
     index: &Path,
     max: u64,
-    quota: u64,
+    quota: crate::journal::quota::Limits,
 ) -> Result<snapshot::SnapshotReport, BrokerError> {
     let pre = snapshot::load_index(index).ok_or_else(|| {
         BrokerError::Usage(format!(

@@ -703,6 +703,15 @@ fn quarantine_new(
 
 /// Creates the state directory (0700) if missing: a denied path that does not exist could
 /// otherwise be created, and filled, by a sandboxed run.
+/// The backup store's bounds for one workspace (`[undo] max_state_bytes`, and the
+/// workspace's share: `max_workspace_bytes`, by default half of it).
+pub(crate) fn undo_limits(undo: &crate::model::UndoProfile) -> crate::journal::quota::Limits {
+    crate::journal::quota::Limits {
+        total: undo.max_state_bytes,
+        workspace: undo.workspace_quota(),
+    }
+}
+
 fn ensure_state_dir(state_dir: &Path) -> Result<(), BrokerError> {
     use std::os::unix::fs::DirBuilderExt;
     // not-ws: the broker's own state directory
@@ -1806,7 +1815,7 @@ fn exec_traced(
             &req.state_dir,
             &ws,
             max_file,
-            req.policy.undo.max_state_bytes,
+            undo_limits(&req.policy.undo),
             who.as_ref(),
         )?)
     } else {
@@ -1931,7 +1940,7 @@ fn exec_traced(
             &ws,
             pre,
             max_file,
-            req.policy.undo.max_state_bytes,
+            undo_limits(&req.policy.undo),
             who.as_ref(),
         )?),
         None => None,

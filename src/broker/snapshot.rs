@@ -152,10 +152,10 @@ pub struct SnapshotReport {
 }
 
 fn index_path(state_dir: &Path, ws: &Path) -> PathBuf {
-    let id = journal::sha256_hex(ws.as_os_str().as_encoded_bytes());
+    // Named by the workspace's key: the usage record's attribution reads it back.
     state_dir
         .join("snapshots")
-        .join(format!("{}.json", &id[..16]))
+        .join(format!("{}.json", journal::quota::workspace_key(ws)))
 }
 
 fn j_err(e: journal::JournalError) -> BrokerError {
@@ -252,14 +252,14 @@ fn index(
     Ok(idx)
 }
 
-/// Before a run: the index of the workspace (its files backed up, durably, within
-/// `quota` allocated bytes of backup store: `[undo] max_state_bytes`), read with `who`'s
-/// rights.
+/// Before a run: the index of the workspace (its files backed up, durably, within the
+/// backup store's `quota`: `[undo] max_state_bytes` and `max_workspace_bytes`), read with
+/// `who`'s rights.
 pub fn before(
     state_dir: &Path,
     ws: &Path,
     max: u64,
-    quota: u64,
+    quota: journal::quota::Limits,
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
     // not-ws: the snapshot index, in the broker's own state directory
@@ -267,9 +267,10 @@ pub fn before(
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
         .unwrap_or_default();
-    let mut budget = journal::quota::Budget::new(state_dir, Some(quota));
+    let mut budget = journal::quota::Budget::for_workspace(state_dir, ws, quota);
     let mut idx = index(&mut budget, ws, &old, max, true, who)?;
     idx.expired = budget.expired.len();
+    drop(budget);
     if !idx.same_entries(&old) {
         journal::sync_store(state_dir).map_err(j_err)?;
         idx.dirty = true;
@@ -295,11 +296,11 @@ pub fn after(
     ws: &Path,
     pre: &Index,
     max: u64,
-    quota: u64,
+    quota: journal::quota::Limits,
     who: Option<&wsfs::Identity>,
 ) -> Result<SnapshotReport, BrokerError> {
     // The contents the run started from are what its undo needs: not expired now.
-    let mut budget = journal::quota::Budget::new(state_dir, Some(quota));
+    let mut budget = journal::quota::Budget::for_workspace(state_dir, ws, quota);
     budget.protect(pre.files.values().map(|e| e.sha256.clone()));
     let post = index(&mut budget, ws, pre, max, false, who)?;
     let group = format!("exec-{}", unique_id(&ws.display().to_string()));

@@ -138,6 +138,10 @@ enum Down {
     Err {
         message: String,
     },
+    /// The request is refused (the tool fails as refused: exit 122).
+    Refused {
+        message: String,
+    },
 }
 
 /// Encodes one frame's lengths and header (the payload follows as is).
@@ -264,6 +268,7 @@ pub(crate) fn run(
     };
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;
+    server.limits = Some(super::undo_limits(&policy.undo));
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
@@ -376,6 +381,11 @@ struct Server<'a> {
     ws: PathBuf,
     /// Owners to give back, from the worker's answer.
     owner_fixes: Vec<OwnerFix>,
+    /// The backup store's bounds (`[undo] max_state_bytes`, `max_workspace_bytes`); None:
+    /// only the free-space margin.
+    limits: Option<journal::quota::Limits>,
+    /// This call's backups, within those bounds (made at its first backup).
+    budget: Option<journal::quota::Budget>,
 }
 
 impl<'a> Server<'a> {
@@ -393,7 +403,19 @@ impl<'a> Server<'a> {
             broken: None,
             changed: Vec::new(),
             owner_fixes: Vec::new(),
+            limits: None,
+            budget: None,
         }
+    }
+
+    /// This call's budget: the call's workspace's share and the whole store's quota; what
+    /// it stores or finds stored is charged to the workspace, and not expired by the call.
+    fn budget(&mut self) -> &mut journal::quota::Budget {
+        let (st, ws, limits) = (self.state_dir, &self.ws, self.limits);
+        self.budget.get_or_insert_with(|| match limits {
+            Some(l) => journal::quota::Budget::for_workspace(st, ws, l),
+            None => journal::quota::Budget::new(st, None).workspace(ws, None),
+        })
     }
 
     fn answer(&mut self, up: Up, payload: &[u8]) -> Result<(Down, Vec<u8>), String> {
@@ -407,21 +429,29 @@ impl<'a> Server<'a> {
         Ok(match up {
             Up::Have { sha256 } => {
                 self.lock.ok_or_else(|| changing("backup"))?;
-                (
-                    Down::Have {
-                        present: journal::has_backup(st, &sha256),
-                    },
-                    vec![],
-                )
+                let present = journal::has_backup(st, &sha256);
+                if present {
+                    // The change will refer to it: charged to this workspace from now on.
+                    self.budget().claim(&sha256).map_err(je)?;
+                }
+                (Down::Have { present }, vec![])
             }
             Up::Backup => {
                 self.lock.ok_or_else(|| changing("backup"))?;
-                (
-                    Down::Sha {
-                        sha256: journal::backup(st, payload).map_err(je)?,
-                    },
-                    vec![],
-                )
+                // Within the store's quota and the workspace's share, like a snapshot's; a
+                // content that does not fit is refused (the tool cannot promise its undo),
+                // before anything is changed.
+                match self.budget().store(payload, true).map_err(je)? {
+                    journal::quota::Stored::Kept(sha256) => (Down::Sha { sha256 }, vec![]),
+                    journal::quota::Stored::NotBackedUp { reason, .. } => (
+                        Down::Refused {
+                            message: format!(
+                                "refused, nothing was changed: undo could not restore this change, because the content it replaces or writes cannot be backed up: {reason}"
+                            ),
+                        },
+                        vec![],
+                    ),
+                }
             }
             Up::Begin { change } => {
                 let lock = self.lock.ok_or_else(|| changing("begin"))?;
@@ -624,6 +654,7 @@ impl Remote {
                 what: "journal".into(),
                 source: std::io::Error::other(message),
             }),
+            (Down::Refused { message }, _) => Err(BrokerError::Usage(message)),
             r => Ok(r),
         }
     }

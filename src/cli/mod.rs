@@ -1360,6 +1360,7 @@ fn config_show(cli: &Cli) -> ExitCode {
                     "backups_max_total": p.undo.backups_max_total,
                     "keep_versions": p.undo.keep_versions,
                     "max_state_bytes": p.undo.max_state_bytes,
+                    "max_workspace_bytes": p.undo.workspace_quota(),
                 })),
                 "policy_error": policy.as_ref().err(),
             })
@@ -1857,7 +1858,7 @@ fn run_exec_at(
         }
         if sn.expired > 0 {
             errln!(
-                "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
+                "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and max_workspace_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
                 sn.expired
             );
         }

@@ -688,12 +688,14 @@ pub fn prune_backups(
         }
     }
     let (mut removed, mut freed) = (0u64, 0u64);
+    let mut gone: Vec<String> = Vec::new();
     let mut remove = |id: &str, sizes: &mut HashMap<String, u64>| {
         if let Some(len) = sizes.remove(id)
             && std::fs::remove_file(dir.join(id)).is_ok()
         {
             removed += 1;
             freed += len;
+            gone.push(id.to_string());
         }
     };
     let doomed: Vec<String> = sizes
@@ -714,6 +716,8 @@ pub fn prune_backups(
             }
         }
     }
+    // The store's usage record (a cache) follows.
+    quota::forget(state_dir, &gone);
     Ok((removed, freed))
 }
 

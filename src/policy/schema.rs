@@ -123,6 +123,7 @@ struct RawUndo {
     keep_versions: Option<Spanned<toml::Value>>,
     backups_max_total: Option<Spanned<toml::Value>>,
     max_state_bytes: Option<Spanned<toml::Value>>,
+    max_workspace_bytes: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -646,6 +647,16 @@ fn compile(
                 ));
             }
             undo.max_state_bytes = n;
+        }
+        if let Some(v) = &raw.undo.max_workspace_bytes {
+            let n = parse_size(&ctx, v, "undo.max_workspace_bytes")?;
+            if n < 1 << 20 {
+                return Err(ctx.err(
+                    v.span(),
+                    "`undo.max_workspace_bytes`: at least 1MiB (one workspace's share of the backup store; snapshots are off with `snapshot = false`)",
+                ));
+            }
+            undo.max_workspace_bytes = Some(n);
         }
         if let Some(v) = &raw.files.max_size {
             files.max_size = parse_size(&ctx, v, "files.max_size")?;

@@ -681,3 +681,26 @@ fn undo_max_state_bytes_is_parsed_and_checked() {
         assert!(e.to_string().contains("max_state_bytes"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn undo_max_workspace_bytes_is_parsed_checked_and_defaults_to_half_the_store() {
+    let load = |t: &str| Policy::from_str(t, "t.toml", "t", None);
+    let p = load("[undo]\nmax_workspace_bytes = \"300MiB\"\n").expect("valid");
+    assert_eq!(p.undo.workspace_quota(), 300 << 20);
+    assert_eq!(load("").expect("default").undo.workspace_quota(), 1 << 30);
+    let p = load("[undo]\nmax_state_bytes = \"64MiB\"\n").expect("valid");
+    assert_eq!(p.undo.workspace_quota(), 32 << 20, "half of the store");
+    let p = load("[undo]\nmax_state_bytes = \"64MiB\"\nmax_workspace_bytes = \"1GiB\"\n")
+        .expect("valid");
+    assert_eq!(
+        p.undo.workspace_quota(),
+        64 << 20,
+        "never more than the store"
+    );
+    for bad in ["\"1KiB\"", "0", "\"lots\"", "-5"] {
+        let e = load(&format!("[undo]\nmax_workspace_bytes = {bad}\n"))
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.to_string().contains("max_workspace_bytes"), "{bad}: {e}");
+    }
+}
