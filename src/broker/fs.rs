@@ -10,7 +10,7 @@
 //! typed invocation) replaces with `broker::invoke`; it is split along that seam then, not
 //! before (undo already lives in `fs/undo.rs`).
 
-use super::{BrokerError, plan, redact_text, workspace};
+use super::{BrokerError, redact_text, workspace};
 use crate::audit;
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::search;
@@ -174,6 +174,18 @@ impl FsOp {
     }
 
     /// Reads the journal and backed-up contents (to revert a change).
+    /// It only reads: protected paths (which it never changes) need not be found for it.
+    pub(crate) fn only_reads(&self) -> bool {
+        matches!(
+            self,
+            FsOp::Read { .. }
+                | FsOp::List { .. }
+                | FsOp::Glob { .. }
+                | FsOp::Grep { .. }
+                | FsOp::Probe { .. }
+        )
+    }
+
     pub(crate) fn reads_history(&self) -> bool {
         matches!(self, FsOp::Undo { .. } | FsOp::TrashRestore { .. })
     }
@@ -308,11 +320,14 @@ pub(crate) fn root_paths(
     policy: &Policy,
     state_dir: &Path,
     ws: &Path,
+    only_reads: bool,
 ) -> Result<RootPaths, BrokerError> {
     // A command's TMPDIR is its own private tmpfs; file tools have none, so the policy's
     // `${TMPDIR}` grants them nothing (the host's /tmp is not theirs).
     let tmp = state_dir.join("no-tmpdir-for-file-tools");
-    let p = plan(policy, ws, state_dir, &tmp, false, &[])?;
+    // A tool that only reads changes no protected path: the search for git's places (a walk
+    // of the workspace) is skipped for it.
+    let p = super::plan_with(policy, ws, state_dir, &tmp, false, &[], !only_reads)?;
     let keep = |v: &[PathBuf]| -> Vec<PathBuf> {
         v.iter().filter(|p| !p.starts_with(&tmp)).cloned().collect()
     };
@@ -350,7 +365,7 @@ impl RootPaths {
 }
 
 fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
-    Ok(root_paths(ctx.policy, &ctx.state_dir, ws)?.open())
+    Ok(root_paths(ctx.policy, &ctx.state_dir, ws, true)?.open())
 }
 
 /// What the file tools need from the state directory, which the confined worker cannot
@@ -491,7 +506,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     // Denied and protected paths, judged as written and as resolved, refuse the call here,
     // named and recorded as a deny (`broker::paths`); the worker's confinement is the
     // second wall.
-    let paths = root_paths(ctx.policy, &ctx.state_dir, &ws);
+    let paths = root_paths(ctx.policy, &ctx.state_dir, &ws, op.only_reads());
     if let Ok(rp) = &paths {
         let subjects: Vec<PathBuf> = decision_paths(&subject, &op, &base);
         let abs_of = |p: &Path| {

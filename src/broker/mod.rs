@@ -1072,6 +1072,20 @@ pub fn plan(
     tmpfs: bool,
     extra_env: &[(String, String)],
 ) -> Result<SandboxPlan, BrokerError> {
+    plan_with(policy, ws, state_dir, tmpdir, tmpfs, extra_env, true)
+}
+
+/// [`plan`], with git's places in the writable trees searched (`git`) or not (a file tool
+/// that only reads).
+pub(crate) fn plan_with(
+    policy: &Policy,
+    ws: &Path,
+    state_dir: &Path,
+    tmpdir: &Path,
+    tmpfs: bool,
+    extra_env: &[(String, String)],
+    git: bool,
+) -> Result<SandboxPlan, BrokerError> {
     let sb = &policy.sandbox;
     let vars = Vars {
         workspace: ws,
@@ -1216,7 +1230,11 @@ pub fn plan(
         .iter()
         .filter_map(|r| wsfs::Tree::open(r).ok())
         .collect();
-    let places = git_places(&trees, &global_git_configs(&vars.home), &vars.home, ws);
+    let places = if git {
+        git_places(&trees, &global_git_configs(&vars.home), &vars.home, ws)
+    } else {
+        GitPlaces::default()
+    };
     for d in &places.dirs {
         for t in &sb.protected {
             if let Some(rest) = t.strip_prefix(".git/") {
@@ -2173,7 +2191,7 @@ mod tests {
         // Reads stay the policy's: commands still need the system's programs.
         assert_eq!(after.confine.read, before.confine.read);
         // The file tools read only inside the roots.
-        let fs = fs::root_paths(&p, &state, &ws).expect("test setup");
+        let fs = fs::root_paths(&p, &state, &ws, false).expect("test setup");
         assert_eq!(fs.read, vec![sub.clone()]);
         assert_eq!(fs.write, vec![sub]);
         let _ = std::fs::remove_dir_all(&d);

@@ -416,11 +416,10 @@ impl Tree {
                     Ok(None) => {}
                 }
             }
-            let Ok(entries) = list_at(&dir, DIR_MAX) else {
+            let Ok(entries) = list_owned(dir, DIR_MAX) else {
                 out.skipped.push(rel);
                 continue;
             };
-            drop(dir);
             let mut subdirs = Vec::new();
             for (name, kind) in entries {
                 if name == ".git" {
@@ -484,12 +483,13 @@ impl Tree {
             let Ok(dir) = self.open_dir(&rel) else {
                 continue;
             };
-            let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
+            // The descriptor is the listing's own (no second open of `.`).
+            let Ok(mut entries) = rustix::fs::Dir::new(dir) else {
                 continue;
             };
             let mut subdirs = Vec::new();
             let (mut head, mut objects, mut refs) = (false, false, false);
-            for ent in entries.flatten() {
+            while let Some(Ok(ent)) = entries.read() {
                 let n = OsStr::from_bytes(ent.file_name().to_bytes());
                 if n == "." || n == ".." {
                     continue;
@@ -500,7 +500,9 @@ impl Tree {
                 }
                 let is_dir = match ent.file_type() {
                     FileType::Directory => true,
-                    FileType::Unknown => matches!(kind_at(&dir, n), Ok(Some(Kind::Dir { .. }))),
+                    FileType::Unknown => entries
+                        .fd()
+                        .is_ok_and(|d| matches!(kind_at(&d, n), Ok(Some(Kind::Dir { .. })))),
                     _ => false,
                 };
                 head |= n == "HEAD" && !is_dir;
@@ -605,8 +607,17 @@ pub fn read_at(dir: &impl AsFd, name: &OsStr, max: u64) -> io::Result<Option<Vec
 
 /// The entries of the open directory `d` (`.` and `..` left out), at most `max`.
 pub fn list_at(d: &impl AsFd, max: usize) -> io::Result<Vec<(OsString, Kind)>> {
+    list_dir(rustix::fs::Dir::read_from(d)?, max)
+}
+
+/// [`list_at`] on a directory descriptor the listing may own (no second open of `.`).
+fn list_owned(d: OwnedFd, max: usize) -> io::Result<Vec<(OsString, Kind)>> {
+    list_dir(rustix::fs::Dir::new(d)?, max)
+}
+
+fn list_dir(mut dir: rustix::fs::Dir, max: usize) -> io::Result<Vec<(OsString, Kind)>> {
     let mut out = Vec::new();
-    for ent in rustix::fs::Dir::read_from(d)? {
+    while let Some(ent) = dir.read() {
         let ent = ent?;
         let n = OsStr::from_bytes(ent.file_name().to_bytes());
         if n == "." || n == ".." {
@@ -616,7 +627,7 @@ pub fn list_at(d: &impl AsFd, max: usize) -> io::Result<Vec<(OsString, Kind)>> {
             return Err(io::Error::other(format!("more than {max} entries")));
         }
         // Gone since the listing: left out.
-        if let Some(k) = kind_at(d, n)? {
+        if let Some(k) = kind_at(&dir.fd()?, n)? {
             out.push((n.to_os_string(), k));
         }
     }
