@@ -1036,3 +1036,74 @@ sandbox_test! {
         let _ = std::fs::set_permissions(env.ws.join("src"), std::fs::Permissions::from_mode(0o755));
     }
 }
+
+// Issue 22 item 9: a destructive git command a policy allows runs with a snapshot even where
+// the policy takes none (permissive): the uncommitted work it discards comes back with
+// `gateway undo`. An ordinary command under permissive still takes no snapshot.
+sandbox_test!(
+    fn an_allowed_destructive_git_command_is_snapshotted_even_without_snapshots() {
+        let env = Env::new("git-undo-permissive");
+        let git = |args: &[&str]| {
+            let o = Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(&env.ws)
+                .output()
+                .expect("git");
+            assert!(o.status.success(), "git {args:?}: {}", text(&o));
+        };
+        env.write("tracked.txt", "committed\n");
+        git(&["init", "-q"]);
+        git(&["add", "tracked.txt"]);
+        git(&["commit", "-qm", "one"]);
+        env.write("tracked.txt", "uncommitted edit\n");
+        env.write("untracked.txt", "new work\n");
+        let o = env
+            .cmd()
+            .args([
+                "--json",
+                "exec",
+                "--policy",
+                "permissive",
+                "--",
+                "touch",
+                "plain.txt",
+            ])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            json_of(&o)["snapshot"].is_null(),
+            "an ordinary command: no snapshot: {}",
+            text(&o)
+        );
+        for script in ["git reset -q --hard", "git clean -qfd"] {
+            let o = env.exec("permissive", &["sh", "-c", script]);
+            assert_eq!(o.status.code(), Some(0), "{script}: {}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("tracked.txt")).expect("r"),
+            "committed\n"
+        );
+        assert!(!env.ws.join("untracked.txt").exists());
+        for _ in 0..2 {
+            let o = env.gw(&["undo"]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("tracked.txt")).expect("r"),
+            "uncommitted edit\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("untracked.txt")).expect("r"),
+            "new work\n"
+        );
+    }
+);

@@ -783,6 +783,22 @@ pub fn workspace(cwd: &Path) -> Result<PathBuf, BrokerError> {
     Ok(c)
 }
 
+/// Whether `argv` runs a git command that discards work or history, as strict's
+/// `deny-git-destructive` rule judges it (what git will do, not its spelling; a command it
+/// cannot analyse counts).
+fn discards_git_work(argv: &[String], cwd: &Path) -> bool {
+    if !argv.iter().any(|a| a.contains("git")) {
+        return false;
+    }
+    let Ok(strict) = Policy::builtin("strict") else {
+        return false;
+    };
+    decide_exec(&strict, argv, cwd)
+        .rules
+        .iter()
+        .any(|r| r.id == "deny-git-destructive")
+}
+
 /// Decides an exec call.
 pub fn decide_exec(policy: &Policy, argv: &[String], ws: &Path) -> Decision {
     let call = ToolCall {
@@ -1812,7 +1828,12 @@ fn exec_traced(
         stdin,
         confine,
     };
-    let snap = req.snapshot.unwrap_or(req.policy.undo.snapshot);
+    // A git command that discards work (what strict's `deny-git-destructive` denies) runs with a
+    // snapshot even where the policy takes none (permissive, a user's own): the uncommitted
+    // work it throws away stays recoverable with `gateway undo`. `--no-snapshot` still wins.
+    let snap = req
+        .snapshot
+        .unwrap_or_else(|| req.policy.undo.snapshot || discards_git_work(&argv, &spec.cwd));
     let max_file = req.policy.undo.snapshot_max_file;
     // The workspace is read with the caller's rights (a daemon's client): never more. One the
     // caller cannot open is refused before anything is read or run there.
