@@ -226,10 +226,10 @@ fn main() {
                     dstate.display().to_string(),
                 )];
                 let t = Instant::now();
-                let code = gateway::broker::daemon::call_with(
+                let code = gateway::serve::daemon::call_with(
                     &socket,
                     ["exec", "--", "true"].map(String::from).to_vec(),
-                    gateway::broker::daemon::CallIo {
+                    gateway::serve::daemon::CallIo {
                         cwd: ws.clone(),
                         env,
                         stdio: [null.as_fd(), null.as_fd(), null.as_fd()],

@@ -31,8 +31,8 @@
 //! entries are typed on an `O_PATH` descriptor before any open for reading (FIFOs, sockets
 //! and devices are never opened; the file read is the one typed); reads are non-blocking and
 //! bounded before they start; moves and links are made relative to the parent's descriptor.
-//! A test fails on any by-name call elsewhere in `broker/` that does not say why its path is
-//! not a workspace path (`// not-ws:`). Identity: the broker's own uid, except that a daemon
+//! A test fails on any by-name call elsewhere in `broker/` or `serve/` that does not say why
+//! its path is not a workspace path (`// not-ws:`). Identity: the broker's own uid, except that a daemon
 //! serving another user reads a workspace's contents with that user's filesystem identity
 //! (`Tree::read_as`). What it touches:
 //!
@@ -137,8 +137,14 @@
 //!   from the plan (the outer mask already hides them; masking both failed the run).
 //! - Permanent removal is a tool of its own (`purge`) so that policies decide it apart from
 //!   moving to the trash.
-//! - `gateway mcp` (`broker::mcp`, on `rmcp` with a current-thread tokio runtime): every
-//!   tool call is `broker::mcp::run_tool`, run on a blocking-pool thread (which outlives the
+//! - Layout: `main → cli, serve → broker → leaves`. `broker` runs one invocation end to end;
+//!   the long-lived front ends (the daemon and its protocol, the MCP server, the REPL) are in
+//!   `serve`, over it; `cli` is the one-shot front end and starts them. No arrow runs back up:
+//!   `serve` never imports `cli` (the REPL reaches the CLI's dispatch and config through
+//!   `serve::repl::Host`, the daemon through its `Handler`), `broker` never imports `serve` or
+//!   `cli`; `serve::tests::the_arrows_point_down` checks it (issue 23, first stage).
+//! - `gateway mcp` (`serve::mcp`, on `rmcp` with a current-thread tokio runtime): every
+//!   tool call is `serve::mcp::run_tool`, run on a blocking-pool thread (which outlives the
 //!   run it spawns, as the sandbox's `PR_SET_PDEATHSIG` needs) so that the runtime can still
 //!   ask the client for its roots. When a daemon runs, the server is its front end: each
 //!   call goes over the socket as the CLI command `gateway tool NAME ARGS [--root DIR]`
@@ -211,3 +217,4 @@ pub mod model;
 pub mod policy;
 pub mod sandbox;
 pub mod secrets;
+pub mod serve;

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| gateway::broker::proto::fuzz_decode(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| gateway::serve::proto::fuzz_decode(data));

@@ -7,6 +7,13 @@ use crate::audit::{self, AuditError};
 use std::path::Path;
 use std::time::Duration;
 
+/// The daemon's audit checkpoints: every 1,000 records or second (the daemon's long-lived
+/// writer, and its replacement after a key rotation).
+pub(crate) const BATCH: audit::Checkpoints = audit::Checkpoints::Batch {
+    records: 1000,
+    interval: Duration::from_secs(1),
+};
+
 pub use audit::query::{Filter, QueryResult, parse_time};
 pub use audit::verify::{Problem, VerifyReport};
 pub use audit::{Caller, Record, StreamDigest};
@@ -137,9 +144,9 @@ pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String,
     sign_pending()?;
     let vk = audit::rotate(state_dir)?;
     // The daemon's writer signs with the new key from now on.
-    if let Some(r) = super::with_shared_log(|l| {
-        audit::AuditLog::open(state_dir, super::daemon::BATCH).map(|n| *l = n)
-    }) {
+    if let Some(r) =
+        super::with_shared_log(|l| audit::AuditLog::open(state_dir, BATCH).map(|n| *l = n))
+    {
         r?;
     }
     let mut rec = Record {

@@ -7,17 +7,14 @@
 pub mod approvals;
 pub mod client;
 pub mod credentials;
-pub mod daemon;
 pub mod fs;
 mod guard;
 pub mod intent;
 pub mod keep;
 pub mod log;
-pub mod mcp;
 mod next_run;
 mod paths;
 pub mod pin;
-pub mod proto;
 pub mod scan;
 pub mod session;
 pub mod snapshot;
@@ -712,7 +709,7 @@ pub(crate) fn undo_limits(undo: &crate::model::UndoProfile) -> crate::journal::q
     }
 }
 
-fn ensure_state_dir(state_dir: &Path) -> Result<(), BrokerError> {
+pub(crate) fn ensure_state_dir(state_dir: &Path) -> Result<(), BrokerError> {
     use std::os::unix::fs::DirBuilderExt;
     // not-ws: the broker's own state directory
     if std::fs::symlink_metadata(state_dir).is_ok() {

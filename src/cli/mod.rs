@@ -7,6 +7,7 @@ use crate::broker::{self, BrokerError, ExecRequest};
 use crate::model::{Decision, Effect};
 use crate::policy::{self, Policy};
 use crate::sandbox::{SandboxError, Stdin, Stream};
+use crate::serve;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use std::io::{BufRead, Write};
@@ -36,7 +37,7 @@ mod config;
 mod credentials;
 mod fs;
 mod log;
-mod repl;
+mod repl_host;
 
 /// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
 /// command was killed by signal N.
@@ -754,7 +755,7 @@ pub fn main() -> ExitCode {
                     .skip(1)
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect();
-                return match broker::daemon::call(&sock, argv) {
+                return match serve::daemon::call(&sock, argv) {
                     Ok(code) => ExitCode::from(code),
                     Err(e) => fail(exit::SANDBOX, e),
                 };
@@ -765,20 +766,14 @@ pub fn main() -> ExitCode {
     dispatch(cli)
 }
 
-/// The daemon to go through: `GATEWAY_SOCKET` (empty: none), else the config's `socket`,
-/// else the default socket if it exists. A socket named but not answering is an error (the
-/// call must not silently go to another audit log).
+/// The daemon to go through (`serve::daemon::socket_to_use`, with the config's `socket`).
 fn daemon_socket() -> Result<Option<PathBuf>, String> {
-    let named = match std::env::var_os("GATEWAY_SOCKET") {
-        Some(v) if v.is_empty() => return Ok(None),
-        Some(v) => Some(PathBuf::from(v)),
-        None => config::get().ok().and_then(|c| c.socket.clone()),
-    };
-    if let Some(p) = named {
-        return Ok(Some(p));
-    }
-    let d = broker::daemon::default_socket();
-    Ok(std::fs::symlink_metadata(&d).is_ok().then_some(d))
+    serve::daemon::socket_to_use(config_socket)
+}
+
+/// The config file's `socket`, if it names one.
+fn config_socket() -> Option<PathBuf> {
+    config::get().ok().and_then(|c| c.socket.clone())
 }
 
 /// Runs one call for the daemon's client this thread serves: the same dispatch as the CLI's,
@@ -856,21 +851,21 @@ fn mcp(cli: &Cli) -> ExitCode {
     let backend = match daemon_socket() {
         Err(e) => return fail(exit::SANDBOX, e),
         // The daemon refuses the calls if they name another state directory than its own.
-        Ok(Some(socket)) => broker::mcp::Backend::Daemon {
+        Ok(Some(socket)) => serve::mcp::Backend::Daemon {
             socket,
             policy: cli.policy.clone(),
             state_dir: cli.state_dir.clone(),
         },
         Ok(None) => match load_policy(cli) {
             // Pinned for the server's life: every call follows this copy (issue 25).
-            Ok(policy) => broker::mcp::Backend::Embedded {
+            Ok(policy) => serve::mcp::Backend::Embedded {
                 pinned: std::sync::Arc::new(broker::pin::Pinned::new(&session, policy)),
                 state_dir: state_dir(cli),
             },
             Err(e) => return fail(exit::POLICY, e),
         },
     };
-    match broker::mcp::serve(broker::mcp::McpConfig {
+    match serve::mcp::serve(serve::mcp::McpConfig {
         backend,
         cwd,
         session,
@@ -932,8 +927,8 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
     };
     let state = state_dir(cli);
     let session = broker::log::session_id_for("tool");
-    let mut r = broker::mcp::run_tool(
-        &broker::mcp::ToolSession {
+    let mut r = serve::mcp::run_tool(
+        &serve::mcp::ToolSession {
             policy: &policy,
             state_dir: &state,
             cwd: &cwd,
@@ -944,7 +939,7 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
         args,
     );
     if let Some(n) = notice {
-        broker::mcp::add_notice(&mut r, &n);
+        serve::mcp::add_notice(&mut r, &n);
     }
     match serde_json::to_string(&r) {
         Ok(s) => outln!("{s}"),
@@ -1102,7 +1097,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Show,
         } => config_show(&cli),
-        Cmd::Repl => repl::run(&cli),
+        Cmd::Repl => repl_host::run(&cli),
         Cmd::Mcp => mcp(&cli),
         Cmd::Tool {
             name,
@@ -1154,7 +1149,7 @@ fn serve(cli: &Cli, socket: Option<PathBuf>, max_clients: usize, call_timeout: f
                 .map(PathBuf::from)
         })
         .or_else(|| cfg.socket.clone())
-        .unwrap_or_else(broker::daemon::default_socket);
+        .unwrap_or_else(serve::daemon::default_socket);
     let state = state_dir(cli);
     let st = state.clone();
     // Clients that name no policy get the daemon's (a file by its absolute path: calls run
@@ -1165,15 +1160,15 @@ fn serve(cli: &Cli, socket: Option<PathBuf>, max_clients: usize, call_timeout: f
     {
         policy = p.display().to_string();
     }
-    let handler: broker::daemon::Handler =
+    let handler: serve::daemon::Handler =
         std::sync::Arc::new(move |argv| daemon_call(argv, &st, &policy));
     errln!(
         "gateway serve: serving on {} (state {}); SIGTERM or Ctrl-C stops",
         socket.display(),
         state.display()
     );
-    match broker::daemon::serve(
-        broker::daemon::ServeConfig {
+    match serve::daemon::serve(
+        serve::daemon::ServeConfig {
             socket,
             state_dir: state,
             max_clients: max_clients.max(1),

@@ -15,10 +15,15 @@
 //! default socket), the REPL is its front end like every other command: each line and each
 //! slash command is a call to the daemon, made with this terminal, the REPL's directory and
 //! its session, and recorded in the daemon's log.
+//!
+//! What only the CLI knows — its `exec` with its output, `log query`, the config file's
+//! policy and socket — the REPL reaches through [`Host`], which `cli` implements: `serve`
+//! does not import `cli`.
 
-use super::{Cli, exit, fail, load_policy, state_dir};
 use crate::broker::fs::{self as bfs, FsContext, FsOp, FsOutput};
 use crate::broker::pin::{self, Pinned};
+use crate::broker::session::Place;
+use crate::policy::Policy;
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
@@ -26,7 +31,6 @@ use rustyline::history::DefaultHistory;
 use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 const COMMANDS: &[(&str, &str)] = &[
@@ -95,8 +99,42 @@ impl Highlighter for ReplHelper {}
 impl Validator for ReplHelper {}
 impl Helper for ReplHelper {}
 
+/// What the REPL does through the one-shot front end (`cli` implements it).
+pub trait Host {
+    /// Runs `argv` here as the CLI's `exec` does, printing as it runs, at `place`, in
+    /// `session`, under `policy`; Ctrl-C stops the command, not the REPL.
+    fn exec(&self, argv: &[String], place: Place, session: &str, policy: &Policy);
+    /// `/log [filters]`: `gateway log query` with these arguments, or the parse error.
+    fn log_query(&self, args: &[&str]);
+    /// Loads a policy by name or path (with the config file's overrides).
+    fn load_named(&self, name: &str) -> Result<Policy, String>;
+    /// The policy's name as the command line and config name it (`--policy`, else the
+    /// config's, else standard).
+    fn policy_name(&self) -> String;
+}
+
+/// What the REPL starts with (the CLI resolves it from its options and config).
+pub struct Start {
+    /// The policy, pinned for the session.
+    pub pinned: Arc<Pinned>,
+    /// The policy as named (`--policy`), for the daemon's calls.
+    pub policy_spec: Option<String>,
+    /// The writable area (canonical).
+    pub workspace: PathBuf,
+    /// The working directory (canonical).
+    pub cwd: PathBuf,
+    /// The session's id.
+    pub session: String,
+    /// The state directory.
+    pub state: PathBuf,
+    /// The daemon this REPL is the front end of, if one runs.
+    pub daemon: Option<PathBuf>,
+    /// The config file's `socket`, to look for a daemon again (`/pending`, `/approve`).
+    pub config_socket: Option<PathBuf>,
+}
+
 struct Repl<'a> {
-    cli: &'a Cli,
+    host: &'a dyn Host,
     /// The policy, pinned for the session (`/reload-policy` replaces it).
     pinned: Arc<Pinned>,
     /// The policy as named (`--policy`, `/policy NAME`), for the daemon's calls.
@@ -108,6 +146,8 @@ struct Repl<'a> {
     state: PathBuf,
     /// The daemon this REPL is the front end of.
     daemon: Option<PathBuf>,
+    /// The config file's `socket`.
+    config_socket: Option<PathBuf>,
 }
 
 impl Repl<'_> {
@@ -127,7 +167,7 @@ impl Repl<'_> {
                 },
             }
         }
-        let confirm = |q: &str, _: bool| super::tty_confirm(q);
+        let confirm = |q: &str, _: bool| crate::broker::client::tty_confirm(q);
         let ctx = self.fs_ctx(&confirm);
         if skip {
             match bfs::skip(&ctx, id, all) {
@@ -224,10 +264,10 @@ impl Repl<'_> {
             full.extend(["--policy".to_string(), p.clone()]);
         }
         full.extend(argv);
-        let env = crate::broker::daemon::env_for_session(&self.session);
+        let env = super::daemon::env_for_session(&self.session);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
         if capture {
-            let (code, out, _) = crate::broker::daemon::call_captured(
+            let (code, out, _) = super::daemon::call_captured(
                 sock,
                 full,
                 self.workspace.clone(),
@@ -238,10 +278,10 @@ impl Repl<'_> {
             )?;
             return Ok((code, String::from_utf8_lossy(&out).into_owned()));
         }
-        let code = crate::broker::daemon::call_with(
+        let code = super::daemon::call_with(
             sock,
             full,
-            crate::broker::daemon::CallIo {
+            super::daemon::CallIo {
                 cwd: self.workspace.clone(),
                 env,
                 stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
@@ -263,18 +303,14 @@ impl Repl<'_> {
             let argv = ["exec", "--", "sh", "-c", line].map(String::from).to_vec();
             return self.through_daemon(sock, "gateway", argv);
         }
-        let at = super::RunAt {
-            place: Some(crate::broker::session::Place {
-                workspace: self.workspace.clone(),
-                cwd: self.cwd.clone(),
-            }),
-            session: Some(self.session.clone()),
-            policy: Some(self.pinned.policy().clone()),
-            survive_sigint: true,
+        let place = Place {
+            workspace: self.workspace.clone(),
+            cwd: self.cwd.clone(),
         };
         let argv = vec!["sh".to_string(), "-c".to_string(), line.to_string()];
         // The command's output and gateway's messages are printed as it runs.
-        let _ = super::run_exec_at(self.cli, None, &[], &argv, None, at);
+        self.host
+            .exec(&argv, place, &self.session, self.pinned.policy());
     }
 
     /// `/reload-policy` (`name` None) or `/policy NAME`: the policy loaded again, from its
@@ -290,7 +326,7 @@ impl Repl<'_> {
                 print!("{out}");
                 if let Some(n) = name {
                     self.policy_spec = Some(n.to_string());
-                    if let Ok(p) = super::load_named(n) {
+                    if let Ok(p) = self.host.load_named(n) {
                         self.pinned = Arc::new(Pinned::new(&self.session, p));
                     }
                 }
@@ -301,7 +337,7 @@ impl Repl<'_> {
             || {
                 self.policy_spec
                     .clone()
-                    .unwrap_or_else(|| super::policy_name(self.cli))
+                    .unwrap_or_else(|| self.host.policy_name())
             },
             str::to_string,
         );
@@ -312,7 +348,7 @@ impl Repl<'_> {
             reason: "a person at the REPL asked to reload the policy",
         };
         match pin::reload(&self.state, &by, &self.pinned, &spec, || {
-            super::load_named(&spec)
+            self.host.load_named(&spec)
         }) {
             Ok(r) => match r.failed {
                 Some(e) => eprintln!(
@@ -379,18 +415,7 @@ impl Repl<'_> {
             }
             "/undo" => self.undo(args),
             "/history" => self.history(args),
-            "/log" => {
-                let mut argv = vec!["gateway", "log", "query"];
-                argv.extend(args);
-                match <Cli as clap::Parser>::try_parse_from(&argv) {
-                    Ok(sub) => {
-                        if let super::Cmd::Log { cmd } = &sub.cmd {
-                            let _ = super::log::run(self.cli, cmd);
-                        }
-                    }
-                    Err(e) => eprintln!("/log: {}", e.render().to_string().trim()),
-                }
-            }
+            "/log" => self.host.log_query(args),
             "/policy" => match args.first() {
                 None => {
                     let p = self.pinned.policy();
@@ -417,11 +442,10 @@ impl Repl<'_> {
                 // The queue lives in the daemon: ask it, as `gateway pending|approve` do.
                 let mut argv = vec![cmd.trim_start_matches('/').to_string()];
                 argv.extend(args.iter().map(|a| a.to_string()));
-                match self
-                    .daemon
-                    .clone()
-                    .map_or_else(super::daemon_socket, |d| Ok(Some(d)))
-                {
+                match self.daemon.clone().map_or_else(
+                    || super::daemon::socket_to_use(|| self.config_socket.clone()),
+                    |d| Ok(Some(d)),
+                ) {
                     Ok(Some(sock)) => self.through_daemon(&sock, cmd, argv),
                     Ok(None) => eprintln!(
                         "{cmd}: no daemon is running (`gateway serve`): this REPL is its own broker and asks here when a command needs approval"
@@ -435,45 +459,35 @@ impl Repl<'_> {
     }
 }
 
-/// Runs the REPL until /exit or end of input.
-pub(super) fn run(cli: &Cli) -> ExitCode {
-    let session = crate::broker::log::session_id_for("repl");
-    // Pinned for the session: the session's first record carries its hash.
-    let pinned = match load_policy(cli) {
-        Ok(p) => Arc::new(Pinned::new(&session, p)),
-        Err(e) => return fail(exit::POLICY, e),
-    };
-    let place = super::effective_place(cli);
-    let (workspace, cwd) = match (
-        std::fs::canonicalize(&place.workspace),
-        std::fs::canonicalize(&place.cwd),
-    ) {
-        (Ok(w), Ok(c)) => (w, c),
-        (Err(e), _) | (_, Err(e)) => {
-            return fail(exit::USAGE, format!("the working directory: {e}"));
-        }
-    };
-    let daemon = match super::daemon_socket() {
-        Ok(d) => d,
-        Err(e) => return fail(exit::SANDBOX, e),
-    };
-    let state = state_dir(cli);
-    let mut ed: Editor<ReplHelper, DefaultHistory> = match Editor::new() {
-        Ok(e) => e,
-        Err(e) => return fail(exit::USAGE, format!("gateway repl needs a terminal: {e}")),
-    };
-    ed.set_helper(Some(ReplHelper));
-    let history = state.join("repl_history");
-    let _ = ed.load_history(&history);
-    let mut r = Repl {
-        cli,
+/// Runs the REPL until /exit or end of input. `Err`: there is no terminal to read from.
+pub fn run(host: &dyn Host, start: Start) -> Result<(), String> {
+    let Start {
         pinned,
-        policy_spec: cli.policy.clone(),
+        policy_spec,
         workspace,
         cwd,
         session,
         state,
         daemon,
+        config_socket,
+    } = start;
+    let mut ed: Editor<ReplHelper, DefaultHistory> = match Editor::new() {
+        Ok(e) => e,
+        Err(e) => return Err(format!("gateway repl needs a terminal: {e}")),
+    };
+    ed.set_helper(Some(ReplHelper));
+    let history = state.join("repl_history");
+    let _ = ed.load_history(&history);
+    let mut r = Repl {
+        host,
+        pinned,
+        policy_spec,
+        workspace,
+        cwd,
+        session,
+        state,
+        daemon,
+        config_socket,
     };
     println!(
         "gateway repl — policy {}, session {}{}; /help for commands",
@@ -519,8 +533,9 @@ pub(super) fn run(cli: &Cli) -> ExitCode {
             r.run(line);
         }
     }
+    // not-ws: the broker's own state directory (the REPL's history file)
     if std::fs::create_dir_all(&r.state).is_ok() {
         let _ = ed.save_history(&history);
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

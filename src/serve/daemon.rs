@@ -4,7 +4,7 @@
 //! its cwd and environment) with its stdin, stdout and stderr attached (`SCM_RIGHTS`); the
 //! daemon identifies it by `SO_PEERCRED`, runs the call on a thread of its own — the very
 //! code the CLI runs when it is its own broker, with this client as the caller (see
-//! [`super::client`]) — and answers [`ServerMsg::Exit`]. Records carry the peer's uid and pid
+//! [`crate::broker::client`]) — and answers [`ServerMsg::Exit`]. Records carry the peer's uid and pid
 //! and `client: daemon`. The daemon keeps one audit writer open and signs checkpoints in
 //! batches (every 1,000 records or second) instead of after every record.
 //!
@@ -17,8 +17,9 @@
 //! die with their spawning thread: `PR_SET_PDEATHSIG`).
 
 use super::proto::{self, ClientMsg, ServerMsg};
-use super::{BrokerError, approvals, client};
 use crate::audit::{self, Caller, Record, RecordDecision};
+use crate::broker::log::BATCH;
+use crate::broker::{BrokerError, approvals, client};
 use std::collections::HashSet;
 use std::io::{IoSliceMut, Write};
 use std::mem::MaybeUninit;
@@ -49,6 +50,25 @@ pub struct ServeConfig {
     pub grace: Duration,
 }
 
+/// The daemon to go through: `GATEWAY_SOCKET` (empty: none), else `configured` (the config
+/// file's `socket`), else the default socket if it exists. A socket named but not answering is
+/// an error (the call must not silently go to another audit log).
+pub fn socket_to_use(
+    configured: impl FnOnce() -> Option<PathBuf>,
+) -> Result<Option<PathBuf>, String> {
+    let named = match std::env::var_os("GATEWAY_SOCKET") {
+        Some(v) if v.is_empty() => return Ok(None),
+        Some(v) => Some(PathBuf::from(v)),
+        None => configured(),
+    };
+    if let Some(p) = named {
+        return Ok(Some(p));
+    }
+    let d = default_socket();
+    // not-ws: the daemon's socket
+    Ok(std::fs::symlink_metadata(&d).is_ok().then_some(d))
+}
+
 /// The default socket: `$XDG_RUNTIME_DIR/gateway.sock`, else `/run/user/UID/gateway.sock`.
 pub fn default_socket() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
@@ -59,12 +79,6 @@ pub fn default_socket() -> PathBuf {
         )),
     }
 }
-
-/// The daemon's audit checkpoints: every 1,000 records or second.
-pub(crate) const BATCH: audit::Checkpoints = audit::Checkpoints::Batch {
-    records: 1000,
-    interval: Duration::from_secs(1),
-};
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BrokerError {
     move |source| BrokerError::Io { what, source }
@@ -87,7 +101,7 @@ fn lifecycle_record(state_dir: &Path, tool: &str, reason: String) -> Result<(), 
         exit_code: Some(0),
         ..Record::default()
     };
-    super::append_record(state_dir, &mut rec).map(|_| ())
+    crate::broker::append_record(state_dir, &mut rec).map(|_| ())
 }
 
 /// Binds the socket: refuses if a daemon answers there; replaces a stale socket file; never
@@ -136,9 +150,9 @@ fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
 
 /// Serves until SIGTERM or SIGINT.
 pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
-    super::ensure_state_dir(&cfg.state_dir)?;
+    crate::broker::ensure_state_dir(&cfg.state_dir)?;
     let log = audit::AuditLog::open(&cfg.state_dir, BATCH)?;
-    super::share_log(&cfg.state_dir, log);
+    crate::broker::share_log(&cfg.state_dir, log);
     let listener = bind(&cfg.socket)?;
     listener
         .set_nonblocking(true)
@@ -170,7 +184,7 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
             "stopped by a signal after {served} connection(s); {left} call(s) still running were killed"
         ),
     )?;
-    super::with_shared_log(|l| l.checkpoint()).transpose()?;
+    crate::broker::with_shared_log(|l| l.checkpoint()).transpose()?;
     Ok(())
 }
 
@@ -193,7 +207,7 @@ async fn accept_loop(
             _ = int.recv() => return Ok(served),
             _ = tick.tick() => {
                 // The last records of a burst get their checkpoint within a second.
-                if let Some(Err(e)) = super::with_shared_log(|l| l.checkpoint_if_due()) {
+                if let Some(Err(e)) = crate::broker::with_shared_log(|l| l.checkpoint_if_due()) {
                     eprintln!("gateway serve: signing an audit checkpoint failed: {e}");
                 }
             }

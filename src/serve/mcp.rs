@@ -16,12 +16,13 @@
 //! ([`Policy::narrow_to`]) for every call — never widening it. A client offering no roots
 //! leaves the policy as it is; roots that are not local directories narrow to nothing.
 //!
-//! Over 1,000 lines: the tool schemas, the tool bodies and the server loop; issue 23 moves the
-//! transport to `serve/` and leaves the tool bodies here.
+//! Over 1,000 lines: the tool schemas, the tool bodies and the server loop; a later stage of
+//! issue 23 moves the tool bodies down into the broker's one invocation and keeps the
+//! transport here.
 
-use super::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
-use super::{BrokerError, ExecRequest};
 use crate::audit::Caller;
+use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
+use crate::broker::{BrokerError, ExecRequest};
 use crate::model::{Decision, Effect};
 use crate::policy::Policy;
 use crate::sandbox::{Stdin, Stream};
@@ -44,7 +45,7 @@ pub enum Backend {
     Embedded {
         /// The policy every call is decided by: loaded once, pinned for the server's life
         /// (`broker::pin`; a changed file is said in the next result, not obeyed).
-        pinned: Arc<super::pin::Pinned>,
+        pinned: Arc<crate::broker::pin::Pinned>,
         /// The state directory.
         state_dir: PathBuf,
     },
@@ -276,12 +277,12 @@ fn refused(d: &Decision, what: &str) -> CallToolResult {
 }
 
 fn broker_err(e: BrokerError) -> CallToolResult {
-    err_text(super::redact_text(&e.to_string()))
+    err_text(crate::broker::redact_text(&e.to_string()))
 }
 
 /// What an `ask` that cannot be answered says.
 fn no_approver() -> &'static str {
-    if super::client::current().is_some() {
+    if crate::broker::client::current().is_some() {
         "needs approval, and it was not approved (denied, or no answer in time)"
     } else {
         "needs approval, and nobody can approve it here: run `gateway serve` (the daemon) so that `gateway approve ID` can answer"
@@ -359,18 +360,19 @@ pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> Cal
 
 impl ToolSession<'_> {
     fn caller(&self) -> Caller {
-        super::log::this_caller(self.client)
+        crate::broker::log::this_caller(self.client)
     }
 
     /// The session's places (`broker::session`): the workspace is where the session
     /// started, and its working directory what `cd` set. Under roots each
     /// is the first root when it lies outside them.
-    fn place(&self) -> super::session::Place {
+    fn place(&self) -> crate::broker::session::Place {
         // The workspace is where this server started (its own directory, forwarded to the
         // daemon as the call's directory), never a pin left by another process that used
         // the same session name.
-        let mut p = super::session::place(self.state_dir, self.session, self.cwd, false);
-        p.workspace = super::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
+        let mut p = crate::broker::session::place(self.state_dir, self.session, self.cwd, false);
+        p.workspace =
+            crate::broker::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
             for d in [&mut p.workspace, &mut p.cwd] {
                 if !self.policy.within_roots(d)
@@ -470,7 +472,7 @@ impl ToolSession<'_> {
             caller: self.caller(),
             snapshot: None,
         };
-        let r = super::exec(req, &mut ask, &mut sink);
+        let r = crate::broker::exec(req, &mut ask, &mut sink);
         // A SIGINT, SIGTERM or SIGHUP that cancelled the runs in flight: once the last of
         // them is recorded, the server ends by it.
         if let Some(sig) = crate::sandbox::take_interrupt() {
@@ -510,7 +512,7 @@ impl ToolSession<'_> {
             // when another run of this server was still in progress (they die when the last
             // one ends).
             "leftovers_killed": o.and_then(|o| o.leftovers_killed),
-            "leftovers_warning": super::leftovers_warning(o),
+            "leftovers_warning": crate::broker::leftovers_warning(o),
         });
         if blocked {
             return CallToolResult::error(vec![Content::text(result.to_string())]);
@@ -640,7 +642,7 @@ impl ToolSession<'_> {
     fn history(&self, p: HistoryParams) -> CallToolResult {
         // The session's workspace: where it started (`cd` moves only the base of relative
         // paths), as in `fs::run`.
-        let ws = match super::workspace(self.cwd) {
+        let ws = match crate::broker::workspace(self.cwd) {
             Ok(w) => w,
             Err(e) => return broker_err(e),
         };
@@ -672,8 +674,8 @@ pub fn root_dir(uri: &str) -> Option<PathBuf> {
     }
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
     let p = PathBuf::from(std::ffi::OsString::from_vec(bytes));
-    let c = super::wsfs::resolve(&p)?;
-    super::wsfs::is_dir(&c).then_some(c)
+    let c = crate::broker::wsfs::resolve(&p)?;
+    crate::broker::wsfs::is_dir(&c).then_some(c)
 }
 
 impl Gateway {
@@ -845,11 +847,11 @@ fn forward(
         Ok(f) => f,
         Err(e) => return err_text(format!("{name}: /dev/null: {e}")),
     };
-    let res = super::daemon::call_captured(
+    let res = crate::serve::daemon::call_captured(
         socket,
         argv,
         cfg.cwd.clone(),
-        super::daemon::env_for_session(&cfg.session),
+        crate::serve::daemon::env_for_session(&cfg.session),
         null.as_fd(),
         None,
         false,
