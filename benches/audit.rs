@@ -8,6 +8,15 @@
 //! Run: `cargo bench --bench audit` (AUDIT_RECORDS, default 1000000; ONESHOT, default 500;
 //! AUDIT_RUNS, default 3).
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    clippy::too_many_lines,
+    reason = "a benchmark: a program of its own that reads its settings and prints its figures"
+)]
+
 use gateway::audit::{self, Caller, Checkpoints, Record, RecordDecision, StreamDigest};
 use std::process::Command;
 use std::time::{Duration, Instant};

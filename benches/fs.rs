@@ -8,6 +8,15 @@
 //! Run: `cargo bench --bench fs` (EDIT_RUNS, default 30; GREP_RUNS, default 5;
 //! GATEWAY_BENCH_BIN=path measures another build the same way).
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    clippy::too_many_lines,
+    reason = "a benchmark: a program of its own that reads its settings and prints its figures"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;

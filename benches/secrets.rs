@@ -10,6 +10,15 @@
 //! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3; EXEC_MIB, default 1024;
 //! EXEC_RUNS, default 5, interleaved).
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    clippy::too_many_lines,
+    reason = "a benchmark: a program of its own that reads its settings and prints its figures"
+)]
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -14,6 +14,15 @@
 //! Run: `cargo bench --bench spawn` (ITERATIONS env var, default 400). The C rows need gcc
 //! with static glibc (Debian: gcc, libc6-dev); bwrap needs bubblewrap.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    clippy::too_many_lines,
+    reason = "a benchmark: a program of its own that reads its settings and prints its figures"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

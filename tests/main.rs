@@ -11,6 +11,15 @@
 //! One test binary (as ripgrep's `tests/`): a module per area and a shared `util` module
 //! (a fresh temporary tree per test and a command builder for the real binary).
 
+#![allow(
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::disallowed_methods,
+    clippy::too_many_lines,
+    reason = "test code: helpers may expect, tests may print, read their environment and be long"
+)]
+
 #[macro_use]
 mod util;
 

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| gateway::audit::verify::fuzz_verify(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| if let Err(e) = gateway::audit::verify::fuzz_verify(data) { panic!("{e}") });

@@ -626,11 +626,11 @@ fn checkpoints_are_compacted_to_milestones() {
 
 #[test]
 fn fuzz_verify_seeds() {
-    verify::fuzz_verify(&[0]);
-    verify::fuzz_verify(b"\x00{\"seq\":1}\n");
-    verify::fuzz_verify(b"\x01\x00\x10X");
-    verify::fuzz_verify(b"\x02\x00\x00\n");
-    verify::fuzz_verify(b"\x01\x00\x00");
+    verify::fuzz_verify(&[0]).expect("fuzz_verify");
+    verify::fuzz_verify(b"\x00{\"seq\":1}\n").expect("fuzz_verify");
+    verify::fuzz_verify(b"\x01\x00\x10X").expect("fuzz_verify");
+    verify::fuzz_verify(b"\x02\x00\x00\n").expect("fuzz_verify");
+    verify::fuzz_verify(b"\x01\x00\x00").expect("fuzz_verify");
 }
 
 #[test]

@@ -65,6 +65,10 @@ pub fn current() -> Option<Rc<Client>> {
 }
 
 /// An environment variable of the caller.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "no client context: this process is its own front end, and its environment the caller's"
+)]
 pub fn env_var(name: &str) -> Option<OsString> {
     match current() {
         Some(c) => c
@@ -77,6 +81,10 @@ pub fn env_var(name: &str) -> Option<OsString> {
 }
 
 /// The caller's whole environment.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "no client context: this process is its own front end, and its environment the caller's"
+)]
 pub fn env_vars() -> Vec<(OsString, OsString)> {
     match current() {
         Some(c) => c.env.clone(),

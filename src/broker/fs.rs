@@ -431,6 +431,10 @@ fn under(p: &Path, list: &[PathBuf]) -> bool {
 }
 
 /// Runs a file tool call: decide, act, record.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the file tools' invocation skeleton, which issue 23's broker::invoke replaces"
+)]
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     super::ensure_state_dir(&ctx.state_dir)?;
     let mut log = super::open_log(&ctx.state_dir)?;
@@ -2206,9 +2210,10 @@ pub fn prune_backups_hourly(state_dir: &Path, policy: &Policy) {
 /// Fuzz entry for the edit engine with undo: the edits of [`text::fuzz_edit`] (its
 /// properties checked), then the undo path for real — the old content backed up, the new
 /// written atomically beneath a root, the backup read back and written over it — must give
-/// back the exact original bytes.
+/// back the exact original bytes (an assertion). Setup and I/O errors are returned: the fuzz
+/// target panics on them.
 #[doc(hidden)]
-pub fn fuzz_edit_undo(data: &[u8]) {
+pub fn fuzz_edit_undo(data: &[u8]) -> Result<(), String> {
     use std::sync::OnceLock;
     text::fuzz_edit(data);
     let file = data.split(|&b| b == 0xFF).next().unwrap_or_default();
@@ -2229,27 +2234,31 @@ pub fn fuzz_edit_undo(data: &[u8]) {
         })
         .collect();
     let Ok(out) = text::apply(file, &edits) else {
-        return;
+        return Ok(());
     };
-    static DIR: OnceLock<(PathBuf, Root)> = OnceLock::new();
-    let (state, root) = DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("gateway-fuzz-undo-{}", std::process::id()));
-        // not-ws: the fuzz target's own scratch directory
-        let _ = std::fs::remove_dir_all(&d);
-        // not-ws: the fuzz target's own scratch directory
-        std::fs::create_dir_all(d.join("ws")).expect("fuzz dir");
-        let root = Root::open(&d.join("ws")).expect("root");
-        (d.join("state"), root)
-    });
+    static DIR: OnceLock<Result<(PathBuf, Root), String>> = OnceLock::new();
+    let (state, root) = DIR
+        .get_or_init(|| {
+            let d = std::env::temp_dir().join(format!("gateway-fuzz-undo-{}", std::process::id()));
+            // not-ws: the fuzz target's own scratch directory
+            let _ = std::fs::remove_dir_all(&d);
+            // not-ws: the fuzz target's own scratch directory
+            std::fs::create_dir_all(d.join("ws")).map_err(|e| format!("fuzz dir: {e}"))?;
+            let root = Root::open(&d.join("ws")).map_err(|e| format!("root: {e}"))?;
+            Ok((d.join("state"), root))
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
     let rel = Path::new("f.txt");
-    fpath::write_atomic(root, rel, file).expect("write original");
-    let id = journal::backup_deferred(state, file).expect("backup");
-    fpath::write_atomic(root, rel, &out).expect("write edited");
-    let back = journal::read_backup(state, &id).expect("read backup");
-    fpath::write_atomic(root, rel, &back).expect("undo");
+    fpath::write_atomic(root, rel, file).map_err(|x| format!("write original: {x}"))?;
+    let id = journal::backup_deferred(state, file).map_err(|x| format!("backup: {x}"))?;
+    fpath::write_atomic(root, rel, &out).map_err(|x| format!("write edited: {x}"))?;
+    let back = journal::read_backup(state, &id).map_err(|x| format!("read backup: {x}"))?;
+    fpath::write_atomic(root, rel, &back).map_err(|x| format!("undo: {x}"))?;
     // not-ws: the fuzz target's own scratch directory
-    let now = std::fs::read(root.path.join(rel)).expect("read");
+    let now = std::fs::read(root.path.join(rel)).map_err(|x| format!("read: {x}"))?;
     assert!(now == file, "undo did not restore the exact bytes");
+    Ok(())
 }
 
 /// Asks a person about a file tool's call: the daemon's queue for its client, else
@@ -2289,9 +2298,9 @@ mod tests {
             .flatten()
         {
             let data = std::fs::read(f.path()).expect("seed");
-            super::fuzz_edit_undo(&data);
+            super::fuzz_edit_undo(&data).expect("fuzz_edit_undo");
         }
-        super::fuzz_edit_undo(b"a\r\nb\r\n\xff\x00a\xfeX\nY");
-        super::fuzz_edit_undo(b"\xef\xbb\xbfx x x\xff\x01x\xfeyy");
+        super::fuzz_edit_undo(b"a\r\nb\r\n\xff\x00a\xfeX\nY").expect("fuzz_edit_undo");
+        super::fuzz_edit_undo(b"\xef\xbb\xbfx x x\xff\x01x\xfeyy").expect("fuzz_edit_undo");
     }
 }

@@ -7,6 +7,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per log subcommand; split with issue 23's split of cli"
+)]
 pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
     let state = state_dir(cli);
     match cmd {

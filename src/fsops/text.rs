@@ -230,6 +230,7 @@ pub fn apply(data: &[u8], edits: &[Edit]) -> Result<Vec<u8>, TextError> {
     Ok(out)
 }
 
+#[allow(clippy::too_many_lines, reason = "one arm per edit kind")]
 fn apply_one(body: &[u8], e: &Edit, edit: usize, eol: Eol) -> Result<Vec<u8>, TextError> {
     match e {
         Edit::Replace { old, new, all } => {
@@ -424,8 +425,14 @@ pub fn fuzz_edit(data: &[u8]) {
     let Ok(out) = apply(file, &edits) else {
         return;
     };
-    let before = shape(file).expect("apply succeeded, so the input is text");
-    let after = shape(&out).expect("an edit of text with text is text");
+    // Properties, asserted (a failure is what the fuzzer looks for): an input the edit engine
+    // accepted is text, and so is what it made of it.
+    let Ok(before) = shape(file) else {
+        panic!("apply succeeded on an input that is not text");
+    };
+    let Ok(after) = shape(&out) else {
+        panic!("an edit of text with text is not text");
+    };
     let inserted = |c: char| {
         edits.iter().any(|e| match e {
             Edit::Replace { old, new, .. } => new.contains(c) || old.contains(c),

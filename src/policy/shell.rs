@@ -647,6 +647,10 @@ fn known_param<'a>(id: &str, env: &'a ShellEnv) -> Option<&'a str> {
 }
 
 /// Records a simple command and unwraps the commands it runs.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per builtin and wrapper the analyser understands"
+)]
 fn command(args: &[Arg], env: &ShellEnv, a: &mut Analysis, depth: usize) {
     if depth > MAX_DEPTH {
         a.unanalysable

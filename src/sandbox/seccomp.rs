@@ -133,6 +133,10 @@ fn rule(conds: Vec<Cond>) -> Result<SeccompRule, String> {
 /// Builds the program for a network mode. Errors are seccompiler's, as text.
 /// `openat2`: allow `openat2` (see [`super::Confinement::danger_openat2`]); otherwise it
 /// answers ENOSYS.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the syscall table, one entry per rule"
+)]
 pub(crate) fn build(network: &Network, openat2: bool) -> Result<Vec<libc::sock_filter>, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for g in groups() {

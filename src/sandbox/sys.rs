@@ -321,6 +321,10 @@ fn fail(fd: RawFd, st: u32) -> ! {
 }
 
 /// Pid 1 of the new namespaces: mounts, limits, then fork the command and wait for it.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the pid-1 helper between clone and exec: raw syscalls on prepared memory only, async-signal-safe, one straight line by necessity"
+)]
 fn init_main(
     plan: &ChildPlan,
     ns: &NsPlan,
@@ -699,6 +703,10 @@ struct CapData {
 const CAP_V3: u32 = 0x2008_0522;
 
 /// The command: stdio, session, cwd, limits, capabilities, no_new_privs, landlock, seccomp, exec.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the child between clone and execve: raw syscalls on prepared memory only, async-signal-safe, one straight line by necessity"
+)]
 fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> ! {
     let r = plan.report;
     // SAFETY: every call below is a raw syscall on values prepared by the parent (fds, C

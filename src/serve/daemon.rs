@@ -310,6 +310,10 @@ fn read_call(stream: &UnixStream, deadline: Instant) -> Result<(ClientMsg, Vec<O
 }
 
 /// Serves one connection (one call) on this thread.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one connection's protocol loop; issue 23's typed-protocol stage splits it"
+)]
 fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
     let peer = match rustix::net::sockopt::socket_peercred(&stream) {
         Ok(c) => c,

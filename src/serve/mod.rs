@@ -8,6 +8,13 @@
 //! rendering); `serve` never imports `cli`, and `broker` never imports `serve`.
 //! `tests::the_arrows_point_down` holds it.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::disallowed_methods,
+    reason = "a front end: what it prints and its own process's environment are its job"
+)]
+
 pub mod daemon;
 pub mod mcp;
 pub mod proto;
