@@ -1,0 +1,497 @@
+//! The command line's grammar: clap's definitions of every subcommand, flag and argument
+//! (as ripgrep keeps `flags/` apart from what runs them). `cli/mod.rs` dispatches.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gateway",
+    version,
+    about = "Run agents' commands confined by policy, landlock and seccomp"
+)]
+pub(crate) struct Cli {
+    /// Broker state directory (audit log, keys, backups); never reachable by sandboxed commands.
+    #[arg(long, global = true, env = "GATEWAY_STATE_DIR", value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Policy: a built-in name (strict, standard, permissive) or a path to a TOML file
+    /// [default: the config file's `policy`, else standard].
+    #[arg(long, global = true, env = "GATEWAY_POLICY", value_name = "NAME|PATH")]
+    pub(crate) policy: Option<String>,
+    /// The workspace (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) cwd: Option<PathBuf>,
+    /// Print one JSON object instead of human output.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Cmd {
+    /// Run a command confined by the policy's sandbox.
+    Exec {
+        /// Wall-clock limit in seconds (overrides the policy).
+        #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+        timeout: Option<f64>,
+        /// Set an environment variable in the sandbox (repeatable).
+        #[arg(long = "env", value_name = "K=V")]
+        env: Vec<String>,
+        /// Record what the command changes in the workspace so `gateway undo` can revert it
+        /// (default: the policy's `[undo] snapshot`; on in standard).
+        #[arg(long, overrides_with = "no_snapshot")]
+        snapshot: bool,
+        /// Do not snapshot the workspace for this run.
+        #[arg(long)]
+        no_snapshot: bool,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// A drop-in $SHELL for agents: `gateway sh -c 'CMD' [NAME [ARGS...]]` runs CMD with the
+    /// config's `shell` (default /bin/sh), confined like `gateway exec`. Put gateway's own
+    /// options before `sh`. As $SHELL, use a symlink named `gateway-sh` to the binary.
+    Sh {
+        /// Shell options and operands, as `sh` takes them: -c, -l/--login and -i (ignored),
+        /// other options (-e, -x, -o pipefail, ...) passed to the shell.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// An interactive shell over the broker: lines run confined; /undo, /history, /log,
+    /// /policy, /cd, /help.
+    Repl,
+    /// Serve MCP on stdin/stdout: exec and the file tools for an agent, each decided, confined
+    /// and recorded as through the CLI (one server process is one session).
+    Mcp,
+    /// Call one of the MCP server's tools with JSON arguments and print its result (JSON):
+    /// what `gateway mcp` does for each call of an agent, and how it reaches the daemon.
+    /// Exit 0, or 1 when the result is an error (a refusal names the rule).
+    Tool {
+        /// The tool: exec, read_file, write_file, edit_file, glob, grep, list_directory, move,
+        /// delete, mkdir, cd, undo, history.
+        name: String,
+        /// Its arguments, a JSON object (as the tool's inputSchema in `tools/list`).
+        args: Option<String>,
+        /// Narrow the policy to this directory (repeatable; an MCP client's roots).
+        #[arg(long)]
+        root: Vec<PathBuf>,
+        /// Narrow the policy to nothing (a client whose roots are none of them local).
+        #[arg(long, conflicts_with = "root")]
+        no_roots: bool,
+    },
+    /// Serve the broker on a Unix socket: while it runs (GATEWAY_SOCKET, the config's
+    /// `socket`, or the default socket), every other command goes through it.
+    Serve {
+        /// The socket [default: the config's `socket`, else $XDG_RUNTIME_DIR/gateway.sock].
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Calls served at once.
+        #[arg(long, default_value_t = 64)]
+        max_clients: usize,
+        /// Seconds a client has to send its call before it is dropped.
+        #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+        call_timeout: f64,
+    },
+    /// Requests waiting for a person's approval (through the daemon).
+    Pending,
+    /// Approve a pending request.
+    Approve {
+        /// Its id (`gateway pending`).
+        id: u64,
+        /// Approve the same call again, without asking, for the rest of its session.
+        #[arg(long)]
+        always_for_session: bool,
+    },
+    /// Deny a pending request.
+    Deny {
+        /// Its id (`gateway pending`).
+        id: u64,
+    },
+    /// Show the config file's location and the settings in effect (and where each comes from).
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
+    /// Find secrets in files (exit 1 when something new is found).
+    Scan {
+        /// Files and directories (walked in parallel; .gitignore is honoured).
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Output format (`--json` is `--format json`).
+        #[arg(long, value_enum, default_value = "text")]
+        format: ScanFormat,
+        /// Rewrite files with each new secret replaced by [REDACTED:<rule>] (backed up and
+        /// journalled in the state directory first).
+        #[arg(long)]
+        redact: bool,
+        /// Baseline file: findings it lists are not reported; it is written (or updated) with
+        /// every current finding. Entries hold a hash of the secret, never the secret.
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<PathBuf>,
+        /// Leave out paths matching this glob (gitignore syntax; repeatable).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Do not honour .gitignore, .ignore and git exclude files.
+        #[arg(long)]
+        no_ignore: bool,
+    },
+    /// Inspect policies.
+    Policy {
+        #[command(subcommand)]
+        cmd: PolicyCmd,
+    },
+    /// Review and verify the audit log.
+    Log {
+        #[command(subcommand)]
+        cmd: LogCmd,
+    },
+    /// The audit log's signing keys.
+    Keys {
+        #[command(subcommand)]
+        cmd: KeysCmd,
+    },
+    /// File tools: decided by the policy, resolved beneath its directories, backed up and
+    /// journalled before a change, recorded in the audit log.
+    Fs {
+        #[command(subcommand)]
+        cmd: FsCmd,
+    },
+    /// The changes made in this workspace (`--cwd`, else the current directory, or beneath
+    /// it) by commands and file tools (the journal), oldest first.
+    History {
+        /// Every workspace's changes.
+        #[arg(long)]
+        all: bool,
+    },
+    /// What `fs rm` moved to the trash.
+    Trash {
+        #[command(subcommand)]
+        cmd: TrashCmd,
+    },
+    /// Revert a change (ID, or the newest of this workspace not yet undone nor skipped);
+    /// refuses if the file changed since.
+    Undo {
+        /// The change id (`gateway history`).
+        id: Option<u64>,
+        /// Show the diff only.
+        #[arg(long)]
+        dry_run: bool,
+        /// Undo even if the file changed since (its current content is backed up first).
+        #[arg(long)]
+        force: bool,
+        /// Revert nothing: pass over the change (ID, or the one plain `undo` would take) so
+        /// that plain `undo` takes the one before it from now on.
+        #[arg(long, conflicts_with_all = ["dry_run", "force"])]
+        skip: bool,
+        /// Without ID: the newest change of any workspace.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GrepModeArg {
+    /// Matching lines, `path:line:text`.
+    Content,
+    /// Files with a match.
+    Files,
+    /// Matching lines per file.
+    Count,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TrashCmd {
+    /// Items in the trash: when, name, where they were.
+    List,
+    /// Put an item back where it was (undoes the removal; refuses if something is there).
+    Restore {
+        /// Its name (`gateway trash list`).
+        name: String,
+    },
+    /// Remove items for good (all, or those removed more than --older-than ago).
+    Empty {
+        /// A duration: 7d, 12h, ...
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ConfigCmd {
+    /// The config file and the settings in effect.
+    Show,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum FsCmd {
+    /// Diagnostics: what the confined file-tool worker can open at PATH with a plain open(2)
+    /// (gateway's own path checks bypassed) and its confinement as the kernel reports it.
+    #[command(hide = true)]
+    Probe {
+        /// Any path.
+        path: PathBuf,
+    },
+    /// Move a file (or, with -r, a directory) to the trash.
+    Rm {
+        /// What.
+        path: PathBuf,
+        /// Directories with their contents.
+        #[arg(short = 'r', long)]
+        recursive: bool,
+        /// Delete for good, keeping no copy: needs a policy that allows the `purge` tool
+        /// (strict denies it, standard asks), and on a terminal a confirmation.
+        #[arg(long)]
+        permanent: bool,
+    },
+    /// Create a directory.
+    Mkdir {
+        /// The directory.
+        path: PathBuf,
+        /// Create missing parents.
+        #[arg(short = 'p', long)]
+        parents: bool,
+    },
+    /// Move or rename (into DST if it is a directory; never over an existing file).
+    Mv {
+        /// From.
+        src: PathBuf,
+        /// To.
+        dst: PathBuf,
+    },
+    /// Change this session's virtual working directory (`..`, `~`, `-`, absolute or
+    /// relative); later `fs` and `exec` calls of the session (GATEWAY_SESSION) start there.
+    Cd {
+        /// Where.
+        path: String,
+    },
+    /// List a directory.
+    Ls {
+        /// The directory (default: the workspace).
+        path: Option<PathBuf>,
+    },
+    /// Files matching a glob (.gitignore honoured; without `/` it matches names anywhere).
+    Glob {
+        /// The pattern.
+        pattern: String,
+        /// Where to look (default: the workspace).
+        #[arg(long)]
+        path: Option<PathBuf>,
+    },
+    /// Search file contents with a regular expression (ripgrep's engine; .gitignore honoured).
+    Grep {
+        /// The regular expression.
+        regex: String,
+        /// Where to look (default: the workspace).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// Only files matching this glob.
+        #[arg(long)]
+        glob: Option<String>,
+        /// Lines of context around each match.
+        #[arg(short = 'C', long, default_value_t = 0)]
+        context: usize,
+        /// Case-insensitive.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// What to print.
+        #[arg(long, value_enum, default_value = "content")]
+        mode: GrepModeArg,
+        /// At most this many results.
+        #[arg(long, default_value_t = 500)]
+        max: usize,
+    },
+    /// Print a text file's lines (numbered with --json); binary files only with --binary.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// First line (1-based).
+        #[arg(long)]
+        offset: Option<usize>,
+        /// How many lines.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Read a binary file anyway (lossy text).
+        #[arg(long)]
+        binary: bool,
+    },
+    /// Create or replace a file (atomically; the old content is backed up).
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The new content.
+        #[arg(
+            long,
+            conflicts_with = "content_file",
+            required_unless_present = "content_file"
+        )]
+        content: Option<String>,
+        /// Read the new content from this file (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        content_file: Option<PathBuf>,
+    },
+    /// Edit a text file in place, keeping its line endings, BOM and final newline.
+    Edit {
+        /// The file.
+        path: PathBuf,
+        /// Exact text to replace (must be unique unless --all).
+        #[arg(long, requires = "new")]
+        old: Option<String>,
+        /// Its replacement.
+        #[arg(long, requires = "old")]
+        new: Option<String>,
+        /// Replace every occurrence.
+        #[arg(long, requires = "old")]
+        all: bool,
+        /// Insert --text before this line (1-based; one past the end appends).
+        #[arg(long, requires = "text")]
+        insert_at: Option<usize>,
+        /// The lines to insert.
+        #[arg(long)]
+        text: Option<String>,
+        /// Append these lines.
+        #[arg(long)]
+        append: Option<String>,
+        /// Delete lines A-B (1-based, inclusive).
+        #[arg(long, value_name = "A-B")]
+        delete_lines: Option<String>,
+        /// Several edits in one atomic step: a JSON array of {"replace": {"old", "new",
+        /// "all"}}, {"insert_at": {"line", "text"}}, {"append": {"text"}},
+        /// {"delete_lines": {"from", "to"}}.
+        #[arg(long, value_name = "FILE")]
+        edits: Option<PathBuf>,
+        /// Print the unified diff; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum LogCmd {
+    /// Recompute the hash chain, the Merkle tree, every checkpoint and signature (exit 0 only
+    /// if all hold).
+    Verify {
+        /// A checkpoint exported earlier (`gateway log checkpoint --export`): detects a
+        /// deleted or rewritten tail even if local checkpoints were removed too.
+        #[arg(long, value_name = "FILE")]
+        anchor: Option<PathBuf>,
+        /// The epoch-0 public key exported earlier (`gateway keys export`): detects replaced
+        /// keys.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// List records matching filters (newest last).
+    Query {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// At most this many (the newest); 0: all.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Show the last records; with -f, keep printing new ones.
+    Tail {
+        /// How many.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        lines: usize,
+        /// Follow: print records as they are appended.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Show one record with its stored output.
+    Show {
+        /// The record's sequence number.
+        seq: u64,
+    },
+    /// Print the newest signed checkpoint.
+    Checkpoint {
+        /// Print it for copying off this host (a C2SP signed note); keep it to use with
+        /// `log verify --anchor`.
+        #[arg(long)]
+        export: bool,
+    },
+    /// Apply the artifact retention of the policy now.
+    Gc,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct FilterArgs {
+    /// Tool name (exec, scan, ...).
+    #[arg(long)]
+    pub(crate) tool: Option<String>,
+    /// Decision.
+    #[arg(long, value_parser = ["allow", "deny", "ask"])]
+    pub(crate) decision: Option<String>,
+    /// Records at or after: RFC 3339 time or a duration ago (90s, 15m, 2h, 3d).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// Records at or before: RFC 3339 time or a duration ago.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+    /// Session id.
+    #[arg(long)]
+    pub(crate) session: Option<String>,
+    /// Records whose working directory is under PATH or whose arguments name it.
+    #[arg(long)]
+    pub(crate) path: Option<String>,
+    /// Records containing this text anywhere.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) contains: Option<String>,
+    /// Exit code.
+    #[arg(long, allow_negative_numbers = true)]
+    pub(crate) exit_code: Option<i32>,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum KeysCmd {
+    /// Print the public keys (epoch 0 first: the root of trust to keep off this host).
+    Export,
+    /// New signing key: the old one signs the new one and a checkpoint, then is destroyed.
+    Rotate,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScanFormat {
+    /// `path:line:column: rule (fingerprint)` per finding.
+    Text,
+    /// One JSON object.
+    Json,
+    /// SARIF 2.1.0.
+    Sarif,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum PolicyCmd {
+    /// Validate a policy file.
+    Check {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Show the decision, the matching rules and the sandbox for a command, without running it;
+    /// or (`--credentials`) the credentials every policy denies, and why.
+    Explain {
+        /// List the credential catalogue: each denied path and variable with its owner, what
+        /// it holds and the source saying so.
+        #[arg(long)]
+        credentials: bool,
+        /// The command.
+        #[arg(
+            required_unless_present = "credentials",
+            trailing_var_arg = true,
+            value_name = "CMD"
+        )]
+        command: Vec<String>,
+    },
+    /// List the built-in policies.
+    List,
+    /// Load a daemon session's policy again (GATEWAY_SESSION; the REPL's /reload-policy):
+    /// a session pins the policy it loaded first, and follows a changed file only after
+    /// this. Recorded with the old and new hashes; a policy that fails to load is not used.
+    Reload {
+        /// Load this policy (name or path) instead of the one in force.
+        name: Option<String>,
+    },
+}
