@@ -268,6 +268,9 @@ pub fn before(
         .and_then(|d| serde_json::from_slice(&d).ok())
         .unwrap_or_default();
     let mut budget = journal::quota::Budget::for_workspace(state_dir, ws, quota);
+    // What the saved index describes is what this run starts from where nothing changed
+    // since: the contents its undo needs, not expired to make room now.
+    budget.protect(old.files.values().map(|e| e.sha256.clone()));
     let mut idx = index(&mut budget, ws, &old, max, true, who)?;
     idx.expired = budget.expired.len();
     drop(budget);
