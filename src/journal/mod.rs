@@ -348,9 +348,14 @@ pub struct Lock {
 
 /// Takes the journal's exclusive lock.
 pub fn lock(state_dir: &Path) -> Result<Lock, JournalError> {
+    lock_named(state_dir, "lock")
+}
+
+/// Takes the exclusive lock `<state>/journal/<name>` (created 0600 if missing).
+pub(crate) fn lock_named(state_dir: &Path, name: &str) -> Result<Lock, JournalError> {
     let dir = state_dir.join("journal");
     private_dir(&dir)?;
-    let p = dir.join("lock");
+    let p = dir.join(name);
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)

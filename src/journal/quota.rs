@@ -273,19 +273,7 @@ fn locked<T>(
     state_dir: &Path,
     f: impl FnOnce() -> Result<T, JournalError>,
 ) -> Result<T, JournalError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = state_dir.join("journal");
-    private_dir(&dir)?;
-    let p = dir.join("usage.lock");
-    let lock = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&p)
-        .map_err(io("opening", &p))?;
-    lock.lock().map_err(io("locking", &p))?;
+    let lock = super::lock_named(state_dir, "usage.lock")?;
     let r = f();
     drop(lock);
     r
