@@ -230,6 +230,32 @@ fn attack(policy: &str, as_nobody: bool) {
                             p.what,
                             path
                         );
+                        // A search for its content there, and a move into the workspace.
+                        let o = gw(&[
+                            "--policy", policy, "fs", "grep", "--path", path, "--", &p.content,
+                        ]);
+                        let t = text(&o);
+                        assert!(
+                            !t.contains(&p.content) && o.status.code() == Some(120),
+                            "{policy} as {who}: fs grep in {} ({}) was not refused: {t}",
+                            p.what,
+                            path
+                        );
+                        let dest = format!("moved-{}", p.what.replace(['/', ' '], "_"));
+                        let o = gw(&["--policy", policy, "fs", "mv", path, &dest]);
+                        assert_eq!(
+                            o.status.code(),
+                            Some(120),
+                            "{policy} as {who}: fs mv {} ({}) was not refused: {}",
+                            p.what,
+                            path,
+                            text(&o)
+                        );
+                        assert!(
+                            std::fs::read_to_string(&p.path).is_ok_and(|c| c.contains(&p.content)),
+                            "{policy} as {who}: {} left its place",
+                            p.what
+                        );
                     }
                 });
             }
