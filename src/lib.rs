@@ -191,6 +191,15 @@
 //!   hashes). The MCP server offers no reload: its client is the agent, and when a new policy
 //!   governs an agent is a person's decision (a restart); the REPL (`/reload-policy`) and
 //!   `gateway policy reload` are a person's or the session owner's commands.
+//! - Refusals are typed (`broker::refusal::Refusal`, issue 23; the file tools first): a path
+//!   outside the roots or leading out of them, a protected path inside a tree to remove, a
+//!   file over `[files] max_size` are the policy's no, not usage errors. Each variant carries
+//!   its path and names its rule; wherever it is decided — in the broker or late in the
+//!   confined worker, which sends it back typed — the call's record is a `deny` with that
+//!   rule, so `log query --decision deny` finds it, and `cli` maps `BrokerError::Refused` to
+//!   exit 120 as it does an exec denial, `--json` adding a `refusal` object (kind, rule, path)
+//!   beside the one `error` string. Conflicts (changed since, a file in the way) and bad
+//!   arguments stay usage errors (122).
 //!
 //! # Test strategy
 //!

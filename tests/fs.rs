@@ -139,7 +139,8 @@ sandbox_test!(
             vec!["fs", "write", "proc", "--content", "x"],
         ] {
             let o = env.gw(&args);
-            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            // Policy refusals (outside the roots, leading out): exit 120 (issue 23; was 122).
+            assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
             assert!(stderr(&o).contains("refused"), "{args:?}: {}", text(&o));
         }
         assert_eq!(
@@ -294,7 +295,7 @@ sandbox_test!(
         // rm outside the workspace or of the workspace's protected paths is refused.
         std::fs::write(env.outside.join("o"), "O").expect("w");
         let o = env.gw(&["fs", "rm", env.outside.join("o").to_str().expect("utf-8")]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         assert!(env.outside.join("o").exists());
         // Emptying the trash removes items for good.
         ok(&["fs", "rm", "other.txt"]);
@@ -356,17 +357,17 @@ sandbox_test!(
         // reads `/` minus credentials, as its commands do.
         let outside = env.outside.to_str().expect("utf-8");
         let o = env.gw(&["--policy", "strict", "fs", "grep", "run", "--path", outside]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         let o = env.gw(&[
             "--policy", "strict", "fs", "glob", "*.rs", "--path", outside,
         ]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         let o = env.gw(&[
             "--policy", "strict", "fs", "grep", "run", "--path", "src/out",
         ]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         let o = env.gw(&["--policy", "strict", "fs", "read", "src/out/x.rs"]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         let o = env.gw(&["fs", "grep", "(", "--path", "src"]);
         assert_eq!(o.status.code(), Some(122), "{}", text(&o));
     }
@@ -413,9 +414,9 @@ sandbox_test!(
             "cd",
             env.outside.to_str().expect("utf-8"),
         ]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         let o = s(&["fs", "cd", env.state.to_str().expect("utf-8")]);
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
         let o = env.gw(&["fs", "cd", "a"]);
         assert_eq!(
             o.status.code(),
@@ -607,7 +608,8 @@ sandbox_test!(
             vec!["--policy", p, "fs", "rm", "-r", "--permanent", "sub"],
         ] {
             let o = env.gw(&args);
-            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            // A policy refusal: exit 120, like an exec denial (issue 23; was 122).
+            assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
             assert!(
                 stderr(&o).contains("which the policy protects"),
                 "{}",
@@ -672,7 +674,8 @@ sandbox_test!(
             vec!["--policy", p, "fs", "edit", "big.txt", "--append", "y"],
         ] {
             let o = env.gw(&args);
-            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            // A policy refusal: exit 120, like an exec denial (issue 23; was 122).
+            assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
             assert!(stderr(&o).contains("max_size"), "{}", text(&o));
         }
         assert_eq!(
@@ -896,6 +899,112 @@ sandbox_test!(
         assert_eq!(
             std::fs::read_to_string(env.ws.join(&name)).expect("back"),
             "hello"
+        );
+    }
+);
+
+/// A file tool's refusal by the policy (issue 23): exit 120 like an exec denial, `--json`'s
+/// error object naming the refusal's kind and rule, and a `deny` record with the rule that
+/// `log query --decision deny` finds.
+fn assert_refused(env: &Env, args: &[&str], kind: &str, rule: &str) {
+    let o = env.cmd().arg("--json").args(args).output().expect("run");
+    assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
+    let v = json_of(&o);
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("refused: ")),
+        "{v}"
+    );
+    assert_eq!(v["refusal"]["kind"], kind, "{v}");
+    assert_eq!(v["refusal"]["rule"], rule, "{v}");
+    let o = env
+        .cmd()
+        .args([
+            "--json",
+            "log",
+            "query",
+            "--decision",
+            "deny",
+            "--limit",
+            "0",
+        ])
+        .output()
+        .expect("run");
+    let q = json_of(&o);
+    let recs = q["records"].as_array().expect("records");
+    let last = recs.last().unwrap_or_else(|| panic!("no deny record: {q}"));
+    assert_eq!(last["decision"]["effect"], "deny", "{q}");
+    assert_eq!(last["decision"]["rules"], serde_json::json!([rule]), "{q}");
+}
+
+sandbox_test!(
+    fn fs_refusal_outside_roots_exits_120_and_is_recorded_as_deny() {
+        let env = Env::new("fs-refuse-roots");
+        let out = env.outside.join("made");
+        let out = out.to_str().expect("utf-8");
+        assert_refused(
+            &env,
+            &["fs", "write", out, "--content", "x"],
+            "outside_roots",
+            "outside-roots",
+        );
+        assert_refused(
+            &env,
+            &["fs", "mkdir", out],
+            "outside_roots",
+            "outside-roots",
+        );
+        assert!(!env.outside.join("made").exists());
+    }
+);
+
+sandbox_test!(
+    fn fs_refusal_link_leading_outside_exits_120_and_is_recorded_as_deny() {
+        let env = Env::new("fs-refuse-link");
+        std::fs::write(env.outside.join("f"), "theirs\n").expect("w");
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("lnk")).expect("symlink");
+        assert_refused(
+            &env,
+            &["fs", "write", "lnk/g", "--content", "x"],
+            "leads_outside",
+            "outside-roots",
+        );
+        assert!(!env.outside.join("g").exists());
+    }
+);
+
+sandbox_test!(
+    fn fs_refusal_protected_path_inside_a_tree_exits_120_and_is_recorded_as_deny() {
+        let env = Env::new("fs-refuse-protected");
+        std::fs::create_dir_all(env.ws.join("sub/.git")).expect("mkdir");
+        std::fs::write(env.ws.join("sub/.git/config"), "[core]\n").expect("w");
+        assert_refused(
+            &env,
+            &["fs", "rm", "-r", "sub"],
+            "contains_protected",
+            "protected-path",
+        );
+        assert!(env.ws.join("sub/.git/config").exists());
+    }
+);
+
+sandbox_test!(
+    fn fs_refusal_over_the_size_limit_exits_120_and_is_recorded_as_deny() {
+        let env = Env::new("fs-refuse-size");
+        std::fs::write(env.ws.join("big.txt"), "x".repeat(100)).expect("w");
+        let policy = env.root.join("p.toml");
+        std::fs::write(
+            &policy,
+            "extends = \"standard\"\n[files]\nmax_size = \"64B\"\n",
+        )
+        .expect("policy");
+        let p = policy.to_str().expect("utf-8");
+        assert_refused(
+            &env,
+            &["--policy", p, "fs", "read", "big.txt"],
+            "too_large",
+            "files.max_size",
         );
     }
 );

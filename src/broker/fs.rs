@@ -10,6 +10,7 @@
 //! typed invocation) replaces with `broker::invoke`; it is split along that seam then, not
 //! before (undo already lives in `fs/undo.rs`).
 
+use super::refusal::{Access, Refusal};
 use super::{BrokerError, redact_text, workspace};
 use crate::audit;
 use crate::fsops::path::{self as fpath, Root};
@@ -278,7 +279,15 @@ fn usage(msg: impl Into<String>) -> BrokerError {
 }
 
 fn fs_err(e: crate::fsops::FsError) -> BrokerError {
-    BrokerError::Usage(e.to_string())
+    match e {
+        // A path that leads out of the allowed directories is the policy's no.
+        crate::fsops::FsError::Escape { path, why } => Refusal::LeadsOutside {
+            path,
+            why: why.into(),
+        }
+        .into(),
+        e => BrokerError::Usage(e.to_string()),
+    }
 }
 
 fn j_err(e: journal::JournalError) -> BrokerError {
@@ -611,7 +620,18 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
             | FsOutput::Probe { .. },
         ) => rec.exit_code = Some(0),
         Ok(FsOutput::Denied | FsOutput::NotApproved) => {}
-        Err(e) => rec.error = Some(redact_text(&e.to_string())),
+        Err(e) => {
+            // A refusal decided in the tool (in the worker, on the path as opened) is the
+            // policy's no, recorded as a deny with its rule, as one decided before it.
+            if let BrokerError::Refused(r) = e {
+                rec.decision = audit::RecordDecision {
+                    effect: "deny".into(),
+                    rules: vec![r.rule().into()],
+                    reasons: vec![redact_text(&r.to_string())],
+                };
+            }
+            rec.error = Some(redact_text(&e.to_string()));
+        }
     }
     let seq = log.append(&mut rec)?;
     if matches!(
@@ -961,11 +981,11 @@ pub(crate) fn act(
                 .chain(&rs.protected)
                 .find(|g| g.starts_with(&abs) && **g != abs)
             {
-                return Err(usage(format!(
-                    "refused: {} contains {}, which the policy protects; remove the rest piece by piece",
-                    path.display(),
-                    g.display()
-                )));
+                return Err(Refusal::ContainsProtected {
+                    path: path.clone(),
+                    inner: g.clone(),
+                }
+                .into());
             }
             if permanent {
                 purge(t, root, &rel, recursive)
@@ -1032,10 +1052,10 @@ fn pick_read<'a>(
     ws: &Path,
 ) -> Result<(&'a Root, PathBuf), BrokerError> {
     let (root, rel) = pick(&rs.read, path, ws).ok_or_else(|| {
-        usage(format!(
-            "refused: {}: outside the directories this policy allows",
-            path.display()
-        ))
+        BrokerError::from(Refusal::OutsideRoots {
+            path: path.to_path_buf(),
+            access: Access::Read,
+        })
     })?;
     // Resolve it beneath the root (refusing links out) and check what it really is.
     let fd = root
@@ -1052,10 +1072,10 @@ fn pick_read<'a>(
     }))
     .unwrap_or_else(|_| root.path.join(&rel));
     if under(&real, &rs.deny) {
-        return Err(usage(format!(
-            "refused: {}: the policy denies access to it",
-            path.display()
-        )));
+        return Err(Refusal::DeniedPath {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     let rel = real
         .strip_prefix(&root.path)
@@ -1072,17 +1092,17 @@ fn pick_write<'a>(
     ws: &Path,
 ) -> Result<(&'a Root, PathBuf), BrokerError> {
     let (root, rel) = pick(&rs.write, path, ws).ok_or_else(|| {
-        usage(format!(
-            "refused: {}: outside the directories this policy lets commands change",
-            path.display()
-        ))
+        BrokerError::from(Refusal::OutsideRoots {
+            path: path.to_path_buf(),
+            access: Access::Write,
+        })
     })?;
     let abs = root.path.join(&rel);
     if under(&abs, &rs.deny) || under(&abs, &rs.protected) {
-        return Err(usage(format!(
-            "refused: {}: protected by the policy (read-only or denied)",
-            path.display()
-        )));
+        return Err(Refusal::ProtectedPath {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok((root, rel))
 }
@@ -1093,10 +1113,11 @@ fn rerr<'a>(
 ) -> impl FnOnce(rustix::io::Errno) -> BrokerError + 'a {
     move |e| {
         if e == rustix::io::Errno::XDEV {
-            return usage(format!(
-                "refused: {}: it leads outside the allowed directories",
-                path.display()
-            ));
+            return Refusal::LeadsOutside {
+                path: path.to_path_buf(),
+                why: "it leads outside the allowed directories".into(),
+            }
+            .into();
         }
         BrokerError::Io {
             what: format!("{what} {}", path.display()),
@@ -1546,10 +1567,10 @@ fn same_state(a: &PathState, b: &PathState) -> bool {
 /// Lists a directory beneath the readable roots.
 fn list(rs: &Roots, ws: &Path, path: &Path) -> Result<FsOutput, BrokerError> {
     let (root, rel) = pick(&rs.read, path, ws).ok_or_else(|| {
-        usage(format!(
-            "refused: {}: outside the directories this policy allows",
-            path.display()
-        ))
+        BrokerError::from(Refusal::OutsideRoots {
+            path: path.to_path_buf(),
+            access: Access::Read,
+        })
     })?;
     let fd = root
         .open_beneath(
@@ -1562,10 +1583,10 @@ fn list(rs: &Roots, ws: &Path, path: &Path) -> Result<FsOutput, BrokerError> {
     if let Some(real) = real_path(&f)
         && under(&real, &rs.deny)
     {
-        return Err(usage(format!(
-            "refused: {}: the policy denies access to it",
-            path.display()
-        )));
+        return Err(Refusal::DeniedPath {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     let dir = rustix::fs::Dir::read_from(&f).map_err(rerr(path, "listing"))?;
     let mut entries = Vec::new();
@@ -1700,10 +1721,10 @@ fn current(
     max: u64,
 ) -> Result<Option<(Vec<u8>, u32)>, BrokerError> {
     let (root, rel) = pick(rs, p, ws).ok_or_else(|| {
-        usage(format!(
-            "refused: {}: outside the directories this policy allows",
-            p.display()
-        ))
+        BrokerError::from(Refusal::OutsideRoots {
+            path: p.to_path_buf(),
+            access: Access::Read,
+        })
     })?;
     let target = root.final_target(&rel).map_err(fs_err)?;
     match fpath::open_read(root, &target) {
@@ -1711,10 +1732,10 @@ fn current(
             if let Some(real) = real_path(&f)
                 && under(&real, deny)
             {
-                return Err(usage(format!(
-                    "refused: {}: the policy denies access to it",
-                    p.display()
-                )));
+                return Err(Refusal::DeniedPath {
+                    path: p.to_path_buf(),
+                }
+                .into());
             }
             // not-ws: the metadata of an open descriptor
             let meta = f.metadata().map_err(|e| BrokerError::Io {
@@ -1722,11 +1743,12 @@ fn current(
                 source: e,
             })?;
             if meta.len() > max {
-                return Err(usage(format!(
-                    "{}: {} bytes, more than the {max} bytes file tools handle (policy [files] max_size)",
-                    p.display(),
-                    meta.len()
-                )));
+                return Err(Refusal::TooLarge {
+                    path: p.to_path_buf(),
+                    size: meta.len(),
+                    max,
+                }
+                .into());
             }
             let mut v = Vec::with_capacity(meta.len() as usize);
             f.read_to_end(&mut v).map_err(|e| BrokerError::Io {
@@ -1809,19 +1831,19 @@ fn change(
     undoes: Option<u64>,
 ) -> Result<FsOutput, BrokerError> {
     let (root, rel) = pick(&rs.write, path, ws).ok_or_else(|| {
-        usage(format!(
-            "refused: {}: outside the directories this policy lets commands change",
-            path.display()
-        ))
+        BrokerError::from(Refusal::OutsideRoots {
+            path: path.to_path_buf(),
+            access: Access::Write,
+        })
     })?;
     let abs = root.path.join(&rel);
     let target_rel = root.final_target(&rel).map_err(fs_err)?;
     let target = root.path.join(&target_rel);
     if under(&target, &rs.deny) || under(&target, &rs.protected) {
-        return Err(usage(format!(
-            "refused: {}: protected by the policy (read-only or denied)",
-            path.display()
-        )));
+        return Err(Refusal::ProtectedPath {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     let old = current(&rs.write, &rs.deny, &abs, ws, t.max_size)?;
     let new = match make(old.as_ref().map(|(d, _)| d.as_slice()))? {

@@ -15,6 +15,7 @@ pub mod log;
 mod next_run;
 mod paths;
 pub mod pin;
+pub mod refusal;
 pub mod scan;
 pub mod session;
 pub mod snapshot;
@@ -239,6 +240,10 @@ pub enum BrokerError {
     /// lift it).
     #[error("{0}")]
     NextRunInReach(String),
+    /// The policy refused (a file tool's path outside its roots, denied or protected, a
+    /// file over its size limit): recorded as a `deny` with the refusal's rule, exit 120.
+    #[error(transparent)]
+    Refused(#[from] refusal::Refusal),
     /// The audit log could not be written: nothing runs unrecorded.
     #[error("{0}")]
     Audit(#[from] crate::audit::AuditError),

@@ -103,8 +103,17 @@ enum Up {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 enum ToolResult {
-    Ok { output: Box<FsOutput> },
-    Err { usage: bool, message: String },
+    Ok {
+        output: Box<FsOutput>,
+    },
+    Err {
+        usage: bool,
+        message: String,
+    },
+    /// The policy refused, found late (in the worker): recorded as a deny with its rule.
+    Refused {
+        refusal: super::refusal::Refusal,
+    },
 }
 
 /// Broker → worker.
@@ -290,6 +299,7 @@ pub(crate) fn run(
             usage: true,
             message,
         }) => Err(BrokerError::Usage(message)),
+        Some(ToolResult::Refused { refusal }) => Err(BrokerError::Refused(refusal)),
         Some(ToolResult::Err {
             usage: false,
             message,
@@ -813,6 +823,7 @@ pub fn worker_main() -> std::process::ExitCode {
         Ok(output) => ToolResult::Ok {
             output: Box::new(output),
         },
+        Err(BrokerError::Refused(refusal)) => ToolResult::Refused { refusal },
         Err(e) => ToolResult::Err {
             usage: matches!(e, BrokerError::Usage(_)),
             message: e.to_string(),

@@ -215,6 +215,16 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
     report(cli, bfs::run(&context(cli, &policy), op), counts)
 }
 
+/// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
+/// policy also `"refusal": {"kind", "rule", "path", ...}` (exit 120).
+pub(super) fn error_json(e: &crate::broker::BrokerError) -> serde_json::Value {
+    let mut v = json!({"error": e.to_string()});
+    if let crate::broker::BrokerError::Refused(r) = e {
+        v["refusal"] = r.shown();
+    }
+    v
+}
+
 /// The rules that made a decision, in one line.
 fn rules_of(d: &crate::model::Decision) -> String {
     d.deciding_rules()
@@ -232,7 +242,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
         Ok(r) => r,
         Err(e) => {
             if cli.json {
-                outln!("{}", json!({"error": e.to_string()}));
+                outln!("{}", error_json(&e));
             }
             return broker_error(e);
         }

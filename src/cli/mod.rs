@@ -1059,7 +1059,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
         BrokerError::Usage(_) => exit::USAGE,
         BrokerError::NotFound { .. } => exit::NOT_FOUND,
         BrokerError::Policy(_) => exit::POLICY,
-        BrokerError::SecretInInput { .. } => exit::DENIED,
+        BrokerError::SecretInInput { .. } | BrokerError::Refused(_) => exit::DENIED,
         BrokerError::Sandbox(SandboxError::Exec { source, .. }) => {
             if source.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND

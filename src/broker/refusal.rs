@@ -1,0 +1,164 @@
+//! Typed refusals (issue 23): the policy — its roots, its denied and protected paths, its
+//! limits — says no. A refusal is not a usage error (the request was well formed) nor a
+//! failure (nothing broke): wherever it is decided, in the broker or late in the file tools'
+//! confined worker, it is recorded as a `deny` naming its rule, so `gateway log query
+//! --decision deny` finds it, and `cli` maps every refusal to exit 120 (`exit::DENIED`),
+//! like an exec denial; `--json` adds the refusal's fields beside the error message.
+//!
+//! The file tools' refusals come first; the messages are those the tools gave as usage
+//! errors before, so what a person reads is unchanged.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Why a file tool's path is outside what the policy allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// The policy's readable directories.
+    Read,
+    /// The directories the policy lets commands change.
+    Write,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Access::Read => "allows",
+            Access::Write => "lets commands change",
+        })
+    }
+}
+
+/// A refusal by the policy: what was refused, on which path, by which rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Refusal {
+    /// The path lies outside the directories the policy lets the tool read or change
+    /// (rule `outside-roots`).
+    #[error("refused: {}: outside the directories this policy {access}", path.display())]
+    OutsideRoots {
+        /// The path as asked for.
+        path: PathBuf,
+        /// Reading or changing.
+        access: Access,
+    },
+    /// The path is inside an allowed directory as written, but a link or mount on the way
+    /// leads outside it (rule `outside-roots`).
+    #[error("refused: {}: {why}", path.display())]
+    LeadsOutside {
+        /// The path as asked for (or the part of it that leads out).
+        path: PathBuf,
+        /// How it leads out.
+        why: String,
+    },
+    /// The file opened is one the policy denies (`[filesystem] deny`), found where it
+    /// really is (rule `denied-path`).
+    #[error("refused: {}: the policy denies access to it", path.display())]
+    DeniedPath {
+        /// The path as asked for.
+        path: PathBuf,
+    },
+    /// The path to change is read-only or denied by the policy, or protected (rule
+    /// `protected-path`).
+    #[error("refused: {}: protected by the policy (read-only or denied)", path.display())]
+    ProtectedPath {
+        /// The path as asked for.
+        path: PathBuf,
+    },
+    /// A recursive removal would take a protected or denied path inside it with it (rule
+    /// `protected-path`).
+    #[error(
+        "refused: {} contains {}, which the policy protects; remove the rest piece by piece",
+        path.display(),
+        inner.display()
+    )]
+    ContainsProtected {
+        /// The directory asked to be removed.
+        path: PathBuf,
+        /// The protected path inside it.
+        inner: PathBuf,
+    },
+    /// The file is larger than the policy's `[files] max_size` (rule `files.max_size`).
+    #[error(
+        "refused: {}: {size} bytes, more than the {max} bytes file tools handle (policy [files] max_size)",
+        path.display()
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The policy's limit.
+        max: u64,
+    },
+}
+
+impl Refusal {
+    /// The id of the rule that refused, as recorded in the audit log's `decision.rules`.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Refusal::OutsideRoots { .. } | Refusal::LeadsOutside { .. } => "outside-roots",
+            Refusal::DeniedPath { .. } => "denied-path",
+            Refusal::ProtectedPath { .. } | Refusal::ContainsProtected { .. } => "protected-path",
+            Refusal::TooLarge { .. } => "files.max_size",
+        }
+    }
+
+    /// The path refused.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            Refusal::OutsideRoots { path, .. }
+            | Refusal::LeadsOutside { path, .. }
+            | Refusal::DeniedPath { path }
+            | Refusal::ProtectedPath { path }
+            | Refusal::ContainsProtected { path, .. }
+            | Refusal::TooLarge { path, .. } => path,
+        }
+    }
+
+    /// The refusal as shown (`--json`, the audit log): its fields, the rule, and every path
+    /// with a secret in it redacted.
+    pub fn shown(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            for k in ["path", "inner"] {
+                if let Some(serde_json::Value::String(s)) = o.get_mut(k) {
+                    *s = super::redact_text(s);
+                }
+            }
+            o.insert("rule".into(), self.rule().into());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_names_its_rule_and_keeps_its_fields() {
+        let r = Refusal::TooLarge {
+            path: "/w/big".into(),
+            size: 10,
+            max: 5,
+        };
+        let v = r.shown();
+        assert_eq!(v["kind"], "too_large");
+        assert_eq!(v["rule"], "files.max_size");
+        assert_eq!(v["path"], "/w/big");
+        assert_eq!(v["max"], 5);
+        let back: Refusal = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let o = Refusal::OutsideRoots {
+            path: "/etc/x".into(),
+            access: Access::Write,
+        };
+        assert_eq!(o.rule(), "outside-roots");
+        assert_eq!(
+            o.to_string(),
+            "refused: /etc/x: outside the directories this policy lets commands change"
+        );
+    }
+}
