@@ -119,11 +119,18 @@ fn store(state_dir: &Path, data: &[u8], sync: bool) -> Result<String, JournalErr
     }
 }
 
-/// Writes an encoded blob as `<dir>/<id>` (a temporary file renamed into place).
-fn write_blob(dir: &Path, id: &str, enc: &[u8], sync: bool) -> Result<(), JournalError> {
+/// Writes `data` as `<dir>/<name>`, whole or not at all: a temporary file (0600) renamed into
+/// place, synced with its directory when `sync` (the backup store), not when the file is a
+/// cache (the usage record).
+pub(crate) fn write_whole(
+    dir: &Path,
+    name: &str,
+    data: &[u8],
+    sync: bool,
+) -> Result<(), JournalError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(id);
-    let tmp = dir.join(format!(".{id}.tmp-{}", std::process::id()));
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -131,7 +138,7 @@ fn write_blob(dir: &Path, id: &str, enc: &[u8], sync: bool) -> Result<(), Journa
         .mode(0o600)
         .open(&tmp)
         .map_err(io("creating", &tmp))?;
-    if let Err(e) = f.write_all(enc) {
+    if let Err(e) = f.write_all(data) {
         // Out of space, typically: leave nothing half-written behind.
         let _ = std::fs::remove_file(&tmp);
         return Err(io("writing", &tmp)(e));

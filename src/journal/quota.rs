@@ -306,23 +306,14 @@ fn append(state_dir: &Path, lines: &[String]) -> Result<(), JournalError> {
     })
 }
 
-/// Writes the record whole (a temporary file renamed into place; a cache, not synced).
+/// Writes the record whole (a cache: not synced).
 fn write_usage(state_dir: &Path, u: &Usage) -> Result<(), JournalError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let p = usage_path(state_dir);
-    let tmp = p.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("creating", &tmp))?;
-    if let Err(e) = f.write_all(u.render().as_bytes()) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io("writing", &tmp)(e));
-    }
-    std::fs::rename(&tmp, &p).map_err(io("storing", &p))
+    super::write_whole(
+        &state_dir.join("journal"),
+        "usage",
+        u.render().as_bytes(),
+        false,
+    )
 }
 
 /// The store's usage: the record replayed; rebuilt when missing, damaged or old, rewritten
@@ -589,7 +580,7 @@ impl Budget {
         if let Some(reason) = self.make_room(need)? {
             return Ok(Stored::NotBackedUp { id, reason });
         }
-        super::write_blob(&self.dir, &id, &enc, sync)?;
+        super::write_whole(&self.dir, &id, &enc, sync)?;
         let now = super::now();
         let owners: Vec<String> = self.ws.iter().map(|w| w.key.clone()).collect();
         if let Some(u) = self.usage.as_mut() {
