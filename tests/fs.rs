@@ -1,4 +1,7 @@
 //! The file tools: read, write, edit, glob, grep, ls, mkdir, mv, rm, cd, and their confined worker.
+//!
+//! Over 1,000 lines: one test per file tool behaviour and per refusal class, each
+//! self-contained; split per tool (read/write/edit, tree operations, search) when it grows.
 
 use crate::util::*;
 

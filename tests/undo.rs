@@ -1,4 +1,7 @@
 //! History, undo, snapshots of what commands change, and backup retention.
+//!
+//! Over 1,000 lines: one test per undo scenario (snapshots, quotas, git, races), each
+//! self-contained; the seam is snapshots and quotas apart from undo of the file tools.
 
 use crate::util::*;
 
@@ -546,22 +549,7 @@ sandbox_test! {
 sandbox_test!(
     fn undo_brings_back_work_discarded_by_git_reset_hard_and_clean() {
         let env = Env::new("git-undo");
-        let git = |args: &[&str]| {
-            let o = Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(args)
-                .current_dir(&env.ws)
-                .output()
-                .expect("git");
-            assert!(o.status.success(), "git {args:?}: {}", text(&o));
-        };
+        let git = |args: &[&str]| git_in(&env.ws, args);
         env.write("tracked.txt", "committed\n");
         env.write(".gitignore", "ignored.txt\n");
         git(&["init", "-q"]);
@@ -1043,22 +1031,7 @@ sandbox_test! {
 sandbox_test!(
     fn an_allowed_destructive_git_command_is_snapshotted_even_without_snapshots() {
         let env = Env::new("git-undo-permissive");
-        let git = |args: &[&str]| {
-            let o = Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(args)
-                .current_dir(&env.ws)
-                .output()
-                .expect("git");
-            assert!(o.status.success(), "git {args:?}: {}", text(&o));
-        };
+        let git = |args: &[&str]| git_in(&env.ws, args);
         env.write("tracked.txt", "committed\n");
         git(&["init", "-q"]);
         git(&["add", "tracked.txt"]);
@@ -1162,3 +1135,21 @@ sandbox_test!(
         );
     }
 );
+
+/// Runs git (as the test, unconfined) in `dir` with a fixed identity; it must succeed.
+fn git_in(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(o.status.success(), "git {args:?}: {}", text(&o));
+}

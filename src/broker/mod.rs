@@ -21,6 +21,8 @@ pub mod session;
 pub mod snapshot;
 pub mod worker;
 pub mod wsfs;
+#[cfg(test)]
+mod wsfs_check;
 
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
@@ -804,10 +806,12 @@ fn discards_git_work(argv: &[String], cwd: &Path) -> bool {
     if !argv.iter().any(|a| a.contains("git")) {
         return false;
     }
-    let Ok(strict) = Policy::builtin("strict") else {
+    // Loaded once per process (a daemon decides many calls).
+    static STRICT: std::sync::OnceLock<Option<Policy>> = std::sync::OnceLock::new();
+    let Some(strict) = STRICT.get_or_init(|| Policy::builtin("strict").ok()) else {
         return false;
     };
-    decide_exec(&strict, argv, cwd)
+    decide_exec(strict, argv, cwd)
         .rules
         .iter()
         .any(|r| r.id == "deny-git-destructive")
