@@ -927,7 +927,8 @@ sandbox_test! {
             ])
             .output()
             .expect("run");
-        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        // A refusal by the policy (issue 23): exit 120, recorded as a deny.
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
     }
 }
 

@@ -38,6 +38,7 @@ mod mcp;
 mod next_run;
 mod policy;
 mod repl;
+mod reports;
 mod secrets;
 mod shell;
 mod undo;

@@ -574,7 +574,15 @@ pub fn check_mcp_client_run(
     // Refusals are tool results with isError, naming the rule and its reason.
     let d: serde_json::Value = serde_json::from_str(&failed("denied")).expect("json");
     assert_eq!(d["decision"], "deny");
-    assert_eq!(d["rules"][0]["rule"], "deny-rm-root-home");
+    assert_eq!(d["refusal"]["kind"], "policy_denied");
+    assert_eq!(d["refusal"]["rule"], "deny-rm-root-home");
+    assert_eq!(d["refusal"]["rules"][0], "deny-rm-root-home");
+    assert!(
+        d["refusal"]["reasons"][0]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{d}"
+    );
     // A denied path is decided before the worker runs (issue 14 item 5), by name.
     assert!(
         failed("escape").contains("denied-path"),
@@ -619,8 +627,8 @@ pub fn check_mcp_roots_run(env: &Env, root: &Path, v: &serde_json::Value) {
     let refused = |k: &str, needle: &str| {
         let (err, v) = field(k);
         assert!(err, "{k} should be refused: {v}");
-        assert_eq!(v["rules"][0]["rule"], "client-roots", "{k}: {v}");
-        let reason = v["rules"][0]["reason"].as_str().expect("reason");
+        assert_eq!(v["refusal"]["rules"][0], "client-roots", "{k}: {v}");
+        let reason = v["refusal"]["reasons"][0].as_str().expect("reason");
         assert!(reason.contains(needle), "{k}: {reason}");
     };
     let root_s = root.display().to_string();

@@ -439,89 +439,121 @@ fn under(p: &Path, list: &[PathBuf]) -> bool {
     list.iter().any(|d| p.starts_with(d))
 }
 
-/// Runs a file tool call: decide, act, record.
-#[allow(
-    clippy::too_many_lines,
-    reason = "the file tools' invocation skeleton, which issue 23's broker::invoke replaces"
-)]
+/// Runs a file tool call through the invocation skeleton (`broker::invoke`): decide (on the
+/// path as written and as resolved), ask, act in the confined worker, record.
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
-    super::ensure_state_dir(&ctx.state_dir)?;
-    let mut log = super::open_log(&ctx.state_dir)?;
-    // The writable area is the session's workspace; relative paths resolve against its
-    // working directory (`cd`), which moves nothing else.
-    let ws = workspace(&ctx.workspace)?;
-    let base = workspace(&ctx.cwd)?;
-    let (tool, name, path) = match &op {
-        FsOp::Read { path, .. } => (Tool::Read, "fs.read", Some(path.clone())),
-        FsOp::Write { path, .. } => (Tool::Write, "fs.write", Some(path.clone())),
-        FsOp::Edit { path, .. } => (Tool::Edit, "fs.edit", Some(path.clone())),
-        FsOp::Remove {
-            path,
-            permanent: true,
-            ..
-        } => (Tool::Purge, "fs.rm.permanent", Some(path.clone())),
-        FsOp::Remove { path, .. } => (Tool::Delete, "fs.rm", Some(path.clone())),
-        FsOp::Mkdir { path, .. } => (Tool::Mkdir, "fs.mkdir", Some(path.clone())),
-        FsOp::Move { src, .. } => (Tool::Move, "fs.mv", Some(src.clone())),
-        FsOp::List { path } => (Tool::List, "fs.ls", Some(path.clone())),
-        FsOp::Glob { path, .. } => (Tool::Search, "fs.glob", Some(path.clone())),
-        FsOp::Grep { path, .. } => (Tool::Search, "fs.grep", Some(path.clone())),
-        FsOp::TrashRestore { .. } => (Tool::Write, "trash.restore", None),
-        FsOp::Undo { .. } => (Tool::Write, "undo", None),
-        // A diagnostic of the worker's confinement: allowed where listing the workspace is.
-        FsOp::Probe { .. } => (Tool::List, "fs.probe", Some(ws.clone())),
+    let call = super::invoke::Call {
+        policy: ctx.policy,
+        state_dir: &ctx.state_dir,
+        session: &ctx.session,
+        caller: &ctx.caller,
     };
-    let abs = path.as_ref().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            base.join(p)
+    let (tool, name) = op.tool();
+    let mut t = FsTool {
+        ctx,
+        op: Some(op),
+        tool,
+        name,
+        ws: PathBuf::new(),
+        base: PathBuf::new(),
+        subject: PathBuf::new(),
+        paths: None,
+        undo_target: None,
+        decision: None,
+        enforcement: None,
+    };
+    let done = super::invoke::invoke(&call, &mut t)?;
+    Ok(FsResult {
+        decision: t
+            .decision
+            .ok_or_else(|| usage("a file tool call performed without a decision"))?,
+        output: done.output.redacted(),
+        audit_seq: done.seq,
+        enforcement: t.enforcement,
+    })
+}
+
+impl FsOp {
+    /// The policy's tool and the record's name.
+    fn tool(&self) -> (Tool, &'static str) {
+        match self {
+            FsOp::Read { .. } => (Tool::Read, "fs.read"),
+            FsOp::Write { .. } => (Tool::Write, "fs.write"),
+            FsOp::Edit { .. } => (Tool::Edit, "fs.edit"),
+            FsOp::Remove {
+                permanent: true, ..
+            } => (Tool::Purge, "fs.rm.permanent"),
+            FsOp::Remove { .. } => (Tool::Delete, "fs.rm"),
+            FsOp::Mkdir { .. } => (Tool::Mkdir, "fs.mkdir"),
+            FsOp::Move { .. } => (Tool::Move, "fs.mv"),
+            FsOp::List { .. } => (Tool::List, "fs.ls"),
+            FsOp::Glob { .. } => (Tool::Search, "fs.glob"),
+            FsOp::Grep { .. } => (Tool::Search, "fs.grep"),
+            FsOp::TrashRestore { .. } => (Tool::Write, "trash.restore"),
+            FsOp::Undo { .. } => (Tool::Write, "undo"),
+            // A diagnostic of the worker's confinement: allowed where listing the workspace is.
+            FsOp::Probe { .. } => (Tool::List, "fs.probe"),
         }
-    });
-    // Undo decides on the path of the change it reverts.
-    let undo_target = match &op {
-        FsOp::Undo { id, all, .. } => Some(undo::find_change(
-            &ctx.state_dir,
-            *id,
-            if *all {
-                Scope::All
-            } else {
-                Scope::Workspace(&ws)
-            },
-        )?),
-        FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
-        _ => None,
-    };
-    // A move is decided on both ends.
-    let mut extra_paths = Vec::new();
-    if let FsOp::Move { dst, .. } = &op {
-        extra_paths.push(if dst.is_absolute() {
-            dst.clone()
-        } else {
-            base.join(dst)
-        });
     }
-    let subject = abs
-        .clone()
-        .or_else(|| undo_target.as_ref().map(|c| c.path.clone()))
-        .unwrap_or_default();
-    let mut decision = ctx.policy.evaluate(
-        &ToolCall {
-            tool,
-            argv: vec![],
-            paths: std::iter::once(subject.clone())
-                .chain(extra_paths)
-                .collect(),
-            cwd: base.clone(),
-        },
-        &super::shell_env(&base),
-    );
-    // Denied and protected paths, judged as written and as resolved, refuse the call here,
-    // named and recorded as a deny (`broker::paths`); the worker's confinement is the
-    // second wall.
-    let paths = root_paths(ctx.policy, &ctx.state_dir, &ws, op.only_reads());
-    if let Ok(rp) = &paths {
-        let subjects: Vec<PathBuf> = decision_paths(&subject, &op, &base);
+
+    /// The path the call is about, as given (none for undo and restore, which decide on
+    /// the change they revert).
+    fn subject(&self) -> Option<&Path> {
+        match self {
+            FsOp::Read { path, .. }
+            | FsOp::Write { path, .. }
+            | FsOp::Edit { path, .. }
+            | FsOp::Remove { path, .. }
+            | FsOp::Mkdir { path, .. }
+            | FsOp::List { path }
+            | FsOp::Glob { path, .. }
+            | FsOp::Grep { path, .. } => Some(path),
+            FsOp::Move { src, .. } => Some(src),
+            FsOp::TrashRestore { .. } | FsOp::Undo { .. } | FsOp::Probe { .. } => None,
+        }
+    }
+}
+
+/// One file tool call, between the skeleton's steps.
+struct FsTool<'c, 'a> {
+    ctx: &'c FsContext<'a>,
+    /// The call (taken by the "perform" step).
+    op: Option<FsOp>,
+    tool: Tool,
+    name: &'static str,
+    /// The writable area: the session's workspace.
+    ws: PathBuf,
+    /// The base of relative paths: the session's working directory (`cd`), which moves
+    /// nothing else.
+    base: PathBuf,
+    /// The path decided on (for undo: the path of the change it reverts).
+    subject: PathBuf,
+    paths: Option<Result<RootPaths, BrokerError>>,
+    undo_target: Option<Change>,
+    decision: Option<Decision>,
+    /// How the worker that performed it was confined.
+    enforcement: Option<crate::sandbox::EnforcementStatus>,
+}
+
+impl super::invoke::Tool for FsTool<'_, '_> {
+    type Output = FsOutput;
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
+        let ctx = self.ctx;
+        let Some(op) = self.op.as_ref() else {
+            return Err(usage("a file tool call decided twice"));
+        };
+        // Paths can hold a token (a file named after one): recorded redacted, always.
+        rec.args = describe(op).iter().map(|a| redact_text(a)).collect();
+        rec.cwd = ctx.cwd.display().to_string();
+        self.ws = workspace(&ctx.workspace)?;
+        self.base = workspace(&ctx.cwd)?;
+        rec.cwd = self.base.display().to_string();
+        let base = &self.base;
         let abs_of = |p: &Path| {
             if p.is_absolute() {
                 p.to_path_buf()
@@ -529,129 +561,144 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
                 base.join(p)
             }
         };
-        let refused = super::paths::refusals(ctx.policy, rp, &op, &subjects, &abs_of);
-        if !refused.is_empty() {
-            decision.effect = Effect::Deny;
-            decision.rules.extend(refused);
+        // Undo decides on the path of the change it reverts.
+        self.undo_target = match op {
+            FsOp::Undo { id, all, .. } => Some(undo::find_change(
+                &ctx.state_dir,
+                *id,
+                if *all {
+                    Scope::All
+                } else {
+                    Scope::Workspace(&self.ws)
+                },
+            )?),
+            FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
+            _ => None,
+        };
+        self.subject = match (op, op.subject(), &self.undo_target) {
+            (FsOp::Probe { .. }, _, _) => self.ws.clone(),
+            (_, Some(p), _) => abs_of(p),
+            (_, None, Some(c)) => c.path.clone(),
+            _ => PathBuf::new(),
+        };
+        // A move is decided on both ends.
+        let extra = match op {
+            FsOp::Move { dst, .. } => Some(abs_of(dst)),
+            _ => None,
+        };
+        let mut decision = ctx.policy.evaluate(
+            &ToolCall {
+                tool: self.tool,
+                argv: vec![],
+                paths: std::iter::once(self.subject.clone()).chain(extra).collect(),
+                cwd: base.clone(),
+            },
+            &super::shell_env(base),
+        );
+        // Denied and protected paths, judged as written and as resolved, refuse the call
+        // here, named and recorded as a deny (`broker::paths`); the worker's confinement is
+        // the second wall.
+        let paths = root_paths(ctx.policy, &ctx.state_dir, &self.ws, op.only_reads());
+        if let Ok(rp) = &paths {
+            let subjects = decision_paths(&self.subject, op, base);
+            let refused = super::paths::refusals(ctx.policy, rp, op, &subjects, &abs_of);
+            if !refused.is_empty() {
+                decision.effect = Effect::Deny;
+                decision.rules.extend(refused);
+            }
         }
+        self.paths = Some(paths);
+        super::guard::redact_decision(&mut decision);
+        self.decision = Some(decision.clone());
+        Ok(decision)
     }
-    super::guard::redact_decision(&mut decision);
-    let mut rec = audit::Record {
-        session: ctx.session.clone(),
-        caller: ctx.caller.clone(),
-        tool: name.into(),
-        // Paths can hold a token (a file named after one): recorded redacted, always.
-        args: describe(&op).iter().map(|a| redact_text(a)).collect(),
-        cwd: base.display().to_string(),
-        policy: ctx.policy.name.clone(),
-        decision: super::record_decision(Some(&decision), None),
-        ..audit::Record::default()
-    };
-    // `ask`: a person decides (none at hand: not approved). An allowed permanent removal
-    // is still confirmed when there is someone to ask.
-    let mut approved = None;
-    let go = match decision.effect {
-        Effect::Deny => false,
-        Effect::Ask => {
-            let rules: String = decision
-                .deciding_rules()
-                .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
-                .collect();
-            let q = format!(
-                "{name} {} needs approval:{rules}\nDo it?",
-                subject.display()
-            );
-            let yes = confirm(ctx, name, &subject, &decision, &q, true) == Some(true);
-            approved = Some(yes);
-            yes
+
+    fn ask(&mut self, decision: &Decision) -> bool {
+        let rules: String = decision
+            .deciding_rules()
+            .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
+            .collect();
+        let q = format!(
+            "{} {} needs approval:{rules}\nDo it?",
+            self.name,
+            self.subject.display()
+        );
+        confirm(self.ctx, self.name, &self.subject, decision, &q, true) == Some(true)
+    }
+
+    /// An allowed permanent removal is still confirmed when there is someone to ask.
+    fn confirm(&mut self, decision: &Decision) -> Option<bool> {
+        if !matches!(
+            self.op,
+            Some(FsOp::Remove {
+                permanent: true,
+                ..
+            })
+        ) {
+            return None;
         }
-        Effect::Allow => true,
-    };
-    let permanent = matches!(
-        op,
-        FsOp::Remove {
-            permanent: true,
-            ..
-        }
-    );
-    let go = if go && permanent && approved.is_none() {
         let q = format!(
             "delete {} permanently? No copy is kept and `gateway undo` cannot bring it back.",
-            subject.display()
+            self.subject.display()
         );
-        let answer = confirm(ctx, name, &subject, &decision, &q, false);
-        match answer {
-            None => true,
-            Some(yes) => {
-                approved = Some(yes);
-                yes
-            }
-        }
-    } else {
-        go
-    };
-    rec.approved = approved;
-    let (res, enforcement) = if go {
-        perform(ctx, (&ws, &base), paths, op, undo_target)
-    } else if decision.effect == Effect::Deny {
-        (Ok(FsOutput::Denied), None)
-    } else {
-        (Ok(FsOutput::NotApproved), None)
-    };
-    rec.enforcement = enforcement.as_ref().map(super::enforcement_summary);
-    match &res {
-        Ok(FsOutput::Changed { change, .. }) => {
-            rec.exit_code = Some(0);
-            if let Some(id) = change {
-                rec.args.push(format!("journal={id}"));
-            }
-        }
-        Ok(FsOutput::Done { change, .. }) => {
-            rec.exit_code = Some(0);
-            if let Some(id) = change {
-                rec.args.push(format!("journal={id}"));
-            }
-        }
-        Ok(
-            FsOutput::Read { .. }
-            | FsOutput::List { .. }
-            | FsOutput::Glob { .. }
-            | FsOutput::Grep(_)
-            | FsOutput::Probe { .. },
-        ) => rec.exit_code = Some(0),
-        Ok(FsOutput::Denied | FsOutput::NotApproved) => {}
-        Err(e) => {
-            // A refusal decided in the tool (in the worker, on the path as opened) is the
-            // policy's no, recorded as a deny with its rule, as one decided before it.
-            if let BrokerError::Refused(r) = e {
-                rec.decision = audit::RecordDecision {
-                    effect: "deny".into(),
-                    rules: vec![r.rule().into()],
-                    reasons: vec![redact_text(&r.to_string())],
-                };
-            }
-            rec.error = Some(redact_text(&e.to_string()));
+        confirm(self.ctx, self.name, &self.subject, decision, &q, false)
+    }
+
+    fn not_performed(&mut self, decision: Decision, _approved: Option<bool>) -> FsOutput {
+        if decision.effect == Effect::Deny {
+            FsOutput::Denied
+        } else {
+            FsOutput::NotApproved
         }
     }
-    let seq = log.append(&mut rec)?;
-    if matches!(
-        res,
-        Ok(FsOutput::Changed {
-            change: Some(_),
-            ..
-        } | FsOutput::Done {
-            change: Some(_),
-            ..
-        })
-    ) {
-        prune_backups_hourly(&ctx.state_dir, ctx.policy);
+
+    fn perform(
+        &mut self,
+        _decision: Decision,
+        _approved: Option<bool>,
+    ) -> Result<FsOutput, BrokerError> {
+        let (Some(op), Some(paths)) = (self.op.take(), self.paths.take()) else {
+            return Err(usage("a file tool call performed twice"));
+        };
+        let (res, enforcement) = perform(
+            self.ctx,
+            (&self.ws, &self.base),
+            paths,
+            op,
+            self.undo_target.take(),
+        );
+        self.enforcement = enforcement;
+        res
     }
-    res.map(|output| FsResult {
-        decision,
-        output: output.redacted(),
-        audit_seq: seq,
-        enforcement,
-    })
+
+    fn record(&mut self, res: &Result<FsOutput, BrokerError>, rec: &mut audit::Record) {
+        rec.enforcement = self.enforcement.as_ref().map(super::enforcement_summary);
+        match res {
+            Ok(FsOutput::Changed { change, .. } | FsOutput::Done { change, .. }) => {
+                rec.exit_code = Some(0);
+                if let Some(id) = change {
+                    rec.args.push(format!("journal={id}"));
+                }
+            }
+            Ok(FsOutput::Denied | FsOutput::NotApproved) | Err(_) => {}
+            Ok(_) => rec.exit_code = Some(0),
+        }
+    }
+
+    fn recorded(&mut self, res: &Result<FsOutput, BrokerError>, _rec: &audit::Record) {
+        if matches!(
+            res,
+            Ok(FsOutput::Changed {
+                change: Some(_),
+                ..
+            } | FsOutput::Done {
+                change: Some(_),
+                ..
+            })
+        ) {
+            prune_backups_hourly(&self.ctx.state_dir, self.ctx.policy);
+        }
+    }
 }
 
 /// `p` as shown: a secret in it redacted (unchanged, byte for byte, when it holds none).
@@ -2128,59 +2175,100 @@ pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
 /// `~`, `~/x`, `-` (the previous one), absolute and relative paths; the target must be a
 /// directory the policy lets tools read. Returns the new directory.
 pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
-    super::ensure_state_dir(&ctx.state_dir)?;
-    let mut log = super::open_log(&ctx.state_dir)?;
-    let ws = workspace(&ctx.workspace)?;
-    let base = workspace(&ctx.cwd)?;
-    let mut dirs = super::session::load(&ctx.state_dir, &ctx.session);
-    let home = PathBuf::from(super::shell_env(&base).home);
-    let wanted = match target {
-        "-" => dirs
-            .previous
-            .clone()
-            .ok_or_else(|| usage("cd -: no previous directory in this session"))?,
-        "~" => home.clone(),
-        t if t.starts_with("~/") => home.join(&t[2..]),
-        t => base.join(t),
+    let call = super::invoke::Call {
+        policy: ctx.policy,
+        state_dir: &ctx.state_dir,
+        session: &ctx.session,
+        caller: &ctx.caller,
     };
-    // The readable roots are those of the session's workspace: `cd` moves the base of
-    // relative paths, never the writable area.
-    let res = (|| {
+    let mut t = CdTool {
+        ctx,
+        target,
+        ws: PathBuf::new(),
+        base: PathBuf::new(),
+    };
+    super::invoke::invoke(&call, &mut t).map(|d| d.output)
+}
+
+/// `cd` on the invocation skeleton: allowed by the built-in rule (a directory the policy
+/// lets tools read); a directory outside the readable roots is the policy's refusal,
+/// recorded as a deny with its rule; one that does not exist is an error, recorded as such.
+struct CdTool<'c, 'a> {
+    ctx: &'c FsContext<'a>,
+    target: &'c str,
+    ws: PathBuf,
+    base: PathBuf,
+}
+
+impl super::invoke::Tool for CdTool<'_, '_> {
+    type Output = PathBuf;
+
+    fn name(&self) -> &str {
+        "fs.cd"
+    }
+
+    fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
+        rec.args = vec![redact_text(self.target)];
+        rec.cwd = self.ctx.cwd.display().to_string();
+        self.ws = workspace(&self.ctx.workspace)?;
+        self.base = workspace(&self.ctx.cwd)?;
+        rec.cwd = self.base.display().to_string();
+        Ok(Decision {
+            effect: Effect::Allow,
+            rules: vec![crate::model::RuleMatch {
+                id: "builtin".into(),
+                effect: Effect::Allow,
+                reason: "a directory the policy lets tools read".into(),
+                subject: redact_text(self.target),
+            }],
+            commands: vec![],
+            unanalysable: vec![],
+        })
+    }
+
+    fn ask(&mut self, _decision: &Decision) -> bool {
+        false
+    }
+
+    fn not_performed(&mut self, _decision: Decision, _approved: Option<bool>) -> PathBuf {
+        self.base.clone()
+    }
+
+    fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<PathBuf, BrokerError> {
+        let (ctx, target, base) = (self.ctx, self.target, &self.base);
+        let mut dirs = super::session::load(&ctx.state_dir, &ctx.session);
+        let home = PathBuf::from(super::shell_env(base).home);
+        let wanted = match target {
+            "-" => dirs
+                .previous
+                .clone()
+                .ok_or_else(|| usage("cd -: no previous directory in this session"))?,
+            "~" => home.clone(),
+            t if t.starts_with("~/") => home.join(&t[2..]),
+            t => base.join(t),
+        };
+        // The readable roots are those of the session's workspace: `cd` moves the base of
+        // relative paths, never the writable area.
         let real = super::wsfs::resolve(&wanted)
             .ok_or_else(|| usage(format!("cd {target}: no such directory")))?;
         if !super::wsfs::is_dir(&real) {
             return Err(usage(format!("cd {target}: not a directory")));
         }
-        let rs = roots(ctx, &ws)?;
-        pick_read(&rs, &real, &base)?;
+        let rs = roots(ctx, &self.ws)?;
+        pick_read(&rs, &real, base)?;
+        dirs.previous = Some(base.clone());
+        dirs.cwd = Some(real.clone());
+        dirs.workspace.get_or_insert(self.ws.clone());
+        super::session::save(&ctx.state_dir, &ctx.session, &dirs).map_err(|e| BrokerError::Io {
+            what: format!("saving the directories of session {}", ctx.session),
+            source: e,
+        })?;
         Ok(real)
-    })();
-    let mut rec = audit::Record {
-        session: ctx.session.clone(),
-        caller: ctx.caller.clone(),
-        tool: "fs.cd".into(),
-        args: vec![redact_text(target)],
-        cwd: base.display().to_string(),
-        policy: ctx.policy.name.clone(),
-        decision: audit::RecordDecision {
-            effect: if res.is_ok() { "allow" } else { "deny" }.into(),
-            rules: vec!["builtin".into()],
-            reasons: vec!["a directory the policy lets tools read".into()],
-        },
-        exit_code: res.as_ref().ok().map(|_| 0),
-        error: res.as_ref().err().map(|e| redact_text(&e.to_string())),
-        ..audit::Record::default()
-    };
-    log.append(&mut rec)?;
-    let real = res?;
-    dirs.previous = Some(base);
-    dirs.cwd = Some(real.clone());
-    dirs.workspace.get_or_insert(ws);
-    super::session::save(&ctx.state_dir, &ctx.session, &dirs).map_err(|e| BrokerError::Io {
-        what: format!("saving the directories of session {}", ctx.session),
-        source: e,
-    })?;
-    Ok(real)
+    }
+
+    fn record(&mut self, res: &Result<PathBuf, BrokerError>, rec: &mut audit::Record) {
+        rec.exit_code = res.as_ref().ok().map(|_| 0);
+    }
 }
 
 /// Backup retention (policy `[undo] keep_versions`, `backups_max_total`), keeping every blob a

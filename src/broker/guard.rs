@@ -38,10 +38,10 @@ pub struct SecretsReport {
 }
 
 fn denied(s: &InputSecret) -> BrokerError {
-    BrokerError::SecretInInput {
+    BrokerError::Refused(super::refusal::Refusal::SecretInInput {
         place: s.place.clone(),
-        rule: s.rule,
-    }
+        rule: s.rule.into(),
+    })
 }
 
 /// Replaces each finding in `text` by `[REDACTED:<rule>]`; returns the rules.

@@ -1,21 +1,23 @@
 //! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
 //! The only module that imports the others.
 //!
-//! Over 1,000 lines: the exec skeleton (`exec_traced`), the sandbox plan and the protected-path
-//! work around a run; issue 23 splits it into the invocation core and the plan.
+//! Every tool call runs through one skeleton (`invoke`); exec's own steps are in `exec`.
 
 pub mod approvals;
 pub mod client;
 pub mod credentials;
+mod exec;
 pub mod fs;
 mod guard;
 pub mod intent;
+mod invoke;
 pub mod keep;
 pub mod log;
 mod next_run;
 mod paths;
 pub mod pin;
 pub mod refusal;
+pub mod report;
 pub mod scan;
 pub mod session;
 pub mod snapshot;
@@ -24,10 +26,11 @@ pub mod wsfs;
 #[cfg(test)]
 mod wsfs_check;
 
+pub use exec::exec;
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
 
 use crate::audit::{self, artifacts::ArtifactWriter};
-use crate::model::{Decision, Effect, Tool, ToolCall};
+use crate::model::{Decision, Tool, ToolCall};
 use crate::policy::shell::ShellEnv;
 use crate::policy::{self, Policy};
 use crate::sandbox::{self, EnforcementStatus, Outcome, SandboxError, Spec, Stdin, Stream};
@@ -226,24 +229,14 @@ pub enum BrokerError {
     /// The sandbox could not be set up or the program not executed.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
-    /// A secret in the command's inputs, under `secrets.input = "deny"`. Names the place and
-    /// the rule, never the value.
-    #[error(
-        "refused: {place} contains a secret (rule {rule}); the policy refuses secrets in command lines, environment and stdin (secrets.input = \"deny\"): pass it through a file or a variable the policy allows instead"
-    )]
-    SecretInInput {
-        /// `argument N`, `environment variable NAME` or `stdin`.
-        place: String,
-        /// The rule that matched.
-        rule: &'static str,
-    },
     /// A file that decides the next run (the policy in force, a file it extends, the config)
     /// could be changed by this command: refused, saying how to fix it (`best_effort` does not
     /// lift it).
     #[error("{0}")]
     NextRunInReach(String),
-    /// The policy refused (a file tool's path outside its roots, denied or protected, a
-    /// file over its size limit): recorded as a `deny` with the refusal's rule, exit 120.
+    /// The policy refused (`refusal::Refusal`: a secret in an input, a file tool's path
+    /// outside its roots, denied or protected, a file over its size limit): recorded as a
+    /// `deny` with the refusal's rule, exit 120.
     #[error(transparent)]
     Refused(#[from] refusal::Refusal),
     /// The audit log could not be written: nothing runs unrecorded.
@@ -315,6 +308,13 @@ pub struct ExecResult {
     pub audit: Option<AuditInfo>,
     /// What the run changed in the workspace (when snapshotted): undoable as one group.
     pub snapshot: Option<snapshot::SnapshotReport>,
+    /// The first `[audit] inline_output` bytes of stdout and one more (to tell that there
+    /// was more), after redaction: the report's `stdout` ([`report::ExecReport`]).
+    #[serde(skip)]
+    pub stdout_head: Vec<u8>,
+    /// The same of stderr.
+    #[serde(skip)]
+    pub stderr_head: Vec<u8>,
 }
 
 /// Where the run was recorded, and its streams' digests and artifacts.
@@ -1326,9 +1326,9 @@ pub(crate) fn plan_with(
     }
     for (k, v) in extra_env {
         if scrubbed(k) {
-            return Err(BrokerError::Usage(format!(
-                "--env {k}: the name matches an always-scrubbed pattern (credentials, loader and shell-startup variables never reach the sandbox)"
-            )));
+            return Err(BrokerError::Refused(refusal::Refusal::ScrubbedEnv {
+                name: k.clone(),
+            }));
         }
         set(k, v.clone());
     }
@@ -1530,125 +1530,6 @@ impl Drop for TempDir {
     }
 }
 
-/// What an exec did, for its audit record, whatever the outcome.
-struct Trace {
-    argv: Vec<String>,
-    cwd: PathBuf,
-    decision: Option<Decision>,
-    out: ArtifactWriter,
-    err: ArtifactWriter,
-    stdin: Option<audit::StreamDigest>,
-    /// The run's intent, from just before the command starts until its record is written.
-    run: Option<intent::Pending>,
-}
-
-/// Runs an exec request. `ask` is called for an `ask` decision and returns whether a person
-/// approved; `sink` receives output as it arrives. Every request — allowed, denied, not
-/// approved, failed — is recorded in the audit log; if the log cannot be opened, nothing
-/// runs.
-pub fn exec(
-    req: ExecRequest<'_>,
-    ask: &mut dyn FnMut(&Decision) -> bool,
-    sink: &mut dyn FnMut(Stream, &[u8]),
-) -> Result<ExecResult, BrokerError> {
-    if req.argv.is_empty() {
-        return Err(BrokerError::Usage(
-            "missing command: gateway exec -- CMD [ARGS...]".into(),
-        ));
-    }
-    ensure_state_dir(&req.state_dir)?;
-    let mut log = open_log(&req.state_dir)?;
-    let a = req.policy.audit;
-    let cap = if a.store_output { a.artifact_max } else { 0 };
-    let mut trace = Trace {
-        argv: req.argv.iter().map(|x| redact_text(x)).collect(),
-        cwd: req.cwd.clone(),
-        decision: None,
-        out: ArtifactWriter::new(&req.state_dir, cap),
-        err: ArtifactWriter::new(&req.state_dir, cap),
-        stdin: None,
-        run: None,
-    };
-    let res = exec_traced(&req, ask, sink, &mut trace);
-    let stdout = trace.out.finish();
-    let stderr = trace.err.finish();
-    let d = match &res {
-        Ok(r) => Some(&r.decision),
-        Err(_) => trace.decision.as_ref(),
-    };
-    let mut rec = audit::Record {
-        session: req.session.clone(),
-        caller: req.caller.clone(),
-        tool: "exec".into(),
-        args: trace.argv.clone(),
-        cwd: trace.cwd.display().to_string(),
-        policy: req.policy.name.clone(),
-        decision: record_decision(d, res.as_ref().err()),
-        stdout: Some(stdout.clone()),
-        stderr: Some(stderr.clone()),
-        stdin: trace.stdin.clone(),
-        ..audit::Record::default()
-    };
-    match &res {
-        Ok(r) => {
-            rec.approved = r.approved;
-            if let Some(o) = &r.outcome {
-                rec.enforcement = Some(enforcement_summary(&o.enforcement));
-                rec.exit_code = o.exit_code;
-                rec.signal = o.signal;
-                rec.timed_out = o.timed_out;
-                rec.cancelled = o.cancelled;
-                rec.leftovers_killed = o.leftovers_killed.filter(|&n| n > 0).map(|n| n as u64);
-                rec.interrupted = o.interrupted;
-                rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
-            }
-            if let Some(sn) = &r.snapshot
-                && !sn.changes.is_empty()
-            {
-                rec.journal_group = Some(sn.group.clone());
-                rec.files_changed = sn.changes.len() as u64;
-            }
-            rec.secrets = r
-                .secrets
-                .input
-                .iter()
-                .map(|s| format!("{}:{}", s.place, s.rule))
-                .chain(
-                    r.secrets
-                        .output
-                        .iter()
-                        .map(|s| format!("{}:{}", s.stream, s.rule)),
-                )
-                .collect();
-        }
-        Err(e) => {
-            rec.error = Some(redact_text(&e.to_string()));
-            if let BrokerError::SecretInInput { place, rule } = e {
-                rec.secrets = vec![format!("{place}:{rule}")];
-            }
-        }
-    }
-    let seq = log.append(&mut rec)?;
-    if let Some(run) = trace.run.take() {
-        run.finish();
-    }
-    if stdout.artifact.is_some() || stderr.artifact.is_some() {
-        prune_artifacts(&req.state_dir, &a);
-    }
-    if rec.files_changed > 0 {
-        fs::prune_backups_hourly(&req.state_dir, req.policy);
-    }
-    res.map(|mut r| {
-        r.audit = Some(AuditInfo {
-            seq,
-            stdin: trace.stdin,
-            stdout,
-            stderr,
-        });
-        r
-    })
-}
-
 /// The decision as recorded; a request refused before any decision (a secret in argv, a
 /// bad request) is recorded as denied, with the error as its reason.
 fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::RecordDecision {
@@ -1674,7 +1555,7 @@ fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::Re
             effect: "deny".into(),
             rules: vec![
                 match err {
-                    Some(BrokerError::SecretInInput { .. }) => "secrets.input",
+                    Some(BrokerError::Refused(r)) => r.rule(),
                     _ => "broker",
                 }
                 .into(),
@@ -1706,366 +1587,6 @@ fn prune_artifacts(state_dir: &Path, a: &crate::model::AuditProfile) {
         a.artifacts_max_age.map(Duration::from_secs),
         a.artifacts_max_total,
     );
-}
-
-#[allow(
-    clippy::too_many_lines,
-    reason = "the exec invocation skeleton, which issue 23's broker::invoke replaces"
-)]
-fn exec_traced(
-    req: &ExecRequest<'_>,
-    ask: &mut dyn FnMut(&Decision) -> bool,
-    sink: &mut dyn FnMut(Stream, &[u8]),
-    trace: &mut Trace,
-) -> Result<ExecResult, BrokerError> {
-    let ws = workspace(&req.workspace)?;
-    let cwd = workspace(&req.cwd)?;
-    trace.cwd = cwd.clone();
-    // Secrets in the command line: refused, redacted or reported before anything else, so
-    // that the decision is about what would run.
-    let mut argv = req.argv.clone();
-    let mut report = SecretsReport {
-        input: guard::check_argv(&req.policy.secrets, &mut argv)?,
-        ..SecretsReport::default()
-    };
-    // Under `secrets.input = "warn"` argv keeps its secrets for the command; the record
-    // never does ("warn" records the finding, not the secret).
-    trace.argv = argv.iter().map(|a| redact_text(a)).collect();
-    let mut decision = decide_exec(req.policy, &argv, &cwd);
-    guard::redact_decision(&mut decision);
-    trace.decision = Some(decision.clone());
-    let not_run = |decision: Decision, approved: Option<bool>, secrets: SecretsReport| ExecResult {
-        decision,
-        ran: false,
-        approved,
-        outcome: None,
-        protected_created: vec![],
-        protected_restored: vec![],
-        protected_warnings: vec![],
-        secrets,
-        audit: None,
-        snapshot: None,
-    };
-    let mut approved = None;
-    match decision.effect {
-        Effect::Deny => return Ok(not_run(decision, approved, report)),
-        Effect::Ask => {
-            let ok = match client::current() {
-                Some(_) => {
-                    ask_person(
-                        &Asking {
-                            state_dir: &req.state_dir,
-                            session: &req.session,
-                            caller: &req.caller,
-                            policy: req.policy,
-                            tool: "exec",
-                            command: redact_text(&argv.join(" ")),
-                            decision: &decision,
-                            required: true,
-                        },
-                        &format!(
-                            "this command needs approval:{}\nRun it?",
-                            decision
-                                .deciding_rules()
-                                .map(|r| format!(
-                                    "\n  rule {} ({}): {}  [{}]",
-                                    r.id, r.effect, r.reason, r.subject
-                                ))
-                                .collect::<String>()
-                        ),
-                    ) == Some(true)
-                }
-                None => ask(&decision),
-            };
-            approved = Some(ok);
-            if !ok {
-                return Ok(not_run(decision, approved, report));
-            }
-        }
-        Effect::Allow => {}
-    }
-    let (use_tmpfs, tmp) = tmp_plan(req.policy)?;
-    let tmpdir = match &tmp {
-        Some(t) => t.0.clone(),
-        None if use_tmpfs => tmpfs_mountpoint()?,
-        None => std::env::temp_dir(),
-    };
-    let plan = plan(
-        req.policy,
-        &ws,
-        &req.state_dir,
-        &tmpdir,
-        use_tmpfs,
-        &req.env,
-    )?;
-    let mut env = plan.env;
-    let places = plan.git;
-    report
-        .input
-        .extend(guard::check_env(&req.policy.secrets, &mut env)?);
-    let program = resolve_program(&argv[0], &cwd, &env)?;
-    let mut confine = plan.confine;
-    // A daemon's client of another uid: its command runs as the client, not as the daemon
-    // (whose uid owns other files), with its private TMPDIR.
-    confine.run_as = client::run_as();
-    if let (Some(u), Some(t)) = (&confine.run_as, &tmp) {
-        // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
-        std::os::unix::fs::chown(&t.0, Some(u.uid), Some(u.gid)).map_err(|e| BrokerError::Io {
-            what: format!(
-                "giving the private TMPDIR {} to uid {}",
-                t.0.display(),
-                u.uid
-            ),
-            source: e,
-        })?;
-    }
-    if let Some(t) = req.timeout {
-        confine.limits.timeout = Some(t);
-    }
-    // stdin is scanned on its way in, unless it is a terminal (a person typing).
-    // "Inherit" is the caller's stdin: a daemon client's is the fd it passed.
-    let own = |e: std::io::Error| BrokerError::Io {
-        what: "passing the caller's stdin".into(),
-        source: e,
-    };
-    let stdin = match &req.stdin {
-        Stdin::Inherit if client::with_stdin(sandbox::fd_is_null) => Stdin::Null,
-        Stdin::Inherit if client::current().is_some() => {
-            let fd = client::with_stdin(|f| f.try_clone_to_owned()).map_err(own)?;
-            if client::stdin_is_tty() {
-                Stdin::Fd(fd)
-            } else {
-                Stdin::FilteredFd(fd)
-            }
-        }
-        Stdin::Inherit if !sandbox::stdin_is_tty() => Stdin::Filtered,
-        Stdin::Inherit => Stdin::Inherit,
-        Stdin::Null => Stdin::Null,
-        Stdin::Filtered => Stdin::Filtered,
-        Stdin::Channel(b) => Stdin::Channel(b.clone()),
-        Stdin::Fd(f) => Stdin::Fd(f.try_clone().map_err(own)?),
-        Stdin::FilteredFd(f) => Stdin::FilteredFd(f.try_clone().map_err(own)?),
-    };
-    let spec = Spec {
-        program,
-        argv: argv.iter().map(OsString::from).collect(),
-        env,
-        cwd,
-        stdin,
-        confine,
-    };
-    // A git command that discards work (what strict's `deny-git-destructive` denies) runs with a
-    // snapshot even where the policy takes none (permissive, a user's own): the uncommitted
-    // work it throws away stays recoverable with `gateway undo`. `--no-snapshot` still wins.
-    let snap = req
-        .snapshot
-        .unwrap_or_else(|| req.policy.undo.snapshot || discards_git_work(&argv, &spec.cwd));
-    let max_file = req.policy.undo.snapshot_max_file;
-    // The workspace is read with the caller's rights (a daemon's client): never more. One the
-    // caller cannot open is refused before anything is read or run there.
-    let who = client::fs_identity();
-    if let Some(w) = &who {
-        wsfs::as_identity(Some(w), || wsfs::Tree::open(&ws).map(drop))
-            .and_then(|r| r)
-            .map_err(|e| {
-                BrokerError::Usage(format!(
-                    "the workspace {} cannot be opened by uid {}: {e}; run from a directory you can read",
-                    ws.display(),
-                    w.uid
-                ))
-            })?;
-    }
-    let pre = if snap {
-        Some(snapshot::before(
-            &req.state_dir,
-            &ws,
-            max_file,
-            undo_limits(&req.policy.undo),
-            who.as_ref(),
-        )?)
-    } else {
-        None
-    };
-    let trees = protected_trees(&spec.confine, &ws);
-    let globals = global_git_configs(&home());
-    let before = protected_present(&trees, req.policy, &places);
-    // Without a mount namespace protected paths cannot be read-only: the broker keeps them
-    // and puts them back after the run (`keep`), or refuses to run (unless best effort).
-    let mut protected_warnings: Vec<String> = places
-        .incomplete
-        .iter()
-        .map(|t| nested_warning(t))
-        .collect();
-    let mounted = spec.confine.namespaces && sandbox::namespaces_available();
-    let unmounted = !mounted && !spec.confine.protected.is_empty();
-    // Without a mount namespace a policy file inside the writable area would be writable
-    // during the run, and another gateway started meanwhile would load what the run wrote:
-    // refused, with how to fix it.
-    if !mounted
-        && let Some(f) = req
-            .policy
-            .loaded_from
-            .iter()
-            .find(|f| spec.confine.protected.contains(f))
-    {
-        return Err(BrokerError::NextRunInReach(format!(
-            "the policy file {} lies where this command may write, and without a mount namespace (not root) it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
-            f.display()
-        )));
-    }
-    // The next run names the policy, what it extends and the config again: a link or a `..`
-    // the command could replace on their way, or another name for them in its reach, would
-    // let it choose what that run obeys. Refused, with how to fix it (`next_run`).
-    if let Some(why) = next_run::in_reach(req.policy, &config_path(), &spec.confine.write) {
-        return Err(BrokerError::NextRunInReach(why));
-    }
-    let kept = if unmounted {
-        match keep::keep(
-            &spec.confine.protected,
-            &protected_roots(&spec.confine, &ws),
-            &req.state_dir,
-            &ws,
-        ) {
-            Ok(k) => Some(k),
-            Err(e) if spec.confine.best_effort => {
-                protected_warnings.push(format!("{e} (best_effort: it stayed writable)"));
-                None
-            }
-            Err(e) => {
-                return Err(BrokerError::Sandbox(SandboxError::Unavailable(
-                    e.to_string(),
-                )));
-            }
-        }
-    } else {
-        None
-    };
-    trace.begin_run(req, &ws, approved, pre.as_ref(), max_file)?;
-    let (out_tap, err_tap) = (&mut trace.out, &mut trace.err);
-    let mut tap = |s: Stream, b: &[u8]| {
-        match s {
-            Stream::Stdout => out_tap.write(b),
-            Stream::Stderr => err_tap.write(b),
-        }
-        sink(s, b);
-    };
-    let mut g = guard::Guard::new(req.policy.secrets, &mut tap);
-    if matches!(spec.stdin, Stdin::Filtered) {
-        let a = req.policy.audit;
-        g.stdin_tap = Some(ArtifactWriter::new(
-            &req.state_dir,
-            if a.store_output { a.artifact_max } else { 0 },
-        ));
-    }
-    let outcome = sandbox::run(&spec, &mut g);
-    g.finish();
-    trace.stdin = g.stdin_tap.take().map(ArtifactWriter::finish);
-    let input_before = std::mem::take(&mut report.input);
-    report = std::mem::take(&mut g.report);
-    report.input.splice(0..0, input_before);
-
-    // Kept protected paths the run changed are put back first, before anything reads them.
-    let protected_restored = match &kept {
-        Some(k) => {
-            let (done, failed) = keep::restore(k, &req.state_dir.join("quarantine"));
-            protected_warnings.extend(
-                failed
-                    .into_iter()
-                    .map(|f| format!("a protected path could not be put back: {f}")),
-            );
-            done
-        }
-        None => vec![],
-    };
-    // Protected paths the run created (they did not exist, so no read-only mount covered
-    // them) are moved out of the workspace whatever the outcome.
-    // Git directories as they are now (a run may have planted a repository), judged against
-    // what was found before the run (`GitPlaces::after_run`).
-    let places_now = git_places(&trees, &globals, &home(), &ws);
-    protected_warnings.extend(
-        places_now
-            .incomplete
-            .iter()
-            .filter(|t| !places.incomplete.contains(t))
-            .map(|t| nested_warning(t)),
-    );
-    let (places_after, new_heads) = places.after_run(places_now);
-    let mut after = protected_present(&trees, req.policy, &places_after);
-    for h in new_heads {
-        if let Some((t, rel)) = tree_of(&trees, &h)
-            && let Ok(Some(k)) = t.kind(rel)
-        {
-            after.push((h, Found::from(k)));
-        }
-    }
-    let protected_created = quarantine_new(&trees, &before, after, &req.state_dir);
-    let snapshot_report = match &pre {
-        Some(pre) => Some(snapshot::after(
-            &req.state_dir,
-            &ws,
-            pre,
-            max_file,
-            undo_limits(&req.policy.undo),
-            who.as_ref(),
-        )?),
-        None => None,
-    };
-    if let Some(b) = &report.blocked
-        && b.place == "stdin"
-    {
-        // A secret on stdin under `deny`: the run was stopped before the command saw it.
-        return Err(BrokerError::SecretInInput {
-            place: b.place.clone(),
-            rule: b.rule,
-        });
-    }
-    let outcome = outcome?;
-    drop(tmp);
-    // Paths as shown (stderr, `--json`, MCP, the record): a secret in a name the run chose
-    // is redacted like any output.
-    let shown = fs::redact_path;
-    let protected_created = protected_created
-        .into_iter()
-        .map(|q| Quarantined {
-            path: shown(q.path),
-            to: q.to.map(shown),
-        })
-        .collect();
-    let protected_restored = protected_restored
-        .into_iter()
-        .map(|r| keep::Restored {
-            path: shown(r.path),
-            moved_to: r.moved_to.map(shown),
-        })
-        .collect();
-    let protected_warnings = protected_warnings.iter().map(|w| redact_text(w)).collect();
-    let snapshot_report = snapshot_report.map(|mut r| {
-        for c in &mut r.changes {
-            c.0 = shown(std::mem::take(&mut c.0));
-        }
-        for v in [&mut r.skipped, &mut r.unread_dirs] {
-            for p in v.iter_mut() {
-                *p = shown(std::mem::take(p));
-            }
-        }
-        for (p, why) in &mut r.not_backed_up {
-            *p = shown(std::mem::take(p));
-            *why = redact_text(why);
-        }
-        r
-    });
-    Ok(ExecResult {
-        decision,
-        ran: true,
-        approved,
-        outcome: Some(outcome),
-        protected_created,
-        protected_restored,
-        protected_warnings,
-        secrets: report,
-        audit: None,
-        snapshot: snapshot_report,
-    })
 }
 
 /// What `policy explain` shows.

@@ -92,12 +92,72 @@ pub enum Refusal {
         /// The policy's limit.
         max: u64,
     },
+    /// The policy's rules deny the call (rule: the first deciding rule).
+    #[error("denied by policy: {}", reasons.join("; "))]
+    PolicyDenied {
+        /// The ids of the rules that denied it.
+        rules: Vec<String>,
+        /// Their reasons.
+        reasons: Vec<String>,
+    },
+    /// The policy asks a person, and none approved: denied at the prompt, no answer within
+    /// `[approval] timeout`, or nobody to ask (rule: the first rule that asked).
+    #[error(
+        "needs approval and was not approved (denied, no answer in time, or nobody could answer: `gateway serve` queues it for `gateway approve ID`): {}",
+        reasons.join("; ")
+    )]
+    NotApproved {
+        /// The ids of the rules that asked.
+        rules: Vec<String>,
+        /// Their reasons.
+        reasons: Vec<String>,
+    },
+    /// `--env NAME=…` names a variable that never reaches the sandbox: credentials, loader
+    /// and shell-startup variables (rule `env.scrubbed`).
+    #[error(
+        "--env {name}: the name matches an always-scrubbed pattern (credentials, loader and shell-startup variables never reach the sandbox)"
+    )]
+    ScrubbedEnv {
+        /// The variable's name.
+        name: String,
+    },
+    /// A secret in the call's input — its command line, environment or stdin — under
+    /// `secrets.input = "deny"` (rule `secrets.input`).
+    #[error(
+        "refused: {place} contains a secret (rule {rule}); the policy refuses secrets in command lines, environment and stdin (secrets.input = \"deny\"): pass it through a file or a variable the policy allows instead"
+    )]
+    SecretInInput {
+        /// `argument N`, `environment variable NAME` or `stdin`.
+        place: String,
+        /// The secrets rule that matched.
+        rule: String,
+    },
 }
 
 impl Refusal {
+    /// Why a call that was decided was not performed: denied by its rules, or not
+    /// approved. `None` when it was performed.
+    pub fn of_decision(d: &crate::model::Decision, approved: Option<bool>) -> Option<Refusal> {
+        use crate::model::Effect;
+        let (rules, reasons) = d
+            .deciding_rules()
+            .map(|r| (r.id.clone(), r.reason.clone()))
+            .unzip();
+        match (d.effect, approved) {
+            (Effect::Deny, _) => Some(Refusal::PolicyDenied { rules, reasons }),
+            (Effect::Ask, Some(true)) | (Effect::Allow, _) => None,
+            (Effect::Ask, _) => Some(Refusal::NotApproved { rules, reasons }),
+        }
+    }
+
     /// The id of the rule that refused, as recorded in the audit log's `decision.rules`.
-    pub fn rule(&self) -> &'static str {
+    pub fn rule(&self) -> &str {
         match self {
+            Refusal::PolicyDenied { rules, .. } | Refusal::NotApproved { rules, .. } => {
+                rules.first().map_or("policy", String::as_str)
+            }
+            Refusal::SecretInInput { .. } => "secrets.input",
+            Refusal::ScrubbedEnv { .. } => "env.scrubbed",
             Refusal::OutsideRoots { .. } | Refusal::LeadsOutside { .. } => "outside-roots",
             Refusal::DeniedPath { .. } => "denied-path",
             Refusal::ProtectedPath { .. } | Refusal::ContainsProtected { .. } => "protected-path",
@@ -105,20 +165,8 @@ impl Refusal {
         }
     }
 
-    /// The path refused.
-    pub fn path(&self) -> &std::path::Path {
-        match self {
-            Refusal::OutsideRoots { path, .. }
-            | Refusal::LeadsOutside { path, .. }
-            | Refusal::DeniedPath { path }
-            | Refusal::ProtectedPath { path }
-            | Refusal::ContainsProtected { path, .. }
-            | Refusal::TooLarge { path, .. } => path,
-        }
-    }
-
-    /// The refusal as shown (`--json`, the audit log): its fields, the rule, and every path
-    /// with a secret in it redacted.
+    /// The refusal as shown (`--json`, MCP): its fields, the rule, the message in words, and
+    /// every path with a secret in it redacted.
     pub fn shown(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
@@ -128,6 +176,10 @@ impl Refusal {
                 }
             }
             o.insert("rule".into(), self.rule().into());
+            o.insert(
+                "message".into(),
+                super::redact_text(&self.to_string()).into(),
+            );
         }
         v
     }

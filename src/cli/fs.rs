@@ -6,7 +6,6 @@ use crate::broker::fs::{
 };
 use crate::broker::log as blog;
 use crate::policy::Policy;
-use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -160,13 +159,23 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             return match bfs::cd(&context(cli, &policy), path) {
                 Ok(d) => {
                     if cli.json {
-                        outln!("{}", json!({"cwd": d}));
+                        outln!(
+                            "{}",
+                            crate::broker::report::to_json(&crate::broker::report::CdReport {
+                                cwd: &d
+                            })
+                        );
                     } else {
                         outln!("{}", d.display());
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_error(e),
+                Err(e) => {
+                    if cli.json {
+                        outln!("{}", error_json(&e));
+                    }
+                    broker_error(e)
+                }
             };
         }
         FsCmd::Glob { pattern, path } => FsOp::Glob {
@@ -217,12 +226,8 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
 
 /// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
 /// policy also `"refusal": {"kind", "rule", "path", ...}` (exit 120).
-pub(super) fn error_json(e: &crate::broker::BrokerError) -> serde_json::Value {
-    let mut v = json!({"error": e.to_string()});
-    if let crate::broker::BrokerError::Refused(r) = e {
-        v["refusal"] = r.shown();
-    }
-    v
+pub(super) fn error_json(e: &crate::broker::BrokerError) -> String {
+    crate::broker::report::to_json(&crate::broker::report::ErrorReport::of(e))
 }
 
 /// The rules that made a decision, in one line.
@@ -248,10 +253,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
         }
     };
     if cli.json {
-        outln!(
-            "{}",
-            json!({"decision": r.decision.effect, "rules": r.decision.rules, "output": r.output, "audit_seq": r.audit_seq, "enforcement": r.enforcement})
-        );
+        outln!("{}", crate::broker::report::to_json(&r.report()));
     } else {
         let mut out = crate::broker::client::stdout_writer();
         match &r.output {
@@ -389,10 +391,11 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
     match bfs::history(&state_dir(cli), scope) {
         Ok(list) => {
             if cli.json {
-                outln!(
-                    "{}",
-                    json!({"changes": list, "workspace": (!all).then_some(&ws)})
-                );
+                let r = crate::broker::report::HistoryReport {
+                    changes: &list,
+                    workspace: (!all).then_some(ws.as_path()),
+                };
+                outln!("{}", crate::broker::report::to_json(&r));
             } else {
                 for e in list {
                     let c = &e.change;
@@ -462,7 +465,12 @@ pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
     match bfs::skip(&context(cli, &policy), id, all) {
         Ok(ids) => {
             if cli.json {
-                outln!("{}", json!({"skipped": ids}));
+                outln!(
+                    "{}",
+                    crate::broker::report::to_json(&crate::broker::report::SkipReport {
+                        skipped: &ids
+                    })
+                );
             } else {
                 errln!(
                     "gateway: passed over change(s) {}: `gateway undo` takes the one before from now on (`gateway undo ID` still reverts them)",
@@ -476,7 +484,7 @@ pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
         }
         Err(e) => {
             if cli.json {
-                outln!("{}", json!({"error": e.to_string()}));
+                outln!("{}", error_json(&e));
             }
             broker_error(e)
         }
@@ -489,7 +497,12 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
         super::TrashCmd::List => match bfs::trash_list(&state) {
             Ok(items) => {
                 if cli.json {
-                    outln!("{}", json!({"items": items}));
+                    outln!(
+                        "{}",
+                        crate::broker::report::to_json(&crate::broker::report::TrashListReport {
+                            items: &items
+                        })
+                    );
                 } else {
                     for i in items.iter().filter(|i| i.present) {
                         outln!("{}  {}  {}", i.deleted, i.name, i.original.display());
@@ -522,7 +535,12 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             match bfs::trash_empty(&state, d) {
                 Ok(n) => {
                     if cli.json {
-                        outln!("{}", json!({"removed": n}));
+                        outln!(
+                            "{}",
+                            crate::broker::report::to_json(
+                                &crate::broker::report::TrashEmptyReport { removed: n }
+                            )
+                        );
                     } else {
                         outln!("gateway trash empty: removed {n} item(s) for good");
                     }

@@ -1059,7 +1059,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
         BrokerError::Usage(_) => exit::USAGE,
         BrokerError::NotFound { .. } => exit::NOT_FOUND,
         BrokerError::Policy(_) => exit::POLICY,
-        BrokerError::SecretInInput { .. } | BrokerError::Refused(_) => exit::DENIED,
+        BrokerError::Refused(_) => exit::DENIED,
         BrokerError::Sandbox(SandboxError::Exec { source, .. }) => {
             if source.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
@@ -1227,20 +1227,10 @@ fn run_exec_at(
         snapshot,
     };
     let json = cli.json;
-    let mut out_buf = Vec::new();
-    let mut err_buf = Vec::new();
-    // In --json mode the result returns the first `inline_output` bytes of each stream (and
-    // one more, to tell that there was more); all of it is in the audit artifact.
-    let keep = policy.audit.inline_output as usize + 1;
+    // In --json mode the report carries the first `inline_output` bytes of each stream; all
+    // of it is in the audit artifact.
     let mut sink = |s: Stream, b: &[u8]| {
-        if json {
-            let buf = match s {
-                Stream::Stdout => &mut out_buf,
-                Stream::Stderr => &mut err_buf,
-            };
-            let room = keep.saturating_sub(buf.len());
-            buf.extend_from_slice(&b[..room.min(b.len())]);
-        } else {
+        if !json {
             match s {
                 Stream::Stdout => broker::client::out(|o| o.write_all(b)),
                 Stream::Stderr => broker::client::err(|o| o.write_all(b)),
@@ -1265,7 +1255,7 @@ fn run_exec_at(
         Ok(r) => r,
         Err(e) => {
             if json {
-                outln!("{}", json!({"error": e.to_string()}));
+                outln!("{}", fs::error_json(&e));
             }
             return end(broker_error(e));
         }
@@ -1450,36 +1440,8 @@ fn run_exec_at(
         }
     };
     if json {
-        let inline = policy.audit.inline_output as usize;
-        let o = res.outcome.as_ref();
-        let v = json!({
-            "decision": d.effect,
-            "rules": d.rules,
-            "commands": d.commands,
-            "unanalysable": d.unanalysable,
-            "ran": res.ran,
-            "approved": res.approved,
-            "exit_code": o.and_then(|o| o.exit_code),
-            "signal": o.and_then(|o| o.signal),
-            "timed_out": o.map(|o| o.timed_out).unwrap_or(false),
-            "output_limit_exceeded": o.map(|o| o.output_limit_exceeded).unwrap_or(false),
-            "memory_limit_hit": o.map(|o| o.memory_limit_hit).unwrap_or(false),
-            "duration_ms": o.map(|o| o.duration.as_secs_f64() * 1000.0),
-            "enforcement": o.map(|o| &o.enforcement),
-            "protected_created": res.protected_created,
-            "protected_restored": res.protected_restored,
-            "leftovers_killed": o.and_then(|o| o.leftovers_killed),
-            "leftovers_warning": broker::leftovers_warning(o),
-            "protected_warnings": res.protected_warnings,
-            "secrets": res.secrets,
-            "stdout": String::from_utf8_lossy(&out_buf[..out_buf.len().min(inline)]),
-            "stderr": String::from_utf8_lossy(&err_buf[..err_buf.len().min(inline)]),
-            "stdout_truncated": out_buf.len() > inline,
-            "stderr_truncated": err_buf.len() > inline,
-            "audit": res.audit,
-            "snapshot": res.snapshot,
-        });
-        outln!("{v}");
+        let report = res.report(policy.audit.inline_output as usize);
+        outln!("{}", broker::report::to_json(&report));
     }
     end(ExitCode::from(code))
 }

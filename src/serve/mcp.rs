@@ -23,7 +23,7 @@
 use crate::audit::Caller;
 use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
 use crate::broker::{BrokerError, ExecRequest};
-use crate::model::{Decision, Effect};
+use crate::model::Decision;
 use crate::policy::Policy;
 use crate::sandbox::{Stdin, Stream};
 use rmcp::handler::server::wrapper::Parameters;
@@ -33,7 +33,6 @@ use rmcp::{Peer, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -257,36 +256,24 @@ struct HistoryParams {
 
 // ---------- results ----------
 
-fn ok_json(v: serde_json::Value) -> CallToolResult {
-    CallToolResult::success(vec![Content::text(v.to_string())])
+/// A report as the tool's result: its JSON as text (what agents read) and as structured
+/// content, the same value the CLI's `--json` prints (`broker::report`).
+fn ok_report<T: Serialize>(r: &T) -> CallToolResult {
+    CallToolResult::structured(serde_json::to_value(r).unwrap_or_default())
+}
+
+/// A report of a call that was not performed or did not succeed: the same value, marked as
+/// an error (its `refusal` or `error` says why, in words).
+fn err_report<T: Serialize>(r: &T) -> CallToolResult {
+    CallToolResult::structured_error(serde_json::to_value(r).unwrap_or_default())
 }
 
 fn err_text(msg: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(msg.into())])
 }
 
-/// A refusal: the decision, every rule that made it and why.
-fn refused(d: &Decision, what: &str) -> CallToolResult {
-    let rules: Vec<serde_json::Value> = d
-        .deciding_rules()
-        .map(|r| json!({"rule": r.id, "effect": r.effect, "reason": r.reason}))
-        .collect();
-    CallToolResult::error(vec![Content::text(
-        json!({"refused": what, "decision": d.effect, "rules": rules}).to_string(),
-    )])
-}
-
 fn broker_err(e: BrokerError) -> CallToolResult {
-    err_text(crate::broker::redact_text(&e.to_string()))
-}
-
-/// What an `ask` that cannot be answered says.
-fn no_approver() -> &'static str {
-    if crate::broker::client::current().is_some() {
-        "needs approval, and it was not approved (denied, or no answer in time)"
-    } else {
-        "needs approval, and nobody can approve it here: run `gateway serve` (the daemon) so that `gateway approve ID` can answer"
-    }
+    err_report(&crate::broker::report::ErrorReport::of(&e))
 }
 
 /// The names of the tools, as `tools/list` gives them.
@@ -421,11 +408,8 @@ impl ToolSession<'_> {
         let ctx = self.ctx();
         match bfs::run(&ctx, op) {
             Ok(r) => match r.output {
-                FsOutput::Denied => refused(&r.decision, "denied by policy"),
-                FsOutput::NotApproved => refused(&r.decision, no_approver()),
-                out => ok_json(
-                    json!({"decision": r.decision.effect, "output": out, "audit_seq": r.audit_seq}),
-                ),
+                FsOutput::Denied | FsOutput::NotApproved => err_report(&r.report()),
+                _ => ok_report(&r.report()),
             },
             Err(e) => broker_err(e),
         }
@@ -447,16 +431,7 @@ impl ToolSession<'_> {
                 return err_text(format!("timeout {t}: must be a positive number of seconds"));
             }
         };
-        let keep = self.policy.audit.inline_output as usize;
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let mut sink = |s: Stream, b: &[u8]| {
-            let buf = match s {
-                Stream::Stdout => &mut out,
-                Stream::Stderr => &mut err,
-            };
-            let room = (keep + 1).saturating_sub(buf.len());
-            buf.extend_from_slice(&b[..room.min(b.len())]);
-        };
+        let mut sink = |_: Stream, _: &[u8]| {};
         // In the daemon the broker asks its queue; here no one can answer.
         let mut ask = |_: &Decision| false;
         let req = ExecRequest {
@@ -482,42 +457,12 @@ impl ToolSession<'_> {
             Ok(r) => r,
             Err(e) => return broker_err(e),
         };
-        if !r.ran {
-            return match r.decision.effect {
-                Effect::Ask => refused(&r.decision, no_approver()),
-                _ => refused(&r.decision, "denied by policy"),
-            };
+        let report = r.report(self.policy.audit.inline_output as usize);
+        // Not run (its `refusal` says why), or stopped by a secret in its output.
+        if !r.ran || r.secrets.blocked.is_some() {
+            return err_report(&report);
         }
-        let text = |b: &[u8]| {
-            let shown = &b[..b.len().min(keep)];
-            String::from_utf8_lossy(shown).into_owned()
-        };
-        let o = r.outcome.as_ref();
-        let blocked = r.secrets.blocked.is_some();
-        let result = json!({
-            "exit_code": o.and_then(|o| o.exit_code),
-            "signal": o.and_then(|o| o.signal),
-            "timed_out": o.is_some_and(|o| o.timed_out),
-            "stdout": text(&out),
-            "stderr": text(&err),
-            "truncated": out.len() > keep || err.len() > keep,
-            "secret_blocked": blocked,
-            "decision": r.decision.effect,
-            "audit": r.audit.as_ref().map(|a| json!({"seq": a.seq, "stdout_artifact": a.stdout.artifact, "stderr_artifact": a.stderr.artifact})),
-            "snapshot": r.snapshot.as_ref().map(|s| json!({"group": s.group, "changed_files": s.changes.len()})),
-            "protected_created": r.protected_created,
-            "protected_restored": r.protected_restored,
-            "protected_warnings": r.protected_warnings,
-            // Without a pid namespace: leftovers of this run killed when it ended, or null
-            // when another run of this server was still in progress (they die when the last
-            // one ends).
-            "leftovers_killed": o.and_then(|o| o.leftovers_killed),
-            "leftovers_warning": crate::broker::leftovers_warning(o),
-        });
-        if blocked {
-            return CallToolResult::error(vec![Content::text(result.to_string())]);
-        }
-        ok_json(result)
+        ok_report(&report)
     }
 
     fn read_file(&self, p: ReadParams) -> CallToolResult {
@@ -619,7 +564,7 @@ impl ToolSession<'_> {
         // Under roots, `bfs::cd` only enters directories beneath them: the file tools'
         // readable roots are narrowed to the client's (`fs::root_paths`).
         match bfs::cd(&ctx, &p.path) {
-            Ok(dir) => ok_json(json!({"cwd": dir})),
+            Ok(dir) => ok_report(&crate::broker::report::CdReport { cwd: &dir }),
             Err(e) => broker_err(e),
         }
     }
@@ -627,7 +572,7 @@ impl ToolSession<'_> {
     fn undo(&self, p: UndoParams) -> CallToolResult {
         if p.skip {
             return match bfs::skip(&self.ctx(), p.id, p.all) {
-                Ok(ids) => ok_json(json!({ "skipped": ids })),
+                Ok(ids) => ok_report(&crate::broker::report::SkipReport { skipped: &ids }),
                 Err(e) => broker_err(e),
             };
         }
@@ -656,7 +601,10 @@ impl ToolSession<'_> {
                 let n = p.limit.unwrap_or(50);
                 let skip = all.len().saturating_sub(n);
                 let changes: Vec<bfs::HistoryEntry> = all.into_iter().skip(skip).collect();
-                ok_json(json!({ "changes": changes }))
+                ok_report(&crate::broker::report::HistoryReport {
+                    changes: &changes,
+                    workspace: (!p.all).then_some(ws.as_path()),
+                })
             }
             Err(e) => broker_err(e),
         }
@@ -809,9 +757,11 @@ const RESTART: &str =
 
 /// Adds a notice (the policy file changed) to a result, after its content, as text of its own.
 pub fn add_notice(r: &mut CallToolResult, notice: &str) {
-    r.content.push(Content::text(
-        json!({ "gateway_notice": notice }).to_string(),
-    ));
+    r.content.push(Content::text(crate::broker::report::to_json(
+        &crate::broker::report::Notice {
+            gateway_notice: notice,
+        },
+    )));
 }
 
 /// Sends one tool call to the daemon as `gateway tool NAME ARGS [--root DIR]...` with pipes

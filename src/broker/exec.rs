@@ -1,0 +1,617 @@
+//! The exec tool on the invocation skeleton ([`super::invoke`]): its decision (secrets in
+//! argv first), its question, and its "perform" step — the sandbox plan, the protected paths
+//! held around the run, the run itself, and what is put back, quarantined and snapshotted
+//! after it.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use super::invoke::{self, Call, Tool};
+use super::*;
+
+/// What an exec did, for its audit record, whatever the outcome.
+pub(super) struct Trace {
+    pub(super) argv: Vec<String>,
+    pub(super) cwd: PathBuf,
+    pub(super) decision: Option<Decision>,
+    out: Option<ArtifactWriter>,
+    err: Option<ArtifactWriter>,
+    stdout: Option<audit::StreamDigest>,
+    stderr: Option<audit::StreamDigest>,
+    stdin: Option<audit::StreamDigest>,
+    /// The first `[audit] inline_output` (and one more) bytes of stdout and stderr.
+    heads: [Vec<u8>; 2],
+    /// The run's intent, from just before the command starts until its record is written.
+    pub(super) run: Option<intent::Pending>,
+}
+
+/// Runs an exec request. `ask` is called for an `ask` decision and returns whether a person
+/// approved; `sink` receives output as it arrives. Every request — allowed, denied, not
+/// approved, failed — is recorded in the audit log; if the log cannot be opened, nothing
+/// runs.
+pub fn exec(
+    req: ExecRequest<'_>,
+    ask: &mut dyn FnMut(&Decision) -> bool,
+    sink: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<ExecResult, BrokerError> {
+    if req.argv.is_empty() {
+        return Err(BrokerError::Usage(
+            "missing command: gateway exec -- CMD [ARGS...]".into(),
+        ));
+    }
+    let a = req.policy.audit;
+    let cap = if a.store_output { a.artifact_max } else { 0 };
+    let mut tool = ExecTool {
+        req: &req,
+        ask,
+        sink,
+        trace: Trace {
+            argv: req.argv.iter().map(|x| redact_text(x)).collect(),
+            cwd: req.cwd.clone(),
+            decision: None,
+            out: Some(ArtifactWriter::new(&req.state_dir, cap)),
+            err: Some(ArtifactWriter::new(&req.state_dir, cap)),
+            stdout: None,
+            stderr: None,
+            stdin: None,
+            heads: [vec![], vec![]],
+            run: None,
+        },
+        argv: vec![],
+        ws: PathBuf::new(),
+        report: SecretsReport::default(),
+    };
+    let call = Call {
+        policy: req.policy,
+        state_dir: &req.state_dir,
+        session: &req.session,
+        caller: &req.caller,
+    };
+    let done = invoke::invoke(&call, &mut tool)?;
+    let t = tool.trace;
+    let mut r = done.output;
+    [r.stdout_head, r.stderr_head] = t.heads;
+    r.audit = Some(AuditInfo {
+        seq: done.seq,
+        stdin: t.stdin,
+        stdout: t.stdout.unwrap_or_default(),
+        stderr: t.stderr.unwrap_or_default(),
+    });
+    Ok(r)
+}
+
+/// One exec call, between the skeleton's steps.
+struct ExecTool<'r, 'a> {
+    req: &'r ExecRequest<'a>,
+    ask: &'r mut dyn FnMut(&Decision) -> bool,
+    sink: &'r mut dyn FnMut(Stream, &[u8]),
+    trace: Trace,
+    /// argv after the secrets check (redacted under `secrets.input = "redact"`).
+    argv: Vec<String>,
+    /// The workspace, resolved.
+    ws: PathBuf,
+    /// Secrets found in the inputs so far.
+    report: SecretsReport,
+}
+
+impl Tool for ExecTool<'_, '_> {
+    type Output = ExecResult;
+
+    fn name(&self) -> &str {
+        "exec"
+    }
+
+    fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
+        let req = self.req;
+        rec.args = self.trace.argv.clone();
+        rec.cwd = self.trace.cwd.display().to_string();
+        self.ws = workspace(&req.workspace)?;
+        let cwd = workspace(&req.cwd)?;
+        self.trace.cwd = cwd.clone();
+        rec.cwd = cwd.display().to_string();
+        // Secrets in the command line: refused, redacted or reported before anything else,
+        // so that the decision is about what would run.
+        let mut argv = req.argv.clone();
+        self.report.input = guard::check_argv(&req.policy.secrets, &mut argv)?;
+        // Under `secrets.input = "warn"` argv keeps its secrets for the command; the record
+        // never does ("warn" records the finding, not the secret).
+        self.trace.argv = argv.iter().map(|a| redact_text(a)).collect();
+        rec.args = self.trace.argv.clone();
+        let mut decision = decide_exec(req.policy, &argv, &cwd);
+        guard::redact_decision(&mut decision);
+        self.trace.decision = Some(decision.clone());
+        self.argv = argv;
+        Ok(decision)
+    }
+
+    fn ask(&mut self, decision: &Decision) -> bool {
+        let req = self.req;
+        match client::current() {
+            Some(_) => {
+                ask_person(
+                    &Asking {
+                        state_dir: &req.state_dir,
+                        session: &req.session,
+                        caller: &req.caller,
+                        policy: req.policy,
+                        tool: "exec",
+                        command: redact_text(&self.argv.join(" ")),
+                        decision,
+                        required: true,
+                    },
+                    &format!(
+                        "this command needs approval:{}\nRun it?",
+                        decision
+                            .deciding_rules()
+                            .map(|r| format!(
+                                "\n  rule {} ({}): {}  [{}]",
+                                r.id, r.effect, r.reason, r.subject
+                            ))
+                            .collect::<String>()
+                    ),
+                ) == Some(true)
+            }
+            None => (self.ask)(decision),
+        }
+    }
+
+    fn not_performed(&mut self, decision: Decision, approved: Option<bool>) -> ExecResult {
+        ExecResult {
+            decision,
+            ran: false,
+            approved,
+            outcome: None,
+            protected_created: vec![],
+            protected_restored: vec![],
+            protected_warnings: vec![],
+            secrets: std::mem::take(&mut self.report),
+            audit: None,
+            snapshot: None,
+            stdout_head: vec![],
+            stderr_head: vec![],
+        }
+    }
+
+    fn perform(
+        &mut self,
+        decision: Decision,
+        approved: Option<bool>,
+    ) -> Result<ExecResult, BrokerError> {
+        let run = self.run(approved)?;
+        Ok(ExecResult {
+            decision,
+            ran: true,
+            approved,
+            outcome: Some(run.outcome),
+            protected_created: run.created,
+            protected_restored: run.restored,
+            protected_warnings: run.warnings,
+            secrets: std::mem::take(&mut self.report),
+            audit: None,
+            snapshot: run.snapshot,
+            stdout_head: vec![],
+            stderr_head: vec![],
+        })
+    }
+
+    fn record(&mut self, res: &Result<ExecResult, BrokerError>, rec: &mut audit::Record) {
+        let stdout = self.trace.out.take().map(ArtifactWriter::finish);
+        let stderr = self.trace.err.take().map(ArtifactWriter::finish);
+        rec.stdout.clone_from(&stdout);
+        rec.stderr.clone_from(&stderr);
+        rec.stdin.clone_from(&self.trace.stdin);
+        self.trace.stdout = stdout;
+        self.trace.stderr = stderr;
+        match res {
+            Ok(r) => record_result(r, rec),
+            Err(BrokerError::Refused(refusal::Refusal::SecretInInput { place, rule })) => {
+                rec.secrets = vec![format!("{place}:{rule}")];
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn recorded(&mut self, _res: &Result<ExecResult, BrokerError>, rec: &audit::Record) {
+        if let Some(run) = self.trace.run.take() {
+            run.finish();
+        }
+        let stored =
+            |d: &Option<audit::StreamDigest>| d.as_ref().is_some_and(|d| d.artifact.is_some());
+        if stored(&self.trace.stdout) || stored(&self.trace.stderr) {
+            prune_artifacts(&self.req.state_dir, &self.req.policy.audit);
+        }
+        if rec.files_changed > 0 {
+            fs::prune_backups_hourly(&self.req.state_dir, self.req.policy);
+        }
+    }
+}
+
+/// The record's fields from an exec's result.
+fn record_result(r: &ExecResult, rec: &mut audit::Record) {
+    if let Some(o) = &r.outcome {
+        rec.enforcement = Some(enforcement_summary(&o.enforcement));
+        rec.exit_code = o.exit_code;
+        rec.signal = o.signal;
+        rec.timed_out = o.timed_out;
+        rec.cancelled = o.cancelled;
+        rec.leftovers_killed = o.leftovers_killed.filter(|&n| n > 0).map(|n| n as u64);
+        rec.interrupted = o.interrupted;
+        rec.duration_ms = Some((o.duration.as_secs_f64() * 1e6).round() / 1e3);
+    }
+    if let Some(sn) = &r.snapshot
+        && !sn.changes.is_empty()
+    {
+        rec.journal_group = Some(sn.group.clone());
+        rec.files_changed = sn.changes.len() as u64;
+    }
+    rec.secrets = r
+        .secrets
+        .input
+        .iter()
+        .map(|s| format!("{}:{}", s.place, s.rule))
+        .chain(
+            r.secrets
+                .output
+                .iter()
+                .map(|s| format!("{}:{}", s.stream, s.rule)),
+        )
+        .collect();
+}
+
+/// What a run did, besides its outcome.
+struct Ran {
+    outcome: Outcome,
+    created: Vec<Quarantined>,
+    restored: Vec<keep::Restored>,
+    warnings: Vec<String>,
+    snapshot: Option<snapshot::SnapshotReport>,
+}
+
+/// The protected paths held around a run, and what was found before it.
+struct Held {
+    trees: Vec<wsfs::Tree>,
+    globals: [PathBuf; 3],
+    places: GitPlaces,
+    before: Vec<(PathBuf, Found)>,
+    kept: Option<keep::Kept>,
+    warnings: Vec<String>,
+}
+
+impl ExecTool<'_, '_> {
+    /// The "perform" step: plan, hold, run, put back, report.
+    fn run(&mut self, approved: Option<bool>) -> Result<Ran, BrokerError> {
+        let req = self.req;
+        let (spec, tmp, places) = self.spec()?;
+        // A git command that discards work (what strict's `deny-git-destructive` denies) runs
+        // with a snapshot even where the policy takes none (permissive, a user's own): the
+        // uncommitted work it throws away stays recoverable with `gateway undo`.
+        // `--no-snapshot` still wins.
+        let snap = req.snapshot.unwrap_or_else(|| {
+            req.policy.undo.snapshot || discards_git_work(&self.argv, &spec.cwd)
+        });
+        let max_file = req.policy.undo.snapshot_max_file;
+        let ws = self.ws.clone();
+        // The workspace is read with the caller's rights (a daemon's client): never more. One
+        // the caller cannot open is refused before anything is read or run there.
+        let who = client::fs_identity();
+        if let Some(w) = &who {
+            wsfs::as_identity(Some(w), || wsfs::Tree::open(&ws).map(drop))
+                .and_then(|r| r)
+                .map_err(|e| {
+                    BrokerError::Usage(format!(
+                        "the workspace {} cannot be opened by uid {}: {e}; run from a directory you can read",
+                        ws.display(),
+                        w.uid
+                    ))
+                })?;
+        }
+        let pre = if snap {
+            Some(snapshot::before(
+                &req.state_dir,
+                &ws,
+                max_file,
+                undo_limits(&req.policy.undo),
+                who.as_ref(),
+            )?)
+        } else {
+            None
+        };
+        let mut held = self.hold(&spec, places)?;
+        self.trace
+            .begin_run(req, &ws, approved, pre.as_ref(), max_file)?;
+        let outcome = self.relay(&spec);
+        let (created, restored) = self.put_back(&mut held);
+        let snapshot_report = match &pre {
+            Some(pre) => Some(snapshot::after(
+                &req.state_dir,
+                &ws,
+                pre,
+                max_file,
+                undo_limits(&req.policy.undo),
+                who.as_ref(),
+            )?),
+            None => None,
+        };
+        if let Some(b) = &self.report.blocked
+            && b.place == "stdin"
+        {
+            // A secret on stdin under `deny`: the run was stopped before the command saw it.
+            return Err(BrokerError::Refused(refusal::Refusal::SecretInInput {
+                place: b.place.clone(),
+                rule: b.rule.into(),
+            }));
+        }
+        let outcome = outcome?;
+        drop(tmp);
+        Ok(shown(Ran {
+            outcome,
+            created,
+            restored,
+            warnings: held.warnings,
+            snapshot: snapshot_report,
+        }))
+    }
+
+    /// The sandbox spec: the private TMPDIR, the plan, the environment (its secrets checked),
+    /// the program, the confinement and stdin.
+    fn spec(&mut self) -> Result<(Spec, Option<TempDir>, GitPlaces), BrokerError> {
+        let req = self.req;
+        let (use_tmpfs, tmp) = tmp_plan(req.policy)?;
+        let tmpdir = match &tmp {
+            Some(t) => t.0.clone(),
+            None if use_tmpfs => tmpfs_mountpoint()?,
+            None => std::env::temp_dir(),
+        };
+        let plan = plan(
+            req.policy,
+            &self.ws,
+            &req.state_dir,
+            &tmpdir,
+            use_tmpfs,
+            &req.env,
+        )?;
+        let mut env = plan.env;
+        self.report
+            .input
+            .extend(guard::check_env(&req.policy.secrets, &mut env)?);
+        let cwd = self.trace.cwd.clone();
+        let program = resolve_program(&self.argv[0], &cwd, &env)?;
+        let mut confine = plan.confine;
+        // A daemon's client of another uid: its command runs as the client, not as the
+        // daemon (whose uid owns other files), with its private TMPDIR.
+        confine.run_as = client::run_as();
+        if let (Some(u), Some(t)) = (&confine.run_as, &tmp) {
+            // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+            std::os::unix::fs::chown(&t.0, Some(u.uid), Some(u.gid)).map_err(|e| {
+                BrokerError::Io {
+                    what: format!(
+                        "giving the private TMPDIR {} to uid {}",
+                        t.0.display(),
+                        u.uid
+                    ),
+                    source: e,
+                }
+            })?;
+        }
+        if let Some(t) = req.timeout {
+            confine.limits.timeout = Some(t);
+        }
+        let spec = Spec {
+            program,
+            argv: self.argv.iter().map(OsString::from).collect(),
+            env,
+            cwd,
+            stdin: stdin_of(&req.stdin)?,
+            confine,
+        };
+        Ok((spec, tmp, plan.git))
+    }
+
+    /// Holds the protected paths for the run: finds what exists before it, refuses a run
+    /// that could rewrite what the next one obeys, and keeps (to put back) what cannot be
+    /// mounted read-only.
+    fn hold(&self, spec: &Spec, places: GitPlaces) -> Result<Held, BrokerError> {
+        let req = self.req;
+        let ws = &self.ws;
+        let trees = protected_trees(&spec.confine, ws);
+        let globals = global_git_configs(&home());
+        let before = protected_present(&trees, req.policy, &places);
+        // Without a mount namespace protected paths cannot be read-only: the broker keeps
+        // them and puts them back after the run (`keep`), or refuses to run (unless best
+        // effort).
+        let mut warnings: Vec<String> = places
+            .incomplete
+            .iter()
+            .map(|t| nested_warning(t))
+            .collect();
+        let mounted = spec.confine.namespaces && sandbox::namespaces_available();
+        let unmounted = !mounted && !spec.confine.protected.is_empty();
+        // Without a mount namespace a policy file inside the writable area would be writable
+        // during the run, and another gateway started meanwhile would load what the run
+        // wrote: refused, with how to fix it.
+        if !mounted
+            && let Some(f) = req
+                .policy
+                .loaded_from
+                .iter()
+                .find(|f| spec.confine.protected.contains(f))
+        {
+            return Err(BrokerError::NextRunInReach(format!(
+                "the policy file {} lies where this command may write, and without a mount namespace (not root) it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
+                f.display()
+            )));
+        }
+        // The next run names the policy, what it extends and the config again: a link or a
+        // `..` the command could replace on their way, or another name for them in its
+        // reach, would let it choose what that run obeys. Refused, with how to fix it
+        // (`next_run`).
+        if let Some(why) = next_run::in_reach(req.policy, &config_path(), &spec.confine.write) {
+            return Err(BrokerError::NextRunInReach(why));
+        }
+        let kept = if unmounted {
+            match keep::keep(
+                &spec.confine.protected,
+                &protected_roots(&spec.confine, ws),
+                &req.state_dir,
+                ws,
+            ) {
+                Ok(k) => Some(k),
+                Err(e) if spec.confine.best_effort => {
+                    warnings.push(format!("{e} (best_effort: it stayed writable)"));
+                    None
+                }
+                Err(e) => {
+                    return Err(BrokerError::Sandbox(SandboxError::Unavailable(
+                        e.to_string(),
+                    )));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Held {
+            trees,
+            globals,
+            places,
+            before,
+            kept,
+            warnings,
+        })
+    }
+
+    /// Runs the command, its output through the secrets guard to the artifacts and the
+    /// caller's sink.
+    fn relay(&mut self, spec: &Spec) -> Result<Outcome, SandboxError> {
+        let req = self.req;
+        let (out_tap, err_tap) = (&mut self.trace.out, &mut self.trace.err);
+        let heads = &mut self.trace.heads;
+        let keep = req.policy.audit.inline_output as usize + 1;
+        let sink = &mut self.sink;
+        let mut tap = |s: Stream, b: &[u8]| {
+            let (w, head) = match s {
+                Stream::Stdout => (out_tap.as_mut(), &mut heads[0]),
+                Stream::Stderr => (err_tap.as_mut(), &mut heads[1]),
+            };
+            if let Some(w) = w {
+                w.write(b);
+            }
+            let room = keep.saturating_sub(head.len());
+            head.extend_from_slice(&b[..room.min(b.len())]);
+            sink(s, b);
+        };
+        let mut g = guard::Guard::new(req.policy.secrets, &mut tap);
+        if matches!(spec.stdin, Stdin::Filtered) {
+            let a = req.policy.audit;
+            g.stdin_tap = Some(ArtifactWriter::new(
+                &req.state_dir,
+                if a.store_output { a.artifact_max } else { 0 },
+            ));
+        }
+        let outcome = sandbox::run(spec, &mut g);
+        g.finish();
+        self.trace.stdin = g.stdin_tap.take().map(ArtifactWriter::finish);
+        let input_before = std::mem::take(&mut self.report.input);
+        self.report = std::mem::take(&mut g.report);
+        self.report.input.splice(0..0, input_before);
+        outcome
+    }
+
+    /// After the run: kept protected paths it changed put back (first, before anything reads
+    /// them), and protected paths it created — including git places it planted, judged
+    /// against what was found before (`GitPlaces::after_run`) — quarantined, whatever the
+    /// outcome.
+    fn put_back(&self, held: &mut Held) -> (Vec<Quarantined>, Vec<keep::Restored>) {
+        let req = self.req;
+        let restored = match &held.kept {
+            Some(k) => {
+                let (done, failed) = keep::restore(k, &req.state_dir.join("quarantine"));
+                held.warnings.extend(
+                    failed
+                        .into_iter()
+                        .map(|f| format!("a protected path could not be put back: {f}")),
+                );
+                done
+            }
+            None => vec![],
+        };
+        let places_now = git_places(&held.trees, &held.globals, &home(), &self.ws);
+        held.warnings.extend(
+            places_now
+                .incomplete
+                .iter()
+                .filter(|t| !held.places.incomplete.contains(t))
+                .map(|t| nested_warning(t)),
+        );
+        let places = std::mem::take(&mut held.places);
+        let (places_after, new_heads) = places.after_run(places_now);
+        let mut after = protected_present(&held.trees, req.policy, &places_after);
+        for h in new_heads {
+            if let Some((t, rel)) = tree_of(&held.trees, &h)
+                && let Ok(Some(k)) = t.kind(rel)
+            {
+                after.push((h, Found::from(k)));
+            }
+        }
+        let created = quarantine_new(&held.trees, &held.before, after, &req.state_dir);
+        (created, restored)
+    }
+}
+
+/// The child's stdin. "Inherit" is the caller's stdin: a daemon client's is the fd it
+/// passed; it is scanned on its way in unless it is a terminal (a person typing).
+fn stdin_of(s: &Stdin) -> Result<Stdin, BrokerError> {
+    let own = |e: std::io::Error| BrokerError::Io {
+        what: "passing the caller's stdin".into(),
+        source: e,
+    };
+    Ok(match s {
+        Stdin::Inherit if client::with_stdin(sandbox::fd_is_null) => Stdin::Null,
+        Stdin::Inherit if client::current().is_some() => {
+            let fd = client::with_stdin(|f| f.try_clone_to_owned()).map_err(own)?;
+            if client::stdin_is_tty() {
+                Stdin::Fd(fd)
+            } else {
+                Stdin::FilteredFd(fd)
+            }
+        }
+        Stdin::Inherit if !sandbox::stdin_is_tty() => Stdin::Filtered,
+        Stdin::Inherit => Stdin::Inherit,
+        Stdin::Null => Stdin::Null,
+        Stdin::Filtered => Stdin::Filtered,
+        Stdin::Channel(b) => Stdin::Channel(b.clone()),
+        Stdin::Fd(f) => Stdin::Fd(f.try_clone().map_err(own)?),
+        Stdin::FilteredFd(f) => Stdin::FilteredFd(f.try_clone().map_err(own)?),
+    })
+}
+
+/// Paths as shown (stderr, `--json`, MCP, the record): a secret in a name the run chose is
+/// redacted like any output.
+fn shown(mut r: Ran) -> Ran {
+    let shown = fs::redact_path;
+    for q in &mut r.created {
+        q.path = shown(std::mem::take(&mut q.path));
+        q.to = q.to.take().map(shown);
+    }
+    for x in &mut r.restored {
+        x.path = shown(std::mem::take(&mut x.path));
+        x.moved_to = x.moved_to.take().map(shown);
+    }
+    for w in &mut r.warnings {
+        *w = redact_text(w);
+    }
+    if let Some(sn) = &mut r.snapshot {
+        for c in &mut sn.changes {
+            c.0 = shown(std::mem::take(&mut c.0));
+        }
+        for v in [&mut sn.skipped, &mut sn.unread_dirs] {
+            for p in v.iter_mut() {
+                *p = shown(std::mem::take(p));
+            }
+        }
+        for (p, why) in &mut sn.not_backed_up {
+            *p = shown(std::mem::take(p));
+            *why = redact_text(why);
+        }
+    }
+    r
+}

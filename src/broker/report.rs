@@ -1,0 +1,222 @@
+//! Typed reports (issue 23): what a tool call returns, in one shape and one field naming
+//! scheme for every front end. The CLI's `--json` (one-shot or through the daemon) and the
+//! MCP server's structured content serialize these types and nothing else; the human text
+//! of the CLI is rendered from the same values. A field added here appears everywhere at
+//! once, and no front end can name a field its own way (`stdout_truncated` once was
+//! `truncated` in MCP).
+
+use serde::Serialize;
+
+use super::fs::{FsOutput, FsResult};
+use super::{AuditInfo, ExecResult, Quarantined, SecretsReport, keep, snapshot};
+use crate::model::{Effect, RuleMatch};
+use crate::sandbox::EnforcementStatus;
+
+/// An exec call's report.
+#[derive(Debug, Serialize)]
+pub struct ExecReport<'a> {
+    /// The policy's decision: `allow`, `ask` or `deny`.
+    pub decision: Effect,
+    /// Every rule that matched, and the fallbacks that applied.
+    pub rules: &'a [RuleMatch],
+    /// The simple commands that were found and checked.
+    pub commands: &'a [String],
+    /// Parts of the command line that could not be analysed, and why.
+    pub unanalysable: &'a [String],
+    /// Why it did not run: denied by the policy's rules, or not approved (`kind`, `rule`,
+    /// `rules`, `reasons`); `null` when it ran.
+    pub refusal: Option<serde_json::Value>,
+    /// Whether the command ran.
+    pub ran: bool,
+    /// For `ask`: whether a person approved (`null`: nobody was asked).
+    pub approved: Option<bool>,
+    /// The command's exit code (`null`: it did not run or was killed by a signal).
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// It ran out of time and was killed.
+    pub timed_out: bool,
+    /// Its output exceeded the policy's limit and it was killed.
+    pub output_limit_exceeded: bool,
+    /// It hit its memory limit.
+    pub memory_limit_hit: bool,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: Option<f64>,
+    /// How it was confined, layer by layer.
+    pub enforcement: Option<&'a EnforcementStatus>,
+    /// Protected paths it created, moved to the quarantine.
+    pub protected_created: &'a [Quarantined],
+    /// Protected paths it changed, put back as they were.
+    pub protected_restored: &'a [keep::Restored],
+    /// Without a pid namespace: processes it left running, killed when it ended.
+    pub leftovers_killed: Option<usize>,
+    /// Without a pid namespace: why leftovers may survive.
+    pub leftovers_warning: Option<&'static str>,
+    /// Protected paths that were not held, and why.
+    pub protected_warnings: &'a [String],
+    /// What the secrets policy found (rules and places, never values).
+    pub secrets: &'a SecretsReport,
+    /// The first `[audit] inline_output` bytes of its stdout (after redaction).
+    pub stdout: String,
+    /// The first `[audit] inline_output` bytes of its stderr (after redaction).
+    pub stderr: String,
+    /// stdout was longer than shown (all of it is in the audit artifact).
+    pub stdout_truncated: bool,
+    /// stderr was longer than shown.
+    pub stderr_truncated: bool,
+    /// Where it was recorded, and its streams' digests and artifacts.
+    pub audit: Option<&'a AuditInfo>,
+    /// What it changed in the workspace (when snapshotted).
+    pub snapshot: Option<&'a snapshot::SnapshotReport>,
+}
+
+impl ExecResult {
+    /// The report of this result; `inline` is the policy's `[audit] inline_output`.
+    pub fn report(&self, inline: usize) -> ExecReport<'_> {
+        let o = self.outcome.as_ref();
+        let text = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(inline)]).into_owned();
+        ExecReport {
+            decision: self.decision.effect,
+            rules: &self.decision.rules,
+            commands: &self.decision.commands,
+            unanalysable: &self.decision.unanalysable,
+            refusal: refusal_of(&self.decision, self.approved),
+            ran: self.ran,
+            approved: self.approved,
+            exit_code: o.and_then(|o| o.exit_code),
+            signal: o.and_then(|o| o.signal),
+            timed_out: o.is_some_and(|o| o.timed_out),
+            output_limit_exceeded: o.is_some_and(|o| o.output_limit_exceeded),
+            memory_limit_hit: o.is_some_and(|o| o.memory_limit_hit),
+            duration_ms: o.map(|o| o.duration.as_secs_f64() * 1000.0),
+            enforcement: o.map(|o| &o.enforcement),
+            protected_created: &self.protected_created,
+            protected_restored: &self.protected_restored,
+            leftovers_killed: o.and_then(|o| o.leftovers_killed),
+            leftovers_warning: super::leftovers_warning(o),
+            protected_warnings: &self.protected_warnings,
+            secrets: &self.secrets,
+            stdout: text(&self.stdout_head),
+            stderr: text(&self.stderr_head),
+            stdout_truncated: self.stdout_head.len() > inline,
+            stderr_truncated: self.stderr_head.len() > inline,
+            audit: self.audit.as_ref(),
+            snapshot: self.snapshot.as_ref(),
+        }
+    }
+}
+
+/// A file tool call's report.
+#[derive(Debug, Serialize)]
+pub struct FsReport<'a> {
+    /// The policy's decision: `allow`, `ask` or `deny`.
+    pub decision: Effect,
+    /// Every rule that matched, and the fallbacks that applied.
+    pub rules: &'a [RuleMatch],
+    /// Why it was not performed: denied by the policy's rules, or not approved; `null`
+    /// when it was.
+    pub refusal: Option<serde_json::Value>,
+    /// What the tool says (lines, a diff, a listing; `denied`, `not_approved`).
+    pub output: &'a FsOutput,
+    /// The audit record's sequence number (`gateway log show SEQ`).
+    pub audit_seq: u64,
+    /// How the worker that performed it was confined (none when denied).
+    pub enforcement: Option<&'a EnforcementStatus>,
+}
+
+impl FsResult {
+    /// The report of this result.
+    pub fn report(&self) -> FsReport<'_> {
+        FsReport {
+            decision: self.decision.effect,
+            rules: &self.decision.rules,
+            refusal: match self.output {
+                FsOutput::Denied | FsOutput::NotApproved => refusal_of(&self.decision, Some(false)),
+                _ => None,
+            },
+            output: &self.output,
+            audit_seq: self.audit_seq,
+            enforcement: self.enforcement.as_ref(),
+        }
+    }
+}
+
+/// The refusal of a decided call that was not performed, as shown.
+fn refusal_of(d: &crate::model::Decision, approved: Option<bool>) -> Option<serde_json::Value> {
+    super::refusal::Refusal::of_decision(d, approved).map(|r| r.shown())
+}
+
+/// A failed call's report: the error in words and, for a refusal by the policy, the typed
+/// refusal (`kind`, `rule`, the path and the limit it names; paths with a secret in them
+/// redacted).
+#[derive(Debug, Serialize)]
+pub struct ErrorReport {
+    /// What failed, on which path or rule, and what the user can do.
+    pub error: String,
+    /// The refusal, when the policy said no.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<serde_json::Value>,
+}
+
+impl ErrorReport {
+    /// The report of `e`.
+    pub fn of(e: &super::BrokerError) -> ErrorReport {
+        ErrorReport {
+            error: super::redact_text(&e.to_string()),
+            refusal: match e {
+                super::BrokerError::Refused(r) => Some(r.shown()),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// `v` as one line of JSON (the front ends' `--json`).
+pub fn to_json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v)
+        .unwrap_or_else(|e| format!("{{\"error\":\"rendering the report: {e}\"}}"))
+}
+
+/// `cd`'s report: the session's new working directory.
+#[derive(Debug, Serialize)]
+pub struct CdReport<'a> {
+    /// The directory.
+    pub cwd: &'a std::path::Path,
+}
+
+/// `undo --skip`'s report: the changes passed over.
+#[derive(Debug, Serialize)]
+pub struct SkipReport<'a> {
+    /// Their journal ids.
+    pub skipped: &'a [u64],
+}
+
+/// `history`'s report.
+#[derive(Debug, Serialize)]
+pub struct HistoryReport<'a> {
+    /// The changes, oldest first.
+    pub changes: &'a [super::fs::HistoryEntry],
+    /// The workspace they were made in (`null`: every workspace's, `--all`).
+    pub workspace: Option<&'a std::path::Path>,
+}
+
+/// `trash list`'s report.
+#[derive(Debug, Serialize)]
+pub struct TrashListReport<'a> {
+    /// The items, present or gone.
+    pub items: &'a [crate::journal::TrashItem],
+}
+
+/// `trash empty`'s report.
+#[derive(Debug, Serialize)]
+pub struct TrashEmptyReport {
+    /// Items removed for good.
+    pub removed: usize,
+}
+
+/// A notice added to a tool's result, after its content (the policy file changed).
+#[derive(Debug, Serialize)]
+pub struct Notice<'a> {
+    /// The notice, in words.
+    pub gateway_notice: &'a str,
+}
