@@ -132,6 +132,7 @@ fn the_worker_does_not_call_back() {
     let mut used = vec![false; SHARED.len()];
     let mut leaves_used = Vec::new();
     for (f, leaf) in &files {
+        // not-ws: a test reading gateway's own source files
         let text = std::fs::read_to_string(f)
             .unwrap_or_else(|e| panic!("{}: {e} (a leaf the worker runs)", f.display()));
         for (item, at) in reached(&text, *leaf) {
