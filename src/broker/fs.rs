@@ -7,17 +7,17 @@
 //! checked on the file actually opened.
 //!
 //! This file is the broker's side: deciding, asking, recording, handing the call to the
-//! confined worker (`broker::worker`), and the state directory's upkeep (crash recovery, the
-//! trash, backup retention). What runs inside the worker, the tools' bodies, lives in leaf
-//! modules that never import this one (`arrows::the_worker_does_not_call_back` holds it):
+//! confined worker (`broker::worker`). Beside it, also the broker's: `fs/undo.rs` (history,
+//! which change undo takes, skip) and `fs/upkeep.rs` (crash recovery, the trash, backup
+//! retention). What runs inside the worker, the tools' bodies, lives in leaf modules that
+//! never import this one but for the call's types (`arrows::the_worker_does_not_call_back`):
 //!
 //! ```text
-//! fs.rs (broker side) ──> worker.rs ──> fs/ops.rs     act: the dispatch; ls, glob, grep, probe
-//!        │                                  ├──> fs/file.rs   one file's content: read, write, edit
-//!        │                                  ├──> fs/tree.rs   rm (trash, purge), mkdir, mv, restore
-//!        │                                  └──> fs/revert.rs undo's body (one change, a group)
-//!        └──> fs/undo.rs (history, which change undo takes, skip)
-//! all of them ──> fs/roots.rs (the allowed directories), fs/types.rs (Tools, StateOps, errors)
+//! fs.rs ──> worker.rs ──> fs/ops.rs      act: the dispatch; ls, glob, grep, probe
+//!                           ├──> fs/file.rs    one file's content: read, write, edit
+//!                           ├──> fs/tree.rs    rm (trash, purge), mkdir, mv, restore
+//!                           └──> fs/revert.rs  undo's body: one change, a group
+//! the leaves ──> fs/roots.rs (the allowed directories), fs/types.rs (Tools, StateOps, errors)
 //! ```
 
 use super::{BrokerError, redact_text, workspace};
@@ -25,11 +25,16 @@ use crate::audit;
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;
 use crate::journal;
+use crate::model::{Decision, Effect, Tool, ToolCall};
+use crate::policy::Policy;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 pub use crate::fsops::search::{GrepMode, GrepOptions, GrepResult};
 pub use crate::fsops::text::Edit;
 pub use crate::journal::{Change, PathState, Phase};
 pub use undo::{HistoryEntry, Scope, history, skip};
+pub use upkeep::{prune_backups, prune_backups_hourly, trash_empty, trash_list};
 
 #[cfg(test)]
 mod arrows;
@@ -40,13 +45,12 @@ pub(super) mod roots;
 mod tree;
 pub(super) mod types;
 mod undo;
-use crate::model::{Decision, Effect, Tool, ToolCall};
-use crate::policy::Policy;
+mod upkeep;
+
 pub(crate) use roots::{RootPaths, root_paths};
 use roots::{Roots, narrow, pick_read};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
 use types::usage;
+use upkeep::recover;
 
 /// Who asks, and where.
 pub struct FsContext<'a> {
@@ -687,102 +691,6 @@ fn find_removal(state_dir: &Path, name: &str) -> Result<Change, BrokerError> {
         .ok_or_else(|| usage(format!("no trash item {name} (see `gateway trash list`)")))
 }
 
-/// Completes or rolls back changes a crash left pending (see [`journal::recover`]).
-fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), BrokerError> {
-    use super::wsfs;
-    // What stands at a pending change's path now: read as the broker, so beneath no link at
-    // all (`wsfs`), a regular file only and bounded (a FIFO or a huge sparse file left there
-    // is "unknown": the change stays pending).
-    const MAX_HASHED: u64 = 1 << 30;
-    let now = |p: &Path| -> Option<PathState> {
-        match wsfs::kind_nolinks(p) {
-            Ok(None) => Some(PathState::Absent),
-            Err(_) => None,
-            Ok(Some(wsfs::Kind::File { mode, .. })) => {
-                wsfs::read_nolinks(p, MAX_HASHED).map(|d| PathState::File {
-                    sha256: journal::sha256_hex(&d),
-                    mode,
-                    size: d.len() as u64,
-                })
-            }
-            Ok(Some(wsfs::Kind::Dir { .. })) => Some(PathState::Dir),
-            Ok(Some(wsfs::Kind::Link(t))) => Some(PathState::Link {
-                target: t.to_string_lossy().into_owned(),
-            }),
-            Ok(Some(wsfs::Kind::Special)) => None,
-        }
-    };
-    // Temporary files of writers killed mid-write (`.NAME.gateway-tmp-PID-N` next to a
-    // pending change's file, PID no longer running) are removed.
-    for (c, phase) in journal::changes(state_dir).map_err(j_err)? {
-        if phase != Phase::Pending {
-            continue;
-        }
-        let (Some(dir), Some(name)) = (c.path.parent(), c.path.file_name()) else {
-            continue;
-        };
-        let prefix = format!(".{}.gateway-tmp-", name.to_string_lossy());
-        let Ok(d) = wsfs::open_dir_nolinks(dir) else {
-            continue;
-        };
-        let Ok(entries) = wsfs::list_at(&d, 1 << 20) else {
-            continue;
-        };
-        for (n, kind) in entries {
-            let n = n.to_string_lossy().into_owned();
-            let Some(rest) = n.strip_prefix(&prefix) else {
-                continue;
-            };
-            let pid = rest.split('-').next().unwrap_or("");
-            // not-ws: /proc, whether the writer still runs.
-            let alive = !pid.is_empty() && Path::new("/proc").join(pid).exists();
-            if !alive && matches!(kind, wsfs::Kind::File { .. }) {
-                let _ = wsfs::unlink_at(&d, std::ffi::OsStr::new(&n));
-            }
-        }
-    }
-    journal::recover(state_dir, lock, &now).map_err(j_err)?;
-    Ok(())
-}
-
-/// The trash's items.
-pub fn trash_list(state_dir: &Path) -> Result<Vec<journal::TrashItem>, BrokerError> {
-    journal::trash_list(state_dir).map_err(j_err)
-}
-
-/// Empties the trash (permanently), or only items removed more than `older_than` ago.
-/// Returns how many items were removed.
-pub fn trash_empty(
-    state_dir: &Path,
-    older_than: Option<std::time::Duration>,
-) -> Result<usize, BrokerError> {
-    let (files, _) = journal::trash_dirs(state_dir);
-    let cutoff = older_than.and_then(|d| std::time::SystemTime::now().checked_sub(d));
-    let mut n = 0;
-    for item in journal::trash_list(state_dir).map_err(j_err)? {
-        if let Some(c) = cutoff {
-            let when = humantime::parse_rfc3339_weak(&item.deleted).ok();
-            if when.is_none_or(|w| w > c) {
-                continue;
-            }
-        }
-        let p = files.join(&item.name);
-        // not-ws: the trash, in the broker's own state directory
-        let gone = match std::fs::symlink_metadata(&p) {
-            // not-ws: the trash, in the broker's own state directory
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p).is_ok(),
-            // not-ws: the trash, in the broker's own state directory
-            Ok(_) => std::fs::remove_file(&p).is_ok(),
-            Err(_) => true,
-        };
-        if gone {
-            journal::trash_forget(state_dir, &item.name);
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
 /// The session's virtual cwd, if `cd` set one (and it still exists).
 pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
     super::session::cwd(state_dir, session)
@@ -845,52 +753,6 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         source: e,
     })?;
     Ok(real)
-}
-
-/// Backup retention (policy `[undo] keep_versions`, `backups_max_total`), keeping every blob a
-/// snapshot index refers to. Returns (blobs removed, bytes freed).
-pub fn prune_backups(state_dir: &Path, policy: &Policy) -> Result<(u64, u64), BrokerError> {
-    let mut pinned = std::collections::HashSet::new();
-    // not-ws: the broker's own state directory
-    if let Ok(rd) = std::fs::read_dir(state_dir.join("snapshots")) {
-        for e in rd.flatten() {
-            // not-ws: the broker's own state directory
-            if let Ok(d) = std::fs::read(e.path())
-                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&d)
-                && let Some(files) = v["files"].as_array()
-            {
-                for f in files {
-                    if let Some(sha) = f[1]["sha256"].as_str() {
-                        pinned.insert(sha.to_string());
-                    }
-                }
-            }
-        }
-    }
-    journal::prune_backups(
-        state_dir,
-        policy.undo.keep_versions as usize,
-        policy.undo.backups_max_total,
-        &pinned,
-    )
-    .map_err(j_err)
-}
-
-/// Applies the backup retention at most once an hour (it reads the journal and the store).
-pub fn prune_backups_hourly(state_dir: &Path, policy: &Policy) {
-    let marker = state_dir.join("backups").join(".pruned");
-    // not-ws: the broker's own state directory
-    let fresh = std::fs::metadata(&marker)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age < std::time::Duration::from_secs(3600));
-    if fresh {
-        return;
-    }
-    // not-ws: the broker's own state directory
-    let _ = std::fs::write(&marker, b"");
-    let _ = prune_backups(state_dir, policy);
 }
 
 /// Fuzz entry for the edit engine with undo: the edits of [`text::fuzz_edit`] (its
