@@ -46,7 +46,7 @@
 //!   tree's descriptor; a link or file that stands where a directory should be is reported
 //!   and moved as itself, never looked through.
 //! - **Journal recovery**: the real paths the journal holds, opened with no link on the way.
-//! - **Undo** (`broker::fs::undo`, in the confined worker): names resolved beneath a root
+//! - **Undo** (`broker::fs::revert`, in the confined worker): names resolved beneath a root
 //!   without following links; a directory become a link is refused.
 //! - **Leftovers** (no pid namespace): the broker is its runs' subreaper and kills what they
 //!   leave, before the snapshot after the run.
@@ -142,7 +142,10 @@
 //!   `serve`, over it; `cli` is the one-shot front end and starts them. No arrow runs back up:
 //!   `serve` never imports `cli` (the REPL reaches the CLI's dispatch and config through
 //!   `serve::repl::Host`, the daemon through its `Handler`), `broker` never imports `serve` or
-//!   `cli`; `serve::tests::the_arrows_point_down` checks it (issue 23, first stage).
+//!   `cli`; `serve::tests::the_arrows_point_down` checks it (issue 23, first stage). In
+//!   `broker`, the file tools' bodies are leaves under `broker/fs/` that the confined worker
+//!   runs; neither the worker nor a leaf imports `broker::fs` (the broker's side that calls
+//!   the worker) but the call's types (`broker::fs::arrows::the_worker_does_not_call_back`).
 //! - Lints keep the middle small and quiet (Cargo.toml `[lints.clippy]`, `clippy.toml`): only
 //!   the front ends (`cli`, `serve`) print or read the process's environment (the broker reads
 //!   the caller's through `broker::client`); no `expect` outside tests (the fuzz hooks return

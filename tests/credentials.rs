@@ -398,7 +398,8 @@ sandbox_test! {
             .args(["exec", "--policy", "permissive", "--env", "MYSQL_PWD=x", "--", "true"])
             .output()
             .expect("run gateway");
-        assert_eq!(o.status.code(), Some(122), "--env MYSQL_PWD: {}", text(&o));
+        // A refusal by the policy (issue 23): exit 120, recorded as a deny.
+        assert_eq!(o.status.code(), Some(120), "--env MYSQL_PWD: {}", text(&o));
     }
 }
 

@@ -25,7 +25,10 @@
 //! the file actually opened, as before.
 
 use super::BrokerError;
-use super::fs::{self as bfs, FsOp, FsOutput, RootPaths, StateOps, Tools};
+use super::fs::ops;
+use super::fs::roots::RootPaths;
+use super::fs::types::{StateOps, Tools};
+use super::fs::{FsOp, FsOutput};
 use crate::fsops::path::{OwnerFix, Root};
 use crate::journal::{self, Change, Phase};
 use crate::policy::Policy;
@@ -815,7 +818,7 @@ pub fn worker_main() -> std::process::ExitCode {
             max_size: req.max_size,
             owner_fixes: Vec::new(),
         };
-        let r = bfs::act(&mut t, &rs, &req.ws, req.op, req.undo_target);
+        let r = ops::act(&mut t, &rs, &req.ws, req.op, req.undo_target);
         (r, std::mem::take(&mut t.owner_fixes))
     };
     let (res, owner_fixes) = res;
