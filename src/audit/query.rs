@@ -5,6 +5,7 @@
 
 use super::{AuditError, Paths, Record};
 use memchr::memmem::Finder;
+use serde::Serialize;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -120,8 +121,8 @@ impl Compiled {
     }
 }
 
-/// Result of a query.
-#[derive(Debug, Default)]
+/// Result of a query (`log query --json` prints it as it is).
+#[derive(Debug, Default, Serialize)]
 pub struct QueryResult {
     /// Matching records, oldest first.
     pub records: Vec<Record>,

@@ -237,9 +237,20 @@ pub fn list() -> Vec<Pending> {
     v
 }
 
+/// An answer given (`gateway approve|deny ID`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Answered {
+    /// The request's id.
+    pub id: u64,
+    /// Approved (`true`) or denied.
+    pub approved: bool,
+    /// The request answered.
+    pub request: Pending,
+}
+
 /// Answers request `id` (`always`: approve the same call again for the rest of its session
-/// without asking). Returns the request, or an error saying why not.
-pub fn answer(id: u64, approve: bool, always: bool, by: String) -> Result<Pending, String> {
+/// without asking). Returns the answer given, or an error saying why not.
+pub fn answer(id: u64, approve: bool, always: bool, by: String) -> Result<Answered, String> {
     let mut q = lock();
     let Some(e) = q.entries.get_mut(&id) else {
         return Err(format!(
@@ -257,7 +268,11 @@ pub fn answer(id: u64, approve: bool, always: bool, by: String) -> Result<Pendin
     let info = e.info.clone();
     drop(q);
     QUEUE.1.notify_all();
-    Ok(info)
+    Ok(Answered {
+        id,
+        approved: approve,
+        request: info,
+    })
 }
 
 #[cfg(test)]
@@ -307,7 +322,8 @@ mod tests {
         };
         assert!(answer(id + 1000, true, false, "x".into()).is_err());
         let p = answer(id, true, true, "uid 0 (test)".into()).expect("answer");
-        assert_eq!(p.command, "make deploy");
+        assert_eq!(p.request.command, "make deploy");
+        assert_eq!((p.id, p.approved), (id, true));
         let o = t.join().expect("thread");
         assert!(o.approved);
         assert_eq!(o.by, "uid 0 (test)");

@@ -3,7 +3,9 @@
 //! every command and file tool under every policy) and for `policy explain --credentials`.
 
 use super::client;
-use crate::policy::credentials::{self, Store};
+use crate::policy::credentials::{self, EnvVars, Store};
+use crate::policy::{self, Policy};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The homes `~/` stands for: the caller's (`HOME` of the client), this process's, and the
@@ -70,4 +72,64 @@ pub(crate) fn denied_templates(caller_home: &Path) -> Vec<String> {
 /// [`denied`] for the caller of this call.
 pub fn denied_for_caller() -> Vec<(&'static Store, Vec<PathBuf>)> {
     denied(&super::home())
+}
+
+/// What `policy explain --credentials` shows: what the catalogue denies to this caller under
+/// `policy`, what the policy denies besides, and the variables removed from every run.
+#[derive(Debug, Serialize)]
+pub struct Explained {
+    /// The policy's name.
+    pub policy: String,
+    /// Where the catalogue comes from (compiled in).
+    pub catalogue: &'static str,
+    /// Each credential store, in the catalogue's order.
+    pub stores: Vec<DeniedStore>,
+    /// The catalogue's credential variables.
+    pub env: &'static [EnvVars],
+    /// Variables every run loses whatever the policy (built in).
+    pub always_scrubbed: &'static [&'static str],
+    /// The policy's own `[sandbox] deny` paths.
+    pub policy_deny: Vec<String>,
+    /// The policy's own `[sandbox] env_scrub` variables.
+    pub policy_scrub: Vec<String>,
+}
+
+/// A catalogue store and the paths it denies to this caller.
+#[derive(Debug, Serialize)]
+pub struct DeniedStore {
+    /// Kind of tool (the README table's sections).
+    pub group: &'static str,
+    /// The tool.
+    pub owner: &'static str,
+    /// What the files hold.
+    pub holds: &'static str,
+    /// Where the tool documents them.
+    pub source: &'static str,
+    /// The catalogue's path templates.
+    pub templates: &'static [String],
+    /// The templates expanded for this caller (`*` not yet expanded).
+    pub denied: Vec<PathBuf>,
+}
+
+/// [`Explained`] for the caller of this call under `policy`.
+pub fn explain(policy: &Policy) -> Explained {
+    Explained {
+        policy: policy.name.clone(),
+        catalogue: "policies/credentials.toml",
+        stores: denied_for_caller()
+            .into_iter()
+            .map(|(s, denied)| DeniedStore {
+                group: &s.group,
+                owner: &s.owner,
+                holds: &s.holds,
+                source: &s.source,
+                templates: &s.paths,
+                denied,
+            })
+            .collect(),
+        env: &credentials::catalogue().env,
+        always_scrubbed: policy::ALWAYS_SCRUB,
+        policy_deny: policy.sandbox.deny.clone(),
+        policy_scrub: policy.sandbox.env_scrub.clone(),
+    }
 }

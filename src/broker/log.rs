@@ -4,6 +4,7 @@
 
 use super::BrokerError;
 use crate::audit::{self, AuditError};
+use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
 
@@ -29,12 +30,33 @@ fn read(path: &Path, what: &'static str) -> Result<String, BrokerError> {
         })
 }
 
+/// `log verify`'s result: the report, whether it holds, and each problem as a sentence.
+#[derive(Debug, Serialize)]
+pub struct Verified {
+    /// Whether everything holds (`report.problems` is empty).
+    pub ok: bool,
+    /// The figures checked and the problems found.
+    pub report: VerifyReport,
+    /// Each of `report.problems` as the sentence the human output prints.
+    pub messages: Vec<String>,
+}
+
+impl From<VerifyReport> for Verified {
+    fn from(report: VerifyReport) -> Verified {
+        Verified {
+            ok: report.ok(),
+            messages: report.problems.iter().map(ToString::to_string).collect(),
+            report,
+        }
+    }
+}
+
 /// Verifies the log; `anchor`: an exported checkpoint file; `key`: an exported epoch-0 key.
 pub fn verify(
     state_dir: &Path,
     anchor: Option<&Path>,
     key: Option<&Path>,
-) -> Result<VerifyReport, BrokerError> {
+) -> Result<Verified, BrokerError> {
     sign_pending()?;
     let anchor = anchor.map(|p| read(p, "the anchor")).transpose()?;
     let key = match key {
@@ -57,7 +79,8 @@ pub fn verify(
             key,
             require_covered: true,
         },
-    )?)
+    )?
+    .into())
 }
 
 /// Records matching `filter`.
@@ -65,11 +88,44 @@ pub fn query(state_dir: &Path, filter: &Filter) -> Result<QueryResult, BrokerErr
     Ok(audit::query::query(state_dir, filter)?)
 }
 
-/// One record and the content of its artifacts: (stream name, digest, content or why not).
-pub type Artifact = (&'static str, StreamDigest, Result<Vec<u8>, String>);
+/// A record and the content of its stored streams (`log show`).
+#[derive(Debug, Serialize)]
+pub struct Shown {
+    /// The record.
+    pub record: Record,
+    /// Its streams with a size above zero: stdin, stdout, stderr, in that order.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// One stored stream of a record.
+#[derive(Debug, Serialize)]
+pub struct Artifact {
+    /// `stdin`, `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// Its size and hash as recorded.
+    pub digest: StreamDigest,
+    /// Its content (`content`, as UTF-8 with invalid bytes replaced) or why not (`error`).
+    #[serde(flatten)]
+    pub content: Stored,
+}
+
+/// A stream's stored content, or why it cannot be shown.
+#[derive(Debug, Serialize)]
+pub enum Stored {
+    /// The bytes stored (checked against their hash).
+    #[serde(rename = "content", serialize_with = "lossy")]
+    Content(Vec<u8>),
+    /// Not stored, removed by the retention, or altered.
+    #[serde(rename = "error")]
+    Unavailable(String),
+}
+
+fn lossy<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(b))
+}
 
 /// A record by seq, with its stored streams.
-pub fn show(state_dir: &Path, seq: u64) -> Result<Option<(Record, Vec<Artifact>)>, BrokerError> {
+pub fn show(state_dir: &Path, seq: u64) -> Result<Option<Shown>, BrokerError> {
     let Some(r) = audit::query::show(state_dir, seq)? else {
         return Ok(None);
     };
@@ -105,9 +161,16 @@ pub fn show(state_dir: &Path, seq: u64) -> Result<Option<(Record, Vec<Artifact>)
                     }
                 }),
         };
-        arts.push((name, d.clone(), content));
+        arts.push(Artifact {
+            stream: name,
+            digest: d.clone(),
+            content: content.map_or_else(Stored::Unavailable, Stored::Content),
+        });
     }
-    Ok(Some((r, arts)))
+    Ok(Some(Shown {
+        record: r,
+        artifacts: arts,
+    }))
 }
 
 /// In the daemon: signs a checkpoint of the records written since the last one (its batch),
@@ -117,18 +180,34 @@ fn sign_pending() -> Result<(), BrokerError> {
     Ok(())
 }
 
-/// The newest signed checkpoint (a C2SP note), if any.
-pub fn checkpoint(state_dir: &Path) -> Result<Option<String>, BrokerError> {
+/// The newest signed checkpoint (`log checkpoint`).
+#[derive(Debug, Serialize)]
+pub struct Checkpoint {
+    /// The C2SP signed note, as `log verify --anchor FILE` reads it.
+    pub checkpoint: String,
+}
+
+/// The newest signed checkpoint, if any.
+pub fn checkpoint(state_dir: &Path) -> Result<Option<Checkpoint>, BrokerError> {
     sign_pending()?;
-    Ok(audit::latest_checkpoint(state_dir)?)
+    Ok(audit::latest_checkpoint(state_dir)?.map(|checkpoint| Checkpoint { checkpoint }))
+}
+
+/// The log's public keys (`keys export`).
+#[derive(Debug, Serialize)]
+pub struct PublicKeys {
+    /// One verifier-key line per epoch, oldest first (the first is the root key).
+    pub keys: Vec<String>,
 }
 
 /// Public keys by epoch, as verifier-key lines.
-pub fn public_keys(state_dir: &Path) -> Result<Vec<String>, BrokerError> {
-    Ok(audit::public_keys(state_dir)?
-        .iter()
-        .map(|k| k.encode())
-        .collect())
+pub fn public_keys(state_dir: &Path) -> Result<PublicKeys, BrokerError> {
+    Ok(PublicKeys {
+        keys: audit::public_keys(state_dir)?
+            .iter()
+            .map(|k| k.encode())
+            .collect(),
+    })
 }
 
 /// Creates the keys (first use) without writing a record.
@@ -138,8 +217,15 @@ pub fn ensure_keys(state_dir: &Path) -> Result<(), BrokerError> {
     Ok(())
 }
 
+/// A key rotation (`keys rotate`).
+#[derive(Debug, Serialize)]
+pub struct Rotated {
+    /// The new signing key's verifier-key line (the old key signed it and was destroyed).
+    pub key: String,
+}
+
 /// Rotates the signing key and records it.
-pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String, BrokerError> {
+pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<Rotated, BrokerError> {
     super::ensure_state_dir(state_dir)?;
     sign_pending()?;
     let vk = audit::rotate(state_dir)?;
@@ -163,18 +249,30 @@ pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<String,
         ..Record::default()
     };
     super::append_record(state_dir, &mut rec)?;
-    Ok(vk.encode())
+    Ok(Rotated { key: vk.encode() })
 }
 
-/// Applies the policy's artifact and backup retention now: (files removed, bytes freed).
-pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> (u64, u64) {
+/// What `log gc` removed.
+#[derive(Debug, Serialize)]
+pub struct Collected {
+    /// Files removed (artifacts and backups).
+    pub removed: u64,
+    /// Bytes freed.
+    pub bytes: u64,
+}
+
+/// Applies the policy's artifact and backup retention now.
+pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> Collected {
     let (a, ab) = audit::artifacts::prune(
         state_dir,
         policy.audit.artifacts_max_age.map(Duration::from_secs),
         policy.audit.artifacts_max_total,
     );
     let (b, bb) = super::fs::prune_backups(state_dir, policy).unwrap_or((0, 0));
-    (a + b, ab + bb)
+    Collected {
+        removed: a + b,
+        bytes: ab + bb,
+    }
 }
 
 /// A session id: `GATEWAY_SESSION`, else a fresh random one (`cli-...`).

@@ -18,6 +18,7 @@
 use super::BrokerError;
 use crate::audit::{Caller, Record, RecordDecision};
 use crate::policy::Policy;
+use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
@@ -140,6 +141,34 @@ pub struct Reloaded {
     pub seq: u64,
     /// Why the new policy was not loaded (the old one stays).
     pub failed: Option<String>,
+    /// The hash of the policy in force before the reload.
+    pub replaced: String,
+}
+
+/// A reload that took effect, as `policy reload --json` reports it.
+#[derive(Debug, Serialize)]
+pub struct ReloadReport {
+    /// The name of the policy now in force.
+    pub policy: String,
+    /// Its content hash ([`Policy::sha256`]).
+    pub sha256: String,
+    /// The hash of the policy it replaced.
+    pub replaced: String,
+    /// The seq of the `policy.reload` audit record.
+    pub audit_seq: u64,
+}
+
+impl Reloaded {
+    /// The report of this reload (the policy in force, which is the old one if it failed).
+    pub fn report(&self) -> ReloadReport {
+        let p = self.pinned.policy();
+        ReloadReport {
+            policy: p.name.clone(),
+            sha256: p.sha256.clone(),
+            replaced: self.replaced.clone(),
+            audit_seq: self.seq,
+        }
+    }
 }
 
 /// Reloads a session's policy from `spec` (`load`): records a `policy.reload` with the old and
@@ -182,16 +211,19 @@ pub fn reload(
         }
     }
     let seq = super::append_record(state_dir, &mut rec)?;
+    let replaced = old.policy.sha256.clone();
     Ok(match loaded {
         Ok(p) => Reloaded {
             pinned: Arc::new(Pinned::shared_recorded(Arc::new(p))),
             seq,
             failed: None,
+            replaced,
         },
         Err(e) => Reloaded {
             pinned: old.clone(),
             seq,
             failed: Some(e),
+            replaced,
         },
     })
 }

@@ -63,6 +63,40 @@ pub(super) struct Config {
     pub retention: Retention,
 }
 
+/// `config show`: the config file, each setting in force and where it comes from, and the
+/// retention the policy puts in force. The config file is the CLI's own (the daemon and MCP
+/// take their settings from the CLI that starts them), so its report is typed here.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct Shown<'a> {
+    /// Where the config file was looked for.
+    pub config_file: &'a Path,
+    /// Whether it exists.
+    pub found: bool,
+    /// The policy in force (its name or path).
+    pub policy: Setting,
+    /// The state directory in force.
+    pub state_dir: Setting,
+    /// The daemon's socket, if the config file names one.
+    pub socket: Option<&'a Path>,
+    /// What `gateway sh -c` runs the command with.
+    pub shell: &'a Path,
+    /// The config file's retention overrides.
+    pub retention: Retention,
+    /// The retention the policy puts in force, overrides applied (`null`: it does not load).
+    pub effective_retention: Option<policy::report::Retention>,
+    /// Why the policy does not load.
+    pub policy_error: Option<&'a str>,
+}
+
+/// A setting's value and where it comes from.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct Setting {
+    /// The value.
+    pub value: String,
+    /// `option or $VAR`, `config file` or `default`.
+    pub from: String,
+}
+
 /// Where the config file is looked for (see [`crate::broker::config_path`]).
 pub(super) fn path() -> PathBuf {
     crate::broker::config_path()

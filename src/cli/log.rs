@@ -1,8 +1,7 @@
 //! `gateway log ...` and `gateway keys ...`.
 
-use super::{Cli, KeysCmd, LogCmd, broker_error, exit, fail, state_dir};
-use crate::broker::log::{self, Filter, Record};
-use serde_json::json;
+use super::{Cli, KeysCmd, LogCmd, broker_error, exit, fail, state_dir, to_json};
+use crate::broker::log::{self, Filter, Record, Stored};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,17 +14,14 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
         LogCmd::Verify { anchor, key } => {
-            let r = match log::verify(&state, anchor.as_deref(), key.as_deref()) {
-                Ok(r) => r,
+            let v = match log::verify(&state, anchor.as_deref(), key.as_deref()) {
+                Ok(v) => v,
                 Err(e) => return broker_error(e),
             };
+            let r = &v.report;
             if cli.json {
-                let problems: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
-                outln!(
-                    "{}",
-                    json!({"ok": r.ok(), "report": r, "messages": problems})
-                );
-            } else if r.ok() {
+                outln!("{}", to_json(&v));
+            } else if v.ok {
                 outln!(
                     "gateway log verify: ok: {} record(s), {} checkpoint(s) checked, {} key epoch(s); the newest checkpoint covers {} record(s){}; root {}",
                     r.records,
@@ -48,7 +44,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                     errln!("  ({} more)", r.problems.len() - 10);
                 }
             }
-            if r.ok() {
+            if v.ok {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(exit::VERIFY_FAILED)
@@ -86,7 +82,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             match log::query(&state, &f) {
                 Ok(r) => {
                     if cli.json {
-                        outln!("{}", json!({"records": r.records, "scanned": r.scanned}));
+                        outln!("{}", to_json(&r));
                     } else {
                         print_table(&r.records);
                     }
@@ -111,9 +107,9 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             }
             loop {
                 match log::show(&state, last + 1) {
-                    Ok(Some((r, _))) => {
-                        last = r.seq;
-                        emit(cli.json, std::slice::from_ref(&r));
+                    Ok(Some(s)) => {
+                        last = s.record.seq;
+                        emit(cli.json, std::slice::from_ref(&s.record));
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(200)),
                     Err(e) => return broker_error(e),
@@ -122,20 +118,17 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
         }
         LogCmd::Show { seq } => match log::show(&state, *seq) {
             Ok(None) => fail(1, format!("no record {seq} in {}", state.display())),
-            Ok(Some((r, arts))) => {
+            Ok(Some(shown)) => {
                 if cli.json {
-                    let a: Vec<_> = arts
-                        .iter()
-                        .map(|(name, d, c)| match c {
-                            Ok(c) => json!({"stream": name, "digest": d, "content": String::from_utf8_lossy(c)}),
-                            Err(e) => json!({"stream": name, "digest": d, "error": e}),
-                        })
-                        .collect();
-                    outln!("{}", json!({"record": r, "artifacts": a}));
+                    outln!("{}", to_json(&shown));
                 } else {
-                    outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                    outln!(
+                        "{}",
+                        serde_json::to_string_pretty(&shown.record).unwrap_or_default()
+                    );
                     let mut out = crate::broker::client::stdout_writer();
-                    for (name, d, c) in &arts {
+                    for a in &shown.artifacts {
+                        let (name, d) = (a.stream, &a.digest);
                         let _ = writeln!(
                             out,
                             "--- {name}: {} bytes, sha256 {}{} ---",
@@ -147,14 +140,14 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                                 ""
                             }
                         );
-                        match c {
-                            Ok(c) => {
+                        match &a.content {
+                            Stored::Content(c) => {
                                 let _ = out.write_all(c);
                                 if !c.ends_with(b"\n") {
                                     let _ = writeln!(out);
                                 }
                             }
-                            Err(e) => {
+                            Stored::Unavailable(e) => {
                                 let _ = writeln!(out, "({e})");
                             }
                         }
@@ -165,16 +158,16 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             Err(e) => broker_error(e),
         },
         LogCmd::Checkpoint { export } => match log::checkpoint(&state) {
-            Ok(Some(note)) => {
+            Ok(Some(c)) => {
                 if !*export && !cli.json {
                     errln!(
                         "gateway: the newest signed checkpoint (copy it off this host; check later with `gateway log verify --anchor FILE`):"
                     );
                 }
                 if cli.json {
-                    outln!("{}", json!({"checkpoint": note}));
+                    outln!("{}", to_json(&c));
                 } else {
-                    outs!("{note}");
+                    outs!("{}", c.checkpoint);
                 }
                 ExitCode::SUCCESS
             }
@@ -192,12 +185,14 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };
-            let (n, bytes) = log::gc(&state, &policy);
+            let c = log::gc(&state, &policy);
             if cli.json {
-                outln!("{}", json!({"removed": n, "bytes": bytes}));
+                outln!("{}", to_json(&c));
             } else {
                 outln!(
-                    "gateway log gc: removed {n} file(s) (artifacts and backups), {bytes} bytes"
+                    "gateway log gc: removed {} file(s) (artifacts and backups), {} bytes",
+                    c.removed,
+                    c.bytes
                 );
             }
             ExitCode::SUCCESS
@@ -209,7 +204,7 @@ fn emit(json: bool, records: &[Record]) {
     if json {
         let mut out = crate::broker::client::stdout_writer();
         for r in records {
-            let _ = writeln!(out, "{}", json!(r));
+            let _ = writeln!(out, "{}", to_json(r));
         }
         let _ = out.flush();
     } else {
@@ -259,9 +254,9 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
             match log::public_keys(&state) {
                 Ok(keys) => {
                     if cli.json {
-                        outln!("{}", json!({"keys": keys}));
+                        outln!("{}", to_json(&keys));
                     } else {
-                        for k in keys {
+                        for k in keys.keys {
                             outln!("{k}");
                         }
                     }
@@ -273,9 +268,9 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
         KeysCmd::Rotate => match log::rotate(&state, &log::session_id(), log::this_caller("cli")) {
             Ok(k) => {
                 if cli.json {
-                    outln!("{}", json!({"key": k}));
+                    outln!("{}", to_json(&k));
                 } else {
-                    outln!("{k}");
+                    outln!("{}", k.key);
                     errln!(
                         "gateway keys rotate: new signing key above; the old key signed it and was destroyed"
                     );

@@ -41,10 +41,48 @@ macro_rules! errs {
     ($($t:tt)*) => { $crate::broker::client::err(|w| write!(w, $($t)*)) };
 }
 
+/// A typed result as `--json` prints it: one line, object keys sorted at every level — the
+/// order `--json` has always printed (a `serde_json::Value`'s map keeps its keys sorted), so
+/// that moving a result from a `json!` literal to its type changes no byte of the output.
+fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(v) => v.to_string(),
+        Err(e) => render_failed(&e),
+    }
+}
+
+/// [`to_json`], indented (`policy explain --credentials --json`).
+fn to_json_pretty<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    match serde_json::to_value(v).and_then(|v| serde_json::to_string_pretty(&v)) {
+        Ok(s) => s,
+        Err(e) => render_failed(&e),
+    }
+}
+
+/// The object printed instead of a result that cannot be rendered (a bug: every result type
+/// serializes), so that a `--json` reader gets an error rather than nothing.
+fn render_failed(e: &serde_json::Error) -> String {
+    /// `{"error": ...}`.
+    #[derive(serde::Serialize)]
+    struct RenderError {
+        /// What failed.
+        error: String,
+    }
+    // A struct of one string always serializes.
+    serde_json::to_string(&RenderError {
+        error: format!(
+            "gateway: rendering the result as JSON failed ({e}); please report this bug"
+        ),
+    })
+    .unwrap_or_default()
+}
+
 mod args;
 mod config;
 mod credentials;
 mod fs;
+#[cfg(test)]
+mod json_check;
 mod log;
 mod repl_host;
 
@@ -166,19 +204,16 @@ fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
                     ),
                 );
             }
-            let p = r.pinned.policy();
+            let rep = r.report();
             if cli.json {
-                outln!(
-                    "{}",
-                    json!({"policy": p.name, "sha256": p.sha256, "replaced": old.policy().sha256, "audit_seq": r.seq})
-                );
+                outln!("{}", to_json(&rep));
             } else {
                 outln!(
                     "policy {} (sha256 {}) in force for session {session}, replacing sha256 {} [audit {}]",
-                    p.name,
-                    p.sha256,
-                    old.policy().sha256,
-                    r.seq
+                    rep.policy,
+                    rep.sha256,
+                    rep.replaced,
+                    rep.audit_seq
                 );
             }
             broker::pin::set_session_pin(&session, &new_spec, r.pinned);
@@ -399,7 +434,8 @@ fn mcp(cli: &Cli) -> ExitCode {
 /// `gateway tool NAME [ARGS]`: one MCP tool call, its result printed as JSON.
 fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: bool) -> ExitCode {
     let args: serde_json::Value = match args {
-        None => serde_json::json!({}),
+        // No arguments: the empty object (an argument, not a result).
+        None => serde_json::Value::Object(serde_json::Map::new()),
         Some(a) => match serde_json::from_str(a) {
             Ok(v @ serde_json::Value::Object(_)) => v,
             Ok(_) => {
@@ -554,10 +590,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         {
             Ok(p) => {
                 if cli.json {
-                    outln!(
-                        "{}",
-                        json!({"ok": true, "policy": p.name, "rules": p.rules.len()})
-                    );
+                    outln!("{}", to_json(&policy::report::Checked::loaded(&p)));
                 } else {
                     outln!(
                         "{}: ok ({} rules, extends resolved)",
@@ -569,7 +602,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             }
             Err(e) => {
                 if cli.json {
-                    outln!("{}", json!({"ok": false, "error": e.to_string()}));
+                    outln!("{}", to_json(&policy::report::Checked::failed(e.clone())));
                 }
                 fail(exit::POLICY, e)
             }
@@ -717,7 +750,7 @@ fn pending(cli: &Cli) -> ExitCode {
     }
     let v = broker::approvals::list();
     if cli.json {
-        outln!("{}", json!(v));
+        outln!("{}", to_json(&v));
     } else if v.is_empty() {
         errln!("gateway: nothing is waiting for approval");
     } else {
@@ -757,15 +790,15 @@ fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCode {
         if always { " --always-for-session" } else { "" }
     );
     match broker::approvals::answer(id, approve, always, by) {
-        Ok(p) => {
+        Ok(a) => {
             if cli.json {
-                outln!("{}", json!({"id": id, "approved": approve, "request": p}));
+                outln!("{}", to_json(&a));
             } else {
                 errln!(
                     "gateway: {} request {id}: {} {}",
-                    if approve { "approved" } else { "denied" },
-                    p.tool,
-                    p.command
+                    if a.approved { "approved" } else { "denied" },
+                    a.request.tool,
+                    a.request.command
                 );
             }
             ExitCode::SUCCESS
@@ -866,25 +899,24 @@ fn config_show(cli: &Cli) -> ExitCode {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"));
     let policy = load_policy(cli);
     if cli.json {
-        outln!(
-            "{}",
-            json!({
-                "config_file": cfg.path, "found": cfg.found,
-                "policy": {"value": policy_name(cli), "from": policy_src},
-                "state_dir": {"value": state_dir(cli), "from": state_src},
-                "socket": cfg.socket, "shell": shell,
-                "retention": cfg.retention,
-                "effective_retention": policy.as_ref().ok().map(|p| json!({
-                    "artifacts_max_age": p.audit.artifacts_max_age,
-                    "artifacts_max_total": p.audit.artifacts_max_total,
-                    "backups_max_total": p.undo.backups_max_total,
-                    "keep_versions": p.undo.keep_versions,
-                    "max_state_bytes": p.undo.max_state_bytes,
-                    "max_workspace_bytes": p.undo.workspace_quota(),
-                })),
-                "policy_error": policy.as_ref().err(),
-            })
-        );
+        let shown = config::Shown {
+            config_file: &cfg.path,
+            found: cfg.found,
+            policy: config::Setting {
+                value: policy_name(cli),
+                from: policy_src,
+            },
+            state_dir: config::Setting {
+                value: state_dir(cli).display().to_string(),
+                from: state_src,
+            },
+            socket: cfg.socket.as_deref(),
+            shell: &shell,
+            retention: cfg.retention,
+            effective_retention: policy.as_ref().ok().map(policy::report::Retention::from),
+            policy_error: policy.as_ref().err().map(String::as_str),
+        };
+        outln!("{}", to_json(&shown));
     } else {
         outln!(
             "config file: {} ({})",
@@ -938,22 +970,15 @@ fn effective_place(cli: &Cli) -> broker::session::Place {
 }
 
 fn policy_list(cli: &Cli) -> ExitCode {
-    let mut rows = Vec::new();
-    for (name, _) in policy::BUILTINS {
-        match Policy::builtin(name) {
-            Ok(p) => rows.push((name, p.description, p.rules.len())),
-            Err(e) => return fail(exit::POLICY, e),
-        }
-    }
+    let rows = match policy::report::builtins() {
+        Ok(rows) => rows,
+        Err(e) => return fail(exit::POLICY, e),
+    };
     if cli.json {
-        let v: Vec<_> = rows
-            .iter()
-            .map(|(n, d, r)| json!({"name": n, "description": d, "rules": r}))
-            .collect();
-        outln!("{}", serde_json::Value::Array(v));
+        outln!("{}", to_json(&rows));
     } else {
-        for (n, d, r) in rows {
-            outln!("{n:<11} {r:>2} rules  {d}");
+        for r in rows {
+            outln!("{:<11} {:>2} rules  {}", r.name, r.rules, r.description);
         }
     }
     ExitCode::SUCCESS
@@ -1106,7 +1131,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
         Err(e) => return broker_error(e),
     };
     match format {
-        ScanFormat::Json => outln!("{}", json!(report)),
+        ScanFormat::Json => outln!("{}", to_json(&report)),
         ScanFormat::Sarif => outln!(
             "{}",
             serde_json::to_string_pretty(&broker::scan::sarif(&report)).unwrap_or_default()

@@ -21,6 +21,7 @@ mod examples;
 pub mod git;
 mod globlang;
 mod matcher;
+pub mod report;
 mod schema;
 pub mod shell;
 
