@@ -1,8 +1,10 @@
 //! Who is calling. The embedded CLI is its own caller: this process's uid and pid, its
 //! environment, its stdin/stdout/stderr and its terminal. In the daemon each connection is
-//! served on its own thread, which carries the client's identity (from `SO_PEERCRED`), its
-//! environment and its streams (passed over the socket) here; the CLI code and the broker
-//! read them through these functions and so behave the same either way.
+//! served on its own thread, which carries here a [`Client`] built by [`Client::new`] from the
+//! client's identity ([`Peer`], from `SO_PEERCRED` alone), the context its request gave
+//! ([`CallContext`]: cwd, environment, session) and its streams ([`Stdio`], passed over the
+//! socket or relayed); the CLI code and the broker read them through these functions and so
+//! behave the same either way.
 //!
 //! (A thread-local, not a parameter threaded through every function: the daemon runs the
 //! CLI's own code for a client, and the process-wide things it replaces — environment,
