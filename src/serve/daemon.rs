@@ -779,6 +779,19 @@ pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8,
     request(socket, proto::RequestBody::Argv(argv), io)
 }
 
+/// The daemon's error, said by the client: a daemon of protocol 1 cannot name this client's
+/// version (it knows only `call`), so the client says what to do.
+fn daemon_error(message: &str) -> String {
+    if message.contains("unknown variant `request`") {
+        format!(
+            "the daemon: {message} (the daemon speaks an older protocol than this client's {}: restart `gateway serve` with this gateway binary)",
+            proto::PROTOCOL_VERSION
+        )
+    } else {
+        format!("the daemon: {message}")
+    }
+}
+
 /// Sends one request with `io` as its context and streams (passed with it); asks the
 /// terminal when the daemon asks (if `io.ask_here`); returns the call's exit code.
 pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<u8, String> {
@@ -853,7 +866,7 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
                     )
                     .write_all(&data);
                 }
-                ServerMsg::Error { message } => return Err(format!("the daemon: {message}")),
+                ServerMsg::Error { message } => return Err(daemon_error(&message)),
                 ServerMsg::Ask { id, question } => {
                     if !ask_here {
                         continue;
@@ -878,5 +891,23 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
             );
         }
         buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_daemon_of_protocol_1_refusing_a_request_is_explained() {
+        // What a daemon of protocol 1 answers a request of this one (seen from gateway's
+        // previous release).
+        let old = "malformed message: unknown variant `request`, expected `call` or `answer` at line 1 column 17";
+        let m = super::daemon_error(old);
+        assert!(
+            m.starts_with(&format!("the daemon: {old}"))
+                && m.contains("older protocol than this client's 2")
+                && m.contains("restart `gateway serve`"),
+            "{m}"
+        );
+        assert_eq!(super::daemon_error("busy"), "the daemon: busy");
     }
 }
