@@ -194,6 +194,14 @@
 //!   hashes). The MCP server offers no reload: its client is the agent, and when a new policy
 //!   governs an agent is a person's decision (a restart); the REPL (`/reload-policy`) and
 //!   `gateway policy reload` are a person's or the session owner's commands.
+//! - The daemon's protocol is typed (`serve::proto`, issue 23): a `Request` of a version, a
+//!   context (cwd, environment, session, how stdio travels) and a body (`Argv` — the CLI's,
+//!   still parsed by clap while it migrates — or typed `Exec`, `PolicyReload`, `Hello`).
+//!   Identity has no field: the daemon builds `broker::client::Client::new` from
+//!   `SO_PEERCRED` and the context, and measures tty-ness on the fds (a claimed terminal
+//!   stdin would skip its secret scan). `PROTOCOL_VERSION` is bumped on any change to the
+//!   wire types; a test pins a digest of a sample of every variant per version, and another
+//!   version is refused first, naming both.
 //! - Refusals are typed (`broker::refusal::Refusal`, issue 23; the file tools first): a path
 //!   outside the roots or leading out of them, a protected path inside a tree to remove, a
 //!   file over `[files] max_size` are the policy's no, not usage errors. Each variant carries

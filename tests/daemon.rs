@@ -174,8 +174,9 @@ sandbox_test!(
         assert!(r.contains("larger than the limit"), "{r}");
         // Truncated: half a message, then the client goes away.
         let mut s = UnixStream::connect(&d.socket).expect("connect");
-        let f =
-            frame(br#"{"type":"call","version":1,"argv":["exec","--","true"],"cwd":"/","env":[]}"#);
+        let f = frame(
+            br#"{"type":"request","version":2,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"argv":["exec","--","true"]}}"#,
+        );
         s.write_all(&f[..f.len() / 2]).expect("send");
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
         let r = reply(&mut s);
@@ -844,5 +845,246 @@ sandbox_test!(
         }
         // The control: what the client may read is backed up (undo still works for it).
         assert!(saw_mine, "the client's own file was not backed up");
+    }
+);
+
+/// A client of the daemon's wire protocol written apart from gateway's own (python): sends
+/// argv[2] as the first frame (with its stdin, stdout and stderr when argv[3] is `fds`) and
+/// prints each frame the daemon answers as a line of JSON, an output frame's bytes decoded
+/// into `text`.
+const WIRE_CLIENT: &str = r#"
+import base64, json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = sys.argv[2].encode()
+frame = struct.pack(">I", len(body)) + body
+if sys.argv[3] == "fds":
+    socket.send_fds(s, [frame], [0, 1, 2])
+else:
+    s.sendall(frame)
+buf = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    buf += d
+while len(buf) >= 4:
+    n = struct.unpack(">I", buf[:4])[0]
+    m = json.loads(buf[4:4 + n])
+    if m.get("type") == "output":
+        m["text"] = base64.b64decode(m["data"]).decode("utf-8", "replace")
+    print(json.dumps(m), flush=True)
+    buf = buf[4 + n:]
+"#;
+
+/// The system's python (one uid 65534 may run: not a per-user install under /root).
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Sends `msg` to the daemon at `socket` through [`WIRE_CLIENT`], as uid 65534 (no groups)
+/// when `nobody`, else as root; the frames it answered.
+fn wire(
+    env: &Env,
+    socket: &Path,
+    nobody: bool,
+    msg: &serde_json::Value,
+    fds: bool,
+) -> Vec<serde_json::Value> {
+    let mut c = if nobody {
+        let mut c = env.raw("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            PYTHON,
+        ]);
+        c
+    } else {
+        env.raw(PYTHON)
+    };
+    c.args(["-c", WIRE_CLIENT])
+        .arg(socket)
+        .arg(msg.to_string())
+        .arg(if fds { "fds" } else { "frames" })
+        .stdin(Stdio::null());
+    let o = c.output().expect("python3");
+    assert!(o.status.success(), "the wire client failed: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The text of the output frames of `stream` and the exit frame's code.
+fn output_and_exit(frames: &[serde_json::Value], stream: &str) -> (String, Option<u64>) {
+    let out = frames
+        .iter()
+        .filter(|f| f["type"] == "output" && f["stream"] == stream)
+        .filter_map(|f| f["text"].as_str())
+        .collect();
+    let code = frames
+        .iter()
+        .find(|f| f["type"] == "exit")
+        .and_then(|f| f["code"].as_u64());
+    (out, code)
+}
+
+sandbox_test!(
+    fn daemon_identity_is_the_peers_whatever_the_request_claims() {
+        // The caller's identity is the socket's (SO_PEERCRED), never the request's: a request
+        // that names a uid anywhere is refused whole, and one whose environment claims root
+        // runs, and is recorded, as the uid that connected (65534).
+        let env = Env::new("daemon-identity");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
+        let ws = env.ws.display().to_string();
+        let claims = serde_json::json!([
+            ["PATH", "/usr/bin:/bin"],
+            ["USER", "root"],
+            ["LOGNAME", "root"],
+            ["SUDO_UID", "0"],
+            ["GATEWAY_UID", "0"]
+        ]);
+        let request = |body: serde_json::Value| {
+            serde_json::json!({"type": "request", "version": 2, "context": {
+                "cwd": ws, "env": claims, "session": "id-test", "stdio": "frames",
+                "prompts": false}, "body": body})
+        };
+        let exec = |argv: &[&str], stdin: Option<&str>| {
+            serde_json::json!({"exec": {"argv": argv, "cwd": null, "timeout_ms": 30000,
+                "snapshot": false, "env": [["SUDO_UID", "0"]], "stdin": stdin, "json": false}})
+        };
+        for (at, key) in [
+            ("top", "uid"),
+            ("context", "uid"),
+            ("context", "caller"),
+            ("context", "groups"),
+            ("exec", "uid"),
+        ] {
+            let mut m = request(exec(&["touch", "claimed"], None));
+            match at {
+                "top" => m[key] = 0.into(),
+                "context" => m["context"][key] = 0.into(),
+                _ => m["body"]["exec"][key] = 0.into(),
+            }
+            let f = wire(&env, &d.socket, true, &m, false);
+            assert_eq!(f.len(), 1, "{at}.{key}: {f:?}");
+            assert_eq!(f[0]["type"], "error", "{at}.{key}: {f:?}");
+            let msg = f[0]["message"].as_str().unwrap_or_default();
+            assert!(msg.contains(&format!("unknown field `{key}`")), "{msg}");
+        }
+        assert!(!env.ws.join("claimed").exists(), "a refused request ran");
+        // The same request without the claim runs as the peer.
+        let f = wire(
+            &env,
+            &d.socket,
+            true,
+            &request(exec(&["id", "-u"], None)),
+            false,
+        );
+        assert_eq!(
+            output_and_exit(&f, "stdout"),
+            ("65534\n".into(), Some(0)),
+            "{f:?}"
+        );
+        // A typed call's stdin text is the command's stdin.
+        let f = wire(
+            &env,
+            &d.socket,
+            true,
+            &request(exec(&["cat"], Some("typed stdin\n"))),
+            false,
+        );
+        assert_eq!(
+            output_and_exit(&f, "stdout"),
+            ("typed stdin\n".into(), Some(0)),
+            "{f:?}"
+        );
+        // A typed policy reload of the session, as the peer.
+        let f = wire(
+            &env,
+            &d.socket,
+            true,
+            &request(serde_json::json!({"policy_reload": {"policy": null}})),
+            false,
+        );
+        let (out, code) = output_and_exit(&f, "stdout");
+        assert_eq!(code, Some(0), "{f:?}");
+        assert!(out.contains("in force for session id-test"), "{out}");
+        let recs = log_records(&env);
+        let mine: Vec<&serde_json::Value> =
+            recs.iter().filter(|r| r["session"] == "id-test").collect();
+        assert!(
+            mine.iter().filter(|r| r["tool"] == "exec").count() >= 2,
+            "{mine:?}"
+        );
+        assert!(
+            mine.iter().any(|r| r["tool"] == "policy.reload"),
+            "{mine:?}"
+        );
+        for r in &mine {
+            assert_eq!(r["caller"]["uid"], 65534, "{r}");
+            assert_eq!(r["caller"]["client"], "daemon", "{r}");
+        }
+        assert!(
+            !recs
+                .iter()
+                .any(|r| r["tool"] == "exec" && r["caller"]["uid"] == 0),
+            "{recs:?}"
+        );
+    }
+);
+
+sandbox_test!(
+    fn daemon_refuses_another_protocol_version_naming_both() {
+        // A client of protocol version 1 (the CLI's argv, as gateway sent it before the typed
+        // protocol), with its stdio: refused before anything runs, the message naming both
+        // versions and what to do. A hello is answered with the daemon's versions.
+        let env = Env::new("daemon-version");
+        let d = Daemon::start(&env, "strict", &[]);
+        let ws = env.ws.display().to_string();
+        let v1 = serde_json::json!({"type": "call", "version": 1,
+            "argv": ["exec", "--", "touch", "v1-ran"], "cwd": ws, "env": []});
+        let f = wire(&env, &d.socket, false, &v1, true);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0]["type"], "error", "{f:?}");
+        let msg = f[0]["message"].as_str().unwrap_or_default();
+        for part in [
+            "protocol version 1 is not spoken here",
+            "this daemon speaks 2",
+            "restart `gateway serve`",
+        ] {
+            assert!(msg.contains(part), "{part}: {msg}");
+        }
+        assert!(!env.ws.join("v1-ran").exists());
+        let hello = serde_json::json!({"type": "request", "version": 2, "context": {
+            "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
+            "body": "hello"});
+        let f = wire(&env, &d.socket, false, &hello, false);
+        let version = stdout(&env.gw(&["--version"]));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0]["type"], "hello", "{f:?}");
+        assert_eq!(f[0]["version"], 2, "{f:?}");
+        let gw = f[0]["gateway"].as_str().unwrap_or_default();
+        assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
+        // A request of a later version, in this version's shape, is refused the same way.
+        let mut later = hello.clone();
+        later["version"] = 3.into();
+        let f = wire(&env, &d.socket, false, &later, false);
+        let msg = f[0]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("protocol version 3 is not spoken here (this daemon speaks 2)"),
+            "{f:?}"
+        );
+        // The CLI speaks this version.
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "echo", "current"])
+            .output()
+            .expect("run");
+        assert_eq!(stdout(&o), "current\n", "{}", text(&o));
     }
 );

@@ -1,8 +1,10 @@
 //! Who is calling. The embedded CLI is its own caller: this process's uid and pid, its
 //! environment, its stdin/stdout/stderr and its terminal. In the daemon each connection is
-//! served on its own thread, which carries the client's identity (from `SO_PEERCRED`), its
-//! environment and its streams (passed over the socket) here; the CLI code and the broker
-//! read them through these functions and so behave the same either way.
+//! served on its own thread, which carries here a [`Client`] built by [`Client::new`] from the
+//! client's identity ([`Peer`], from `SO_PEERCRED` alone), the context its request gave
+//! ([`CallContext`]: cwd, environment, session) and its streams ([`Stdio`], passed over the
+//! socket or relayed); the CLI code and the broker read them through these functions and so
+//! behave the same either way.
 //!
 //! (A thread-local, not a parameter threaded through every function: the daemon runs the
 //! CLI's own code for a client, and the process-wide things it replaces — environment,
@@ -18,7 +20,57 @@ use std::rc::Rc;
 /// Puts an approval question (pending id, text) to a client.
 pub type Prompt = Box<dyn Fn(u64, &str) -> bool>;
 
-/// A daemon client, as its connection's thread sees it.
+/// Who a daemon client is: from the socket's peer credentials (`SO_PEERCRED`,
+/// `SO_PEERGROUPS`), read by the daemon on the connection, never from anything the client
+/// sends (the protocol has no field for it: `serve::proto`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The client's uid.
+    pub uid: u32,
+    /// Its gid.
+    pub gid: u32,
+    /// Its pid.
+    pub pid: u32,
+    /// Its supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+/// What a daemon client says about its call (the request's context, decoded by the daemon):
+/// where and with what environment it runs. Nothing here says who the client is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallContext {
+    /// The client's working directory (absolute).
+    pub cwd: std::path::PathBuf,
+    /// The client's environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// The call's session; when given, the environment's `GATEWAY_SESSION` is this.
+    pub session: Option<String>,
+}
+
+/// A daemon client's streams: the fds it passed, or pipes of the daemon's that relay them.
+pub struct Stdio {
+    /// Its stdin.
+    pub stdin: OwnedFd,
+    /// Its stdout.
+    pub stdout: std::fs::File,
+    /// Its stderr.
+    pub stderr: std::fs::File,
+}
+
+/// Which of a client's streams are terminals, measured on the fds the daemon received (a
+/// client's claim would not do: a stdin said to be a terminal is not scanned for secrets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TtyFlags {
+    /// stdin is a terminal.
+    pub stdin: bool,
+    /// stdout is a terminal.
+    pub stdout: bool,
+    /// stderr is a terminal.
+    pub stderr: bool,
+}
+
+/// A daemon client, as its connection's thread sees it. Built by [`Client::new`] from the
+/// peer's credentials and the request's context.
 pub struct Client {
     /// uid and pid from the socket's peer credentials; `client` is `daemon`.
     pub caller: Caller,
@@ -27,7 +79,9 @@ pub struct Client {
     pub gid: u32,
     /// See `gid`.
     pub groups: Vec<u32>,
-    /// The client's environment.
+    /// The client's working directory.
+    pub cwd: std::path::PathBuf,
+    /// The client's environment (with `GATEWAY_SESSION` set to the call's session, if any).
     pub env: Vec<(OsString, OsString)>,
     /// Its stdin, stdout and stderr.
     pub stdin: OwnedFd,
@@ -35,9 +89,49 @@ pub struct Client {
     pub stdout: std::fs::File,
     /// Its stderr.
     pub stderr: std::fs::File,
+    /// Which of them are terminals.
+    pub tty: TtyFlags,
     /// Sends an approval question (pending id, text) to the client, which asks on its
     /// terminal and answers over the socket. False: it could not be sent.
     pub prompt: Prompt,
+}
+
+impl Client {
+    /// The client `peer` (its identity, from the socket), calling with `context` and
+    /// `stdio`: the only way the daemon builds one, so that the identity the broker acts
+    /// for is the socket's, whatever the request says.
+    pub fn new(peer: Peer, context: CallContext, stdio: Stdio, prompt: Prompt) -> Client {
+        let CallContext {
+            cwd,
+            mut env,
+            session,
+        } = context;
+        if let Some(s) = session {
+            env.retain(|(k, _)| k != "GATEWAY_SESSION");
+            env.push(("GATEWAY_SESSION".into(), s.into()));
+        }
+        let tty = TtyFlags {
+            stdin: crate::sandbox::fd_is_tty(stdio.stdin.as_fd()),
+            stdout: crate::sandbox::fd_is_tty(stdio.stdout.as_fd()),
+            stderr: crate::sandbox::fd_is_tty(stdio.stderr.as_fd()),
+        };
+        Client {
+            caller: Caller {
+                uid: peer.uid,
+                pid: peer.pid,
+                client: "daemon".into(),
+            },
+            gid: peer.gid,
+            groups: peer.groups,
+            cwd,
+            env,
+            stdin: stdio.stdin,
+            stdout: stdio.stdout,
+            stderr: stdio.stderr,
+            tty,
+            prompt,
+        }
+    }
 }
 
 thread_local! {
@@ -152,6 +246,14 @@ pub fn caller(client: &str) -> Caller {
     }
 }
 
+/// The caller's working directory: the daemon client's, or this process's.
+pub fn cwd() -> std::io::Result<std::path::PathBuf> {
+    match current() {
+        Some(c) => Ok(c.cwd.clone()),
+        None => std::env::current_dir(),
+    }
+}
+
 /// Runs `f` with the caller's stdin fd.
 pub fn with_stdin<R>(f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
     match current() {
@@ -162,13 +264,16 @@ pub fn with_stdin<R>(f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
 
 /// Is the caller's stdin a terminal?
 pub fn stdin_is_tty() -> bool {
-    with_stdin(crate::sandbox::fd_is_tty)
+    match current() {
+        Some(c) => c.tty.stdin,
+        None => crate::sandbox::stdin_is_tty(),
+    }
 }
 
 /// Is the caller's stderr a terminal?
 pub fn stderr_is_tty() -> bool {
     match current() {
-        Some(c) => crate::sandbox::fd_is_tty(c.stderr.as_fd()),
+        Some(c) => c.tty.stderr,
         None => crate::sandbox::fd_is_tty(std::io::stderr().as_fd()),
     }
 }

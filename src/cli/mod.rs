@@ -334,46 +334,71 @@ fn config_socket() -> Option<PathBuf> {
 
 /// Runs one call for the daemon's client this thread serves: the same dispatch as the CLI's,
 /// with the client's policy (its `--policy`, else its GATEWAY_POLICY) and the daemon's state
-/// directory (a client asking for another one is refused).
-pub fn daemon_call(argv: Vec<String>, state: &std::path::Path, policy: &str) -> u8 {
-    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+/// directory (a client asking for another one is refused). A typed call is built into the
+/// command it stands for directly; only [`serve::proto::RequestBody::Argv`] is parsed.
+pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, policy: &str) -> u8 {
+    use serve::proto::RequestBody;
     let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
-    let args = std::iter::once("gateway".to_string()).chain(argv);
-    // Built once: building clap's command tree costs more than parsing with it.
-    static COMMAND: std::sync::OnceLock<std::sync::Mutex<clap::Command>> =
-        std::sync::OnceLock::new();
-    let parsed = COMMAND
-        .get_or_init(|| std::sync::Mutex::new(Cli::command()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .try_get_matches_from_mut(args);
-    let m = match parsed {
-        Ok(m) => m,
-        Err(e) => {
-            let text = e.render().to_string();
-            errln!("gateway: {}", text.lines().next().unwrap_or("bad usage"));
-            return exit::USAGE;
-        }
+    let typed = |cmd: Cmd, cwd: Option<String>, json: bool| Cli {
+        state_dir: None,
+        policy: None,
+        cwd: cwd.map(PathBuf::from),
+        json,
+        cmd,
     };
-    let mut cli = match Cli::from_arg_matches(&m) {
-        Ok(c) => c,
-        Err(e) => {
-            errln!("gateway: {e}");
-            return exit::USAGE;
+    // The call, and the policy and state directory its command line names (typed calls
+    // name none: the client's environment, else the daemon's, decide).
+    let (mut cli, named_policy, named_state) = match body {
+        RequestBody::Argv(argv) => match parse_daemon_argv(argv) {
+            Ok(x) => x,
+            Err(code) => return code,
+        },
+        RequestBody::Exec {
+            argv,
+            cwd,
+            timeout_ms,
+            snapshot,
+            env,
+            stdin: _,
+            json,
+        } => {
+            if argv.is_empty() {
+                errln!("gateway: exec: the request names no command (argv is empty)");
+                return exit::USAGE;
+            }
+            if let Some((k, _)) = env.iter().find(|(k, _)| k.is_empty() || k.contains('=')) {
+                errln!("gateway: exec: the environment variable name {k:?} is empty or holds '='");
+                return exit::USAGE;
+            }
+            let cmd = Cmd::Exec {
+                timeout: timeout_ms.map(|ms| ms as f64 / 1000.0),
+                env: env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                snapshot: snapshot == Some(true),
+                no_snapshot: snapshot == Some(false),
+                command: argv,
+            };
+            (typed(cmd, cwd, json), None, None)
         }
+        RequestBody::PolicyReload { policy } => {
+            let cmd = Cmd::Policy {
+                cmd: PolicyCmd::Reload { name: policy },
+            };
+            (typed(cmd, None, false), None, None)
+        }
+        // Answered by the daemon itself; never handed to a handler.
+        RequestBody::Hello => return 0,
     };
-    if m.value_source("policy") != Some(ValueSource::CommandLine) {
-        cli.policy = broker::client::env_var("GATEWAY_POLICY")
+    cli.policy = named_policy.or_else(|| {
+        broker::client::env_var("GATEWAY_POLICY")
             .filter(|p| !p.is_empty())
             .map(|p| p.to_string_lossy().into_owned())
-            .or_else(|| Some(policy.to_string()));
-    }
-    let asked = match m.value_source("state_dir") {
-        Some(ValueSource::CommandLine) => cli.state_dir.clone(),
-        _ => broker::client::env_var("GATEWAY_STATE_DIR")
+            .or_else(|| Some(policy.to_string()))
+    });
+    let asked = named_state.or_else(|| {
+        broker::client::env_var("GATEWAY_STATE_DIR")
             .filter(|p| !p.is_empty())
-            .map(PathBuf::from),
-    };
+            .map(PathBuf::from)
+    });
     if let Some(d) = asked {
         let d = std::path::absolute(&d).unwrap_or(d);
         if d != state {
@@ -394,6 +419,49 @@ pub fn daemon_call(argv: Vec<String>, state: &std::path::Path, policy: &str) -> 
         return exit::USAGE;
     }
     to_u8(dispatch(cli))
+}
+
+/// A daemon client's command line, parsed as the CLI would: the call, and the policy and
+/// state directory it names on the command line (not through the environment); Err: the
+/// exit code of a usage error, said on the client's stderr.
+fn parse_daemon_argv(argv: Vec<String>) -> Result<(Cli, Option<String>, Option<PathBuf>), u8> {
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let args = std::iter::once("gateway".to_string()).chain(argv);
+    // Built once: building clap's command tree costs more than parsing with it.
+    static COMMAND: std::sync::OnceLock<std::sync::Mutex<clap::Command>> =
+        std::sync::OnceLock::new();
+    let parsed = COMMAND
+        .get_or_init(|| std::sync::Mutex::new(Cli::command()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .try_get_matches_from_mut(args);
+    let m = match parsed {
+        Ok(m) => m,
+        Err(e) => {
+            let text = e.render().to_string();
+            errln!("gateway: {}", text.lines().next().unwrap_or("bad usage"));
+            return Err(exit::USAGE);
+        }
+    };
+    let cli = match Cli::from_arg_matches(&m) {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("gateway: {e}");
+            return Err(exit::USAGE);
+        }
+    };
+    let on_line = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    let policy = if on_line("policy") {
+        cli.policy.clone()
+    } else {
+        None
+    };
+    let state = if on_line("state_dir") {
+        cli.state_dir.clone()
+    } else {
+        None
+    };
+    Ok((cli, policy, state))
 }
 
 /// `gateway mcp`: its own broker, or the daemon's front end when one runs.

@@ -1,10 +1,12 @@
 //! `gateway serve`: the broker as a long-running process on a Unix socket.
 //!
-//! Each connection is one call: the client sends a [`ClientMsg::Call`] (the CLI arguments,
-//! its cwd and environment) with its stdin, stdout and stderr attached (`SCM_RIGHTS`); the
-//! daemon identifies it by `SO_PEERCRED`, runs the call on a thread of its own — the very
-//! code the CLI runs when it is its own broker, with this client as the caller (see
-//! [`crate::broker::client`]) — and answers [`ServerMsg::Exit`]. Records carry the peer's uid and pid
+//! Each connection is one call: the client sends a [`proto::Request`] (its context — cwd,
+//! environment, session — and what to do) with its stdin, stdout and stderr attached
+//! (`SCM_RIGHTS`) or relayed as frames; the daemon identifies it by `SO_PEERCRED` (never by
+//! anything in the request), builds the call's [`client::Client`] from that identity and the
+//! request's context, runs the call on a thread of its own — the very code the CLI runs when
+//! it is its own broker, with this client as the caller (see [`crate::broker::client`]) —
+//! and answers [`ServerMsg::Exit`]. Records carry the peer's uid and pid
 //! and `client: daemon`. The daemon keeps one audit writer open and signs checkpoints in
 //! batches (every 1,000 records or second) instead of after every record.
 //!
@@ -31,9 +33,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Runs one call (the CLI arguments, without the program name) for the client this thread
-/// serves; returns the exit code.
-pub type Handler = Arc<dyn Fn(Vec<String>) -> u8 + Send + Sync>;
+/// Runs one call (a request's body: never [`proto::RequestBody::Hello`], which the daemon
+/// answers itself) for the client this thread serves; returns the exit code.
+pub type Handler = Arc<dyn Fn(proto::RequestBody) -> u8 + Send + Sync>;
 
 /// How the daemon runs.
 #[derive(Clone, Debug)]
@@ -254,16 +256,44 @@ fn send(stream: &UnixStream, msg: &ServerMsg) -> bool {
     s.write_all(&proto::encode(msg)).is_ok()
 }
 
-/// Reads the first message and the fds sent with it, within `deadline`.
-fn read_call(stream: &UnixStream, deadline: Instant) -> Result<(ClientMsg, Vec<OwnedFd>), String> {
+/// The connection's writer once the call runs: approval questions, output frames and the
+/// end are written by several threads, each frame whole.
+#[derive(Clone)]
+struct Sender(Arc<Mutex<UnixStream>>);
+
+impl Sender {
+    fn send(&self, msg: &ServerMsg) -> bool {
+        send(&self.0.lock().unwrap_or_else(|p| p.into_inner()), msg)
+    }
+}
+
+/// Why a connection's request is refused before it runs.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    /// The protocol's refusal (version, malformed, stdio).
+    #[error(transparent)]
+    Request(#[from] proto::RequestError),
+    /// Anything else (timeouts, the connection, the client's directory), said in full.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Reads the first message (the request) and the fds sent with it, within `deadline`.
+fn read_request(
+    stream: &UnixStream,
+    deadline: Instant,
+) -> Result<(proto::Request, Vec<OwnedFd>), Refused> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    let other = |m: &str| Refused::Other(m.into());
     let mut buf: Vec<u8> = Vec::new();
     let mut fds: Vec<OwnedFd> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("timed out waiting for the call (send it whole, at once)".into());
+            return Err(other(
+                "timed out waiting for the call (send it whole, at once)",
+            ));
         }
         let _ = stream.set_read_timeout(Some(left));
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
@@ -280,166 +310,320 @@ fn read_call(stream: &UnixStream, deadline: Instant) -> Result<(ClientMsg, Vec<O
             }
         }
         if fds.len() > 3 {
-            return Err("more than 3 fds sent with the call".into());
+            return Err(other("more than 3 fds sent with the call"));
         }
         let n = match r {
             Ok(m) => m.bytes,
             Err(e) if e == rustix::io::Errno::INTR => continue,
             Err(e) if e == rustix::io::Errno::AGAIN => {
-                return Err("timed out waiting for the call (send it whole, at once)".into());
+                return Err(other(
+                    "timed out waiting for the call (send it whole, at once)",
+                ));
             }
-            Err(e) => return Err(format!("reading the call: {e}")),
+            Err(e) => return Err(Refused::Other(format!("reading the call: {e}"))),
         };
         if n == 0 {
-            return Err(proto::decode_final::<ClientMsg>(&buf)
-                .err()
-                .map_or_else(|| "connection closed".into(), |e| e.to_string()));
+            return Err(match proto::decode_final::<ClientMsg>(&buf) {
+                Err(e) => proto::RequestError::from(e).into(),
+                Ok(_) => other("connection closed"),
+            });
         }
         buf.extend_from_slice(&chunk[..n]);
-        match proto::decode::<ClientMsg>(&buf) {
-            Ok(Some((msg, used))) => {
-                if used != buf.len() {
-                    return Err("data after the call (one call per connection)".into());
-                }
-                return Ok((msg, fds));
+        if let Some((req, used)) = proto::decode_request(&buf)? {
+            if used != buf.len() {
+                return Err(other("data after the call (one call per connection)"));
             }
-            Ok(None) => {}
-            Err(e) => return Err(e.to_string()),
+            return Ok((req, fds));
+        }
+    }
+}
+
+/// The caller's identity, from the socket alone.
+fn peer_of(stream: &UnixStream) -> Result<client::Peer, String> {
+    let peer = rustix::net::sockopt::socket_peercred(stream)
+        .map_err(|e| format!("cannot identify the caller (SO_PEERCRED): {e}"))?;
+    let groups = crate::sandbox::peer_groups(stream.as_fd())
+        .map_err(|e| format!("cannot read the caller's groups (SO_PEERGROUPS): {e}"))?;
+    Ok(client::Peer {
+        uid: peer.uid.as_raw(),
+        gid: peer.gid.as_raw(),
+        pid: peer.pid.as_raw_nonzero().get() as u32,
+        groups,
+    })
+}
+
+/// A call's streams and what relays them: the fds the client passed, or (frames) pipes
+/// whose output a thread sends back as [`ServerMsg::Output`]; a typed call's `stdin` text
+/// replaces the client's stdin with a pipe a thread fills.
+struct CallStdio {
+    stdio: client::Stdio,
+    /// Frames: the relay, and the pipe that tells it the call is over.
+    relay: Option<(std::thread::JoinHandle<()>, std::io::PipeWriter)>,
+}
+
+fn call_stdio(
+    mode: proto::StdioMode,
+    fds: Vec<OwnedFd>,
+    stdin_text: Option<String>,
+    out: &Sender,
+) -> Result<CallStdio, Refused> {
+    let pipe = || {
+        std::io::pipe().map_err(|e| Refused::Other(format!("cannot make a pipe for the call: {e}")))
+    };
+    let n = fds.len();
+    let (stdin, stdout, stderr, relay) = match (mode, <[OwnedFd; 3]>::try_from(fds)) {
+        (proto::StdioMode::Passed, Ok([i, o, e])) => (i, o.into(), e.into(), None),
+        (proto::StdioMode::Frames, Err(v)) if v.is_empty() => {
+            let (in_r, in_w) = pipe()?;
+            drop(in_w);
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            let (stop_r, stop_w) = pipe()?;
+            let tx = out.clone();
+            let t = std::thread::Builder::new()
+                .name("gateway-output".into())
+                .spawn(move || relay_output(out_r, err_r, stop_r, &tx))
+                .map_err(|e| Refused::Other(format!("cannot start the output relay: {e}")))?;
+            (
+                in_r.into(),
+                OwnedFd::from(out_w).into(),
+                OwnedFd::from(err_w).into(),
+                Some((t, stop_w)),
+            )
+        }
+        _ => return Err(proto::RequestError::Stdio(n).into()),
+    };
+    let stdin = match stdin_text {
+        None => stdin,
+        Some(text) => {
+            let (r, mut w) = pipe()?;
+            // A command that does not read its stdin closes the pipe when it ends: the write
+            // fails then (SIGPIPE is ignored) and the thread ends.
+            std::thread::Builder::new()
+                .name("gateway-stdin".into())
+                .spawn(move || {
+                    let _ = w.write_all(text.as_bytes());
+                })
+                .map_err(|e| Refused::Other(format!("cannot start the stdin writer: {e}")))?;
+            r.into()
+        }
+    };
+    Ok(CallStdio {
+        stdio: client::Stdio {
+            stdin,
+            stdout,
+            stderr,
+        },
+        relay,
+    })
+}
+
+/// Sends what the call writes to `out` and `err` as output frames until both are closed or
+/// `stop` says the call is over; then what is left in them (a copy of a write end held by a
+/// fork of this process must not hold the call's end).
+fn relay_output(
+    out: std::io::PipeReader,
+    err: std::io::PipeReader,
+    stop: std::io::PipeReader,
+    tx: &Sender,
+) {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let streams = [
+        (out, proto::OutStream::Stdout),
+        (err, proto::OutStream::Stderr),
+    ];
+    let mut open = [true, true];
+    let mut chunk = vec![0u8; 64 * 1024];
+    // One read of stream `i`: false when the client is gone (nothing more to relay).
+    let mut read_one = |i: usize, open: &mut [bool; 2]| -> bool {
+        match std::io::Read::read(&mut &streams[i].0, &mut chunk) {
+            Ok(n) if n > 0 => tx.send(&ServerMsg::Output {
+                stream: streams[i].1,
+                data: chunk[..n].to_vec(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => true,
+            _ => {
+                open[i] = false;
+                true
+            }
+        }
+    };
+    let mut stopped = false;
+    while open.iter().any(|o| *o) {
+        // The open streams (a closed one would be reported ready, hung up, forever), then stop.
+        let which: Vec<usize> = (0..2).filter(|&i| open[i]).collect();
+        let mut fds: Vec<PollFd<'_>> = which
+            .iter()
+            .map(|&i| PollFd::new(&streams[i].0, PollFlags::IN))
+            .collect();
+        fds.push(PollFd::new(&stop, PollFlags::IN));
+        // With the call over, only what is already there is read.
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match poll(&mut fds, stopped.then_some(&zero)) {
+            Ok(_) => {}
+            Err(e) if e == rustix::io::Errno::INTR => continue,
+            Err(_) => return,
+        }
+        let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+        drop(fds);
+        let data = which
+            .iter()
+            .zip(&ready)
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| *i);
+        let data: Vec<usize> = data.collect();
+        if stopped && data.is_empty() {
+            return;
+        }
+        stopped |= ready.last().copied().unwrap_or(true);
+        for i in data {
+            if !read_one(i, &mut open) {
+                return;
+            }
         }
     }
 }
 
 /// Serves one connection (one call) on this thread.
-#[allow(
-    clippy::too_many_lines,
-    reason = "one connection's protocol loop; issue 23's typed-protocol stage splits it"
-)]
 fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
-    let peer = match rustix::net::sockopt::socket_peercred(&stream) {
-        Ok(c) => c,
-        Err(e) => {
-            send(
-                &stream,
-                &ServerMsg::Error {
-                    message: format!("cannot identify the caller (SO_PEERCRED): {e}"),
-                },
-            );
-            return;
-        }
+    let fail = |e: Refused| {
+        send(
+            &stream,
+            &ServerMsg::Error {
+                message: e.to_string(),
+            },
+        );
     };
-    let (msg, fds) = match read_call(&stream, Instant::now() + cfg.first_message) {
+    let peer = match peer_of(&stream) {
+        Ok(p) => p,
+        Err(m) => return fail(Refused::Other(m)),
+    };
+    let (req, fds) = match read_request(&stream, Instant::now() + cfg.first_message) {
         Ok(x) => x,
-        Err(message) => {
-            send(&stream, &ServerMsg::Error { message });
-            return;
-        }
+        Err(e) => return fail(e),
     };
     let _ = stream.set_read_timeout(None);
-    let fail = |message: String| {
-        send(&stream, &ServerMsg::Error { message });
-    };
-    let ClientMsg::Call {
-        version,
-        argv,
-        cwd,
-        env,
-    } = msg
-    else {
-        return fail("the first message must be a call".into());
-    };
-    if version != proto::VERSION {
-        return fail(format!(
-            "protocol version {version} is not spoken here (this daemon speaks {}); use the gateway binary the daemon runs",
-            proto::VERSION
-        ));
+    let proto::Request { context, body, .. } = req;
+    if body == proto::RequestBody::Hello {
+        send(
+            &stream,
+            &ServerMsg::Hello {
+                version: proto::PROTOCOL_VERSION,
+                gateway: env!("CARGO_PKG_VERSION").into(),
+            },
+        );
+        return;
     }
-    let [stdin, stdout, stderr]: [OwnedFd; 3] = match fds.try_into() {
-        Ok(a) => a,
-        Err(_) => {
-            return fail("the call must carry the client's stdin, stdout and stderr".into());
-        }
-    };
-    if let Err(e) = crate::sandbox::thread_own_cwd().and_then(|_| std::env::set_current_dir(&cwd)) {
-        return fail(format!("cannot enter the client's directory {cwd}: {e}"));
-    }
-    let groups = match crate::sandbox::peer_groups(stream.as_fd()) {
-        Ok(g) => g,
-        Err(e) => {
-            return fail(format!(
-                "cannot read the caller's groups (SO_PEERGROUPS): {e}"
-            ));
-        }
-    };
-    let gid = peer.gid.as_raw();
-    let caller = Caller {
-        uid: peer.uid.as_raw(),
-        pid: peer.pid.as_raw_nonzero().get() as u32,
-        client: "daemon".into(),
-    };
-    // Approval questions go to the client, whose answers (read by a second thread) answer
-    // only the questions this connection was asked.
-    let prompted: Arc<Mutex<HashSet<u64>>> = Arc::default();
     let Ok(writer) = stream.try_clone() else {
-        return fail("cannot duplicate the connection".into());
+        return fail(Refused::Other("cannot duplicate the connection".into()));
     };
+    let tx = Sender(Arc::new(Mutex::new(writer)));
+    let stdin_text = match &body {
+        proto::RequestBody::Exec { stdin, .. } => stdin.clone(),
+        _ => None,
+    };
+    let CallStdio { stdio, relay } = match call_stdio(context.stdio, fds, stdin_text, &tx) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let cwd = context.cwd.clone();
+    if let Err(e) = crate::sandbox::thread_own_cwd().and_then(|_| std::env::set_current_dir(&cwd)) {
+        return fail(Refused::Other(format!(
+            "cannot enter the client's directory {cwd}: {e}"
+        )));
+    }
+    let ran = run_call(&stream, peer, context, stdio, body, &tx, handler);
+    if let Some((t, mut stop)) = relay {
+        let _ = stop.write_all(b"x");
+        let _ = t.join();
+    }
+    let listener = match ran {
+        Ok((code, listener)) => {
+            tx.send(&ServerMsg::Exit { code });
+            listener
+        }
+        Err(message) => {
+            tx.send(&ServerMsg::Error { message });
+            None
+        }
+    };
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    if let Some(t) = listener {
+        let _ = t.join();
+    }
+}
+
+/// Runs the call for the client `peer` (identity from the socket) with the request's
+/// `context`: its answers read on a thread of their own, a hang-up killing its command.
+/// Returns the exit code and the answers' thread, or why the call could not start.
+fn run_call(
+    stream: &UnixStream,
+    peer: client::Peer,
+    context: proto::RequestContext,
+    stdio: client::Stdio,
+    body: proto::RequestBody,
+    tx: &Sender,
+    handler: &Handler,
+) -> Result<(u8, Option<std::thread::JoinHandle<()>>), String> {
+    // Approval questions go to the client (if it puts them to a person), whose answers (read
+    // by a second thread) answer only the questions this connection was asked.
+    let prompted: Arc<Mutex<HashSet<u64>>> = Arc::default();
     let Ok(reader) = stream.try_clone() else {
-        return fail("cannot duplicate the connection".into());
+        return Err("cannot duplicate the connection".into());
     };
     let asked = prompted.clone();
+    let (ptx, prompts) = (tx.clone(), context.prompts);
     let prompt = Box::new(move |id: u64, question: &str| {
+        if !prompts {
+            return false;
+        }
         asked.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
-        send(
-            &writer,
-            &ServerMsg::Ask {
-                id,
-                question: question.into(),
-            },
-        )
+        ptx.send(&ServerMsg::Ask {
+            id,
+            question: question.into(),
+        })
     });
-    let answers = prompted.clone();
-    let who = format!("the terminal of uid {} pid {}", caller.uid, caller.pid);
+    let who = format!("the terminal of uid {} pid {}", peer.uid, peer.pid);
     // When the client goes away (Ctrl-C, a crash), a byte on this pipe says so and the call's
     // command is killed: nobody is left to see its output. (A byte, not closing the write
     // end: the sandbox's helper, a fork of this process, holds a copy of it.)
     let Ok((gone_r, mut gone_w)) = std::io::pipe() else {
-        return fail("cannot make a pipe for the call".into());
+        return Err("cannot make a pipe for the call".into());
     };
     let listener = std::thread::Builder::new()
         .name("gateway-answers".into())
         .spawn(move || {
-            read_answers(reader, &answers, &who);
+            read_answers(reader, &prompted, &who);
             let _ = gone_w.write_all(b"x");
-        });
-    let code = {
-        let _serving = client::serve(client::Client {
-            caller,
-            gid,
-            groups,
-            env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
-            stdin,
-            stdout: stdout.into(),
-            stderr: stderr.into(),
-            prompt,
-        });
-        let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(argv))) {
-            Ok(c) => c,
-            Err(_) => {
-                client::err(|w| {
-                    writeln!(
-                        w,
-                        "gateway: internal error in the daemon (the call was abandoned; the daemon goes on)"
-                    )
-                });
-                125
-            }
+        })
+        .ok();
+    let context = client::CallContext {
+        cwd: context.cwd.into(),
+        env: context
+            .env
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+        session: context.session,
+    };
+    let _serving = client::serve(client::Client::new(peer, context, stdio, prompt));
+    let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(body))) {
+        Ok(c) => c,
+        Err(_) => {
+            client::err(|w| {
+                writeln!(
+                    w,
+                    "gateway: internal error in the daemon (the call was abandoned; the daemon goes on)"
+                )
+            });
+            125
         }
     };
-    send(&stream, &ServerMsg::Exit { code });
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-    if let Ok(t) = listener {
-        let _ = t.join();
-    }
+    Ok((code, listener))
 }
 
 /// Reads [`ClientMsg::Answer`]s until the connection ends; when it ends early, the questions
@@ -592,6 +776,25 @@ fn own_env() -> Vec<(String, String)> {
 /// [`call`] with the working directory, environment and streams given (the MCP server's
 /// and the REPL's calls).
 pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8, String> {
+    request(socket, proto::RequestBody::Argv(argv), io)
+}
+
+/// The daemon's error, said by the client: a daemon of protocol 1 cannot name this client's
+/// version (it knows only `call`), so the client says what to do.
+fn daemon_error(message: &str) -> String {
+    if message.contains("unknown variant `request`") {
+        format!(
+            "the daemon: {message} (the daemon speaks an older protocol than this client's {}: restart `gateway serve` with this gateway binary)",
+            proto::PROTOCOL_VERSION
+        )
+    } else {
+        format!("the daemon: {message}")
+    }
+}
+
+/// Sends one request with `io` as its context and streams (passed with it); asks the
+/// terminal when the daemon asks (if `io.ask_here`); returns the call's exit code.
+pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<u8, String> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
     let stream = UnixStream::connect(socket).map_err(|e| {
         format!(
@@ -605,12 +808,22 @@ pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8,
         stdio: fds,
         ask_here,
     } = io;
-    let frame = proto::encode(&ClientMsg::Call {
-        version: proto::VERSION,
-        argv,
-        cwd: cwd.display().to_string(),
-        env,
-    });
+    let session = env
+        .iter()
+        .find(|(k, _)| k == "GATEWAY_SESSION")
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty());
+    let frame = proto::encode(&ClientMsg::Request(proto::Request {
+        version: proto::PROTOCOL_VERSION,
+        context: proto::RequestContext {
+            cwd: cwd.display().to_string(),
+            env,
+            session,
+            stdio: proto::StdioMode::Passed,
+            prompts: ask_here,
+        },
+        body,
+    }));
     if frame.len() > proto::MAX_MESSAGE + 4 {
         return Err("the command line and environment are too large for the daemon".into());
     }
@@ -634,7 +847,26 @@ pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8,
             buf.drain(..used);
             match msg {
                 ServerMsg::Exit { code } => return Ok(code),
-                ServerMsg::Error { message } => return Err(format!("the daemon: {message}")),
+                ServerMsg::Hello { version, gateway } => {
+                    return Err(format!(
+                        "the daemon answered a call with its hello (protocol {version}, gateway {gateway})"
+                    ));
+                }
+                ServerMsg::Output {
+                    stream: which,
+                    data,
+                } => {
+                    let fd = match which {
+                        proto::OutStream::Stdout => fds[1],
+                        proto::OutStream::Stderr => fds[2],
+                    };
+                    let _ = std::fs::File::from(
+                        fd.try_clone_to_owned()
+                            .map_err(|e| format!("writing the call's output: {e}"))?,
+                    )
+                    .write_all(&data);
+                }
+                ServerMsg::Error { message } => return Err(daemon_error(&message)),
                 ServerMsg::Ask { id, question } => {
                     if !ask_here {
                         continue;
@@ -659,5 +891,23 @@ pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8,
             );
         }
         buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_daemon_of_protocol_1_refusing_a_request_is_explained() {
+        // What a daemon of protocol 1 answers a request of this one (seen from gateway's
+        // previous release).
+        let old = "malformed message: unknown variant `request`, expected `call` or `answer` at line 1 column 17";
+        let m = super::daemon_error(old);
+        assert!(
+            m.starts_with(&format!("the daemon: {old}"))
+                && m.contains("older protocol than this client's 2")
+                && m.contains("restart `gateway serve`"),
+            "{m}"
+        );
+        assert_eq!(super::daemon_error("busy"), "the daemon: busy");
     }
 }

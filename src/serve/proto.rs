@@ -1,20 +1,54 @@
-//! The daemon's socket protocol: length-prefixed JSON messages, versioned.
+//! The daemon's socket protocol: typed requests and replies, versioned, framed as
+//! length-prefixed JSON.
+//!
+//! # Frames
 //!
 //! A message is a 4-byte big-endian length followed by that many bytes of JSON (one object
-//! with a `type`). The client's first message is a [`ClientMsg::Call`] carrying the protocol
-//! [`VERSION`]; with it, in the same `sendmsg`, travel its stdin, stdout and stderr
-//! (`SCM_RIGHTS`), so that the command's streams are the client's own (a terminal stays a
-//! terminal, a pipe a pipe) and nothing is copied through the daemon. The daemon answers
+//! with a `type`). The client's first message is a [`ClientMsg::Request`]: the protocol
+//! [`PROTOCOL_VERSION`], a [`RequestContext`] (working directory, environment, session, how
+//! its streams travel, whether it answers approval prompts) and a [`RequestBody`] (what to
+//! do: today's CLI arguments as [`RequestBody::Argv`], which the CLI keeps sending while it
+//! migrates, or a typed call — [`RequestBody::Exec`], [`RequestBody::PolicyReload`],
+//! [`RequestBody::Hello`]). With [`StdioMode::Passed`], the client's stdin, stdout and
+//! stderr travel in the same `sendmsg` (`SCM_RIGHTS`), so that the command's streams are the
+//! client's own (a terminal stays a terminal, a pipe a pipe) and nothing is copied through
+//! the daemon; with [`StdioMode::Frames`] none do, stdin is empty (or the call's `stdin`
+//! text) and output comes back as [`ServerMsg::Output`] frames. The daemon answers
 //! [`ServerMsg::Ask`] when a person must approve (the client asks on its terminal and sends
-//! [`ClientMsg::Answer`]) and ends with [`ServerMsg::Exit`] or [`ServerMsg::Error`].
+//! [`ClientMsg::Answer`]) and ends with [`ServerMsg::Exit`] (or [`ServerMsg::Hello`] for a
+//! hello) or [`ServerMsg::Error`].
+//!
+//! # Identity
+//!
+//! Who calls is never something the client says. No request type has a uid, gid, pid or
+//! group field, and every object refuses unknown fields, so a request claiming one is
+//! refused whole; the daemon takes the caller's uid, gid and pid from the socket's
+//! `SO_PEERCRED` and its groups from `SO_PEERGROUPS`, and builds the call's
+//! [`crate::broker::client::Client`] from those plus the request's context. Whether a
+//! stream is a terminal is measured on the fds received, not claimed either (a stdin
+//! claimed to be a terminal would skip the secret scan of what is piped in).
+//!
+//! # Versioning
+//!
+//! [`PROTOCOL_VERSION`] is bumped on **any** change to these types or their serde
+//! representation (a field, a variant, a rename, a type). A daemon refuses a request of
+//! another version before decoding the rest of it ([`RequestError::VersionMismatch`], which
+//! names both versions and what to do), in an [`ServerMsg::Error`] frame whose shape has
+//! not changed since version 1, so that a client of any version can print why.
+//! `tests::the_schema_is_pinned_to_its_version` holds the rule: it serializes a sample of
+//! every variant (an exhaustive `match` makes a new variant fail to compile until it has a
+//! sample) and compares the digest with the one recorded for the current version; a change
+//! without a bump fails it, and the fix is a bump plus a new pin, never an edited one.
+//! History: 1, the CLI's argv with cwd and environment; 2, typed requests with a context.
 //!
 //! Written by hand (no crate frames JSON this way and passes fds with it); the decoder is a
 //! pure function of the bytes, fuzzed by `fuzz/fuzz_targets/daemon_proto.rs`.
 
 use serde::{Deserialize, Serialize};
 
-/// The protocol version a client speaks in its `call`.
-pub const VERSION: u32 = 1;
+/// The protocol version a client speaks in its request; bumped on any change to the types of
+/// this module (see the module's documentation).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest message either side accepts (a command line is at most ~2 MiB on Linux; its
 /// environment counts too).
@@ -24,18 +58,8 @@ pub const MAX_MESSAGE: usize = 8 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ClientMsg {
-    /// Run one CLI command (the arguments after `gateway`) as the CLI would.
-    Call {
-        /// Must be [`VERSION`].
-        version: u32,
-        /// The command line, without the program name.
-        argv: Vec<String>,
-        /// The client's working directory (absolute).
-        cwd: String,
-        /// The client's environment (the command's environment is built from it, as the
-        /// policy allows).
-        env: Vec<(String, String)>,
-    },
+    /// The call: the first message, and the only one besides answers.
+    Request(Request),
     /// The answer to [`ServerMsg::Ask`].
     Answer {
         /// The pending request's id.
@@ -45,10 +69,95 @@ pub enum ClientMsg {
     },
 }
 
+/// One call to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Must be [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// Where and how the call is made (never who makes it: see the module's documentation).
+    pub context: RequestContext,
+    /// What to do.
+    pub body: RequestBody,
+}
+
+/// What the client says about its call. Deliberately no identity: the daemon fills the
+/// caller's uid, gid, pid and groups from `SO_PEERCRED` into the
+/// [`crate::broker::client::Client`] it builds, and a request that names any of them is
+/// refused as malformed (unknown field).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestContext {
+    /// The client's working directory (absolute).
+    pub cwd: String,
+    /// The client's environment (the command's environment is built from it, as the policy
+    /// allows).
+    pub env: Vec<(String, String)>,
+    /// The session the call belongs to (`GATEWAY_SESSION`); when given, it is the
+    /// environment's `GATEWAY_SESSION` for the call.
+    pub session: Option<String>,
+    /// How the call's stdin, stdout and stderr travel.
+    pub stdio: StdioMode,
+    /// Whether the client puts [`ServerMsg::Ask`] to a person (else it is not sent, and the
+    /// question waits for `gateway approve|deny`).
+    pub prompts: bool,
+}
+
+/// How a call's streams travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdioMode {
+    /// The client's stdin, stdout and stderr, passed with the request (`SCM_RIGHTS`).
+    Passed,
+    /// No fds: stdin is empty (or the call's `stdin`), output comes as
+    /// [`ServerMsg::Output`] frames.
+    Frames,
+}
+
+/// What a call asks the daemon to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RequestBody {
+    /// Are you there, and which version? Answered with [`ServerMsg::Hello`]; runs nothing.
+    Hello,
+    /// A CLI command (the arguments after `gateway`), parsed and run as the CLI would: what
+    /// the CLI sends while it migrates to the typed calls.
+    Argv(Vec<String>),
+    /// Run a command confined by the policy (`gateway exec`).
+    Exec {
+        /// The command and its arguments.
+        argv: Vec<String>,
+        /// The workspace, as `--cwd` (default: the context's `cwd`).
+        cwd: Option<String>,
+        /// Wall-clock limit in milliseconds (overrides the policy).
+        timeout_ms: Option<u64>,
+        /// Snapshot the workspace for undo (None: the policy's `[undo] snapshot`).
+        snapshot: Option<bool>,
+        /// Variables set in the sandbox (`--env K=V`).
+        env: Vec<(String, String)>,
+        /// Text given to the command on its stdin instead of the client's stdin.
+        stdin: Option<String>,
+        /// Print one JSON object instead of human output (`--json`).
+        json: bool,
+    },
+    /// Reload the session's pinned policy (`gateway policy reload [NAME]`).
+    PolicyReload {
+        /// Load this policy (name or path) instead of the one in force.
+        policy: Option<String>,
+    },
+}
+
 /// The daemon's message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServerMsg {
+    /// The answer to [`RequestBody::Hello`].
+    Hello {
+        /// The daemon's [`PROTOCOL_VERSION`].
+        version: u32,
+        /// The daemon's gateway version (`CARGO_PKG_VERSION`).
+        gateway: String,
+    },
     /// A person must approve: ask on the client's terminal.
     Ask {
         /// The pending request's id (`gateway approve ID` answers it too).
@@ -56,16 +165,102 @@ pub enum ServerMsg {
         /// What to show.
         question: String,
     },
+    /// Output of the call ([`StdioMode::Frames`] only), in the order written per stream.
+    Output {
+        /// Which stream.
+        stream: OutStream,
+        /// The bytes, base64 (standard alphabet, padded).
+        #[serde(with = "b64")]
+        data: Vec<u8>,
+    },
     /// The call is done: exit with this code.
     Exit {
         /// The CLI's exit code.
         code: u8,
     },
-    /// The call could not be made (bad message, wrong version, busy, shutting down).
+    /// The call could not be made (bad message, wrong version, busy, shutting down). Its
+    /// shape is the same in every version, so that any client can print it.
     Error {
         /// What went wrong and what to do.
         message: String,
     },
+}
+
+/// A stream of [`ServerMsg::Output`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutStream {
+    /// The call's stdout.
+    Stdout,
+    /// The call's stderr.
+    Stderr,
+}
+
+mod b64 {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(v))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        STANDARD.decode(s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why a request is refused before anything runs, sent back as [`ServerMsg::Error`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    /// The client speaks another protocol version than this daemon.
+    #[error(
+        "protocol version {client} is not spoken here (this daemon speaks {daemon}): the client and the daemon are different gateway versions; restart `gateway serve` with the binary the client runs, or run the client of the daemon's version (GATEWAY_SOCKET= runs the embedded broker instead)"
+    )]
+    VersionMismatch {
+        /// The request's version.
+        client: u32,
+        /// [`PROTOCOL_VERSION`].
+        daemon: u32,
+    },
+    /// The bytes are not a request of this protocol.
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    /// The first message is an answer, not a request.
+    #[error("the first message must be a request")]
+    NotARequest,
+    /// Stdio passed does not match the request's [`StdioMode`].
+    #[error(
+        "the request must carry the client's stdin, stdout and stderr (stdio \"passed\"), or none (stdio \"frames\"); it carried {0} fd(s)"
+    )]
+    Stdio(usize),
+}
+
+/// Reads a first frame's body as a request, refusing another version first: a request of
+/// another version is [`RequestError::VersionMismatch`] even when the rest of it is not a
+/// request of this version (its version is read alone, from the top level of the object,
+/// where every version since 1 has it).
+pub fn parse_request(body: &[u8]) -> Result<Request, RequestError> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: Option<u32>,
+    }
+    if let Ok(Versioned {
+        version: Some(client),
+    }) = serde_json::from_slice::<Versioned>(body)
+        && client != PROTOCOL_VERSION
+    {
+        return Err(RequestError::VersionMismatch {
+            client,
+            daemon: PROTOCOL_VERSION,
+        });
+    }
+    match serde_json::from_slice::<ClientMsg>(body) {
+        Ok(ClientMsg::Request(r)) => Ok(r),
+        Ok(ClientMsg::Answer { .. }) => Err(RequestError::NotARequest),
+        Err(e) => Err(ProtoError::Malformed(e.to_string()).into()),
+    }
 }
 
 /// Why a message could not be read.
@@ -89,7 +284,7 @@ pub enum ProtoError {
 
 /// Encodes a message as a frame.
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
-    // Serializing these enums cannot fail (string keys, no maps with non-string keys).
+    // Serializing these types cannot fail (string keys, no maps with non-string keys).
     let body = serde_json::to_vec(msg).unwrap_or_default();
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -97,9 +292,9 @@ pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
     out
 }
 
-/// Decodes the first frame of `buf`: `Ok(None)` when more bytes are needed, else the message
-/// and how many bytes it took. An oversized length is refused before its body arrives.
-pub fn decode<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(T, usize)>, ProtoError> {
+/// The body of the first frame of `buf` and the frame's length; `Ok(None)` when more bytes
+/// are needed. An oversized length is refused before its body arrives.
+fn frame(buf: &[u8]) -> Result<Option<(&[u8], usize)>, ProtoError> {
     let Some(head) = buf.get(..4) else {
         return Ok(None);
     };
@@ -107,11 +302,26 @@ pub fn decode<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(T, usi
     if len > MAX_MESSAGE {
         return Err(ProtoError::TooLarge(len as u64));
     }
-    let Some(body) = buf.get(4..4 + len) else {
+    Ok(buf.get(4..4 + len).map(|body| (body, 4 + len)))
+}
+
+/// Decodes the first frame of `buf`: `Ok(None)` when more bytes are needed, else the message
+/// and how many bytes it took. An oversized length is refused before its body arrives.
+pub fn decode<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(T, usize)>, ProtoError> {
+    let Some((body, used)) = frame(buf)? else {
         return Ok(None);
     };
     let msg = serde_json::from_slice(body).map_err(|e| ProtoError::Malformed(e.to_string()))?;
-    Ok(Some((msg, 4 + len)))
+    Ok(Some((msg, used)))
+}
+
+/// Decodes the first frame of `buf` as the request that opens a call ([`parse_request`]):
+/// `Ok(None)` when more bytes are needed.
+pub fn decode_request(buf: &[u8]) -> Result<Option<(Request, usize)>, RequestError> {
+    match frame(buf)? {
+        None => Ok(None),
+        Some((body, used)) => parse_request(body).map(|r| Some((r, used))),
+    }
 }
 
 /// What `decode` says about a buffer at end of stream: the message, or why there is none.
@@ -130,16 +340,25 @@ pub fn decode_final<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<(T, usiz
     }
 }
 
-/// Fuzz entry: decodes `data` as a stream of client messages the way the daemon does, and
-/// checks that what decodes re-encodes to the same message.
+/// Fuzz entry: decodes `data` as a stream of client messages the way the daemon does (the
+/// first as a request), and checks that what decodes re-encodes to the same message.
 pub fn fuzz_decode(data: &[u8]) {
+    if let Ok(Some((req, used))) = decode_request(data) {
+        assert!(used >= 4 && used <= data.len());
+        let again = encode(&ClientMsg::Request(req.clone()));
+        // A property, asserted: what decoded re-encodes and decodes the same.
+        let Ok(Some((back, n))) = decode_request(&again) else {
+            panic!("a decoded request did not decode again once re-encoded");
+        };
+        assert_eq!(back, req);
+        assert_eq!(n, again.len());
+    }
     let mut rest = data;
     loop {
         match decode::<ClientMsg>(rest) {
             Ok(Some((msg, used))) => {
                 assert!(used >= 4 && used <= rest.len());
                 let again = encode(&msg);
-                // A property, asserted: what decoded re-encodes and decodes the same.
                 let Some((back, n)) = decode::<ClientMsg>(&again).ok().flatten() else {
                     panic!("a decoded message did not decode again once re-encoded");
                 };
@@ -160,13 +379,249 @@ pub fn fuzz_decode(data: &[u8]) {
 mod tests {
     use super::*;
 
-    fn call() -> ClientMsg {
-        ClientMsg::Call {
-            version: VERSION,
-            argv: vec!["exec".into(), "--".into(), "true".into()],
+    fn context() -> RequestContext {
+        RequestContext {
             cwd: "/tmp".into(),
             env: vec![("PATH".into(), "/usr/bin".into())],
+            session: Some("s-1".into()),
+            stdio: StdioMode::Passed,
+            prompts: true,
         }
+    }
+
+    fn call() -> ClientMsg {
+        ClientMsg::Request(Request {
+            version: PROTOCOL_VERSION,
+            context: context(),
+            body: RequestBody::Argv(vec!["exec".into(), "--".into(), "true".into()]),
+        })
+    }
+
+    /// A sample of every variant of every type on the wire, in a fixed order.
+    fn samples() -> (Vec<ClientMsg>, Vec<ServerMsg>) {
+        let bodies = vec![
+            RequestBody::Hello,
+            RequestBody::Argv(vec!["log".into(), "query".into()]),
+            RequestBody::Exec {
+                argv: vec!["make".into(), "test".into()],
+                cwd: Some("/w".into()),
+                timeout_ms: Some(1500),
+                snapshot: Some(false),
+                env: vec![("K".into(), "V".into())],
+                stdin: Some("in\n".into()),
+                json: true,
+            },
+            RequestBody::PolicyReload {
+                policy: Some("strict".into()),
+            },
+        ];
+        let mut client: Vec<ClientMsg> = bodies
+            .into_iter()
+            .zip([StdioMode::Passed, StdioMode::Frames].into_iter().cycle())
+            .map(|(body, stdio)| {
+                ClientMsg::Request(Request {
+                    version: PROTOCOL_VERSION,
+                    context: RequestContext { stdio, ..context() },
+                    body,
+                })
+            })
+            .collect();
+        client.push(ClientMsg::Answer {
+            id: 7,
+            approve: true,
+        });
+        let server = vec![
+            ServerMsg::Hello {
+                version: PROTOCOL_VERSION,
+                gateway: "0.0.0".into(),
+            },
+            ServerMsg::Ask {
+                id: 7,
+                question: "run `rm -r x`?".into(),
+            },
+            ServerMsg::Output {
+                stream: OutStream::Stdout,
+                data: b"out\x00\xff".to_vec(),
+            },
+            ServerMsg::Output {
+                stream: OutStream::Stderr,
+                data: b"err".to_vec(),
+            },
+            ServerMsg::Exit { code: 3 },
+            ServerMsg::Error {
+                message: "busy".into(),
+            },
+        ];
+        (client, server)
+    }
+
+    /// Each variant's name: exhaustive, so that a new variant does not compile until it is
+    /// named here, and `samples_cover_every_variant` then wants a sample of it.
+    fn variant(c: Option<&ClientMsg>, s: Option<&ServerMsg>) -> &'static str {
+        match (c, s) {
+            (Some(ClientMsg::Request(r)), _) => match (&r.body, r.context.stdio) {
+                (RequestBody::Hello, _) => "hello",
+                (RequestBody::Argv(_), _) => "argv",
+                (RequestBody::Exec { .. }, _) => "exec",
+                (RequestBody::PolicyReload { .. }, _) => "policy_reload",
+            },
+            (Some(ClientMsg::Answer { .. }), _) => "answer",
+            (None, Some(m)) => match m {
+                ServerMsg::Hello { .. } => "s.hello",
+                ServerMsg::Ask { .. } => "s.ask",
+                ServerMsg::Output {
+                    stream: OutStream::Stdout,
+                    ..
+                } => "s.output.stdout",
+                ServerMsg::Output {
+                    stream: OutStream::Stderr,
+                    ..
+                } => "s.output.stderr",
+                ServerMsg::Exit { .. } => "s.exit",
+                ServerMsg::Error { .. } => "s.error",
+            },
+            (None, None) => "",
+        }
+    }
+
+    #[test]
+    fn samples_cover_every_variant() {
+        let (c, s) = samples();
+        let mut names: Vec<&str> = c.iter().map(|m| variant(Some(m), None)).collect();
+        names.extend(s.iter().map(|m| variant(None, Some(m))));
+        let mut seen = names.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), names.len(), "one sample per variant: {names:?}");
+        assert_eq!(names.len(), 11, "{names:?}");
+        let modes: Vec<StdioMode> = c
+            .iter()
+            .filter_map(|m| match m {
+                ClientMsg::Request(r) => Some(r.context.stdio),
+                ClientMsg::Answer { .. } => None,
+            })
+            .collect();
+        assert!(modes.contains(&StdioMode::Passed) && modes.contains(&StdioMode::Frames));
+    }
+
+    #[test]
+    fn every_variant_round_trips() {
+        let (c, s) = samples();
+        for m in c {
+            let f = encode(&m);
+            assert_eq!(
+                decode::<ClientMsg>(&f),
+                Ok(Some((m.clone(), f.len()))),
+                "{m:?}"
+            );
+            if let ClientMsg::Request(r) = &m {
+                assert_eq!(decode_request(&f), Ok(Some((r.clone(), f.len()))));
+            }
+        }
+        for m in s {
+            let f = encode(&m);
+            assert_eq!(
+                decode::<ServerMsg>(&f),
+                Ok(Some((m.clone(), f.len()))),
+                "{m:?}"
+            );
+        }
+    }
+
+    /// The digest of the samples' JSON recorded for each protocol version. A change to the
+    /// types changes it: bump [`PROTOCOL_VERSION`] and add a line; never edit a line.
+    const SCHEMA_PINS: &[(u32, &str)] = &[(
+        2,
+        "bd8374ac039c1996d5e58d7ed05bcf9369ddfd3c19d3420a302648176fc328ec",
+    )];
+
+    #[test]
+    fn the_schema_is_pinned_to_its_version() {
+        use sha2::Digest as _;
+        let (c, s) = samples();
+        let mut text = String::new();
+        for m in &c {
+            text.push_str(&serde_json::to_string(m).expect("json"));
+            text.push('\n');
+        }
+        for m in &s {
+            text.push_str(&serde_json::to_string(m).expect("json"));
+            text.push('\n');
+        }
+        let digest: String = sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let newest = SCHEMA_PINS.iter().map(|(v, _)| *v).max().unwrap_or(0);
+        assert!(
+            newest <= PROTOCOL_VERSION,
+            "a pin for version {newest} is newer than PROTOCOL_VERSION {PROTOCOL_VERSION}"
+        );
+        let pinned = SCHEMA_PINS
+            .iter()
+            .find(|(v, _)| *v == PROTOCOL_VERSION)
+            .map(|(_, d)| *d);
+        let Some(pinned) = pinned else {
+            panic!(
+                "PROTOCOL_VERSION {PROTOCOL_VERSION} has no pin: add ({PROTOCOL_VERSION}, \"{digest}\") \
+                 to SCHEMA_PINS. The samples serialize as:\n{text}"
+            );
+        };
+        assert_eq!(
+            pinned,
+            digest,
+            "the wire types changed without a version bump: bump PROTOCOL_VERSION to {} and \
+             pin the digest this test then prints (never edit a pin). The samples now \
+             serialize as:\n{text}",
+            PROTOCOL_VERSION + 1
+        );
+        let mut digests: Vec<&str> = SCHEMA_PINS.iter().map(|(_, d)| *d).collect();
+        digests.sort_unstable();
+        digests.dedup();
+        assert_eq!(
+            digests.len(),
+            SCHEMA_PINS.len(),
+            "two versions pin one digest"
+        );
+    }
+
+    #[test]
+    fn a_request_of_another_version_is_refused_naming_both() {
+        for (body, client) in [
+            // Version 1's call, as a client of version 1 sends it.
+            (
+                r#"{"type":"call","version":1,"argv":["exec","--","true"],"cwd":"/","env":[]}"#
+                    .to_string(),
+                1,
+            ),
+            // This version's shape with another number.
+            (
+                serde_json::to_string(&ClientMsg::Request(Request {
+                    version: PROTOCOL_VERSION + 1,
+                    context: context(),
+                    body: RequestBody::Hello,
+                }))
+                .expect("json"),
+                PROTOCOL_VERSION + 1,
+            ),
+        ] {
+            let e = parse_request(body.as_bytes()).expect_err("refused");
+            assert_eq!(
+                e,
+                RequestError::VersionMismatch {
+                    client,
+                    daemon: PROTOCOL_VERSION
+                }
+            );
+            let m = e.to_string();
+            assert!(
+                m.contains(&format!("protocol version {client} "))
+                    && m.contains(&format!("this daemon speaks {PROTOCOL_VERSION}"))
+                    && m.contains("restart `gateway serve`"),
+                "{m}"
+            );
+        }
+        assert!(parse_request(&serde_json::to_vec(&call()).expect("json")).is_ok());
     }
 
     #[test]
@@ -175,16 +630,12 @@ mod tests {
         assert_eq!(decode::<ClientMsg>(&f), Ok(Some((call(), f.len()))));
         for cut in 0..f.len() {
             assert_eq!(decode::<ClientMsg>(&f[..cut]), Ok(None), "cut at {cut}");
+            assert_eq!(decode_request(&f[..cut]), Ok(None), "cut at {cut}");
             assert!(matches!(
                 decode_final::<ClientMsg>(&f[..cut]),
                 Err(ProtoError::Truncated { have, .. }) if have == cut
             ));
         }
-        let s = encode(&ServerMsg::Exit { code: 3 });
-        assert_eq!(
-            decode::<ServerMsg>(&s),
-            Ok(Some((ServerMsg::Exit { code: 3 }, s.len())))
-        );
     }
 
     #[test]
@@ -195,6 +646,12 @@ mod tests {
             decode::<ClientMsg>(&f),
             Err(ProtoError::TooLarge(MAX_MESSAGE as u64 + 1))
         );
+        assert_eq!(
+            decode_request(&f),
+            Err(RequestError::Proto(ProtoError::TooLarge(
+                MAX_MESSAGE as u64 + 1
+            )))
+        );
         let f = u32::MAX.to_be_bytes();
         assert!(matches!(
             decode::<ClientMsg>(&f),
@@ -202,16 +659,44 @@ mod tests {
         ));
     }
 
+    /// `call()` as JSON with `edit` applied to it.
+    fn edited(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let mut v = serde_json::to_value(call()).expect("json");
+        edit(&mut v);
+        serde_json::to_vec(&v).expect("json")
+    }
+
     #[test]
-    fn malformed_and_unknown_refused() {
-        for body in [
-            &b"not json"[..],
-            br#"{"type":"call"}"#,
-            br#"{"type":"shell","cmd":"x"}"#,
-            br#"{"type":"answer","id":1,"approve":true,"extra":1}"#,
-            br#"[1,2]"#,
-            b"",
-        ] {
+    fn malformed_unknown_fields_and_variants_refused() {
+        let v = PROTOCOL_VERSION;
+        let mut bodies: Vec<Vec<u8>> = [
+            "not json",
+            r#"{"type":"request"}"#,
+            r#"{"type":"shell","cmd":"x"}"#,
+            r#"{"type":"answer","id":1,"approve":true,"extra":1}"#,
+            "[1,2]",
+            "",
+        ]
+        .iter()
+        .map(|b| b.as_bytes().to_vec())
+        .collect();
+        bodies.push(
+            format!(r#"{{"type":"request","version":{v},"context":{{}},"body":"hello"}}"#)
+                .into_bytes(),
+        );
+        // An unknown field at each level, an unknown variant of each enum.
+        bodies.push(edited(|j| j["extra"] = 1.into()));
+        bodies.push(edited(|j| j["context"]["tty"] = true.into()));
+        bodies.push(edited(|j| j["context"]["stdio"] = "pty".into()));
+        bodies.push(edited(|j| j["body"] = serde_json::json!({"shell": ["x"]})));
+        bodies.push(edited(|j| j["body"] = "ping".into()));
+        bodies.push(edited(
+            |j| j["body"] = serde_json::json!({"policy_reload": {"policy": null, "force": true}}),
+        ));
+        bodies.push(edited(|j| {
+            j["body"] = serde_json::json!({"exec": {"argv": ["true"], "sudo": true}})
+        }));
+        for body in &bodies {
             let mut f = (body.len() as u32).to_be_bytes().to_vec();
             f.extend_from_slice(body);
             assert!(
@@ -219,6 +704,58 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(body)
             );
+            assert!(
+                matches!(
+                    decode_request(&f),
+                    Err(RequestError::Proto(ProtoError::Malformed(_)) | RequestError::NotARequest)
+                ),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let answer = encode(&ClientMsg::Answer {
+            id: 1,
+            approve: true,
+        });
+        assert_eq!(decode_request(&answer), Err(RequestError::NotARequest));
+        // Output data that is not base64.
+        let bad = br#"{"type":"output","stream":"stdout","data":"***"}"#;
+        let mut f = (bad.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(bad);
+        assert!(matches!(
+            decode::<ServerMsg>(&f),
+            Err(ProtoError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_request_that_names_an_identity_is_refused() {
+        // Whatever key a client uses to claim who it is, at the top, in the context or in a
+        // typed body, the request is refused whole: identity comes from SO_PEERCRED alone.
+        for key in ["uid", "gid", "pid", "groups", "caller", "user"] {
+            for at in ["top", "context", "exec"] {
+                let body = edited(|j| {
+                    if at == "exec" {
+                        j["body"] = serde_json::json!({"exec": {
+                            "argv": ["id"], "cwd": null, "timeout_ms": null, "snapshot": null,
+                            "env": [], "stdin": null, "json": false}});
+                    }
+                    let target = match at {
+                        "top" => &mut *j,
+                        "context" => &mut j["context"],
+                        _ => &mut j["body"]["exec"],
+                    };
+                    target[key] = 0.into();
+                });
+                assert!(
+                    matches!(
+                        parse_request(&body),
+                        Err(RequestError::Proto(ProtoError::Malformed(ref m))) if m.contains(key)
+                    ),
+                    "{key} at {at}: {:?}",
+                    parse_request(&body)
+                );
+            }
         }
     }
 
@@ -233,5 +770,8 @@ mod tests {
         fuzz_decode(&two[..two.len() - 3]);
         fuzz_decode(&[0, 0, 0, 2, b'{', b'}']);
         fuzz_decode(&[]);
+        for m in samples().0 {
+            fuzz_decode(&encode(&m));
+        }
     }
 }
