@@ -171,12 +171,6 @@ impl ErrorReport {
     }
 }
 
-/// `v` as one line of JSON (the front ends' `--json`).
-pub fn to_json<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v)
-        .unwrap_or_else(|e| format!("{{\"error\":\"rendering the report: {e}\"}}"))
-}
-
 /// `cd`'s report: the session's new working directory.
 #[derive(Debug, Serialize)]
 pub struct CdReport<'a> {

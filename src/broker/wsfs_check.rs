@@ -38,8 +38,14 @@ fn offences(file: &str, text: &str) -> Vec<String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        // The unit tests at the end of a file set up trees as the test, not as the broker.
-        if l.starts_with("#[cfg(test)]") {
+        // The unit tests at the end of a file set up trees as the test, not as the broker:
+        // `#[cfg(test)]` then an inline `mod NAME {`. (`#[cfg(test)] mod x;` — a test module
+        // in a file of its own — ends nothing: the rest of the file is still checked.)
+        if l.starts_with("#[cfg(test)]")
+            && lines
+                .get(i + 1)
+                .is_some_and(|n| n.trim_start().starts_with("mod ") && n.contains('{'))
+        {
             break;
         }
         let code = l.split("//").next().unwrap_or("");
@@ -121,6 +127,8 @@ fn the_check_sees_calls_aliases_and_unmarked_lines() {
         "    crate::fsops::write_file_atomic(&p, &d)?;",
         "    // not-ws: short\n    let d = std::fs::read(p);",
         "    let d = std::fs::read(p); // not-ws:",
+        // A test module in a file of its own ends nothing: what follows is still checked.
+        "#[cfg(test)]\nmod wsfs_check;\nfn f() { std::fs::read(p); }",
     ];
     for b in bad {
         assert_eq!(offences("x.rs", b).len(), 1, "{b}");

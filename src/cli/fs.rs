@@ -161,9 +161,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                     if cli.json {
                         outln!(
                             "{}",
-                            crate::broker::report::to_json(&crate::broker::report::CdReport {
-                                cwd: &d
-                            })
+                            super::to_json(&crate::broker::report::CdReport { cwd: &d })
                         );
                     } else {
                         outln!("{}", d.display());
@@ -227,7 +225,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
 /// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
 /// policy also `"refusal": {"kind", "rule", "path", ...}` (exit 120).
 pub(super) fn error_json(e: &crate::broker::BrokerError) -> String {
-    crate::broker::report::to_json(&crate::broker::report::ErrorReport::of(e))
+    super::to_json(&crate::broker::report::ErrorReport::of(e))
 }
 
 /// The rules that made a decision, in one line.
@@ -253,7 +251,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
         }
     };
     if cli.json {
-        outln!("{}", crate::broker::report::to_json(&r.report()));
+        outln!("{}", super::to_json(&r.report()));
     } else {
         let mut out = crate::broker::client::stdout_writer();
         match &r.output {
@@ -395,7 +393,7 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
                     changes: &list,
                     workspace: (!all).then_some(ws.as_path()),
                 };
-                outln!("{}", crate::broker::report::to_json(&r));
+                outln!("{}", super::to_json(&r));
             } else {
                 for e in list {
                     let c = &e.change;
@@ -467,9 +465,7 @@ pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
             if cli.json {
                 outln!(
                     "{}",
-                    crate::broker::report::to_json(&crate::broker::report::SkipReport {
-                        skipped: &ids
-                    })
+                    super::to_json(&crate::broker::report::SkipReport { skipped: &ids })
                 );
             } else {
                 errln!(
@@ -499,9 +495,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 if cli.json {
                     outln!(
                         "{}",
-                        crate::broker::report::to_json(&crate::broker::report::TrashListReport {
-                            items: &items
-                        })
+                        super::to_json(&crate::broker::report::TrashListReport { items: &items })
                     );
                 } else {
                     for i in items.iter().filter(|i| i.present) {
@@ -537,9 +531,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                     if cli.json {
                         outln!(
                             "{}",
-                            crate::broker::report::to_json(
-                                &crate::broker::report::TrashEmptyReport { removed: n }
-                            )
+                            super::to_json(&crate::broker::report::TrashEmptyReport { removed: n })
                         );
                     } else {
                         outln!("gateway trash empty: removed {n} item(s) for good");

@@ -2,31 +2,10 @@
 //! report types of the core (human text, `--json`, MCP content) and builds no result from a
 //! `json!` literal. A test module only (`#[cfg(test)]` in `cli/mod.rs`).
 //!
-//! The exec and file-tool results are being typed in the same issue's other half
-//! (`ExecReport`, `FsReport`): their files keep the literals counted in [`REMAINING`] until
-//! then. The count is a ratchet: a file may not gain a literal, and one that loses some must
-//! lower its count here (to zero, by deleting its row), so that none comes back.
+//! None is left: exec and the file tools render `broker::report`'s `ExecReport` and
+//! `FsReport`, the other commands their own core types.
 
 use std::path::{Path, PathBuf};
-
-/// Files that still build results from `json!` literals: (file, how many, why).
-const REMAINING: &[(&str, usize, &str)] = &[
-    (
-        "src/cli/mod.rs",
-        2,
-        "run_exec_at: exec's --json result and its error object (ExecReport, issue 23)",
-    ),
-    (
-        "src/cli/fs.rs",
-        8,
-        "the file tools' --json results and error objects (FsReport, issue 23)",
-    ),
-    (
-        "src/serve/mcp.rs",
-        10,
-        "MCP's exec and file-tool results and refusals (ExecReport, FsReport, issue 23)",
-    ),
-];
 
 /// A `json!` invocation (any delimiter, by any path) or an import that renames the macro.
 const LITERAL: &str = r"\bjson!\s*[(\[{]|\bjson\s+as\s+\w+";
@@ -86,31 +65,12 @@ fn front_end_sources() -> Vec<(String, PathBuf)> {
 fn offences(found: &[(String, Vec<String>)]) -> Vec<String> {
     let mut out = Vec::new();
     for (file, lits) in found {
-        let allowed = REMAINING
-            .iter()
-            .find(|(f, _, _)| f == file)
-            .map_or(0, |(_, n, _)| *n);
-        if lits.len() > allowed {
+        if !lits.is_empty() {
             out.push(format!(
-                "{file}: {} json! literal(s), {allowed} allowed: a front end renders a typed \
-                 report (serde_json::to_string of a #[derive(Serialize)] type of the core), it \
-                 does not build one:\n  {}",
+                "{file}: {} json! literal(s): a front end renders a typed report (a \
+                 #[derive(Serialize)] type of the core), it does not build one:\n  {}",
                 lits.len(),
                 lits.join("\n  ")
-            ));
-        } else if lits.len() < allowed {
-            out.push(format!(
-                "{file}: {} json! literal(s) left, REMAINING allows {allowed}: lower its count \
-                 to {} (delete the row at 0) so that none comes back",
-                lits.len(),
-                lits.len()
-            ));
-        }
-    }
-    for (file, _, _) in REMAINING {
-        if !found.iter().any(|(f, _)| f == file) {
-            out.push(format!(
-                "{file}: in REMAINING but not a front-end source any more"
             ));
         }
     }
@@ -147,21 +107,12 @@ fn the_check_sees_every_form_of_a_literal() {
         ["4", "5", "6", "9"],
         "{l:?}"
     );
-    // A file outside REMAINING may have none; one in it may neither grow nor shrink.
+    // Any literal in a front end is an offence, named with its file and line.
     let one = vec!["src/cli/x.rs:2: json!({})".to_string()];
-    assert_eq!(
-        offences(&[("src/cli/log.rs".into(), one.clone())]).len(),
-        1 + REMAINING.len()
-    );
-    let at = |file: &str, n: usize| {
-        let mut found: Vec<(String, Vec<String>)> = REMAINING
-            .iter()
-            .map(|(f, k, _)| (f.to_string(), vec![String::new(); *k]))
-            .collect();
-        found.iter_mut().find(|(f, _)| f == file).expect("a row").1 = vec![String::new(); n];
-        offences(&found)
-    };
-    assert!(at("src/cli/fs.rs", 8).is_empty());
-    assert_eq!(at("src/cli/fs.rs", 9).len(), 1);
-    assert_eq!(at("src/cli/fs.rs", 7).len(), 1);
+    let bad = offences(&[
+        ("src/cli/log.rs".into(), one),
+        ("src/cli/fs.rs".into(), vec![]),
+    ]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].contains("src/cli/x.rs:2"), "{bad:?}");
 }

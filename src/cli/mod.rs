@@ -17,7 +17,6 @@ use crate::policy::{self, Policy};
 use crate::sandbox::{SandboxError, Stdin, Stream};
 use crate::serve;
 use clap::Parser;
-use serde_json::json;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -1534,7 +1533,7 @@ fn run_exec_at(
     };
     if json {
         let report = res.report(policy.audit.inline_output as usize);
-        outln!("{}", broker::report::to_json(&report));
+        outln!("{}", to_json(&report));
     }
     end(ExitCode::from(code))
 }

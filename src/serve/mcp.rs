@@ -757,11 +757,12 @@ const RESTART: &str =
 
 /// Adds a notice (the policy file changed) to a result, after its content, as text of its own.
 pub fn add_notice(r: &mut CallToolResult, notice: &str) {
-    r.content.push(Content::text(crate::broker::report::to_json(
-        &crate::broker::report::Notice {
-            gateway_notice: notice,
-        },
-    )));
+    let n = crate::broker::report::Notice {
+        gateway_notice: notice,
+    };
+    r.content.push(Content::text(
+        serde_json::to_value(&n).unwrap_or_default().to_string(),
+    ));
 }
 
 /// Sends one tool call to the daemon as `gateway tool NAME ARGS [--root DIR]...` with pipes
