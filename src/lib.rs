@@ -65,7 +65,10 @@
 //! Linux only. Landlock ABI ≥ 1 is required unless a policy says `best_effort = true`; ABI 4
 //! adds TCP rules and ABI 6 signal/abstract-socket scoping (reported when missing). Namespaces
 //! need a privileged broker; without one, landlock/seccomp/capabilities/rlimits still apply and
-//! `EnforcementStatus::not_applied` says what did not. Seccomp filters are built for x86_64
+//! `EnforcementStatus` says, one `LayerStatus` per `sandbox::Layer` (enforced, partial, not
+//! applied with why, not requested, as rust-landlock's `RestrictionStatus`), what did not.
+//! Each layer is a function returning its status (`sandbox::run` only calls them, then spawn
+//! and relay), unit-tested alone in a forked child. Seccomp filters are built for x86_64
 //! and aarch64.
 //!
 //! # Design decisions (beyond DESIGN.md)

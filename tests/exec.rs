@@ -589,3 +589,49 @@ sandbox_test! {
         assert_eq!(r[0]["exit_code"], 0, "{}", r[0]);
     }
 }
+
+// Issue 23 (the sandbox as layers): `--json`'s enforcement says, per layer, what held, and the
+// audit record names the layers that did not; as root everything under strict is enforced,
+// as uid 65534 namespaces and mounts are not applied and capabilities are partial.
+sandbox_test! {
+    fn enforcement_reports_each_layers_status() {
+        let env = Env::new("layers");
+        // A protected path in the workspace: read-only by a mount, or kept by the broker.
+        env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        let o = env.gw(&["--json", "exec", "--policy", "strict", "--", "true"]);
+        let v = json_of(&o);
+        let layers = &v["enforcement"]["layers"];
+        for l in ["namespaces", "network", "mounts", "capabilities", "landlock", "seccomp"] {
+            assert_eq!(layers[l]["status"], "enforced", "{l}: {v}");
+        }
+        assert_eq!(v["enforcement"]["fully_enforced"], true, "{v}");
+        let rec = log_records(&env).pop().expect("record");
+        let enf = rec["enforcement"].as_str().expect("enforcement");
+        assert!(!enf.contains("not enforced"), "{enf}");
+
+        env.give_to_nobody();
+        let o = env
+            .nobody()
+            .args(["--json", "exec", "--policy", "strict", "--", "true"])
+            .output()
+            .expect("run gateway");
+        let v = json_of(&o);
+        assert_eq!(v["exit_code"], 0, "{v}");
+        let layers = &v["enforcement"]["layers"];
+        assert_eq!(layers["namespaces"]["status"], "not_applied", "{v}");
+        assert!(layers["namespaces"]["why"].as_str().is_some_and(|w| w.contains("not privileged")), "{v}");
+        assert_eq!(layers["mounts"]["status"], "not_applied", "{v}");
+        assert_eq!(layers["capabilities"]["status"], "partial", "{v}");
+        assert_eq!(layers["landlock"]["status"], "enforced", "{v}");
+        assert_eq!(layers["seccomp"]["status"], "enforced", "{v}");
+        let not_applied = v["enforcement"]["not_applied"].to_string();
+        assert!(not_applied.contains("namespaces: the broker is not privileged"), "{not_applied}");
+        let rec = log_records(&env).pop().expect("record");
+        let enf = rec["enforcement"].as_str().expect("enforcement");
+        assert!(
+            enf.contains("not enforced: namespaces not applied")
+                && enf.contains("capabilities partial"),
+            "{enf}"
+        );
+    }
+}

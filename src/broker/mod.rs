@@ -1682,12 +1682,25 @@ pub fn enforcement_summary(e: &EnforcementStatus) -> String {
         "landlock abi {} (fs {}, net {}, scoped {})",
         e.landlock.abi, e.landlock.fs, e.landlock.net, e.landlock.scoped
     )];
-    parts.push(format!("seccomp {}", e.seccomp));
-    parts.push(format!("caps dropped {}", e.capabilities_dropped));
+    parts.push(format!("seccomp {}", e.seccomp()));
+    parts.push(format!("caps dropped {}", e.capabilities_dropped()));
     parts.push(format!(
         "namespaces pid {} mnt {} ipc {} net {}",
         e.pid_namespace, e.mount_namespace, e.ipc_namespace, e.net_namespace
     ));
+    // Each layer not fully enforced, by name (`--json`'s `enforcement.layers` says why).
+    let short: Vec<String> = e
+        .layers
+        .iter()
+        .filter_map(|(layer, s)| match s {
+            sandbox::LayerStatus::Partial { .. } => Some(format!("{layer} partial")),
+            sandbox::LayerStatus::NotApplied { .. } => Some(format!("{layer} not applied")),
+            _ => None,
+        })
+        .collect();
+    if !short.is_empty() {
+        parts.push(format!("not enforced: {}", short.join(", ")));
+    }
     parts.join("; ")
 }
 

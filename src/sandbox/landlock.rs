@@ -8,7 +8,7 @@
 //! rule on a symlink would apply to its target); access through them is decided by the
 //! target's own rules.
 
-use super::{Confinement, LandlockStatus, Network, SandboxError};
+use super::{Confinement, LandlockStatus, LayerStatus, Network, SandboxError};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope,
@@ -18,6 +18,74 @@ use std::path::{Path, PathBuf};
 
 /// Most entries enumerated around denied paths before giving up (fail closed).
 const MAX_ENUMERATED: usize = 20_000;
+
+/// Why the ruleset could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    /// The `landlock` crate refused an access right, a scope or a rule, or the kernel the
+    /// ruleset.
+    #[error(transparent)]
+    Ruleset(#[from] landlock::RulesetError),
+    /// The kernel supports landlock but returned no ruleset.
+    #[error("the ruleset could not be created")]
+    NoRuleset,
+    /// A tree with denied paths inside could not be listed to leave them out.
+    #[error("cannot list {} to exclude denied paths: {source}", path.display())]
+    List {
+        /// The tree.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Too many entries around denied paths (fail closed rather than take unbounded time).
+    #[error(
+        "more than {max} entries around denied paths under {}; narrow the policy's read paths",
+        path.display()
+    )]
+    TooManyEntries {
+        /// The tree being enumerated.
+        path: PathBuf,
+        /// The bound.
+        max: usize,
+    },
+    /// The kernel refused a path rule.
+    #[error("rule for {}: {source}", path.display())]
+    Rule {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The landlock layer: the ruleset for `spec` on a kernel of `kernel_abi` (what
+/// `sys::landlock_abi` says; a parameter so that an older or absent landlock can be tested),
+/// its details and its status. Without landlock: an error unless `best_effort`, else
+/// `NotApplied`. Missing TCP rules (ABI < 4) or scoping (ABI < 6) make it `Partial`.
+pub(crate) fn layer(
+    spec: &Confinement,
+    network: &Network,
+    kernel_abi: i32,
+) -> Result<(Option<OwnedFd>, LandlockStatus, LayerStatus), SandboxError> {
+    if kernel_abi <= 0 && !spec.best_effort {
+        return Err(SandboxError::LandlockUnsupported);
+    }
+    let (fd, mut ll) = build(spec, network, kernel_abi)?;
+    let net_needed = !matches!(network, Network::Loopback);
+    ll.full = ll.fs && (ll.net || !net_needed) && ll.scoped;
+    if fd.is_none() {
+        let why = "unsupported by the kernel".to_string();
+        return Ok((fd, ll, LayerStatus::NotApplied { why }));
+    }
+    let mut missing = Vec::new();
+    if net_needed && !ll.net {
+        missing.push("TCP rules: kernel ABI < 4 (seccomp still limits socket families)".into());
+    }
+    if !ll.scoped {
+        missing.push("signal/abstract-socket scoping: kernel ABI < 6".into());
+    }
+    Ok((fd, ll, LayerStatus::partial_unless_empty(missing)))
+}
 
 fn read_rights() -> BitFlags<AccessFs> {
     AccessFs::ReadFile | AccessFs::ReadDir
@@ -41,25 +109,24 @@ pub(crate) fn build(
     } else {
         CompatLevel::HardRequirement
     };
-    let err = |e: &dyn std::fmt::Display| SandboxError::Landlock(e.to_string());
     let all = AccessFs::from_all(abi);
     let mut rs = Ruleset::default()
         .set_compatibility(level)
         .handle_access(all)
-        .map_err(|e| err(&e))?;
+        .map_err(LandlockError::from)?;
     let net_rules = kernel_abi >= 4 && !matches!(network, Network::Loopback);
     if net_rules {
         rs = rs
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(|e| err(&e))?;
+            .map_err(LandlockError::from)?;
     }
     let scoped = kernel_abi >= 6;
     if scoped {
         rs = rs
             .scope(Scope::AbstractUnixSocket | Scope::Signal)
-            .map_err(|e| err(&e))?;
+            .map_err(LandlockError::from)?;
     }
-    let mut created = rs.create().map_err(|e| err(&e))?;
+    let mut created = rs.create().map_err(LandlockError::from)?;
 
     // One rule per path with the union of its rights (strict names /usr under both read and
     // exec): fewer opens and rules.
@@ -86,14 +153,12 @@ pub(crate) fn build(
         for port in ports {
             created = created
                 .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-                .map_err(|e| err(&e))?;
+                .map_err(LandlockError::from)?;
         }
     }
     let fd: Option<OwnedFd> = created.into();
     let Some(fd) = fd else {
-        return Err(SandboxError::Landlock(
-            "the ruleset could not be created".into(),
-        ));
+        return Err(LandlockError::NoRuleset.into());
     };
     let mut count = 0usize;
     let file_rights = AccessFs::from_file(abi);
@@ -173,10 +238,11 @@ fn add_tree_typed(
         // below it.
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(()),
         Err(e) => {
-            return Err(SandboxError::Landlock(format!(
-                "cannot list {} to exclude denied paths: {e}",
-                root.display()
-            )));
+            return Err(LandlockError::List {
+                path: root.to_path_buf(),
+                source: e,
+            }
+            .into());
         }
     };
     for entry in entries.flatten() {
@@ -187,10 +253,11 @@ fn add_tree_typed(
         }
         *count += 1;
         if *count > MAX_ENUMERATED {
-            return Err(SandboxError::Landlock(format!(
-                "more than {MAX_ENUMERATED} entries around denied paths under {}; narrow the policy's read paths",
-                root.display()
-            )));
+            return Err(LandlockError::TooManyEntries {
+                path: root.to_path_buf(),
+                max: MAX_ENUMERATED,
+            }
+            .into());
         }
         add_tree_typed(
             rs,
@@ -228,9 +295,12 @@ fn add_one(
         return Ok(());
     };
     // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
-    if super::sys::add_landlock_rule(rs, &c, rights.bits(), file_rights.bits())
-        .map_err(|e| SandboxError::Landlock(format!("rule for {}: {e}", path.display())))?
-    {
+    if super::sys::add_landlock_rule(rs, &c, rights.bits(), file_rights.bits()).map_err(
+        |source| LandlockError::Rule {
+            path: path.to_path_buf(),
+            source,
+        },
+    )? {
         *count += 1;
     }
     Ok(())
@@ -248,5 +318,99 @@ mod tests {
         assert!(!below(b"/etc", b"/etc"));
         assert!(!below(b"/et", b"/etc"));
         assert!(below(b"/root/.ssh", b"/root"));
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::super::testing::{confinement, scratch};
+    use super::super::{LayerStatus, Network, SandboxError, sys};
+    use super::layer;
+
+    /// The kernel's landlock ABI; these tests need one (they fail without, unless
+    /// GATEWAY_TEST_NO_SANDBOX is set).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test suite's own opt-out variable, not a caller's environment"
+    )]
+    fn kernel_abi() -> Option<i32> {
+        if std::env::var_os("GATEWAY_TEST_NO_SANDBOX").is_some() {
+            return None;
+        }
+        let abi = sys::landlock_abi();
+        assert!(
+            abi >= 1,
+            "this kernel has no landlock (GATEWAY_TEST_NO_SANDBOX=1 skips)"
+        );
+        Some(abi)
+    }
+
+    /// Landlock alone, in a forked child: the readable tree opens, a file beside it is
+    /// refused with EACCES.
+    #[test]
+    fn landlock_alone_refuses_what_the_ruleset_leaves_out() {
+        let Some(abi) = kernel_abi() else { return };
+        let dir = scratch("landlock");
+        let (inside, outside) = (dir.join("in"), dir.join("out"));
+        for d in [&inside, &outside] {
+            std::fs::create_dir(d).expect("mkdir");
+            std::fs::write(d.join("f"), "x").expect("write");
+        }
+        let mut c = confinement();
+        c.read = vec![inside.clone()];
+        let (fd, ll, status) = layer(&c, &Network::None, abi).expect("ruleset");
+        assert!(ll.fs && ll.rules >= 1 && ll.abi == abi as u32);
+        if abi >= 6 {
+            assert_eq!(status, LayerStatus::Enforced);
+            assert!(ll.full && ll.net && ll.scoped);
+        } else {
+            assert!(matches!(status, LayerStatus::Partial { .. }), "{status:?}");
+        }
+        let fd = fd.expect("a ruleset fd");
+        let code = sys::testing::in_fork(|| {
+            sys::set_no_new_privs().expect("no_new_privs");
+            sys::restrict_landlock(sys::raw(&fd)).expect("restrict");
+            std::fs::read(inside.join("f")).expect("inside readable");
+            let e = std::fs::read(outside.join("f")).expect_err("outside refused");
+            assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+            let e = std::fs::write(inside.join("g"), "x").expect_err("read-only tree");
+            assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+            0
+        });
+        assert_eq!(code, 0);
+    }
+
+    /// An older kernel's ABI (3: no TCP rules, no scoping) gives a partial status that says
+    /// what is missing; no landlock at all is an error unless best_effort, then NotApplied.
+    #[test]
+    fn landlock_partial_or_missing_says_so_or_refuses() {
+        if kernel_abi().is_none() {
+            return;
+        }
+        let mut c = confinement();
+        c.read = vec!["/usr".into()];
+        let (fd, ll, status) = layer(&c, &Network::None, 3).expect("ABI 3 ruleset");
+        assert!(fd.is_some() && ll.fs && !ll.net && !ll.scoped && !ll.full);
+        let LayerStatus::Partial { why } = status else {
+            panic!("{status:?}")
+        };
+        assert!(
+            why.contains("TCP rules") && why.contains("scoping"),
+            "{why}"
+        );
+        // Loopback needs no TCP rules: only scoping is missing.
+        let (_, _, status) = layer(&c, &Network::Loopback, 3).expect("ruleset");
+        assert!(matches!(&status, LayerStatus::Partial { why } if !why.contains("TCP")));
+        c.best_effort = false;
+        let e = layer(&c, &Network::None, 0).expect_err("refused");
+        assert!(matches!(e, SandboxError::LandlockUnsupported), "{e}");
+        assert!(e.to_string().contains("best_effort"), "{e}");
+        c.best_effort = true;
+        let (fd, ll, status) = layer(&c, &Network::None, 0).expect("best effort");
+        assert!(fd.is_none() && !ll.fs);
+        assert!(
+            matches!(&status, LayerStatus::NotApplied { why } if why.contains("unsupported")),
+            "{status:?}"
+        );
     }
 }

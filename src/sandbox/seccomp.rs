@@ -5,7 +5,7 @@
 //! Denied calls fail with `EPERM` (so programs see an ordinary error), except `clone3`, which
 //! fails with `ENOSYS` so that libc falls back to `clone`, whose flags we can inspect.
 
-use super::Network;
+use super::{LayerStatus, Network, SandboxError};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
@@ -122,22 +122,46 @@ const NS_FLAGS: [u64; 7] = [
     libc::CLONE_NEWCGROUP as u64,
 ];
 
-fn cond(idx: u8, len: Len, op: Op, v: u64) -> Result<Cond, String> {
-    Cond::new(idx, len, op, v).map_err(|e| e.to_string())
+/// Why the filter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    /// seccompiler refused a rule, the architecture or the program.
+    #[error(transparent)]
+    Compiler(#[from] seccompiler::BackendError),
+    /// The search tree's jumps do not fit in 8 bits (too many syscalls in the deny-list).
+    #[error("the syscall search tree is too large for BPF's 8-bit jumps")]
+    TreeTooLarge,
 }
 
-fn rule(conds: Vec<Cond>) -> Result<SeccompRule, String> {
-    SeccompRule::new(conds).map_err(|e| e.to_string())
+/// The seccomp layer: the filter the command installs last, just before `execve`, and its
+/// status (always enforced when the run starts: the child fails the run otherwise).
+pub(crate) fn layer(
+    network: &Network,
+    openat2: bool,
+) -> Result<(Vec<libc::sock_filter>, LayerStatus), SandboxError> {
+    let bpf = build(network, openat2)?;
+    Ok((bpf, LayerStatus::Enforced))
 }
 
-/// Builds the program for a network mode. Errors are seccompiler's, as text.
+fn cond(idx: u8, len: Len, op: Op, v: u64) -> Result<Cond, SeccompError> {
+    Ok(Cond::new(idx, len, op, v)?)
+}
+
+fn rule(conds: Vec<Cond>) -> Result<SeccompRule, SeccompError> {
+    Ok(SeccompRule::new(conds)?)
+}
+
+/// Builds the program for a network mode.
 /// `openat2`: allow `openat2` (see [`super::Confinement::danger_openat2`]); otherwise it
 /// answers ENOSYS.
 #[allow(
     clippy::too_many_lines,
     reason = "the syscall table, one entry per rule"
 )]
-pub(crate) fn build(network: &Network, openat2: bool) -> Result<Vec<libc::sock_filter>, String> {
+pub(crate) fn build(
+    network: &Network,
+    openat2: bool,
+) -> Result<Vec<libc::sock_filter>, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for g in groups() {
         let _ = g.why;
@@ -187,7 +211,7 @@ pub(crate) fn build(network: &Network, openat2: bool) -> Result<Vec<libc::sock_f
     // workspace would give root to whoever runs it later outside the sandbox (no_new_privs
     // only protects inside). Deny setting S_ISUID or S_ISGID through chmod and through the mode
     // of open/creat.
-    let suid_rules = |arg: u8| -> Result<Vec<SeccompRule>, String> {
+    let suid_rules = |arg: u8| -> Result<Vec<SeccompRule>, SeccompError> {
         Ok(vec![
             rule(vec![cond(arg, Len::Dword, Op::MaskedEq(0o4000), 0o4000)?])?,
             rule(vec![cond(arg, Len::Dword, Op::MaskedEq(0o2000), 0o2000)?])?,
@@ -267,17 +291,14 @@ pub(crate) fn build(network: &Network, openat2: bool) -> Result<Vec<libc::sock_f
         .map(|(k, v)| (*k as u32, v.is_empty()))
         .collect();
     rules.retain(|_, v| !v.is_empty());
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    let arch = TargetArch::try_from(std::env::consts::ARCH)?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
-    )
-    .map_err(|e| e.to_string())?;
-    let main: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    )?;
+    let main: BpfProgram = filter.try_into()?;
 
     // clone3 passes its flags in memory that seccomp cannot read: answer ENOSYS so libc uses
     // clone, which the rules above inspect. Then, on x86_64, refuse x32 syscall numbers.
@@ -351,7 +372,7 @@ const LEAF: usize = 4;
 /// sorted `(nr, unconditional)`. Numbers not in it are allowed after about ten instructions;
 /// unconditional ones are denied with EPERM; the others fall through to seccompiler's program,
 /// which must follow. Expects the syscall number in the accumulator.
-fn search_tree(ruled: &[(u32, bool)]) -> Result<Vec<libc::sock_filter>, String> {
+fn search_tree(ruled: &[(u32, bool)]) -> Result<Vec<libc::sock_filter>, SeccompError> {
     let mut code = Vec::new();
     let mut jumps = Vec::new();
     emit(ruled, &mut code, &mut jumps);
@@ -360,7 +381,7 @@ fn search_tree(ruled: &[(u32, bool)]) -> Result<Vec<libc::sock_filter>, String> 
     code.push(stmt(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32));
     for (i, deny) in jumps {
         let off = len - i - 1 + usize::from(!deny);
-        code[i].jt = u8::try_from(off).map_err(|_| "seccomp search tree too large".to_string())?;
+        code[i].jt = u8::try_from(off).map_err(|_| SeccompError::TreeTooLarge)?;
     }
     Ok(code)
 }
@@ -482,5 +503,30 @@ mod tests {
                 .iter()
                 .all(|g| !g.why.is_empty() && !g.calls.is_empty())
         );
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::super::{LayerStatus, Network, sys};
+    use super::layer;
+
+    /// Seccomp alone, in a forked child: with `network = none`, an AF_INET socket that opened
+    /// before the filter is refused after it, as is ptrace.
+    #[test]
+    fn seccomp_alone_refuses_sockets_and_ptrace() {
+        let (bpf, status) = layer(&Network::None, false).expect("filter");
+        assert_eq!(status, LayerStatus::Enforced);
+        let code = sys::testing::in_fork(|| {
+            drop(std::net::TcpListener::bind("127.0.0.1:0").expect("a socket before"));
+            sys::set_no_new_privs().expect("no_new_privs");
+            sys::install_seccomp(&bpf).expect("install");
+            let e = std::net::TcpListener::bind("127.0.0.1:0").expect_err("socket refused");
+            assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+            let e = sys::testing::ptrace_traceme().expect_err("ptrace refused");
+            assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+            0
+        });
+        assert_eq!(code, 0);
     }
 }

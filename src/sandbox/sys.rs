@@ -235,12 +235,7 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
             pid
         }
         Some(ns) => {
-            let mut flags =
-                (libc::SIGCHLD | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC)
-                    as libc::c_ulong;
-            if ns.net {
-                flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            }
+            let flags = (libc::SIGCHLD | namespace_flags(ns.net)) as libc::c_ulong;
             let pid = match ns.cgroup_fd {
                 None => {
                     // SAFETY: clone with a NULL stack behaves like fork: the child gets a
@@ -297,6 +292,16 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
     Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
+/// The namespaces the helper is cloned into: pid, mount, ipc, and net if `net`.
+pub(crate) fn namespace_flags(net: bool) -> libc::c_int {
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    if net {
+        flags | libc::CLONE_NEWNET
+    } else {
+        flags
+    }
+}
+
 /// Writes an 8-byte record (stage, value) to the report pipe. Async-signal-safe.
 fn report(fd: RawFd, st: u32, value: i32) {
     let mut buf = [0u8; 8];
@@ -320,11 +325,7 @@ fn fail(fd: RawFd, st: u32) -> ! {
     unsafe { libc::_exit(125) }
 }
 
-/// Pid 1 of the new namespaces: mounts, limits, then fork the command and wait for it.
-#[allow(
-    clippy::too_many_lines,
-    reason = "the pid-1 helper between clone and exec: raw syscalls on prepared memory only, async-signal-safe, one straight line by necessity"
-)]
+/// Pid 1 of the new namespaces: cgroup, mounts, /proc, then fork the command and wait for it.
 fn init_main(
     plan: &ChildPlan,
     ns: &NsPlan,
@@ -365,133 +366,16 @@ fn init_main(
         }
         libc::close(plan.broker_pidfd);
     }
-    if let Some(tasks) = ns.cgroup_tasks {
-        // SAFETY: a one-byte write of "0" (this thread) to the cgroup's tasks file, then close.
-        let ok = unsafe { libc::write(tasks, b"0".as_ptr().cast(), 1) } == 1;
-        // SAFETY: closing our copy of the fd.
-        unsafe { libc::close(tasks) };
-        if !ok {
-            fail(r, stage::CGROUP);
-        }
-    }
-    // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
-    // own (new) mount namespace so nothing below leaks to the host.
-    if unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    } != 0
+    if let Some(tasks) = ns.cgroup_tasks
+        && let Err(st) = join_cgroup_v1(tasks)
     {
-        fail(r, stage::MOUNT_PRIVATE);
+        fail(r, st);
     }
-    for m in &ns.mounts {
-        match m {
-            MountStep::MaskDir(p) => {
-                // SAFETY: mounts an empty tmpfs on a path prepared by the parent; all pointers
-                // are valid NUL-terminated strings owned by `plan`.
-                let rc = unsafe {
-                    libc::mount(
-                        TMPFS.as_ptr(),
-                        p.as_ptr(),
-                        TMPFS.as_ptr(),
-                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        TMPFS_OPTS.as_ptr().cast(),
-                    )
-                };
-                if rc != 0 {
-                    fail(r, stage::MOUNT_DENY);
-                }
-            }
-            MountStep::MaskFile(p) => {
-                if bind_ro(DEV_NULL.as_ptr(), p.as_ptr()) != 0 {
-                    fail(r, stage::MOUNT_DENY);
-                }
-            }
-            MountStep::ReadOnly(p) => {
-                if bind_ro(p.as_ptr(), p.as_ptr()) != 0 {
-                    fail(r, stage::MOUNT_PROTECT);
-                }
-            }
-            MountStep::Pin(p) => {
-                // SAFETY: bind-mounts a prepared NUL-terminated path onto itself, with the
-                // mounts already below it.
-                let rc = unsafe {
-                    libc::mount(
-                        p.as_ptr(),
-                        p.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND | libc::MS_REC,
-                        std::ptr::null(),
-                    )
-                };
-                if rc != 0 {
-                    fail(r, stage::MOUNT_PROTECT);
-                }
-            }
-        }
+    if let Err(st) = apply_mounts(ns, plan.landlock) {
+        fail(r, st);
     }
-    for (path, opts, access) in &ns.tmpfs {
-        // SAFETY: mounts a tmpfs on a directory the parent made sure exists; all pointers are
-        // NUL-terminated strings owned by `plan`.
-        let rc = unsafe {
-            libc::mount(
-                TMPFS.as_ptr(),
-                path.as_ptr(),
-                TMPFS.as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                opts.as_ptr().cast(),
-            )
-        };
-        if rc != 0 {
-            fail(r, stage::MOUNT_TMP);
-        }
-        if let Some(ruleset) = plan.landlock
-            && !add_path_rule(ruleset, path, *access)
-        {
-            fail(r, stage::PROC_RULE);
-        }
-    }
-    // SAFETY: mounts a fresh procfs for our pid namespace over /proc; static strings.
-    if unsafe {
-        libc::mount(
-            c"proc".as_ptr(),
-            PROC.as_ptr(),
-            c"proc".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        )
-    } != 0
-    {
-        fail(r, stage::MOUNT_PROC);
-    }
-    if ns.proc_access != 0
-        && let Some(ruleset) = plan.landlock
-        && !add_path_rule(ruleset, PROC, ns.proc_access)
-    {
-        fail(r, stage::PROC_RULE);
-    }
-    if let Some(v) = &ns.pid_max {
-        // SAFETY: open/write/close of a procfs file with a prepared NUL-terminated value.
-        let ok = unsafe {
-            let fd = libc::open(PID_MAX_PATH.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            let bytes = v.as_bytes();
-            let ok = fd >= 0
-                && libc::write(fd, bytes.as_ptr().cast(), bytes.len()) == bytes.len() as isize;
-            if fd >= 0 {
-                libc::close(fd);
-            }
-            ok
-        };
-        if !ok {
-            fail(r, stage::PID_MAX);
-        }
-    }
-    if ns.loopback && !loopback_up() {
-        fail(r, stage::LOOPBACK);
+    if let Err(st) = finish_namespaces(ns, plan.landlock) {
+        fail(r, st);
     }
     let child = spawn_command(plan, argv, envp);
     if child < 0 {
@@ -538,6 +422,150 @@ fn init_main(
             unsafe { libc::_exit(1) };
         }
     }
+}
+
+/// The cgroup layer on cgroup v1, in the helper: moves this (single-threaded) process into
+/// the cgroup whose `tasks` file is open as `tasks`, and closes it. (On v2 the helper is cloned
+/// into its cgroup.) Async-signal-safe; on failure, the stage.
+fn join_cgroup_v1(tasks: RawFd) -> Result<(), u32> {
+    // SAFETY: a one-byte write of "0" (this thread) to the cgroup's tasks file.
+    let ok = unsafe { libc::write(tasks, b"0".as_ptr().cast(), 1) } == 1;
+    // SAFETY: closing our copy of the fd (a successful close leaves the write's errno).
+    unsafe { libc::close(tasks) };
+    if ok { Ok(()) } else { Err(stage::CGROUP) }
+}
+
+/// The mounts layer in the helper's (new, so far shared-propagation) mount namespace: made
+/// private, then the plan's pins, masks and read-only binds, then the fresh tmpfs mounts (each
+/// with its landlock rule on `landlock`, the ruleset not yet applied). Async-signal-safe; on
+/// failure, the stage (errno still set).
+pub(crate) fn apply_mounts(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
+    // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
+    // own (new) mount namespace so nothing below leaks to the host.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(stage::MOUNT_PRIVATE);
+    }
+    for m in &ns.mounts {
+        match m {
+            MountStep::MaskDir(p) => {
+                // SAFETY: mounts an empty tmpfs on a path prepared by the parent; all pointers
+                // are valid NUL-terminated strings owned by `plan`.
+                let rc = unsafe {
+                    libc::mount(
+                        TMPFS.as_ptr(),
+                        p.as_ptr(),
+                        TMPFS.as_ptr(),
+                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        TMPFS_OPTS.as_ptr().cast(),
+                    )
+                };
+                if rc != 0 {
+                    return Err(stage::MOUNT_DENY);
+                }
+            }
+            MountStep::MaskFile(p) => {
+                if bind_ro(DEV_NULL.as_ptr(), p.as_ptr()) != 0 {
+                    return Err(stage::MOUNT_DENY);
+                }
+            }
+            MountStep::ReadOnly(p) => {
+                if bind_ro(p.as_ptr(), p.as_ptr()) != 0 {
+                    return Err(stage::MOUNT_PROTECT);
+                }
+            }
+            MountStep::Pin(p) => {
+                // SAFETY: bind-mounts a prepared NUL-terminated path onto itself, with the
+                // mounts already below it.
+                let rc = unsafe {
+                    libc::mount(
+                        p.as_ptr(),
+                        p.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    )
+                };
+                if rc != 0 {
+                    return Err(stage::MOUNT_PROTECT);
+                }
+            }
+        }
+    }
+    for (path, opts, access) in &ns.tmpfs {
+        // SAFETY: mounts a tmpfs on a directory the parent made sure exists; all pointers are
+        // NUL-terminated strings owned by `plan`.
+        let rc = unsafe {
+            libc::mount(
+                TMPFS.as_ptr(),
+                path.as_ptr(),
+                TMPFS.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                opts.as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            return Err(stage::MOUNT_TMP);
+        }
+        if let Some(ruleset) = landlock
+            && !add_path_rule(ruleset, path, *access)
+        {
+            return Err(stage::PROC_RULE);
+        }
+    }
+    Ok(())
+}
+
+/// The rest of the namespaces layer, in the helper: a fresh /proc (with its landlock rule),
+/// `pid_max`, and `lo` up for `loopback`. Async-signal-safe; on failure, the stage.
+fn finish_namespaces(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
+    // SAFETY: mounts a fresh procfs for our pid namespace over /proc; static strings.
+    if unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            PROC.as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(stage::MOUNT_PROC);
+    }
+    if ns.proc_access != 0
+        && let Some(ruleset) = landlock
+        && !add_path_rule(ruleset, PROC, ns.proc_access)
+    {
+        return Err(stage::PROC_RULE);
+    }
+    if let Some(v) = &ns.pid_max {
+        // SAFETY: open/write/close of a procfs file with a prepared NUL-terminated value.
+        let ok = unsafe {
+            let fd = libc::open(PID_MAX_PATH.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            let bytes = v.as_bytes();
+            let ok = fd >= 0
+                && libc::write(fd, bytes.as_ptr().cast(), bytes.len()) == bytes.len() as isize;
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            ok
+        };
+        if !ok {
+            return Err(stage::PID_MAX);
+        }
+    }
+    if ns.loopback && !loopback_up() {
+        return Err(stage::LOOPBACK);
+    }
+    Ok(())
 }
 
 #[repr(C, packed)]
@@ -652,7 +680,8 @@ fn bind_ro(src: *const libc::c_char, dst: *const libc::c_char) -> libc::c_int {
     }
 }
 
-fn loopback_up() -> bool {
+/// Brings up `lo` in this network namespace.
+pub(crate) fn loopback_up() -> bool {
     // SAFETY: an AF_INET datagram socket used only for SIOCGIFFLAGS/SIOCSIFFLAGS on "lo"; the
     // ifreq is zero-initialised on the stack and the socket is closed before returning.
     unsafe {
@@ -703,10 +732,6 @@ struct CapData {
 const CAP_V3: u32 = 0x2008_0522;
 
 /// The command: stdio, session, cwd, limits, capabilities, no_new_privs, landlock, seccomp, exec.
-#[allow(
-    clippy::too_many_lines,
-    reason = "the child between clone and execve: raw syscalls on prepared memory only, async-signal-safe, one straight line by necessity"
-)]
 fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> ! {
     let r = plan.report;
     // SAFETY: every call below is a raw syscall on values prepared by the parent (fds, C
@@ -750,43 +775,11 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
         if libc::chdir(plan.cwd.as_ptr()) != 0 {
             fail(r, stage::CHDIR);
         }
-        for &(res, v) in &plan.rlimits {
-            let lim = libc::rlimit {
-                rlim_cur: v,
-                rlim_max: v,
-            };
-            if libc::setrlimit(res, &lim) != 0 {
-                fail(r, stage::RLIMIT);
-            }
+        if let Err(st) = set_rlimits(&plan.rlimits) {
+            fail(r, st);
         }
-        // Capabilities: lock securebits so that exec as uid 0 regains nothing, empty the
-        // bounding and ambient sets, then clear effective/permitted/inheritable.
-        if plan.privileged {
-            let bits = SECBIT_NOROOT
-                | SECBIT_NOROOT_LOCKED
-                | SECBIT_NO_SETUID_FIXUP
-                | SECBIT_NO_SETUID_FIXUP_LOCKED
-                | SECBIT_KEEP_CAPS_LOCKED
-                | SECBIT_NO_CAP_AMBIENT_RAISE
-                | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-            if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) != 0 {
-                fail(r, stage::SECUREBITS);
-            }
-            for cap in 0..=plan.cap_last {
-                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
-                    fail(r, stage::CAP_BOUNDING);
-                }
-            }
-        }
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            fail(r, stage::CAP_AMBIENT);
+        if let Err(st) = lock_capabilities(plan.privileged, plan.cap_last) {
+            fail(r, st);
         }
         // The caller's identity (a daemon's client): groups, then gid, then uid, while
         // CAP_SETGID/CAP_SETUID are still effective; the capabilities go next. Raw syscalls:
@@ -799,45 +792,142 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
         {
             fail(r, stage::IDENTITY);
         }
-        let mut hdr = CapHeader {
-            version: CAP_V3,
-            pid: 0,
-        };
-        let data = [CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) != 0 {
-            fail(r, stage::CAPSET);
+        if let Err(st) = clear_capabilities() {
+            fail(r, st);
         }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            fail(r, stage::NO_NEW_PRIVS);
+        if let Err(st) = set_no_new_privs() {
+            fail(r, st);
         }
         if let Some(fd) = plan.landlock
-            && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+            && let Err(st) = restrict_landlock(fd)
         {
-            fail(r, stage::LANDLOCK);
+            fail(r, st);
         }
-        if !plan.bpf.is_empty() {
-            let prog = libc::sock_fprog {
-                len: plan.bpf.len() as libc::c_ushort,
-                filter: plan.bpf.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0u32,
-                &prog as *const libc::sock_fprog,
-            ) != 0
-            {
-                fail(r, stage::SECCOMP);
-            }
+        if let Err(st) = install_seccomp(&plan.bpf) {
+            fail(r, st);
         }
         libc::execve(plan.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
         report(r, stage::EXEC, errno());
         libc::_exit(127)
     }
+}
+
+/// The rlimits layer, in the command: each limit as both soft and hard limit.
+/// Async-signal-safe; on failure, the stage (errno still set).
+pub(crate) fn set_rlimits(limits: &[(RlimitResource, libc::rlim_t)]) -> Result<(), u32> {
+    for &(res, v) in limits {
+        let lim = libc::rlimit {
+            rlim_cur: v,
+            rlim_max: v,
+        };
+        // SAFETY: setrlimit reads a struct on our stack.
+        if unsafe { libc::setrlimit(res, &lim) } != 0 {
+            return Err(stage::RLIMIT);
+        }
+    }
+    Ok(())
+}
+
+/// The first half of the capabilities layer, in the command: with `privileged` (root or
+/// CAP_SETPCAP), lock securebits so that exec as uid 0 regains nothing and empty the bounding
+/// set (capabilities 0..=`cap_last`); in every case clear the ambient set.
+/// Async-signal-safe; on failure, the stage.
+pub(crate) fn lock_capabilities(privileged: bool, cap_last: u32) -> Result<(), u32> {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        if privileged {
+            let bits = SECBIT_NOROOT
+                | SECBIT_NOROOT_LOCKED
+                | SECBIT_NO_SETUID_FIXUP
+                | SECBIT_NO_SETUID_FIXUP_LOCKED
+                | SECBIT_KEEP_CAPS_LOCKED
+                | SECBIT_NO_CAP_AMBIENT_RAISE
+                | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+            if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) != 0 {
+                return Err(stage::SECUREBITS);
+            }
+            for cap in 0..=cap_last {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(stage::CAP_BOUNDING);
+                }
+            }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(stage::CAP_AMBIENT);
+        }
+    }
+    Ok(())
+}
+
+/// The second half of the capabilities layer (after the identity change): clear the
+/// effective, permitted and inheritable sets. Async-signal-safe; on failure, the stage.
+pub(crate) fn clear_capabilities() -> Result<(), u32> {
+    let mut hdr = CapHeader {
+        version: CAP_V3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a header and two CapData (version 3) from our stack.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) } != 0 {
+        return Err(stage::CAPSET);
+    }
+    Ok(())
+}
+
+/// no_new_privs: exec gains no privilege (setuid bits, file capabilities). Async-signal-safe.
+pub(crate) fn set_no_new_privs() -> Result<(), u32> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(stage::NO_NEW_PRIVS);
+    }
+    Ok(())
+}
+
+/// The landlock layer, in the command: restricts this thread with the parent's ruleset.
+/// Async-signal-safe; on failure, the stage.
+pub(crate) fn restrict_landlock(ruleset: RawFd) -> Result<(), u32> {
+    // SAFETY: landlock_restrict_self with a ruleset fd and no flags; no memory is passed.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } != 0 {
+        return Err(stage::LANDLOCK);
+    }
+    Ok(())
+}
+
+/// The seccomp layer, in the command (last before execve; needs no_new_privs or
+/// CAP_SYS_ADMIN): installs the parent's program. Async-signal-safe; on failure, the stage.
+pub(crate) fn install_seccomp(bpf: &[libc::sock_filter]) -> Result<(), u32> {
+    if bpf.is_empty() {
+        return Ok(());
+    }
+    let prog = libc::sock_fprog {
+        len: bpf.len() as libc::c_ushort,
+        filter: bpf.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: seccomp(SET_MODE_FILTER) reads the program (a live slice) through a sock_fprog
+    // on our stack; the kernel copies it.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const libc::sock_fprog,
+        )
+    } != 0
+    {
+        return Err(stage::SECCOMP);
+    }
+    Ok(())
 }
 
 /// The kernel's landlock ABI version (0 if landlock is unavailable or disabled).
@@ -1229,4 +1319,60 @@ pub(crate) fn die_of(sig: libc::c_int) -> ! {
         libc::raise(sig);
     }
     std::process::exit(128 + sig)
+}
+
+/// For the layers' unit tests: each layer applied alone in a forked child.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::io;
+
+    /// Runs `f` in a forked child and returns its exit code: what `f` returns, 101 if it
+    /// panics (an assertion failed), 128 + N if signal N killed it. The child never returns
+    /// into the test harness. (nextest runs each test in its own process, so no other thread
+    /// holds a lock the child could need.)
+    pub(crate) fn in_fork(f: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: fork(2); the child runs `f` and leaves with _exit, never returning.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
+            // SAFETY: ends the forked child without running the harness's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let status = super::wait(pid).expect("wait");
+        if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            128 + libc::WTERMSIG(status)
+        }
+    }
+
+    /// unshare(2) with these flags.
+    pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
+        // SAFETY: unshare with integer flags only.
+        if unsafe { libc::unshare(flags) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// (soft, hard) limit of a resource.
+    pub(crate) fn getrlimit(res: super::RlimitResource) -> (u64, u64) {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills a struct on our stack.
+        assert_eq!(unsafe { libc::getrlimit(res, &mut lim) }, 0);
+        (lim.rlim_cur, lim.rlim_max)
+    }
+
+    /// ptrace(PTRACE_TRACEME): a syscall every seccomp program of the sandbox refuses.
+    pub(crate) fn ptrace_traceme() -> io::Result<()> {
+        // SAFETY: PTRACE_TRACEME takes no memory; our parent becomes our tracer.
+        if unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
