@@ -152,8 +152,8 @@
 //! - Lints keep the middle small and quiet (Cargo.toml `[lints.clippy]`, `clippy.toml`): only
 //!   the front ends (`cli`, `serve`) print or read the process's environment (the broker reads
 //!   the caller's through `broker::client`); no `expect` outside tests (the fuzz hooks return
-//!   errors); a function over 100 lines carries an `#[allow]` naming why and the stage of
-//!   issue 23 that splits it — twenty do today, each listed by the compiler.
+//!   errors); a function over 100 lines carries an `#[allow]` naming why — each listed by
+//!   the compiler.
 //! - `gateway mcp` (`serve::mcp`, on `rmcp` with a current-thread tokio runtime): every
 //!   tool call is `serve::mcp::run_tool`, run on a blocking-pool thread (which outlives the
 //!   run it spawns, as the sandbox's `PR_SET_PDEATHSIG` needs) so that the runtime can still
@@ -205,15 +205,35 @@
 //!   stdin would skip its secret scan). `PROTOCOL_VERSION` is bumped on any change to the
 //!   wire types; a test pins a digest of a sample of every variant per version, and another
 //!   version is refused first, naming both.
-//! - Refusals are typed (`broker::refusal::Refusal`, issue 23; the file tools first): a path
-//!   outside the roots or leading out of them, a protected path inside a tree to remove, a
-//!   file over `[files] max_size` are the policy's no, not usage errors. Each variant carries
-//!   its path and names its rule; wherever it is decided — in the broker or late in the
-//!   confined worker, which sends it back typed — the call's record is a `deny` with that
-//!   rule, so `log query --decision deny` finds it, and `cli` maps `BrokerError::Refused` to
-//!   exit 120 as it does an exec denial, `--json` adding a `refusal` object (kind, rule, path)
-//!   beside the one `error` string. Conflicts (changed since, a file in the way) and bad
+//! - Refusals are typed (`broker::refusal::Refusal`, issue 23): denied by a rule, not
+//!   approved, a secret in an input, a scrubbed variable asked for by `--env`, a path outside
+//!   the roots or leading out of them, a denied or protected path, a protected path inside a
+//!   tree to remove, a file over `[files] max_size` are the policy's no, not usage errors.
+//!   Each variant carries its fields and names its rule; wherever it is decided — before the
+//!   decision, in the broker's perform step, late in the confined worker (which sends it back
+//!   typed) — the call's record is a `deny` with that rule (a call nobody approved: a deny
+//!   naming the rule that asked, `approved: false`), so `log query --decision deny` finds it;
+//!   `cli` maps refusals to exit 120 (121 not approved), and every report carries a `refusal`
+//!   object (kind, rule, message, fields). Conflicts (changed since, a file in the way) and bad
 //!   arguments stay usage errors (122).
+//! - One invocation (`broker::invoke`, issue 23): exec, every file tool, `cd` and `scan` are
+//!   a `Tool` (decide with inputs redacted, ask, confirm, perform, fill the record, after the
+//!   record) driven by one function that owns the log, the decision, the approval, the error
+//!   and the refusal of the record — no tool can forget one, and a call that fails anywhere
+//!   after the log opens is recorded once. Exec's perform step is `broker::exec` (plan, hold
+//!   the protected paths, relay, put back, snapshot).
+//! - Results are typed (`broker::report`): `ExecReport`, `FsReport`, `ErrorReport` and the
+//!   small reports of `cd`, `history`, `undo --skip`, `trash`; the CLI's `--json`, the daemon
+//!   and MCP (`structuredContent`) render the same values, so a field has one name everywhere
+//!   (`reports::every_front_end_returns_the_same_report_for_the_same_call`); no front end
+//!   builds a result from a `json!` literal (`cli::json_check`).
+//! - The caller travels with the call (`broker::client::Context`, issue 23): `ExecRequest`,
+//!   `FsContext`, `scan` and the planner take it; only the front ends read the thread-local a
+//!   daemon connection sets (`Context::current`), and the broker reads its caller's identity,
+//!   environment, home and stdin from the request alone
+//!   (`broker::client::tests::the_broker_reads_its_caller_from_the_request_only`). The
+//!   thread-local stays as the front ends' carrier: the daemon runs the CLI's own dispatch for
+//!   a client, whose output goes to the client's streams.
 //!
 //! # Test strategy
 //!

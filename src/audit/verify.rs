@@ -241,7 +241,7 @@ struct Epoch {
 /// Verifies the audit log of a state directory.
 #[allow(
     clippy::too_many_lines,
-    reason = "the log's checks in one pass, in order (chain, signatures, checkpoints, anchor); split per check in a later stage of issue 23"
+    reason = "the log's checks in one pass, in order (chain, signatures, checkpoints, anchor)"
 )]
 pub fn verify(state_dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, AuditError> {
     let paths = Paths::new(state_dir);

@@ -158,32 +158,157 @@ pub fn current() -> Option<Rc<Client>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// An environment variable of the caller.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "no client context: this process is its own front end, and its environment the caller's"
-)]
-pub fn env_var(name: &str) -> Option<OsString> {
-    match current() {
-        Some(c) => c
-            .env
-            .iter()
-            .find(|(k, _)| k == OsStr::new(name))
-            .map(|(_, v)| v.clone()),
-        None => std::env::var_os(name),
+/// The caller of one call, as the broker sees it: this process (a one-shot front end: its
+/// own environment, stdio and rights) or a daemon client. Every request carries one
+/// (`ExecRequest::context`, `FsContext::client`, `ScanRequest::context`): the broker reads
+/// who calls, their environment and their streams from it, never from the thread-local a
+/// daemon's connection sets (only the front ends read that, with [`Context::current`]).
+#[derive(Clone, Default)]
+pub struct Context(Option<Rc<Client>>);
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.client() {
+            Some(c) => write!(f, "daemon client uid {} pid {}", c.caller.uid, c.caller.pid),
+            None => f.write_str("this process"),
+        }
     }
 }
 
-/// The caller's whole environment.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "no client context: this process is its own front end, and its environment the caller's"
-)]
-pub fn env_vars() -> Vec<(OsString, OsString)> {
-    match current() {
-        Some(c) => c.env.clone(),
-        None => std::env::vars_os().collect(),
+impl Context {
+    /// This process is the caller.
+    pub fn this_process() -> Context {
+        Context(None)
     }
+
+    /// The call this thread serves (a front end's view: the daemon's client, or this
+    /// process).
+    pub fn current() -> Context {
+        Context(current())
+    }
+
+    /// The daemon client, if the caller is one.
+    pub fn client(&self) -> Option<&Client> {
+        self.0.as_deref()
+    }
+
+    /// An environment variable of the caller.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "no client: this process is its own front end, and its environment the caller's"
+    )]
+    pub fn env_var(&self, name: &str) -> Option<OsString> {
+        match self.client() {
+            Some(c) => c
+                .env
+                .iter()
+                .find(|(k, _)| k == OsStr::new(name))
+                .map(|(_, v)| v.clone()),
+            None => std::env::var_os(name),
+        }
+    }
+
+    /// The caller's whole environment.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "no client: this process is its own front end, and its environment the caller's"
+    )]
+    pub fn env_vars(&self) -> Vec<(OsString, OsString)> {
+        match self.client() {
+            Some(c) => c.env.clone(),
+            None => std::env::vars_os().collect(),
+        }
+    }
+
+    /// Runs `f` with the rights of the caller over files (see [`as_client`]).
+    pub fn as_client<R: Send>(&self, f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
+        match self.client() {
+            Some(c) if !own_rights_suffice(c.caller.uid) => {
+                crate::sandbox::with_fs_identity(c.caller.uid, c.gid, &c.groups, f)
+            }
+            _ => Ok(f()),
+        }
+    }
+
+    /// The filesystem identity the broker reads a workspace with for this caller (see
+    /// [`as_client`]): the daemon's client unless it is root or the daemon's own user;
+    /// None: this process's own.
+    pub fn fs_identity(&self) -> Option<super::wsfs::Identity> {
+        match self.client() {
+            Some(c) if !own_rights_suffice(c.caller.uid) => Some(super::wsfs::Identity {
+                uid: c.caller.uid,
+                gid: c.gid,
+                groups: c.groups.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Who a command runs as: the daemon's client when its uid is not this process's (its
+    /// command gets the client's uid, gid and groups, not the daemon's), else this process.
+    pub fn run_as(&self) -> Option<crate::sandbox::RunAs> {
+        let c = self.client()?;
+        (c.caller.uid != crate::sandbox::effective_uid()).then(|| crate::sandbox::RunAs {
+            uid: c.caller.uid,
+            gid: c.gid,
+            groups: c.groups.clone(),
+        })
+    }
+
+    /// The caller: the daemon's client, or this process (`client` names the front end).
+    pub fn caller(&self, client: &str) -> Caller {
+        match self.client() {
+            Some(c) => c.caller.clone(),
+            None => Caller {
+                uid: crate::sandbox::effective_uid(),
+                pid: std::process::id(),
+                client: client.into(),
+            },
+        }
+    }
+
+    /// Runs `f` with the caller's stdin fd.
+    pub fn with_stdin<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
+        match self.client() {
+            Some(c) => f(c.stdin.as_fd()),
+            None => f(std::io::stdin().as_fd()),
+        }
+    }
+
+    /// Is the caller's stdin a terminal?
+    pub fn stdin_is_tty(&self) -> bool {
+        match self.client() {
+            Some(c) => c.tty.stdin,
+            None => crate::sandbox::stdin_is_tty(),
+        }
+    }
+
+    /// The caller's working directory.
+    pub fn cwd(&self) -> std::io::Result<std::path::PathBuf> {
+        match self.client() {
+            Some(c) => Ok(c.cwd.clone()),
+            None => std::env::current_dir(),
+        }
+    }
+
+    /// Writes to the caller's stderr (errors ignored).
+    pub fn err(&self, f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) {
+        let mut w: Box<dyn Write + '_> = match self.client() {
+            Some(c) => Box::new(&c.stderr),
+            None => Box::new(std::io::stderr().lock()),
+        };
+        let _ = f(&mut w).and_then(|_| w.flush());
+    }
+}
+
+/// An environment variable of the caller of the call this thread serves (front ends).
+pub fn env_var(name: &str) -> Option<OsString> {
+    Context::current().env_var(name)
+}
+
+/// The caller's whole environment (front ends).
+pub fn env_vars() -> Vec<(OsString, OsString)> {
+    Context::current().env_vars()
 }
 
 /// Runs `f` with the rights of the caller over files: the daemon's client's uid, gid and
@@ -192,14 +317,10 @@ pub fn env_vars() -> Vec<(OsString, OsString)> {
 /// root. For every file a caller names that the CLI opens itself rather than through the
 /// confined file tools (`--content-file`, a policy file, `scan` paths and baselines, `log
 /// verify --anchor/--key`): a daemon running as another user, with `CAP_DAC_OVERRIDE`, must
-/// not read or write for a client what the client could not.
+/// not read or write for a client what the client could not. (Front ends; the broker uses
+/// [`Context::as_client`].)
 pub fn as_client<R: Send>(f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
-    match current() {
-        Some(c) if !own_rights_suffice(c.caller.uid) => {
-            crate::sandbox::with_fs_identity(c.caller.uid, c.gid, &c.groups, f)
-        }
-        _ => Ok(f()),
-    }
+    Context::current().as_client(f)
 }
 
 /// Whether the daemon opens files for a client of uid `uid` with its own rights: the client
@@ -209,41 +330,30 @@ fn own_rights_suffice(uid: u32) -> bool {
     uid == 0 || uid == crate::sandbox::effective_uid()
 }
 
-/// The filesystem identity the broker reads a workspace with for this caller (see
-/// [`as_client`]): the daemon's client unless it is root or the daemon's own user; None:
-/// this process's own.
-pub fn fs_identity() -> Option<super::wsfs::Identity> {
-    match current() {
-        Some(c) if !own_rights_suffice(c.caller.uid) => Some(super::wsfs::Identity {
-            uid: c.caller.uid,
-            gid: c.gid,
-            groups: c.groups.clone(),
-        }),
-        _ => None,
-    }
-}
-
-/// Who a command runs as: the daemon's client when its uid is not this process's (its
-/// command gets the client's uid, gid and groups, not the daemon's), else this process.
-pub fn run_as() -> Option<crate::sandbox::RunAs> {
-    let c = current()?;
-    (c.caller.uid != crate::sandbox::effective_uid()).then(|| crate::sandbox::RunAs {
-        uid: c.caller.uid,
-        gid: c.gid,
-        groups: c.groups.clone(),
-    })
-}
-
-/// The caller: the daemon's client, or this process (`client` names the front end).
+/// The caller (front ends): the daemon's client, or this process.
 pub fn caller(client: &str) -> Caller {
-    match current() {
-        Some(c) => c.caller.clone(),
-        None => Caller {
-            uid: crate::sandbox::effective_uid(),
-            pid: std::process::id(),
-            client: client.into(),
-        },
+    Context::current().caller(client)
+}
+
+/// (Front ends) A session id: `GATEWAY_SESSION`, else a fresh random one (`cli-...`).
+pub fn session_id() -> String {
+    session_id_for("cli")
+}
+
+/// A session id: `GATEWAY_SESSION`, else a fresh random one named after the client
+/// (`mcp-...`, `repl-...`).
+pub fn session_id_for(client: &str) -> String {
+    if let Some(s) = env_var("GATEWAY_SESSION").filter(|s| !s.is_empty()) {
+        return s.to_string_lossy().into_owned();
     }
+    let mut b = [0u8; 6];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    format!("{client}-{}", crate::audit::hex(&b))
+}
+
+/// The caller: this process (`client` names the front end), or the daemon's client.
+pub fn this_caller(client: &str) -> Caller {
+    caller(client)
 }
 
 /// The caller's working directory: the daemon client's, or this process's.
@@ -254,20 +364,14 @@ pub fn cwd() -> std::io::Result<std::path::PathBuf> {
     }
 }
 
-/// Runs `f` with the caller's stdin fd.
+/// Runs `f` with the caller's stdin fd (front ends).
 pub fn with_stdin<R>(f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
-    match current() {
-        Some(c) => f(c.stdin.as_fd()),
-        None => f(std::io::stdin().as_fd()),
-    }
+    Context::current().with_stdin(f)
 }
 
-/// Is the caller's stdin a terminal?
+/// Is the caller's stdin a terminal? (front ends)
 pub fn stdin_is_tty() -> bool {
-    match current() {
-        Some(c) => c.tty.stdin,
-        None => crate::sandbox::stdin_is_tty(),
-    }
+    Context::current().stdin_is_tty()
 }
 
 /// Is the caller's stderr a terminal?
@@ -343,4 +447,87 @@ pub fn tty_confirm(question: &str) -> Option<bool> {
         line.trim().to_ascii_lowercase().as_str(),
         "y" | "yes"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    /// What reads the thread-local a daemon's connection sets (or this process's own
+    /// environment and stdio as the caller's): the front ends' way to the caller.
+    const READERS: &str = r"\b(client|Context)::(current|env_var|env_vars|as_client|caller|cwd|with_stdin|stdin_is_tty|stderr_is_tty|out|err|read_stdin_to_end|stdout_writer|session_id|session_id_for|this_caller)\s*\(";
+
+    /// The calls to [`READERS`] in `text`, skipping comments and a file's own unit tests.
+    fn readers(file: &str, text: &str) -> Vec<String> {
+        let re = regex::Regex::new(READERS).expect("regex");
+        let mut out = Vec::new();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if l.starts_with("#[cfg(test)]")
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|n| n.starts_with("mod ") && n.contains('{'))
+            {
+                break;
+            }
+            let code = l.split("//").next().unwrap_or("");
+            if re.is_match(code) {
+                out.push(format!("{file}:{}: {}", i + 1, l.trim()));
+            }
+        }
+        out
+    }
+
+    /// Issue 23: the broker is told who calls — `ExecRequest::context`, `FsContext::client`,
+    /// a `&Context` argument — and never reads it from the thread-local or the process.
+    /// Only this module (which keeps the thread-local) and the front ends (`cli`, `serve`)
+    /// read it.
+    #[test]
+    fn the_broker_reads_its_caller_from_the_request_only() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/src/broker");
+        let mut stack = vec![std::path::PathBuf::from(root)];
+        let mut files = Vec::new();
+        while let Some(d) = stack.pop() {
+            // not-ws: the crate's own sources, read by a unit test
+            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("client.rs") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() >= 20, "{files:?}");
+        let mut bad = Vec::new();
+        for f in &files {
+            // not-ws: the crate's own sources, read by a unit test
+            let text = std::fs::read_to_string(f).expect("read");
+            bad.extend(readers(&f.display().to_string(), &text));
+        }
+        assert!(
+            bad.is_empty(),
+            "the broker reads its caller from the thread-local or the process: pass it in the request instead:\n{}",
+            bad.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_check_sees_every_reader() {
+        for bad in [
+            "    let c = client::current();",
+            "    let h = super::client::env_var(\"HOME\");",
+            "    let cx = client::Context::current();",
+            "    super::client::as_client(|| read(p))",
+            "    let s = super::client::session_id();",
+        ] {
+            assert_eq!(readers("x.rs", bad).len(), 1, "{bad}");
+        }
+        for good in [
+            "    let h = cx.env_var(\"HOME\");",
+            "    // client::current() in a comment",
+            "pub use super::client::{session_id, this_caller};",
+            "#[cfg(test)]\nmod tests {\n    let c = client::current();\n}",
+        ] {
+            assert!(readers("x.rs", good).is_empty(), "{good}");
+        }
+    }
 }

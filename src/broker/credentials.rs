@@ -38,13 +38,10 @@ fn account_home() -> Option<PathBuf> {
     })
 }
 
-fn caller_var(name: &str) -> Option<String> {
-    client::env_var(name).and_then(|v| v.into_string().ok())
-}
-
 /// Every catalogue store with the paths it denies to this caller (`*` not yet expanded).
-pub fn denied(caller_home: &Path) -> Vec<(&'static Store, Vec<PathBuf>)> {
+pub fn denied(cx: &client::Context, caller_home: &Path) -> Vec<(&'static Store, Vec<PathBuf>)> {
     let homes = homes(caller_home);
+    let caller_var = |name: &str| cx.env_var(name).and_then(|v| v.into_string().ok());
     credentials::catalogue()
         .stores
         .iter()
@@ -61,8 +58,8 @@ pub fn denied(caller_home: &Path) -> Vec<(&'static Store, Vec<PathBuf>)> {
 }
 
 /// The caller's denied paths as plain strings, for `plan`'s expansion (globs, canonical forms).
-pub(crate) fn denied_templates(caller_home: &Path) -> Vec<String> {
-    denied(caller_home)
+pub(crate) fn denied_templates(cx: &client::Context, caller_home: &Path) -> Vec<String> {
+    denied(cx, caller_home)
         .into_iter()
         .flat_map(|(_, v)| v)
         .map(|p| p.display().to_string())
@@ -70,8 +67,8 @@ pub(crate) fn denied_templates(caller_home: &Path) -> Vec<String> {
 }
 
 /// [`denied`] for the caller of this call.
-pub fn denied_for_caller() -> Vec<(&'static Store, Vec<PathBuf>)> {
-    denied(&super::home())
+pub fn denied_for_caller(cx: &client::Context) -> Vec<(&'static Store, Vec<PathBuf>)> {
+    denied(cx, &super::home(cx))
 }
 
 /// What `policy explain --credentials` shows: what the catalogue denies to this caller under
@@ -112,11 +109,11 @@ pub struct DeniedStore {
 }
 
 /// [`Explained`] for the caller of this call under `policy`.
-pub fn explain(policy: &Policy) -> Explained {
+pub fn explain(cx: &client::Context, policy: &Policy) -> Explained {
     Explained {
         policy: policy.name.clone(),
         catalogue: "policies/credentials.toml",
-        stores: denied_for_caller()
+        stores: denied_for_caller(cx)
             .into_iter()
             .map(|(s, denied)| DeniedStore {
                 group: &s.group,

@@ -62,7 +62,7 @@ pub fn exec(
         report: SecretsReport::default(),
     };
     let call = Call {
-        policy: req.policy,
+        policy: &req.policy.name,
         state_dir: &req.state_dir,
         session: &req.session,
         caller: &req.caller,
@@ -117,7 +117,7 @@ impl Tool for ExecTool<'_, '_> {
         // never does ("warn" records the finding, not the secret).
         self.trace.argv = argv.iter().map(|a| redact_text(a)).collect();
         rec.args = self.trace.argv.clone();
-        let mut decision = decide_exec(req.policy, &argv, &cwd);
+        let mut decision = decide_exec(&req.context, req.policy, &argv, &cwd);
         guard::redact_decision(&mut decision);
         self.trace.decision = Some(decision.clone());
         self.argv = argv;
@@ -126,10 +126,11 @@ impl Tool for ExecTool<'_, '_> {
 
     fn ask(&mut self, decision: &Decision) -> bool {
         let req = self.req;
-        match client::current() {
-            Some(_) => {
+        match req.context.client() {
+            Some(c) => {
                 ask_person(
                     &Asking {
+                        client: c,
                         state_dir: &req.state_dir,
                         session: &req.session,
                         caller: &req.caller,
@@ -287,13 +288,13 @@ impl ExecTool<'_, '_> {
         // uncommitted work it throws away stays recoverable with `gateway undo`.
         // `--no-snapshot` still wins.
         let snap = req.snapshot.unwrap_or_else(|| {
-            req.policy.undo.snapshot || discards_git_work(&self.argv, &spec.cwd)
+            req.policy.undo.snapshot || discards_git_work(&req.context, &self.argv, &spec.cwd)
         });
         let max_file = req.policy.undo.snapshot_max_file;
         let ws = self.ws.clone();
         // The workspace is read with the caller's rights (a daemon's client): never more. One
         // the caller cannot open is refused before anything is read or run there.
-        let who = client::fs_identity();
+        let who = req.context.fs_identity();
         if let Some(w) = &who {
             wsfs::as_identity(Some(w), || wsfs::Tree::open(&ws).map(drop))
                 .and_then(|r| r)
@@ -363,6 +364,7 @@ impl ExecTool<'_, '_> {
             None => std::env::temp_dir(),
         };
         let plan = plan(
+            &req.context,
             req.policy,
             &self.ws,
             &req.state_dir,
@@ -379,7 +381,7 @@ impl ExecTool<'_, '_> {
         let mut confine = plan.confine;
         // A daemon's client of another uid: its command runs as the client, not as the
         // daemon (whose uid owns other files), with its private TMPDIR.
-        confine.run_as = client::run_as();
+        confine.run_as = req.context.run_as();
         if let (Some(u), Some(t)) = (&confine.run_as, &tmp) {
             // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
             std::os::unix::fs::chown(&t.0, Some(u.uid), Some(u.gid)).map_err(|e| {
@@ -401,7 +403,7 @@ impl ExecTool<'_, '_> {
             argv: self.argv.iter().map(OsString::from).collect(),
             env,
             cwd,
-            stdin: stdin_of(&req.stdin)?,
+            stdin: stdin_of(&req.context, &req.stdin)?,
             confine,
         };
         Ok((spec, tmp, plan.git))
@@ -414,7 +416,7 @@ impl ExecTool<'_, '_> {
         let req = self.req;
         let ws = &self.ws;
         let trees = protected_trees(&spec.confine, ws);
-        let globals = global_git_configs(&home());
+        let globals = global_git_configs(&home(&req.context));
         let before = protected_present(&trees, req.policy, &places);
         // Without a mount namespace protected paths cannot be read-only: the broker keeps
         // them and puts them back after the run (`keep`), or refuses to run (unless best
@@ -534,7 +536,14 @@ impl ExecTool<'_, '_> {
             }
             None => vec![],
         };
-        let places_now = git_places(&held.trees, &held.globals, &home(), &self.ws);
+        let cx = &req.context;
+        let places_now = git_places(
+            &held.trees,
+            &held.globals,
+            &home(cx),
+            &self.ws,
+            cx.fs_identity().as_ref(),
+        );
         held.warnings.extend(
             places_now
                 .incomplete
@@ -559,16 +568,16 @@ impl ExecTool<'_, '_> {
 
 /// The child's stdin. "Inherit" is the caller's stdin: a daemon client's is the fd it
 /// passed; it is scanned on its way in unless it is a terminal (a person typing).
-fn stdin_of(s: &Stdin) -> Result<Stdin, BrokerError> {
+fn stdin_of(cx: &client::Context, s: &Stdin) -> Result<Stdin, BrokerError> {
     let own = |e: std::io::Error| BrokerError::Io {
         what: "passing the caller's stdin".into(),
         source: e,
     };
     Ok(match s {
-        Stdin::Inherit if client::with_stdin(sandbox::fd_is_null) => Stdin::Null,
-        Stdin::Inherit if client::current().is_some() => {
-            let fd = client::with_stdin(|f| f.try_clone_to_owned()).map_err(own)?;
-            if client::stdin_is_tty() {
+        Stdin::Inherit if cx.with_stdin(sandbox::fd_is_null) => Stdin::Null,
+        Stdin::Inherit if cx.client().is_some() => {
+            let fd = cx.with_stdin(|f| f.try_clone_to_owned()).map_err(own)?;
+            if cx.stdin_is_tty() {
                 Stdin::Fd(fd)
             } else {
                 Stdin::FilteredFd(fd)

@@ -72,6 +72,8 @@ pub struct FsContext<'a> {
     /// The flag: an `ask` decision (true; the daemon queues it for `gateway approve`) or a
     /// confirmation of what is allowed (false; asked only on a terminal).
     pub confirm: &'a dyn Fn(&str, bool) -> Option<bool>,
+    /// The caller: this process or a daemon client (its environment, rights, prompt).
+    pub client: super::client::Context,
 }
 
 /// A file tool call.
@@ -263,14 +265,14 @@ fn j_err(e: journal::JournalError) -> BrokerError {
 }
 
 fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
-    Ok(root_paths(ctx.policy, &ctx.state_dir, ws, true)?.open())
+    Ok(root_paths(&ctx.client, ctx.policy, &ctx.state_dir, ws, true)?.open())
 }
 
 /// Runs a file tool call through the invocation skeleton (`broker::invoke`): decide (on the
 /// path as written and as resolved), ask, act in the confined worker, record.
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
     let call = super::invoke::Call {
-        policy: ctx.policy,
+        policy: &ctx.policy.name,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
         caller: &ctx.caller,
@@ -420,12 +422,18 @@ impl super::invoke::Tool for FsTool<'_, '_> {
                 paths: std::iter::once(self.subject.clone()).chain(extra).collect(),
                 cwd: base.clone(),
             },
-            &super::shell_env(base),
+            &super::shell_env(&ctx.client, base),
         );
         // Denied and protected paths, judged as written and as resolved, refuse the call
         // here, named and recorded as a deny (`broker::paths`); the worker's confinement is
         // the second wall.
-        let paths = root_paths(ctx.policy, &ctx.state_dir, &self.ws, op.only_reads());
+        let paths = root_paths(
+            &ctx.client,
+            ctx.policy,
+            &ctx.state_dir,
+            &self.ws,
+            op.only_reads(),
+        );
         if let Ok(rp) = &paths {
             let subjects = decision_paths(&self.subject, op, base);
             let refused = super::paths::refusals(ctx.policy, rp, op, &subjects, &abs_of);
@@ -630,7 +638,7 @@ fn perform(
     // a daemon running as root that would lend another uid root's ownership of files (the
     // worker has no capabilities, but uid 0 owns most of the system): refused. Commands run
     // as the client instead (`client::run_as`).
-    if let Some(u) = super::client::run_as()
+    if let Some(u) = ctx.client.run_as()
         && crate::sandbox::effective_uid() == 0
     {
         return (
@@ -748,7 +756,7 @@ pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
 /// directory the policy lets tools read. Returns the new directory.
 pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
     let call = super::invoke::Call {
-        policy: ctx.policy,
+        policy: &ctx.policy.name,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
         caller: &ctx.caller,
@@ -809,7 +817,7 @@ impl super::invoke::Tool for CdTool<'_, '_> {
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<PathBuf, BrokerError> {
         let (ctx, target, base) = (self.ctx, self.target, &self.base);
         let mut dirs = super::session::load(&ctx.state_dir, &ctx.session);
-        let home = PathBuf::from(super::shell_env(base).home);
+        let home = PathBuf::from(super::shell_env(&ctx.client, base).home);
         let wanted = match target {
             "-" => dirs
                 .previous
@@ -907,11 +915,12 @@ fn confirm(
     question: &str,
     required: bool,
 ) -> Option<bool> {
-    if super::client::current().is_none() {
+    let Some(c) = ctx.client.client() else {
         return (ctx.confirm)(question, required);
-    }
+    };
     super::ask_person(
         &super::Asking {
+            client: c,
             state_dir: &ctx.state_dir,
             session: &ctx.session,
             caller: &ctx.caller,

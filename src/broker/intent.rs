@@ -164,7 +164,7 @@ impl Trace {
         })?;
         files.insert(0, p);
         // The daemon handles its own signals; its client's hangup cancels its runs.
-        let interrupts = if super::client::current().is_none() {
+        let interrupts = if req.context.client().is_none() {
             Some(
                 sandbox::catch_interrupts()
                     .map_err(io("catching SIGINT, SIGTERM and SIGHUP".into()))?,

@@ -24,12 +24,11 @@ use std::path::Path;
 use super::{BrokerError, open_log, record_decision, redact_text};
 use crate::audit;
 use crate::model::{Decision, Effect};
-use crate::policy::Policy;
 
 /// The circumstances every call shares: who asks, under which policy, recorded where.
 pub(crate) struct Call<'a> {
-    /// The policy in force.
-    pub policy: &'a Policy,
+    /// The name of the policy in force (recorded; the tools decide with the policy itself).
+    pub policy: &'a str,
     /// The broker's state directory (log, journal, artifacts).
     pub state_dir: &'a Path,
     /// Session id, recorded.
@@ -88,7 +87,7 @@ pub(crate) fn invoke<T: Tool>(
         session: call.session.to_string(),
         caller: call.caller.clone(),
         tool: tool.name().to_string(),
-        policy: call.policy.name.clone(),
+        policy: call.policy.to_string(),
         ..audit::Record::default()
     };
     let mut decided = None;

@@ -19,10 +19,14 @@ pub use audit::query::{Filter, QueryResult, parse_time};
 pub use audit::verify::{Problem, VerifyReport};
 pub use audit::{Caller, Record, StreamDigest};
 
-fn read(path: &Path, what: &'static str) -> Result<String, BrokerError> {
+fn read(
+    cx: &super::client::Context,
+    path: &Path,
+    what: &'static str,
+) -> Result<String, BrokerError> {
     // A file the caller names: read with the caller's rights.
-    // not-ws: a file the caller names, read with the caller's rights (client::as_client)
-    super::client::as_client(|| std::fs::read_to_string(path))
+    // not-ws: a file the caller names, read with the caller's rights (Context::as_client)
+    cx.as_client(|| std::fs::read_to_string(path))
         .and_then(|r| r)
         .map_err(|source| BrokerError::Io {
             what: format!("reading {what} {}", path.display()),
@@ -53,15 +57,16 @@ impl From<VerifyReport> for Verified {
 
 /// Verifies the log; `anchor`: an exported checkpoint file; `key`: an exported epoch-0 key.
 pub fn verify(
+    cx: &super::client::Context,
     state_dir: &Path,
     anchor: Option<&Path>,
     key: Option<&Path>,
 ) -> Result<Verified, BrokerError> {
     sign_pending()?;
-    let anchor = anchor.map(|p| read(p, "the anchor")).transpose()?;
+    let anchor = anchor.map(|p| read(cx, p, "the anchor")).transpose()?;
     let key = match key {
         Some(p) => {
-            let text = read(p, "the key")?;
+            let text = read(cx, p, "the key")?;
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
             Some(audit::note::VerifierKey::decode(first).ok_or_else(|| {
                 BrokerError::Usage(format!(
@@ -275,23 +280,4 @@ pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> Collected {
     }
 }
 
-/// A session id: `GATEWAY_SESSION`, else a fresh random one (`cli-...`).
-pub fn session_id() -> String {
-    session_id_for("cli")
-}
-
-/// A session id: `GATEWAY_SESSION`, else a fresh random one named after the client
-/// (`mcp-...`, `repl-...`).
-pub fn session_id_for(client: &str) -> String {
-    if let Some(s) = super::client::env_var("GATEWAY_SESSION").filter(|s| !s.is_empty()) {
-        return s.to_string_lossy().into_owned();
-    }
-    let mut b = [0u8; 6];
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    format!("{client}-{}", audit::hex(&b))
-}
-
-/// The caller: this process (`client` names the front end), or the daemon's client.
-pub fn this_caller(client: &str) -> Caller {
-    super::client::caller(client)
-}
+pub use super::client::{session_id, session_id_for, this_caller};

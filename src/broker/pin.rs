@@ -86,8 +86,9 @@ impl Pinned {
     /// Once per change: what to tell the session when its policy's files no longer hold what
     /// it pinned (changed, gone, unreadable). `how` says how to reload. The files are read
     /// with the caller's rights, as loading them was.
-    pub fn changed_notice(&self, how: &str) -> Option<String> {
-        let now = super::client::as_client(|| self.policy.source_sha256())
+    pub fn changed_notice(&self, cx: &super::client::Context, how: &str) -> Option<String> {
+        let now = cx
+            .as_client(|| self.policy.source_sha256())
             .map_err(|e| e.to_string())
             .and_then(|r| r.map_err(|e| e.to_string()));
         let key = match &now {

@@ -2,6 +2,7 @@
 //! baseline, optionally redact files (backed up and journalled first).
 
 use super::BrokerError;
+use crate::model::{Decision, Effect, RuleMatch};
 use crate::secrets::{self, TextKind, scanner};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -43,7 +44,7 @@ pub struct ScanFinding {
 }
 
 /// The result of a scan.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct ScanReport {
     /// New findings (not in the baseline), sorted by path and position.
     pub findings: Vec<ScanFinding>,
@@ -83,7 +84,12 @@ const MAX_FILE: u64 = 64 << 20;
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
 /// Scans. Errors: bad paths or globs, an unreadable or invalid baseline, failed redaction.
-pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, BrokerError> {
+/// `cx` is the caller: its files are read and written with its rights.
+pub fn scan(
+    cx: &super::client::Context,
+    req: &ScanRequest,
+    progress: Progress<'_>,
+) -> Result<ScanReport, BrokerError> {
     let start = Instant::now();
     if req.paths.is_empty() {
         return Err(BrokerError::Usage(
@@ -92,16 +98,17 @@ pub fn scan(req: &ScanRequest, progress: Progress<'_>) -> Result<ScanReport, Bro
     }
     // Everything read from the caller's paths is read with the caller's rights (under the
     // daemon: its client's; the walker's threads inherit them).
-    let gathered =
-        super::client::as_client(|| gather(req, progress)).map_err(|e| BrokerError::Io {
+    let gathered = cx
+        .as_client(|| gather(req, progress))
+        .map_err(|e| BrokerError::Io {
             what: "reading the files to scan with the caller's rights".into(),
             source: e,
         })??;
     let (known, per_file, errors, files, bytes) = gathered;
     for e in errors {
-        super::client::err(|w| writeln!(w, "gateway scan: skipped: {e}"));
+        cx.err(|w| writeln!(w, "gateway scan: skipped: {e}"));
     }
-    finish(req, start, known, per_file, files, bytes)
+    finish(cx, req, start, known, per_file, files, bytes)
 }
 
 /// What the scan read: the baseline's entries, the findings per file, what was skipped,
@@ -117,7 +124,7 @@ type Gathered = (
 /// The reading half of [`scan`]: the baseline and the walk.
 #[allow(
     clippy::too_many_lines,
-    reason = "baseline, walk and scan of one call; issue 23 moves scan onto broker::invoke"
+    reason = "the baseline, the walk (ignore rules, progress, the caller's rights) and each file's scan, in one pass"
 )]
 fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerError> {
     for p in &req.paths {
@@ -276,6 +283,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
 
 /// The writing half of [`scan`]: redactions and the baseline.
 fn finish(
+    cx: &super::client::Context,
     req: &ScanRequest,
     start: Instant,
     known: Vec<BaselineEntry>,
@@ -302,7 +310,7 @@ fn finish(
             line: f.line,
         }));
         if req.redact && !new.is_empty() {
-            redact_file(path, &new, &req.state_dir)?;
+            redact_file(cx, path, &new, &req.state_dir)?;
             redacted_files.push(path.clone());
         }
         findings.extend(new.into_iter().cloned());
@@ -318,15 +326,14 @@ fn finish(
             source: std::io::Error::other(e),
         })?;
         text.push(b'\n');
-        super::client::as_client(|| write_new_or_replace(b, &text)).map_err(|e| {
-            BrokerError::Io {
+        cx.as_client(|| write_new_or_replace(b, &text))
+            .map_err(|e| BrokerError::Io {
                 what: format!(
                     "writing the baseline {} with the caller's rights",
                     b.display()
                 ),
                 source: e,
-            }
-        })??;
+            })??;
     }
     Ok(ScanReport {
         findings,
@@ -359,24 +366,30 @@ fn write_new_or_replace(path: &Path, data: &[u8]) -> Result<(), BrokerError> {
 /// change journalled before the atomic replace. The file is re-read and re-scanned so that
 /// the spans are those of its current content; a file that changed so that a finding is gone
 /// is left alone for it.
-fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<(), BrokerError> {
+fn redact_file(
+    cx: &super::client::Context,
+    path: &Path,
+    which: &[&ScanFinding],
+    state_dir: &Path,
+) -> Result<(), BrokerError> {
     let err = |what: &str, e: String| BrokerError::Io {
         what: format!("{what} {}", path.display()),
         source: std::io::Error::other(e),
     };
     // The file is read and replaced with the caller's rights; the backup and the journal are
     // the broker's.
-    let (data, mode) = super::client::as_client(|| {
-        use std::os::unix::fs::PermissionsExt;
-        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
-        let mode = std::fs::metadata(path)
-            .map(|m| m.permissions().mode() & 0o7777)
-            .unwrap_or(0o644);
-        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
-        std::fs::read(path).map(|d| (d, mode))
-    })
-    .and_then(|r| r)
-    .map_err(|e| err("re-reading", e.to_string()))?;
+    let (data, mode) = cx
+        .as_client(|| {
+            use std::os::unix::fs::PermissionsExt;
+            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
+            let mode = std::fs::metadata(path)
+                .map(|m| m.permissions().mode() & 0o7777)
+                .unwrap_or(0o644);
+            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
+            std::fs::read(path).map(|d| (d, mode))
+        })
+        .and_then(|r| r)
+        .map_err(|e| err("re-reading", e.to_string()))?;
     let hits = scanner().scan(&data, TextKind::of_path(path), true);
     let mut out = Vec::with_capacity(data.len());
     let mut pos = 0;
@@ -422,18 +435,20 @@ fn redact_file(path: &Path, which: &[&ScanFinding], state_dir: &Path) -> Result<
             group: None,
             // `history` and `undo` are per workspace: the directory scan ran in.
             // not-ws: the process's own directory, to name the journal's workspace
-            workspace: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
+            // The caller's directory (a daemon client's, not the daemon's).
+            workspace: cx.cwd().and_then(std::fs::canonicalize).ok(),
             dir_mode: None,
             not_backed_up: None,
         },
     )
     .map_err(jerr("journalling the redaction of"))?;
-    let replaced = super::client::as_client(|| {
-        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
-        crate::fsops::atomic_replace(path, &out).map_err(|e| e.to_string())
-    })
-    .map_err(|e| e.to_string())
-    .and_then(|r| r);
+    let replaced = cx
+        .as_client(|| {
+            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
+            crate::fsops::atomic_replace(path, &out).map_err(|e| e.to_string())
+        })
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
     match replaced {
         Ok(()) => journal::commit(state_dir, change.id).map_err(jerr("journalling")),
         Err(e) => {
@@ -535,46 +550,87 @@ fn uri(path: &str) -> String {
 }
 
 /// [`scan`], recorded in the audit log (tool `scan`: the paths and options, how many files,
-/// and each finding as `path:line:rule`, never the value). Nothing is scanned if the log
-/// cannot be opened.
+/// and each finding as `path:line:rule`, never the value), through the invocation skeleton
+/// (`broker::invoke`). Nothing is scanned if the log cannot be opened.
 pub fn scan_audited(
+    cx: &super::client::Context,
     req: &ScanRequest,
     progress: Progress<'_>,
     session: &str,
     caller: crate::audit::Caller,
 ) -> Result<ScanReport, BrokerError> {
-    use crate::audit;
-    super::ensure_state_dir(&req.state_dir)?;
-    let mut log = super::open_log(&req.state_dir)?;
-    let res = scan(req, progress);
-    let mut args: Vec<String> = req.paths.iter().map(|p| p.display().to_string()).collect();
-    if req.redact {
-        args.push("--redact".into());
-    }
-    if let Some(b) = &req.baseline {
-        args.push(format!("--baseline={}", b.display()));
-    }
-    args.extend(req.exclude.iter().map(|e| format!("--exclude={e}")));
-    if req.no_ignore {
-        args.push("--no-ignore".into());
-    }
-    let mut rec = audit::Record {
-        session: session.into(),
-        caller,
-        tool: "scan".into(),
-        args: args.iter().map(|a| super::redact_text(a)).collect(),
-        cwd: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
-        decision: audit::RecordDecision {
-            effect: "allow".into(),
-            rules: vec!["builtin".into()],
-            reasons: vec!["scanning reads files with the caller's own rights".into()],
-        },
-        ..audit::Record::default()
+    let call = super::invoke::Call {
+        policy: "",
+        state_dir: &req.state_dir,
+        session,
+        caller: &caller,
     };
-    match &res {
-        Ok(r) => {
+    let mut t = ScanTool { cx, req, progress };
+    super::invoke::invoke(&call, &mut t).map(|d| d.output)
+}
+
+/// `scan` on the invocation skeleton: allowed by the built-in rule (it reads with the
+/// caller's own rights, and `--redact` writes what the caller could write).
+struct ScanTool<'a, 'p> {
+    cx: &'a super::client::Context,
+    req: &'a ScanRequest,
+    progress: Progress<'p>,
+}
+
+impl super::invoke::Tool for ScanTool<'_, '_> {
+    type Output = ScanReport;
+
+    fn name(&self) -> &str {
+        "scan"
+    }
+
+    fn decide(&mut self, rec: &mut crate::audit::Record) -> Result<Decision, BrokerError> {
+        let req = self.req;
+        let mut args: Vec<String> = req.paths.iter().map(|p| p.display().to_string()).collect();
+        if req.redact {
+            args.push("--redact".into());
+        }
+        if let Some(b) = &req.baseline {
+            args.push(format!("--baseline={}", b.display()));
+        }
+        args.extend(req.exclude.iter().map(|e| format!("--exclude={e}")));
+        if req.no_ignore {
+            args.push("--no-ignore".into());
+        }
+        rec.args = args.iter().map(|a| super::redact_text(a)).collect();
+        // The caller's directory (a daemon client's, not the daemon's).
+        rec.cwd = self
+            .cx
+            .cwd()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        Ok(Decision {
+            effect: Effect::Allow,
+            rules: vec![RuleMatch {
+                id: "builtin".into(),
+                effect: Effect::Allow,
+                reason: "scanning reads files with the caller's own rights".into(),
+                subject: rec.args.join(" "),
+            }],
+            commands: vec![],
+            unanalysable: vec![],
+        })
+    }
+
+    fn ask(&mut self, _decision: &Decision) -> bool {
+        false
+    }
+
+    fn not_performed(&mut self, _d: Decision, _a: Option<bool>) -> ScanReport {
+        ScanReport::default()
+    }
+
+    fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<ScanReport, BrokerError> {
+        scan(self.cx, self.req, self.progress)
+    }
+
+    fn record(&mut self, res: &Result<ScanReport, BrokerError>, rec: &mut crate::audit::Record) {
+        if let Ok(r) = res {
             rec.exit_code = Some(i32::from(!r.findings.is_empty()));
             rec.duration_ms = Some(r.duration_ms as f64);
             rec.secrets = r
@@ -584,8 +640,5 @@ pub fn scan_audited(
                 .map(|f| format!("{}:{}:{}", f.path, f.line, f.rule))
                 .collect();
         }
-        Err(e) => rec.error = Some(super::redact_text(&e.to_string())),
     }
-    log.append(&mut rec)?;
-    res
 }

@@ -214,7 +214,7 @@ fn parse<T: for<'de> Deserialize<'de>>(
 #[allow(clippy::type_complexity)]
 #[allow(
     clippy::too_many_lines,
-    reason = "the worker's side of one call, one arm per request it answers; split with fs.rs along issue 23's seam"
+    reason = "the worker's side of one call, one arm per request it answers"
 )]
 pub(crate) fn run(
     policy: &Policy,

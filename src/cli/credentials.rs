@@ -8,7 +8,7 @@ use crate::policy::Policy;
 use std::process::ExitCode;
 
 pub(super) fn explain(policy: &Policy, as_json: bool) -> ExitCode {
-    let x = cat::explain(policy);
+    let x = cat::explain(&crate::broker::client::Context::current(), policy);
     if as_json {
         outln!("{}", to_json_pretty(&x));
         return ExitCode::SUCCESS;

@@ -6,15 +6,17 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "one arm per log subcommand; split with issue 23's split of cli"
-)]
+#[allow(clippy::too_many_lines, reason = "one arm per log subcommand")]
 pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
         LogCmd::Verify { anchor, key } => {
-            let v = match log::verify(&state, anchor.as_deref(), key.as_deref()) {
+            let v = match log::verify(
+                &crate::broker::client::Context::current(),
+                &state,
+                anchor.as_deref(),
+                key.as_deref(),
+            ) {
                 Ok(v) => v,
                 Err(e) => return broker_error(e),
             };

@@ -158,7 +158,8 @@ fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
         None => Ok((load_named(&spec)?, None)),
         Some(session) => {
             let pinned = broker::pin::in_session(&session, &spec, || load_named(&spec))?;
-            let notice = pinned.changed_notice(SESSION_RELOAD);
+            let notice =
+                pinned.changed_notice(&crate::broker::client::Context::current(), SESSION_RELOAD);
             Ok((pinned.policy().clone(), notice))
         }
     }
@@ -608,7 +609,7 @@ fn signal_name(sig: i32) -> String {
 
 #[allow(
     clippy::too_many_lines,
-    reason = "one arm per subcommand; issue 23 splits cli into definitions and dispatch"
+    reason = "one arm per subcommand (the definitions are in cli/args.rs)"
 )]
 fn dispatch(cli: Cli) -> ExitCode {
     recover_dead_runs(&cli);
@@ -689,7 +690,13 @@ fn dispatch(cli: Cli) -> ExitCode {
                 return credentials::explain(&policy, cli.json);
             }
             let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
-            match broker::explain(&policy, command, &cwd, &state_dir(&cli)) {
+            match broker::explain(
+                &broker::client::Context::current(),
+                &policy,
+                command,
+                &cwd,
+                &state_dir(&cli),
+            ) {
                 Ok(x) => {
                     if cli.json {
                         outln!("{}", serde_json::to_string_pretty(&x).unwrap_or_default());
@@ -1185,6 +1192,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
         }
     };
     let res = broker::scan::scan_audited(
+        &broker::client::Context::current(),
         req,
         &progress,
         &broker::log::session_id(),
@@ -1268,10 +1276,6 @@ fn run_exec(
     run_exec_at(cli, timeout, env, command, snapshot, RunAt::default())
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the exec front end's rendering; issue 23 renders a typed report instead"
-)]
 fn run_exec_at(
     cli: &Cli,
     timeout: Option<f64>,
@@ -1317,6 +1321,7 @@ fn run_exec_at(
         session: at.session.unwrap_or_else(broker::log::session_id),
         caller: broker::log::this_caller("cli"),
         snapshot,
+        context: broker::client::Context::current(),
     };
     let json = cli.json;
     // In --json mode the report carries the first `inline_output` bytes of each stream; all
@@ -1362,88 +1367,24 @@ fn run_exec_at(
             }
         );
     }
-    let d = &res.decision;
     if !json {
-        for r in &res.protected_restored {
-            match &r.moved_to {
-                Some(to) => errln!(
-                    "gateway: the command changed protected path {}; put back as it was, the command's version moved to {}",
-                    r.path.display(),
-                    to.display()
-                ),
-                None => errln!(
-                    "gateway: the command removed protected path {}; put back as it was",
-                    r.path.display()
-                ),
-            }
-        }
-        for w in &res.protected_warnings {
-            errln!("gateway: warning: {w}");
-        }
-        if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
-            errln!("gateway: warning: {w}");
-        }
-        if let Some(n) = res
-            .outcome
-            .as_ref()
-            .and_then(|o| o.leftovers_killed)
-            .filter(|&n| n > 0)
-        {
-            errln!(
-                "gateway: killed {n} process(es) the command left running (they had left its process group)"
-            );
-        }
-        for q in &res.protected_created {
-            match &q.to {
-                Some(to) => errln!(
-                    "gateway: the command created protected path {}; moved it to {}",
-                    q.path.display(),
-                    to.display()
-                ),
-                None => errln!(
-                    "gateway: the command created protected path {} and it could not be moved; inspect it",
-                    q.path.display()
-                ),
-            }
-        }
+        exec_notes(&res, &policy);
     }
-    if !json {
-        for s in &res.secrets.input {
-            errln!(
-                "gateway: warning: {} contains a secret (rule {}){}",
-                s.place,
-                s.rule,
-                match policy.secrets.input {
-                    crate::model::SecretsInput::Redact => "; redacted before the command saw it",
-                    _ => "",
-                }
-            );
-        }
-        let out = &res.secrets.output;
-        if !out.is_empty() && res.secrets.blocked.is_none() {
-            let mut rules: Vec<&str> = out.iter().map(|o| o.rule).collect();
-            rules.sort();
-            rules.dedup();
-            errln!(
-                "gateway: {} secret(s) in the output ({}){}",
-                out.len(),
-                rules.join(", "),
-                match policy.secrets.output {
-                    crate::model::SecretsOutput::Warn =>
-                        ", passed through (secrets.output = \"warn\")",
-                    _ => ", redacted",
-                }
-            );
-        }
-        if let Some(b) = &res.secrets.blocked {
-            errln!(
-                "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
-                b.place,
-                b.rule
-            );
-        }
+    let code = exec_code(&res, &policy, command, json);
+    if json {
+        let report = res.report(policy.audit.inline_output as usize);
+        outln!("{}", to_json(&report));
     }
-    if !json && let Some(sn) = &res.snapshot {
+    end(ExitCode::from(code))
+}
+
+/// What a run's report says on stderr beside the command's own output (not under `--json`):
+/// protected paths put back, moved or left, leftovers, secrets found, what the snapshot could
+/// not keep, what changed.
+fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
+    protected_notes(res);
+    secret_notes(res, policy);
+    if let Some(sn) = &res.snapshot {
         for d in sn.unread_dirs.iter().take(10) {
             errln!(
                 "gateway: warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
@@ -1469,8 +1410,7 @@ fn run_exec_at(
             );
         }
     }
-    if !json
-        && let Some(sn) = &res.snapshot
+    if let Some(sn) = &res.snapshot
         && !sn.changes.is_empty()
     {
         errln!(
@@ -1479,10 +1419,99 @@ fn run_exec_at(
             sn.changes[0].2
         );
     }
-    if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) && !json {
+    if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) {
         errln!("gateway: the run hit its memory limit; the kernel killed processes of it");
     }
-    let code: u8 = match (&res.outcome, d.effect) {
+}
+
+/// What the run did to protected paths, and the processes it left.
+fn protected_notes(res: &broker::ExecResult) {
+    for r in &res.protected_restored {
+        match &r.moved_to {
+            Some(to) => errln!(
+                "gateway: the command changed protected path {}; put back as it was, the command's version moved to {}",
+                r.path.display(),
+                to.display()
+            ),
+            None => errln!(
+                "gateway: the command removed protected path {}; put back as it was",
+                r.path.display()
+            ),
+        }
+    }
+    for w in &res.protected_warnings {
+        errln!("gateway: warning: {w}");
+    }
+    if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
+        errln!("gateway: warning: {w}");
+    }
+    if let Some(n) = res
+        .outcome
+        .as_ref()
+        .and_then(|o| o.leftovers_killed)
+        .filter(|&n| n > 0)
+    {
+        errln!(
+            "gateway: killed {n} process(es) the command left running (they had left its process group)"
+        );
+    }
+    for q in &res.protected_created {
+        match &q.to {
+            Some(to) => errln!(
+                "gateway: the command created protected path {}; moved it to {}",
+                q.path.display(),
+                to.display()
+            ),
+            None => errln!(
+                "gateway: the command created protected path {} and it could not be moved; inspect it",
+                q.path.display()
+            ),
+        }
+    }
+}
+
+/// The secrets the run's inputs and output held (rules and places, never values).
+fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
+    for s in &res.secrets.input {
+        errln!(
+            "gateway: warning: {} contains a secret (rule {}){}",
+            s.place,
+            s.rule,
+            match policy.secrets.input {
+                crate::model::SecretsInput::Redact => "; redacted before the command saw it",
+                _ => "",
+            }
+        );
+    }
+    let out = &res.secrets.output;
+    if !out.is_empty() && res.secrets.blocked.is_none() {
+        let mut rules: Vec<&str> = out.iter().map(|o| o.rule).collect();
+        rules.sort();
+        rules.dedup();
+        errln!(
+            "gateway: {} secret(s) in the output ({}){}",
+            out.len(),
+            rules.join(", "),
+            match policy.secrets.output {
+                crate::model::SecretsOutput::Warn => ", passed through (secrets.output = \"warn\")",
+                _ => ", redacted",
+            }
+        );
+    }
+    if let Some(b) = &res.secrets.blocked {
+        errln!(
+            "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
+            b.place,
+            b.rule
+        );
+    }
+}
+
+/// The exit code of a run's report (and, not under `--json`, why it did not run or ended as
+/// it did, on stderr).
+fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json: bool) -> u8 {
+    let d = &res.decision;
+    match (&res.outcome, d.effect) {
         (None, Effect::Deny) => {
             if !json {
                 errln!(
@@ -1530,10 +1559,5 @@ fn run_exec_at(
                 128u8.saturating_add(o.signal.unwrap_or(0) as u8)
             }
         }
-    };
-    if json {
-        let report = res.report(policy.audit.inline_output as usize);
-        outln!("{}", to_json(&report));
     }
-    end(ExitCode::from(code))
 }

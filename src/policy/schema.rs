@@ -570,7 +570,7 @@ fn parse_effect(ctx: &Ctx, v: &Spanned<String>, what: &str) -> Result<Effect, Po
 
 #[allow(
     clippy::too_many_lines,
-    reason = "a policy file validated key by key with file:line:column errors; split per section in a later stage of issue 23"
+    reason = "a policy file validated key by key, each error with its file:line:column"
 )]
 fn compile(
     chain: Vec<Sourced<RawPolicy>>,

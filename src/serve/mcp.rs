@@ -401,6 +401,7 @@ impl ToolSession<'_> {
             session: self.session.to_string(),
             caller: self.caller(),
             confirm: &no_one,
+            client: crate::broker::client::Context::current(),
         }
     }
 
@@ -446,6 +447,7 @@ impl ToolSession<'_> {
             session: self.session.to_string(),
             caller: self.caller(),
             snapshot: None,
+            context: crate::broker::client::Context::current(),
         };
         let r = crate::broker::exec(req, &mut ask, &mut sink);
         // A SIGINT, SIGTERM or SIGHUP that cancelled the runs in flight: once the last of
@@ -700,7 +702,8 @@ impl Gateway {
         let cfg = self.cfg.clone();
         let job = tokio::task::spawn_blocking(move || match &cfg.backend {
             Backend::Embedded { pinned, state_dir } => {
-                let notice = pinned.changed_notice(RESTART);
+                let notice =
+                    pinned.changed_notice(&crate::broker::client::Context::current(), RESTART);
                 let policy = pinned.policy();
                 let narrowed;
                 let policy = match roots {

@@ -247,6 +247,7 @@ impl Repl<'_> {
             session: self.session.clone(),
             caller: crate::broker::log::this_caller("repl"),
             confirm,
+            client: crate::broker::client::Context::current(),
         }
     }
 
@@ -516,7 +517,9 @@ pub fn run(host: &dyn Host, start: Start) -> Result<(), String> {
         let _ = ed.add_history_entry(crate::broker::redact_text(line));
         // The policy's files changed since it was pinned: said once, not obeyed.
         if r.daemon.is_none()
-            && let Some(n) = r.pinned.changed_notice("/reload-policy")
+            && let Some(n) = r
+                .pinned
+                .changed_notice(&crate::broker::client::Context::current(), "/reload-policy")
         {
             eprintln!("gateway: {n}");
         }

@@ -56,6 +56,7 @@ impl RootPaths {
 }
 
 pub(crate) fn root_paths(
+    cx: &crate::broker::client::Context,
     policy: &Policy,
     state_dir: &Path,
     ws: &Path,
@@ -66,7 +67,7 @@ pub(crate) fn root_paths(
     let tmp = state_dir.join("no-tmpdir-for-file-tools");
     // A tool that only reads changes no protected path: the search for git's places (a walk
     // of the workspace) is skipped for it.
-    let p = broker::plan_with(policy, ws, state_dir, &tmp, false, &[], !only_reads)?;
+    let p = broker::plan_with(cx, policy, ws, state_dir, &tmp, false, &[], !only_reads)?;
     let keep = |v: &[PathBuf]| -> Vec<PathBuf> {
         v.iter().filter(|p| !p.starts_with(&tmp)).cloned().collect()
     };

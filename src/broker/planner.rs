@@ -1,0 +1,630 @@
+//! The sandbox plan of one call: a policy's paths, denied and protected paths, devices and
+//! environment expanded for this caller and workspace (`plan`), the program resolved, the
+//! private TMPDIR.
+
+use super::*;
+pub(super) struct Vars<'a> {
+    workspace: &'a Path,
+    home: PathBuf,
+    tmpdir: &'a Path,
+}
+
+impl Vars<'_> {
+    fn expand(&self, t: &str) -> String {
+        let mut s = t.to_string();
+        if s.contains("${") {
+            for (var, value) in [
+                ("${WORKSPACE}", self.workspace),
+                ("${HOME}", self.home.as_path()),
+                ("${TMPDIR}", self.tmpdir),
+            ] {
+                if s.contains(var) {
+                    s = s.replace(var, &value.to_string_lossy());
+                }
+            }
+        }
+        if s == "~" {
+            s = self.home.display().to_string();
+        } else if let Some(rest) = s.strip_prefix("~/") {
+            s = format!("{}/{rest}", self.home.display());
+        }
+        s
+    }
+}
+
+/// Expands `*`/`?` in any component against the directories' entries (`.git/modules/*/config`);
+/// plain paths pass through (existing or not). An absolute path is normalised first (`//`,
+/// `/./`, `..` applied lexically): a home spelled `/home/./u` must deny the same paths as
+/// `/home/u`, and landlock compares the spellings it is given.
+pub(super) fn expand_glob(p: &str) -> Vec<PathBuf> {
+    let norm = if p.starts_with('/') {
+        policy::normalize(p)
+    } else {
+        p.to_string()
+    };
+    if !norm.contains(['*', '?']) {
+        return vec![PathBuf::from(norm)];
+    }
+    let mut acc = vec![PathBuf::new()];
+    for comp in Path::new(&norm).components() {
+        let std::path::Component::Normal(n) = comp else {
+            for d in &mut acc {
+                d.push(comp);
+            }
+            continue;
+        };
+        let name = n.to_string_lossy();
+        if !name.contains(['*', '?']) {
+            for d in &mut acc {
+                d.push(n);
+            }
+            continue;
+        }
+        let mut next = Vec::new();
+        for d in &acc {
+            // not-ws: a policy's path templates expanded (denied, protected): names only, each then denied or protected
+            if let Ok(rd) = std::fs::read_dir(d) {
+                for e in rd.flatten() {
+                    if policy::wildcard(&name, &e.file_name().to_string_lossy()) {
+                        next.push(e.path());
+                    }
+                }
+            }
+        }
+        acc = next;
+    }
+    acc.sort();
+    acc
+}
+
+/// Character devices a program may use: the rest of /dev is denied.
+pub(super) const SAFE_CHAR_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+
+/// Block devices and non-safe character devices below `dir` (not following symlinks).
+pub(super) fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::new();
+    // not-ws: /dev, for the device nodes to deny
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(ft) = e.file_type() else { continue };
+        let p = e.path();
+        if ft.is_block_device() {
+            out.push(p);
+        } else if ft.is_char_device() {
+            let safe =
+                SAFE_CHAR_DEVICES.iter().any(|s| Path::new(s) == p) || p.starts_with("/dev/pts");
+            if !safe {
+                out.push(p);
+            }
+        // not-ws: /dev, for the device nodes to deny
+        } else if ft.is_dir()
+            && depth < 3
+            && !p.starts_with("/dev/shm")
+            && !p.starts_with("/dev/pts")
+        {
+            out.extend(unsafe_devices(&p, depth + 1));
+        }
+    }
+    out
+}
+
+/// The sandbox a policy gives a run, before the program is known.
+#[derive(Debug, Serialize)]
+pub struct SandboxPlan {
+    /// How the run is confined.
+    #[serde(flatten)]
+    pub confine: sandbox::Confinement,
+    /// Environment passed to the child (names only in serialised output).
+    #[serde(serialize_with = "env_names")]
+    pub env: Vec<(OsString, OsString)>,
+    /// Where git reads config and hooks in the writable trees, as found for this plan (the
+    /// run's "before": searched once).
+    #[serde(skip)]
+    pub(crate) git: GitPlaces,
+}
+
+pub(super) fn env_names<S: serde::Serializer>(
+    env: &[(OsString, OsString)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(env.iter().map(|(k, _)| k.to_string_lossy().into_owned()))
+}
+
+/// Builds the sandbox plan for a workspace. `tmpdir` is the private TMPDIR (or the global
+/// one); `tmpfs`: it is a fresh tmpfs mounted by the sandbox.
+pub fn plan(
+    cx: &client::Context,
+    policy: &Policy,
+    ws: &Path,
+    state_dir: &Path,
+    tmpdir: &Path,
+    tmpfs: bool,
+    extra_env: &[(String, String)],
+) -> Result<SandboxPlan, BrokerError> {
+    plan_with(cx, policy, ws, state_dir, tmpdir, tmpfs, extra_env, true)
+}
+
+/// [`plan`], with git's places in the writable trees searched (`git`) or not (a file tool
+/// that only reads).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the plan's inputs: who calls, the policy, the three places, the extra environment and what to search"
+)]
+pub(crate) fn plan_with(
+    cx: &client::Context,
+    policy: &Policy,
+    ws: &Path,
+    state_dir: &Path,
+    tmpdir: &Path,
+    tmpfs: bool,
+    extra_env: &[(String, String)],
+    git: bool,
+) -> Result<SandboxPlan, BrokerError> {
+    let sb = &policy.sandbox;
+    let vars = Vars {
+        workspace: ws,
+        home: home(cx),
+        tmpdir,
+    };
+    let list = |v: &[String]| -> Vec<PathBuf> {
+        v.iter().map(|t| PathBuf::from(vars.expand(t))).collect()
+    };
+    let read = list(&sb.read);
+    // The caller's roots narrow where commands write; the private TMPDIR and device nodes
+    // (/dev/null) are not the user's files and stay.
+    let write = narrow(list(&sb.write), sb.roots.as_deref(), |p| {
+        p == tmpdir || p.starts_with("/dev")
+    });
+    let exec = list(&sb.exec);
+    let (deny, hidden) = plan_denied(cx, policy, &vars, state_dir, [&read, &write, &exec])?;
+    let (protected, places) = plan_protected(cx, policy, &vars, &write, git);
+    let env = plan_env(cx, policy, &vars, extra_env)?;
+
+    Ok(SandboxPlan {
+        confine: sandbox::Confinement {
+            read,
+            write,
+            exec,
+            deny,
+            protected,
+            hidden,
+            network: sb.network.clone(),
+            limits: sb.limits.clone(),
+            namespaces: sb.namespaces,
+            best_effort: sb.best_effort,
+            memory_cgroup: sb.cgroup,
+            private_tmp: tmpfs.then(|| (tmpdir.to_path_buf(), tmpfs_size(&sb.limits))),
+            danger_openat2: false,
+            run_as: None,
+        },
+        env,
+        git: places,
+    })
+}
+
+/// The paths a run may not see: the policy's denied paths and the ones no policy may expose
+/// (credentials, the state directory), with their canonical forms and the unsafe devices;
+/// and those of them inside the workspace, which only mounts can hide (`hidden`). Refuses a
+/// workspace that is `/`, lies in a denied path or contains one no policy may expose.
+pub(super) fn plan_denied(
+    cx: &client::Context,
+    policy: &Policy,
+    vars: &Vars<'_>,
+    state_dir: &Path,
+    [read, write, exec]: [&Vec<PathBuf>; 3],
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), BrokerError> {
+    let sb = &policy.sandbox;
+    let ws = vars.workspace;
+    // Denied paths: the policy's, and the ones no policy may expose (credentials, the state
+    // directory); both with their canonical forms.
+    let expand_all = |templates: &mut dyn Iterator<Item = &str>| {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for t in templates {
+            for p in expand_glob(&vars.expand(t)) {
+                // One statx for the many paths that do not exist (most of the credential
+                // catalogue on any one machine), instead of a readlink per component.
+                if wsfs::exists_nofollow(&p)
+                    && let Some(c) = wsfs::resolve(&p)
+                    && c != p
+                {
+                    out.push(c);
+                }
+                out.push(p);
+            }
+        }
+        out
+    };
+    let catalogue = credentials::denied_templates(cx, &vars.home);
+    let mut critical = expand_all(
+        &mut ALWAYS_DENY
+            .iter()
+            .copied()
+            .chain(catalogue.iter().map(String::as_str)),
+    );
+    for p in [state_dir.to_path_buf(), config_guard()] {
+        // not-ws: the state directory and the config guard, the broker's own
+        if let Ok(c) = std::fs::canonicalize(&p)
+            && c != p
+        {
+            critical.push(c);
+        }
+        critical.push(p);
+    }
+    let mut deny = expand_all(&mut sb.deny.iter().map(String::as_str));
+
+    // The workspace is writable: it may not be /, lie in a denied path, or contain a path no
+    // policy may expose. (The policy's own denied paths inside it are hidden by the mount
+    // namespace, see `hidden`.)
+    if ws == Path::new("/") {
+        return Err(BrokerError::Usage(
+            "the workspace (--cwd) is /: run from a project directory".into(),
+        ));
+    }
+    let refused = critical
+        .iter()
+        .find(|d| d.starts_with(ws) || ws.starts_with(d))
+        .or_else(|| deny.iter().find(|d| ws.starts_with(d)));
+    if let Some(d) = refused {
+        return Err(BrokerError::Usage(format!(
+            "the workspace {} is not allowed: it contains or lies in {}, which policy `{}` never exposes; run from a project directory",
+            ws.display(),
+            d.display(),
+            policy.name
+        )));
+    }
+    // Landlock cannot take a path away inside the writable workspace without taking write
+    // access from the workspace itself: those are hidden by mounts only.
+    let (hidden, rest): (Vec<PathBuf>, Vec<PathBuf>) = deny
+        .drain(..)
+        .partition(|d| d.starts_with(ws) && d.as_path() != ws);
+    deny = rest;
+    deny.extend(critical);
+
+    // Device nodes: when /dev lies in an allowed tree (standard, permissive read `/`), every
+    // block device and every character device outside a short safe list is denied too. Raw
+    // disks and memory devices would otherwise bypass every path rule (some kernels refuse a
+    // capless open of a block device; this does not rely on it).
+    let dev = Path::new("/dev");
+    if read
+        .iter()
+        .chain(write)
+        .chain(exec)
+        .any(|r| dev.starts_with(r))
+    {
+        deny.extend(unsafe_devices(dev, 0));
+    }
+    deny.sort();
+    deny.dedup();
+    // A path inside another denied path is denied already; masking it too would fail (the
+    // outer mask hides it first: `~/.mozilla` and the catalogue's `~/.mozilla/firefox`).
+    // Sorted by components, a path's descendants follow it directly.
+    deny.dedup_by(|inner, outer| inner.starts_with(&*outer));
+
+    Ok((deny, hidden))
+}
+
+/// The protected paths of a run (read-only for it), as read, not as spelled, inside the
+/// writable trees; and git's places there (`git`: searched).
+pub(super) fn plan_protected(
+    cx: &client::Context,
+    policy: &Policy,
+    vars: &Vars<'_>,
+    write: &[PathBuf],
+    git: bool,
+) -> (Vec<PathBuf>, GitPlaces) {
+    let sb = &policy.sandbox;
+    let (ws, tmpdir) = (vars.workspace, vars.tmpdir);
+    // Relative protected paths apply in every writable directory. The private TMPDIR is new
+    // and empty: nothing in it to protect. A writable `/` (permissive) stands for the
+    // workspace.
+    let mut roots: Vec<&Path> = Vec::new();
+    for w in write {
+        let root = if w.as_path() == Path::new("/") {
+            ws
+        } else {
+            w.as_path()
+        };
+        if w.as_path() != tmpdir && !roots.contains(&root) && wsfs::is_dir(root) {
+            roots.push(root);
+        }
+    }
+    let mut protected: Vec<PathBuf> = Vec::new();
+    for t in &sb.protected {
+        let e = vars.expand(t);
+        if e.starts_with('/') {
+            protected.extend(
+                expand_glob(&e)
+                    .into_iter()
+                    .filter(|p| wsfs::resolve(p).is_some()),
+            );
+        } else {
+            for root in &roots {
+                protected.extend(
+                    expand_glob(&root.join(&e).display().to_string())
+                        .into_iter()
+                        .filter(|p| wsfs::exists_nofollow(p)),
+                );
+            }
+        }
+    }
+    // Git directories at any depth (nested repositories, `gitdir:` files, `commondir`) hold
+    // config and hooks as the top one does; what their config and the user's include, the
+    // hooks directory they name (`core.hooksPath = .husky`) and the programs they name
+    // (`filter.x.clean = ./tools/clean.sh`) are config too. Those that exist are protected
+    // here; those a run creates are quarantined after it (`protected_present`).
+    let trees: Vec<wsfs::Tree> = roots
+        .iter()
+        .filter_map(|r| wsfs::Tree::open(r).ok())
+        .collect();
+    let places = if git {
+        git_places(
+            &trees,
+            &global_git_configs(&vars.home),
+            &vars.home,
+            ws,
+            cx.fs_identity().as_ref(),
+        )
+    } else {
+        GitPlaces::default()
+    };
+    for d in &places.dirs {
+        for t in &sb.protected {
+            if let Some(rest) = t.strip_prefix(".git/") {
+                protected.extend(
+                    expand_glob(&d.join(rest).display().to_string())
+                        .into_iter()
+                        .filter(|p| wsfs::exists_nofollow(p)),
+                );
+            }
+        }
+    }
+    protected.extend(places.refs.iter().cloned());
+    // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
+    // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
+    // canonical form when that lies in a writable tree (elsewhere the run cannot write it
+    // anyway), so a mount never binds through a link and the file tools judge the target.
+    // The files that decide the next run are never writable by this one: the policy in
+    // force and every file it extends (the config is out of reach entirely, `config_guard`).
+    protected.extend(policy.loaded_from.iter().cloned());
+    let protected: Vec<PathBuf> = {
+        let mut v: Vec<PathBuf> = protected
+            .into_iter()
+            .filter_map(|p| wsfs::resolve(&p))
+            .filter(|c| write.iter().any(|w| c.starts_with(w) && c != w))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+
+    (protected, places)
+}
+
+/// The run's environment: the caller's, allowlisted minus what is always scrubbed, then the
+/// policy's settings, then `--env` (a scrubbed name asked for is refused).
+pub(super) fn plan_env(
+    cx: &client::Context,
+    policy: &Policy,
+    vars: &Vars<'_>,
+    extra_env: &[(String, String)],
+) -> Result<Vec<(OsString, OsString)>, BrokerError> {
+    let sb = &policy.sandbox;
+    // Environment: allowlist minus always-scrubbed, then the policy's settings, then --env.
+    let scrubbed = |k: &str| {
+        policy::ALWAYS_SCRUB.iter().any(|p| policy::env_match(p, k))
+            || policy::credentials::env_scrubbed(k)
+            || sb.env_scrub.iter().any(|p| policy::env_match(p, k))
+    };
+    let allowed = |k: &str| sb.env_allow.iter().any(|p| policy::env_match(p, k));
+    let mut env: Vec<(OsString, OsString)> = cx
+        .env_vars()
+        .into_iter()
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            allowed(&k) && !scrubbed(&k)
+        })
+        .collect();
+    let mut set = |k: &str, v: String| {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.into(), v.into()));
+    };
+    for (k, v) in &sb.env_set {
+        set(k, vars.expand(v));
+    }
+    for (k, v) in extra_env {
+        if scrubbed(k) {
+            return Err(BrokerError::Refused(refusal::Refusal::ScrubbedEnv {
+                name: k.clone(),
+            }));
+        }
+        set(k, v.clone());
+    }
+    env.sort();
+
+    Ok(env)
+}
+
+/// `list` narrowed to the caller's `roots`: a path inside a root stays, a path containing
+/// roots becomes those roots, anything else goes — except what `keep` keeps. No roots: the
+/// list as it is.
+pub(crate) fn narrow(
+    list: Vec<PathBuf>,
+    roots: Option<&[PathBuf]>,
+    keep: impl Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
+    let Some(roots) = roots else { return list };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in list {
+        if keep(&p) || roots.iter().any(|r| p.starts_with(r)) {
+            out.push(p);
+        } else {
+            out.extend(roots.iter().filter(|r| r.starts_with(&p)).cloned());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Resolves the program like execvp: a name with `/` relative to `cwd`, else along PATH.
+pub(super) fn resolve_program(
+    prog: &str,
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+) -> Result<PathBuf, BrokerError> {
+    if prog.is_empty() {
+        return Err(BrokerError::Usage("the command is empty".into()));
+    }
+    if prog.contains('/') {
+        let p = cwd.join(prog);
+        // not-ws: the program to run, named with a /: a stat; it runs confined
+        if p.exists() {
+            return Ok(p);
+        }
+        return Err(BrokerError::NotFound {
+            program: prog.into(),
+            path: "(not searched: the name contains /)".into(),
+        });
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let p = Path::new(dir).join(prog);
+        let p = if p.is_relative() { cwd.join(p) } else { p };
+        // not-ws: the PATH lookup of the program to run: a stat; the program runs confined
+        if let Ok(m) = std::fs::metadata(&p)
+            && m.is_file()
+        {
+            return Ok(p);
+        }
+    }
+    Err(BrokerError::NotFound {
+        program: prog.into(),
+        path,
+    })
+}
+
+/// The private TMPDIR: with namespaces, a fresh tmpfs mounted in the run's own mount namespace
+/// on a fixed, root-only mount point (nothing to create or delete per run); otherwise a new
+/// directory, removed afterwards. Returns (tmpfs?, the directory to remove afterwards).
+pub(super) fn tmp_plan(policy: &Policy) -> Result<(bool, Option<TempDir>), BrokerError> {
+    let use_tmpfs = uses_tmpfs(policy);
+    let dir = if policy.sandbox.private_tmp && !use_tmpfs {
+        Some(TempDir::new()?)
+    } else {
+        None
+    };
+    Ok((use_tmpfs, dir))
+}
+
+/// Is the private TMPDIR a tmpfs mounted by the sandbox (private, with namespaces)?
+pub(super) fn uses_tmpfs(policy: &Policy) -> bool {
+    let sb = &policy.sandbox;
+    sb.private_tmp && sb.namespaces && sandbox::namespaces_available()
+}
+
+/// The fixed mount point for per-run tmpfs TMPDIRs: `$TMPDIR/.gateway-private` (normally
+/// `/tmp/.gateway-private`), created 0700 once; refused if it is a symlink or not ours.
+pub(super) fn tmpfs_mountpoint() -> Result<PathBuf, BrokerError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+    let base = std::fs::canonicalize(std::env::temp_dir()).unwrap_or_else(|_| std::env::temp_dir());
+    // One per uid: a daemon running as its own user shares /tmp with root's gateway.
+    let uid = sandbox::effective_uid();
+    let p = base.join(if uid == 0 {
+        ".gateway-private".to_string()
+    } else {
+        format!(".gateway-private-{uid}")
+    });
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+    match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(BrokerError::Io {
+                what: format!("creating the TMPDIR mount point {}", p.display()),
+                source: e,
+            });
+        }
+    }
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+    let m = std::fs::symlink_metadata(&p).map_err(|e| BrokerError::Io {
+        what: format!("checking {}", p.display()),
+        source: e,
+    })?;
+    // The mount point must be a real directory owned by us and closed to others.
+    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+    if !m.is_dir() || m.uid() != sandbox::effective_uid() || m.mode() & 0o022 != 0 {
+        return Err(BrokerError::Io {
+            what: format!(
+                "{} is not a directory owned by uid {} and closed to others; remove it",
+                p.display(),
+                sandbox::effective_uid()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+    }
+    Ok(p)
+}
+
+/// Size of the tmpfs TMPDIR: the policy's memory limit (tmpfs pages are memory), else 2 GiB.
+pub(super) fn tmpfs_size(l: &sandbox::Limits) -> u64 {
+    l.memory.unwrap_or(2 << 30)
+}
+
+/// A private TMPDIR, removed on drop.
+pub(super) struct TempDir(pub(super) PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, BrokerError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        for i in 0..100u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let p = base.join(format!("gateway-{}-{nanos:x}-{i}", std::process::id()));
+            // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+                Ok(()) => {
+                    // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+                    let c = std::fs::canonicalize(&p).unwrap_or(p);
+                    return Ok(TempDir(c));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(BrokerError::Io {
+                        what: format!("creating a private TMPDIR in {}", base.display()),
+                        source: e,
+                    });
+                }
+            }
+        }
+        Err(BrokerError::Io {
+            what: "creating a private TMPDIR".into(),
+            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
