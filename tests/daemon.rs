@@ -1088,3 +1088,60 @@ sandbox_test!(
         assert_eq!(stdout(&o), "current\n", "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn another_uid_cannot_pin_or_move_a_daemon_session_of_the_same_name() {
+        // Issue 23 attack (the protocol: "a request cannot change session ownership"): a
+        // session's places were a file keyed by its name only, so uid 65534, first to use a
+        // name through a root daemon, pinned that session's workspace — the writable area of
+        // root's later commands in it — to a directory of its choosing, and its `fs cd`
+        // moved where they start.
+        let env = Env::new("session-owner");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let session = "shared-name";
+        let o = env
+            .nobody()
+            .current_dir(&env.outside)
+            .env("GATEWAY_SOCKET", &d.socket)
+            .env("GATEWAY_SESSION", session)
+            .args(["fs", "cd", "."])
+            .output()
+            .expect("gateway as 65534");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .env("GATEWAY_SESSION", session)
+            .args(["exec", "--", "sh", "-c", "pwd; touch planted"])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            stdout(&o).trim(),
+            env.ws.display().to_string(),
+            "{}",
+            text(&o)
+        );
+        assert!(
+            !env.outside.join("planted").exists(),
+            "root's command wrote where uid 65534 pinned root's session"
+        );
+        assert!(env.ws.join("planted").exists(), "{}", text(&o));
+        // The other uid's session of that name is its own, and still where it put it.
+        let o = env
+            .nobody()
+            .current_dir(&env.ws)
+            .env("GATEWAY_SOCKET", &d.socket)
+            .env("GATEWAY_SESSION", session)
+            .args(["exec", "--", "pwd"])
+            .output()
+            .expect("gateway as 65534");
+        assert_eq!(
+            stdout(&o).trim(),
+            env.outside.display().to_string(),
+            "{}",
+            text(&o)
+        );
+    }
+);

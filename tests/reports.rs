@@ -303,3 +303,117 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn a_secret_in_any_field_of_a_refusal_is_redacted_in_every_front_end() {
+        // Issue 23 attack: `refusal.shown()` redacted `path` and `inner` only; an `--env`
+        // name with a token in it came back verbatim in `refusal.name` through the CLI's
+        // --json, the daemon and MCP (the record and `error` were redacted).
+        let env = Env::new("refusal-redacted");
+        let tok = gh_token(23);
+        let name = format!("GITHUB_TOKEN_{tok}");
+        let kv = format!("{name}=1");
+        let args = [
+            "--json", "exec", "--policy", "strict", "--env", &kv, "--", "true",
+        ];
+        let check = |what: &str, o: &Output, code: i32| {
+            assert_eq!(o.status.code(), Some(code), "{what}: {}", text(o));
+            assert_stdout_lacks(o, &tok, what);
+            let v = json_of(o);
+            let v = v.get("structuredContent").unwrap_or(&v);
+            assert_eq!(v["refusal"]["kind"], "scrubbed_env", "{what}: {v}");
+            assert_eq!(v["refusal"]["rule"], "env.scrubbed", "{what}: {v}");
+        };
+        check(
+            "cli --json",
+            &env.cmd().args(args).output().expect("gateway"),
+            120,
+        );
+        let call = serde_json::json!({"command": "true", "env": {&name: "1"}});
+        let o = env
+            .cmd()
+            .args(["tool", "--policy", "strict", "exec", &call.to_string()])
+            .output()
+            .expect("gateway tool");
+        check("mcp (gateway tool)", &o, 1);
+        let d = Daemon::start(&env, "strict", &[]);
+        check(
+            "daemon --json",
+            &d.cmd(&env).args(args).output().expect("gateway"),
+            120,
+        );
+        // Human output says the same redacted message on stderr: an `--env` name, a file
+        // name in a refusal and in a plain error.
+        let outside = env.outside.join(&tok).display().to_string();
+        let in_ws = format!("x{tok}");
+        for (what, a) in [
+            ("--env", &args[1..]),
+            (
+                "fs rm -r outside",
+                &["fs", "rm", "-r", "--policy", "strict", &outside][..],
+            ),
+            (
+                "fs rm missing",
+                &["fs", "rm", "--policy", "strict", &in_ws][..],
+            ),
+        ] {
+            for (front, o) in [
+                ("one-shot", env.cmd().args(a).output().expect("gateway")),
+                ("daemon", d.cmd(&env).args(a).output().expect("gateway")),
+            ] {
+                assert!(!o.status.success(), "{what} ({front}): {}", text(&o));
+                assert!(
+                    !stderr(&o).contains(&tok) && !stdout(&o).contains(&tok),
+                    "{what} ({front}): {}",
+                    text(&o)
+                );
+                assert!(
+                    stderr(&o).contains("[REDACTED:"),
+                    "{what} ({front}): {}",
+                    text(&o)
+                );
+            }
+        }
+        drop(d);
+    }
+);
+
+#[test]
+#[ignore = "issue 23 attack: a call that fails before any decision (nothing to undo, an unknown trash item, a missing --cwd) is recorded as a deny by rule `broker`, so `log query --decision deny` finds plain errors; an undecided call needs an effect of its own (a record-format change)"]
+fn a_call_that_fails_before_its_decision_is_recorded_once_and_not_as_a_deny() {
+    // Issue 23 attack (refusals are denies, errors are not). The skeleton now records undo's
+    // and trash restore's early errors (the old code recorded nothing), but as a `deny` by
+    // `broker`, as exec's missing --cwd always was.
+    let env = Env::new("undecided");
+    let calls: [&[&str]; 3] = [
+        &["undo"],
+        &["trash", "restore", "nosuch"],
+        &[
+            "--cwd",
+            "/nonexistent-dir",
+            "exec",
+            "--policy",
+            "strict",
+            "--",
+            "true",
+        ],
+    ];
+    for args in calls {
+        let o = env.gw(args);
+        assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+    }
+    let all = json_of(&env.gw(&["--json", "log", "query", "--limit", "0"]));
+    let n = all["records"].as_array().map_or(0, Vec::len);
+    assert_eq!(n, calls.len(), "each call recorded once: {all}");
+    let denies = json_of(&env.gw(&[
+        "--json",
+        "log",
+        "query",
+        "--decision",
+        "deny",
+        "--limit",
+        "0",
+    ]));
+    let d = denies["records"].as_array().map_or(0, Vec::len);
+    assert_eq!(d, 0, "plain errors found as denies: {denies}");
+}

@@ -166,15 +166,21 @@ impl Refusal {
     }
 
     /// The refusal as shown (`--json`, MCP): its fields, the rule, the message in words, and
-    /// every path with a secret in it redacted.
+    /// every field with a secret in it redacted — paths, but also an `--env` name, a place,
+    /// a link's story, the rules' reasons: whatever the caller could put a secret in.
     pub fn shown(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            for k in ["path", "inner"] {
-                if let Some(serde_json::Value::String(s)) = o.get_mut(k) {
-                    *s = super::redact_text(s);
-                }
+        /// Every string inside `v`, redacted.
+        fn redact_all(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::String(s) => *s = super::redact_text(s),
+                serde_json::Value::Array(a) => a.iter_mut().for_each(redact_all),
+                serde_json::Value::Object(o) => o.values_mut().for_each(redact_all),
+                _ => {}
             }
+        }
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        redact_all(&mut v);
+        if let Some(o) = v.as_object_mut() {
             o.insert("rule".into(), self.rule().into());
             o.insert(
                 "message".into(),
@@ -208,6 +214,20 @@ mod tests {
             access: Access::Write,
         };
         assert_eq!(o.rule(), "outside-roots");
+        // A secret in any field, not only in paths, is shown redacted.
+        let tok = format!("ghp_{}", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
+        for r in [
+            Refusal::ScrubbedEnv {
+                name: format!("GITHUB_TOKEN_{tok}"),
+            },
+            Refusal::LeadsOutside {
+                path: "/w/l".into(),
+                why: format!("a link to /o/{tok}"),
+            },
+        ] {
+            let v = r.shown().to_string();
+            assert!(!v.contains(&tok), "{v}");
+        }
         assert_eq!(
             o.to_string(),
             "refused: /etc/x: outside the directories this policy lets commands change"

@@ -45,7 +45,10 @@ pub(crate) struct SessionDirs {
 }
 
 /// `<state>/sessions/<readable part>-<hash>.json`: the hash of the whole name keeps two
-/// names that read alike (`proj.one`, `proj/one`) two sessions.
+/// names that read alike (`proj.one`, `proj/one`) two sessions. A daemon's client of another
+/// uid than the daemon's has sessions of its own (`u<uid>-…`): the same `GATEWAY_SESSION`
+/// never reaches another user's session, whose workspace (the writable area its commands
+/// get) and `cd` it could otherwise pin or move.
 fn session_file(state_dir: &Path, session: &str) -> PathBuf {
     use sha2::Digest;
     let safe: String = session
@@ -61,9 +64,10 @@ fn session_file(state_dir: &Path, session: &str) -> PathBuf {
         .collect();
     let h = sha2::Sha256::digest(session.as_bytes());
     let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let owner = super::client::run_as().map_or(String::new(), |u| format!("u{}-", u.uid));
     state_dir
         .join("sessions")
-        .join(format!("{safe}-{hex}.json"))
+        .join(format!("{owner}{safe}-{hex}.json"))
 }
 
 pub(crate) fn load(state_dir: &Path, session: &str) -> SessionDirs {

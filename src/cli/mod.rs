@@ -1172,7 +1172,9 @@ fn broker_error(e: BrokerError) -> ExitCode {
         BrokerError::Audit(_) => exit::AUDIT,
         BrokerError::TimedOut(_) => exit::TIMEOUT,
     };
-    fail(code, e)
+    // Said as `--json` and MCP say it: a secret in a path or an `--env` name the message
+    // quotes is redacted on stderr too.
+    fail(code, broker::redact_text(&e.to_string()))
 }
 
 fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
