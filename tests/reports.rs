@@ -379,7 +379,6 @@ sandbox_test!(
 );
 
 #[test]
-#[ignore = "issue 23 attack: a call that fails before any decision (nothing to undo, an unknown trash item, a missing --cwd) is recorded as a deny by rule `broker`, so `log query --decision deny` finds plain errors; an undecided call needs an effect of its own (a record-format change)"]
 fn a_call_that_fails_before_its_decision_is_recorded_once_and_not_as_a_deny() {
     // Issue 23 attack (refusals are denies, errors are not). The skeleton now records undo's
     // and trash restore's early errors (the old code recorded nothing), but as a `deny` by
@@ -416,4 +415,20 @@ fn a_call_that_fails_before_its_decision_is_recorded_once_and_not_as_a_deny() {
     ]));
     let d = denies["records"].as_array().map_or(0, Vec::len);
     assert_eq!(d, 0, "plain errors found as denies: {denies}");
+    // Each is recorded as what it is: undecided, with the error.
+    let errors = json_of(&env.gw(&[
+        "--json",
+        "log",
+        "query",
+        "--decision",
+        "error",
+        "--limit",
+        "0",
+    ]));
+    let recs = errors["records"].as_array().expect("records");
+    assert_eq!(recs.len(), calls.len(), "{errors}");
+    for r in recs {
+        assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
+        assert_eq!(r["decision"]["rules"], serde_json::json!([]), "{r}");
+    }
 }

@@ -747,8 +747,12 @@ fn find_removal(state_dir: &Path, name: &str) -> Result<Change, BrokerError> {
 }
 
 /// The session's virtual cwd, if `cd` set one (and it still exists).
-pub fn session_cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
-    super::session::cwd(state_dir, session)
+pub fn session_cwd(
+    cx: &super::client::Context,
+    state_dir: &Path,
+    session: &str,
+) -> Option<PathBuf> {
+    super::session::cwd(cx, state_dir, session)
 }
 
 /// `cd`: changes the session's virtual working directory (never the broker's own). `..`,
@@ -816,7 +820,7 @@ impl super::invoke::Tool for CdTool<'_, '_> {
 
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<PathBuf, BrokerError> {
         let (ctx, target, base) = (self.ctx, self.target, &self.base);
-        let mut dirs = super::session::load(&ctx.state_dir, &ctx.session);
+        let mut dirs = super::session::load(&ctx.client, &ctx.state_dir, &ctx.session);
         let home = PathBuf::from(super::shell_env(&ctx.client, base).home);
         let wanted = match target {
             "-" => dirs
@@ -839,9 +843,11 @@ impl super::invoke::Tool for CdTool<'_, '_> {
         dirs.previous = Some(base.clone());
         dirs.cwd = Some(real.clone());
         dirs.workspace.get_or_insert(self.ws.clone());
-        super::session::save(&ctx.state_dir, &ctx.session, &dirs).map_err(|e| BrokerError::Io {
-            what: format!("saving the directories of session {}", ctx.session),
-            source: e,
+        super::session::save(&ctx.client, &ctx.state_dir, &ctx.session, &dirs).map_err(|e| {
+            BrokerError::Io {
+                what: format!("saving the directories of session {}", ctx.session),
+                source: e,
+            }
         })?;
         Ok(real)
     }

@@ -467,8 +467,10 @@ pub fn decide_exec(cx: &client::Context, policy: &Policy, argv: &[String], ws: &
     policy.evaluate(&call, &shell_env(cx, ws))
 }
 
-/// The decision as recorded; a request refused before any decision (a secret in argv, a
-/// bad request) is recorded as denied, with the error as its reason.
+/// The decision as recorded. A request refused before any decision (a secret in argv) is a
+/// `deny` naming the refusal's rule; one that failed before it could be decided (a bad
+/// `--cwd`, nothing to undo) has the effect `error` — no rule decided it — with the error as
+/// its reason, so that `log query --decision deny` lists refusals only.
 fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::RecordDecision {
     match d {
         Some(d) => {
@@ -489,14 +491,15 @@ fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::Re
             }
         }
         None => audit::RecordDecision {
-            effect: "deny".into(),
-            rules: vec![
-                match err {
-                    Some(BrokerError::Refused(r)) => r.rule(),
-                    _ => "broker",
-                }
-                .into(),
-            ],
+            effect: match err {
+                Some(BrokerError::Refused(_)) => "deny",
+                _ => "error",
+            }
+            .into(),
+            rules: match err {
+                Some(BrokerError::Refused(r)) => vec![r.rule().into()],
+                _ => vec![],
+            },
             reasons: err
                 .map(|e| redact_text(&e.to_string()))
                 .into_iter()

@@ -49,7 +49,7 @@ pub(crate) struct SessionDirs {
 /// uid than the daemon's has sessions of its own (`u<uid>-…`): the same `GATEWAY_SESSION`
 /// never reaches another user's session, whose workspace (the writable area its commands
 /// get) and `cd` it could otherwise pin or move.
-fn session_file(state_dir: &Path, session: &str) -> PathBuf {
+fn session_file(cx: &super::client::Context, state_dir: &Path, session: &str) -> PathBuf {
     use sha2::Digest;
     let safe: String = session
         .chars()
@@ -64,22 +64,29 @@ fn session_file(state_dir: &Path, session: &str) -> PathBuf {
         .collect();
     let h = sha2::Sha256::digest(session.as_bytes());
     let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let owner = super::client::run_as().map_or(String::new(), |u| format!("u{}-", u.uid));
+    let owner = cx
+        .run_as()
+        .map_or(String::new(), |u| format!("u{}-", u.uid));
     state_dir
         .join("sessions")
         .join(format!("{owner}{safe}-{hex}.json"))
 }
 
-pub(crate) fn load(state_dir: &Path, session: &str) -> SessionDirs {
+pub(crate) fn load(cx: &super::client::Context, state_dir: &Path, session: &str) -> SessionDirs {
     // not-ws: the session file, in the broker's own state directory
-    std::fs::read(session_file(state_dir, session))
+    std::fs::read(session_file(cx, state_dir, session))
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
         .unwrap_or_default()
 }
 
-pub(crate) fn save(state_dir: &Path, session: &str, dirs: &SessionDirs) -> std::io::Result<()> {
-    let p = session_file(state_dir, session);
+pub(crate) fn save(
+    cx: &super::client::Context,
+    state_dir: &Path,
+    session: &str,
+    dirs: &SessionDirs,
+) -> std::io::Result<()> {
+    let p = session_file(cx, state_dir, session);
     if let Some(d) = p.parent() {
         // not-ws: the session file, in the broker's own state directory
         std::fs::create_dir_all(d)?;
@@ -90,8 +97,8 @@ pub(crate) fn save(state_dir: &Path, session: &str, dirs: &SessionDirs) -> std::
 }
 
 /// The session's working directory, if `cd` set one (and it still exists).
-pub fn cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
-    load(state_dir, session)
+pub fn cwd(cx: &super::client::Context, state_dir: &Path, session: &str) -> Option<PathBuf> {
+    load(cx, state_dir, session)
         .cwd
         .filter(|p| super::wsfs::is_dir(p))
 }
@@ -100,9 +107,15 @@ pub fn cwd(state_dir: &Path, session: &str) -> Option<PathBuf> {
 /// The workspace is the one pinned for the session, else `start` — pinned now when `pin`
 /// (a named session: later calls keep it whatever `cd` does). The working directory is the
 /// session's `cd`, else `start`.
-pub fn place(state_dir: &Path, session: &str, start: &Path, pin: bool) -> Place {
+pub fn place(
+    cx: &super::client::Context,
+    state_dir: &Path,
+    session: &str,
+    start: &Path,
+    pin: bool,
+) -> Place {
     let start = super::wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
-    let mut dirs = load(state_dir, session);
+    let mut dirs = load(cx, state_dir, session);
     let pinned = dirs.workspace.clone().filter(|w| super::wsfs::is_dir(w));
     let workspace = match pinned {
         Some(w) => w,
@@ -110,7 +123,7 @@ pub fn place(state_dir: &Path, session: &str, start: &Path, pin: bool) -> Place 
             if pin && super::wsfs::is_dir(&start) && super::wsfs::is_dir(state_dir) {
                 dirs.workspace = Some(start.clone());
                 // Best effort: an unsaved pin only means the next call pins again.
-                let _ = save(state_dir, session, &dirs);
+                let _ = save(cx, state_dir, session, &dirs);
             }
             start.clone()
         }
@@ -132,27 +145,31 @@ mod tests {
         for d in [&state, &ws, &other] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
+        let cx = &crate::broker::client::Context::this_process();
         let ws = std::fs::canonicalize(ws).expect("ws");
         let other = std::fs::canonicalize(other).expect("other");
-        let p = place(&state, "s1", &ws, true);
+        let p = place(cx, &state, "s1", &ws, true);
         assert_eq!(p, Place::at(&ws));
-        let mut d = load(&state, "s1");
+        let mut d = load(cx, &state, "s1");
         d.cwd = Some(other.clone());
-        save(&state, "s1", &d).expect("save");
+        save(cx, &state, "s1", &d).expect("save");
         // A later call from anywhere keeps the pinned workspace; its cwd is the session's.
-        let p = place(&state, "s1", &other, true);
+        let p = place(cx, &state, "s1", &other, true);
         assert_eq!(p.workspace, ws);
         assert_eq!(p.cwd, other);
         // Unpinned: each call's start is its workspace.
-        let p = place(&state, "s2", &other, false);
+        let p = place(cx, &state, "s2", &other, false);
         assert_eq!(p, Place::at(&other));
-        assert!(load(&state, "s2").workspace.is_none());
+        assert!(load(cx, &state, "s2").workspace.is_none());
         // Names that read alike are distinct sessions.
         assert_ne!(
-            session_file(&state, "proj.one"),
-            session_file(&state, "proj/one")
+            session_file(cx, &state, "proj.one"),
+            session_file(cx, &state, "proj/one")
         );
-        assert_ne!(session_file(&state, "../x"), session_file(&state, "__x"));
+        assert_ne!(
+            session_file(cx, &state, "../x"),
+            session_file(cx, &state, "__x")
+        );
         let _ = std::fs::remove_dir_all(&t);
     }
 }

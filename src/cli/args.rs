@@ -422,8 +422,9 @@ pub(crate) struct FilterArgs {
     /// Tool name (exec, scan, ...).
     #[arg(long)]
     pub(crate) tool: Option<String>,
-    /// Decision.
-    #[arg(long, value_parser = ["allow", "deny", "ask"])]
+    /// Decision: allow, deny (every refusal), ask, or error (a call that failed before it
+    /// could be decided).
+    #[arg(long, value_parser = ["allow", "deny", "ask", "error"])]
     pub(crate) decision: Option<String>,
     /// Records at or after: RFC 3339 time or a duration ago (90s, 15m, 2h, 3d).
     #[arg(long, value_name = "TIME")]

@@ -1034,6 +1034,7 @@ fn effective_place(cli: &Cli) -> broker::session::Place {
     }
     if broker::client::env_var("GATEWAY_SESSION").is_some_and(|s| !s.is_empty()) {
         return broker::session::place(
+            &broker::client::Context::current(),
             &state_dir(cli),
             &broker::log::session_id(),
             Path::new("."),

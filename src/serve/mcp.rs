@@ -357,7 +357,13 @@ impl ToolSession<'_> {
         // The workspace is where this server started (its own directory, forwarded to the
         // daemon as the call's directory), never a pin left by another process that used
         // the same session name.
-        let mut p = crate::broker::session::place(self.state_dir, self.session, self.cwd, false);
+        let mut p = crate::broker::session::place(
+            &crate::broker::client::Context::current(),
+            self.state_dir,
+            self.session,
+            self.cwd,
+            false,
+        );
         p.workspace =
             crate::broker::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
