@@ -45,6 +45,7 @@ pub(super) mod roots;
 mod tree;
 pub(super) mod types;
 mod undo;
+pub use types::{FsOp, FsOutput};
 mod upkeep;
 
 pub(crate) use roots::{RootPaths, root_paths};
@@ -76,106 +77,6 @@ pub struct FsContext<'a> {
     pub client: super::client::Context,
 }
 
-/// A file tool call.
-#[derive(Debug, Serialize, serde::Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum FsOp {
-    /// Read lines `offset..offset+limit` (1-based offset).
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// First line (1-based).
-        offset: Option<usize>,
-        /// Lines.
-        limit: Option<usize>,
-        /// Return binary files too (lossy).
-        binary: bool,
-    },
-    /// Create or replace.
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// New content.
-        content: Vec<u8>,
-    },
-    /// Edit in place.
-    Edit {
-        /// The file.
-        path: PathBuf,
-        /// The edits, all or nothing.
-        edits: Vec<Edit>,
-        /// Show the diff only.
-        dry_run: bool,
-    },
-    /// Move to the trash (directories with `recursive`).
-    Remove {
-        /// What.
-        path: PathBuf,
-        /// Directories too.
-        recursive: bool,
-        /// Delete for good, keeping no copy (policy tool `purge`; undo refuses it).
-        #[serde(default)]
-        permanent: bool,
-    },
-    /// Create a directory (and missing parents with `parents`).
-    Mkdir {
-        /// The directory.
-        path: PathBuf,
-        /// Create missing parents.
-        parents: bool,
-    },
-    /// Move or rename (never over an existing file; into it if `dst` is a directory).
-    Move {
-        /// From.
-        src: PathBuf,
-        /// To.
-        dst: PathBuf,
-    },
-    /// List a directory.
-    List {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// Files matching a glob.
-    Glob {
-        /// The pattern (relative to `path`; without `/` it matches names anywhere).
-        pattern: String,
-        /// Where to look.
-        path: PathBuf,
-    },
-    /// Search file contents.
-    Grep {
-        /// Where to look.
-        path: PathBuf,
-        /// What.
-        options: GrepOptions,
-    },
-    /// Restore a trash item (by undoing the removal that put it there).
-    TrashRestore {
-        /// Its name (`gateway trash list`).
-        name: String,
-    },
-    /// Revert a change (the last one if `None`).
-    Undo {
-        /// The change id.
-        id: Option<u64>,
-        /// Show what would change only.
-        dry_run: bool,
-        /// Revert even if the file changed since (its current content is backed up).
-        force: bool,
-        /// Without an id: the newest change of any workspace (default: of this one).
-        #[serde(default)]
-        all: bool,
-    },
-    /// Diagnostics (hidden): what the confined worker can open at `path` with a plain
-    /// `open(2)`, bypassing gateway's own path checks, and the worker's confinement as the
-    /// kernel reports it. Shows the kernel's layer on its own.
-    Probe {
-        /// Any path.
-        path: PathBuf,
-    },
-}
-
 /// What a file tool call returned.
 #[derive(Debug, Serialize)]
 pub struct FsResult {
@@ -187,74 +88,6 @@ pub struct FsResult {
     pub audit_seq: u64,
     /// How the worker that performed it was confined (none when denied).
     pub enforcement: Option<crate::sandbox::EnforcementStatus>,
-}
-
-/// A file tool's output.
-#[derive(Debug, Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FsOutput {
-    /// Denied by policy.
-    Denied,
-    /// The policy asks for approval, and it was not given (or there was no one to ask).
-    NotApproved,
-    /// Lines of a file (redacted).
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// (line number, text) pairs.
-        lines: Vec<(usize, String)>,
-        /// Lines in the file.
-        total_lines: usize,
-        /// Not all lines asked for are shown.
-        truncated: bool,
-    },
-    /// A change was made (or, dry run, would be).
-    Changed {
-        /// The file.
-        path: PathBuf,
-        /// Unified diff.
-        diff: String,
-        /// The journal id (none on dry runs or when nothing changed).
-        change: Option<u64>,
-        /// Created (did not exist).
-        created: bool,
-        /// Removed (undo of a creation).
-        removed: bool,
-    },
-    /// A tree operation done (rm, mkdir, mv, restore).
-    Done {
-        /// What happened, in words.
-        what: String,
-        /// The journal id.
-        change: Option<u64>,
-        /// `gateway undo` can revert it (not a permanent deletion).
-        undoable: bool,
-    },
-    /// Paths matching a glob.
-    Glob {
-        /// Relative to the search directory.
-        paths: Vec<String>,
-        /// More than shown.
-        truncated: bool,
-    },
-    /// Search results (redacted).
-    Grep(GrepResult),
-    /// A directory listing.
-    List {
-        /// The directory.
-        path: PathBuf,
-        /// (name, kind, size).
-        entries: Vec<(String, String, u64)>,
-    },
-    /// What the confined worker could open ([`FsOp::Probe`]).
-    Probe {
-        /// Opening for reading: "ok" or the error.
-        open: String,
-        /// Opening for appending (nothing is written): "ok" or the error.
-        write: String,
-        /// `Seccomp:`, `NoNewPrivs:` and `CapEff:` of the worker's /proc/self/status.
-        status: Vec<String>,
-    },
 }
 
 fn j_err(e: journal::JournalError) -> BrokerError {

@@ -27,8 +27,8 @@
 use super::BrokerError;
 use super::fs::ops;
 use super::fs::roots::RootPaths;
+use super::fs::types::{FsOp, FsOutput};
 use super::fs::types::{StateOps, Tools};
-use super::fs::{FsOp, FsOutput};
 use crate::fsops::path::{OwnerFix, Root};
 use crate::journal::{self, Change, Phase};
 use crate::policy::Policy;

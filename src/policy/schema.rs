@@ -2,8 +2,8 @@
 //! typed [`Policy`] ("don't validate twice"). Every error carries `file:line:column`.
 //!
 //! Over 1,000 lines: every key of the policy file is validated here, each with its
-//! `file:line:column` error; issue 23 splits `compile` per section (sandbox, rules, secrets,
-//! undo), which is the seam.
+//! `file:line:column` error; `compile` per section (sandbox, rules, secrets, undo) is the
+//! seam along which it would split.
 
 use super::{CommandPattern, Policy, PolicyError, Rule};
 pub use crate::model::{

@@ -16,9 +16,9 @@
 //! ([`Policy::narrow_to`]) for every call — never widening it. A client offering no roots
 //! leaves the policy as it is; roots that are not local directories narrow to nothing.
 //!
-//! Over 1,000 lines: the tool schemas, the tool bodies and the server loop; a later stage of
-//! issue 23 moves the tool bodies down into the broker's one invocation and keeps the
-//! transport here.
+//! Over 1,000 lines: the tool schemas (one parameter type per tool, each documented for the
+//! agent), their thin bodies (each builds one broker call and renders its typed report) and
+//! the server loop; the tools' substance is the broker's one invocation (`broker::invoke`).
 
 use crate::audit::Caller;
 use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};

@@ -10,16 +10,7 @@ use std::path::Path;
 const LEAVES: &[&str] = &["file", "ops", "revert", "roots", "tree", "types"];
 
 /// Items of `broker/fs.rs` a leaf or the worker may name, with the reason: none other.
-const SHARED: &[(&str, &str)] = &[
-    (
-        "FsOp",
-        "the call itself; its definition stays in fs.rs while issue 23's typed invocation rewrites it, then moves to fs/types.rs",
-    ),
-    (
-        "FsOutput",
-        "the tool's answer; its definition stays in fs.rs while issue 23's typed invocation rewrites it, then moves to fs/types.rs",
-    ),
-];
+const SHARED: &[(&str, &str)] = &[];
 
 /// The paths of the use tree that starts `s[i..]` (one path, or a `{..}` group, nested),
 /// each as its segments, and where it ends. `s` has no spaces around `::`, braces and commas.

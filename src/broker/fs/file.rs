@@ -5,7 +5,7 @@
 
 use super::roots::{Roots, pick, real_path, under};
 use super::types::{Tools, fs_err, usage};
-use crate::broker::fs::FsOutput;
+use crate::broker::fs::types::FsOutput;
 use crate::broker::refusal::{Access, Refusal};
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::path::{self as fpath, Root};

@@ -8,7 +8,7 @@ use super::revert;
 use super::roots::{Roots, pick, pick_read, pick_write, real_path, under};
 use super::tree::{mkdir, move_path, purge, to_trash};
 use super::types::{Tools, fs_err, rerr, usage};
-use crate::broker::fs::{FsOp, FsOutput};
+use crate::broker::fs::types::{FsOp, FsOutput};
 use crate::broker::refusal::{Access, Refusal};
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::{search, text};

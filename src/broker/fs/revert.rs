@@ -18,7 +18,7 @@ use super::file::{Target, change};
 use super::roots::{Roots, pick_write};
 use super::tree::{Content, PURGE_TOOL, from_trash, move_path, same_state, state_of, to_trash};
 use super::types::{Tools, fs_err, usage};
-use crate::broker::fs::FsOutput;
+use crate::broker::fs::types::FsOutput;
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::path::{OwnerFix, Root};
 use crate::fsops::text;

@@ -5,7 +5,7 @@
 //! A leaf: it imports nothing of `broker::fs` but the call's own type.
 
 use super::types::fs_err;
-use crate::broker::fs::FsOp;
+use crate::broker::fs::types::FsOp;
 use crate::broker::refusal::{Access, Refusal};
 use crate::broker::{self, BrokerError};
 use crate::fsops::path::Root;

@@ -6,7 +6,7 @@
 use super::roots::{Roots, pick_write};
 use super::types::{Tools, fs_err, rerr, usage};
 use crate::broker::BrokerError;
-use crate::broker::fs::FsOutput;
+use crate::broker::fs::types::FsOutput;
 use crate::fsops::path::{self as fpath, Root};
 use crate::journal::{self, Change, PathState};
 use std::io::Read;

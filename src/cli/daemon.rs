@@ -1,0 +1,277 @@
+//! The daemon's front end: where its socket is, a one-shot command sent to it
+//! (`daemon_call`, the client side of `serve::proto`), `gateway serve`, and the approvals
+//! people answer through it (`pending`, `approve`, `deny`).
+
+use super::*;
+
+/// The daemon to go through (`serve::daemon::socket_to_use`, with the config's `socket`).
+pub(super) fn daemon_socket() -> Result<Option<PathBuf>, String> {
+    serve::daemon::socket_to_use(config_socket)
+}
+
+/// The config file's `socket`, if it names one.
+pub(super) fn config_socket() -> Option<PathBuf> {
+    config::get().ok().and_then(|c| c.socket.clone())
+}
+
+/// Runs one call for the daemon's client this thread serves: the same dispatch as the CLI's,
+/// with the client's policy (its `--policy`, else its GATEWAY_POLICY) and the daemon's state
+/// directory (a client asking for another one is refused). A typed call is built into the
+/// command it stands for directly; only [`serve::proto::RequestBody::Argv`] is parsed.
+pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, policy: &str) -> u8 {
+    use serve::proto::RequestBody;
+    let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
+    let typed = |cmd: Cmd, cwd: Option<String>, json: bool| Cli {
+        state_dir: None,
+        policy: None,
+        cwd: cwd.map(PathBuf::from),
+        json,
+        cmd,
+    };
+    // The call, and the policy and state directory its command line names (typed calls
+    // name none: the client's environment, else the daemon's, decide).
+    let (mut cli, named_policy, named_state) = match body {
+        RequestBody::Argv(argv) => match parse_daemon_argv(argv) {
+            Ok(x) => x,
+            Err(code) => return code,
+        },
+        RequestBody::Exec {
+            argv,
+            cwd,
+            timeout_ms,
+            snapshot,
+            env,
+            stdin: _,
+            json,
+        } => {
+            if argv.is_empty() {
+                errln!("gateway: exec: the request names no command (argv is empty)");
+                return exit::USAGE;
+            }
+            if let Some((k, _)) = env.iter().find(|(k, _)| k.is_empty() || k.contains('=')) {
+                errln!("gateway: exec: the environment variable name {k:?} is empty or holds '='");
+                return exit::USAGE;
+            }
+            let cmd = Cmd::Exec {
+                timeout: timeout_ms.map(|ms| ms as f64 / 1000.0),
+                env: env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                snapshot: snapshot == Some(true),
+                no_snapshot: snapshot == Some(false),
+                command: argv,
+            };
+            (typed(cmd, cwd, json), None, None)
+        }
+        RequestBody::PolicyReload { policy } => {
+            let cmd = Cmd::Policy {
+                cmd: PolicyCmd::Reload { name: policy },
+            };
+            (typed(cmd, None, false), None, None)
+        }
+        // Answered by the daemon itself; never handed to a handler.
+        RequestBody::Hello => return 0,
+    };
+    cli.policy = named_policy.or_else(|| {
+        broker::client::env_var("GATEWAY_POLICY")
+            .filter(|p| !p.is_empty())
+            .map(|p| p.to_string_lossy().into_owned())
+            .or_else(|| Some(policy.to_string()))
+    });
+    let asked = named_state.or_else(|| {
+        broker::client::env_var("GATEWAY_STATE_DIR")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(d) = asked {
+        let d = std::path::absolute(&d).unwrap_or(d);
+        if d != state {
+            errln!(
+                "gateway: this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
+                state.display(),
+                d.display()
+            );
+            return exit::USAGE;
+        }
+    }
+    cli.state_dir = Some(state.to_path_buf());
+    if matches!(
+        cli.cmd,
+        Cmd::Serve { .. } | Cmd::Mcp | Cmd::Repl | Cmd::Config { .. }
+    ) {
+        errln!("gateway: this command runs in the client, not through the daemon");
+        return exit::USAGE;
+    }
+    to_u8(dispatch(cli))
+}
+
+/// A daemon client's command line, parsed as the CLI would: the call, and the policy and
+/// state directory it names on the command line (not through the environment); Err: the
+/// exit code of a usage error, said on the client's stderr.
+pub(super) fn parse_daemon_argv(
+    argv: Vec<String>,
+) -> Result<(Cli, Option<String>, Option<PathBuf>), u8> {
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let args = std::iter::once("gateway".to_string()).chain(argv);
+    // Built once: building clap's command tree costs more than parsing with it.
+    static COMMAND: std::sync::OnceLock<std::sync::Mutex<clap::Command>> =
+        std::sync::OnceLock::new();
+    let parsed = COMMAND
+        .get_or_init(|| std::sync::Mutex::new(Cli::command()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .try_get_matches_from_mut(args);
+    let m = match parsed {
+        Ok(m) => m,
+        Err(e) => {
+            let text = e.render().to_string();
+            errln!("gateway: {}", text.lines().next().unwrap_or("bad usage"));
+            return Err(exit::USAGE);
+        }
+    };
+    let cli = match Cli::from_arg_matches(&m) {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("gateway: {e}");
+            return Err(exit::USAGE);
+        }
+    };
+    let on_line = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    let policy = if on_line("policy") {
+        cli.policy.clone()
+    } else {
+        None
+    };
+    let state = if on_line("state_dir") {
+        cli.state_dir.clone()
+    } else {
+        None
+    };
+    Ok((cli, policy, state))
+}
+
+/// `gateway serve`.
+pub(super) fn serve(
+    cli: &Cli,
+    socket: Option<PathBuf>,
+    max_clients: usize,
+    call_timeout: f64,
+) -> ExitCode {
+    if !(call_timeout.is_finite() && call_timeout > 0.0) {
+        return fail(
+            exit::USAGE,
+            "--call-timeout: must be a positive number of seconds",
+        );
+    }
+    // The daemon's own settings are read now, before any client's thread could.
+    let cfg = match config::get() {
+        Ok(c) => c,
+        Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
+    };
+    if let Err(e) = load_policy(cli) {
+        return fail(exit::POLICY, e);
+    }
+    let socket = socket
+        .or_else(|| {
+            std::env::var_os("GATEWAY_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| cfg.socket.clone())
+        .unwrap_or_else(serve::daemon::default_socket);
+    let state = state_dir(cli);
+    let st = state.clone();
+    // Clients that name no policy get the daemon's (a file by its absolute path: calls run
+    // in their clients' directories).
+    let mut policy = policy_name(cli);
+    if (policy.contains('/') || policy.ends_with(".toml"))
+        && let Ok(p) = std::path::absolute(&policy)
+    {
+        policy = p.display().to_string();
+    }
+    let handler: serve::daemon::Handler =
+        std::sync::Arc::new(move |argv| daemon_call(argv, &st, &policy));
+    errln!(
+        "gateway serve: serving on {} (state {}); SIGTERM or Ctrl-C stops",
+        socket.display(),
+        state.display()
+    );
+    match serve::daemon::serve(
+        serve::daemon::ServeConfig {
+            socket,
+            state_dir: state,
+            max_clients: max_clients.max(1),
+            first_message: Duration::from_secs_f64(call_timeout),
+            grace: Duration::from_secs(10),
+        },
+        handler,
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => broker_error(e),
+    }
+}
+
+/// `gateway pending`: only the daemon holds requests.
+pub(super) fn pending(cli: &Cli) -> ExitCode {
+    if broker::client::current().is_none() {
+        return fail(
+            exit::USAGE,
+            "pending: no daemon is running (approvals are queued by `gateway serve`; without it, `ask` is answered at the terminal)",
+        );
+    }
+    let v = broker::approvals::list();
+    if cli.json {
+        outln!("{}", to_json(&v));
+    } else if v.is_empty() {
+        errln!("gateway: nothing is waiting for approval");
+    } else {
+        for p in &v {
+            outln!(
+                "{:>4}  {:<6} {}  (session {}, uid {} pid {}, {} risk, denied in {} s)",
+                p.id,
+                p.tool,
+                p.command,
+                p.session,
+                p.uid,
+                p.pid,
+                p.risk,
+                p.expires_in
+            );
+            for r in &p.rules {
+                outln!("      rule {r}");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `gateway approve|deny ID`.
+pub(super) fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCode {
+    let verb = if approve { "approve" } else { "deny" };
+    let Some(c) = broker::client::current() else {
+        return fail(
+            exit::USAGE,
+            format!("{verb}: no daemon is running (approvals are queued by `gateway serve`)"),
+        );
+    };
+    let by = format!(
+        "uid {} pid {} (gateway {verb}{})",
+        c.caller.uid,
+        c.caller.pid,
+        if always { " --always-for-session" } else { "" }
+    );
+    match broker::approvals::answer(id, approve, always, by) {
+        Ok(a) => {
+            if cli.json {
+                outln!("{}", to_json(&a));
+            } else {
+                errln!(
+                    "gateway: {} request {id}: {} {}",
+                    if a.approved { "approved" } else { "denied" },
+                    a.request.tool,
+                    a.request.command
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(exit::USAGE, format!("{verb}: {e}")),
+    }
+}

@@ -1,0 +1,337 @@
+//! Exec's front end: the request from the command line (or the REPL), the run, and its
+//! report rendered — as human text on stderr beside the command's own output, or as the
+//! typed `ExecReport` under `--json` — and its exit code.
+
+use super::*;
+
+/// Asks on the terminal. Without one, answers no.
+fn tty_ask(d: &Decision) -> bool {
+    if !crate::sandbox::stdin_is_tty() {
+        return false;
+    }
+    let Ok(mut tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return false;
+    };
+    let _ = write!(
+        tty,
+        "gateway: this command needs approval:{}\nRun it? [y/N] ",
+        rules_text(d)
+    );
+    let _ = tty.flush();
+    let mut line = String::new();
+    let mut r = std::io::BufReader::new(tty);
+    if r.read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// Where and as whom a run happens, when not from the command line's options (the REPL).
+#[derive(Default)]
+pub(super) struct RunAt {
+    pub(super) place: Option<broker::session::Place>,
+    pub(super) session: Option<String>,
+    pub(super) policy: Option<Policy>,
+    /// Ctrl-C (SIGINT) stops the command only, not this process (the REPL).
+    pub(super) survive_sigint: bool,
+}
+
+pub(super) fn run_exec(
+    cli: &Cli,
+    timeout: Option<f64>,
+    env: &[String],
+    command: &[String],
+    snapshot: Option<bool>,
+) -> ExitCode {
+    run_exec_at(cli, timeout, env, command, snapshot, RunAt::default())
+}
+
+pub(super) fn run_exec_at(
+    cli: &Cli,
+    timeout: Option<f64>,
+    env: &[String],
+    command: &[String],
+    snapshot: Option<bool>,
+    at: RunAt,
+) -> ExitCode {
+    let policy = match at.policy {
+        Some(p) => p,
+        None => match load_policy(cli) {
+            Ok(p) => p,
+            Err(e) => return fail(exit::POLICY, e),
+        },
+    };
+    let timeout = match timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return fail(
+                exit::USAGE,
+                format!("--timeout {t}: must be a positive number of seconds"),
+            );
+        }
+    };
+    let mut env_pairs = Vec::new();
+    for kv in env {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => env_pairs.push((k.to_string(), v.to_string())),
+            _ => return fail(exit::USAGE, format!("--env {kv}: expected NAME=VALUE")),
+        }
+    }
+    let place = at.place.unwrap_or_else(|| effective_place(cli));
+    let req = ExecRequest {
+        argv: command.to_vec(),
+        workspace: place.workspace,
+        cwd: place.cwd,
+        policy: &policy,
+        state_dir: state_dir(cli),
+        env: env_pairs,
+        timeout,
+        stdin: Stdin::Inherit,
+        session: at.session.unwrap_or_else(broker::log::session_id),
+        caller: broker::log::this_caller("cli"),
+        snapshot,
+        context: broker::client::Context::current(),
+    };
+    let json = cli.json;
+    // In --json mode the report carries the first `inline_output` bytes of each stream; all
+    // of it is in the audit artifact.
+    let mut sink = |s: Stream, b: &[u8]| {
+        if !json {
+            match s {
+                Stream::Stdout => broker::client::out(|o| o.write_all(b)),
+                Stream::Stderr => broker::client::err(|o| o.write_all(b)),
+            }
+        }
+    };
+    let mut ask = tty_ask;
+    if broker::client::current().is_none() {
+        crate::sandbox::enlarge_output_pipes();
+    }
+    let res = broker::exec(req, &mut ask, &mut sink);
+    // A SIGINT, SIGTERM or SIGHUP caught during the run: it is recorded; this process ends
+    // by that signal once it has said so (the REPL survives a Ctrl-C).
+    let interrupt = crate::sandbox::take_interrupt();
+    let end = |code: ExitCode| match interrupt {
+        Some(sig) if !(at.survive_sigint && sig == libc::SIGINT) => {
+            crate::sandbox::exit_interrupted(sig)
+        }
+        _ => code,
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(e) => {
+            if json {
+                outln!("{}", fs::error_json(&e));
+            }
+            return end(broker_error(e));
+        }
+    };
+    if let (Some(sig), false) = (interrupt, json) {
+        errln!(
+            "gateway: interrupted by {}: the command was killed{}",
+            signal_name(sig),
+            match &res.audit {
+                Some(a) => format!(" and the run recorded (gateway log show {})", a.seq),
+                None => String::new(),
+            }
+        );
+    }
+    if !json {
+        exec_notes(&res, &policy);
+    }
+    let code = exec_code(&res, &policy, command, json);
+    if json {
+        let report = res.report(policy.audit.inline_output as usize);
+        outln!("{}", to_json(&report));
+    }
+    end(ExitCode::from(code))
+}
+
+/// What a run's report says on stderr beside the command's own output (not under `--json`):
+/// protected paths put back, moved or left, leftovers, secrets found, what the snapshot could
+/// not keep, what changed.
+fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
+    protected_notes(res);
+    secret_notes(res, policy);
+    if let Some(sn) = &res.snapshot {
+        for d in sn.unread_dirs.iter().take(10) {
+            errln!(
+                "gateway: warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
+                broker::redact_text(&d.display().to_string())
+            );
+        }
+        for (p, why) in sn.not_backed_up.iter().take(10) {
+            errln!(
+                "gateway: not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
+                p.display()
+            );
+        }
+        if sn.not_backed_up.len() > 10 {
+            errln!(
+                "gateway: and {} more file(s) not backed up (--json lists them)",
+                sn.not_backed_up.len() - 10
+            );
+        }
+        if sn.expired > 0 {
+            errln!(
+                "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and max_workspace_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
+                sn.expired
+            );
+        }
+    }
+    if let Some(sn) = &res.snapshot
+        && !sn.changes.is_empty()
+    {
+        errln!(
+            "gateway: the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",
+            sn.changes.len(),
+            sn.changes[0].2
+        );
+    }
+    if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) {
+        errln!("gateway: the run hit its memory limit; the kernel killed processes of it");
+    }
+}
+
+/// What the run did to protected paths, and the processes it left.
+fn protected_notes(res: &broker::ExecResult) {
+    for r in &res.protected_restored {
+        match &r.moved_to {
+            Some(to) => errln!(
+                "gateway: the command changed protected path {}; put back as it was, the command's version moved to {}",
+                r.path.display(),
+                to.display()
+            ),
+            None => errln!(
+                "gateway: the command removed protected path {}; put back as it was",
+                r.path.display()
+            ),
+        }
+    }
+    for w in &res.protected_warnings {
+        errln!("gateway: warning: {w}");
+    }
+    if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
+        errln!("gateway: warning: {w}");
+    }
+    if let Some(n) = res
+        .outcome
+        .as_ref()
+        .and_then(|o| o.leftovers_killed)
+        .filter(|&n| n > 0)
+    {
+        errln!(
+            "gateway: killed {n} process(es) the command left running (they had left its process group)"
+        );
+    }
+    for q in &res.protected_created {
+        match &q.to {
+            Some(to) => errln!(
+                "gateway: the command created protected path {}; moved it to {}",
+                q.path.display(),
+                to.display()
+            ),
+            None => errln!(
+                "gateway: the command created protected path {} and it could not be moved; inspect it",
+                q.path.display()
+            ),
+        }
+    }
+}
+
+/// The secrets the run's inputs and output held (rules and places, never values).
+fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
+    for s in &res.secrets.input {
+        errln!(
+            "gateway: warning: {} contains a secret (rule {}){}",
+            s.place,
+            s.rule,
+            match policy.secrets.input {
+                crate::model::SecretsInput::Redact => "; redacted before the command saw it",
+                _ => "",
+            }
+        );
+    }
+    let out = &res.secrets.output;
+    if !out.is_empty() && res.secrets.blocked.is_none() {
+        let mut rules: Vec<&str> = out.iter().map(|o| o.rule).collect();
+        rules.sort();
+        rules.dedup();
+        errln!(
+            "gateway: {} secret(s) in the output ({}){}",
+            out.len(),
+            rules.join(", "),
+            match policy.secrets.output {
+                crate::model::SecretsOutput::Warn => ", passed through (secrets.output = \"warn\")",
+                _ => ", redacted",
+            }
+        );
+    }
+    if let Some(b) = &res.secrets.blocked {
+        errln!(
+            "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
+            b.place,
+            b.rule
+        );
+    }
+}
+
+/// The exit code of a run's report (and, not under `--json`, why it did not run or ended as
+/// it did, on stderr).
+fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json: bool) -> u8 {
+    let d = &res.decision;
+    match (&res.outcome, d.effect) {
+        (None, Effect::Deny) => {
+            if !json {
+                errln!(
+                    "gateway: denied by policy `{}`: {}{}",
+                    policy.name,
+                    broker::redact_text(&command.join(" ")),
+                    rules_text(d)
+                );
+            }
+            exit::DENIED
+        }
+        (None, _) => {
+            if !json {
+                errln!(
+                    "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain -- {})",
+                    if broker::client::stdin_is_tty() || broker::client::current().is_some() {
+                        "it was not approved"
+                    } else {
+                        "there is no terminal to ask on"
+                    },
+                    rules_text(d),
+                    broker::redact_text(&command.join(" "))
+                );
+            }
+            exit::NOT_APPROVED
+        }
+        (Some(_), _) if res.secrets.blocked.is_some() => exit::DENIED,
+        (Some(o), _) => {
+            if o.timed_out {
+                if !json {
+                    errln!(
+                        "gateway: timed out after {:.1}s; the sandbox and every process in it were killed",
+                        o.duration.as_secs_f64()
+                    );
+                }
+                exit::TIMEOUT
+            } else if o.output_limit_exceeded {
+                if !json {
+                    errln!("gateway: output exceeded the policy's limit; the sandbox was killed");
+                }
+                128 + libc::SIGKILL as u8
+            } else if let Some(c) = o.exit_code {
+                c as u8
+            } else {
+                128u8.saturating_add(o.signal.unwrap_or(0) as u8)
+            }
+        }
+    }
+}
