@@ -896,8 +896,24 @@ sandbox_test!(
             &["fs", "rm", "data.bin"][..],
         ] {
             let o = run(args);
-            assert_eq!(o.status.code(), Some(122), "{args:?}: {}", text(&o));
+            // A limit of the policy (issue 23): exit 120, recorded as a deny naming it.
+            assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
             assert!(stderr(&o).contains("refused"), "{args:?}: {}", text(&o));
+            let q = run(&[
+                "--json",
+                "log",
+                "query",
+                "--decision",
+                "deny",
+                "--limit",
+                "1",
+            ]);
+            let q = json_of(&q);
+            assert_eq!(
+                q["records"][0]["decision"]["rules"],
+                serde_json::json!(["undo.backup"]),
+                "{args:?}: {q}"
+            );
             assert!(
                 stderr(&o).contains("max_workspace_bytes"),
                 "{args:?}: {}",

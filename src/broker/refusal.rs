@@ -92,6 +92,17 @@ pub enum Refusal {
         /// The policy's limit.
         max: u64,
     },
+    /// What the call would change cannot be backed up — the backup store's quota (`[undo]
+    /// max_state_bytes`, the workspace's share `max_workspace_bytes`) or the free-space
+    /// margin — so undo could not restore it: refused before anything is touched (rule
+    /// `undo.backup`).
+    #[error(
+        "refused, nothing was changed: undo could not restore this change, because the content it replaces or writes cannot be backed up: {reason}"
+    )]
+    NotBackedUp {
+        /// Which limit, and what to raise.
+        reason: String,
+    },
     /// The policy's rules deny the call (rule: the first deciding rule).
     #[error("denied by policy: {}", reasons.join("; "))]
     PolicyDenied {
@@ -158,6 +169,7 @@ impl Refusal {
             }
             Refusal::SecretInInput { .. } => "secrets.input",
             Refusal::ScrubbedEnv { .. } => "env.scrubbed",
+            Refusal::NotBackedUp { .. } => "undo.backup",
             Refusal::OutsideRoots { .. } | Refusal::LeadsOutside { .. } => "outside-roots",
             Refusal::DeniedPath { .. } => "denied-path",
             Refusal::ProtectedPath { .. } | Refusal::ContainsProtected { .. } => "protected-path",

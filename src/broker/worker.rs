@@ -29,6 +29,7 @@ use super::fs::ops;
 use super::fs::roots::RootPaths;
 use super::fs::types::{FsOp, FsOutput};
 use super::fs::types::{StateOps, Tools};
+use super::refusal::Refusal;
 use crate::fsops::path::{OwnerFix, Root};
 use crate::journal::{self, Change, Phase};
 use crate::policy::Policy;
@@ -150,9 +151,10 @@ enum Down {
     Err {
         message: String,
     },
-    /// The request is refused (the tool fails as refused: exit 122).
+    /// The request is refused by a limit of the policy (the tool fails as refused: exit 120,
+    /// recorded as a deny with the refusal's rule).
     Refused {
-        message: String,
+        refusal: Refusal,
     },
 }
 
@@ -462,9 +464,7 @@ impl<'a> Server<'a> {
                     journal::quota::Stored::Kept(sha256) => (Down::Sha { sha256 }, vec![]),
                     journal::quota::Stored::NotBackedUp { reason, .. } => (
                         Down::Refused {
-                            message: format!(
-                                "refused, nothing was changed: undo could not restore this change, because the content it replaces or writes cannot be backed up: {reason}"
-                            ),
+                            refusal: Refusal::NotBackedUp { reason },
                         },
                         vec![],
                     ),
@@ -671,7 +671,7 @@ impl Remote {
                 what: "journal".into(),
                 source: std::io::Error::other(message),
             }),
-            (Down::Refused { message }, _) => Err(BrokerError::Usage(message)),
+            (Down::Refused { refusal }, _) => Err(BrokerError::Refused(refusal)),
             r => Ok(r),
         }
     }
