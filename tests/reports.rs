@@ -260,6 +260,41 @@ sandbox_test!(
             "outside-roots",
         );
         assert!(!out.exists());
+        // A denied path and a protected path, decided before the worker runs: the policy's
+        // deny naming the rule.
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        std::fs::write(env.home.join(".ssh/id_rsa"), "key\n").expect("write");
+        let key = env.home.join(".ssh/id_rsa");
+        refused_as(
+            &env,
+            &[
+                "fs",
+                "read",
+                "--policy",
+                "standard",
+                key.to_str().expect("utf-8"),
+            ],
+            120,
+            "policy_denied",
+            "denied-path",
+        );
+        std::fs::create_dir_all(env.ws.join(".git")).expect("mkdir");
+        refused_as(
+            &env,
+            &[
+                "fs",
+                "write",
+                "--policy",
+                "standard",
+                ".git/config",
+                "--content",
+                "x",
+            ],
+            120,
+            "policy_denied",
+            "protected-path",
+        );
+        assert!(!env.ws.join(".git/config").exists());
     }
 );
 
