@@ -19,7 +19,7 @@ fn tty_ask(d: &Decision) -> bool {
     let _ = write!(
         tty,
         "gateway: this command needs approval:{}\nRun it? [y/N] ",
-        rules_text(d)
+        crate::shown::visible_lines(&rules_text(d))
     );
     let _ = tty.flush();
     let mut line = String::new();
@@ -281,6 +281,16 @@ fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
     }
 }
 
+/// The command as the record keeps it (each argument redacted), shell-quoted and escaped.
+fn shown_argv(command: &[String]) -> String {
+    crate::shown::argv_shown(
+        &command
+            .iter()
+            .map(|a| broker::redact_text(a))
+            .collect::<Vec<_>>(),
+    )
+}
+
 /// The exit code of a run's report (and, not under `--json`, why it did not run or ended as
 /// it did, on stderr).
 fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json: bool) -> u8 {
@@ -291,7 +301,7 @@ fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json
                 errln!(
                     "gateway: denied by policy `{}`: {}{}",
                     policy.name,
-                    broker::redact_text(&command.join(" ")),
+                    shown_argv(command),
                     rules_text(d)
                 );
             }
@@ -307,7 +317,7 @@ fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json
                         "there is no terminal to ask on"
                     },
                     rules_text(d),
-                    broker::redact_text(&command.join(" "))
+                    shown_argv(command)
                 );
             }
             exit::NOT_APPROVED
