@@ -4,8 +4,9 @@
 
 use super::*;
 
-/// Asks on the terminal. Without one, answers no.
-fn tty_ask(d: &Decision) -> bool {
+/// Asks on the terminal about `command` (shown as the record keeps it, shell-quoted and
+/// escaped). Without a terminal, answers no.
+fn tty_ask(command: &[String], d: &Decision) -> bool {
     if !crate::sandbox::stdin_is_tty() {
         return false;
     }
@@ -18,7 +19,8 @@ fn tty_ask(d: &Decision) -> bool {
     };
     let _ = write!(
         tty,
-        "gateway: this command needs approval:{}\nRun it? [y/N] ",
+        "gateway: this command needs approval:\n  $ {}{}\nRun it? [y/N] ",
+        shown_argv(command),
         crate::shown::visible_lines(&rules_text(d))
     );
     let _ = tty.flush();
@@ -108,7 +110,7 @@ pub(super) fn run_exec_at(
             }
         }
     };
-    let mut ask = tty_ask;
+    let mut ask = |d: &Decision| tty_ask(command, d);
     if broker::client::current().is_none() {
         crate::sandbox::enlarge_output_pipes();
     }
