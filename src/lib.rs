@@ -268,3 +268,4 @@ pub mod policy;
 pub mod sandbox;
 pub mod secrets;
 pub mod serve;
+pub mod shown;

@@ -41,4 +41,5 @@ mod repl;
 mod reports;
 mod secrets;
 mod shell;
+mod shown;
 mod undo;

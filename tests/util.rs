@@ -752,7 +752,7 @@ pub fn repl_in_tmux(env: &Env, socket: &Path, audit: &dyn Fn(&[&str]) -> Output)
         "orig\n"
     );
     send("/log --tool exec");
-    wait_for(&|s| s.contains("sh -c echo changed > f.txt"), "/log");
+    wait_for(&|s| s.contains("sh -c 'echo changed > f.txt'"), "/log");
     // /cd moves the session: the next line runs there.
     send("/cd sub");
     wait_for(&|s| s.contains("gateway:sub$"), "the prompt in sub");

@@ -436,7 +436,11 @@ pub fn tty_confirm(question: &str) -> Option<bool> {
         .write(true)
         .open("/dev/tty")
         .ok()?;
-    let _ = write!(tty, "gateway: {question} [y/N] ");
+    let _ = write!(
+        tty,
+        "gateway: {} [y/N] ",
+        crate::shown::visible_lines(question)
+    );
     let _ = tty.flush();
     let mut line = String::new();
     let mut r = std::io::BufReader::new(tty);

@@ -136,17 +136,23 @@ impl Tool for ExecTool<'_, '_> {
                         caller: &req.caller,
                         policy: req.policy,
                         tool: "exec",
-                        command: redact_text(&self.argv.join(" ")),
+                        // The record's argv (redacted), shell-quoted: what `pending` shows
+                        // and what standing approvals are keyed by is what runs.
+                        command: crate::shown::argv_shown(&self.trace.argv),
                         decision,
                         required: true,
                     },
                     &format!(
-                        "this command needs approval:{}\nRun it?",
+                        "this command needs approval:\n  $ {}{}\nRun it?",
+                        crate::shown::argv_shown(&self.trace.argv),
                         decision
                             .deciding_rules()
                             .map(|r| format!(
                                 "\n  rule {} ({}): {}  [{}]",
-                                r.id, r.effect, r.reason, r.subject
+                                r.id,
+                                r.effect,
+                                crate::shown::visible(&r.reason),
+                                crate::shown::visible(&r.subject)
                             ))
                             .collect::<String>()
                     ),

@@ -223,20 +223,21 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
     } else if v.is_empty() {
         errln!("gateway: nothing is waiting for approval");
     } else {
+        use crate::shown::visible;
         for p in &v {
             outln!(
                 "{:>4}  {:<6} {}  (session {}, uid {} pid {}, {} risk, denied in {} s)",
                 p.id,
-                p.tool,
-                p.command,
-                p.session,
+                visible(&p.tool),
+                visible(&p.command),
+                visible(&p.session),
                 p.uid,
                 p.pid,
                 p.risk,
                 p.expires_in
             );
             for r in &p.rules {
-                outln!("      rule {r}");
+                outln!("      rule {}", visible(r));
             }
         }
     }
@@ -266,8 +267,8 @@ pub(super) fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCod
                 errln!(
                     "gateway: {} request {id}: {} {}",
                     if a.approved { "approved" } else { "denied" },
-                    a.request.tool,
-                    a.request.command
+                    crate::shown::visible(&a.request.tool),
+                    crate::shown::visible(&a.request.command)
                 );
             }
             ExitCode::SUCCESS

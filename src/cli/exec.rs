@@ -4,8 +4,9 @@
 
 use super::*;
 
-/// Asks on the terminal. Without one, answers no.
-fn tty_ask(d: &Decision) -> bool {
+/// Asks on the terminal about `command` (shown as the record keeps it, shell-quoted and
+/// escaped). Without a terminal, answers no.
+fn tty_ask(command: &[String], d: &Decision) -> bool {
     if !crate::sandbox::stdin_is_tty() {
         return false;
     }
@@ -18,8 +19,9 @@ fn tty_ask(d: &Decision) -> bool {
     };
     let _ = write!(
         tty,
-        "gateway: this command needs approval:{}\nRun it? [y/N] ",
-        rules_text(d)
+        "gateway: this command needs approval:\n  $ {}{}\nRun it? [y/N] ",
+        shown_argv(command),
+        crate::shown::visible_lines(&rules_text(d))
     );
     let _ = tty.flush();
     let mut line = String::new();
@@ -108,7 +110,7 @@ pub(super) fn run_exec_at(
             }
         }
     };
-    let mut ask = tty_ask;
+    let mut ask = |d: &Decision| tty_ask(command, d);
     if broker::client::current().is_none() {
         crate::sandbox::enlarge_output_pipes();
     }
@@ -281,6 +283,16 @@ fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
     }
 }
 
+/// The command as the record keeps it (each argument redacted), shell-quoted and escaped.
+fn shown_argv(command: &[String]) -> String {
+    crate::shown::argv_shown(
+        &command
+            .iter()
+            .map(|a| broker::redact_text(a))
+            .collect::<Vec<_>>(),
+    )
+}
+
 /// The exit code of a run's report (and, not under `--json`, why it did not run or ended as
 /// it did, on stderr).
 fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json: bool) -> u8 {
@@ -291,7 +303,7 @@ fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json
                 errln!(
                     "gateway: denied by policy `{}`: {}{}",
                     policy.name,
-                    broker::redact_text(&command.join(" ")),
+                    shown_argv(command),
                     rules_text(d)
                 );
             }
@@ -307,7 +319,7 @@ fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json
                         "there is no terminal to ask on"
                     },
                     rules_text(d),
-                    broker::redact_text(&command.join(" "))
+                    shown_argv(command)
                 );
             }
             exit::NOT_APPROVED

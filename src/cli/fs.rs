@@ -411,9 +411,9 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
                         "{:>5}  {}  {:<11}  {:>+8}  {}{}{}{}",
                         c.id,
                         when,
-                        c.tool,
+                        crate::shown::visible(&c.tool),
                         delta,
-                        c.path.display(),
+                        crate::shown::arg_shown(&c.path.to_string_lossy()),
                         c.undoes
                             .map(|u| format!("  (undoes {u})"))
                             .unwrap_or_default(),
@@ -425,7 +425,10 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
                         if e.skipped { "  [skipped]" } else { "" }
                     );
                     if let Some(why) = &e.backup_missing {
-                        outln!("       undo cannot restore its content: {why}");
+                        outln!(
+                            "       undo cannot restore its content: {}",
+                            crate::shown::visible(why)
+                        );
                     }
                 }
             }
@@ -500,7 +503,12 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                     );
                 } else {
                     for i in items.iter().filter(|i| i.present) {
-                        outln!("{}  {}  {}", i.deleted, i.name, i.original.display());
+                        outln!(
+                            "{}  {}  {}",
+                            crate::shown::visible(&i.deleted),
+                            crate::shown::arg_shown(&i.name),
+                            crate::shown::arg_shown(&i.original.to_string_lossy())
+                        );
                     }
                 }
                 ExitCode::SUCCESS

@@ -124,9 +124,12 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 if cli.json {
                     outln!("{}", to_json(&shown));
                 } else {
+                    // JSON escapes control characters; bidi and zero-width ones it leaves.
                     outln!(
                         "{}",
-                        serde_json::to_string_pretty(&shown.record).unwrap_or_default()
+                        crate::shown::visible_lines(
+                            &serde_json::to_string_pretty(&shown.record).unwrap_or_default()
+                        )
                     );
                     let mut out = crate::broker::client::stdout_writer();
                     for a in &shown.artifacts {
@@ -144,8 +147,12 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                         );
                         match &a.content {
                             Stored::Content(c) => {
-                                let _ = out.write_all(c);
-                                if !c.ends_with(b"\n") {
+                                // The command's output: escaped like any untrusted text
+                                // (`--json` has the exact bytes).
+                                let c = String::from_utf8_lossy(c);
+                                let c = crate::shown::visible_lines(&c);
+                                let _ = out.write_all(c.as_bytes());
+                                if !c.ends_with('\n') {
                                     let _ = writeln!(out);
                                 }
                             }
@@ -223,22 +230,25 @@ fn print_table(records: &[Record]) {
             (None, None, Some(_)) => "error".into(),
             _ => "-".into(),
         };
-        let mut args = r.args.join(" ");
-        if args.len() > 80 {
-            let mut cut = 77;
-            while !args.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            args.truncate(cut);
-            args.push_str("...");
+        // The argv shell-quoted and escaped; a long one is cut visibly, saying how much is
+        // left out and where it is shown whole.
+        let mut args = crate::shown::argv_shown(&r.args);
+        if args.chars().count() > 100 {
+            let total = args.chars().count();
+            args = args.chars().take(80).collect();
+            args.push_str(&format!(
+                " …[{} more characters: gateway log show {}]",
+                total - 80,
+                r.seq
+            ));
         }
         let _ = writeln!(
             out,
             "{:>6}  {}  {:<6}  {:<5}  {:>5}  {}",
             r.seq,
             r.time.get(..19).unwrap_or(&r.time),
-            r.tool,
-            r.decision.effect,
+            crate::shown::visible(&r.tool),
+            crate::shown::visible(&r.decision.effect),
             status,
             args
         );

@@ -800,27 +800,31 @@ fn policy_list(cli: &Cli) -> ExitCode {
 }
 
 fn print_explanation(x: &broker::Explanation) {
+    use crate::shown::{arg_shown, visible};
     let d = &x.decision;
     outln!("policy:    {}", x.policy);
     outln!("decision:  {}", d.effect);
     for c in &d.commands {
-        outln!("command:   {c}");
+        outln!("command:   {}", visible(c));
     }
     for r in &d.rules {
         outln!(
             "  {:<5} {:<28} {}  [{}]",
             r.effect,
             r.id,
-            r.reason,
-            r.subject
+            visible(&r.reason),
+            visible(&r.subject)
         );
     }
     for u in &d.unanalysable {
-        outln!("unanalysable: {u}");
+        outln!("unanalysable: {}", visible(u));
     }
     let s = &x.sandbox.confine;
     let show = |name: &str, v: &[PathBuf]| {
-        let items: Vec<String> = v.iter().map(|p| p.display().to_string()).collect();
+        let items: Vec<String> = v
+            .iter()
+            .map(|p| arg_shown(&p.to_string_lossy()).into_owned())
+            .collect();
         outln!("{name:<10} {}", items.join(" "));
     };
     outln!("sandbox (landlock ABI {}):", x.landlock_abi);
@@ -857,7 +861,10 @@ fn rules_text(d: &Decision) -> String {
     for r in d.deciding_rules() {
         s.push_str(&format!(
             "\n  rule {} ({}): {}  [{}]",
-            r.id, r.effect, r.reason, r.subject
+            r.id,
+            r.effect,
+            crate::shown::visible(&r.reason),
+            crate::shown::visible(&r.subject)
         ));
     }
     s

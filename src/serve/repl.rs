@@ -189,7 +189,7 @@ impl Repl<'_> {
         );
         match res {
             Ok(r) => match r.output {
-                FsOutput::Done { what, .. } => println!("{what}"),
+                FsOutput::Done { what, .. } => println!("{}", crate::shown::visible(&what)),
                 FsOutput::Changed { path, change, .. } => println!(
                     "reverted {} (change {})",
                     path.display(),
@@ -225,9 +225,9 @@ impl Repl<'_> {
                     println!(
                         "{:>5}  {:<16} {:<10} {}{}{}",
                         c.id,
-                        c.tool,
+                        crate::shown::visible(&c.tool),
                         format!("{:?}", e.phase).to_lowercase(),
-                        c.path.display(),
+                        crate::shown::arg_shown(&c.path.to_string_lossy()),
                         c.undoes
                             .map_or(String::new(), |u| format!("  (undoes {u})")),
                         if e.skipped { "  [skipped]" } else { "" }
