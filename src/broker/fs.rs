@@ -289,7 +289,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
         let q = format!(
             "{} {} needs approval:{rules}\nDo it?",
             self.name,
-            self.subject.display()
+            crate::shown::visible(&self.subject.to_string_lossy())
         );
         confirm(self.ctx, self.name, &self.subject, decision, &q, true) == Some(true)
     }
@@ -307,7 +307,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
         }
         let q = format!(
             "delete {} permanently? No copy is kept and `gateway undo` cannot bring it back.",
-            self.subject.display()
+            crate::shown::visible(&self.subject.to_string_lossy())
         );
         confirm(self.ctx, self.name, &self.subject, decision, &q, false)
     }
