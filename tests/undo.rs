@@ -1250,6 +1250,32 @@ sandbox_test!(
         assert!(o.status.success(), "{}", text(&o));
         assert!(stdout(&o).contains("removed 0 item"), "{}", text(&o));
         assert_eq!(log_records(&env).len(), before + 2);
+
+        // The same as uid 65534 (its own broker, its own state directory).
+        let env = Env::new("trash-empty-nobody");
+        env.write("h.txt", "mine");
+        env.give_to_nobody();
+        let gw = |args: &[&str]| env.nobody().args(args).output().expect("setpriv");
+        let o = gw(&["--policy", "strict", "fs", "rm", "h.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let item = env.state.join("trash/files/h.txt");
+        let o = gw(&["--policy", "strict", "trash", "empty"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(
+            item.exists(),
+            "strict's trash empty removed uid 65534's item"
+        );
+        let r = last_record_of(&env, "trash.empty");
+        assert!(rules_of(&r).contains(&"deny-purge".into()), "{r}");
+        assert_eq!(r["caller"]["uid"], 65534, "{r}");
+        let o = gw(&["--policy", "permissive", "trash", "empty"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!item.exists());
+        let r = last_record_of(&env, "trash.empty");
+        assert_eq!(r["decision"]["effect"], "allow", "{r}");
+        let o = gw(&["--policy", "permissive", "undo"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("was emptied for good"), "{}", text(&o));
     }
 );
 
