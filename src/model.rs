@@ -61,13 +61,16 @@ pub enum Tool {
     List,
     /// Search file names or contents.
     Search,
-    /// Delete permanently, without a copy in the trash (`fs rm --permanent`).
+    /// Delete permanently, without a copy in the trash (`fs rm --permanent`, `trash empty`).
     Purge,
+    /// Upkeep of the broker's own state directory: `log gc` (the policy's retention, now),
+    /// `keys rotate` (a new signing key).
+    Maintenance,
 }
 
 impl Tool {
     /// Every tool, in a stable order.
-    pub const ALL: [Tool; 10] = [
+    pub const ALL: [Tool; 11] = [
         Tool::Exec,
         Tool::Read,
         Tool::Write,
@@ -78,6 +81,7 @@ impl Tool {
         Tool::List,
         Tool::Search,
         Tool::Purge,
+        Tool::Maintenance,
     ];
 
     /// The name used in policies and records.
@@ -93,6 +97,7 @@ impl Tool {
             Tool::List => "list",
             Tool::Search => "search",
             Tool::Purge => "purge",
+            Tool::Maintenance => "maintenance",
         }
     }
 

@@ -302,7 +302,8 @@ sandbox_test!(
         assert!(env.outside.join("o").exists());
         // Emptying the trash removes items for good.
         ok(&["fs", "rm", "other.txt"]);
-        let o = ok(&["trash", "empty"]);
+        // (permanent removal: a policy whose rules allow `purge`)
+        let o = ok(&["--policy", "permissive", "trash", "empty"]);
         assert!(stdout(&o).contains("removed 1 item"), "{}", text(&o));
         let o = env.gw(&["undo"]);
         assert_eq!(o.status.code(), Some(122), "{}", text(&o));

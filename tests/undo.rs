@@ -1169,3 +1169,202 @@ fn git_in(dir: &Path, args: &[&str]) {
         .expect("git");
     assert!(o.status.success(), "git {args:?}: {}", text(&o));
 }
+
+/// The last audit record written by tool `tool`.
+fn last_record_of(env: &Env, tool: &str) -> serde_json::Value {
+    log_records(env)
+        .into_iter()
+        .rev()
+        .find(|r| r["tool"] == tool)
+        .unwrap_or_else(|| panic!("no {tool} record"))
+}
+
+fn rules_of(r: &serde_json::Value) -> Vec<String> {
+    r["decision"]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(|x| x.as_str().map(str::to_string))
+        .collect()
+}
+
+sandbox_test!(
+    fn trash_empty_is_a_purge_decided_by_the_policy_and_recorded_under_every_policy() {
+        let env = Env::new("trash-empty-decided");
+        env.write("f.txt", "keep me");
+        let o = env.gw(&["--policy", "strict", "fs", "rm", "f.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let item = env.state.join("trash/files/f.txt");
+        assert!(item.exists());
+        // strict denies permanent deletion in this spelling too: 120, a deny naming the rule,
+        // and the item stays.
+        let o = env.gw(&["--policy", "strict", "trash", "empty"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("permanent deletion"), "{}", text(&o));
+        assert!(item.exists(), "strict's trash empty removed the item");
+        let r = last_record_of(&env, "trash.empty");
+        assert_eq!(r["decision"]["effect"], "deny", "{r}");
+        assert_eq!(r["policy"], "strict", "{r}");
+        assert!(rules_of(&r).contains(&"deny-purge".into()), "{r}");
+        assert!(
+            r["args"].to_string().contains("item=f.txt ("),
+            "the record names what it would remove: {r}"
+        );
+        // standard asks: nobody to ask is not approved (121), recorded as a deny.
+        let o = env.gw(&["--policy", "standard", "trash", "empty"]);
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(item.exists(), "an unapproved trash empty removed the item");
+        let r = last_record_of(&env, "trash.empty");
+        assert_eq!(r["decision"]["effect"], "deny", "{r}");
+        assert!(rules_of(&r).contains(&"ask-purge".into()), "{r}");
+        // Refused at the terminal: still there.
+        let (code, shown) = gw_on_tty(&env, &["--policy", "standard", "trash", "empty"], "n");
+        assert_eq!(code, 121, "{shown}");
+        assert!(
+            item.exists(),
+            "a refused trash empty removed the item: {shown}"
+        );
+        // permissive allows it: one record with what was removed.
+        let before = log_records(&env).len();
+        let o = env.gw(&["--policy", "permissive", "--json", "trash", "empty"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(json_of(&o)["removed"], 1, "{}", text(&o));
+        assert!(!item.exists());
+        let recs = log_records(&env);
+        assert_eq!(recs.len(), before + 1, "one record per trash empty");
+        let r = &recs[before];
+        assert_eq!(r["tool"], "trash.empty", "{r}");
+        assert_eq!(r["decision"]["effect"], "allow", "{r}");
+        assert!(rules_of(r).contains(&"allow-file-tools".into()), "{r}");
+        let args = r["args"].to_string();
+        assert!(args.contains("removed=1"), "{r}");
+        assert!(
+            args.contains(&format!(
+                "emptied=f.txt ({})",
+                env.ws.join("f.txt").display()
+            )),
+            "{r}"
+        );
+        // An empty trash emptied again is still a decided, recorded call.
+        let o = env.gw(&["--policy", "permissive", "trash", "empty"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("removed 0 item"), "{}", text(&o));
+        assert_eq!(log_records(&env).len(), before + 2);
+
+        // The same as uid 65534 (its own broker, its own state directory).
+        let env = Env::new("trash-empty-nobody");
+        env.write("h.txt", "mine");
+        env.give_to_nobody();
+        let gw = |args: &[&str]| env.nobody().args(args).output().expect("setpriv");
+        let o = gw(&["--policy", "strict", "fs", "rm", "h.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let item = env.state.join("trash/files/h.txt");
+        let o = gw(&["--policy", "strict", "trash", "empty"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(
+            item.exists(),
+            "strict's trash empty removed uid 65534's item"
+        );
+        let r = last_record_of(&env, "trash.empty");
+        assert!(rules_of(&r).contains(&"deny-purge".into()), "{r}");
+        assert_eq!(r["caller"]["uid"], 65534, "{r}");
+        let o = gw(&["--policy", "permissive", "trash", "empty"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!item.exists());
+        let r = last_record_of(&env, "trash.empty");
+        assert_eq!(r["decision"]["effect"], "allow", "{r}");
+        let o = gw(&["--policy", "permissive", "undo"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("was emptied for good"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn undo_of_a_removal_whose_trash_item_was_emptied_says_it_is_gone_for_good() {
+        let env = Env::new("undo-emptied");
+        env.write("g.txt", "old");
+        let o = env.gw(&["--policy", "permissive", "fs", "rm", "g.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = env.gw(&["--policy", "permissive", "trash", "empty"]);
+        assert!(o.status.success(), "{}", text(&o));
+        // A new file of the same name removed afterwards gets a name of its own: the
+        // emptied item's tombstone keeps its name, so undo of the first removal can never
+        // bring back the second.
+        env.write("g.txt", "new");
+        let o = env.gw(&["--policy", "permissive", "fs", "rm", "g.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = env.gw(&["--policy", "permissive", "undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("g.txt")).expect("r"),
+            "new"
+        );
+        std::fs::remove_file(env.ws.join("g.txt")).expect("rm");
+        // The first removal: its item is gone for good, said as such.
+        let o = env.gw(&["--policy", "permissive", "history", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let first = json_of(&o)["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .find(|c| c["change"]["tool"] == "fs.rm")
+            .map(|c| c["change"]["id"].as_u64().expect("id"))
+            .expect("the first removal");
+        let o = env.gw(&["--policy", "permissive", "undo", &first.to_string()]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("the trash item g.txt (removed from ")
+                && e.contains("was emptied for good (gateway trash empty at ")
+                && e.contains("nothing to restore"),
+            "{e}"
+        );
+        assert!(!env.ws.join("g.txt").exists());
+        let o = env.gw(&["--policy", "permissive", "trash", "restore", "g.txt"]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    }
+);
+
+#[test]
+fn log_gc_and_keys_rotate_are_decided_and_recorded() {
+    let env = Env::new("maintenance-decided");
+    for policy in ["strict", "standard", "permissive"] {
+        let o = env.gw(&["--policy", policy, "log", "gc"]);
+        assert!(o.status.success(), "{policy}: {}", text(&o));
+        let r = last_record_of(&env, "log.gc");
+        assert_eq!(r["policy"], policy, "{r}");
+        assert_eq!(r["decision"]["effect"], "allow", "{r}");
+        assert!(rules_of(&r).contains(&"allow-maintenance".into()), "{r}");
+        assert!(r["args"].to_string().contains("removed="), "{r}");
+    }
+    let o = env.gw(&["--policy", "strict", "keys", "rotate"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let key = stdout(&o).trim().to_string();
+    let r = last_record_of(&env, "keys.rotate");
+    assert!(rules_of(&r).contains(&"allow-maintenance".into()), "{r}");
+    assert_eq!(r["args"][0], key.as_str(), "{r}");
+    // The record is signed with the new key: the log verifies.
+    let o = env.gw(&["log", "verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A policy that denies maintenance refuses both, recorded as denies naming the rule.
+    let p = env.policy_file(
+        "extends = \"strict\"\n[[rule]]\nid = \"no-upkeep\"\neffect = \"deny\"\ntools = [\"maintenance\"]\nreason = \"upkeep is the admin's\"\n",
+    );
+    for (args, tool) in [
+        (["log", "gc"], "log.gc"),
+        (["keys", "rotate"], "keys.rotate"),
+    ] {
+        let o = env
+            .cmd()
+            .args(["--policy", &p])
+            .args(args)
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
+        let r = last_record_of(&env, tool);
+        assert_eq!(r["decision"]["effect"], "deny", "{r}");
+        assert!(rules_of(&r).contains(&"no-upkeep".into()), "{r}");
+    }
+    let o = env.gw(&["log", "verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+}

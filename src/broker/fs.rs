@@ -34,7 +34,7 @@ pub use crate::fsops::search::{GrepMode, GrepOptions, GrepResult};
 pub use crate::fsops::text::Edit;
 pub use crate::journal::{Change, PathState, Phase};
 pub use undo::{HistoryEntry, Scope, history, skip};
-pub use upkeep::{prune_backups, prune_backups_hourly, trash_empty, trash_list};
+pub use upkeep::{TrashEmptied, prune_backups, prune_backups_hourly, trash_empty, trash_list};
 
 #[cfg(test)]
 mod arrows;
@@ -237,6 +237,19 @@ impl super::invoke::Tool for FsTool<'_, '_> {
             FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
             _ => None,
         };
+        // A removal whose trash item `gateway trash empty` removed for good: nothing to
+        // restore, said as such (the item's info is its tombstone).
+        if let Some(c) = &self.undo_target
+            && c.after == PathState::Absent
+            && let Some(name) = &c.trash
+            && let Some(when) = journal::trash_emptied(&ctx.state_dir, name)
+        {
+            return Err(usage(format!(
+                "change {}: the trash item {name} (removed from {}) was emptied for good (gateway trash empty at {when}); nothing to restore",
+                c.id,
+                c.path.display()
+            )));
+        }
         self.subject = match (op, op.subject(), &self.undo_target) {
             (FsOp::Probe { .. }, _, _) => self.ws.clone(),
             (_, Some(p), _) => abs_of(p),

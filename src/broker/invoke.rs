@@ -65,6 +65,11 @@ pub(crate) trait Tool {
     fn record(&mut self, res: &Result<Self::Output, BrokerError>, rec: &mut audit::Record);
     /// After the record is written (`seq`): finish what the call began, prune.
     fn recorded(&mut self, _res: &Result<Self::Output, BrokerError>, _rec: &audit::Record) {}
+    /// Whether performing it replaced the log's signing key (`keys rotate`): the outcome is
+    /// then recorded through a writer opened afresh, signing with the new key.
+    fn reopens_log(&self) -> bool {
+        false
+    }
 }
 
 /// A performed (or refused) call and where it was recorded.
@@ -92,6 +97,9 @@ pub(crate) fn invoke<T: Tool>(
     };
     let mut decided = None;
     let res = steps(tool, &mut rec, &mut decided);
+    if tool.reopens_log() && res.is_ok() {
+        log = open_log(call.state_dir)?;
+    }
     tool.record(&res, &mut rec);
     if let Err(e) = &res {
         rec.error = Some(redact_text(&e.to_string()));

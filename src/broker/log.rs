@@ -229,32 +229,35 @@ pub struct Rotated {
     pub key: String,
 }
 
-/// Rotates the signing key and records it.
-pub fn rotate(state_dir: &Path, session: &str, caller: Caller) -> Result<Rotated, BrokerError> {
-    super::ensure_state_dir(state_dir)?;
-    sign_pending()?;
-    let vk = audit::rotate(state_dir)?;
-    // The daemon's writer signs with the new key from now on.
-    if let Some(r) =
-        super::with_shared_log(|l| audit::AuditLog::open(state_dir, BATCH).map(|n| *l = n))
-    {
-        r?;
-    }
-    let mut rec = Record {
-        session: session.into(),
-        caller,
-        tool: "keys.rotate".into(),
-        args: vec![vk.encode()],
-        decision: audit::RecordDecision {
-            effect: "allow".into(),
-            rules: vec!["builtin".into()],
-            reasons: vec!["key rotation by the owner of the state directory".into()],
+/// Rotates the signing key: a tool call (`keys.rotate`) decided as the policy's
+/// `maintenance`, recorded (signed with the new key) with the new key's verifier line.
+pub fn rotate(ctx: &super::fs::FsContext<'_>) -> Result<Rotated, BrokerError> {
+    let state_dir = ctx.state_dir.clone();
+    super::ensure_state_dir(&state_dir)?;
+    let done = super::mutation::run(
+        ctx,
+        super::mutation::Mutation {
+            name: "keys.rotate",
+            tool: crate::model::Tool::Maintenance,
+            args: vec![],
+            paths: vec![state_dir.clone()],
+            confirm: None,
+            perform: Box::new(move || {
+                sign_pending()?;
+                let vk = audit::rotate(&state_dir)?;
+                // The daemon's writer signs with the new key from now on.
+                if let Some(r) = super::with_shared_log(|l| {
+                    audit::AuditLog::open(&state_dir, BATCH).map(|n| *l = n)
+                }) {
+                    r?;
+                }
+                Ok(Rotated { key: vk.encode() })
+            }),
+            describe: |r: &Rotated| vec![r.key.clone()],
+            reopens_log: true,
         },
-        exit_code: Some(0),
-        ..Record::default()
-    };
-    super::append_record(state_dir, &mut rec)?;
-    Ok(Rotated { key: vk.encode() })
+    )?;
+    Ok(done.output)
 }
 
 /// What `log gc` removed.
@@ -266,18 +269,40 @@ pub struct Collected {
     pub bytes: u64,
 }
 
-/// Applies the policy's artifact and backup retention now.
-pub fn gc(state_dir: &Path, policy: &crate::policy::Policy) -> Collected {
-    let (a, ab) = audit::artifacts::prune(
-        state_dir,
-        policy.audit.artifacts_max_age.map(Duration::from_secs),
-        policy.audit.artifacts_max_total,
-    );
-    let (b, bb) = super::fs::prune_backups(state_dir, policy).unwrap_or((0, 0));
-    Collected {
-        removed: a + b,
-        bytes: ab + bb,
-    }
+/// Applies the policy's artifact and backup retention now: a tool call (`log.gc`) decided
+/// as the policy's `maintenance`, recorded with what it removed.
+pub fn gc(ctx: &super::fs::FsContext<'_>) -> Result<Collected, BrokerError> {
+    let (state_dir, policy) = (ctx.state_dir.clone(), ctx.policy);
+    let done = super::mutation::run(
+        ctx,
+        super::mutation::Mutation {
+            name: "log.gc",
+            tool: crate::model::Tool::Maintenance,
+            args: vec![],
+            paths: vec![state_dir.clone()],
+            confirm: None,
+            perform: Box::new(move || {
+                let (a, ab) = audit::artifacts::prune(
+                    &state_dir,
+                    policy.audit.artifacts_max_age.map(Duration::from_secs),
+                    policy.audit.artifacts_max_total,
+                );
+                let (b, bb) = super::fs::prune_backups(&state_dir, policy)?;
+                Ok(Collected {
+                    removed: a + b,
+                    bytes: ab + bb,
+                })
+            }),
+            describe: |c: &Collected| {
+                vec![
+                    format!("removed={}", c.removed),
+                    format!("bytes={}", c.bytes),
+                ]
+            },
+            reopens_log: false,
+        },
+    )?;
+    Ok(done.output)
 }
 
 pub use super::client::{session_id, session_id_for, this_caller};

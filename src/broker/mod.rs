@@ -13,6 +13,7 @@ pub mod intent;
 mod invoke;
 pub mod keep;
 pub mod log;
+pub mod mutation;
 mod next_run;
 mod paths;
 pub mod pin;

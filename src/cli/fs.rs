@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
+pub(super) fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
     let place = super::effective_place(cli);
     FsContext {
         policy,
@@ -535,8 +535,13 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 Some(Ok(d)) => Some(d),
                 Some(Err(e)) => return fail(exit::USAGE, format!("--older-than: {e}")),
             };
-            match bfs::trash_empty(&state, d) {
-                Ok(n) => {
+            let policy = match super::load_policy(cli) {
+                Ok(p) => p,
+                Err(e) => return fail(exit::POLICY, e),
+            };
+            match bfs::trash_empty(&context(cli, &policy), d) {
+                Ok(done) => {
+                    let n = done.output.removed;
                     if cli.json {
                         outln!(
                             "{}",

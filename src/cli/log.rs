@@ -194,7 +194,10 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };
-            let c = log::gc(&state, &policy);
+            let c = match log::gc(&super::fs::context(cli, &policy)) {
+                Ok(c) => c,
+                Err(e) => return broker_error(e),
+            };
             if cli.json {
                 outln!("{}", to_json(&c));
             } else {
@@ -277,19 +280,22 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
                 Err(e) => broker_error(e),
             }
         }
-        KeysCmd::Rotate => match log::rotate(&state, &log::session_id(), log::this_caller("cli")) {
-            Ok(k) => {
-                if cli.json {
-                    outln!("{}", to_json(&k));
-                } else {
-                    outln!("{}", k.key);
-                    errln!(
-                        "gateway keys rotate: new signing key above; the old key signed it and was destroyed"
-                    );
+        KeysCmd::Rotate => match super::load_policy(cli) {
+            Err(e) => fail(exit::POLICY, e),
+            Ok(policy) => match log::rotate(&super::fs::context(cli, &policy)) {
+                Ok(k) => {
+                    if cli.json {
+                        outln!("{}", to_json(&k));
+                    } else {
+                        outln!("{}", k.key);
+                        errln!(
+                            "gateway keys rotate: new signing key above; the old key signed it and was destroyed"
+                        );
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
-            }
-            Err(e) => broker_error(e),
+                Err(e) => broker_error(e),
+            },
         },
     }
 }

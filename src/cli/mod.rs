@@ -880,6 +880,8 @@ fn broker_error(e: BrokerError) -> ExitCode {
         BrokerError::Usage(_) => exit::USAGE,
         BrokerError::NotFound { .. } => exit::NOT_FOUND,
         BrokerError::Policy(_) => exit::POLICY,
+        // Nobody approved (or confirmed) it: 121, as for any call that needs approval.
+        BrokerError::Refused(broker::refusal::Refusal::NotApproved { .. }) => exit::NOT_APPROVED,
         BrokerError::Refused(_) => exit::DENIED,
         BrokerError::Sandbox(SandboxError::Exec { source, .. }) => {
             if source.kind() == std::io::ErrorKind::NotFound {

@@ -585,6 +585,10 @@ pub struct TrashItem {
     pub deleted: String,
     /// Whether the item is still there.
     pub present: bool,
+    /// When `gateway trash empty` removed it for good (its info stays behind as a
+    /// tombstone: undo of its removal says so, and the name is never given again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emptied: Option<String>,
 }
 
 /// The trash's items, oldest first.
@@ -613,6 +617,7 @@ pub fn trash_list(state_dir: &Path) -> Result<Vec<TrashItem>, JournalError> {
             original: PathBuf::from(percent_decode(&get("Path="))),
             deleted: get("DeletionDate="),
             present: std::fs::symlink_metadata(files.join(name)).is_ok(),
+            emptied: Some(get("EmptiedDate=")).filter(|w| !w.is_empty()),
         });
     }
     out.sort_by(|a, b| a.deleted.cmp(&b.deleted).then(a.name.cmp(&b.name)));
@@ -638,7 +643,42 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Forgets a trash item's info (after it was restored or emptied).
+/// Notes in a trash item's info that `gateway trash empty` removed it for good, and when
+/// (the info stays: a tombstone). Returns the time noted.
+pub fn trash_mark_emptied(state_dir: &Path, name: &str) -> Result<String, JournalError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (_, info) = trash_dirs(state_dir);
+    let p = info.join(format!("{name}.trashinfo"));
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(io("marking as emptied", &p)(std::io::Error::from(
+            std::io::ErrorKind::InvalidInput,
+        )));
+    }
+    let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&p)
+        .map_err(io("opening", &p))?;
+    f.write_all(format!("EmptiedDate={when}\n").as_bytes())
+        .map_err(io("writing", &p))?;
+    f.sync_all().map_err(io("syncing", &p))?;
+    Ok(when)
+}
+
+/// When trash item `name` was emptied for good by `gateway trash empty`, if it was.
+pub fn trash_emptied(state_dir: &Path, name: &str) -> Option<String> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return None;
+    }
+    let (_, info) = trash_dirs(state_dir);
+    let text = std::fs::read_to_string(info.join(format!("{name}.trashinfo"))).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("EmptiedDate="))
+        .map(str::to_string)
+}
+
+/// Forgets a trash item's info (after it was restored).
 pub fn trash_forget(state_dir: &Path, name: &str) {
     // Only a name trash_reserve can give: one plain component.
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {

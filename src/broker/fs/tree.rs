@@ -470,7 +470,7 @@ pub(super) fn from_trash(
     // not-ws: the trash, in the broker's own state directory
     if std::fs::symlink_metadata(files.join(name)).is_err() {
         return Err(usage(format!(
-            "the trash item {name} is gone (the trash was emptied)"
+            "the trash item {name} is gone (emptied for good by `gateway trash empty`, or removed from the trash by hand); nothing to restore"
         )));
     }
     let r = t.state.begin(Change {

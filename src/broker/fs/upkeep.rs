@@ -70,37 +70,125 @@ pub fn trash_list(state_dir: &Path) -> Result<Vec<journal::TrashItem>, BrokerErr
     journal::trash_list(state_dir).map_err(j_err)
 }
 
-/// Empties the trash (permanently), or only items removed more than `older_than` ago.
-/// Returns how many items were removed.
+/// What `trash empty` removed for good.
+#[derive(Debug, serde::Serialize)]
+pub struct TrashEmptied {
+    /// How many items.
+    pub removed: usize,
+    /// Each item: its name in the trash, where it was, when it was removed, when emptied.
+    pub items: Vec<journal::TrashItem>,
+}
+
+/// Empties the trash for good, or only items removed more than `older_than` ago: a tool
+/// call (`trash.empty`), decided as the policy's `purge` on the items' original paths,
+/// confirmed on a terminal, and recorded with what it removed. Each emptied item's info is
+/// kept as a tombstone, so that undo of its removal says it is gone, and when.
 pub fn trash_empty(
+    ctx: &super::FsContext<'_>,
+    older_than: Option<std::time::Duration>,
+) -> Result<crate::broker::mutation::Done<TrashEmptied>, BrokerError> {
+    let state_dir = ctx.state_dir.clone();
+    let due = due(&state_dir, older_than)?;
+    let (files, _) = journal::trash_dirs(&state_dir);
+    let mut paths: Vec<std::path::PathBuf> = due.iter().map(|i| i.original.clone()).collect();
+    if paths.is_empty() {
+        paths.push(files.clone());
+    }
+    let mut args = vec![format!(
+        "older_than={}",
+        older_than.map_or("none".into(), |d| humantime::format_duration(d).to_string())
+    )];
+    args.extend(
+        due.iter()
+            .map(|i| format!("item={} ({})", i.name, i.original.display())),
+    );
+    let confirm = (!due.is_empty()).then(|| {
+        format!(
+            "empty the trash for good ({} item(s))? No copy is kept and `gateway undo` cannot bring them back.",
+            due.len()
+        )
+    });
+    crate::broker::mutation::run(
+        ctx,
+        crate::broker::mutation::Mutation {
+            name: "trash.empty",
+            tool: crate::model::Tool::Purge,
+            args,
+            paths,
+            confirm,
+            perform: Box::new(move || empty(&state_dir, due)),
+            describe: |t: &TrashEmptied| {
+                std::iter::once(format!("removed={}", t.removed))
+                    .chain(
+                        t.items
+                            .iter()
+                            .map(|i| format!("emptied={} ({})", i.name, i.original.display())),
+                    )
+                    .collect()
+            },
+            reopens_log: false,
+        },
+    )
+}
+
+/// The trash's items that `trash empty` would remove: not emptied yet, and removed more than
+/// `older_than` ago when given.
+fn due(
     state_dir: &Path,
     older_than: Option<std::time::Duration>,
-) -> Result<usize, BrokerError> {
-    let (files, _) = journal::trash_dirs(state_dir);
+) -> Result<Vec<journal::TrashItem>, BrokerError> {
     let cutoff = older_than.and_then(|d| std::time::SystemTime::now().checked_sub(d));
-    let mut n = 0;
-    for item in journal::trash_list(state_dir).map_err(j_err)? {
-        if let Some(c) = cutoff {
-            let when = humantime::parse_rfc3339_weak(&item.deleted).ok();
-            if when.is_none_or(|w| w > c) {
-                continue;
-            }
-        }
+    Ok(journal::trash_list(state_dir)
+        .map_err(j_err)?
+        .into_iter()
+        .filter(|i| i.emptied.is_none())
+        // Only names trash_reserve gives: one plain component.
+        .filter(|i| !matches!(i.name.as_str(), "" | "." | "..") && !i.name.contains('/'))
+        .filter(|i| match cutoff {
+            None => true,
+            Some(c) => humantime::parse_rfc3339_weak(&i.deleted)
+                .ok()
+                .is_some_and(|w| w <= c),
+        })
+        .collect())
+}
+
+/// Removes the items decided on, under the journal's lock (an undo or restore in progress
+/// finishes first), and marks each emptied.
+fn empty(state_dir: &Path, items: Vec<journal::TrashItem>) -> Result<TrashEmptied, BrokerError> {
+    let _lock = journal::lock(state_dir).map_err(j_err)?;
+    let (files, _) = journal::trash_dirs(state_dir);
+    let mut out = Vec::new();
+    for mut item in items {
         let p = files.join(&item.name);
-        // not-ws: the trash, in the broker's own state directory
+        // not-ws: the trash, in the broker's own state directory (not following a link)
         let gone = match std::fs::symlink_metadata(&p) {
+            // not-ws: the trash, in the broker's own state directory (remove_dir_all does
+            // not follow links)
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
             // not-ws: the trash, in the broker's own state directory
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p).is_ok(),
-            // not-ws: the trash, in the broker's own state directory
-            Ok(_) => std::fs::remove_file(&p).is_ok(),
-            Err(_) => true,
+            Ok(_) => std::fs::remove_file(&p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
         };
-        if gone {
-            journal::trash_forget(state_dir, &item.name);
-            n += 1;
+        if let Err(source) = gone {
+            return Err(BrokerError::Io {
+                what: format!(
+                    "removing trash item {} for good (after {} item(s) removed); run `gateway trash empty` again",
+                    item.name,
+                    out.len()
+                ),
+                source,
+            });
         }
+        item.emptied = Some(journal::trash_mark_emptied(state_dir, &item.name).map_err(j_err)?);
+        item.present = false;
+        out.push(item);
     }
-    Ok(n)
+    Ok(TrashEmptied {
+        removed: out.len(),
+        items: out,
+    })
 }
 
 /// Backup retention (policy `[undo] keep_versions`, `backups_max_total`), keeping every blob a
