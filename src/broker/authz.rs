@@ -43,25 +43,33 @@ pub struct UnknownGroup {
     pub name: String,
 }
 
-/// Resolves group names (or numeric gids) to gids; an unknown name is an error, so that a
-/// typo does not silently leave a group without the rights the admin meant it to have —
-/// nor, worse, fail open.
+/// Resolves group names (or numeric gids) to gids, from `/etc/group` (gateway is a static
+/// executable: glibc's NSS, which `getgrnam` goes through, cannot be loaded in it; a group
+/// only an NSS service knows is named by its gid). An unknown name is an error, so that a
+/// typo does not silently leave a group without the rights the admin meant it to have.
 pub fn resolve_groups(setting: &'static str, names: &[String]) -> Result<Vec<u32>, UnknownGroup> {
+    let table = std::fs::read_to_string("/etc/group").unwrap_or_default();
     names
         .iter()
         .map(|n| {
             if let Ok(g) = n.parse::<u32>() {
                 return Ok(g);
             }
-            match nix::unistd::Group::from_name(n) {
-                Ok(Some(g)) => Ok(g.gid.as_raw()),
-                _ => Err(UnknownGroup {
-                    setting,
-                    name: n.clone(),
-                }),
-            }
+            group_gid(&table, n).ok_or_else(|| UnknownGroup {
+                setting,
+                name: n.clone(),
+            })
         })
         .collect()
+}
+
+/// The gid of group `name` in a group file's text (`name:password:gid:members`).
+fn group_gid(table: &str, name: &str) -> Option<u32> {
+    table.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        f.nth(1)?.trim().parse().ok()
+    })
 }
 
 static ROLES: OnceLock<Roles> = OnceLock::new();
@@ -185,6 +193,10 @@ mod tests {
 
     #[test]
     fn groups_resolve_by_name_or_gid_and_unknown_names_fail() {
+        let t = "# comment\nroot:x:0:\nwheel:x:10:alice,bob\nbad:x:nope:\n";
+        assert_eq!(group_gid(t, "wheel"), Some(10));
+        assert_eq!(group_gid(t, "whee"), None);
+        assert_eq!(group_gid(t, "bad"), None);
         assert_eq!(
             resolve_groups("approvers", &["root".into(), "42".into()]).expect("known"),
             vec![0, 42]

@@ -491,6 +491,7 @@ fn perform(
         max_size: ctx.policy.files.max_size,
         trash_files,
         undo_target,
+        uid: ctx.client.fs_identity().map(|i| i.uid),
     };
     super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req)
 }
