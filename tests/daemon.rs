@@ -1437,3 +1437,79 @@ sandbox_test!(
         assert_eq!(denies.len(), 2, "{denies:?}");
     }
 );
+
+sandbox_test!(
+    fn another_uid_cannot_undo_or_restore_what_a_daemon_client_changed() {
+        // Issue 24: `undo ID` and `trash restore NAME` took any change of the journal, so a
+        // client of a daemon running as its own user (uid 65534 here) reverted what the
+        // daemon's user changed and brought back what it removed. Client: uid 65533.
+        let env = Env::new("ident-undo");
+        std::fs::write(env.ws.join("a.txt"), "one\n").expect("write");
+        std::fs::write(env.ws.join("b.txt"), "bee\n").expect("write");
+        env.give_to_nobody();
+        std::fs::set_permissions(&env.ws, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let socket = env.root.join("gw.sock");
+        let mut d = env
+            .nobody()
+            .args(["serve", "--policy", "standard", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve");
+        let up = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
+        assert!(up, "the daemon did not listen");
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let as_uid = |uid: u32, args: &[&str]| {
+            let mut c = env.raw("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .args(["--clear-groups", "--", BIN])
+                .env("GATEWAY_SOCKET", &socket)
+                .stdin(Stdio::null())
+                .args(args)
+                .output()
+                .expect("gateway")
+        };
+        // The daemon's user changes a.txt and removes b.txt to the trash.
+        let o = as_uid(65534, &["fs", "write", "a.txt", "--content", "two\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = as_uid(65534, &["fs", "rm", "b.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = as_uid(65534, &["--json", "history", "--all"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("history");
+        let id = v["changes"][0]["change"]["id"].as_u64().expect("change id");
+        let o = as_uid(65534, &["--json", "trash", "list"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("trash");
+        let name = v["items"][0]["name"]
+            .as_str()
+            .expect("trash item")
+            .to_string();
+        // uid 65533 can neither undo the write nor restore the removal.
+        let o = as_uid(65533, &["undo", &id.to_string()]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("belongs to another user"),
+            "{}",
+            text(&o)
+        );
+        let o = as_uid(65533, &["trash", "restore", &name]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        let _ = d.kill();
+        let _ = d.wait();
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("a.txt")).expect("a.txt"),
+            "two\n"
+        );
+        assert!(!env.ws.join("b.txt").exists(), "uid 65533 restored b.txt");
+        let denies: Vec<_> = log_records(&env)
+            .into_iter()
+            .filter(|r| r["caller"]["uid"] == 65533 && r["decision"]["rules"][0] == "daemon.owner")
+            .collect();
+        assert_eq!(denies.len(), 2, "{denies:?}");
+    }
+);

@@ -135,6 +135,22 @@ pub fn may_see(ctx: &Context, owner: u32, what: impl FnOnce() -> String) -> Resu
     }
 }
 
+/// May the caller undo or restore a change recorded for `owner` (`Change::uid`: `None` for
+/// the daemon's own user, root or a one-shot front end)? Its own, or the admin any. Seeing
+/// (an auditor) is not reverting.
+pub fn may_revert(
+    ctx: &Context,
+    owner: Option<u32>,
+    what: impl FnOnce() -> String,
+) -> Result<(), Refusal> {
+    match ctx.client() {
+        Some(c) if !is_admin(ctx) && owner != Some(c.caller.uid) => {
+            Err(Refusal::NotYours { what: what() })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Maintenance: only the admin.
 pub fn require_admin(ctx: &Context, what: &str) -> Result<(), Refusal> {
     if is_admin(ctx) {

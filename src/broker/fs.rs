@@ -237,6 +237,10 @@ impl super::invoke::Tool for FsTool<'_, '_> {
             FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
             _ => None,
         };
+        // A daemon client undoes and restores only its own changes (the admin anyone's).
+        if let Some(c) = &self.undo_target {
+            super::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
+        }
         self.subject = match (op, op.subject(), &self.undo_target) {
             (FsOp::Probe { .. }, _, _) => self.ws.clone(),
             (_, Some(p), _) => abs_of(p),
