@@ -48,6 +48,8 @@ pub struct UnknownGroup {
 /// only an NSS service knows is named by its gid). An unknown name is an error, so that a
 /// typo does not silently leave a group without the rights the admin meant it to have.
 pub fn resolve_groups(setting: &'static str, names: &[String]) -> Result<Vec<u32>, UnknownGroup> {
+    // not-ws: the system's group file, read by the daemon as it starts (unreadable: every
+    // group name is unknown, and the daemon does not start)
     let table = std::fs::read_to_string("/etc/group").unwrap_or_default();
     names
         .iter()
