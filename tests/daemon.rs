@@ -1145,3 +1145,371 @@ sandbox_test!(
         );
     }
 );
+
+/// Issue 24: a root daemon whose config names `users` (gid 100) as `role`s, its socket open
+/// to every uid (as a socket group would make it for its members).
+fn daemon_with_roles(env: &Env, policy: &str, config: &str) -> Daemon {
+    let d = Daemon::start_with_config(env, policy, config);
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+        .expect("chmod socket");
+    d
+}
+
+/// uid 65534 through daemon `d`; `in_users`: with the supplementary group `users` (gid 100).
+fn other_uid(env: &Env, d: &Daemon, in_users: bool) -> Command {
+    let mut c = env.raw("setpriv");
+    c.args(["--reuid=65534", "--regid=65534"]);
+    c.arg(if in_users {
+        "--groups=100"
+    } else {
+        "--clear-groups"
+    });
+    c.args(["--", BIN])
+        .current_dir(&env.outside)
+        .env("GATEWAY_SOCKET", &d.socket)
+        .stdin(Stdio::null());
+    c
+}
+
+/// The daemon's pending requests as `cmd` sees them (`--json pending`).
+fn pending_seen(mut cmd: Command) -> Vec<serde_json::Value> {
+    let o = cmd.args(["--json", "pending"]).output().expect("pending");
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("pending json")
+}
+
+/// The `deny` records uid 65534's refused calls left, as (tool, rules).
+fn denies_of_other_uid(env: &Env) -> Vec<(String, String)> {
+    log_records(env)
+        .into_iter()
+        .filter(|r| r["caller"]["uid"] == 65534 && r["decision"]["effect"] == "deny")
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap_or("").to_string(),
+                r["decision"]["rules"].to_string(),
+            )
+        })
+        .collect()
+}
+
+sandbox_test!(
+    fn another_uid_cannot_list_answer_or_inherit_a_daemon_clients_approvals() {
+        // Issue 24: `pending` listed every uid's requests, `approve ID` answered any of them
+        // (another uid approved root's `rm -r`, which ran as root), and a standing approval
+        // was keyed by the session's name alone, so another uid naming it inherited it.
+        let env = Env::new("ident-approvals");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n");
+        let d = daemon_with_roles(&env, &pf, "approvers = [\"users\"]\n");
+        std::fs::create_dir_all(env.ws.join("keep/sub")).expect("mkdir");
+        let root_rm = d
+            .cmd(&env)
+            .env("GATEWAY_SESSION", "shared")
+            .args(["exec", "--", "rm", "-r", "keep"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let id = (0..500)
+            .find_map(|_| {
+                let p = pending_seen(d.cmd(&env));
+                if p.is_empty() {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                p.first().and_then(|p| p["id"].as_u64())
+            })
+            .expect("root's request is pending");
+        // uid 65534 does not see it, and cannot approve or deny it.
+        let seen = pending_seen(other_uid(&env, &d, false));
+        assert!(
+            seen.is_empty(),
+            "another uid sees root's requests: {seen:?}"
+        );
+        for verb in ["approve", "deny"] {
+            let o = other_uid(&env, &d, false)
+                .args([verb, &id.to_string()])
+                .output()
+                .expect("answer as 65534");
+            assert_eq!(o.status.code(), Some(120), "{verb}: {}", text(&o));
+            assert!(
+                stderr(&o).contains("belongs to another user"),
+                "{}",
+                text(&o)
+            );
+        }
+        assert!(env.ws.join("keep").exists(), "root's rm ran");
+        // A member of the approvers group sees it and approves it, for the session.
+        let seen = pending_seen(other_uid(&env, &d, true));
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0]["id"].as_u64(), Some(id));
+        let o = other_uid(&env, &d, true)
+            .args(["approve", &id.to_string(), "--always-for-session"])
+            .output()
+            .expect("approve as approver");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = root_rm.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("keep").exists());
+        // uid 65534 naming the same session and the same call does not inherit root's
+        // standing approval: it is asked (and root, the admin, denies it).
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        std::fs::create_dir_all(env.outside.join("keep/sub")).expect("mkdir");
+        let mut theirs = other_uid(&env, &d, false)
+            .env("GATEWAY_SESSION", "shared")
+            .args(["exec", "--", "rm", "-r", "keep"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn as 65534");
+        let mut asked = None;
+        for _ in 0..500 {
+            if let Some(p) = pending_seen(d.cmd(&env))
+                .into_iter()
+                .find(|p| p["uid"] == 65534)
+            {
+                asked = p["id"].as_u64();
+                break;
+            }
+            if let Some(st) = theirs.try_wait().expect("try_wait") {
+                panic!(
+                    "uid 65534's call was not asked: it ended ({st}) on root's standing approval"
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let asked = asked.expect("uid 65534's call is pending");
+        let o = d
+            .cmd(&env)
+            .args(["deny", &asked.to_string()])
+            .output()
+            .expect("deny as root");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = theirs.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.outside.join("keep").exists());
+        // Each refusal is a recorded deny naming the rule.
+        let denies = denies_of_other_uid(&env);
+        for verb in ["approve", "deny"] {
+            assert!(
+                denies
+                    .iter()
+                    .any(|(t, r)| t == verb && r.contains("daemon.owner")),
+                "{denies:?}"
+            );
+        }
+    }
+);
+
+sandbox_test!(
+    fn another_uid_cannot_read_a_daemon_clients_records_history_or_trash_nor_run_maintenance() {
+        // Issue 24: through the daemon, `log show N` gave another uid the stored output of a
+        // root client's command, `log query`/`tail`/`history`/`trash list` showed every uid's,
+        // and `trash empty`, `log gc`, `keys rotate` ran for any client.
+        let env = Env::new("ident-records");
+        let d = daemon_with_roles(&env, "standard", "auditors = [\"users\"]\n");
+        env.write("private.txt", "root-only-content\n");
+        std::fs::set_permissions(
+            env.ws.join("private.txt"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod");
+        env.write("gone.txt", "g");
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "cat", "private.txt"])
+            .output()
+            .expect("cat");
+        assert!(stdout(&o).contains("root-only-content"), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["fs", "rm", "gone.txt"])
+            .output()
+            .expect("rm");
+        assert!(o.status.success(), "{}", text(&o));
+        let seq = log_records(&env)
+            .into_iter()
+            .find(|r| r["tool"] == "exec" && r["args"][0] == "cat")
+            .and_then(|r| r["seq"].as_u64())
+            .expect("root's record");
+        let run = |in_users: bool, args: &[&str]| {
+            other_uid(&env, &d, in_users)
+                .args(args)
+                .output()
+                .expect("as 65534")
+        };
+        // Records: not listed, not shown.
+        for args in [
+            &["--json", "log", "query", "--limit", "0"][..],
+            &["--json", "log", "tail", "-n", "1000"][..],
+        ] {
+            let o = run(false, args);
+            assert!(o.status.success(), "{}", text(&o));
+            let out = stdout(&o);
+            assert!(
+                !out.contains("\"uid\":0") && !out.contains("\"uid\": 0"),
+                "{args:?} shows root's records: {out}"
+            );
+        }
+        let o = run(false, &["log", "show", &seq.to_string()]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(!stdout(&o).contains("root-only-content"), "{}", text(&o));
+        // History and trash: none of root's.
+        let o = run(false, &["--json", "history", "--all"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["changes"], serde_json::json!([]), "{v}");
+        let o = run(false, &["--json", "trash", "list"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["items"], serde_json::json!([]), "{v}");
+        // Maintenance: refused, and root's trash is still there.
+        for args in [
+            &["trash", "empty"][..],
+            &["log", "gc"][..],
+            &["keys", "rotate"][..],
+        ] {
+            let o = run(false, args);
+            assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
+            assert!(stderr(&o).contains("admin"), "{}", text(&o));
+        }
+        let o = d
+            .cmd(&env)
+            .args(["--json", "trash", "list"])
+            .output()
+            .expect("list");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["items"].as_array().map(Vec::len), Some(1), "{v}");
+        let denies = denies_of_other_uid(&env);
+        for (tool, rule) in [
+            ("log", "daemon.owner"),
+            ("trash", "daemon.admin"),
+            ("log", "daemon.admin"),
+            ("keys", "daemon.admin"),
+        ] {
+            assert!(
+                denies.iter().any(|(t, r)| t == tool && r.contains(rule)),
+                "no deny of {tool} by {rule}: {denies:?}"
+            );
+        }
+        // An auditor sees root's record and its output.
+        let o = run(true, &["log", "show", &seq.to_string()]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("root-only-content"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn a_daemon_client_cannot_pick_a_policy_the_daemon_does_not_allow() {
+        // Issue 24: a client chose `--policy permissive` (or GATEWAY_POLICY) and stepped
+        // around the approval gate of the daemon's policy.
+        let env = Env::new("ident-policy");
+        let d = daemon_with_roles(
+            &env,
+            "standard",
+            "allow_client_policy = [\"strict\", \"standard\"]\n",
+        );
+        let o = d
+            .cmd(&env)
+            .args(["--policy", "permissive", "exec", "--", "true"])
+            .output()
+            .expect("exec");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("allow_client_policy"), "{}", text(&o));
+        let o = other_uid(&env, &d, false)
+            .env("GATEWAY_POLICY", "permissive")
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("exec as 65534");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["--policy", "strict", "exec", "--", "true"])
+            .output()
+            .expect("exec");
+        assert!(o.status.success(), "{}", text(&o));
+        let denies: Vec<_> = log_records(&env)
+            .into_iter()
+            .filter(|r| {
+                r["decision"]["effect"] == "deny"
+                    && r["decision"]["rules"][0] == "daemon.client_policy"
+            })
+            .collect();
+        assert_eq!(denies.len(), 2, "{denies:?}");
+    }
+);
+
+sandbox_test!(
+    fn another_uid_cannot_undo_or_restore_what_a_daemon_client_changed() {
+        // Issue 24: `undo ID` and `trash restore NAME` took any change of the journal, so a
+        // client of a daemon running as its own user (uid 65534 here) reverted what the
+        // daemon's user changed and brought back what it removed. Client: uid 65533.
+        let env = Env::new("ident-undo");
+        std::fs::write(env.ws.join("a.txt"), "one\n").expect("write");
+        std::fs::write(env.ws.join("b.txt"), "bee\n").expect("write");
+        env.give_to_nobody();
+        std::fs::set_permissions(&env.ws, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let socket = env.root.join("gw.sock");
+        let mut d = env
+            .nobody()
+            .args(["serve", "--policy", "standard", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve");
+        let up = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
+        assert!(up, "the daemon did not listen");
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let as_uid = |uid: u32, args: &[&str]| {
+            let mut c = env.raw("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .args(["--clear-groups", "--", BIN])
+                .env("GATEWAY_SOCKET", &socket)
+                .stdin(Stdio::null())
+                .args(args)
+                .output()
+                .expect("gateway")
+        };
+        // The daemon's user changes a.txt and removes b.txt to the trash.
+        let o = as_uid(65534, &["fs", "write", "a.txt", "--content", "two\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = as_uid(65534, &["fs", "rm", "b.txt"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = as_uid(65534, &["--json", "history", "--all"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("history");
+        let id = v["changes"][0]["change"]["id"].as_u64().expect("change id");
+        let o = as_uid(65534, &["--json", "trash", "list"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("trash");
+        let name = v["items"][0]["name"]
+            .as_str()
+            .expect("trash item")
+            .to_string();
+        // uid 65533 can neither undo the write nor restore the removal.
+        let o = as_uid(65533, &["undo", &id.to_string()]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("belongs to another user"),
+            "{}",
+            text(&o)
+        );
+        let o = as_uid(65533, &["trash", "restore", &name]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        let _ = d.kill();
+        let _ = d.wait();
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("a.txt")).expect("a.txt"),
+            "two\n"
+        );
+        assert!(!env.ws.join("b.txt").exists(), "uid 65533 restored b.txt");
+        let denies: Vec<_> = log_records(&env)
+            .into_iter()
+            .filter(|r| r["caller"]["uid"] == 65533 && r["decision"]["rules"][0] == "daemon.owner")
+            .collect();
+        assert_eq!(denies.len(), 2, "{denies:?}");
+    }
+);

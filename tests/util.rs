@@ -818,9 +818,21 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(env: &Env, policy: &str, extra: &[&str]) -> Daemon {
+        Daemon::start_from(env.cmd(), env, policy, extra)
+    }
+
+    /// A daemon reading `config` as its config file (`GATEWAY_CONFIG`).
+    pub fn start_with_config(env: &Env, policy: &str, config: &str) -> Daemon {
+        let p = env.root.join("daemon-config.toml");
+        std::fs::write(&p, config).expect("write config");
+        let mut c = env.cmd();
+        c.env("GATEWAY_CONFIG", &p);
+        Daemon::start_from(c, env, policy, &[])
+    }
+
+    fn start_from(mut cmd: Command, env: &Env, policy: &str, extra: &[&str]) -> Daemon {
         let socket = env.root.join("gw.sock");
-        let child = env
-            .cmd()
+        let child = cmd
             .args(["serve", "--policy", policy, "--socket"])
             .arg(&socket)
             .args(extra)

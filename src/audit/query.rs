@@ -31,6 +31,9 @@ pub struct Filter {
     pub exit_code: Option<i32>,
     /// At most this many (the newest); 0 = no limit.
     pub limit: usize,
+    /// Only the records of this caller uid (a daemon client that is neither admin nor
+    /// auditor sees its own: `broker::authz`).
+    pub uid: Option<u32>,
 }
 
 /// Parses `--since`/`--until`: an RFC 3339 time, or a duration before now (`90s`, `15m`,
@@ -112,7 +115,8 @@ impl Compiled {
                 return false;
             }
         }
-        f.tool.as_ref().is_none_or(|t| *t == r.tool)
+        f.uid.is_none_or(|u| r.caller.uid == u)
+            && f.tool.as_ref().is_none_or(|t| *t == r.tool)
             && f.decision.as_ref().is_none_or(|d| *d == r.decision.effect)
             && f.session.as_ref().is_none_or(|s| *s == r.session)
             && f.exit_code.is_none_or(|e| r.exit_code == Some(e))

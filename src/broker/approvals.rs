@@ -77,9 +77,13 @@ struct Entry {
 struct Queue {
     next: u64,
     entries: HashMap<u64, Entry>,
-    /// (session, tool, command) approved with `--always-for-session`.
-    always: HashSet<(String, String, String)>,
+    /// (asking uid, session, tool, command) approved with `--always-for-session`: keyed by
+    /// the uid too, so that another uid naming the same session inherits nothing.
+    always: HashSet<Key>,
 }
+
+/// A standing approval's key: (asking uid, session, tool, command).
+type Key = (u32, String, String, String);
 
 static QUEUE: LazyLock<(Mutex<Queue>, Condvar)> =
     LazyLock::new(|| (Mutex::new(Queue::default()), Condvar::new()));
@@ -98,6 +102,7 @@ pub fn ask(
     prompt: &dyn Fn(u64, &str) -> bool,
 ) -> Outcome {
     let key = (
+        req.caller.uid,
         req.session.to_string(),
         req.tool.to_string(),
         req.command.clone(),
@@ -184,7 +189,7 @@ pub fn ask(
     }
 }
 
-fn wait(id: u64, key: &(String, String, String)) -> Outcome {
+fn wait(id: u64, key: &Key) -> Outcome {
     let mut q = lock();
     loop {
         let Some(e) = q.entries.get(&id) else {
@@ -219,14 +224,14 @@ fn wait(id: u64, key: &(String, String, String)) -> Outcome {
     }
 }
 
-/// The pending requests, oldest first.
-pub fn list() -> Vec<Pending> {
+/// The pending requests, oldest first; with `uid`, only those that uid asked.
+pub fn list(uid: Option<u32>) -> Vec<Pending> {
     let q = lock();
     let now = Instant::now();
     let mut v: Vec<Pending> = q
         .entries
         .values()
-        .filter(|e| e.answer.is_none())
+        .filter(|e| e.answer.is_none() && uid.is_none_or(|u| e.info.uid == u))
         .map(|e| {
             let mut p = e.info.clone();
             p.expires_in = e.deadline.saturating_duration_since(now).as_secs();
@@ -248,17 +253,38 @@ pub struct Answered {
     pub request: Pending,
 }
 
+/// Why a request was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The one answering may not answer it (`may` said no).
+    #[error(transparent)]
+    Refused(#[from] super::refusal::Refusal),
+    /// No such request, or already answered.
+    #[error("{0}")]
+    Gone(String),
+}
+
 /// Answers request `id` (`always`: approve the same call again for the rest of its session
-/// without asking). Returns the answer given, or an error saying why not.
-pub fn answer(id: u64, approve: bool, always: bool, by: String) -> Result<Answered, String> {
+/// without asking), if `may` allows the one answering to answer that request — decided under
+/// the queue's lock, on the request as it is. Returns the answer given, or why not.
+pub fn answer(
+    id: u64,
+    approve: bool,
+    always: bool,
+    by: String,
+    may: impl FnOnce(&Pending) -> Result<(), super::refusal::Refusal>,
+) -> Result<Answered, AnswerError> {
     let mut q = lock();
     let Some(e) = q.entries.get_mut(&id) else {
-        return Err(format!(
+        return Err(AnswerError::Gone(format!(
             "no pending request {id} (answered, timed out, or never asked: see `gateway pending`)"
-        ));
+        )));
     };
+    may(&e.info)?;
     if e.answer.is_some() {
-        return Err(format!("request {id} was already answered"));
+        return Err(AnswerError::Gone(format!(
+            "request {id} was already answered"
+        )));
     }
     e.answer = Some(Outcome {
         approved: approve,
@@ -315,19 +341,19 @@ mod tests {
             )
         });
         let id = loop {
-            if let Some(p) = list().into_iter().find(|p| p.session == "s-a") {
+            if let Some(p) = list(None).into_iter().find(|p| p.session == "s-a") {
                 break p.id;
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        assert!(answer(id + 1000, true, false, "x".into()).is_err());
-        let p = answer(id, true, true, "uid 0 (test)".into()).expect("answer");
+        assert!(answer(id + 1000, true, false, "x".into(), |_| Ok(())).is_err());
+        let p = answer(id, true, true, "uid 0 (test)".into(), |_| Ok(())).expect("answer");
         assert_eq!(p.request.command, "make deploy");
         assert_eq!((p.id, p.approved), (id, true));
         let o = t.join().expect("thread");
         assert!(o.approved);
         assert_eq!(o.by, "uid 0 (test)");
-        assert!(answer(id, false, false, "again".into()).is_err());
+        assert!(answer(id, false, false, "again".into(), |_| Ok(())).is_err());
         // Always for this session: the same call is approved without a request...
         let o = ask(
             &dir,
@@ -336,6 +362,23 @@ mod tests {
             &|_, _| panic!("not asked again"),
         );
         assert!(o.approved);
+        // ... nor for another uid naming the same session (standing approvals are keyed by
+        // (uid, session)) ...
+        let other = Caller {
+            uid: 65534,
+            ..caller()
+        };
+        let o = ask(
+            &dir,
+            req(&other, "s-a", "make deploy"),
+            Duration::from_millis(50),
+            &|_, _| true,
+        );
+        assert!(
+            !o.approved,
+            "another uid inherited a standing approval: {}",
+            o.by
+        );
         // ... but not in another session, where no answer in time is a deny.
         let o = ask(
             &dir,

@@ -237,6 +237,10 @@ impl super::invoke::Tool for FsTool<'_, '_> {
             FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
             _ => None,
         };
+        // A daemon client undoes and restores only its own changes (the admin anyone's).
+        if let Some(c) = &self.undo_target {
+            super::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
+        }
         // A removal whose trash item `gateway trash empty` removed for good: nothing to
         // restore, said as such (the item's info is its tombstone).
         if let Some(c) = &self.undo_target
@@ -504,6 +508,7 @@ fn perform(
         max_size: ctx.policy.files.max_size,
         trash_files,
         undo_target,
+        uid: ctx.client.fs_identity().map(|i| i.uid),
     };
     super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req)
 }

@@ -4,6 +4,7 @@
 //! Every tool call runs through one skeleton (`invoke`); exec's own steps are in `exec`.
 
 pub mod approvals;
+pub mod authz;
 pub mod client;
 pub mod credentials;
 mod exec;

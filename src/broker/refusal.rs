@@ -132,6 +132,36 @@ pub enum Refusal {
         /// The variable's name.
         name: String,
     },
+    /// A daemon client asked for what belongs to another uid — a pending request, a record
+    /// and its stored output, a change or trash item — and is neither its owner nor in the
+    /// daemon's `approvers` (for requests) or `auditors` (to see) group (rule `daemon.owner`).
+    #[error(
+        "refused: {what} belongs to another user; a daemon client sees and answers only its own (the daemon's config names the groups that may see or answer others': approvers, auditors)"
+    )]
+    NotYours {
+        /// What was asked for (`pending request 3`, `record 12`).
+        what: String,
+    },
+    /// Maintenance (`log gc`, `keys rotate`, `trash empty`) asked of the daemon by a client
+    /// that is not its admin — root or the daemon's own uid (rule `daemon.admin`).
+    #[error(
+        "refused: {what} changes what every client of this daemon relies on; only the daemon's admin (root or the uid it runs as) may run it through the daemon"
+    )]
+    NotAdmin {
+        /// The command.
+        what: String,
+    },
+    /// A daemon client asked for a policy the daemon's config does not let clients pick
+    /// (`allow_client_policy`; rule `daemon.client_policy`).
+    #[error(
+        "refused: policy {policy}: this daemon lets clients use only {allowed} (allow_client_policy in its config); unset --policy/GATEWAY_POLICY to get the daemon's own"
+    )]
+    ClientPolicy {
+        /// The policy asked for.
+        policy: String,
+        /// The policies allowed, comma-separated.
+        allowed: String,
+    },
     /// A secret in the call's input — its command line, environment or stdin — under
     /// `secrets.input = "deny"` (rule `secrets.input`).
     #[error(
@@ -174,6 +204,9 @@ impl Refusal {
             Refusal::DeniedPath { .. } => "denied-path",
             Refusal::ProtectedPath { .. } | Refusal::ContainsProtected { .. } => "protected-path",
             Refusal::TooLarge { .. } => "files.max_size",
+            Refusal::NotYours { .. } => "daemon.owner",
+            Refusal::NotAdmin { .. } => "daemon.admin",
+            Refusal::ClientPolicy { .. } => "daemon.client_policy",
         }
     }
 

@@ -439,6 +439,7 @@ fn redact_file(
             workspace: cx.cwd().and_then(std::fs::canonicalize).ok(),
             dir_mode: None,
             not_backed_up: None,
+            uid: cx.fs_identity().map(|i| i.uid),
         },
     )
     .map_err(jerr("journalling the redaction of"))?;

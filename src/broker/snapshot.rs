@@ -374,6 +374,7 @@ pub fn after(
                     dir_mode: d.dir_mode,
                     group: Some(group.clone()),
                     workspace: Some(ws.to_path_buf()),
+                    uid: who.map(|w| w.uid),
                     ..Change::default()
                 })
                 .collect(),

@@ -67,6 +67,9 @@ pub(crate) struct Request {
     pub(crate) trash_files: PathBuf,
     /// The change an undo or restore reverts (found by the broker in the journal).
     pub(crate) undo_target: Option<Change>,
+    /// The daemon client the changes are made for, recorded with each (not sent).
+    #[serde(skip)]
+    pub(crate) uid: Option<u32>,
 }
 
 /// Worker → broker.
@@ -225,6 +228,7 @@ pub(crate) fn run(
     req: Request,
 ) -> (Result<FsOutput, BrokerError>, Option<EnforcementStatus>) {
     let workspace = req.workspace.clone();
+    let uid = req.uid;
     // not-ws: this program's own executable
     let exe = match std::env::current_exe().and_then(std::fs::canonicalize) {
         Ok(e) => e,
@@ -286,6 +290,7 @@ pub(crate) fn run(
     };
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;
+    server.uid = uid;
     server.limits = Some(super::undo_limits(&policy.undo));
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
@@ -398,6 +403,8 @@ struct Server<'a> {
     /// The call's workspace: recorded with each change it begins (`history` and `undo` are
     /// per workspace).
     ws: PathBuf,
+    /// The client the call's changes are recorded for (`Change::uid`).
+    uid: Option<u32>,
     /// Owners to give back, from the worker's answer.
     owner_fixes: Vec<OwnerFix>,
     /// The backup store's bounds (`[undo] max_state_bytes`, `max_workspace_bytes`); None:
@@ -415,6 +422,7 @@ impl<'a> Server<'a> {
             lock,
             history,
             ws: PathBuf::new(),
+            uid: None,
             buf: Vec::new(),
             replies: Vec::new(),
             result: None,
@@ -475,6 +483,7 @@ impl<'a> Server<'a> {
                 self.changed.push(change.path.clone());
                 let mut change = *change;
                 change.workspace = Some(self.ws.clone());
+                change.uid = self.uid;
                 (
                     Down::Change {
                         change: Box::new(journal::begin(st, lock, change).map_err(je)?),
@@ -487,6 +496,7 @@ impl<'a> Server<'a> {
                 for c in &mut changes {
                     self.changed.push(c.path.clone());
                     c.workspace = Some(self.ws.clone());
+                    c.uid = self.uid;
                 }
                 (
                     Down::Begun {

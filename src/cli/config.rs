@@ -14,6 +14,14 @@
 //! backups_max_total = "2GiB"      # [undo] backups_max_total
 //! keep_versions = 20              # [undo] keep_versions
 //! ```
+//!
+//! and, for the daemon (`gateway serve`; top-level keys, before `[retention]`):
+//!
+//! ```toml
+//! approvers = ["gateway-approvers"]  # may list and answer every client's requests
+//! auditors = ["gateway-auditors"]    # may see every client's records, outputs, history
+//! allow_client_policy = ["strict", "standard"]  # policies a client may pick (default: any)
+//! ```
 
 use crate::policy::{self, Policy, PolicyError, SettingKind};
 use serde::Deserialize;
@@ -29,6 +37,11 @@ struct RawConfig {
     shell: Option<PathBuf>,
     #[serde(default)]
     retention: RawRetention,
+    #[serde(default)]
+    approvers: Vec<String>,
+    #[serde(default)]
+    auditors: Vec<String>,
+    allow_client_policy: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -61,6 +74,12 @@ pub(super) struct Config {
     pub socket: Option<PathBuf>,
     pub shell: Option<PathBuf>,
     pub retention: Retention,
+    /// (The daemon) groups whose members may list and answer every client's requests.
+    pub approvers: Vec<String>,
+    /// (The daemon) groups whose members may see every client's records and history.
+    pub auditors: Vec<String>,
+    /// (The daemon) the policies a client may pick; `None`: any.
+    pub allow_client_policy: Option<Vec<String>>,
 }
 
 /// `config show`: the config file, each setting in force and where it comes from, and the
@@ -158,6 +177,9 @@ pub(super) fn load_from(path: &Path) -> Result<Config, PolicyError> {
         socket: raw.socket,
         shell: raw.shell,
         retention,
+        approvers: raw.approvers,
+        auditors: raw.auditors,
+        allow_client_policy: raw.allow_client_policy,
     })
 }
 

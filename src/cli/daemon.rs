@@ -70,12 +70,21 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
         // Answered by the daemon itself; never handed to a handler.
         RequestBody::Hello => return 0,
     };
-    cli.policy = named_policy.or_else(|| {
+    let chosen = named_policy.or_else(|| {
         broker::client::env_var("GATEWAY_POLICY")
             .filter(|p| !p.is_empty())
             .map(|p| p.to_string_lossy().into_owned())
-            .or_else(|| Some(policy.to_string()))
     });
+    // A policy the client picks is one the daemon's config lets clients pick (an approval
+    // gate the admin set up is not stepped around by `--policy permissive`).
+    if let Some(p) = &chosen {
+        let ctx = broker::client::Context::current();
+        if let Err(r) = broker::authz::may_use_policy(&ctx, p, policy) {
+            let r = broker::authz::refused(state, &ctx, "policy", vec![p.clone()], r);
+            return to_u8(broker_error(r.into()));
+        }
+    }
+    cli.policy = chosen.or_else(|| Some(policy.to_string()));
     let asked = named_state.or_else(|| {
         broker::client::env_var("GATEWAY_STATE_DIR")
             .filter(|p| !p.is_empty())
@@ -169,6 +178,17 @@ pub(super) fn serve(
     if let Err(e) = load_policy(cli) {
         return fail(exit::POLICY, e);
     }
+    let roles = broker::authz::resolve_groups("approvers", &cfg.approvers).and_then(|approvers| {
+        Ok(broker::authz::Roles {
+            approvers,
+            auditors: broker::authz::resolve_groups("auditors", &cfg.auditors)?,
+            allow_client_policy: cfg.allow_client_policy.clone(),
+        })
+    });
+    match roles {
+        Ok(r) => broker::authz::configure(r),
+        Err(e) => return fail(exit::POLICY, e.to_string()),
+    }
     let socket = socket
         .or_else(|| {
             std::env::var_os("GATEWAY_SOCKET")
@@ -217,7 +237,13 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
             "pending: no daemon is running (approvals are queued by `gateway serve`; without it, `ask` is answered at the terminal)",
         );
     }
-    let v = broker::approvals::list();
+    // A client sees its own requests; an approver (or the admin) everyone's.
+    let ctx = broker::client::Context::current();
+    let uid = ctx
+        .client()
+        .filter(|_| !broker::authz::answers_all(&ctx))
+        .map(|c| c.caller.uid);
+    let v = broker::approvals::list(uid);
     if cli.json {
         outln!("{}", to_json(&v));
     } else if v.is_empty() {
@@ -259,7 +285,11 @@ pub(super) fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCod
         c.caller.pid,
         if always { " --always-for-session" } else { "" }
     );
-    match broker::approvals::answer(id, approve, always, by) {
+    let ctx = broker::client::Context::current();
+    let may = |p: &broker::approvals::Pending| {
+        broker::authz::may_answer(&ctx, p.uid, || format!("pending request {id}"))
+    };
+    match broker::approvals::answer(id, approve, always, by, may) {
         Ok(a) => {
             if cli.json {
                 outln!("{}", to_json(&a));
@@ -272,6 +302,10 @@ pub(super) fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCod
                 );
             }
             ExitCode::SUCCESS
+        }
+        Err(broker::approvals::AnswerError::Refused(r)) => {
+            let r = broker::authz::refused(&state_dir(cli), &ctx, verb, vec![id.to_string()], r);
+            broker_error(r.into())
         }
         Err(e) => fail(exit::USAGE, format!("{verb}: {e}")),
     }

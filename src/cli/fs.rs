@@ -1,6 +1,7 @@
 //! `gateway fs ...`, `gateway history`, `gateway undo`.
 
 use super::{Cli, FsCmd, broker_error, exit, fail, state_dir};
+use crate::broker::authz;
 use crate::broker::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
 };
@@ -387,8 +388,13 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
     } else {
         bfs::Scope::Workspace(&ws)
     };
+    // Through the daemon, a client sees its own changes (an auditor or the admin all).
+    let seen = authz::seen_uid(&crate::broker::client::Context::current());
     match bfs::history(&state_dir(cli), scope) {
-        Ok(list) => {
+        Ok(mut list) => {
+            if let Some(u) = seen {
+                list.retain(|e| e.change.uid == Some(u));
+            }
             if cli.json {
                 let r = crate::broker::report::HistoryReport {
                     changes: &list,
@@ -494,7 +500,7 @@ pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
 pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
-        super::TrashCmd::List => match bfs::trash_list(&state) {
+        super::TrashCmd::List => match own_trash(&state, bfs::trash_list(&state)) {
             Ok(items) => {
                 if cli.json {
                     outln!(
@@ -530,6 +536,13 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             )
         }
         super::TrashCmd::Empty { older_than } => {
+            // Emptying the trash destroys every client's removed files for good: the
+            // daemon's admin only.
+            let ctx = crate::broker::client::Context::current();
+            if let Err(r) = authz::require_admin(&ctx, "trash empty") {
+                let args = vec!["empty".into()];
+                return broker_error(authz::refused(&state, &ctx, "trash", args, r).into());
+            }
             let d = match older_than.as_deref().map(humantime::parse_duration) {
                 None => None,
                 Some(Ok(d)) => Some(d),
@@ -556,4 +569,22 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             }
         }
     }
+}
+
+/// The trash items the caller may see: all of them, or — a daemon client that is neither
+/// auditor nor admin — those its own removals put there (`Change::uid`).
+fn own_trash(
+    state: &std::path::Path,
+    items: Result<Vec<crate::journal::TrashItem>, crate::broker::BrokerError>,
+) -> Result<Vec<crate::journal::TrashItem>, crate::broker::BrokerError> {
+    let mut items = items?;
+    if let Some(u) = authz::seen_uid(&crate::broker::client::Context::current()) {
+        let own: std::collections::HashSet<String> = bfs::history(state, bfs::Scope::All)?
+            .into_iter()
+            .filter(|e| e.change.uid == Some(u))
+            .filter_map(|e| e.change.trash)
+            .collect();
+        items.retain(|i| own.contains(&i.name));
+    }
+    Ok(items)
 }

@@ -1,7 +1,9 @@
 //! `gateway log ...` and `gateway keys ...`.
 
 use super::{Cli, KeysCmd, LogCmd, broker_error, exit, fail, state_dir, to_json};
+use crate::broker::authz;
 use crate::broker::log::{self, Filter, Record, Stored};
+use crate::broker::refusal::Refusal;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -9,6 +11,9 @@ use std::time::Duration;
 #[allow(clippy::too_many_lines, reason = "one arm per log subcommand")]
 pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
     let state = state_dir(cli);
+    // Through the daemon, a client sees its own records (an auditor or the admin all).
+    let ctx = crate::broker::client::Context::current();
+    let seen_uid = authz::seen_uid(&ctx);
     match cmd {
         LogCmd::Verify { anchor, key } => {
             let v = match log::verify(
@@ -61,6 +66,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 contains: filter.contains.clone(),
                 exit_code: filter.exit_code,
                 limit: *limit,
+                uid: seen_uid,
                 ..Filter::default()
             };
             for (arg, name, slot) in [
@@ -96,6 +102,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
         LogCmd::Tail { lines, follow } => {
             let f = Filter {
                 limit: *lines,
+                uid: seen_uid,
                 ..Filter::default()
             };
             let r = match log::query(&state, &f) {
@@ -111,7 +118,9 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 match log::show(&state, last + 1) {
                     Ok(Some(s)) => {
                         last = s.record.seq;
-                        emit(cli.json, std::slice::from_ref(&s.record));
+                        if seen_uid.is_none_or(|u| u == s.record.caller.uid) {
+                            emit(cli.json, std::slice::from_ref(&s.record));
+                        }
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(200)),
                     Err(e) => return broker_error(e),
@@ -120,6 +129,15 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
         }
         LogCmd::Show { seq } => match log::show(&state, *seq) {
             Ok(None) => fail(1, format!("no record {seq} in {}", state.display())),
+            Ok(Some(shown))
+                if authz::may_see(&ctx, shown.record.caller.uid, String::new).is_err() =>
+            {
+                let r = Refusal::NotYours {
+                    what: format!("record {seq} (and its stored output)"),
+                };
+                let args = vec!["show".into(), seq.to_string()];
+                broker_error(authz::refused(&state, &ctx, "log", args, r).into())
+            }
             Ok(Some(shown)) => {
                 if cli.json {
                     outln!("{}", to_json(&shown));
@@ -190,6 +208,10 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             Err(e) => broker_error(e),
         },
         LogCmd::Gc => {
+            if let Err(r) = authz::require_admin(&ctx, "log gc") {
+                let args = vec!["gc".into()];
+                return broker_error(authz::refused(&state, &ctx, "log", args, r).into());
+            }
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
@@ -282,7 +304,17 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
         }
         KeysCmd::Rotate => match super::load_policy(cli) {
             Err(e) => fail(exit::POLICY, e),
-            Ok(policy) => match log::rotate(&super::fs::context(cli, &policy)) {
+            Ok(policy) => match authz::require_admin(
+                &crate::broker::client::Context::current(),
+                "keys rotate",
+            )
+            .map_err(|r| {
+                let ctx = crate::broker::client::Context::current();
+                authz::refused(&state, &ctx, "keys", vec!["rotate".into()], r)
+            })
+            .map_err(crate::broker::BrokerError::from)
+            .and_then(|()| log::rotate(&super::fs::context(cli, &policy)))
+            {
                 Ok(k) => {
                     if cli.json {
                         outln!("{}", to_json(&k));

@@ -219,6 +219,11 @@ pub struct Change {
     /// or the disk nearly full: `[undo] max_state_bytes`); `None` when both were stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_backed_up: Option<String>,
+    /// The daemon client whose call made it, when that client is not the daemon's own user
+    /// or root (`None`: the daemon's user, root, or a one-shot front end). A daemon client
+    /// sees its own changes only (`broker::authz`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 impl Change {
@@ -824,6 +829,7 @@ mod wal_tests {
             workspace: None,
             dir_mode: None,
             not_backed_up: None,
+            uid: None,
         }
     }
 

@@ -647,7 +647,9 @@ fn read_answers(stream: UnixStream, asked: &Mutex<HashSet<u64>>, who: &str) {
                             .unwrap_or_else(|p| p.into_inner())
                             .contains(&id)
                     {
-                        let _ = approvals::answer(id, approve, false, who.into());
+                        // Asked of this connection: its own request (the prompt goes to
+                        // the client whose call it is).
+                        let _ = approvals::answer(id, approve, false, who.into(), |_| Ok(()));
                     }
                 }
                 Ok(None) => break,
@@ -665,6 +667,7 @@ fn deny_open(asked: &Mutex<HashSet<u64>>) {
             false,
             false,
             "the client's disconnection (nobody left to answer there)".into(),
+            |_| Ok(()),
         );
     }
 }
