@@ -77,7 +77,7 @@ sandbox_test!(
         .expect("client");
         let p = &v["approve"]["pending"];
         assert_eq!(p["tool"], "exec", "{v}");
-        assert_eq!(p["command"], "sh -c touch asked.txt");
+        assert_eq!(p["command"], "sh -c 'touch asked.txt'");
         assert_eq!(p["rules"][0], "ask-touch: the test asks before this");
         assert!(
             p["session"].as_str().is_some_and(|s| s.starts_with("mcp-")),
