@@ -467,3 +467,30 @@ fn a_call_that_fails_before_its_decision_is_recorded_once_and_not_as_a_deny() {
         assert_eq!(r["decision"]["rules"], serde_json::json!([]), "{r}");
     }
 }
+
+#[test]
+fn a_failed_command_under_json_prints_its_error_object() {
+    // Every command's failure under `--json` is one JSON object on stdout (`error`, and
+    // `refusal` for a refusal), as exec's and the file tools' always were — not text on
+    // stderr only.
+    let env = Env::new("json-errors");
+    for args in [
+        &["--json", "log", "verify", "--anchor", "/nonexistent-anchor"][..],
+        &["--json", "trash", "restore", "nosuch"][..],
+        &["--json", "undo"][..],
+        &["--json", "scan", "/nonexistent-path-for-the-test"][..],
+    ] {
+        let o = env.gw(args);
+        assert_ne!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: stdout is not one JSON object ({e}): {}",
+                text(&o)
+            )
+        });
+        assert!(
+            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{args:?}: {v}"
+        );
+    }
+}

@@ -225,7 +225,7 @@ pub(super) fn serve(
         handler,
     ) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => broker_error(e),
+        Err(e) => broker_fail(cli, e),
     }
 }
 

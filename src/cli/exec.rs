@@ -126,12 +126,7 @@ pub(super) fn run_exec_at(
     };
     let res = match res {
         Ok(r) => r,
-        Err(e) => {
-            if json {
-                outln!("{}", fs::error_json(&e));
-            }
-            return end(broker_error(e));
-        }
+        Err(e) => return end(broker_fail(cli, e)),
     };
     if let (Some(sig), false) = (interrupt, json) {
         errln!(

@@ -1,6 +1,6 @@
 //! `gateway fs ...`, `gateway history`, `gateway undo`.
 
-use super::{Cli, FsCmd, broker_error, exit, fail, state_dir};
+use super::{Cli, FsCmd, broker_fail, exit, fail, state_dir};
 use crate::broker::authz;
 use crate::broker::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
@@ -170,12 +170,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => {
-                    if cli.json {
-                        outln!("{}", error_json(&e));
-                    }
-                    broker_error(e)
-                }
+                Err(e) => broker_fail(cli, e),
             };
         }
         FsCmd::Glob { pattern, path } => FsOp::Glob {
@@ -246,10 +241,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
     let r = match res {
         Ok(r) => r,
         Err(e) => {
-            if cli.json {
-                outln!("{}", error_json(&e));
-            }
-            return broker_error(e);
+            return broker_fail(cli, e);
         }
     };
     if cli.json {
@@ -381,7 +373,7 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
 pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
     let ws = match crate::broker::workspace(&super::effective_place(cli).workspace) {
         Ok(w) => w,
-        Err(e) => return broker_error(e),
+        Err(e) => return broker_fail(cli, e),
     };
     let scope = if all {
         bfs::Scope::All
@@ -440,7 +432,7 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => broker_error(e),
+        Err(e) => broker_fail(cli, e),
     }
 }
 
@@ -488,12 +480,7 @@ pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            if cli.json {
-                outln!("{}", error_json(&e));
-            }
-            broker_error(e)
-        }
+        Err(e) => broker_fail(cli, e),
     }
 }
 
@@ -519,7 +506,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 }
                 ExitCode::SUCCESS
             }
-            Err(e) => broker_error(e),
+            Err(e) => broker_fail(cli, e),
         },
         super::TrashCmd::Restore { name } => {
             let policy = match super::load_policy(cli) {
@@ -541,7 +528,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             let ctx = crate::broker::client::Context::current();
             if let Err(r) = authz::require_admin(&ctx, "trash empty") {
                 let args = vec!["empty".into()];
-                return broker_error(authz::refused(&state, &ctx, "trash", args, r).into());
+                return broker_fail(cli, authz::refused(&state, &ctx, "trash", args, r).into());
             }
             let d = match older_than.as_deref().map(humantime::parse_duration) {
                 None => None,
@@ -565,7 +552,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_error(e),
+                Err(e) => broker_fail(cli, e),
             }
         }
     }

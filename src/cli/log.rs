@@ -1,6 +1,6 @@
 //! `gateway log ...` and `gateway keys ...`.
 
-use super::{Cli, KeysCmd, LogCmd, broker_error, exit, fail, state_dir, to_json};
+use super::{Cli, KeysCmd, LogCmd, broker_fail, exit, fail, state_dir, to_json};
 use crate::broker::authz;
 use crate::broker::log::{self, Filter, Record, Stored};
 use crate::broker::refusal::Refusal;
@@ -23,7 +23,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 key.as_deref(),
             ) {
                 Ok(v) => v,
-                Err(e) => return broker_error(e),
+                Err(e) => return broker_fail(cli, e),
             };
             let r = &v.report;
             if cli.json {
@@ -96,7 +96,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_error(e),
+                Err(e) => broker_fail(cli, e),
             }
         }
         LogCmd::Tail { lines, follow } => {
@@ -107,7 +107,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             };
             let r = match log::query(&state, &f) {
                 Ok(r) => r,
-                Err(e) => return broker_error(e),
+                Err(e) => return broker_fail(cli, e),
             };
             let mut last = r.records.last().map_or(0, |r| r.seq);
             emit(cli.json, &r.records);
@@ -123,7 +123,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                         }
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(200)),
-                    Err(e) => return broker_error(e),
+                    Err(e) => return broker_fail(cli, e),
                 }
             }
         }
@@ -136,7 +136,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                     what: format!("record {seq} (and its stored output)"),
                 };
                 let args = vec!["show".into(), seq.to_string()];
-                broker_error(authz::refused(&state, &ctx, "log", args, r).into())
+                broker_fail(cli, authz::refused(&state, &ctx, "log", args, r).into())
             }
             Ok(Some(shown)) => {
                 if cli.json {
@@ -182,7 +182,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 }
                 ExitCode::SUCCESS
             }
-            Err(e) => broker_error(e),
+            Err(e) => broker_fail(cli, e),
         },
         LogCmd::Checkpoint { export } => match log::checkpoint(&state) {
             Ok(Some(c)) => {
@@ -205,12 +205,12 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                     state.display()
                 ),
             ),
-            Err(e) => broker_error(e),
+            Err(e) => broker_fail(cli, e),
         },
         LogCmd::Gc => {
             if let Err(r) = authz::require_admin(&ctx, "log gc") {
                 let args = vec!["gc".into()];
-                return broker_error(authz::refused(&state, &ctx, "log", args, r).into());
+                return broker_fail(cli, authz::refused(&state, &ctx, "log", args, r).into());
             }
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
@@ -218,7 +218,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             };
             let c = match log::gc(&super::fs::context(cli, &policy)) {
                 Ok(c) => c,
-                Err(e) => return broker_error(e),
+                Err(e) => return broker_fail(cli, e),
             };
             if cli.json {
                 outln!("{}", to_json(&c));
@@ -286,7 +286,7 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
     match cmd {
         KeysCmd::Export => {
             if let Err(e) = log::ensure_keys(&state) {
-                return broker_error(e);
+                return broker_fail(cli, e);
             }
             match log::public_keys(&state) {
                 Ok(keys) => {
@@ -299,7 +299,7 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_error(e),
+                Err(e) => broker_fail(cli, e),
             }
         }
         KeysCmd::Rotate => match super::load_policy(cli) {
@@ -326,7 +326,7 @@ pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_error(e),
+                Err(e) => broker_fail(cli, e),
             },
         },
     }

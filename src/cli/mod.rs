@@ -224,7 +224,7 @@ fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
             broker::pin::set_session_pin(&session, &new_spec, r.pinned);
             ExitCode::SUCCESS
         }
-        Err(e) => broker_error(e),
+        Err(e) => broker_fail(cli, e),
     }
 }
 
@@ -358,7 +358,7 @@ fn mcp(cli: &Cli) -> ExitCode {
         session,
     }) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => broker_error(e),
+        Err(e) => broker_fail(cli, e),
     }
 }
 
@@ -568,7 +568,7 @@ fn dispatch(cli: Cli) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_error(e),
+                Err(e) => broker_fail(&cli, e),
             }
         }
         Cmd::Exec {
@@ -875,6 +875,15 @@ pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
     broker::client::tty_confirm(question)
 }
 
+/// A broker error as the command's result: under `--json` its report (`{"error", "refusal"}`)
+/// on stdout, the message on stderr, and the exit code of its class.
+fn broker_fail(cli: &Cli, e: BrokerError) -> ExitCode {
+    if cli.json {
+        outln!("{}", fs::error_json(&e));
+    }
+    broker_error(e)
+}
+
 fn broker_error(e: BrokerError) -> ExitCode {
     let code = match &e {
         BrokerError::Usage(_) => exit::USAGE,
@@ -929,7 +938,12 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     }
     let report = match res {
         Ok(r) => r,
-        Err(e) => return broker_error(e),
+        Err(e) => {
+            if matches!(format, ScanFormat::Json) {
+                outln!("{}", fs::error_json(&e));
+            }
+            return broker_error(e);
+        }
     };
     match format {
         ScanFormat::Json => outln!("{}", to_json(&report)),
