@@ -1499,17 +1499,39 @@ sandbox_test!(
         );
         let o = as_uid(65533, &["trash", "restore", &name]);
         assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        // Its own change, then a newer one of the daemon's user in the same workspace: its
+        // plain `undo` takes its own (passing over the other's, not refused by it), and it
+        // cannot pass over the other's with `undo --skip`.
+        let o = as_uid(65533, &["fs", "write", "c.txt", "--content", "mine\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = as_uid(65534, &["fs", "write", "a.txt", "--content", "three\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = as_uid(65534, &["--json", "history", "--all"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("history");
+        let newest = v["changes"]
+            .as_array()
+            .and_then(|c| c.last())
+            .and_then(|c| c["change"]["id"].as_u64())
+            .expect("newest change");
+        let o = as_uid(65533, &["undo", "--skip", &newest.to_string()]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        let o = as_uid(65533, &["undo"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            !env.ws.join("c.txt").exists(),
+            "its own change was not undone"
+        );
         let _ = d.kill();
         let _ = d.wait();
         assert_eq!(
             std::fs::read_to_string(env.ws.join("a.txt")).expect("a.txt"),
-            "two\n"
+            "three\n"
         );
         assert!(!env.ws.join("b.txt").exists(), "uid 65533 restored b.txt");
         let denies: Vec<_> = log_records(&env)
             .into_iter()
             .filter(|r| r["caller"]["uid"] == 65533 && r["decision"]["rules"][0] == "daemon.owner")
             .collect();
-        assert_eq!(denies.len(), 2, "{denies:?}");
+        assert_eq!(denies.len(), 3, "{denies:?}");
     }
 );

@@ -233,6 +233,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
                 } else {
                     Scope::Workspace(&self.ws)
                 },
+                &|c: &Change| super::authz::may_revert(&ctx.client, c.uid, String::new).is_ok(),
             )?),
             FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
             _ => None,

@@ -7,8 +7,9 @@ use super::types::usage;
 use super::{BrokerError, Change, FsContext, PathState, Phase, j_err};
 use crate::audit;
 use crate::journal;
+use crate::model::{Decision, Effect};
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Which changes `history` and `undo` (without an id) look at.
 #[derive(Clone, Copy, Debug)]
@@ -71,10 +72,14 @@ pub fn history(state_dir: &Path, scope: Scope<'_>) -> Result<Vec<HistoryEntry>, 
 
 /// The change to undo: the given id (any workspace's: the policy decides), or the newest
 /// committed change in `scope` that is not an undo, not undone and not skipped.
+/// The change `undo` reverts: `id`, else the newest open one in `scope` that `mine` accepts
+/// (a daemon client's own: another user's newer change in the same workspace is passed
+/// over, not refused).
 pub(super) fn find_change(
     state_dir: &Path,
     id: Option<u64>,
     scope: Scope<'_>,
+    mine: &dyn Fn(&Change) -> bool,
 ) -> Result<Change, BrokerError> {
     let j = journal::read(state_dir).map_err(j_err)?;
     let committed: Vec<&Change> = j
@@ -97,7 +102,12 @@ pub(super) fn find_change(
     let undone: HashSet<u64> = committed.iter().filter_map(|c| c.undoes).collect();
     let open =
         |c: &&&Change| c.undoes.is_none() && !undone.contains(&c.id) && !j.skipped.contains(&c.id);
-    if let Some(c) = committed.iter().rev().filter(open).find(|c| scope.holds(c)) {
+    if let Some(c) = committed
+        .iter()
+        .rev()
+        .filter(open)
+        .find(|c| scope.holds(c) && mine(c))
+    {
         return Ok((*c).clone());
     }
     let elsewhere = committed.iter().filter(open).count();
@@ -116,18 +126,78 @@ pub(super) fn find_change(
 /// does not block the ones before it. Nothing is reverted (`undo ID` still can). Recorded
 /// in the journal and the audit log. Returns the ids passed over.
 pub fn skip(ctx: &FsContext<'_>, id: Option<u64>, all: bool) -> Result<Vec<u64>, BrokerError> {
-    use crate::broker::{ensure_state_dir, open_log, redact_text, workspace};
-    ensure_state_dir(&ctx.state_dir)?;
-    let mut log = open_log(&ctx.state_dir)?;
-    let ws = workspace(&ctx.workspace)?;
-    let scope = if all {
-        Scope::All
-    } else {
-        Scope::Workspace(&ws)
+    let call = crate::broker::invoke::Call {
+        policy: &ctx.policy.name,
+        state_dir: &ctx.state_dir,
+        session: &ctx.session,
+        caller: &ctx.caller,
     };
-    let res = (|| {
+    let mut t = SkipTool {
+        ctx,
+        id,
+        all,
+        ws: PathBuf::new(),
+    };
+    crate::broker::invoke::invoke(&call, &mut t).map(|d| d.output)
+}
+
+/// `undo --skip` on the invocation skeleton: allowed by the built-in rule (it marks the
+/// journal only); another user's change is refused (`daemon.owner`), recorded as a deny.
+struct SkipTool<'c, 'a> {
+    ctx: &'c FsContext<'a>,
+    id: Option<u64>,
+    all: bool,
+    ws: PathBuf,
+}
+
+impl crate::broker::invoke::Tool for SkipTool<'_, '_> {
+    type Output = Vec<u64>;
+
+    fn name(&self) -> &str {
+        "undo.skip"
+    }
+
+    fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
+        rec.args = vec![
+            format!("id={}", self.id.map_or("last".into(), |i| i.to_string())),
+            format!("all={}", self.all),
+        ];
+        self.ws = crate::broker::workspace(&self.ctx.workspace)?;
+        rec.cwd = self.ws.display().to_string();
+        Ok(Decision {
+            effect: Effect::Allow,
+            rules: vec![crate::model::RuleMatch {
+                id: "builtin".into(),
+                effect: Effect::Allow,
+                reason: "passing over a change marks the journal only; no file changes".into(),
+                subject: rec.args.join(" "),
+            }],
+            commands: vec![],
+            unanalysable: vec![],
+        })
+    }
+
+    fn ask(&mut self, _decision: &Decision) -> bool {
+        false
+    }
+
+    fn not_performed(&mut self, _d: Decision, _a: Option<bool>) -> Vec<u64> {
+        vec![]
+    }
+
+    fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<Vec<u64>, BrokerError> {
+        let ctx = self.ctx;
+        let scope = if self.all {
+            Scope::All
+        } else {
+            Scope::Workspace(&self.ws)
+        };
         let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
-        let c = find_change(&ctx.state_dir, id, scope)?;
+        let mine =
+            |c: &Change| crate::broker::authz::may_revert(&ctx.client, c.uid, String::new).is_ok();
+        let c = find_change(&ctx.state_dir, self.id, scope, &mine)?;
+        // Passing over another user's change would change what their `undo` takes.
+        crate::broker::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
         let ids: Vec<u64> = match &c.group {
             Some(g) => journal::changes(&ctx.state_dir)
                 .map_err(j_err)?
@@ -139,32 +209,12 @@ pub fn skip(ctx: &FsContext<'_>, id: Option<u64>, all: bool) -> Result<Vec<u64>,
         };
         journal::skip(&ctx.state_dir, &lock, &ids).map_err(j_err)?;
         Ok(ids)
-    })();
-    let mut rec = audit::Record {
-        session: ctx.session.clone(),
-        caller: ctx.caller.clone(),
-        tool: "undo.skip".into(),
-        args: vec![
-            format!("id={}", id.map_or("last".into(), |i| i.to_string())),
-            format!("all={all}"),
-        ],
-        cwd: ws.display().to_string(),
-        policy: ctx.policy.name.clone(),
-        decision: audit::RecordDecision {
-            effect: "allow".into(),
-            rules: vec!["builtin".into()],
-            reasons: vec!["passing over a change marks the journal only; no file changes".into()],
-        },
-        exit_code: res.as_ref().ok().map(|_| 0),
-        error: res
-            .as_ref()
-            .err()
-            .map(|e: &BrokerError| redact_text(&e.to_string())),
-        ..audit::Record::default()
-    };
-    if let Ok(ids) = &res {
-        rec.args.push(format!("skipped={ids:?}"));
     }
-    log.append(&mut rec)?;
-    res
+
+    fn record(&mut self, res: &Result<Vec<u64>, BrokerError>, rec: &mut audit::Record) {
+        if let Ok(ids) = res {
+            rec.exit_code = Some(0);
+            rec.args.push(format!("skipped={ids:?}"));
+        }
+    }
 }
