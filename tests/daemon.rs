@@ -1535,3 +1535,39 @@ sandbox_test!(
         assert_eq!(denies.len(), 3, "{denies:?}");
     }
 );
+
+sandbox_test!(
+    fn a_daemon_client_cannot_reload_its_session_to_a_policy_the_daemon_does_not_allow() {
+        // Issue 24 attack: `gateway policy reload permissive` (with a GATEWAY_SESSION) was
+        // not checked against the daemon's `allow_client_policy`: it said "policy permissive
+        // in force for session ..." and recorded the reload as allowed.
+        let env = Env::new("ident-reload");
+        let d = daemon_with_roles(
+            &env,
+            "standard",
+            "allow_client_policy = [\"strict\", \"standard\"]\n",
+        );
+        let o = other_uid(&env, &d, false)
+            .env("GATEWAY_SESSION", "mine")
+            .args(["policy", "reload", "permissive"])
+            .output()
+            .expect("reload as 65534");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("allow_client_policy"), "{}", text(&o));
+        assert!(!stdout(&o).contains("in force"), "{}", text(&o));
+        let denies = denies_of_other_uid(&env);
+        assert!(
+            denies
+                .iter()
+                .any(|(t, r)| t == "policy" && r.contains("daemon.client_policy")),
+            "{denies:?}"
+        );
+        // A policy it may pick still reloads.
+        let o = other_uid(&env, &d, false)
+            .env("GATEWAY_SESSION", "mine")
+            .args(["policy", "reload", "strict"])
+            .output()
+            .expect("reload as 65534");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

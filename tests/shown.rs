@@ -192,3 +192,17 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn an_error_that_quotes_a_command_is_shown_escaped() {
+        // Issue 24 attack: `gateway: command not found: NAME` (and every other error through
+        // the CLI's `fail`) printed the program name raw, so an ESC sequence or a bidi
+        // override in argv[0] reached the terminal.
+        let env = Env::new("shown-error");
+        let name = "nosuch #\r\x1b[2Kmake \u{202e}gpj\u{200b}";
+        let o = env.gw(&["exec", "--", name]);
+        assert_eq!(o.status.code(), Some(127), "{}", text(&o));
+        assert!(stderr(&o).contains("not found"), "{}", text(&o));
+        assert_escaped(&stderr(&o), "the command-not-found error");
+    }
+);

@@ -77,7 +77,14 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
     });
     // A policy the client picks is one the daemon's config lets clients pick (an approval
     // gate the admin set up is not stepped around by `--policy permissive`).
-    if let Some(p) = &chosen {
+    // ... and so is a policy a session reloads into (`gateway policy reload NAME`).
+    let reload_to = match &cli.cmd {
+        Cmd::Policy {
+            cmd: PolicyCmd::Reload { name: Some(n) },
+        } => Some(n.clone()),
+        _ => None,
+    };
+    for p in chosen.iter().chain(reload_to.iter()) {
         let ctx = broker::client::Context::current();
         if let Err(r) = broker::authz::may_use_policy(&ctx, p, policy) {
             let r = broker::authz::refused(state, &ctx, "policy", vec![p.clone()], r);

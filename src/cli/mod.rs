@@ -121,7 +121,8 @@ pub mod exit {
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    errln!("gateway: {msg}");
+    // Errors quote commands, paths and rule subjects: escaped like any untrusted text.
+    errln!("gateway: {}", crate::shown::visible_lines(&msg.to_string()));
     ExitCode::from(code)
 }
 
