@@ -1571,3 +1571,69 @@ sandbox_test!(
         assert!(o.status.success(), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn a_daemon_sessions_pinned_policy_is_its_owners_and_a_reload_is_in_force() {
+        // Issue 24 attack: pinned policies were keyed by the session's name only, so uid
+        // 65534 naming root's session reloaded root's pin from a file rewritten since (root's
+        // next command obeyed what the other uid chose to load); and `policy reload NAME`
+        // pinned NAME under its own name while the session's calls kept finding the old one
+        // ("in force" for a policy never applied).
+        let env = Env::new("pin-owner");
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let pf = env.root.join("mine.toml");
+        let deny_curl = "extends = \"standard\"\n[[rule]]\nid = \"deny-curl-here\"\neffect = \"deny\"\ntools = [\"exec\"]\ncommand = [\"curl\"]\nreason = \"this test denies curl\"\n";
+        std::fs::write(&pf, deny_curl).expect("policy");
+        std::fs::set_permissions(&pf, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let pf = pf.to_str().expect("utf-8").to_string();
+        let root_call = |session: &str, args: &[&str]| {
+            d.cmd(&env)
+                .env("GATEWAY_SESSION", session)
+                .args(args)
+                .output()
+                .expect("gateway")
+        };
+        let curl = ["exec", "--policy", pf.as_str(), "--", "curl", "--version"];
+        let o = root_call("shared-pin", &curl);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        // The file now allows curl; uid 65534 reloads "the session" from it.
+        std::fs::write(&pf, "extends = \"standard\"\n").expect("policy");
+        let o = env
+            .nobody()
+            .current_dir(&env.outside)
+            .env("GATEWAY_SOCKET", &d.socket)
+            .env("GATEWAY_SESSION", "shared-pin")
+            .args(["policy", "reload", "--policy", pf.as_str()])
+            .output()
+            .expect("gateway as 65534");
+        assert!(o.status.success(), "{}", text(&o));
+        // Root's session still obeys the copy it pinned.
+        let o = root_call("shared-pin", &curl);
+        assert_eq!(
+            o.status.code(),
+            Some(120),
+            "root's pin was reloaded by another uid: {}",
+            text(&o)
+        );
+        // `policy reload NAME` is in force for the session's later calls.
+        let plain = ["exec", "--", "curl", "--version"];
+        let o = root_call("renamed", &plain);
+        assert_ne!(
+            o.status.code(),
+            Some(120),
+            "standard allows curl: {}",
+            text(&o)
+        );
+        let o = root_call("renamed", &["policy", "reload", "strict"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = root_call("renamed", &plain);
+        assert_eq!(
+            o.status.code(),
+            Some(120),
+            "the reloaded strict is not in force: {}",
+            text(&o)
+        );
+    }
+);

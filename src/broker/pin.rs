@@ -256,8 +256,10 @@ static SESSIONS: Mutex<Option<Sessions>> = Mutex::new(None);
 const MAX_SESSIONS: usize = 16384;
 
 /// The pinned policy of a daemon session for the policy named `spec`: pinned on first use
-/// (`load`), the same copy after that.
+/// (`load`), the same copy after that. Sessions are keyed by their client's uid (`owner`)
+/// and name: another uid naming the same session shares nothing with it.
 pub fn in_session(
+    owner: u32,
     session: &str,
     spec: &str,
     load: impl FnOnce() -> Result<Policy, String>,
@@ -266,7 +268,7 @@ pub fn in_session(
     let s = g.get_or_insert_with(Sessions::default);
     s.tick += 1;
     let tick = s.tick;
-    let key = (session.to_string(), spec.to_string());
+    let key = (format!("{owner}:{session}"), spec.to_string());
     if let Some((p, used)) = s.pins.get_mut(&key) {
         *used = tick;
         return Ok(p.clone());
@@ -296,22 +298,24 @@ pub fn in_session(
 }
 
 /// The pin a daemon session holds for `spec`, if any.
-pub fn session_pin(session: &str, spec: &str) -> Option<Arc<Pinned>> {
+pub fn session_pin(owner: u32, session: &str, spec: &str) -> Option<Arc<Pinned>> {
     let g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
     g.as_ref()?
         .pins
-        .get(&(session.to_string(), spec.to_string()))
+        .get(&(format!("{owner}:{session}"), spec.to_string()))
         .map(|(p, _)| p.clone())
 }
 
 /// Replaces a daemon session's pin for `spec` (after a reload).
-pub fn set_session_pin(session: &str, spec: &str, pinned: Arc<Pinned>) {
+pub fn set_session_pin(owner: u32, session: &str, spec: &str, pinned: Arc<Pinned>) {
     let mut g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
     let s = g.get_or_insert_with(Sessions::default);
     s.tick += 1;
     let tick = s.tick;
     s.by_hash
         .insert(pinned.policy.sha256.clone(), Arc::downgrade(&pinned.policy));
-    s.pins
-        .insert((session.to_string(), spec.to_string()), (pinned, tick));
+    s.pins.insert(
+        (format!("{owner}:{session}"), spec.to_string()),
+        (pinned, tick),
+    );
 }

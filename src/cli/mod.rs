@@ -157,13 +157,19 @@ fn daemon_session() -> Option<String> {
         .map(|s| s.to_string_lossy().into_owned())
 }
 
+/// Whose a daemon session's pinned policy is: the client's uid (issue 24).
+fn pin_owner() -> u32 {
+    broker::client::caller("cli").uid
+}
+
 /// The policy and, once per change of its files, the notice that the pinned copy is in force.
 fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
     let spec = policy_name(cli);
     match daemon_session() {
         None => Ok((load_named(&spec)?, None)),
         Some(session) => {
-            let pinned = broker::pin::in_session(&session, &spec, || load_named(&spec))?;
+            let pinned =
+                broker::pin::in_session(pin_owner(), &session, &spec, || load_named(&spec))?;
             let notice =
                 pinned.changed_notice(&crate::broker::client::Context::current(), SESSION_RELOAD);
             Ok((pinned.policy().clone(), notice))
@@ -181,9 +187,10 @@ fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
         );
     };
     let spec = policy_name(cli);
-    let old = match broker::pin::session_pin(&session, &spec) {
+    let owner = pin_owner();
+    let old = match broker::pin::session_pin(owner, &session, &spec) {
         Some(p) => p,
-        None => match broker::pin::in_session(&session, &spec, || load_named(&spec)) {
+        None => match broker::pin::in_session(owner, &session, &spec, || load_named(&spec)) {
             Ok(p) => p,
             Err(e) => return fail(exit::POLICY, e),
         },
@@ -222,7 +229,9 @@ fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
                     rep.audit_seq
                 );
             }
-            broker::pin::set_session_pin(&session, &new_spec, r.pinned);
+            // The session's policy from now on: its later calls name it as before (`spec`),
+            // and find what was reloaded, from NAME or from the same file.
+            broker::pin::set_session_pin(owner, &session, &spec, r.pinned);
             ExitCode::SUCCESS
         }
         Err(e) => broker_fail(cli, e),
