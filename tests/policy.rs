@@ -537,3 +537,29 @@ fn git_patterns_are_validated_against_git_option_tables() {
         .expect("run");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+sandbox_test! {
+    fn exec_timeout_takes_a_duration_as_policies_do() {
+        // `--timeout` takes what a policy's `timeout` takes: "30s" runs, "1s" stops a sleep.
+        let env = Env::new("timeoutdur");
+        let run = |t: &str, cmd: &[&str]| {
+            let mut args = vec!["exec", "--policy", "strict", "--timeout", t, "--"];
+            args.extend_from_slice(cmd);
+            env.cmd().args(&args).output().expect("run")
+        };
+        for t in ["30s", "30", "2m", "1h 30m"] {
+            let o = run(t, &["true"]);
+            assert_eq!(o.status.code(), Some(0), "--timeout {t}: {}", text(&o));
+        }
+        let started = std::time::Instant::now();
+        let o = run("1s", &["sleep", "30"]);
+        assert_eq!(o.status.code(), Some(124), "{}", text(&o));
+        assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+        for t in ["0s", "abc", "-2"] {
+            let o = run(t, &["true"]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(122), "--timeout {t}: {}", text(&o));
+            assert!(err.contains("--timeout") && err.contains("\"30s\""), "{t}: {err}");
+        }
+    }
+}

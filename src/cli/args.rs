@@ -32,9 +32,10 @@ pub(crate) struct Cli {
 pub(crate) enum Cmd {
     /// Run a command confined by the policy's sandbox.
     Exec {
-        /// Wall-clock limit in seconds (overrides the policy).
-        #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
-        timeout: Option<f64>,
+        /// Wall-clock limit (overrides the policy): seconds (`30`, `2.5`) or a duration
+        /// (`30s`, `10m`, `1h 30m`), as a policy's `timeout` takes it.
+        #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
+        timeout: Option<String>,
         /// Set an environment variable in the sandbox (repeatable).
         #[arg(long = "env", value_name = "K=V")]
         env: Vec<String>,

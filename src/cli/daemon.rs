@@ -53,7 +53,7 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
                 return exit::USAGE;
             }
             let cmd = Cmd::Exec {
-                timeout: timeout_ms.map(|ms| ms as f64 / 1000.0),
+                timeout: timeout_ms.map(|ms| format!("{ms}ms")),
                 env: env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
                 snapshot: snapshot == Some(true),
                 no_snapshot: snapshot == Some(false),

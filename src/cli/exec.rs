@@ -32,6 +32,25 @@ fn tty_ask(command: &[String], d: &Decision) -> bool {
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
+/// `--timeout`'s value: plain seconds (`30`, `2.5`) or a humantime duration (`30s`, `10m`,
+/// `1h 30m`), so it takes what a policy's `timeout` takes. Zero, negative or unparsable
+/// values are refused with what is expected.
+pub(super) fn parse_timeout(t: &str) -> Result<Duration, String> {
+    let s = t.trim();
+    let d = match s.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 => Duration::try_from_secs_f64(secs).ok(),
+        Ok(_) => None,
+        Err(_) => humantime::parse_duration(s).ok(),
+    };
+    match d {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!(
+            "--timeout {}: expected a positive duration (seconds like 30 or 2.5, or \"30s\", \"10m\", \"1h\")",
+            crate::shown::visible(t)
+        )),
+    }
+}
+
 /// Where and as whom a run happens, when not from the command line's options (the REPL).
 #[derive(Default)]
 pub(super) struct RunAt {
@@ -44,7 +63,7 @@ pub(super) struct RunAt {
 
 pub(super) fn run_exec(
     cli: &Cli,
-    timeout: Option<f64>,
+    timeout: Option<&str>,
     env: &[String],
     command: &[String],
     snapshot: Option<bool>,
@@ -54,7 +73,7 @@ pub(super) fn run_exec(
 
 pub(super) fn run_exec_at(
     cli: &Cli,
-    timeout: Option<f64>,
+    timeout: Option<&str>,
     env: &[String],
     command: &[String],
     snapshot: Option<bool>,
@@ -67,15 +86,9 @@ pub(super) fn run_exec_at(
             Err(e) => return fail(exit::POLICY, e),
         },
     };
-    let timeout = match timeout {
-        None => None,
-        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return fail(
-                exit::USAGE,
-                format!("--timeout {t}: must be a positive number of seconds"),
-            );
-        }
+    let timeout = match timeout.map(parse_timeout).transpose() {
+        Ok(t) => t,
+        Err(e) => return fail(exit::USAGE, e),
     };
     let mut env_pairs = Vec::new();
     for kv in env {
@@ -339,6 +352,30 @@ fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json
             } else {
                 128u8.saturating_add(o.signal.unwrap_or(0) as u8)
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_timeout;
+    use std::time::Duration;
+
+    #[test]
+    fn timeout_takes_seconds_and_durations() {
+        for (s, d) in [
+            ("30", Duration::from_secs(30)),
+            ("2.5", Duration::from_millis(2500)),
+            ("30s", Duration::from_secs(30)),
+            ("10m", Duration::from_secs(600)),
+            ("1h 30m", Duration::from_secs(5400)),
+            ("500ms", Duration::from_millis(500)),
+        ] {
+            assert_eq!(parse_timeout(s), Ok(d), "{s}");
+        }
+        for s in ["0", "-1", "0s", "abc", "", "inf", "NaN", "1e400", "30x"] {
+            let e = parse_timeout(s).expect_err(s);
+            assert!(e.contains("--timeout") && e.contains("30s"), "{s}: {e}");
         }
     }
 }

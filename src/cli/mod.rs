@@ -593,7 +593,7 @@ fn dispatch(cli: Cli) -> ExitCode {
                 (_, true) => Some(false),
                 _ => None,
             };
-            run_exec(&cli, *timeout, env, command, snap)
+            run_exec(&cli, timeout.as_deref(), env, command, snap)
         }
         Cmd::Sh { args } => match sh_command(args) {
             Ok(argv) => run_exec(&cli, None, &[], &argv, None),
