@@ -1012,3 +1012,41 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn fs_mkdir_p_of_an_existing_directory_is_success_and_no_change() {
+        let env = Env::new("fs-mkdir-p");
+        let journal = env.state.join("journal/journal.jsonl");
+        let lines = || {
+            std::fs::read_to_string(&journal)
+                .map(|s| s.lines().count())
+                .unwrap_or(0)
+        };
+        let o = env.gw(&["fs", "mkdir", "-p", "d/a"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let after_first = lines();
+        assert!(after_first > 0, "the first mkdir is journalled");
+        // As `mkdir -p`: an existing directory (and an existing parent) is success...
+        for p in ["d/a", "d", "./d/a/"] {
+            let o = env.gw(&["fs", "mkdir", "-p", p]);
+            assert_eq!(o.status.code(), Some(0), "mkdir -p {p}: {}", text(&o));
+            assert!(stderr(&o).contains("already exists"), "{}", text(&o));
+        }
+        // ... and changes nothing: no journal entry, nothing for undo to take.
+        assert_eq!(lines(), after_first);
+        // Without -p it is still an error; a file in the way is an error with -p too.
+        let o = env.gw(&["fs", "mkdir", "d/a"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        env.write("f", "keep");
+        for p in ["f", "f/sub"] {
+            let o = env.gw(&["fs", "mkdir", "-p", p]);
+            assert_eq!(o.status.code(), Some(122), "mkdir -p {p}: {}", text(&o));
+            assert!(stderr(&o).contains("not a directory"), "{}", text(&o));
+        }
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("f")).expect("r"),
+            "keep"
+        );
+        assert_eq!(lines(), after_first);
+    }
+);

@@ -253,7 +253,7 @@ pub(crate) enum FsCmd {
     Mkdir {
         /// The directory.
         path: PathBuf,
-        /// Create missing parents.
+        /// Create missing parents; an existing directory is success (nothing changes).
         #[arg(short = 'p', long)]
         parents: bool,
     },

@@ -215,7 +215,7 @@ struct DeleteParams {
 struct MkdirParams {
     /// The directory.
     path: String,
-    /// Create missing parents.
+    /// Create missing parents; an existing directory is success (nothing changes).
     #[serde(default)]
     parents: bool,
 }

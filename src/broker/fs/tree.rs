@@ -290,7 +290,8 @@ fn remove_tree(
 }
 
 /// Creates a directory (and, with `parents`, its missing parents): one change, for the
-/// topmost directory created.
+/// topmost directory created. With `parents`, a directory that already exists is success
+/// and no change.
 pub(super) fn mkdir(
     t: &mut Tools<'_>,
     rs: &Roots,
@@ -325,8 +326,17 @@ pub(super) fn mkdir(
         }
     }
     let Some(first) = first_missing else {
+        // `mkdir -p` of an existing directory succeeds and changes nothing (as mkdir -p);
+        // every component was checked to be a directory above.
+        if parents {
+            return Ok(FsOutput::Done {
+                what: format!("{} already exists", root.path.join(&rel).display()),
+                change: None,
+                undoable: false,
+            });
+        }
         return Err(usage(format!(
-            "{}: already exists",
+            "{}: already exists (pass -p to accept an existing directory)",
             root.path.join(&rel).display()
         )));
     };

@@ -58,7 +58,7 @@ pub enum FsOp {
     Mkdir {
         /// The directory.
         path: PathBuf,
-        /// Create missing parents.
+        /// Create missing parents; an existing directory is then success and no change.
         parents: bool,
     },
     /// Move or rename (never over an existing file; into it if `dst` is a directory).
