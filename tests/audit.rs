@@ -337,3 +337,42 @@ sandbox_test! {
         assert!(!log.contains(&tok), "a raw token in the audit log");
     }
 }
+
+sandbox_test!(
+    fn log_query_tool_takes_the_file_tools_short_names() {
+        // Records name file tools `fs.edit`, `fs.rm`, ...: `--tool edit` selects them too
+        // (it matched nothing), `--tool rm` both removals, full names still match exactly.
+        let env = Env::new("audit-toolname");
+        let ok = |args: &[&str]| {
+            let o = env.gw(args);
+            assert!(o.status.success(), "{args:?}: {}", text(&o));
+        };
+        ok(&["fs", "write", "a.txt", "--content", "one\n"]);
+        ok(&["fs", "edit", "a.txt", "--append", "two\n"]);
+        ok(&["fs", "write", "b.txt", "--content", "x"]);
+        ok(&["fs", "write", "c.txt", "--content", "x"]);
+        ok(&["fs", "rm", "b.txt"]);
+        // Standard asks for `purge`; unanswered, it is still recorded as `fs.rm.permanent`.
+        let o = env.gw(&["fs", "rm", "--permanent", "c.txt"]);
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.exec("strict", &["true"]).status.success());
+        let tools = |tool: &str| -> Vec<String> {
+            let o = env.gw(&["log", "query", "--json", "--tool", tool]);
+            assert!(o.status.success(), "--tool {tool}: {}", text(&o));
+            json_of(&o)["records"]
+                .as_array()
+                .expect("records")
+                .iter()
+                .map(|r| r["tool"].as_str().expect("tool").to_string())
+                .collect()
+        };
+        assert_eq!(tools("edit"), ["fs.edit"]);
+        assert_eq!(tools("fs.edit"), ["fs.edit"]);
+        assert_eq!(tools("write"), ["fs.write", "fs.write", "fs.write"]);
+        assert_eq!(tools("rm"), ["fs.rm", "fs.rm.permanent"]);
+        assert_eq!(tools("delete"), ["fs.rm"]);
+        assert_eq!(tools("purge"), ["fs.rm.permanent"]);
+        assert_eq!(tools("exec"), ["exec"]);
+        assert!(tools("fs.ed").is_empty(), "a full name matches exactly");
+    }
+);

@@ -13,7 +13,9 @@ use std::path::Path;
 /// Query filters (all must hold).
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
-    /// Tool name.
+    /// Tool name: a record's (`exec`, `fs.edit`, `fs.rm.permanent`, ...) or a file tool's
+    /// short name ([`record_tools`]: `edit` is `fs.edit`, `rm` is `fs.rm` and
+    /// `fs.rm.permanent`).
     pub tool: Option<String>,
     /// Decision effect (`allow`, `deny`, `ask`).
     pub decision: Option<String>,
@@ -47,6 +49,39 @@ pub fn parse_time(s: &str) -> Option<String> {
     Some(humantime::format_rfc3339_micros(t).to_string())
 }
 
+/// The short names of the file tools: the `gateway fs` subcommands and the policy's tool
+/// names (`edit`, `rm`, `delete`, `search`, ...), each with the record tools it stands for.
+const SHORT_TOOLS: &[(&str, &[&str])] = &[
+    ("read", &["fs.read"]),
+    ("write", &["fs.write"]),
+    ("edit", &["fs.edit"]),
+    ("rm", &["fs.rm", "fs.rm.permanent"]),
+    ("delete", &["fs.rm"]),
+    ("purge", &["fs.rm.permanent"]),
+    ("mkdir", &["fs.mkdir"]),
+    ("mv", &["fs.mv"]),
+    ("move", &["fs.mv"]),
+    ("ls", &["fs.ls"]),
+    ("list", &["fs.ls"]),
+    ("glob", &["fs.glob"]),
+    ("grep", &["fs.grep"]),
+    ("search", &["fs.glob", "fs.grep"]),
+    ("cd", &["fs.cd"]),
+    ("restore", &["trash.restore"]),
+];
+
+/// The record tools a `--tool` name selects: a short name's ([`SHORT_TOOLS`]), else the
+/// name itself (a record's own tool name, matched exactly).
+pub fn record_tools(name: &str) -> Vec<String> {
+    SHORT_TOOLS
+        .iter()
+        .find(|(short, _)| *short == name)
+        .map_or_else(
+            || vec![name.to_string()],
+            |(_, full)| full.iter().map(|t| t.to_string()).collect(),
+        )
+}
+
 /// A JSON string's escaped body, as it appears in a line.
 fn json_body(s: &str) -> Vec<u8> {
     let q = serde_json::to_string(s).unwrap_or_default();
@@ -64,13 +99,18 @@ fn line_time(line: &[u8]) -> Option<&[u8]> {
 struct Compiled {
     needles: Vec<Finder<'static>>,
     filter: Filter,
+    /// The record tools `filter.tool` selects (any of them).
+    tools: Option<Vec<String>>,
 }
 
 impl Compiled {
     fn new(f: &Filter) -> Compiled {
         let mut needles = Vec::new();
         let mut add = |v: Vec<u8>| needles.push(Finder::new(&v).into_owned());
-        if let Some(t) = &f.tool {
+        let tools = f.tool.as_deref().map(record_tools);
+        // One tool: its field is a needle; several: the field's common prefix is not exact
+        // enough to be worth one, so `matches` alone decides.
+        if let Some([t]) = tools.as_deref() {
             add(format!("\"tool\":\"{}\"", String::from_utf8_lossy(&json_body(t))).into_bytes());
         }
         if let Some(d) = &f.decision {
@@ -95,6 +135,7 @@ impl Compiled {
         Compiled {
             needles,
             filter: f.clone(),
+            tools,
         }
     }
 
@@ -116,7 +157,7 @@ impl Compiled {
             }
         }
         f.uid.is_none_or(|u| r.caller.uid == u)
-            && f.tool.as_ref().is_none_or(|t| *t == r.tool)
+            && self.tools.as_ref().is_none_or(|ts| ts.contains(&r.tool))
             && f.decision.as_ref().is_none_or(|d| *d == r.decision.effect)
             && f.session.as_ref().is_none_or(|s| *s == r.session)
             && f.exit_code.is_none_or(|e| r.exit_code == Some(e))

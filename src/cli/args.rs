@@ -420,7 +420,8 @@ pub(crate) enum LogCmd {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct FilterArgs {
-    /// Tool name (exec, scan, ...).
+    /// Tool name as records hold it (exec, fs.edit, undo, ...) or a file tool's short name
+    /// (read, write, edit, rm, delete, purge, mkdir, mv, ls, glob, grep, search, cd, restore).
     #[arg(long)]
     pub(crate) tool: Option<String>,
     /// Decision: allow, deny (every refusal), ask, or error (a call that failed before it
