@@ -1637,3 +1637,54 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn pending_shows_destructive_commands_as_high_risk() {
+        // `rm -rf`, `rm -r`, `git reset --hard` and `find -delete` cannot be taken back:
+        // `pending` shows them "high" (they were "medium"); a bulk chmod stays "medium".
+        let env = Env::new("daemon-risk");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        std::fs::create_dir_all(env.ws.join("build")).expect("mkdir");
+        env.write("build/keep.txt", "k");
+        for (script, risk) in [
+            ("rm -rf build", "high"),
+            ("rm -r build", "high"),
+            ("git reset --hard", "high"),
+            ("find build -name '*.txt' -delete", "high"),
+            ("chmod -R 777 .", "medium"),
+        ] {
+            let ch = d
+                .cmd(&env)
+                .args(["exec", "--", "sh", "-c", script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let mut p: Vec<serde_json::Value> = Vec::new();
+            for _ in 0..500 {
+                let o = d
+                    .cmd(&env)
+                    .args(["--json", "pending"])
+                    .output()
+                    .expect("pending");
+                assert!(o.status.success(), "{}", text(&o));
+                p = serde_json::from_slice(&o.stdout).expect("json");
+                if !p.is_empty() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(p.len(), 1, "{script}: {p:?}");
+            assert_eq!(p[0]["risk"], risk, "{script}: {p:?}");
+            let id = p[0]["id"].as_u64().expect("id").to_string();
+            let o = d.cmd(&env).args(["deny", &id]).output().expect("deny");
+            assert!(o.status.success(), "{}", text(&o));
+            let o = ch.wait_with_output().expect("wait");
+            assert_eq!(o.status.code(), Some(121), "{script}: {}", text(&o));
+        }
+        assert!(env.ws.join("build/keep.txt").exists());
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+    }
+);

@@ -84,8 +84,6 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
     if !a.required && !tty {
         return None;
     }
-    let unanalysable = !a.decision.unanalysable.is_empty();
-    let destructive = matches!(a.tool, "fs.rm" | "fs.rm.permanent" | "purge");
     let o = approvals::ask(
         a.state_dir,
         approvals::Request {
@@ -98,11 +96,7 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
                 .deciding_rules()
                 .map(|r| format!("{}: {}", r.id, r.reason))
                 .collect(),
-            risk: if unanalysable || destructive {
-                "high"
-            } else {
-                "medium"
-            },
+            risk: risk(a.tool, a.decision),
             question: question.into(),
         },
         Duration::from_secs(a.policy.approval.timeout),
@@ -115,6 +109,64 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
         );
     }
     Some(o.approved)
+}
+
+/// How a pending request's risk is shown: "high" when what it does may not be taken back —
+/// an unanalysable command, a removal by the file tools, a deciding rule about destruction
+/// (its id names `rm`, `delete`, `destructive`, `purge`, `wipe` or `shred`, or its reason
+/// says deletion, discarding, overwriting or "cannot be undone"), or, whatever the policy's
+/// rules are called, an analysed `rm` with a recursive flag (`find -delete` is analysed as
+/// `rm -r`); else "medium".
+pub(crate) fn risk(tool: &str, d: &Decision) -> &'static str {
+    const IDS: &[&str] = &[
+        "rm",
+        "delete",
+        "destructive",
+        "destruction",
+        "purge",
+        "wipe",
+        "shred",
+    ];
+    const REASONS: &[&str] = &[
+        "delet",
+        "destroy",
+        "destruct",
+        "discard",
+        "overwrit",
+        "irreversib",
+        "cannot be undone",
+        "wipe",
+    ];
+    let rule_says = d.deciding_rules().any(|r| {
+        let reason = r.reason.to_lowercase();
+        r.id.to_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| IDS.contains(&w))
+            || REASONS.iter().any(|w| reason.contains(w))
+    });
+    let recursive_rm = d.commands.iter().any(|c| {
+        let argv = shlex::split(c).unwrap_or_default();
+        let is_rm = argv
+            .first()
+            .is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "rm"));
+        is_rm
+            && argv[1..]
+                .iter()
+                .take_while(|a| *a != "--")
+                .any(|a| match a.strip_prefix("--") {
+                    Some(long) => long == "recursive",
+                    None => a.starts_with('-') && a.contains(['r', 'R']),
+                })
+    });
+    if !d.unanalysable.is_empty()
+        || matches!(tool, "fs.rm" | "fs.rm.permanent" | "purge")
+        || rule_says
+        || recursive_rm
+    {
+        "high"
+    } else {
+        "medium"
+    }
 }
 
 /// The daemon's audit writer (checkpoints in batches), shared by all its connections.
@@ -650,6 +702,43 @@ pub fn enforcement_summary(e: &EnforcementStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn risk_is_high_for_a_recursive_rm_whatever_the_rule_is_called() {
+        // A policy that asks about every command, under a name that says nothing.
+        let p = Policy::from_str(
+            "[[rule]]\nid = \"confirm-all\"\neffect = \"ask\"\ntools = [\"exec\"]\nreason = \"a person looks first\"\n",
+            "u.toml",
+            "u",
+            None,
+        )
+        .expect("policy");
+        let env = ShellEnv {
+            home: "/home/u".into(),
+            cwd: "/w".into(),
+        };
+        let risk_of = |s: &str| {
+            let call = ToolCall {
+                tool: Tool::Exec,
+                argv: vec!["sh".into(), "-c".into(), s.into()],
+                paths: vec![],
+                cwd: "/w".into(),
+            };
+            risk("exec", &p.evaluate(&call, &env))
+        };
+        for s in [
+            "rm -rf build",
+            "rm -R x",
+            "/bin/rm --recursive x",
+            "echo a && rm -fr x",
+            "find . -delete",
+        ] {
+            assert_eq!(risk_of(s), "high", "{s}");
+        }
+        for s in ["rm -f x", "rm -- -r", "ls -R", "echo rm -rf x", "make"] {
+            assert_eq!(risk_of(s), "medium", "{s}");
+        }
+    }
 
     #[test]
     fn git_config_entries_read_what_git_reads() {
