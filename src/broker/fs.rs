@@ -300,10 +300,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
     }
 
     fn ask(&mut self, decision: &Decision) -> bool {
-        let rules: String = decision
-            .deciding_rules()
-            .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
-            .collect();
+        let rules = super::rules_lines(decision);
         let q = format!(
             "{} {} needs approval:{rules}\nDo it?",
             self.name,

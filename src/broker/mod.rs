@@ -57,6 +57,14 @@ pub const ALWAYS_DENY: &[&str] = &[
     "/etc/gshadow",
 ];
 
+/// The rules that made a decision, one indented line each (`rule ID (effect): reason`), as
+/// the file tools' and maintenance commands' approval questions list them.
+pub(crate) fn rules_lines(d: &Decision) -> String {
+    d.deciding_rules()
+        .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
+        .collect()
+}
+
 /// A question for a person, from a daemon client's call.
 pub(crate) struct Asking<'a> {
     /// The daemon client asked for (its terminal, its prompt).

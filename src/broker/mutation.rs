@@ -120,10 +120,7 @@ impl<T> super::invoke::Tool for MutationTool<'_, '_, '_, T> {
     }
 
     fn ask(&mut self, decision: &Decision) -> bool {
-        let rules: String = decision
-            .deciding_rules()
-            .map(|r| format!("\n  rule {} ({}): {}", r.id, r.effect, r.reason))
-            .collect();
+        let rules = super::rules_lines(decision);
         let q = format!("gateway {} needs approval:{rules}\nDo it?", self.name);
         let a = self.person(decision, &q, true) == Some(true);
         self.approved = Some(a);
