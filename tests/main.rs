@@ -28,6 +28,7 @@ mod corpus;
 
 mod audit;
 mod config;
+mod consistency;
 mod credentials;
 mod daemon;
 mod docs;

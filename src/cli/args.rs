@@ -362,7 +362,7 @@ pub(crate) enum FsCmd {
         delete_lines: Option<String>,
         /// Several edits in one atomic step: a JSON array of {"replace": {"old", "new",
         /// "all"}}, {"insert_at": {"line", "text"}}, {"append": {"text"}},
-        /// {"delete_lines": {"from", "to"}}.
+        /// {"delete_lines": {"from", "to"}}. `-`: stdin.
         #[arg(long, value_name = "FILE")]
         edits: Option<PathBuf>,
         /// Print the unified diff; change nothing.

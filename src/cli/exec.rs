@@ -154,7 +154,7 @@ pub(super) fn run_exec_at(
     if !json {
         exec_notes(&res, &policy);
     }
-    let code = exec_code(&res, &policy, command, json);
+    let code = exec_code(&res, &policy, &super::policy_name(cli), command, json);
     if json {
         let report = res.report(policy.audit.inline_output as usize);
         outln!("{}", to_json(&report));
@@ -302,8 +302,16 @@ fn shown_argv(command: &[String]) -> String {
 }
 
 /// The exit code of a run's report (and, not under `--json`, why it did not run or ended as
-/// it did, on stderr).
-fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json: bool) -> u8 {
+/// it did, on stderr). `spec` is the policy as it was named (`--policy`, GATEWAY_POLICY, the
+/// config file, else standard): the hint to explain the decision names it, so that the line,
+/// pasted into a shell, runs the same check.
+fn exec_code(
+    res: &broker::ExecResult,
+    policy: &Policy,
+    spec: &str,
+    command: &[String],
+    json: bool,
+) -> u8 {
     let d = &res.decision;
     match (&res.outcome, d.effect) {
         (None, Effect::Deny) => {
@@ -320,13 +328,14 @@ fn exec_code(res: &broker::ExecResult, policy: &Policy, command: &[String], json
         (None, _) => {
             if !json {
                 errln!(
-                    "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain -- {})",
+                    "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain --policy {} -- {})",
                     if broker::client::stdin_is_tty() || broker::client::current().is_some() {
                         "it was not approved"
                     } else {
                         "there is no terminal to ask on"
                     },
                     rules_text(d),
+                    crate::shown::arg_shown(spec),
                     shown_argv(command)
                 );
             }

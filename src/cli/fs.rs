@@ -67,7 +67,16 @@ fn edits_of(cmd: &FsCmd) -> Result<Vec<Edit>, String> {
         v.push(Edit::DeleteLines { from, to });
     }
     if let Some(f) = edits {
-        let data = std::fs::read(f).map_err(|e| format!("--edits {}: {e}", f.display()))?;
+        let data = if f.as_os_str() == "-" {
+            let mut v = Vec::new();
+            crate::broker::client::read_stdin_to_end(&mut v)
+                .map_err(|e| format!("--edits -: reading stdin: {e}"))?;
+            v
+        } else {
+            crate::broker::client::as_client(|| std::fs::read(f))
+                .and_then(|r| r)
+                .map_err(|e| format!("--edits {}: {e}", f.display()))?
+        };
         let list: Vec<Edit> = serde_json::from_slice(&data)
             .map_err(|e| format!("--edits {}: not a list of edits: {e}", f.display()))?;
         v.extend(list);

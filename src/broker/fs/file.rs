@@ -81,10 +81,7 @@ pub(super) fn read(
     let (data, _) = current(&rs.read, &rs.deny, path, ws, t.max_size)?
         .ok_or_else(|| usage(format!("{}: no such file", path.display())))?;
     if !binary && let Err(e) = text::shape(&data) {
-        return Err(usage(format!(
-            "{}: {e} (pass --binary to read it anyway)",
-            path.display()
-        )));
+        return Err(usage(not_text(path, data.len(), &e)));
     }
     // Secrets in the file are redacted as in command output.
     let shown = if !t.redact {
@@ -109,6 +106,25 @@ pub(super) fn read(
         lines: picked,
         total_lines: total,
     })
+}
+
+/// Why a read of `path` (`size` bytes) shows no text, and how to get its bytes: a read is
+/// not an edit, so the edit's wording ("refusing to edit", "convert it first") is not used.
+fn not_text(path: &Path, size: usize, e: &text::TextError) -> String {
+    let what = match e {
+        text::TextError::Binary { offset } => {
+            format!("a binary file (NUL byte at offset {offset})")
+        }
+        text::TextError::NotUtf8 { line, offset } => {
+            format!("not UTF-8 text (invalid byte at line {line}, byte offset {offset})")
+        }
+        other => other.to_string(),
+    };
+    let shown = crate::shown::arg_shown(&path.to_string_lossy()).into_owned();
+    format!(
+        "{}: {what}, {size} bytes: not shown as text. To see it: `gateway fs read --binary {shown}` (undecodable bytes replaced), or every byte in hex with `gateway exec -- od -A x -t x1z {shown}` (MCP: exec `od -A x -t x1z {shown}`)",
+        path.display()
+    )
 }
 
 /// What a change leaves at the path.
