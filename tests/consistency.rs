@@ -126,3 +126,155 @@ sandbox_test!(
         );
     }
 );
+
+/// README.md's text.
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md")
+}
+
+/// A directory holding `gateway` (a link to the binary under test), for a README line run by
+/// a shell as a user would type it.
+fn path_with_gateway(env: &Env) -> String {
+    let bin = env.root.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir bin");
+    let _ = std::os::unix::fs::symlink(BIN, bin.join("gateway"));
+    format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display())
+}
+
+/// The `gateway sh` option forms the README's "Agents" section lists, each run as written
+/// (`NAME`: a POSIX option) with the default shell, and its word on `pipefail` checked.
+fn check_readme_sh_option_forms(env: &Env, doc: &str) {
+    let marker = "the option forms agents use —";
+    let start = doc.find(marker).expect("the forms") + marker.len();
+    let end = start + doc[start..].find("— `$0`").expect("end of the forms");
+    let forms: Vec<String> = doc[start..end]
+        .split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 1)
+        .map(|(_, s)| s.replace("NAME", "nounset"))
+        .collect();
+    assert!(forms.len() >= 4, "{forms:?}");
+    let path = path_with_gateway(env);
+    for form in &forms {
+        let script = if form.contains('c') {
+            format!("gateway sh {form} 'echo ran'")
+        } else {
+            format!("gateway sh {form} -c 'echo ran'")
+        };
+        let o = env
+            .raw("sh")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .expect("sh");
+        assert!(
+            o.status.success() && stdout(&o) == "ran\n",
+            "README's form {form:?} ({script}): {}",
+            text(&o)
+        );
+    }
+    // pipefail: as the README says, bash has it (set as the config's shell) and dash not.
+    let cfg = env.root.join("config.toml");
+    std::fs::write(&cfg, "shell = \"/bin/bash\"\n").expect("config");
+    let o = env
+        .cmd()
+        .env("GATEWAY_CONFIG", &cfg)
+        .args([
+            "sh",
+            "-euo",
+            "pipefail",
+            "-c",
+            "false | true; echo not reached",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!stdout(&o).contains("not reached"), "{}", text(&o));
+    if std::fs::canonicalize("/bin/sh").is_ok_and(|p| p.ends_with("dash")) {
+        let o = env.gw(&["sh", "-o", "pipefail", "-c", "true"]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("Illegal option -o pipefail"),
+            "{}",
+            text(&o)
+        );
+        assert!(doc.contains("Illegal option -o pipefail"));
+    }
+}
+
+sandbox_test!(
+    fn the_readme_examples_run_as_written() {
+        let env = Env::new("readme-usage");
+        let doc = readme();
+        check_readme_sh_option_forms(&env, &doc);
+        let block = doc
+            .split("```sh\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or(""))
+            .find(|b| b.contains("gateway policy list"))
+            .expect("the usage block");
+        // What the examples work on: a Makefile, a script, a file to edit, a policy, a repo.
+        env.write(
+            "Makefile",
+            "all: test\ntest:\n\t@echo tested\nclean:\n\trm -f x.o\n",
+        );
+        env.write("run.sh", "#!/bin/sh\necho \"run $RUST_LOG\"\n");
+        std::fs::set_permissions(
+            env.ws.join("run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+        env.write("src/main.rs", "fn main() { let c = a + b; }\n");
+        env.write("my-policy.toml", "extends = \"strict\"\n");
+        let git = env
+            .raw("git")
+            .args(["init", "-q", "."])
+            .status()
+            .expect("git");
+        assert!(git.success());
+        let path = path_with_gateway(&env);
+        let run = |line: &str| {
+            env.raw("sh")
+                .args(["-c", line])
+                .env("PATH", &path)
+                .stdin(Stdio::null())
+                .output()
+                .expect("sh")
+        };
+        // `log show 42` needs 42 records.
+        for _ in 0..42 {
+            assert!(run("gateway exec -- true").status.success());
+        }
+        let mut lines: Vec<&str> = block
+            .lines()
+            .map(|l| l.split("  #").next().unwrap_or("").trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        // `log verify` checks the checkpoint and keys the two lines after it export.
+        let verify = lines
+            .iter()
+            .position(|l| l.contains("log verify"))
+            .expect("verify");
+        let verify = lines.remove(verify);
+        lines.push(verify);
+        let mut ran = 0;
+        for line in lines {
+            // Not run here: `cargo test` needs a crate and a toolchain in $HOME; `gateway mcp`
+            // needs an MCP client (tests/mcp.rs drives it).
+            if line.contains("cargo test") || line == "gateway mcp" {
+                continue;
+            }
+            let o = run(line);
+            assert!(o.status.success(), "README example `{line}`: {}", text(&o));
+            ran += 1;
+        }
+        assert!(ran >= 18, "only {ran} examples ran");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("src/main.rs")).expect("read"),
+            "fn main() { let c = a + b; }\n",
+            "`gateway history && gateway undo` reverts the edit"
+        );
+    }
+);

@@ -684,7 +684,13 @@ fn sh_command(args: &[String]) -> Result<Vec<String>, String> {
         if !kept.is_empty() {
             opts.push(format!("{sign}{kept}"));
         }
-        i += 1;
+        // Each `o` in a group (`-eo pipefail`, `-euo pipefail`) takes the next word, as in sh.
+        let names = kept.matches('o').count();
+        if i + names >= args.len() {
+            return Err(format!("sh: {a}: -o needs an option name"));
+        }
+        opts.extend(args[i + 1..=i + names].iter().cloned());
+        i += 1 + names;
     }
     let rest = &args[i..];
     if !with_c || rest.is_empty() {
