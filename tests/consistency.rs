@@ -278,3 +278,60 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn trash_empty_asks_as_rm_permanent_does_and_without_a_terminal_needs_yes() {
+        for nobody in [false, true] {
+            let env = Env::new("trash-empty-yes");
+            env.write("f.txt", "keep me");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let gw = |args: &[&str]| env.as_user(nobody).args(args).output().expect("run");
+            let o = gw(&["fs", "rm", "f.txt"]);
+            assert!(o.status.success(), "{}", text(&o));
+            let item = env.state.join("trash/files/f.txt");
+            assert!(item.exists());
+            // No terminal, no --yes: not done, and the error says why and what to do.
+            let o = gw(&["--policy", "permissive", "trash", "empty"]);
+            assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+            let err = stderr(&o);
+            assert!(
+                err.contains("not confirmed")
+                    && err.contains("no terminal")
+                    && err.contains("--yes"),
+                "{}",
+                text(&o)
+            );
+            assert!(item.exists(), "trash empty removed an item unconfirmed");
+            let recs = log_records(&env);
+            let r = recs.last().expect("a record");
+            assert_eq!(r["tool"], "trash.empty", "{r}");
+            assert_eq!(r["decision"]["effect"], "deny", "{r}");
+            assert_eq!(r["approved"], false, "{r}");
+            // --json: the same refusal as an object.
+            let o = gw(&["--policy", "permissive", "--json", "trash", "empty"]);
+            assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+            assert_eq!(json_of(&o)["refusal"]["rule"], "confirm", "{}", text(&o));
+            // --yes never answers the policy's ask.
+            let o = gw(&["--policy", "standard", "trash", "empty", "--yes"]);
+            assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+            assert!(item.exists());
+            if !nobody {
+                // On a terminal: the question `fs rm --permanent` asks; no keeps it.
+                let (code, shown) =
+                    gw_on_tty(&env, &["--policy", "permissive", "trash", "empty"], "n");
+                assert_eq!(code, 121, "{shown}");
+                assert!(
+                    shown.contains("for good") && shown.contains("[y/N]"),
+                    "{shown}"
+                );
+                assert!(item.exists(), "{shown}");
+            }
+            let o = gw(&["--policy", "permissive", "trash", "empty", "--yes"]);
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(stdout(&o).contains("removed 1 item"), "{}", text(&o));
+            assert!(!item.exists());
+        }
+    }
+);

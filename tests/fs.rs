@@ -303,7 +303,7 @@ sandbox_test!(
         // Emptying the trash removes items for good.
         ok(&["fs", "rm", "other.txt"]);
         // (permanent removal: a policy whose rules allow `purge`)
-        let o = ok(&["--policy", "permissive", "trash", "empty"]);
+        let o = ok(&["--policy", "permissive", "trash", "empty", "--yes"]);
         assert!(stdout(&o).contains("removed 1 item"), "{}", text(&o));
         let o = env.gw(&["undo"]);
         assert_eq!(o.status.code(), Some(122), "{}", text(&o));

@@ -1226,7 +1226,14 @@ sandbox_test!(
         );
         // permissive allows it: one record with what was removed.
         let before = log_records(&env).len();
-        let o = env.gw(&["--policy", "permissive", "--json", "trash", "empty"]);
+        let o = env.gw(&[
+            "--policy",
+            "permissive",
+            "--json",
+            "trash",
+            "empty",
+            "--yes",
+        ]);
         assert!(o.status.success(), "{}", text(&o));
         assert_eq!(json_of(&o)["removed"], 1, "{}", text(&o));
         assert!(!item.exists());
@@ -1268,7 +1275,7 @@ sandbox_test!(
         let r = last_record_of(&env, "trash.empty");
         assert!(rules_of(&r).contains(&"deny-purge".into()), "{r}");
         assert_eq!(r["caller"]["uid"], 65534, "{r}");
-        let o = gw(&["--policy", "permissive", "trash", "empty"]);
+        let o = gw(&["--policy", "permissive", "trash", "empty", "--yes"]);
         assert!(o.status.success(), "{}", text(&o));
         assert!(!item.exists());
         let r = last_record_of(&env, "trash.empty");
@@ -1285,7 +1292,7 @@ sandbox_test!(
         env.write("g.txt", "old");
         let o = env.gw(&["--policy", "permissive", "fs", "rm", "g.txt"]);
         assert!(o.status.success(), "{}", text(&o));
-        let o = env.gw(&["--policy", "permissive", "trash", "empty"]);
+        let o = env.gw(&["--policy", "permissive", "trash", "empty", "--yes"]);
         assert!(o.status.success(), "{}", text(&o));
         // A new file of the same name removed afterwards gets a name of its own: the
         // emptied item's tombstone keeps its name, so undo of the first removal can never

@@ -22,7 +22,9 @@ pub(crate) struct Mutation<'b, T> {
     pub args: Vec<String>,
     /// The paths it is decided on (what it removes or changes).
     pub paths: Vec<PathBuf>,
-    /// The question that confirms an allowed call on a terminal (a permanent removal).
+    /// The question that confirms an allowed call on a terminal (a permanent removal). With
+    /// no one to ask, the call is not done (refused as not confirmed, naming `--yes`): a
+    /// caller confirmed beforehand (`--yes`) gives `None`.
     pub confirm: Option<String>,
     /// The body.
     pub perform: Box<dyn FnOnce() -> Result<T, BrokerError> + 'b>,
@@ -51,6 +53,8 @@ struct MutationTool<'c, 'a, 'b, T> {
     reopens_log: bool,
     decision: Option<Decision>,
     approved: Option<bool>,
+    /// A confirmation was wanted and there was no one to ask.
+    nobody_to_confirm: bool,
 }
 
 /// Runs `m` through the skeleton. A denied or unapproved call is recorded as a deny and
@@ -70,6 +74,7 @@ pub(crate) fn run<T>(ctx: &FsContext<'_>, m: Mutation<'_, T>) -> Result<Done<T>,
         m: Some(m),
         decision: None,
         approved: None,
+        nobody_to_confirm: false,
     };
     let done = super::invoke::invoke(&call, &mut t)?;
     let decision = t
@@ -85,7 +90,11 @@ pub(crate) fn run<T>(ctx: &FsContext<'_>, m: Mutation<'_, T>) -> Result<Done<T>,
         None => Err(Refusal::of_decision(&decision, t.approved)
             .unwrap_or_else(|| Refusal::NotApproved {
                 rules: vec!["confirm".into()],
-                reasons: vec!["not confirmed at the terminal".into()],
+                reasons: vec![if t.nobody_to_confirm {
+                    "there is no terminal to confirm on: pass --yes to do it without asking".into()
+                } else {
+                    "not confirmed at the terminal".into()
+                }],
             })
             .into()),
     }
@@ -130,6 +139,8 @@ impl<T> super::invoke::Tool for MutationTool<'_, '_, '_, T> {
     fn confirm(&mut self, decision: &Decision) -> Option<bool> {
         let q = self.m.as_ref()?.confirm.clone()?;
         let a = self.person(decision, &q, false);
+        self.nobody_to_confirm = a.is_none();
+        let a = Some(a == Some(true));
         self.approved = a;
         a
     }

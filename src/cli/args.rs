@@ -214,11 +214,15 @@ pub(crate) enum TrashCmd {
         /// Its name (`gateway trash list`).
         name: String,
     },
-    /// Remove items for good (all, or those removed more than --older-than ago).
+    /// Remove items for good (all, or those removed more than --older-than ago); confirmed
+    /// on a terminal as `fs rm --permanent` is, refused without one unless --yes.
     Empty {
         /// A duration: 7d, 12h, ...
         #[arg(long, value_name = "DURATION")]
         older_than: Option<String>,
+        /// Do it without asking for confirmation (needed where there is no terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 

@@ -531,7 +531,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 false,
             )
         }
-        super::TrashCmd::Empty { older_than } => {
+        super::TrashCmd::Empty { older_than, yes } => {
             // Emptying the trash destroys every client's removed files for good: the
             // daemon's admin only.
             let ctx = crate::broker::client::Context::current();
@@ -548,7 +548,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };
-            match bfs::trash_empty(&context(cli, &policy), d) {
+            match bfs::trash_empty(&context(cli, &policy), d, *yes) {
                 Ok(done) => {
                     let n = done.output.removed;
                     if cli.json {
@@ -560,6 +560,16 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                         outln!("gateway trash empty: removed {n} item(s) for good");
                     }
                     ExitCode::SUCCESS
+                }
+                Err(crate::broker::BrokerError::Refused(
+                    crate::broker::refusal::Refusal::NotApproved { rules, reasons },
+                )) if !cli.json && rules.iter().any(|r| r == "confirm") => {
+                    // As `fs rm --permanent` says it, with what to do.
+                    errln!(
+                        "gateway: not done: emptying the trash was not confirmed ({}); nothing was removed",
+                        reasons.join("; ")
+                    );
+                    ExitCode::from(exit::NOT_APPROVED)
                 }
                 Err(e) => broker_fail(cli, e),
             }

@@ -86,6 +86,7 @@ pub struct TrashEmptied {
 pub fn trash_empty(
     ctx: &super::FsContext<'_>,
     older_than: Option<std::time::Duration>,
+    yes: bool,
 ) -> Result<crate::broker::mutation::Done<TrashEmptied>, BrokerError> {
     let state_dir = ctx.state_dir.clone();
     let due = due(&state_dir, older_than)?;
@@ -102,7 +103,12 @@ pub fn trash_empty(
         due.iter()
             .map(|i| format!("item={} ({})", i.name, i.original.display())),
     );
-    let confirm = (!due.is_empty()).then(|| {
+    if yes {
+        args.push("yes".into());
+    }
+    // `--yes`: the caller confirmed it beforehand (nothing is asked); else a person confirms
+    // on a terminal, and with none the trash is not emptied.
+    let confirm = (!due.is_empty() && !yes).then(|| {
         format!(
             "empty the trash for good ({} item(s))? No copy is kept and `gateway undo` cannot bring them back.",
             due.len()
