@@ -98,6 +98,31 @@ pub fn arg_shown(a: &str) -> Cow<'_, str> {
     shlex::try_quote(a).unwrap_or(Cow::Borrowed("''"))
 }
 
+/// An OS error in words, without the C library's number (`Permission denied (os error
+/// 13)` is `permission denied: ...`): what a person reads after the path it happened on.
+/// A refused permission says what decides it, since the policy allowed the call.
+pub fn os_error(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::PermissionDenied => {
+            "permission denied: the file system does not let this user in (see the owner and mode of the path and of the directories on its way: `ls -ld`)".into()
+        }
+        ErrorKind::NotFound => "no such file or directory".into(),
+        _ => {
+            let s = e.to_string();
+            let s = match (e.raw_os_error(), s.rfind(" (os error ")) {
+                (Some(_), Some(i)) => &s[..i],
+                _ => s.as_str(),
+            };
+            let mut c = s.chars();
+            match c.next() {
+                Some(f) => f.to_lowercase().chain(c).collect(),
+                None => String::new(),
+            }
+        }
+    }
+}
+
 /// An argv as a person sees it: a shell-quoted list (word boundaries visible) that bash
 /// reads back as exactly `argv`.
 pub fn argv_shown<S: AsRef<str>>(argv: &[S]) -> String {

@@ -335,3 +335,142 @@ sandbox_test!(
         }
     }
 );
+
+/// Plain JSON-RPC over `gateway mcp`'s stdio (no SDK, a client that declares no roots, as
+/// Codex): initialize, then each request in turn; the result (or error) of each, in order.
+fn mcp_session(mut cmd: Command, requests: &[(&str, serde_json::Value)]) -> Vec<serde_json::Value> {
+    use std::io::BufRead;
+    let mut child = cmd
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gateway mcp");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut answer = |id: usize| -> serde_json::Value {
+        loop {
+            let l = lines.next().expect("an answer").expect("a line");
+            let v: serde_json::Value = serde_json::from_str(&l).expect("json");
+            if v["id"] == id {
+                return if v["result"].is_null() {
+                    v["error"].clone()
+                } else {
+                    v["result"].clone()
+                };
+            }
+        }
+    };
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+    )
+    .expect("write");
+    answer(0);
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("w");
+    let mut out = Vec::new();
+    for (i, (method, params)) in requests.iter().enumerate() {
+        let m =
+            serde_json::json!({"jsonrpc": "2.0", "id": i + 1, "method": method, "params": params});
+        writeln!(input, "{m}").expect("write");
+        out.push(answer(i + 1));
+    }
+    drop(input);
+    let _ = child.wait();
+    out
+}
+
+fn read_file(path: &str) -> (&'static str, serde_json::Value) {
+    (
+        "tools/call",
+        serde_json::json!({"name": "read_file", "arguments": {"path": path}}),
+    )
+}
+
+sandbox_test!(
+    fn credentials_are_refused_at_policy_time_and_os_errors_are_said_in_words() {
+        for nobody in [false, true] {
+            let env = Env::new("shadow-words");
+            // A file and a directory the OS keeps from uid 65534 (root's, mode 0600/0700):
+            // the policy allows reading them, the file system does not.
+            let closed = env.ws.join("closed");
+            std::fs::create_dir(&closed).expect("mkdir");
+            std::fs::write(closed.join("f"), "x").expect("w");
+            std::fs::write(env.ws.join("rootonly"), "x").expect("w");
+            if nobody {
+                env.give_to_nobody();
+                for p in [&closed, &env.ws.join("rootonly")] {
+                    std::os::unix::fs::chown(p, Some(0), Some(0)).expect("chown");
+                }
+                std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700))
+                    .expect("chmod");
+                std::fs::set_permissions(
+                    env.ws.join("rootonly"),
+                    std::fs::Permissions::from_mode(0o600),
+                )
+                .expect("chmod");
+            }
+            let who = if nobody { "uid 65534" } else { "root" };
+            // CLI: a deny naming the rule, recorded as a deny.
+            for policy in ["strict", "standard", "permissive"] {
+                let o = env
+                    .as_user(nobody)
+                    .args(["--policy", policy, "fs", "read", "/etc/shadow"])
+                    .output()
+                    .expect("run");
+                assert_eq!(o.status.code(), Some(120), "{who} {policy}: {}", text(&o));
+                assert!(stderr(&o).contains("denied-path"), "{}", text(&o));
+                let r = log_records(&env).pop().expect("record");
+                assert_eq!(r["decision"]["effect"], "deny", "{r}");
+                assert_eq!(r["decision"]["rules"][0], "denied-path", "{r}");
+            }
+            // MCP, a client without roots: the same refusal, before the worker runs.
+            let res = mcp_session(env.as_user(nobody), &[read_file("/etc/shadow")]);
+            assert_eq!(res[0]["isError"], true, "{who}: {}", res[0]);
+            let s = &res[0]["structuredContent"];
+            assert_eq!(s["decision"], "deny", "{who}: {s}");
+            assert_eq!(s["refusal"]["rule"], "denied-path", "{who}: {s}");
+            let r = log_records(&env).pop().expect("record");
+            assert_eq!(r["tool"], "fs.read", "{r}");
+            assert_eq!(r["decision"]["effect"], "deny", "{r}");
+            if !nobody {
+                continue;
+            }
+            // What the OS refuses: said in words with the path, never `(os error 13)`.
+            for args in [
+                &["fs", "read", "rootonly"][..],
+                &["fs", "read", "closed/f"][..],
+                &["fs", "ls", "closed"][..],
+                &["fs", "write", "closed/g", "--content", "y"][..],
+                &["fs", "edit", "rootonly", "--old", "x", "--new", "y"][..],
+            ] {
+                let o = env.nobody().args(args).output().expect("run");
+                assert!(!o.status.success(), "{args:?}: {}", text(&o));
+                let err = stderr(&o);
+                assert!(!err.contains("os error"), "{args:?}: {err}");
+                assert!(err.contains("permission denied"), "{args:?}: {err}");
+                assert!(
+                    err.contains(&*env.ws.to_string_lossy()),
+                    "{args:?} names no path: {err}"
+                );
+            }
+            let res = mcp_session(
+                env.nobody(),
+                &[read_file("rootonly"), read_file("closed/f")],
+            );
+            for r in &res {
+                let t = r["content"][0]["text"].as_str().expect("text");
+                assert!(r["isError"] == true && !t.contains("os error"), "{r}");
+                assert!(
+                    t.contains("permission denied") && t.contains("cannot read"),
+                    "{r}"
+                );
+            }
+        }
+    }
+);

@@ -318,7 +318,7 @@ pub enum BrokerError {
     #[error("{0}")]
     TimedOut(String),
     /// Local I/O of the broker (temp dirs).
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", crate::shown::os_error(source))]
     Io {
         /// What.
         what: String,

@@ -14,7 +14,7 @@ use std::path::Path;
 #[non_exhaustive]
 pub enum FsError {
     /// An I/O step failed on a path.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {}", crate::shown::os_error(source))]
     Io {
         /// The step.
         what: &'static str,

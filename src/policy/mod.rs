@@ -88,7 +88,7 @@ pub const BUILTINS: [(&str, &str); 3] = [
 #[non_exhaustive]
 pub enum PolicyError {
     /// The file could not be read.
-    #[error("cannot read policy file {path}: {source}")]
+    #[error("cannot read {}: {}", path.display(), crate::shown::os_error(source))]
     Read {
         /// The file.
         path: PathBuf,

@@ -78,7 +78,14 @@ pub(super) fn read(
     limit: Option<usize>,
     binary: bool,
 ) -> Result<FsOutput, BrokerError> {
-    let (data, _) = current(&rs.read, &rs.deny, path, ws, t.max_size)?
+    let (data, _) = current(&rs.read, &rs.deny, path, ws, t.max_size)
+        .map_err(|e| match e {
+            // An OS error on the way (a directory this user may not enter): the path asked.
+            BrokerError::Usage(m) if !m.starts_with(&*path.to_string_lossy()) => {
+                usage(format!("cannot read {}: {m}", path.display()))
+            }
+            e => e,
+        })?
         .ok_or_else(|| usage(format!("{}: no such file", path.display())))?;
     if !binary && let Err(e) = text::shape(&data) {
         return Err(usage(not_text(path, data.len(), &e)));
