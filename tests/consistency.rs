@@ -474,3 +474,52 @@ sandbox_test!(
         }
     }
 );
+
+/// Every `format` in a JSON value, with where it is.
+fn formats(v: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                if k == "format" {
+                    out.push(format!("{at}: {x}"));
+                }
+                formats(x, &format!("{at}/{k}"), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                formats(x, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+sandbox_test!(
+    fn mcp_tool_schemas_say_integers_without_a_rust_width_format() {
+        let env = Env::new("mcp-schemas");
+        let res = mcp_session(env.cmd(), &[("tools/list", serde_json::json!({}))]);
+        let tools = res[0]["tools"].as_array().expect("tools");
+        assert!(tools.len() >= 10, "{}", res[0]);
+        let mut found = Vec::new();
+        for t in tools {
+            formats(t, t["name"].as_str().expect("name"), &mut found);
+        }
+        assert!(found.is_empty(), "formats clients do not know: {found:?}");
+        let read = tools
+            .iter()
+            .find(|t| t["name"] == "read_file")
+            .expect("read_file");
+        for k in ["offset", "limit"] {
+            let p = &read["inputSchema"]["properties"][k];
+            assert_eq!(p["minimum"], 0, "{k}: {p}");
+            assert!(
+                p["type"] == "integer"
+                    || p["type"]
+                        .as_array()
+                        .is_some_and(|a| a.contains(&"integer".into())),
+                "{k}: {p}"
+            );
+        }
+    }
+);

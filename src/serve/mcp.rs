@@ -31,6 +31,7 @@ use rmcp::model::{CallToolResult, Content, Implementation, ServerCapabilities, S
 use rmcp::service::NotificationContext;
 use rmcp::{Peer, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
+use schemars::transform::RecursiveTransform;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -108,7 +109,30 @@ struct Gateway {
 
 // ---------- parameters (their doc comments are the schemas' descriptions) ----------
 
+/// The tool schemas' numbers as JSON Schema says them: schemars writes Rust's widths as
+/// `format` (`uint`, `uint64`, `double`), which no JSON Schema vocabulary defines and
+/// clients warn about (Gemini CLI: `unknown format "uint" ignored in schema`). The width is
+/// dropped; an unsigned integer keeps `"minimum": 0`.
+fn plain_numbers(schema: &mut schemars::Schema) {
+    const WIDTHS: &[&str] = &[
+        "int", "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32",
+        "uint64", "uint128", "float", "double",
+    ];
+    let Some(o) = schema.as_object_mut() else {
+        return;
+    };
+    let unsigned = match o.get("format").and_then(|f| f.as_str()) {
+        Some(f) if WIDTHS.contains(&f) => f.starts_with("uint"),
+        _ => return,
+    };
+    o.remove("format");
+    if unsigned {
+        o.entry("minimum").or_insert(serde_json::json!(0));
+    }
+}
+
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct ExecParams {
     /// Shell command line, run with `sh -c` in the sandbox.
     command: String,
@@ -121,6 +145,7 @@ struct ExecParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct ReadParams {
     /// The file.
     path: String,
@@ -131,6 +156,7 @@ struct ReadParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct WriteParams {
     /// The file (created, or replaced atomically with a backup).
     path: String,
@@ -139,6 +165,7 @@ struct WriteParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct EditSpec {
     /// Exact text to replace (must occur once unless `all`).
     old: String,
@@ -150,6 +177,7 @@ struct EditSpec {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct EditParams {
     /// The file.
     path: String,
@@ -161,6 +189,7 @@ struct EditParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct GlobParams {
     /// Glob pattern (without `/` it matches names anywhere).
     pattern: String,
@@ -169,6 +198,7 @@ struct GlobParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct GrepParams {
     /// Regular expression (Rust syntax).
     pattern: String,
@@ -189,12 +219,14 @@ struct GrepParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct PathParam {
     /// The path (default the session's directory).
     path: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct MoveParams {
     /// What to move.
     source: String,
@@ -203,6 +235,7 @@ struct MoveParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct DeleteParams {
     /// What to move to the trash (`undo` restores it).
     path: String,
@@ -212,6 +245,7 @@ struct DeleteParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct MkdirParams {
     /// The directory.
     path: String,
@@ -221,12 +255,14 @@ struct MkdirParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct CdParams {
     /// Directory: absolute, relative, `..`, `~` or `-` (the previous one).
     path: String,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct UndoParams {
     /// Change id (from `history`); default the newest change not undone.
     id: Option<u64>,
@@ -246,6 +282,7 @@ struct UndoParams {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
 struct HistoryParams {
     /// The newest N changes (default 50).
     limit: Option<usize>,
