@@ -523,3 +523,139 @@ sandbox_test!(
         }
     }
 );
+
+sandbox_test!(
+    fn an_agent_reads_the_commands_output_and_what_changed_is_in_the_report() {
+        let env = Env::new("changed-line");
+        let script = "echo out; echo err >&2; echo x > f.txt; mkdir -p sub/deeper";
+        // gateway sh and exec with stderr not a terminal (an agent's shell): exactly the
+        // command's output.
+        for o in [
+            env.cmd().args(["sh", "-c", script]).output().expect("sh"),
+            env.exec(
+                "standard",
+                &[
+                    "sh",
+                    "-c",
+                    &script.replace("f.txt", "g.txt").replace("sub", "sub2"),
+                ],
+            ),
+        ] {
+            assert!(o.status.success(), "{}", text(&o));
+            assert_eq!(stdout(&o), "out\n", "{}", text(&o));
+            assert_eq!(stderr(&o), "err\n", "{}", text(&o));
+            let r = log_records(&env).pop().expect("record");
+            assert_eq!(
+                r["files_changed"], 3,
+                "the record counts files and directories: {r}"
+            );
+        }
+        // --json: the report says what changed, the streams are the command's.
+        let o = env
+            .cmd()
+            .args([
+                "--json",
+                "exec",
+                "--",
+                "sh",
+                "-c",
+                &script.replace("f.txt", "h.txt").replace("sub", "sub3"),
+            ])
+            .output()
+            .expect("run");
+        let v = json_of(&o);
+        assert_eq!(v["stdout"], "out\n", "{v}");
+        assert_eq!(v["stderr"], "err\n", "{v}");
+        assert_eq!(
+            v["snapshot"]["changes"].as_array().expect("changes").len(),
+            3,
+            "{v}"
+        );
+        // MCP exec: the same.
+        let res = mcp_session(
+            env.cmd(),
+            &[(
+                "tools/call",
+                serde_json::json!({"name": "exec", "arguments": {"command": script.replace("f.txt", "i.txt").replace("sub", "sub4")}}),
+            )],
+        );
+        let s = &res[0]["structuredContent"];
+        assert_eq!(s["stdout"], "out\n", "{s}");
+        assert_eq!(s["stderr"], "err\n", "{s}");
+        assert_eq!(
+            s["snapshot"]["changes"].as_array().expect("changes").len(),
+            3,
+            "{s}"
+        );
+        assert!(
+            !res[0].to_string().contains("the command changed"),
+            "{}",
+            res[0]
+        );
+        // A person at a terminal is told, with how to undo it.
+        let (code, shown) = gw_on_tty(&env, &["sh", "-c", "echo y > j.txt"], "n");
+        assert_eq!(code, 0, "{shown}");
+        assert!(
+            shown.contains("the command changed 1 file(s)") && shown.contains("gateway undo"),
+            "{shown}"
+        );
+    }
+);
+
+sandbox_test!(
+    fn directories_a_command_makes_or_removes_are_counted_and_undone_without_losing_anything() {
+        for nobody in [false, true] {
+            let env = Env::new("dirs-undo");
+            std::fs::create_dir(env.ws.join("gone")).expect("mkdir");
+            env.write("kept/file", "mine\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let gw = |args: &[&str]| env.as_user(nobody).args(args).output().expect("run");
+            let o = gw(&["sh", "-c", "mkdir -p made/deeper && rmdir gone"]);
+            assert!(o.status.success(), "{}", text(&o));
+            let r = log_records(&env).pop().expect("record");
+            assert_eq!(r["files_changed"], 3, "made, made/deeper, gone: {r}");
+            let o = gw(&["undo"]);
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(
+                !env.ws.join("made").exists(),
+                "undo left the directories the run made"
+            );
+            assert!(
+                env.ws.join("gone").is_dir(),
+                "undo did not recreate the removed directory"
+            );
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join("kept/file")).expect("r"),
+                "mine\n"
+            );
+            // A directory the run made that something else put a file in since: the undo
+            // takes it away whole to the trash, says so, and the file comes back from there.
+            let o = gw(&["sh", "-c", "mkdir made2"]);
+            assert!(o.status.success(), "{}", text(&o));
+            std::fs::write(env.ws.join("made2/later.txt"), "later\n").expect("w");
+            // A link the run left in a directory it made is removed as a link, never followed.
+            let o = gw(&["sh", "-c", "mkdir made3 && ln -s ../kept made3/link"]);
+            assert!(o.status.success(), "{}", text(&o));
+            let o = gw(&["undo"]);
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(!env.ws.join("made3").exists());
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join("kept/file")).expect("r"),
+                "mine\n"
+            );
+            let o = gw(&["undo"]);
+            assert!(o.status.success(), "{}", text(&o));
+            let err = stderr(&o);
+            assert!(err.contains("trash restore made2"), "{}", text(&o));
+            assert!(!env.ws.join("made2").exists());
+            let o = gw(&["trash", "restore", "made2"]);
+            assert!(o.status.success(), "{}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join("made2/later.txt")).expect("r"),
+                "later\n"
+            );
+        }
+    }
+);

@@ -194,8 +194,13 @@ fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
             );
         }
     }
+    // What changed is the report's (`--json`: `snapshot.changes`; the record's
+    // `files_changed`; `gateway history`): said on stderr to a person at a terminal only, so
+    // that an agent running `gateway sh`/`exec` as its shell reads the command's output and
+    // nothing else.
     if let Some(sn) = &res.snapshot
         && !sn.changes.is_empty()
+        && broker::client::stderr_is_tty()
     {
         errln!(
             "gateway: the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",

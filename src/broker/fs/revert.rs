@@ -750,8 +750,27 @@ fn settle(
         Ok(()) => {
             let ids: Vec<u64> = begun.iter().map(|c| c.id).collect();
             t.state.commit_many(&ids)?;
+            // A directory the command made that holds what the undo does not remove (what
+            // the snapshot ignores, or what appeared since) went to the trash whole: said,
+            // with how to get it back.
+            let trashed: Vec<String> = steps
+                .iter()
+                .filter_map(|s| {
+                    s.trash.as_ref().map(|n| {
+                        format!(
+                            "; {} held entries the snapshot did not record (ignored, or made since the command), so it went to the trash whole (`gateway trash restore {}` brings it back)",
+                            s.c.path.display(),
+                            crate::shown::arg_shown(n)
+                        )
+                    })
+                })
+                .collect();
             return Ok(FsOutput::Done {
-                what: format!("reverted {} file(s) the command changed", steps.len()),
+                what: format!(
+                    "reverted {} file(s) the command changed{}",
+                    steps.len(),
+                    trashed.concat()
+                ),
                 change: last,
                 undoable: true,
             });
