@@ -98,28 +98,22 @@ pub fn arg_shown(a: &str) -> Cow<'_, str> {
     shlex::try_quote(a).unwrap_or(Cow::Borrowed("''"))
 }
 
-/// An OS error in words, without the C library's number (`Permission denied (os error
-/// 13)` is `permission denied: ...`): what a person reads after the path it happened on.
-/// A refused permission says what decides it, since the policy allowed the call.
+/// An OS error in words, without the C library's number: `Permission denied (os error 13)`
+/// is `Permission denied (...)` saying what decides it (the policy allowed the call, the
+/// file system did not), `No such file or directory (os error 2)` is `No such file or
+/// directory`. What a person reads after the path it happened on.
 pub fn os_error(e: &std::io::Error) -> String {
-    use std::io::ErrorKind;
-    match e.kind() {
-        ErrorKind::PermissionDenied => {
-            "permission denied: the file system does not let this user in (see the owner and mode of the path and of the directories on its way: `ls -ld`)".into()
-        }
-        ErrorKind::NotFound => "no such file or directory".into(),
-        _ => {
-            let s = e.to_string();
-            let s = match (e.raw_os_error(), s.rfind(" (os error ")) {
-                (Some(_), Some(i)) => &s[..i],
-                _ => s.as_str(),
-            };
-            let mut c = s.chars();
-            match c.next() {
-                Some(f) => f.to_lowercase().chain(c).collect(),
-                None => String::new(),
-            }
-        }
+    let s = e.to_string();
+    let words = match (e.raw_os_error(), s.rfind(" (os error ")) {
+        (Some(_), Some(i)) => &s[..i],
+        _ => s.as_str(),
+    };
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        format!(
+            "{words} (the file system does not let this user in: `ls -ld` shows the owner and mode of the path and of the directories on its way)"
+        )
+    } else {
+        words.to_string()
     }
 }
 
@@ -135,6 +129,22 @@ pub fn argv_shown<S: AsRef<str>>(argv: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_errors_are_words_without_their_number() {
+        let e = std::io::Error::from_raw_os_error(13);
+        let w = os_error(&e);
+        assert!(w.starts_with("Permission denied (the file system"), "{w}");
+        assert!(!w.contains("os error"), "{w}");
+        assert_eq!(
+            os_error(&std::io::Error::from_raw_os_error(2)),
+            "No such file or directory"
+        );
+        assert_eq!(
+            os_error(&std::io::Error::other("plain words")),
+            "plain words"
+        );
+    }
 
     #[test]
     fn every_hiding_character_is_escaped() {

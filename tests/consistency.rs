@@ -453,7 +453,10 @@ sandbox_test!(
                 assert!(!o.status.success(), "{args:?}: {}", text(&o));
                 let err = stderr(&o);
                 assert!(!err.contains("os error"), "{args:?}: {err}");
-                assert!(err.contains("permission denied"), "{args:?}: {err}");
+                assert!(
+                    err.contains("Permission denied (the file system"),
+                    "{args:?}: {err}"
+                );
                 assert!(
                     err.contains(&*env.ws.to_string_lossy()),
                     "{args:?} names no path: {err}"
@@ -467,7 +470,7 @@ sandbox_test!(
                 let t = r["content"][0]["text"].as_str().expect("text");
                 assert!(r["isError"] == true && !t.contains("os error"), "{r}");
                 assert!(
-                    t.contains("permission denied") && t.contains("cannot read"),
+                    t.contains("Permission denied (the file system") && t.contains("cannot read"),
                     "{r}"
                 );
             }
