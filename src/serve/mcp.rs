@@ -127,7 +127,7 @@ fn plain_numbers(schema: &mut schemars::Schema) {
     };
     o.remove("format");
     if unsigned {
-        o.entry("minimum").or_insert(serde_json::json!(0));
+        o.entry("minimum").or_insert(serde_json::Value::from(0));
     }
 }
 
