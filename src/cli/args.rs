@@ -334,6 +334,10 @@ pub(crate) enum FsCmd {
         /// Read the new content from this file (`-`: stdin).
         #[arg(long, value_name = "FILE")]
         content_file: Option<PathBuf>,
+        /// Print the unified diff (at most 200 lines / 20 KiB; the whole is in the audit
+        /// record, `gateway log show SEQ`), not only the `path: +N -M lines` stat.
+        #[arg(long)]
+        diff: bool,
     },
     /// Edit a text file in place, keeping its line endings, BOM and final newline.
     Edit {
@@ -368,6 +372,10 @@ pub(crate) enum FsCmd {
         /// Print the unified diff; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print the unified diff (at most 200 lines / 20 KiB; the whole is in the audit
+        /// record, `gateway log show SEQ`), not only the `path: +N -M lines` stat.
+        #[arg(long)]
+        diff: bool,
     },
 }
 

@@ -106,6 +106,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             path,
             content,
             content_file,
+            ..
         } => {
             let content = match (content, content_file) {
                 (Some(c), _) => c.clone().into_bytes(),
@@ -216,7 +217,15 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
         &op,
         FsOp::Grep { options, .. } if options.mode == GrepMode::Count
     );
-    report(cli, bfs::run(&context(cli, &policy), op), counts)
+    let show_diff = matches!(
+        cmd,
+        FsCmd::Write { diff: true, .. } | FsCmd::Edit { diff: true, .. }
+    );
+    report(
+        cli,
+        bfs::run(&context(cli, &policy), op),
+        (counts, show_diff),
+    )
 }
 
 /// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
@@ -237,7 +246,12 @@ fn rules_of(d: &crate::model::Decision) -> String {
     clippy::too_many_lines,
     reason = "one arm per file tool output, rendered as text for a person"
 )]
-fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: bool) -> ExitCode {
+/// `counts`: grep's count mode; `show_diff`: `--diff` (a dry run prints its diff anyway).
+fn report(
+    cli: &Cli,
+    res: Result<FsResult, crate::broker::BrokerError>,
+    (counts, show_diff): (bool, bool),
+) -> ExitCode {
     let r = match res {
         Ok(r) => r,
         Err(e) => {
@@ -321,8 +335,22 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                 change,
                 created,
                 removed,
+                lines_added,
+                lines_removed,
+                ..
             } => {
-                let _ = write!(out, "{diff}");
+                // A summary and a stat (as `git diff --stat`); the diff itself with `--diff`
+                // or on a dry run, capped by the broker (`DIFF_MAX_LINES`).
+                if show_diff || (change.is_none() && !diff.is_empty()) {
+                    let _ = write!(out, "{diff}");
+                }
+                if !diff.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "{}: +{lines_added} -{lines_removed} lines",
+                        crate::shown::arg_shown(&path.to_string_lossy())
+                    );
+                }
                 match change {
                     Some(id) => errln!(
                         "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
@@ -452,7 +480,7 @@ pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool, all: 
                 all,
             },
         ),
-        false,
+        (false, false),
     )
 }
 
@@ -519,7 +547,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                     &context(cli, &policy),
                     FsOp::TrashRestore { name: name.clone() },
                 ),
-                false,
+                (false, false),
             )
         }
         super::TrashCmd::Empty { older_than } => {
