@@ -310,7 +310,7 @@ impl OutputProfile {
     /// The default `mcp_budget`.
     pub const MCP_BUDGET: u64 = 30_000;
     /// The least budget a policy or a call may set (a result must still say something).
-    pub const MCP_BUDGET_MIN: u64 = 1_000;
+    pub const MCP_BUDGET_MIN: u64 = 4_000;
     /// The most a policy or a call may set.
     pub const MCP_BUDGET_MAX: u64 = 200_000;
 }

@@ -361,3 +361,109 @@ sandbox_test!(
         check_mcp_pin(&env, d.socket.as_os_str(), &audit);
     }
 );
+
+sandbox_test!(
+    fn mcp_results_stay_within_the_output_budget_with_head_tail_and_the_artifact() {
+        // Issue 15: `exec` of `seq 1 100000` returned 789 KB inline, `write_file` the whole
+        // file as a diff. Each result's text (and structured content) is now at most the
+        // budget — 30,000 characters by default, `[output] mcp_budget` in the policy,
+        // `max_output_chars` per call within 4,000..=200,000 — keeping head and tail around a
+        // marker that names the record and the artifact with the whole output. A refusal is
+        // never cut.
+        let env = Env::new("mcp-budget");
+        let big: String = (1..=50_000).map(|i| format!("line {i}\n")).collect();
+        let bigf = env.write("big.txt", &big);
+        let bigs = bigf.to_str().expect("utf-8");
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_budget.py", &[bigs], None) else {
+            return;
+        };
+        let within = |k: &str, budget: usize| -> serde_json::Value {
+            let r = &v[k];
+            let t = r["text"].as_str().expect("text");
+            assert!(
+                t.chars().count() <= budget,
+                "{k}: {} chars",
+                t.chars().count()
+            );
+            let sl = r["structured_len"].as_u64().expect("structured") as usize;
+            assert!(sl <= budget, "{k}: structured content of {sl} chars");
+            serde_json::from_str(t).expect("json")
+        };
+        let seq = within("seq", 30_000);
+        assert_eq!(v["seq"]["is_error"], false);
+        let out = seq["stdout"].as_str().expect("stdout");
+        assert!(out.starts_with("1\n2\n3\n"), "{out}");
+        assert!(out.ends_with("999999\n1000000\n"), "{out}");
+        assert!(
+            out.len() > 20_000,
+            "the budget is used, not wasted: {}",
+            out.len()
+        );
+        let rec = seq["audit"]["seq"].as_u64().expect("seq");
+        let art = seq["audit"]["stdout"]["artifact"]
+            .as_str()
+            .expect("artifact");
+        assert!(
+            out.contains(&format!("`gateway log show {rec}` (artifact {art})")),
+            "{out}"
+        );
+        assert_eq!(seq["stdout_truncated"], true);
+        // The artifact named holds the whole output.
+        let whole = std::fs::read(env.state.join("audit/artifacts").join(art)).expect("artifact");
+        assert_eq!(whole.len(), 6_888_896);
+        // Per call, within the bounds.
+        let small = within("seq_small", 5_000);
+        assert!(
+            small["stdout"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("1000000\n") && s.contains("cut here")),
+            "{small}"
+        );
+        within("seq_huge", 200_000);
+        assert!(v["seq_huge"]["text"].as_str().expect("t").len() > 150_000);
+        // The file tools: read_file's lines keep both ends and say what was cut.
+        let read = within("read_big", 30_000);
+        let lines = read["output"]["lines"].as_array().expect("lines");
+        assert_eq!(lines[0][1], "line 1");
+        assert_eq!(lines[lines.len() - 1][1], "line 50000");
+        assert!(
+            read["budget"]["whole"]
+                .as_str()
+                .is_some_and(|w| w.contains("offset")),
+            "{read}"
+        );
+        let wrote = within("write_big", 30_000);
+        assert_eq!(wrote["output"]["lines_added"], 50_000, "{wrote}");
+        assert_eq!(wrote["output"]["diff_truncated"], true, "{wrote}");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("copy.txt")).expect("r"),
+            big
+        );
+        // A refusal under the smallest budget: whole, naming the rule.
+        let t = v["shadow"]["text"].as_str().expect("text");
+        assert_eq!(v["shadow"]["is_error"], true, "{t}");
+        assert!(!t.contains("cut here") && t.contains("shadow"), "{t}");
+
+        // The policy's budget.
+        let pf = env.policy_file("extends = \"standard\"\n[output]\nmcp_budget = 8000\n");
+        let v2 =
+            mcp_client(&env, "".as_ref(), "mcp_budget.py", &[bigs], Some(&pf)).expect("client");
+        let t = v2["seq"]["text"].as_str().expect("text");
+        assert!(
+            t.chars().count() <= 8_000 && t.contains("999999\\n1000000\\n"),
+            "{t}"
+        );
+        // Out of bounds, or a key that does not exist: the policy is refused.
+        for (bad, says) in [
+            ("[output]\nmcp_budget = 10\n", "output.mcp_budget"),
+            ("[output]\nbudget = 10000\n", "budget"),
+        ] {
+            let pf = env.policy_file(&format!("extends = \"standard\"\n{bad}"));
+            let o = env.gw(&["policy", "check", &pf]);
+            assert!(!o.status.success(), "{bad}: {}", text(&o));
+            assert!(text(&o).contains(says), "{bad}: {}", text(&o));
+        }
+        let o = env.gw(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
