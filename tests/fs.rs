@@ -207,7 +207,7 @@ sandbox_test!(
         // The next change recovers the journal: nothing stays pending.
         let o = env.gw(&["fs", "write", "other.txt", "--content", "x"]);
         assert!(o.status.success(), "{}", text(&o));
-        let o = env.gw(&["history", "--json"]);
+        let o = env.gw(&["history", "--json", "--limit", "0"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
         let pending = v["changes"]
             .as_array()

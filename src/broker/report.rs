@@ -192,6 +192,8 @@ pub struct HistoryReport<'a> {
     pub changes: &'a [super::fs::HistoryEntry],
     /// The workspace they were made in (`null`: every workspace's, `--all`).
     pub workspace: Option<&'a std::path::Path>,
+    /// Older changes left out by the limit (`history --limit`, the tool's `limit`).
+    pub omitted: usize,
 }
 
 /// `trash list`'s report.

@@ -398,7 +398,29 @@ fn report(
     ExitCode::SUCCESS
 }
 
-pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
+/// `--since` of `history`: an RFC 3339 time or a duration ago, as seconds since the epoch.
+fn since_secs(s: &str) -> Option<u64> {
+    let t = match humantime::parse_rfc3339_weak(s) {
+        Ok(t) => t,
+        Err(_) => std::time::SystemTime::now().checked_sub(humantime::parse_duration(s).ok()?)?,
+    };
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
+}
+
+/// `gateway history [--all] [--limit N] [--since TIME]`.
+pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>)) -> ExitCode {
+    let since = match since.map(|s| (s, since_secs(s))) {
+        None => None,
+        Some((_, Some(t))) => Some(t),
+        Some((s, None)) => {
+            return fail(
+                exit::USAGE,
+                format!(
+                    "--since {s}: expected an RFC 3339 time (2026-11-21T10:00:00Z) or a duration ago (90s, 15m, 2h, 3d)"
+                ),
+            );
+        }
+    };
     let ws = match crate::broker::workspace(&super::effective_place(cli).workspace) {
         Ok(w) => w,
         Err(e) => return broker_fail(cli, e),
@@ -415,10 +437,26 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
             if let Some(u) = seen {
                 list.retain(|e| e.change.uid == Some(u));
             }
+            if let Some(t) = since {
+                list.retain(|e| e.change.time >= t);
+            }
+            // The newest `limit` (oldest first, as all of them are).
+            let omitted = if limit == 0 {
+                0
+            } else {
+                list.len().saturating_sub(limit)
+            };
+            list.drain(..omitted);
+            if omitted > 0 && !cli.json {
+                errln!(
+                    "gateway: {omitted} older change(s) not shown (--limit {limit}; `--limit 0` shows all, `--since` a time)"
+                );
+            }
             if cli.json {
                 let r = crate::broker::report::HistoryReport {
                     changes: &list,
                     workspace: (!all).then_some(ws.as_path()),
+                    omitted,
                 };
                 outln!("{}", super::to_json(&r));
             } else {

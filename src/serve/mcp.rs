@@ -765,6 +765,7 @@ impl ToolSession<'_> {
                 ok_report(&crate::broker::report::HistoryReport {
                     changes: &changes,
                     workspace: (!p.all).then_some(ws.as_path()),
+                    omitted: skip,
                 })
             }
             Err(e) => broker_err(e),
