@@ -439,6 +439,21 @@ sandbox_test!(
             std::fs::read_to_string(env.ws.join("copy.txt")).expect("r"),
             big
         );
+        // A diff the broker kept whole, cut by a small budget: the file is where the rest is.
+        let mid = within("write_mid", 4_000);
+        assert_eq!(mid["output"]["diff_truncated"], false, "{mid}");
+        assert_eq!(mid["output"]["lines_added"], 190, "{mid}");
+        assert!(
+            mid["budget"]["whole"]
+                .as_str()
+                .is_some_and(|w| w.contains("read_file")),
+            "{mid}"
+        );
+        let d = mid["output"]["diff"].as_str().expect("diff");
+        assert!(
+            d.contains("+000 ") && d.contains("+189 ") && d.contains("cut here"),
+            "{d}"
+        );
         // A refusal under the smallest budget: whole, naming the rule.
         let t = v["shadow"]["text"].as_str().expect("text");
         assert_eq!(v["shadow"]["is_error"], true, "{t}");
@@ -446,8 +461,14 @@ sandbox_test!(
 
         // The policy's budget.
         let pf = env.policy_file("extends = \"standard\"\n[output]\nmcp_budget = 8000\n");
-        let v2 =
-            mcp_client(&env, "".as_ref(), "mcp_budget.py", &[bigs], Some(&pf)).expect("client");
+        let v2 = mcp_client(
+            &env,
+            "".as_ref(),
+            "mcp_budget.py",
+            &[bigs, "seq-only"],
+            Some(&pf),
+        )
+        .expect("client");
         let t = v2["seq"]["text"].as_str().expect("text");
         assert!(
             t.chars().count() <= 8_000 && t.contains("999999\\n1000000\\n"),

@@ -470,6 +470,22 @@ fn whole_of(name: &str, v: Option<&serde_json::Value>) -> String {
             .or_else(|| v.get("audit").and_then(|a| a.get("seq")))
     });
     let more = "or call again with a larger `max_output_chars` (at most 200000)";
+    let output = v.and_then(|v| v.get("output"));
+    let diff_stored = output
+        .and_then(|o| o.get("diff_whole"))
+        .and_then(|d| d.get("artifact"))
+        .is_some_and(serde_json::Value::is_string);
+    if output
+        .and_then(|o| o.get("kind"))
+        .and_then(serde_json::Value::as_str)
+        == Some("changed")
+        && !diff_stored
+    {
+        // A diff the broker kept whole: the record holds no copy of it; the file does.
+        return format!(
+            "the file holds the new content (`read_file` with `offset` and `limit`), {more}"
+        );
+    }
     match (name, seq) {
         ("read_file", _) => format!("read a window with `offset` and `limit`, {more}"),
         ("grep" | "glob" | "list_directory", _) => {
