@@ -216,3 +216,15 @@ pub struct Notice<'a> {
     /// The notice, in words.
     pub gateway_notice: &'a str,
 }
+
+/// The note an MCP result cut to its output budget carries (`budget`): the limit, what was
+/// cut and where the whole output is (`serve::budget`).
+#[derive(Debug, Serialize)]
+pub struct BudgetNote<'a> {
+    /// The budget, in characters of the result's JSON text.
+    pub limit_chars: usize,
+    /// Characters left out.
+    pub cut_chars: usize,
+    /// Where the whole output is, or how to get the rest, in words.
+    pub whole: &'a str,
+}

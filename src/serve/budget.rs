@@ -234,11 +234,12 @@ fn shrink(v: &mut Value, target: usize, whole: &str) {
 /// The note a cut result carries (top-level `budget`): the limit, what was cut and where
 /// the whole output is. Arrays cut keep their items' shape, so this note is what says so.
 pub fn note(budget: usize, cut: usize, whole: &str) -> Value {
-    serde_json::json!({
-        "limit_chars": budget,
-        "cut_chars": cut,
-        "whole": whole,
+    serde_json::to_value(crate::broker::report::BudgetNote {
+        limit_chars: budget,
+        cut_chars: cut,
+        whole,
     })
+    .unwrap_or_default()
 }
 
 /// Bounds a report value: fits it within `budget` (keeping room for the note) and, when
