@@ -488,3 +488,63 @@ sandbox_test!(
         assert!(o.status.success(), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn tool_results_stay_within_the_budget_through_the_daemon_and_unprivileged() {
+        // The budget is applied where the call runs: in the daemon for its clients (the MCP
+        // server's calls are `gateway tool` calls to it), and in an unprivileged embedded
+        // broker (uid 65534) alike.
+        let env = Env::new("tool-budget");
+        let d = Daemon::start(&env, "standard", &[]);
+        let o = d
+            .cmd(&env)
+            .args(["tool", "exec", r#"{"command": "seq 1 300000"}"#])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json_of(&o);
+        let t = v["content"][0]["text"].as_str().expect("text");
+        assert!(t.chars().count() <= 30_000, "{} chars", t.chars().count());
+        let sc = &v["structuredContent"];
+        assert!(sc.to_string().chars().count() <= 30_000);
+        let out = sc["stdout"].as_str().expect("stdout");
+        let seq = sc["audit"]["seq"].as_u64().expect("seq");
+        assert!(
+            out.starts_with("1\n2\n") && out.ends_with("299999\n300000\n"),
+            "{out}"
+        );
+        assert!(out.contains(&format!("`gateway log show {seq}`")), "{out}");
+        // The daemon's `log show` caps what it prints of that record too.
+        let o = d
+            .cmd(&env)
+            .args(["log", "show", &seq.to_string(), "--output-limit", "2000"])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            stdout(&o).contains("cut here (--output-limit 2000)"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).len() < 8_000, "{}", stdout(&o).len());
+        drop(d.stop());
+
+        env.give_to_nobody();
+        let o = env
+            .nobody()
+            .args([
+                "tool",
+                "exec",
+                r#"{"command": "seq 1 300000", "max_output_chars": 6000}"#,
+            ])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json_of(&o);
+        let t = v["content"][0]["text"].as_str().expect("text");
+        assert!(t.chars().count() <= 6_000, "{} chars", t.chars().count());
+        let out = v["structuredContent"]["stdout"].as_str().expect("stdout");
+        assert!(out.starts_with("1\n") && out.ends_with("300000\n"), "{out}");
+        assert!(out.contains("cut here"), "{out}");
+    }
+);
