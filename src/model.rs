@@ -298,6 +298,31 @@ pub struct FilesProfile {
     pub max_size: u64,
 }
 
+/// How much output a result carries (policy `[output]`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct OutputProfile {
+    /// Characters of each MCP tool result's text (its JSON) at most: longer outputs keep
+    /// their head and tail, the middle replaced by a marker naming where the whole is.
+    pub mcp_budget: u64,
+}
+
+impl OutputProfile {
+    /// The default `mcp_budget`.
+    pub const MCP_BUDGET: u64 = 30_000;
+    /// The least budget a policy or a call may set (a result must still say something).
+    pub const MCP_BUDGET_MIN: u64 = 4_000;
+    /// The most a policy or a call may set.
+    pub const MCP_BUDGET_MAX: u64 = 200_000;
+}
+
+impl Default for OutputProfile {
+    fn default() -> OutputProfile {
+        OutputProfile {
+            mcp_budget: OutputProfile::MCP_BUDGET,
+        }
+    }
+}
+
 /// How `ask` decisions wait for a person (policy `[approval]`).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct ApprovalProfile {

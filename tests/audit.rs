@@ -376,3 +376,55 @@ sandbox_test!(
         assert!(tools("fs.ed").is_empty(), "a full name matches exactly");
     }
 );
+
+sandbox_test!(
+    fn log_show_caps_the_stored_output_and_can_leave_it_out() {
+        // Issue 15: `log show` printed all of a record's stored output (590 KB). Now each
+        // stream shows at most 64 KiB by default — head and tail around a marker — or
+        // `--output-limit N` bytes (0: all), and `--no-output` leaves it out.
+        let env = Env::new("log-show-limit");
+        let o = env.sh("standard", "seq 1 200000; echo done >&2");
+        assert!(o.status.success(), "{}", text(&o));
+        let seq =
+            json_of(&env.gw(&["log", "query", "--json", "--limit", "1"]))["records"][0]["seq"]
+                .as_u64()
+                .expect("seq")
+                .to_string();
+        let o = env.gw(&["log", "show", &seq]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = stdout(&o);
+        assert!(out.len() < 72 << 10, "{} bytes", out.len());
+        assert!(out.contains("\n1\n2\n3\n"), "head kept");
+        assert!(out.contains("\n199999\n200000\n"), "tail kept");
+        assert!(
+            out.contains(&format!(
+                "`gateway log show {seq} --output-limit 0` shows all"
+            )),
+            "{out}"
+        );
+        assert!(out.contains("done\n"), "stderr shown: {out}");
+        let o = env.gw(&["log", "show", &seq, "--output-limit", "0"]);
+        assert!(stdout(&o).len() > 1_200_000, "{}", stdout(&o).len());
+        assert!(!stdout(&o).contains("cut here"));
+        let o = env.gw(&["log", "show", &seq, "--json", "--output-limit", "1000"]);
+        let v = json_of(&o);
+        let a = &v["artifacts"][0];
+        assert_eq!(a["stream"], "stdout", "{v}");
+        assert!(a["content"].as_str().is_some_and(|c| c.len() < 1300), "{a}");
+        assert!(
+            a["cut_bytes"].as_u64().is_some_and(|c| c > 1_200_000),
+            "{a}"
+        );
+        assert_eq!(a["digest"]["bytes"], 1_288_895, "{a}");
+        let o = env.gw(&["log", "show", &seq, "--no-output"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!stdout(&o).contains("\n200000\n"), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("left out: --no-output"),
+            "{}",
+            stdout(&o)
+        );
+        let o = env.gw(&["log", "show", &seq, "--no-output", "--json"]);
+        assert_eq!(json_of(&o)["artifacts"][0]["omitted"], true, "{}", text(&o));
+    }
+);

@@ -19,6 +19,7 @@ sandbox_test!(
             "println!(\"a\");",
             "--new",
             "let x = 1;\n    println!(\"{x}\");",
+            "--diff",
         ]);
         assert!(o.status.success(), "{}", text(&o));
         assert!(
@@ -206,7 +207,7 @@ sandbox_test!(
         // The next change recovers the journal: nothing stays pending.
         let o = env.gw(&["fs", "write", "other.txt", "--content", "x"]);
         assert!(o.status.success(), "{}", text(&o));
-        let o = env.gw(&["history", "--json"]);
+        let o = env.gw(&["history", "--json", "--limit", "0"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
         let pending = v["changes"]
             .as_array()
@@ -1048,5 +1049,97 @@ sandbox_test!(
             "keep"
         );
         assert_eq!(lines(), after_first);
+    }
+);
+
+sandbox_test!(
+    fn fs_write_and_edit_print_a_stat_and_a_capped_diff_not_the_whole_file() {
+        // Issue 15: a 500-line write printed a 503-line diff, a 4 MB write 4 MB. Now: a
+        // summary and a `path: +N -M lines` stat; `--diff` shows at most 200 lines / 20 KiB
+        // with a marker naming the record that holds the whole diff; `--json` carries the
+        // same capped diff and the stat.
+        let env = Env::new("fs-stat");
+        let lines: String = (1..=500).map(|i| format!("line {i}\n")).collect();
+        let src = env.outside.join("500.txt");
+        std::fs::write(&src, &lines).expect("w");
+        let src_s = src.to_str().expect("utf-8");
+        let o = env.gw(&["fs", "write", "a.txt", "--content-file", src_s]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(stdout(&o), "a.txt: +500 -0 lines\n", "{}", text(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", text(&o));
+        let o = env.gw(&["fs", "edit", "a.txt", "--old", "line 250\n", "--new", "L\n"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(stdout(&o), "a.txt: +1 -1 lines\n", "{}", text(&o));
+        let o = env.gw(&[
+            "fs",
+            "edit",
+            "a.txt",
+            "--old",
+            "line 251\n",
+            "--new",
+            "M\n",
+            "--diff",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("-line 251\n+M\n"), "{}", text(&o));
+        assert!(stdout(&o).ends_with("a.txt: +1 -1 lines\n"), "{}", text(&o));
+
+        // About 4.5 MB of new lines.
+        let big: String = (1..=600_000).map(|i| format!("{i:07}\n")).collect();
+        let bigf = env.outside.join("big.txt");
+        std::fs::write(&bigf, &big).expect("w");
+        let bigs = bigf.to_str().expect("utf-8");
+        let o = env.gw(&["fs", "write", "c.txt", "--content-file", bigs, "--diff"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = stdout(&o);
+        assert!(out.len() < 24 << 10, "{} bytes printed", out.len());
+        assert!(out.lines().count() <= 203, "{} lines", out.lines().count());
+        assert!(out.contains("+0000001\n"), "{out}");
+        assert!(out.ends_with("c.txt: +600000 -0 lines\n"), "{out}");
+        let seq =
+            json_of(&env.gw(&["log", "query", "--json", "--limit", "1"]))["records"][0]["seq"]
+                .as_u64()
+                .expect("seq");
+        let marker = "more line(s)";
+        assert!(
+            out.contains(marker) && out.contains(&format!("`gateway log show {seq}`")),
+            "{out}"
+        );
+        // The record holds the whole diff.
+        let o = env.gw(&["log", "show", &seq.to_string(), "--json"]);
+        let v = json_of(&o);
+        assert!(
+            v["record"]["stdout"]["bytes"]
+                .as_u64()
+                .is_some_and(|b| b > 4_000_000),
+            "{v}"
+        );
+        assert!(v["record"]["stdout"]["artifact"].is_string(), "{v}");
+        // `--json`: the same bounded diff, the stat, and where the whole is.
+        let o = env.gw(&["fs", "write", "d.txt", "--content-file", bigs, "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            o.stdout.len() < 40 << 10,
+            "{} bytes of JSON",
+            o.stdout.len()
+        );
+        let v = json_of(&o);
+        let out = &v["output"];
+        assert_eq!(out["lines_added"], 600_000, "{out}");
+        assert_eq!(out["lines_removed"], 0, "{out}");
+        assert_eq!(out["diff_truncated"], true, "{out}");
+        assert!(out["diff_whole"]["artifact"].is_string(), "{out}");
+        assert!(
+            out["diff"]
+                .as_str()
+                .expect("diff")
+                .contains(&format!("`gateway log show {}`", v["audit_seq"])),
+            "{out}"
+        );
+        // The file itself is whole.
+        assert_eq!(
+            std::fs::read(env.ws.join("d.txt")).expect("r").len(),
+            big.len()
+        );
     }
 );

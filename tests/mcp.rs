@@ -361,3 +361,190 @@ sandbox_test!(
         check_mcp_pin(&env, d.socket.as_os_str(), &audit);
     }
 );
+
+sandbox_test!(
+    fn mcp_results_stay_within_the_output_budget_with_head_tail_and_the_artifact() {
+        // Issue 15: `exec` of `seq 1 100000` returned 789 KB inline, `write_file` the whole
+        // file as a diff. Each result's text (and structured content) is now at most the
+        // budget — 30,000 characters by default, `[output] mcp_budget` in the policy,
+        // `max_output_chars` per call within 4,000..=200,000 — keeping head and tail around a
+        // marker that names the record and the artifact with the whole output. A refusal is
+        // never cut.
+        let env = Env::new("mcp-budget");
+        let big: String = (1..=50_000).map(|i| format!("line {i}\n")).collect();
+        let bigf = env.write("big.txt", &big);
+        let bigs = bigf.to_str().expect("utf-8");
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_budget.py", &[bigs], None) else {
+            return;
+        };
+        let within = |k: &str, budget: usize| -> serde_json::Value {
+            let r = &v[k];
+            let t = r["text"].as_str().expect("text");
+            assert!(
+                t.chars().count() <= budget,
+                "{k}: {} chars",
+                t.chars().count()
+            );
+            let sl = r["structured_len"].as_u64().expect("structured") as usize;
+            assert!(sl <= budget, "{k}: structured content of {sl} chars");
+            serde_json::from_str(t).expect("json")
+        };
+        let seq = within("seq", 30_000);
+        assert_eq!(v["seq"]["is_error"], false);
+        let out = seq["stdout"].as_str().expect("stdout");
+        assert!(out.starts_with("1\n2\n3\n"), "{out}");
+        assert!(out.ends_with("999999\n1000000\n"), "{out}");
+        assert!(
+            out.len() > 20_000,
+            "the budget is used, not wasted: {}",
+            out.len()
+        );
+        let rec = seq["audit"]["seq"].as_u64().expect("seq");
+        let art = seq["audit"]["stdout"]["artifact"]
+            .as_str()
+            .expect("artifact");
+        assert!(
+            out.contains(&format!("`gateway log show {rec}` (artifact {art})")),
+            "{out}"
+        );
+        assert_eq!(seq["stdout_truncated"], true);
+        // The artifact named holds the whole output.
+        let whole = std::fs::read(env.state.join("audit/artifacts").join(art)).expect("artifact");
+        assert_eq!(whole.len(), 6_888_896);
+        // Per call, within the bounds.
+        let small = within("seq_small", 5_000);
+        assert!(
+            small["stdout"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("1000000\n") && s.contains("cut here")),
+            "{small}"
+        );
+        within("seq_huge", 200_000);
+        assert!(v["seq_huge"]["text"].as_str().expect("t").len() > 150_000);
+        // The file tools: read_file's lines keep both ends and say what was cut.
+        let read = within("read_big", 30_000);
+        let lines = read["output"]["lines"].as_array().expect("lines");
+        assert_eq!(lines[0][1], "line 1");
+        assert_eq!(lines[lines.len() - 1][1], "line 50000");
+        assert!(
+            read["budget"]["whole"]
+                .as_str()
+                .is_some_and(|w| w.contains("offset")),
+            "{read}"
+        );
+        let wrote = within("write_big", 30_000);
+        assert_eq!(wrote["output"]["lines_added"], 50_000, "{wrote}");
+        assert_eq!(wrote["output"]["diff_truncated"], true, "{wrote}");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("copy.txt")).expect("r"),
+            big
+        );
+        // A diff the broker kept whole, cut by a small budget: the file is where the rest is.
+        let mid = within("write_mid", 4_000);
+        assert_eq!(mid["output"]["diff_truncated"], false, "{mid}");
+        assert_eq!(mid["output"]["lines_added"], 190, "{mid}");
+        assert!(
+            mid["budget"]["whole"]
+                .as_str()
+                .is_some_and(|w| w.contains("read_file")),
+            "{mid}"
+        );
+        let d = mid["output"]["diff"].as_str().expect("diff");
+        assert!(
+            d.contains("+000 ") && d.contains("+189 ") && d.contains("cut here"),
+            "{d}"
+        );
+        // A refusal under the smallest budget: whole, naming the rule.
+        let t = v["shadow"]["text"].as_str().expect("text");
+        assert_eq!(v["shadow"]["is_error"], true, "{t}");
+        assert!(!t.contains("cut here") && t.contains("shadow"), "{t}");
+
+        // The policy's budget.
+        let pf = env.policy_file("extends = \"standard\"\n[output]\nmcp_budget = 8000\n");
+        let v2 = mcp_client(
+            &env,
+            "".as_ref(),
+            "mcp_budget.py",
+            &[bigs, "seq-only"],
+            Some(&pf),
+        )
+        .expect("client");
+        let t = v2["seq"]["text"].as_str().expect("text");
+        assert!(
+            t.chars().count() <= 8_000 && t.contains("999999\\n1000000\\n"),
+            "{t}"
+        );
+        // Out of bounds, or a key that does not exist: the policy is refused.
+        for (bad, says) in [
+            ("[output]\nmcp_budget = 10\n", "output.mcp_budget"),
+            ("[output]\nbudget = 10000\n", "budget"),
+        ] {
+            let pf = env.policy_file(&format!("extends = \"standard\"\n{bad}"));
+            let o = env.gw(&["policy", "check", &pf]);
+            assert!(!o.status.success(), "{bad}: {}", text(&o));
+            assert!(text(&o).contains(says), "{bad}: {}", text(&o));
+        }
+        let o = env.gw(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn tool_results_stay_within_the_budget_through_the_daemon_and_unprivileged() {
+        // The budget is applied where the call runs: in the daemon for its clients (the MCP
+        // server's calls are `gateway tool` calls to it), and in an unprivileged embedded
+        // broker (uid 65534) alike.
+        let env = Env::new("tool-budget");
+        let d = Daemon::start(&env, "standard", &[]);
+        let o = d
+            .cmd(&env)
+            .args(["tool", "exec", r#"{"command": "seq 1 300000"}"#])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json_of(&o);
+        let t = v["content"][0]["text"].as_str().expect("text");
+        assert!(t.chars().count() <= 30_000, "{} chars", t.chars().count());
+        let sc = &v["structuredContent"];
+        assert!(sc.to_string().chars().count() <= 30_000);
+        let out = sc["stdout"].as_str().expect("stdout");
+        let seq = sc["audit"]["seq"].as_u64().expect("seq");
+        assert!(
+            out.starts_with("1\n2\n") && out.ends_with("299999\n300000\n"),
+            "{out}"
+        );
+        assert!(out.contains(&format!("`gateway log show {seq}`")), "{out}");
+        // The daemon's `log show` caps what it prints of that record too.
+        let o = d
+            .cmd(&env)
+            .args(["log", "show", &seq.to_string(), "--output-limit", "2000"])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            stdout(&o).contains("cut here (--output-limit 2000)"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).len() < 8_000, "{}", stdout(&o).len());
+        drop(d.stop());
+
+        env.give_to_nobody();
+        let o = env
+            .nobody()
+            .args([
+                "tool",
+                "exec",
+                r#"{"command": "seq 1 300000", "max_output_chars": 6000}"#,
+            ])
+            .output()
+            .expect("gateway");
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json_of(&o);
+        let t = v["content"][0]["text"].as_str().expect("text");
+        assert!(t.chars().count() <= 6_000, "{} chars", t.chars().count());
+        let out = v["structuredContent"]["stdout"].as_str().expect("stdout");
+        assert!(out.starts_with("1\n") && out.ends_with("300000\n"), "{out}");
+        assert!(out.contains("cut here"), "{out}");
+    }
+);

@@ -1377,3 +1377,76 @@ fn log_gc_and_keys_rotate_are_decided_and_recorded() {
     let o = env.gw(&["log", "verify"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+sandbox_test!(
+    fn history_is_limited_sinceable_and_per_workspace() {
+        // Issue 15: `history` had no limit. The newest 20 by default with a line saying how
+        // many older ones are left out, `--limit N` (0: all), `--since TIME`; this
+        // workspace's changes unless `--all`.
+        let env = Env::new("history-limit");
+        for i in 1..=25 {
+            let o = env.gw(&["fs", "write", &format!("f{i}.txt"), "--content", "x"]);
+            assert!(o.status.success(), "{}", text(&o));
+        }
+        let o = env.gw(&["history"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(stdout(&o).lines().count(), 20, "{}", text(&o));
+        assert!(
+            stdout(&o)
+                .lines()
+                .last()
+                .is_some_and(|l| l.contains("f25.txt")),
+            "{}",
+            text(&o)
+        );
+        assert!(!stdout(&o).contains("f5.txt"), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("5 older change(s) not shown"),
+            "{}",
+            text(&o)
+        );
+        let o = env.gw(&["history", "--limit", "0"]);
+        assert_eq!(stdout(&o).lines().count(), 25, "{}", text(&o));
+        assert!(!stderr(&o).contains("not shown"), "{}", text(&o));
+        let o = env.gw(&["history", "--json", "--limit", "3"]);
+        let v = json_of(&o);
+        let ids: Vec<u64> = v["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .map(|c| c["change"]["id"].as_u64().expect("id"))
+            .collect();
+        assert_eq!(ids, [23, 24, 25], "{v}");
+        assert_eq!(v["omitted"], 22, "{v}");
+        // --since: a duration ago, an RFC 3339 time; junk refused by name.
+        let o = env.gw(&["history", "--json", "--limit", "0", "--since", "1h"]);
+        assert_eq!(json_of(&o)["changes"].as_array().map(Vec::len), Some(25));
+        let o = env.gw(&["history", "--json", "--since", "2999-01-01T00:00:00Z"]);
+        assert_eq!(
+            json_of(&o)["changes"],
+            serde_json::json!([]),
+            "{}",
+            text(&o)
+        );
+        let o = env.gw(&["history", "--since", "yesterday-ish"]);
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(stderr(&o).contains("--since yesterday-ish"), "{}", text(&o));
+        // Another workspace's change: not in this one's history, in `--all`.
+        let other = env.outside.to_str().expect("utf-8");
+        let o = env.gw(&[
+            "--cwd",
+            other,
+            "fs",
+            "write",
+            "elsewhere.txt",
+            "--content",
+            "y",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = env.gw(&["history", "--limit", "0"]);
+        assert!(!stdout(&o).contains("elsewhere.txt"), "{}", text(&o));
+        let o = env.gw(&["history", "--all", "--limit", "1"]);
+        assert!(stdout(&o).contains("elsewhere.txt"), "{}", text(&o));
+        assert_eq!(stdout(&o).lines().count(), 1, "{}", text(&o));
+    }
+);

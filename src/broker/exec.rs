@@ -21,6 +21,8 @@ pub(super) struct Trace {
     stdin: Option<audit::StreamDigest>,
     /// The first `[audit] inline_output` (and one more) bytes of stdout and stderr.
     heads: [Vec<u8>; 2],
+    /// The last [`super::TAIL_KEEP`] (to twice that) bytes of stdout and stderr.
+    tails: [Vec<u8>; 2],
     /// The run's intent, from just before the command starts until its record is written.
     pub(super) run: Option<intent::Pending>,
 }
@@ -55,6 +57,7 @@ pub fn exec(
             stderr: None,
             stdin: None,
             heads: [vec![], vec![]],
+            tails: [vec![], vec![]],
             run: None,
         },
         argv: vec![],
@@ -71,6 +74,7 @@ pub fn exec(
     let t = tool.trace;
     let mut r = done.output;
     [r.stdout_head, r.stderr_head] = t.heads;
+    [r.stdout_tail, r.stderr_tail] = t.tails.map(super::tail_of);
     r.audit = Some(AuditInfo {
         seq: done.seq,
         stdin: t.stdin,
@@ -176,6 +180,8 @@ impl Tool for ExecTool<'_, '_> {
             snapshot: None,
             stdout_head: vec![],
             stderr_head: vec![],
+            stdout_tail: vec![],
+            stderr_tail: vec![],
         }
     }
 
@@ -198,6 +204,8 @@ impl Tool for ExecTool<'_, '_> {
             snapshot: run.snapshot,
             stdout_head: vec![],
             stderr_head: vec![],
+            stdout_tail: vec![],
+            stderr_tail: vec![],
         })
     }
 
@@ -493,18 +501,24 @@ impl ExecTool<'_, '_> {
         let req = self.req;
         let (out_tap, err_tap) = (&mut self.trace.out, &mut self.trace.err);
         let heads = &mut self.trace.heads;
+        let tails = &mut self.trace.tails;
         let keep = req.policy.audit.inline_output as usize + 1;
         let sink = &mut self.sink;
         let mut tap = |s: Stream, b: &[u8]| {
-            let (w, head) = match s {
-                Stream::Stdout => (out_tap.as_mut(), &mut heads[0]),
-                Stream::Stderr => (err_tap.as_mut(), &mut heads[1]),
+            let (w, head, tail) = match s {
+                Stream::Stdout => (out_tap.as_mut(), &mut heads[0], &mut tails[0]),
+                Stream::Stderr => (err_tap.as_mut(), &mut heads[1], &mut tails[1]),
             };
             if let Some(w) = w {
                 w.write(b);
             }
             let room = keep.saturating_sub(head.len());
             head.extend_from_slice(&b[..room.min(b.len())]);
+            // The tail: kept between TAIL_KEEP and twice that, trimmed in amortised steps.
+            tail.extend_from_slice(&b[b.len().saturating_sub(2 * super::TAIL_KEEP)..]);
+            if tail.len() > 2 * super::TAIL_KEEP {
+                tail.drain(..tail.len() - super::TAIL_KEEP);
+            }
             sink(s, b);
         };
         let mut g = guard::Guard::new(req.policy.secrets, &mut tap);

@@ -45,7 +45,7 @@ pub(super) mod roots;
 mod tree;
 pub(super) mod types;
 mod undo;
-pub use types::{FsOp, FsOutput};
+pub use types::{DIFF_MAX_BYTES, DIFF_MAX_LINES, FsOp, FsOutput};
 mod upkeep;
 
 pub(crate) use roots::{RootPaths, root_paths};
@@ -123,13 +123,30 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         undo_target: None,
         decision: None,
         enforcement: None,
+        diff_whole: None,
     };
     let done = super::invoke::invoke(&call, &mut t)?;
+    let mut output = done.output.redacted();
+    if let FsOutput::Changed {
+        diff,
+        diff_truncated: true,
+        ..
+    } = &mut output
+    {
+        // The record's number is known once it is written.
+        if let Some(i) = diff.rfind("[gateway: diff cut here") {
+            let marker = diff[i..].replace(
+                "`gateway log show SEQ`",
+                &format!("`gateway log show {}`", done.seq),
+            );
+            diff.replace_range(i.., &marker);
+        }
+    }
     Ok(FsResult {
         decision: t
             .decision
             .ok_or_else(|| usage("a file tool call performed without a decision"))?,
-        output: done.output.redacted(),
+        output,
         audit_seq: done.seq,
         enforcement: t.enforcement,
     })
@@ -195,6 +212,8 @@ struct FsTool<'c, 'a> {
     decision: Option<Decision>,
     /// How the worker that performed it was confined.
     enforcement: Option<crate::sandbox::EnforcementStatus>,
+    /// A diff too long for the result: the whole of it as stored (the record's stdout).
+    diff_whole: Option<audit::StreamDigest>,
 }
 
 impl super::invoke::Tool for FsTool<'_, '_> {
@@ -351,11 +370,17 @@ impl super::invoke::Tool for FsTool<'_, '_> {
             self.undo_target.take(),
         );
         self.enforcement = enforcement;
+        let mut res = res;
+        if let Ok(out) = &mut res {
+            self.diff_whole = bound_diff(&self.ctx.state_dir, self.ctx.policy, out);
+        }
         res
     }
 
     fn record(&mut self, res: &Result<FsOutput, BrokerError>, rec: &mut audit::Record) {
         rec.enforcement = self.enforcement.as_ref().map(super::enforcement_summary);
+        // The whole of a diff the result shows only the head of: `gateway log show SEQ`.
+        rec.stdout = self.diff_whole.take();
         match res {
             Ok(FsOutput::Changed { change, .. } | FsOutput::Done { change, .. }) => {
                 rec.exit_code = Some(0);
@@ -382,6 +407,83 @@ impl super::invoke::Tool for FsTool<'_, '_> {
             prune_backups_hourly(&self.ctx.state_dir, self.ctx.policy);
         }
     }
+}
+
+/// Counts a unified diff's added and removed lines (its `---`/`+++` header not counted).
+pub(crate) fn diff_stat(diff: &str) -> (u64, u64) {
+    let mut lines = diff.lines().peekable();
+    if lines.peek().is_some_and(|l| l.starts_with("--- ")) {
+        lines.next();
+        if lines.peek().is_some_and(|l| l.starts_with("+++ ")) {
+            lines.next();
+        }
+    }
+    lines.fold((0, 0), |(a, r), l| match l.as_bytes().first() {
+        Some(b'+') => (a + 1, r),
+        Some(b'-') => (a, r + 1),
+        _ => (a, r),
+    })
+}
+
+/// The head of `diff` within [`DIFF_MAX_LINES`] lines and [`DIFF_MAX_BYTES`] bytes (cut at
+/// a line end), or `None` when all of it fits.
+pub(crate) fn diff_head(diff: &str) -> Option<&str> {
+    let mut end = 0;
+    for (n, l) in diff.split_inclusive('\n').enumerate() {
+        if n == DIFF_MAX_LINES || end + l.len() > DIFF_MAX_BYTES {
+            return Some(&diff[..end]);
+        }
+        end += l.len();
+    }
+    None
+}
+
+/// A change's diff as a result carries it: the `+`/`-` line counts, and a diff longer than
+/// [`DIFF_MAX_LINES`] lines or [`DIFF_MAX_BYTES`] bytes cut to its head with a marker. The
+/// whole (redacted) diff is stored as an audit artifact (policy `audit.store_output`), whose
+/// digest is returned for the record's `stdout`. A 4 MB write does not print 4 MB.
+fn bound_diff(
+    state_dir: &Path,
+    policy: &Policy,
+    out: &mut FsOutput,
+) -> Option<audit::StreamDigest> {
+    let FsOutput::Changed {
+        diff,
+        lines_added,
+        lines_removed,
+        diff_truncated,
+        diff_whole,
+        ..
+    } = out
+    else {
+        return None;
+    };
+    (*lines_added, *lines_removed) = diff_stat(diff);
+    let head = diff_head(diff)?;
+    let a = policy.audit;
+    let mut w = audit::artifacts::ArtifactWriter::new(
+        state_dir,
+        if a.store_output { a.artifact_max } else { 0 },
+    );
+    w.write(diff.as_bytes());
+    let whole = w.finish();
+    let total_lines = diff.lines().count();
+    let shown_lines = head.lines().count();
+    let mut cut = head.to_string();
+    cut.push_str(&format!(
+        "[gateway: diff cut here: {} more line(s), {} more byte(s) not shown; {}]\n",
+        total_lines - shown_lines,
+        diff.len() - head.len(),
+        if whole.artifact.is_some() {
+            "the whole diff is this call's audit record's stdout: `gateway log show SEQ`"
+        } else {
+            "the whole diff was not stored (policy audit.store_output = false); the file holds the new content, `gateway undo --dry-run` shows the way back"
+        }
+    ));
+    *diff = cut;
+    *diff_truncated = true;
+    *diff_whole = Some(whole.clone());
+    Some(whole)
 }
 
 /// `p` as shown: a secret in it redacted (unchanged, byte for byte, when it holds none).

@@ -112,6 +112,58 @@ pub struct Artifact {
     /// Its content (`content`, as UTF-8 with invalid bytes replaced) or why not (`error`).
     #[serde(flatten)]
     pub content: Stored,
+    /// Bytes of the content left out of `content` (`log show --output-limit`): its head and
+    /// tail are shown around a marker line. Absent when it is whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_bytes: Option<u64>,
+}
+
+/// `log show`'s default `--output-limit`: bytes of each stored stream shown.
+pub const SHOW_OUTPUT_LIMIT: usize = 64 << 10;
+
+impl Artifact {
+    /// Shows at most `limit` bytes of the content (0: all): the head and the tail, each ended
+    /// or begun at a line break when one is near, around a marker saying what was cut and how
+    /// to see all of it.
+    pub fn limit(&mut self, seq: u64, limit: usize) {
+        let Stored::Content(c) = &mut self.content else {
+            return;
+        };
+        if limit == 0 || c.len() <= limit {
+            return;
+        }
+        let half = limit / 2;
+        let mut h = half;
+        if let Some(n) = memchr::memrchr(b'\n', &c[..h])
+            && n >= half / 2
+        {
+            h = n + 1;
+        }
+        let mut t = c.len() - half;
+        if let Some(n) = memchr::memchr(b'\n', &c[t..])
+            && n < half / 2
+        {
+            t += n + 1;
+        }
+        let cut = (t - h) as u64;
+        let marker = format!(
+            "[gateway: {cut} bytes of {} cut here (--output-limit {limit}); `gateway log show {seq} --output-limit 0` shows all]\n",
+            self.stream
+        );
+        let mut v = Vec::with_capacity(h + marker.len() + c.len() - t);
+        v.extend_from_slice(&c[..h]);
+        v.extend_from_slice(marker.as_bytes());
+        v.extend_from_slice(&c[t..]);
+        *c = v;
+        self.cut_bytes = Some(cut);
+    }
+
+    /// Leaves the content out (`log show --no-output`).
+    pub fn omit(&mut self) {
+        if matches!(self.content, Stored::Content(_)) {
+            self.content = Stored::Omitted(true);
+        }
+    }
 }
 
 /// A stream's stored content, or why it cannot be shown.
@@ -123,6 +175,9 @@ pub enum Stored {
     /// Not stored, removed by the retention, or altered.
     #[serde(rename = "error")]
     Unavailable(String),
+    /// Stored, and left out (`--no-output`): `"omitted": true`.
+    #[serde(rename = "omitted")]
+    Omitted(bool),
 }
 
 fn lossy<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -170,6 +225,7 @@ pub fn show(state_dir: &Path, seq: u64) -> Result<Option<Shown>, BrokerError> {
             stream: name,
             digest: d.clone(),
             content: content.map_or_else(Stored::Unavailable, Stored::Content),
+            cut_bytes: None,
         });
     }
     Ok(Some(Shown {

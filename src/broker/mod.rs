@@ -389,6 +389,25 @@ pub struct ExecResult {
     /// The same of stderr.
     #[serde(skip)]
     pub stderr_head: Vec<u8>,
+    /// The last [`TAIL_KEEP`] bytes of stdout (after redaction): what a bounded result
+    /// shows after the cut (`serve::budget`).
+    #[serde(skip)]
+    pub stdout_tail: Vec<u8>,
+    /// The same of stderr.
+    #[serde(skip)]
+    pub stderr_tail: Vec<u8>,
+}
+
+/// Bytes of the end of each stream an exec result keeps for bounded results (MCP's output
+/// budget shows head and tail of a long output).
+pub const TAIL_KEEP: usize = 128 << 10;
+
+/// The last [`TAIL_KEEP`] bytes of `t`.
+fn tail_of(mut t: Vec<u8>) -> Vec<u8> {
+    if t.len() > TAIL_KEEP {
+        t.drain(..t.len() - TAIL_KEEP);
+    }
+    t
 }
 
 /// Where the run was recorded, and its streams' digests and artifacts.

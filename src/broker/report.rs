@@ -192,6 +192,8 @@ pub struct HistoryReport<'a> {
     pub changes: &'a [super::fs::HistoryEntry],
     /// The workspace they were made in (`null`: every workspace's, `--all`).
     pub workspace: Option<&'a std::path::Path>,
+    /// Older changes left out by the limit (`history --limit`, the tool's `limit`).
+    pub omitted: usize,
 }
 
 /// `trash list`'s report.
@@ -213,4 +215,16 @@ pub struct TrashEmptyReport {
 pub struct Notice<'a> {
     /// The notice, in words.
     pub gateway_notice: &'a str,
+}
+
+/// The note an MCP result cut to its output budget carries (`budget`): the limit, what was
+/// cut and where the whole output is (`serve::budget`).
+#[derive(Debug, Serialize)]
+pub struct BudgetNote<'a> {
+    /// The budget, in characters of the result's JSON text.
+    pub limit_chars: usize,
+    /// Characters left out.
+    pub cut_chars: usize,
+    /// Where the whole output is, or how to get the rest, in words.
+    pub whole: &'a str,
 }

@@ -168,6 +168,12 @@ pub(crate) enum Cmd {
         /// Every workspace's changes.
         #[arg(long)]
         all: bool,
+        /// The newest N changes (0: all of them); a line says how many older ones are left out.
+        #[arg(long, short = 'n', value_name = "N", default_value_t = 20)]
+        limit: usize,
+        /// Changes at or after: RFC 3339 time or a duration ago (90s, 15m, 2h, 3d).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
     },
     /// What `fs rm` moved to the trash.
     Trash {
@@ -338,6 +344,10 @@ pub(crate) enum FsCmd {
         /// Read the new content from this file (`-`: stdin).
         #[arg(long, value_name = "FILE")]
         content_file: Option<PathBuf>,
+        /// Print the unified diff (at most 200 lines / 20 KiB; the whole is in the audit
+        /// record, `gateway log show SEQ`), not only the `path: +N -M lines` stat.
+        #[arg(long)]
+        diff: bool,
     },
     /// Edit a text file in place, keeping its line endings, BOM and final newline.
     Edit {
@@ -372,6 +382,10 @@ pub(crate) enum FsCmd {
         /// Print the unified diff; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print the unified diff (at most 200 lines / 20 KiB; the whole is in the audit
+        /// record, `gateway log show SEQ`), not only the `path: +N -M lines` stat.
+        #[arg(long)]
+        diff: bool,
     },
 }
 
@@ -406,10 +420,17 @@ pub(crate) enum LogCmd {
         #[arg(short = 'f', long)]
         follow: bool,
     },
-    /// Show one record with its stored output.
+    /// Show one record with its stored output (up to 64 KiB of each stream by default: its
+    /// head and tail around a marker saying how much was cut).
     Show {
         /// The record's sequence number.
         seq: u64,
+        /// Leave out the stored output (stdin, stdout, stderr): the record only.
+        #[arg(long, conflicts_with = "output_limit")]
+        no_output: bool,
+        /// Bytes of each stored stream shown at most, head and tail kept (`0`: all of it).
+        #[arg(long, value_name = "BYTES", default_value_t = crate::broker::log::SHOW_OUTPUT_LIMIT)]
+        output_limit: usize,
     },
     /// Print the newest signed checkpoint.
     Checkpoint {

@@ -115,6 +115,7 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             path,
             content,
             content_file,
+            ..
         } => {
             let content = match (content, content_file) {
                 (Some(c), _) => c.clone().into_bytes(),
@@ -225,7 +226,15 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
         &op,
         FsOp::Grep { options, .. } if options.mode == GrepMode::Count
     );
-    report(cli, bfs::run(&context(cli, &policy), op), counts)
+    let show_diff = matches!(
+        cmd,
+        FsCmd::Write { diff: true, .. } | FsCmd::Edit { diff: true, .. }
+    );
+    report(
+        cli,
+        bfs::run(&context(cli, &policy), op),
+        (counts, show_diff),
+    )
 }
 
 /// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
@@ -246,7 +255,12 @@ fn rules_of(d: &crate::model::Decision) -> String {
     clippy::too_many_lines,
     reason = "one arm per file tool output, rendered as text for a person"
 )]
-fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: bool) -> ExitCode {
+/// `counts`: grep's count mode; `show_diff`: `--diff` (a dry run prints its diff anyway).
+fn report(
+    cli: &Cli,
+    res: Result<FsResult, crate::broker::BrokerError>,
+    (counts, show_diff): (bool, bool),
+) -> ExitCode {
     let r = match res {
         Ok(r) => r,
         Err(e) => {
@@ -330,8 +344,22 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
                 change,
                 created,
                 removed,
+                lines_added,
+                lines_removed,
+                ..
             } => {
-                let _ = write!(out, "{diff}");
+                // A summary and a stat (as `git diff --stat`); the diff itself with `--diff`
+                // or on a dry run, capped by the broker (`DIFF_MAX_LINES`).
+                if show_diff || (change.is_none() && !diff.is_empty()) {
+                    let _ = write!(out, "{diff}");
+                }
+                if !diff.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "{}: +{lines_added} -{lines_removed} lines",
+                        crate::shown::arg_shown(&path.to_string_lossy())
+                    );
+                }
                 match change {
                     Some(id) => errln!(
                         "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
@@ -379,7 +407,29 @@ fn report(cli: &Cli, res: Result<FsResult, crate::broker::BrokerError>, counts: 
     ExitCode::SUCCESS
 }
 
-pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
+/// `--since` of `history`: an RFC 3339 time or a duration ago, as seconds since the epoch.
+fn since_secs(s: &str) -> Option<u64> {
+    let t = match humantime::parse_rfc3339_weak(s) {
+        Ok(t) => t,
+        Err(_) => std::time::SystemTime::now().checked_sub(humantime::parse_duration(s).ok()?)?,
+    };
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
+}
+
+/// `gateway history [--all] [--limit N] [--since TIME]`.
+pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>)) -> ExitCode {
+    let since = match since.map(|s| (s, since_secs(s))) {
+        None => None,
+        Some((_, Some(t))) => Some(t),
+        Some((s, None)) => {
+            return fail(
+                exit::USAGE,
+                format!(
+                    "--since {s}: expected an RFC 3339 time (2026-11-21T10:00:00Z) or a duration ago (90s, 15m, 2h, 3d)"
+                ),
+            );
+        }
+    };
     let ws = match crate::broker::workspace(&super::effective_place(cli).workspace) {
         Ok(w) => w,
         Err(e) => return broker_fail(cli, e),
@@ -396,10 +446,26 @@ pub(super) fn history(cli: &Cli, all: bool) -> ExitCode {
             if let Some(u) = seen {
                 list.retain(|e| e.change.uid == Some(u));
             }
+            if let Some(t) = since {
+                list.retain(|e| e.change.time >= t);
+            }
+            // The newest `limit` (oldest first, as all of them are).
+            let omitted = if limit == 0 {
+                0
+            } else {
+                list.len().saturating_sub(limit)
+            };
+            list.drain(..omitted);
+            if omitted > 0 && !cli.json {
+                errln!(
+                    "gateway: {omitted} older change(s) not shown (--limit {limit}; `--limit 0` shows all, `--since` a time)"
+                );
+            }
             if cli.json {
                 let r = crate::broker::report::HistoryReport {
                     changes: &list,
                     workspace: (!all).then_some(ws.as_path()),
+                    omitted,
                 };
                 outln!("{}", super::to_json(&r));
             } else {
@@ -461,7 +527,7 @@ pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool, all: 
                 all,
             },
         ),
-        false,
+        (false, false),
     )
 }
 
@@ -528,7 +594,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                     &context(cli, &policy),
                     FsOp::TrashRestore { name: name.clone() },
                 ),
-                false,
+                (false, false),
             )
         }
         super::TrashCmd::Empty { older_than, yes } => {

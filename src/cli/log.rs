@@ -127,7 +127,11 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 }
             }
         }
-        LogCmd::Show { seq } => match log::show(&state, *seq) {
+        LogCmd::Show {
+            seq,
+            no_output,
+            output_limit,
+        } => match log::show(&state, *seq) {
             Ok(None) => fail(1, format!("no record {seq} in {}", state.display())),
             Ok(Some(shown))
                 if authz::may_see(&ctx, shown.record.caller.uid, String::new).is_err() =>
@@ -138,7 +142,14 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 let args = vec!["show".into(), seq.to_string()];
                 broker_fail(cli, authz::refused(&state, &ctx, "log", args, r).into())
             }
-            Ok(Some(shown)) => {
+            Ok(Some(mut shown)) => {
+                for a in &mut shown.artifacts {
+                    if *no_output {
+                        a.omit();
+                    } else {
+                        a.limit(*seq, *output_limit);
+                    }
+                }
                 if cli.json {
                     outln!("{}", to_json(&shown));
                 } else {
@@ -176,6 +187,12 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                             }
                             Stored::Unavailable(e) => {
                                 let _ = writeln!(out, "({e})");
+                            }
+                            Stored::Omitted(_) => {
+                                let _ = writeln!(
+                                    out,
+                                    "(left out: --no-output; `gateway log show {seq}` shows it)"
+                                );
                             }
                         }
                     }

@@ -616,7 +616,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         } => tool(&cli, name, args.as_deref(), root, *no_roots),
         Cmd::Log { cmd } => log::run(&cli, cmd),
         Cmd::Fs { cmd } => fs::run(&cli, cmd),
-        Cmd::History { all } => fs::history(&cli, *all),
+        Cmd::History { all, limit, since } => fs::history(&cli, *all, (*limit, since.as_deref())),
         Cmd::Trash { cmd } => fs::trash(&cli, cmd),
         Cmd::Undo {
             id,

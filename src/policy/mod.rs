@@ -223,6 +223,8 @@ pub struct Policy {
     pub files: crate::model::FilesProfile,
     /// How `ask` waits for a person.
     pub approval: crate::model::ApprovalProfile,
+    /// How much output a result carries (`[output]`).
+    pub output: crate::model::OutputProfile,
     /// The files it was read from (canonical): the file itself and every file it extends.
     /// Empty for a built-in.
     pub loaded_from: Vec<PathBuf>,

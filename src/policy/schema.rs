@@ -115,6 +115,8 @@ struct RawPolicy {
     files: RawFiles,
     #[serde(default)]
     approval: RawApproval,
+    #[serde(default)]
+    output: RawOutput,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
 }
@@ -134,6 +136,12 @@ struct RawUndo {
 #[serde(deny_unknown_fields)]
 struct RawApproval {
     timeout: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOutput {
+    mcp_budget: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -586,6 +594,7 @@ fn compile(
     let mut undo = UndoProfile::default();
     let mut files = crate::model::FilesProfile::default();
     let mut approval = crate::model::ApprovalProfile::default();
+    let mut output = crate::model::OutputProfile::default();
     let mut sb = SandboxProfile {
         read: vec![],
         write: vec![],
@@ -668,6 +677,21 @@ fn compile(
         }
         if let Some(v) = &raw.files.max_size {
             files.max_size = parse_size(&ctx, v, "files.max_size")?;
+        }
+        if let Some(v) = &raw.output.mcp_budget {
+            use crate::model::OutputProfile as O;
+            let n = parse_count(&ctx, v, "output.mcp_budget")?;
+            if !(O::MCP_BUDGET_MIN..=O::MCP_BUDGET_MAX).contains(&n) {
+                return Err(ctx.err(
+                    v.span(),
+                    format!(
+                        "`output.mcp_budget`: {n} characters is outside {}..={} (each MCP result's text, head and tail kept)",
+                        O::MCP_BUDGET_MIN,
+                        O::MCP_BUDGET_MAX
+                    ),
+                ));
+            }
+            output.mcp_budget = n;
         }
         if let Some(v) = &raw.approval.timeout {
             approval.timeout = parse_duration(&ctx, v, "approval.timeout")?;
@@ -836,6 +860,7 @@ fn compile(
         undo,
         files,
         approval,
+        output,
         loaded_from: Vec::new(),
         loaded_as: Vec::new(),
         sha256: String::new(),

@@ -142,6 +142,10 @@ struct ExecParams {
     timeout: Option<f64>,
     /// Extra environment variables (credential and loader variables are refused).
     env: Option<BTreeMap<String, String>>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -153,6 +157,10 @@ struct ReadParams {
     offset: Option<usize>,
     /// Number of lines to return.
     limit: Option<usize>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -162,6 +170,10 @@ struct WriteParams {
     path: String,
     /// The new content.
     content: String,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -186,6 +198,10 @@ struct EditParams {
     /// Return the diff only; change nothing.
     #[serde(default)]
     dry_run: bool,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -195,6 +211,10 @@ struct GlobParams {
     pattern: String,
     /// Directory to search (default the session's).
     path: Option<String>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -216,6 +236,10 @@ struct GrepParams {
     mode: Option<String>,
     /// At most this many results (default 200).
     max: Option<usize>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -223,6 +247,10 @@ struct GrepParams {
 struct PathParam {
     /// The path (default the session's directory).
     path: Option<String>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -279,6 +307,10 @@ struct UndoParams {
     /// Without `id`: the newest change of any workspace (default: of this session's).
     #[serde(default)]
     all: bool,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -289,6 +321,10 @@ struct HistoryParams {
     /// Every workspace's changes (default: this session's workspace's).
     #[serde(default)]
     all: bool,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
 }
 
 // ---------- results ----------
@@ -311,6 +347,78 @@ fn err_text(msg: impl Into<String>) -> CallToolResult {
 
 fn broker_err(e: BrokerError) -> CallToolResult {
     err_report(&crate::broker::report::ErrorReport::of(&e))
+}
+
+/// An exec report's `stdout` and `stderr` within `budget` (with the rest of the report):
+/// a stream longer than its share keeps its head and its tail (`ExecResult::stdout_tail`),
+/// the middle replaced by a marker with the bytes cut, the record and the artifact holding
+/// the whole stream.
+fn bound_streams(v: &mut serde_json::Value, r: &crate::broker::ExecResult, budget: usize) {
+    use super::budget::{head_within, joined, str_len, tail_within, value_len};
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let streams = [
+        ("stdout", text(&r.stdout_head), text(&r.stdout_tail)),
+        ("stderr", text(&r.stderr_head), text(&r.stderr_tail)),
+    ];
+    let total = |name: &str| {
+        r.audit.as_ref().map_or(0, |a| {
+            if name == "stdout" {
+                a.stdout.bytes
+            } else {
+                a.stderr.bytes
+            }
+        })
+    };
+    // Whole: the head holds all of the stream.
+    let whole = |i: usize| streams[i].1.len() as u64 >= total(streams[i].0);
+    let lens: Vec<usize> = streams.iter().map(|s| str_len(&s.1)).collect();
+    let mut base = v.clone();
+    for (n, ..) in &streams {
+        base[*n] = serde_json::Value::String(String::new());
+    }
+    let avail = budget.saturating_sub(value_len(&base) + 4);
+    if (0..2).all(whole) && lens.iter().sum::<usize>() <= avail {
+        return;
+    }
+    // stderr (usually short, often the reason) gets what it needs up to a third.
+    let err_share = lens[1].min(avail / 3).max(avail.saturating_sub(lens[0]));
+    let shares = [avail.saturating_sub(err_share), err_share.min(avail)];
+    let seq = r.audit.as_ref().map(|a| a.seq);
+    for (i, (name, head, tail)) in streams.iter().enumerate() {
+        if whole(i) && (lens[i] <= shares[i] || head.is_empty()) {
+            continue;
+        }
+        let art = r.audit.as_ref().and_then(|a| {
+            if i == 0 {
+                a.stdout.artifact.clone()
+            } else {
+                a.stderr.artifact.clone()
+            }
+        });
+        let where_ = match (seq, art) {
+            (Some(s), Some(a)) => format!(
+                "the whole {name} is in the audit log: `gateway log show {s}` (artifact {a})"
+            ),
+            (Some(s), None) => format!(
+                "the whole {name} was not stored (policy audit.store_output = false); record {s}"
+            ),
+            _ => "the whole output was not recorded".to_string(),
+        };
+        let marker = str_len(&joined("", "18446744073709551615 bytes", "", &where_));
+        let room = shares[i].saturating_sub(marker) / 2;
+        let h = head_within(head, room);
+        // The tail from the kept end of the stream, never overlapping the head.
+        let t_all = if whole(i) {
+            &head[h.len()..]
+        } else {
+            tail.as_str()
+        };
+        let t_all = t_all.trim_start_matches('\u{fffd}');
+        let t = tail_within(t_all, room);
+        let cut = total(name).saturating_sub((h.len() + t.len()) as u64);
+        v[*name] = serde_json::Value::String(joined(h, &format!("{cut} bytes"), t, &where_));
+        v[format!("{name}_truncated")] = serde_json::Value::Bool(true);
+    }
 }
 
 /// The names of the tools, as `tools/list` gives them.
@@ -361,8 +469,15 @@ pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> Cal
             }
         };
     }
-    match name {
-        "exec" => call!(exec),
+    let asked = args
+        .get("max_output_chars")
+        .and_then(serde_json::Value::as_u64);
+    let budget = super::budget::of_call(&s.policy.output, asked);
+    let mut r = match name {
+        "exec" => match parse(name, args) {
+            Ok(p) => s.exec(p, budget),
+            Err(e) => e,
+        },
         "read_file" => call!(read_file),
         "write_file" => call!(write_file),
         "edit_file" => call!(edit_file),
@@ -379,7 +494,59 @@ pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> Cal
             "no tool `{other}`; the tools are {}",
             TOOLS.join(", ")
         )),
+    };
+    let whole = whole_of(name, r.structured_content.as_ref());
+    bound_result(&mut r, budget, &whole);
+    r
+}
+
+/// Where the whole of a cut result is, in words for the agent.
+fn whole_of(name: &str, v: Option<&serde_json::Value>) -> String {
+    let seq = v.and_then(|v| {
+        v.get("audit_seq")
+            .or_else(|| v.get("audit").and_then(|a| a.get("seq")))
+    });
+    let more = "or call again with a larger `max_output_chars` (at most 200000)";
+    let output = v.and_then(|v| v.get("output"));
+    let diff_stored = output
+        .and_then(|o| o.get("diff_whole"))
+        .and_then(|d| d.get("artifact"))
+        .is_some_and(serde_json::Value::is_string);
+    if output
+        .and_then(|o| o.get("kind"))
+        .and_then(serde_json::Value::as_str)
+        == Some("changed")
+        && !diff_stored
+    {
+        // A diff the broker kept whole: the record holds no copy of it; the file does.
+        return format!(
+            "the file holds the new content (`read_file` with `offset` and `limit`), {more}"
+        );
     }
+    match (name, seq) {
+        ("read_file", _) => format!("read a window with `offset` and `limit`, {more}"),
+        ("grep" | "glob" | "list_directory", _) => {
+            format!("narrow the search (`path`, `glob`, `max`), {more}")
+        }
+        (_, Some(seq)) => {
+            format!("the whole output is in the audit log: `gateway log show {seq}`, {more}")
+        }
+        _ => "call again with a larger `max_output_chars` (at most 200000)".to_string(),
+    }
+}
+
+/// A result within `budget` characters: its structured content bounded
+/// (`serve::budget`), and its text content that content's JSON again. A result of plain
+/// text (an error) is left whole: an error is never cut.
+fn bound_result(r: &mut CallToolResult, budget: usize, whole: &str) {
+    let Some(v) = r.structured_content.as_mut() else {
+        return;
+    };
+    if super::budget::value_len(v) <= budget {
+        return;
+    }
+    super::budget::bound(v, budget, whole);
+    r.content = vec![Content::text(v.to_string())];
 }
 
 impl ToolSession<'_> {
@@ -459,7 +626,7 @@ impl ToolSession<'_> {
         }
     }
 
-    fn exec(&self, p: ExecParams) -> CallToolResult {
+    fn exec(&self, p: ExecParams, budget: usize) -> CallToolResult {
         // `cwd` is where the command starts, inside or outside the workspace; what it may
         // write is the session's workspace, never its `cwd`.
         let place = self.place();
@@ -503,11 +670,13 @@ impl ToolSession<'_> {
             Err(e) => return broker_err(e),
         };
         let report = r.report(self.policy.audit.inline_output as usize);
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        bound_streams(&mut v, &r, budget);
         // Not run (its `refusal` says why), or stopped by a secret in its output.
         if !r.ran || r.secrets.blocked.is_some() {
-            return err_report(&report);
+            return CallToolResult::structured_error(v);
         }
-        ok_report(&report)
+        CallToolResult::structured(v)
     }
 
     fn read_file(&self, p: ReadParams) -> CallToolResult {
@@ -649,6 +818,7 @@ impl ToolSession<'_> {
                 ok_report(&crate::broker::report::HistoryReport {
                     changes: &changes,
                     workspace: (!p.all).then_some(ws.as_path()),
+                    omitted: skip,
                 })
             }
             Err(e) => broker_err(e),

@@ -15,6 +15,7 @@
     reason = "a front end: what it prints and its own process's environment are its job"
 )]
 
+pub mod budget;
 pub mod daemon;
 pub mod mcp;
 pub mod proto;

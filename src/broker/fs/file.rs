@@ -178,26 +178,26 @@ pub(super) fn change(
     };
     let old_bytes = old.as_ref().map(|(d, _)| d.as_slice()).unwrap_or_default();
     let Some(new) = new else {
-        return Ok(FsOutput::Changed {
-            path: path.to_path_buf(),
-            diff: String::new(),
-            change: None,
-            created: false,
-            removed: false,
-        });
+        return Ok(FsOutput::changed(
+            path.to_path_buf(),
+            String::new(),
+            None,
+            false,
+            false,
+        ));
     };
     let shown = target.display().to_string();
     let shown = shown.trim_start_matches('/');
     let diff = text::unified_diff(shown, old_bytes, new.as_deref().unwrap_or_default());
     let diff = redact_text(&diff);
     if dry_run || (old.as_ref().map(|(d, _)| d) == new.as_ref()) {
-        return Ok(FsOutput::Changed {
-            path: path.to_path_buf(),
+        return Ok(FsOutput::changed(
+            path.to_path_buf(),
             diff,
-            change: None,
-            created: old.is_none(),
-            removed: new.is_none(),
-        });
+            None,
+            old.is_none(),
+            new.is_none(),
+        ));
     }
     let mode = old.as_ref().map_or(0o644, |(_, m)| *m);
     let mut state = |d: &[u8]| -> Result<PathState, BrokerError> {
@@ -242,11 +242,11 @@ pub(super) fn change(
             return Err(fs_err(e));
         }
     }
-    Ok(FsOutput::Changed {
-        path: path.to_path_buf(),
+    Ok(FsOutput::changed(
+        path.to_path_buf(),
         diff,
-        change: Some(c.id),
-        created: old.is_none(),
-        removed: new.is_none(),
-    })
+        Some(c.id),
+        old.is_none(),
+        new.is_none(),
+    ))
 }

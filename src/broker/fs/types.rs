@@ -113,6 +113,11 @@ pub enum FsOp {
     },
 }
 
+/// The most lines of a diff a file tool's result carries (the rest is in the audit artifact).
+pub const DIFF_MAX_LINES: usize = 200;
+/// The most bytes of a diff a file tool's result carries.
+pub const DIFF_MAX_BYTES: usize = 20 << 10;
+
 /// A file tool's output.
 #[derive(Debug, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -144,6 +149,20 @@ pub enum FsOutput {
         created: bool,
         /// Removed (undo of a creation).
         removed: bool,
+        /// Lines the change adds (`git diff --stat`'s `+`).
+        #[serde(default)]
+        lines_added: u64,
+        /// Lines it removes.
+        #[serde(default)]
+        lines_removed: u64,
+        /// `diff` is the head of a longer diff (at most [`DIFF_MAX_LINES`] lines and
+        /// [`DIFF_MAX_BYTES`] bytes), ending in a marker saying what was left out.
+        #[serde(default)]
+        diff_truncated: bool,
+        /// The whole diff, when `diff` was cut: its size and hash, and the audit artifact
+        /// holding it (`gateway log show SEQ` prints it as the record's stdout).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff_whole: Option<crate::audit::StreamDigest>,
     },
     /// A tree operation done (rm, mkdir, mv, restore).
     Done {
@@ -179,6 +198,29 @@ pub enum FsOutput {
         /// `Seccomp:`, `NoNewPrivs:` and `CapEff:` of the worker's /proc/self/status.
         status: Vec<String>,
     },
+}
+
+impl FsOutput {
+    /// A change's output; its stat and bound are the broker's (`fs::bound_diff`).
+    pub(crate) fn changed(
+        path: PathBuf,
+        diff: String,
+        change: Option<u64>,
+        created: bool,
+        removed: bool,
+    ) -> FsOutput {
+        FsOutput::Changed {
+            path,
+            diff,
+            change,
+            created,
+            removed,
+            lines_added: 0,
+            lines_removed: 0,
+            diff_truncated: false,
+            diff_whole: None,
+        }
+    }
 }
 
 impl FsOp {
