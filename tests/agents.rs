@@ -561,3 +561,146 @@ stream_max_retries = 0
         assert_mcp_run(&env, &model, "strict");
     }
 );
+
+/// Claude Code's command wrapper, as it sends it, around `cmd`, writing `cwd_file`.
+fn claude_wrapper(cmd: &str, cwd_file: &Path) -> String {
+    format!(
+        "shopt -u extglob 2>/dev/null || true && eval '{cmd}' < /dev/null && pwd -P >| {}",
+        cwd_file.display()
+    )
+}
+
+/// `gateway-bash -c -l SCRIPT` (a link named as README says), as root or as uid 65534.
+fn gateway_bash(env: &Env, script: &str, nobody: bool) -> Output {
+    let link = env.root.join("bin/gateway-bash");
+    if !link.exists() {
+        std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
+        std::os::unix::fs::symlink(BIN, &link).expect("link");
+    }
+    let mut c = if nobody {
+        let mut c = env.raw("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&link);
+        c
+    } else {
+        env.raw(&link)
+    };
+    c.args(["-c", "-l", script])
+        .env("GATEWAY_POLICY", "strict")
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run gateway-bash")
+}
+
+/// A fresh name of Claude Code's cwd file's shape in /tmp.
+fn cwd_file_name() -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    PathBuf::from(format!("/tmp/claude-{:x}{n:x}-cwd", std::process::id()))
+}
+
+sandbox_test!(
+    fn claude_wrapper_files_are_written_only_where_and_as_claude_code_names_them() {
+        for nobody in [false, true] {
+            let env = Env::new("claude-wrap");
+            std::fs::create_dir_all(env.ws.join("sub")).expect("mkdir");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let who = if nobody { "uid 65534" } else { "root" };
+            // The wrapper works: the output is the command's alone, the cwd file says where
+            // the command ended, the sandbox was not widened for it (strict).
+            let f = cwd_file_name();
+            let o = gateway_bash(&env, &claude_wrapper("cd sub && echo hi", &f), nobody);
+            assert_eq!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(
+                stdout(&o),
+                "hi\n",
+                "{who}: the marker stays out of the output"
+            );
+            let sub = std::fs::canonicalize(env.ws.join("sub")).expect("sub");
+            assert_eq!(
+                std::fs::read_to_string(&f).expect("cwd file"),
+                format!("{}\n", sub.display()),
+                "{who}"
+            );
+            let _ = std::fs::remove_file(&f);
+            // The command cannot write elsewhere in /tmp for all that.
+            let o = gateway_bash(
+                &env,
+                &claude_wrapper("echo x > /tmp/claude-planted-by-cmd", &cwd_file_name()),
+                nobody,
+            );
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert!(!Path::new("/tmp/claude-planted-by-cmd").exists(), "{who}");
+            // A marker printed by the command itself (without the nonce) is plain output.
+            let f = cwd_file_name();
+            let fake = "printf \"\\n\\036gateway-cwd-00\\036/etc\\n\"";
+            let o = gateway_bash(&env, &claude_wrapper(fake, &f), nobody);
+            assert_eq!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert!(stdout(&o).contains("gateway-cwd-00"), "{who}: {}", text(&o));
+            let ws = std::fs::canonicalize(&env.ws).expect("ws");
+            assert_eq!(
+                std::fs::read_to_string(&f).expect("cwd file"),
+                format!("{}\n", ws.display())
+            );
+            let _ = std::fs::remove_file(&f);
+            // A symlink or a FIFO planted at the cwd file's name: not followed, not opened
+            // blocking; the run fails and says so.
+            let victim = env.outside.join("victim");
+            std::fs::write(&victim, "keep").expect("victim");
+            let f = cwd_file_name();
+            std::os::unix::fs::symlink(&victim, &f).expect("symlink");
+            let o = gateway_bash(&env, &claude_wrapper("echo hi", &f), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert!(
+                String::from_utf8_lossy(&o.stderr).contains(&f.display().to_string()),
+                "{who}: {}",
+                text(&o)
+            );
+            assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep");
+            let _ = std::fs::remove_file(&f);
+            let f = cwd_file_name();
+            let st = Command::new("mkfifo").arg(&f).status().expect("mkfifo");
+            assert!(st.success());
+            let o = gateway_bash(&env, &claude_wrapper("echo hi", &f), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            let _ = std::fs::remove_file(&f);
+            // A name of another shape is not Claude Code's: the script runs as it is, and the
+            // sandbox refuses the write.
+            let other = env.outside.join("claude-1-cwd");
+            let o = gateway_bash(&env, &claude_wrapper("echo hi", &other), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert!(!other.exists(), "{who}");
+            // The snapshot: written as a new file only (an existing one is never replaced).
+            let snaps = env.home.join(".claude/shell-snapshots");
+            std::fs::create_dir_all(&snaps).expect("mkdir");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let snap = |name: &str| {
+                format!(
+                    "SNAPSHOT_FILE={}\necho '# Snapshot file' >| \"$SNAPSHOT_FILE\"\necho 'f() {{ :; }}' >> \"$SNAPSHOT_FILE\"\n",
+                    snaps.join(name).display()
+                )
+            };
+            let o = gateway_bash(&env, &snap("snapshot-bash-1-new.sh"), nobody);
+            assert_eq!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(stdout(&o), "", "{who}");
+            assert_eq!(
+                std::fs::read_to_string(snaps.join("snapshot-bash-1-new.sh")).expect("snapshot"),
+                "# Snapshot file\nf() { :; }\n"
+            );
+            std::fs::write(snaps.join("snapshot-bash-2-old.sh"), "old").expect("old");
+            let o = gateway_bash(&env, &snap("snapshot-bash-2-old.sh"), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(snaps.join("snapshot-bash-2-old.sh")).expect("old"),
+                "old"
+            );
+            // Every run is in the log (the refused and failed ones included).
+            let recs = records_verified(&env);
+            assert!(recs.len() >= 8, "{who}: {}", shown(&recs));
+        }
+    }
+);
