@@ -493,8 +493,16 @@ sandbox_test!(
                 })
                 .collect(),
         );
-        // README's line: `claude mcp add gateway -- gateway mcp --policy strict`, as a config.
-        let config = json!({"mcpServers": {"gateway": {"command": BIN, "args": ["mcp", "--policy", "strict"]}}});
+        // README's `claude mcp add gateway -- gateway mcp ARGS`, as a config.
+        let line = readme_block("claude-mcp");
+        let (_, server) = line
+            .trim()
+            .split_once(" -- ")
+            .expect("README: claude mcp add gateway -- gateway ...");
+        let mut words = server.split_whitespace();
+        assert_eq!(words.next(), Some("gateway"), "{line}");
+        let args: Vec<&str> = words.collect();
+        let config = json!({"mcpServers": {"gateway": {"command": BIN, "args": args}}});
         let tools = "mcp__gateway__write_file mcp__gateway__edit_file mcp__gateway__read_file mcp__gateway__exec";
         let o = claude(
             &env,
