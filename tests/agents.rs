@@ -441,7 +441,10 @@ fn mcp_script() -> Vec<(&'static str, Value)> {
 fn assert_mcp_run(env: &Env, model: &Model, policy: &str) {
     let res = model.tool_results();
     assert_eq!(res.len(), 4, "{res:?}\n{}", model.dump());
-    assert!(!res[0].1 && !res[1].1, "{res:?}");
+    // Gateway's results, allowed (not the agent's own refusal to call the tool).
+    for r in &res[..2] {
+        assert!(!r.1 && r.0.contains("\"decision\":\"allow\""), "{res:?}");
+    }
     assert!(res[2].1, "/etc/shadow must come back as an error: {res:?}");
     assert!(res[2].0.contains("/etc/shadow"), "{res:?}");
     assert!(
