@@ -715,3 +715,38 @@ sandbox_test!(
         }
     }
 );
+
+sandbox_test!(
+    fn claude_wrapper_works_through_the_daemon() {
+        let env = Env::new("claude-wrap-daemon");
+        std::fs::create_dir_all(env.ws.join("sub")).expect("mkdir");
+        let d = Daemon::start(&env, "strict", &[]);
+        let link = env.root.join("bin/gateway-bash");
+        std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
+        std::os::unix::fs::symlink(BIN, &link).expect("link");
+        let f = cwd_file_name();
+        let o = env
+            .raw(&link)
+            .args(["-c", "-l", &claude_wrapper("cd sub && echo hi", &f)])
+            .env("GATEWAY_SOCKET", &d.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o), "hi\n");
+        let sub = std::fs::canonicalize(env.ws.join("sub")).expect("sub");
+        assert_eq!(
+            std::fs::read_to_string(&f).expect("cwd file"),
+            format!("{}\n", sub.display())
+        );
+        let _ = std::fs::remove_file(&f);
+        let recs = log_records(&env);
+        assert!(
+            recs.iter().any(|r| r["caller"]["client"] == "daemon"
+                && args_of(r).contains("eval 'cd sub && echo hi'")),
+            "{}",
+            shown(&recs)
+        );
+        drop(d.stop());
+    }
+);
