@@ -1,4 +1,4 @@
-//! Real agents (Claude Code, Codex, from npm) driven headless against a scripted model server
+//! Real agents (Claude Code, Codex, Gemini CLI, from npm) driven headless against a scripted model server
 //! on loopback: the server answers each model request with the next tool call of a script,
 //! then a final answer, and keeps every request, so a test sees exactly what the agent sent
 //! back (the tool results). The agents run with gateway as their MCP server and, for Claude
@@ -15,9 +15,9 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 /// The versions these tests were written against (README says the same).
-const INSTALL: &str = "npm install --no-audit --no-fund --prefix target/tools @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0";
+const INSTALL: &str = "npm install --no-audit --no-fund --prefix target/tools @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @google/gemini-cli@0.61.0";
 
-/// The agent CLI `name` (`claude`, `codex`), or `None` when GATEWAY_TEST_NO_AGENTS is set.
+/// The agent CLI `name` (`claude`, `codex`, `gemini`), or `None` when GATEWAY_TEST_NO_AGENTS is set.
 fn agent(name: &str) -> Option<PathBuf> {
     if std::env::var_os("GATEWAY_TEST_NO_AGENTS").is_some() {
         eprintln!("skipped: GATEWAY_TEST_NO_AGENTS is set");
@@ -42,6 +42,8 @@ enum Api {
     Anthropic,
     /// OpenAI Responses (Codex), streamed as SSE; tools of MCP server `gateway`.
     Responses,
+    /// Gemini generateContent (Gemini CLI), streamed as SSE; tools `mcp_gateway_NAME`.
+    Gemini,
 }
 
 /// The scripted model server: one thread per connection, one request per connection.
@@ -102,6 +104,18 @@ fn results_of(req: &Value) -> Vec<(String, bool)> {
         for b in m["content"].as_array().into_iter().flatten() {
             if b["type"] == "tool_result" {
                 out.push((text_of(&b["content"]), b["is_error"] == true));
+            }
+        }
+    }
+    for c in req["contents"].as_array().into_iter().flatten() {
+        for p in c["parts"].as_array().into_iter().flatten() {
+            let r = &p["functionResponse"]["response"];
+            if !r.is_null() {
+                let t = r["output"]
+                    .as_str()
+                    .map_or_else(|| r.to_string(), str::to_string);
+                let err = !r["error"].is_null() || t.contains("\"decision\":\"deny\"");
+                out.push((t, err));
             }
         }
     }
@@ -173,6 +187,8 @@ fn serve(s: TcpStream, api: Api, calls: &[(String, Value)], reqs: &Mutex<Vec<Val
         ("application/json", r#"{"models":[],"data":[]}"#.to_string())
     } else if path.contains("count_tokens") {
         ("application/json", r#"{"input_tokens":1}"#.to_string())
+    } else if path.contains(":countTokens") {
+        ("application/json", r#"{"totalTokens":1}"#.to_string())
     } else {
         reqs.lock().expect("lock").push(req.clone());
         let done = results_of(&req).len();
@@ -180,12 +196,24 @@ fn serve(s: TcpStream, api: Api, calls: &[(String, Value)], reqs: &Mutex<Vec<Val
             .as_array()
             .into_iter()
             .flatten()
+            .flat_map(|t| {
+                // Gemini lists its functions inside each tool.
+                let inner = t["functionDeclarations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                std::iter::once(t.clone()).chain(inner)
+            })
             .filter_map(|t| t["name"].as_str().map(str::to_string))
             .collect();
         let next = calls.get(done);
         match api {
             Api::Anthropic => anthropic(&req, next.filter(|(n, _)| tools.contains(n))),
             Api::Responses => responses(next.filter(|_| tools.iter().any(|t| t == "mcp__gateway"))),
+            Api::Gemini => gemini(
+                next.filter(|(n, _)| tools.contains(&format!("mcp_gateway_{n}"))),
+                path.contains("streamGenerateContent"),
+            ),
         }
     };
     let head = format!(
@@ -245,6 +273,23 @@ fn responses(call: Option<&(String, Value)>) -> (&'static str, String) {
             "output_tokens_details": null, "total_tokens": 2}}}),
     ];
     ("text/event-stream", sse(&events))
+}
+
+fn gemini(call: Option<&(String, Value)>, stream: bool) -> (&'static str, String) {
+    let part = match call {
+        Some((name, args)) => {
+            json!({"functionCall": {"name": format!("mcp_gateway_{name}"), "args": args}})
+        }
+        None => json!({"text": "final answer"}),
+    };
+    let resp = json!({"candidates": [{"content": {"role": "model", "parts": [part]},
+        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}});
+    if stream {
+        ("text/event-stream", format!("data: {resp}\r\n\r\n"))
+    } else {
+        ("application/json", resp.to_string())
+    }
 }
 
 /// Claude Code, headless, against `model`, with this test's HOME and state dir.
@@ -748,5 +793,56 @@ sandbox_test!(
             shown(&recs)
         );
         drop(d.stop());
+    }
+);
+
+sandbox_test!(
+    fn gemini_cli_uses_gateway_mcp_with_the_documented_config() {
+        let Some(bin) = agent("gemini") else { return };
+        let env = Env::new("gemini-mcp");
+        let model = Model::start(Api::Gemini, mcp_script());
+        // README's settings.json entry, plus what a headless test needs: the API key as the
+        // auth method and no folder-trust prompt.
+        let mut settings: Value =
+            serde_json::from_str(&readme_block("gemini-settings")).expect("README's settings.json");
+        settings["mcpServers"]["gateway"]["command"] = json!(BIN);
+        settings["security"] = json!({"auth": {"selectedType": "gemini-api-key"},
+            "folderTrust": {"enabled": false}});
+        settings["privacy"] = json!({"usageStatisticsEnabled": false});
+        std::fs::create_dir_all(env.home.join(".gemini")).expect("mkdir");
+        std::fs::write(env.home.join(".gemini/settings.json"), settings.to_string())
+            .expect("settings");
+        let o = env
+            .raw(&bin)
+            .env("GOOGLE_GEMINI_BASE_URL", &model.url)
+            .env("GEMINI_API_KEY", "dummy")
+            .args([
+                "-p",
+                "do the task",
+                "-m",
+                "gemini-2.5-pro",
+                "--approval-mode",
+                "yolo",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run gemini");
+        assert!(o.status.success(), "gemini: {}", text(&o));
+        assert!(stdout(&o).contains("final answer"), "{}", text(&o));
+        // README's tools.core: the model is offered gateway's tools and nothing unconfined.
+        for req in model.requests.lock().expect("lock").iter() {
+            let offered: Vec<&str> = req["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+                .filter_map(|f| f["name"].as_str())
+                .collect();
+            assert!(
+                offered.iter().all(|n| n.starts_with("mcp_gateway_")),
+                "Gemini offered its own tools: {offered:?}"
+            );
+        }
+        assert_mcp_run(&env, &model, "strict");
     }
 );
