@@ -398,13 +398,18 @@ sandbox_test!(
                         "Bash",
                         json!({"command": "cat ~/.ssh/id_rsa; echo third-ran"}),
                     ),
+                    (
+                        "Bash",
+                        json!({"command": format!("cd {} && pwd", env.outside.display())}),
+                    ),
+                    ("Bash", json!({"command": "echo x > planted; pwd"})),
                 ],
             );
             // The shell and the policy come from README's settings.json only.
             let o = claude(&env, &bin, &model, None, &["--allowedTools", "Bash"]);
             assert!(o.status.success(), "{policy}: claude: {}", text(&o));
             let res = model.tool_results();
-            assert_eq!(res.len(), 3, "{policy}: {res:?}\n{}", model.dump());
+            assert_eq!(res.len(), 5, "{policy}: {res:?}\n{}", model.dump());
             // The command's output comes back without an error (no cwd-file failure).
             assert!(
                 !res[0].1 && res[0].0.contains("first-ran") && !res[0].0.contains("denied"),
@@ -421,6 +426,10 @@ sandbox_test!(
                 !res[2].0.contains(SECRET) && res[2].0.contains("third-ran"),
                 "{policy}: {res:?}"
             );
+            // A cd out of the project does not persist (Claude Code resets it to the project,
+            // so the next gateway-bash does not start, nor take its workspace, outside).
+            assert!(res[3].0.contains("reset"), "{policy}: {res:?}");
+            assert!(!env.outside.join("planted").exists(), "{policy}: {res:?}");
             assert!(
                 stdout(&o).contains("final answer"),
                 "{policy}: {}",
@@ -455,9 +464,14 @@ sandbox_test!(
                 "made\n"
             );
             if policy == "standard" {
-                // standard snapshots the workspace for commands: undo reverts the agent's edit.
-                let u = env.gw(&["undo"]);
-                assert!(u.status.success(), "undo: {}", text(&u));
+                // standard snapshots the workspace for commands: undo reverts the agent's
+                // edits, newest first (the file planted after the reset, then f.txt).
+                assert!(env.ws.join("planted").exists(), "{res:?}");
+                for _ in 0..2 {
+                    let u = env.gw(&["undo"]);
+                    assert!(u.status.success(), "undo: {}", text(&u));
+                }
+                assert!(!env.ws.join("planted").exists(), "undo left planted");
                 assert!(!env.ws.join("sub/f.txt").exists(), "undo left f.txt");
             }
         }
