@@ -730,6 +730,24 @@ sandbox_test!(
             );
             assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep");
             let _ = std::fs::remove_file(&f);
+            // Another user's regular file there (as root: uid 65534's; as 65534: root's).
+            let f = cwd_file_name();
+            std::fs::write(&f, "theirs").expect("plant");
+            let owner = if nobody { "0:0" } else { "65534:65534" };
+            let st = Command::new("chown")
+                .args([owner])
+                .arg(&f)
+                .status()
+                .expect("chown");
+            assert!(st.success());
+            let o = gateway_bash(&env, &claude_wrapper("echo hi", &f), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(&f).expect("theirs"),
+                "theirs",
+                "{who}"
+            );
+            let _ = std::fs::remove_file(&f);
             let f = cwd_file_name();
             let st = Command::new("mkfifo").arg(&f).status().expect("mkfifo");
             assert!(st.success());

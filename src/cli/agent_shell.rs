@@ -19,7 +19,7 @@
 //! commands that run confined.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// What a recognised script leaves behind for the agent.
@@ -201,9 +201,12 @@ pub(super) fn deliver(d: &Deliver, payload: &[u8]) -> Result<(), String> {
     let what = |e: std::io::Error| format!("writing {}: {e}", path.display());
     let mut f = o.open(path).map_err(what)?;
     let meta = f.metadata().map_err(what)?;
-    if !meta.is_file() || meta.permissions().mode() & 0o002 != 0 {
+    // Another user's file (planted in /tmp under the name the agent will read back) is not
+    // written: its owner could change what the agent reads.
+    let ours = meta.uid() == crate::sandbox::effective_uid();
+    if !meta.is_file() || !ours || meta.permissions().mode() & 0o022 != 0 {
         return Err(format!(
-            "{} is not a private regular file: not written (remove it and run the command again)",
+            "{} is not a regular file of this user writable by it alone: not written (remove it and run the command again)",
             path.display()
         ));
     }
