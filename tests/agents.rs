@@ -640,8 +640,13 @@ fn claude_wrapper(cmd: &str, cwd_file: &Path) -> String {
     )
 }
 
-/// `gateway-bash -c -l SCRIPT` (a link named as README says), as root or as uid 65534.
+/// `gateway-bash -c -l SCRIPT` (a link named as README says), as root or as uid 65534,
+/// under strict.
 fn gateway_bash(env: &Env, script: &str, nobody: bool) -> Output {
+    gateway_bash_under(env, script, nobody, "strict")
+}
+
+fn gateway_bash_under(env: &Env, script: &str, nobody: bool, policy: &str) -> Output {
     let link = env.root.join("bin/gateway-bash");
     if !link.exists() {
         std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
@@ -656,7 +661,7 @@ fn gateway_bash(env: &Env, script: &str, nobody: bool) -> Output {
         env.raw(&link)
     };
     c.args(["-c", "-l", script])
-        .env("GATEWAY_POLICY", "strict")
+        .env("GATEWAY_POLICY", policy)
         .env_remove("TMPDIR")
         .stdin(Stdio::null())
         .output()
@@ -785,6 +790,15 @@ sandbox_test!(
             assert_eq!(
                 std::fs::read_to_string(snaps.join("snapshot-bash-2-old.sh")).expect("old"),
                 "old"
+            );
+            // Without a private TMPDIR (permissive), the snapshot runs as sent, writing the
+            // agent's file where the policy lets it.
+            let o =
+                gateway_bash_under(&env, &snap("snapshot-bash-3-perm.sh"), nobody, "permissive");
+            assert_eq!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(snaps.join("snapshot-bash-3-perm.sh")).expect("snapshot"),
+                "# Snapshot file\nf() { :; }\n"
             );
             // Every run is in the log (the refused and failed ones included).
             let recs = records_verified(&env);

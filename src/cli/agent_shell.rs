@@ -92,8 +92,10 @@ fn nonce() -> String {
 }
 
 /// Recognises Claude Code's command wrapper or snapshot script; `None` for anything else
-/// (run as it is).
-pub(super) fn prepare(script: &str) -> Option<Prepared> {
+/// (run as it is). The snapshot is built in the run's private TMPDIR: without one (a policy
+/// with `private_tmp = false`) it runs as it is, writing the agent's file where the policy
+/// lets it.
+pub(super) fn prepare(script: &str, private_tmp: bool) -> Option<Prepared> {
     let n = nonce();
     // The command wrapper: `... && pwd -P >| FILE` at its very end.
     if let Some((head, file)) = script.rsplit_once(" && pwd -P >| ")
@@ -108,13 +110,16 @@ pub(super) fn prepare(script: &str) -> Option<Prepared> {
         });
     }
     // The snapshot: its first line names the file.
+    if !private_tmp {
+        return None;
+    }
     let trimmed = script.trim_start();
     let (first, rest) = trimmed.split_once('\n')?;
     let file = snapshot_file(first.trim_end().strip_prefix("SNAPSHOT_FILE=")?)?;
     let marker = format!("\n\x1egateway-snapshot-{n}\x1e");
     Some(Prepared {
         script: format!(
-            "SNAPSHOT_FILE=\"${{TMPDIR:-/tmp}}/gateway-snapshot-{n}.sh\"\n{rest}\nprintf '\\n\\036gateway-snapshot-{n}\\036' && cat \"$SNAPSHOT_FILE\"\n"
+            "SNAPSHOT_FILE=\"$TMPDIR/gateway-snapshot-{n}.sh\"\n{rest}\nprintf '\\n\\036gateway-snapshot-{n}\\036' && cat \"$SNAPSHOT_FILE\"\n"
         ),
         deliver: Deliver::Snapshot(file),
         marker: marker.into_bytes(),
@@ -231,7 +236,7 @@ mod tests {
     #[test]
     fn claude_codes_wrapper_is_rewritten_and_its_cwd_kept_out_of_the_output() {
         let w = "shopt -u extglob 2>/dev/null || true && eval 'echo hi' < /dev/null && pwd -P >| /tmp/claude-5a9f-cwd";
-        let p = prepare(w).expect("recognised");
+        let p = prepare(w, true).expect("recognised");
         assert_eq!(p.deliver, Deliver::Cwd("/tmp/claude-5a9f-cwd".into()));
         assert!(p.script.starts_with(
             "shopt -u extglob 2>/dev/null || true && eval 'echo hi' < /dev/null && { printf"
@@ -253,11 +258,24 @@ mod tests {
 
     #[test]
     fn only_claude_codes_file_shapes_are_recognised() {
-        assert!(prepare("eval 'x' && pwd -P >| /etc/passwd").is_none());
-        assert!(prepare("eval 'x' && pwd -P >| /tmp/claude-zz-cwd").is_none());
-        assert!(prepare("eval 'x' && pwd -P >| /tmp/sub/claude-5a-cwd").is_none());
-        assert!(prepare("echo hi").is_none());
-        assert!(prepare("SNAPSHOT_FILE=/etc/profile\necho x >| \"$SNAPSHOT_FILE\"").is_none());
-        assert!(prepare("SNAPSHOT_FILE=/tmp/shell-snapshots/snapshot-bash-1-a.sh\necho").is_none());
+        let none = |s: &str| prepare(s, true).is_none();
+        assert!(none("eval 'x' && pwd -P >| /etc/passwd"));
+        assert!(none("eval 'x' && pwd -P >| /tmp/claude-zz-cwd"));
+        assert!(none("eval 'x' && pwd -P >| /tmp/sub/claude-5a-cwd"));
+        assert!(none("echo hi"));
+        assert!(none(
+            "SNAPSHOT_FILE=/etc/profile\necho x >| \"$SNAPSHOT_FILE\""
+        ));
+        assert!(none(
+            "SNAPSHOT_FILE=/tmp/shell-snapshots/snapshot-bash-1-a.sh\necho"
+        ));
+        // A snapshot of the right shape is built in a private TMPDIR only.
+        let home = std::env::var("HOME").unwrap_or_default();
+        let snap =
+            format!("SNAPSHOT_FILE={home}/.claude/shell-snapshots/snapshot-bash-1-a.sh\necho");
+        if std::env::var_os("CLAUDE_CONFIG_DIR").is_none() && !home.is_empty() {
+            assert!(prepare(&snap, true).is_some());
+            assert!(prepare(&snap, false).is_none());
+        }
     }
 }

@@ -610,16 +610,21 @@ fn dispatch(cli: Cli) -> ExitCode {
         }
         Cmd::Sh { args } => match sh_command(args) {
             Ok(mut argv) => {
+                let policy = match load_policy(&cli) {
+                    Ok(p) => p,
+                    Err(e) => return fail(exit::POLICY, e),
+                };
                 // Claude Code's own wrapper and snapshot: see agent_shell.
                 let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
                 let agent = script
                     .and_then(|i| argv.get(i))
-                    .and_then(|s| agent_shell::prepare(s));
+                    .and_then(|s| agent_shell::prepare(s, policy.sandbox.private_tmp));
                 if let (Some(p), Some(s)) = (&agent, script.and_then(|i| argv.get_mut(i))) {
                     s.clone_from(&p.script);
                 }
                 let at = RunAt {
                     agent,
+                    policy: Some(policy),
                     ..RunAt::default()
                 };
                 run_exec_at(&cli, None, &[], &argv, None, at)
