@@ -36,6 +36,14 @@ fn agent(name: &str) -> Option<PathBuf> {
     Some(bin)
 }
 
+/// An agent CLI with this test's environment, killed after two minutes (a scripted run takes
+/// seconds; a hang fails the test instead of holding the suite).
+fn agent_cmd(env: &Env, bin: &Path) -> Command {
+    let mut c = env.raw("timeout");
+    c.args(["-k", "5", "120"]).arg(bin);
+    c
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Api {
     /// Anthropic Messages (Claude Code), streamed as SSE.
@@ -294,7 +302,7 @@ fn gemini(call: Option<&(String, Value)>, stream: bool) -> (&'static str, String
 
 /// Claude Code, headless, against `model`, with this test's HOME and state dir.
 fn claude(env: &Env, bin: &Path, model: &Model, policy: Option<&str>, extra: &[&str]) -> Output {
-    let mut c = env.raw(bin);
+    let mut c = agent_cmd(env, bin);
     if let Some(p) = policy {
         c.env("GATEWAY_POLICY", p);
     }
@@ -617,8 +625,7 @@ stream_max_retries = 0
             model.url
         );
         std::fs::write(codex_home.join("config.toml"), config).expect("config");
-        let o = env
-            .raw(&bin)
+        let o = agent_cmd(&env, &bin)
             .env("GATEWAY_POLICY", "strict")
             .env("CODEX_HOME", &codex_home)
             .env("OPENAI_API_KEY", "dummy")
@@ -858,8 +865,7 @@ sandbox_test!(
         std::fs::create_dir_all(env.home.join(".gemini")).expect("mkdir");
         std::fs::write(env.home.join(".gemini/settings.json"), settings.to_string())
             .expect("settings");
-        let o = env
-            .raw(&bin)
+        let o = agent_cmd(&env, &bin)
             .env("GOOGLE_GEMINI_BASE_URL", &model.url)
             .env("GEMINI_API_KEY", "dummy")
             .args([
