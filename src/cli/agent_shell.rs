@@ -18,9 +18,38 @@
 //! nothing: its own `cd` already decides the cwd file, and the snapshot is sourced only by
 //! commands that run confined.
 
+use super::exec::{RunAt, run_exec_at};
+use super::{Cli, exit, fail, load_policy};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Called as `gateway-bash`: `gateway sh` runs the command with bash when it is installed.
+pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `gateway sh`: runs `argv` (from `sh_command`) as `gateway exec` does, Claude Code's
+/// wrapper and snapshot rewritten as this module says.
+pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
+    let policy = match load_policy(cli) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
+    let agent = script
+        .and_then(|i| argv.get(i))
+        .and_then(|s| prepare(s, policy.sandbox.private_tmp));
+    if let (Some(p), Some(s)) = (&agent, script.and_then(|i| argv.get_mut(i))) {
+        s.clone_from(&p.script);
+    }
+    let at = RunAt {
+        agent,
+        policy: Some(policy),
+        ..RunAt::default()
+    };
+    run_exec_at(cli, None, &[], &argv, None, at)
+}
 
 /// What a recognised script leaves behind for the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -292,7 +292,7 @@ pub fn main() -> ExitCode {
         .as_ref()
         .is_some_and(|n| n == "gateway-sh" || n == "gateway-bash")
     {
-        AS_BASH.store(
+        agent_shell::AS_BASH.store(
             called.as_ref().is_some_and(|n| n == "gateway-bash"),
             std::sync::atomic::Ordering::Relaxed,
         );
@@ -609,26 +609,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             run_exec(&cli, timeout.as_deref(), env, command, snap)
         }
         Cmd::Sh { args } => match sh_command(args) {
-            Ok(mut argv) => {
-                let policy = match load_policy(&cli) {
-                    Ok(p) => p,
-                    Err(e) => return fail(exit::POLICY, e),
-                };
-                // Claude Code's own wrapper and snapshot: see agent_shell.
-                let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
-                let agent = script
-                    .and_then(|i| argv.get(i))
-                    .and_then(|s| agent_shell::prepare(s, policy.sandbox.private_tmp));
-                if let (Some(p), Some(s)) = (&agent, script.and_then(|i| argv.get_mut(i))) {
-                    s.clone_from(&p.script);
-                }
-                let at = RunAt {
-                    agent,
-                    policy: Some(policy),
-                    ..RunAt::default()
-                };
-                run_exec_at(&cli, None, &[], &argv, None, at)
-            }
+            Ok(argv) => agent_shell::run_sh(&cli, argv),
             Err(e) => fail(exit::USAGE, e),
         },
         Cmd::Config {
@@ -663,9 +644,6 @@ fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
-/// Called as `gateway-bash`: `gateway sh` runs the command with bash when it is installed.
-static AS_BASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// `gateway sh ARGS`: the argv to run, as `sh` would read ARGS — options until the first
 /// operand (or `--`); with `-c`, the first operand is the command string and the rest are
 /// `$0` and the positional parameters. `-l`/`--login` and `-i` are dropped (the sandbox's
@@ -674,7 +652,7 @@ fn sh_command(args: &[String]) -> Result<Vec<String>, String> {
     let bash = ["/bin/bash", "/usr/bin/bash"]
         .into_iter()
         .map(PathBuf::from)
-        .find(|p| AS_BASH.load(std::sync::atomic::Ordering::Relaxed) && p.is_file());
+        .find(|p| agent_shell::AS_BASH.load(std::sync::atomic::Ordering::Relaxed) && p.is_file());
     let shell = bash.unwrap_or_else(|| {
         config::get()
             .ok()
