@@ -26,6 +26,7 @@ mod util;
 #[path = "secrets/corpus.rs"]
 mod corpus;
 
+mod agents;
 mod audit;
 mod config;
 mod consistency;

@@ -52,7 +52,8 @@ pub(crate) enum Cmd {
     },
     /// A drop-in $SHELL for agents: `gateway sh -c 'CMD' [NAME [ARGS...]]` runs CMD with the
     /// config's `shell` (default /bin/sh), confined like `gateway exec`. Put gateway's own
-    /// options before `sh`. As $SHELL, use a symlink named `gateway-sh` to the binary.
+    /// options before `sh`. As $SHELL, use a symlink named `gateway-sh` to the binary; named
+    /// `gateway-bash`, it runs bash (Claude Code's CLAUDE_CODE_SHELL: see README, "Agents").
     Sh {
         /// Shell options and operands, as `sh` takes them: -c, -l/--login and -i (ignored),
         /// other options (-e, -x, -o pipefail, ...) passed to the shell.

@@ -59,6 +59,8 @@ pub(super) struct RunAt {
     pub(super) policy: Option<Policy>,
     /// Ctrl-C (SIGINT) stops the command only, not this process (the REPL).
     pub(super) survive_sigint: bool,
+    /// Claude Code's wrapper or snapshot, rewritten to print what it writes (`gateway sh`).
+    pub(super) agent: Option<super::agent_shell::Prepared>,
 }
 
 pub(super) fn run_exec(
@@ -115,13 +117,22 @@ pub(super) fn run_exec_at(
     let json = cli.json;
     // In --json mode the report carries the first `inline_output` bytes of each stream; all
     // of it is in the audit artifact.
-    let mut sink = |s: Stream, b: &[u8]| {
+    let mut tail = at
+        .agent
+        .as_ref()
+        .map(|p| super::agent_shell::TailFilter::new(p.marker.clone()));
+    let mut show = |b: &[u8]| {
         if !json {
-            match s {
-                Stream::Stdout => broker::client::out(|o| o.write_all(b)),
-                Stream::Stderr => broker::client::err(|o| o.write_all(b)),
-            }
+            broker::client::out(|o| o.write_all(b));
         }
+    };
+    let mut sink = |s: Stream, b: &[u8]| match s {
+        Stream::Stdout => match tail.as_mut() {
+            Some(t) => t.feed(b, &mut show),
+            None => show(b),
+        },
+        Stream::Stderr if !json => broker::client::err(|o| o.write_all(b)),
+        Stream::Stderr => {}
     };
     let mut ask = |d: &Decision| tty_ask(command, d);
     if broker::client::current().is_none() {
@@ -154,7 +165,18 @@ pub(super) fn run_exec_at(
     if !json {
         exec_notes(&res, &policy);
     }
-    let code = exec_code(&res, &policy, &super::policy_name(cli), command, json);
+    let mut code = exec_code(&res, &policy, &super::policy_name(cli), command, json);
+    // What Claude Code's wrapper would have written itself (agent_shell): only after a run
+    // that got there (its `&&` chain printed the marker last).
+    if let (Some(t), Some(p)) = (tail, &at.agent) {
+        let payload = t.finish(&mut show);
+        if let (0, Some(payload)) = (code, payload)
+            && let Err(e) = super::agent_shell::deliver(&p.deliver, &payload)
+        {
+            errln!("gateway: {e}");
+            code = 1;
+        }
+    }
     if json {
         let report = res.report(policy.audit.inline_output as usize);
         outln!("{}", to_json(&report));

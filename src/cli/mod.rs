@@ -80,6 +80,7 @@ fn render_failed(e: &serde_json::Error) -> String {
     .unwrap_or_default()
 }
 
+mod agent_shell;
 mod args;
 mod config;
 mod credentials;
@@ -280,13 +281,21 @@ pub fn main() -> ExitCode {
     {
         return broker::worker::worker_main();
     }
-    // Called as `gateway-sh` (a symlink: $SHELL must be one executable): `gateway sh ARGS`.
+    // Called as `gateway-sh` (a symlink: $SHELL must be one executable): `gateway sh ARGS`;
+    // as `gateway-bash` (Claude Code takes a CLAUDE_CODE_SHELL only if its path names bash or
+    // zsh), the same, running the command with bash.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.first().is_some_and(|a| {
-        std::path::Path::new(a)
-            .file_name()
-            .is_some_and(|n| n == "gateway-sh")
-    }) {
+    let called = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name().map(ToOwned::to_owned));
+    if called
+        .as_ref()
+        .is_some_and(|n| n == "gateway-sh" || n == "gateway-bash")
+    {
+        agent_shell::AS_BASH.store(
+            called.as_ref().is_some_and(|n| n == "gateway-bash"),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         args.insert(1, "sh".into());
     }
     let cli = match Cli::try_parse_from(&args) {
@@ -600,7 +609,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             run_exec(&cli, timeout.as_deref(), env, command, snap)
         }
         Cmd::Sh { args } => match sh_command(args) {
-            Ok(argv) => run_exec(&cli, None, &[], &argv, None),
+            Ok(argv) => agent_shell::run_sh(&cli, argv),
             Err(e) => fail(exit::USAGE, e),
         },
         Cmd::Config {
@@ -640,10 +649,16 @@ fn dispatch(cli: Cli) -> ExitCode {
 /// `$0` and the positional parameters. `-l`/`--login` and `-i` are dropped (the sandbox's
 /// environment is the policy's; nothing is interactive), other options go to the shell.
 fn sh_command(args: &[String]) -> Result<Vec<String>, String> {
-    let shell = config::get()
-        .ok()
-        .and_then(|c| c.shell.clone())
-        .unwrap_or_else(|| PathBuf::from("/bin/sh"));
+    let bash = ["/bin/bash", "/usr/bin/bash"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| agent_shell::AS_BASH.load(std::sync::atomic::Ordering::Relaxed) && p.is_file());
+    let shell = bash.unwrap_or_else(|| {
+        config::get()
+            .ok()
+            .and_then(|c| c.shell.clone())
+            .unwrap_or_else(|| PathBuf::from("/bin/sh"))
+    });
     let mut opts: Vec<String> = Vec::new();
     let mut with_c = false;
     let mut i = 0;

@@ -22,6 +22,7 @@ impl serve::repl::Host for CliHost<'_> {
             session: Some(session.to_string()),
             policy: Some(policy.clone()),
             survive_sigint: true,
+            agent: None,
         };
         let _ = super::run_exec_at(self.cli, None, &[], argv, None, at);
     }

@@ -1,0 +1,310 @@
+//! Claude Code's own shell machinery through `gateway sh` (as `CLAUDE_CODE_SHELL`).
+//!
+//! Claude Code runs each command of its Bash tool as
+//! `SHELL -c -l "[source SNAP 2>/dev/null || true && ]shopt -u extglob 2>/dev/null || true &&
+//! eval 'CMD' < /dev/null && pwd -P >| /tmp/claude-XXXX-cwd"` and reads the cwd file back to
+//! keep `cd` across commands; once per session it builds a snapshot of the user's shell with
+//! `SHELL -c -l 'SNAPSHOT_FILE=~/.claude/shell-snapshots/snapshot-bash-N-X.sh ...'`. Confined,
+//! neither file can be written (the sandbox writes only the workspace and a private TMPDIR),
+//! and widening the sandbox for them would let every command write there.
+//!
+//! So the command still runs confined and decided as a whole (the policy analyses the wrapper,
+//! `eval 'CMD'` included, and the record keeps what ran), but the last step changes: instead
+//! of writing the file, the script prints its content on stdout after a marker with a fresh
+//! nonce; this front end (the agent's own process, with the agent's own rights) keeps the
+//! marker and what follows out of the output, and writes the content to the file the agent
+//! named — only a file of the exact shape Claude Code uses, never through a symlink, a FIFO
+//! or a device, and a snapshot only as a new file. A command that prints a marker itself gains
+//! nothing: its own `cd` already decides the cwd file, and the snapshot is sourced only by
+//! commands that run confined.
+
+use super::exec::{RunAt, run_exec_at};
+use super::{Cli, exit, fail, load_policy};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Called as `gateway-bash`: `gateway sh` runs the command with bash when it is installed.
+pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `gateway sh`: runs `argv` (from `sh_command`) as `gateway exec` does, Claude Code's
+/// wrapper and snapshot rewritten as this module says.
+pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
+    let policy = match load_policy(cli) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
+    let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
+    let agent = script
+        .and_then(|i| argv.get(i))
+        .and_then(|s| prepare(s, policy.sandbox.private_tmp));
+    if let (Some(p), Some(s)) = (&agent, script.and_then(|i| argv.get_mut(i))) {
+        s.clone_from(&p.script);
+    }
+    let at = RunAt {
+        agent,
+        policy: Some(policy),
+        ..RunAt::default()
+    };
+    run_exec_at(cli, None, &[], &argv, None, at)
+}
+
+/// What a recognised script leaves behind for the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Deliver {
+    /// The `pwd -P` of the command's end, for Claude Code's cwd file.
+    Cwd(PathBuf),
+    /// The snapshot script, for `~/.claude/shell-snapshots/`.
+    Snapshot(PathBuf),
+}
+
+/// A recognised script, rewritten to print what it would have written after `marker`.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    pub(super) script: String,
+    pub(super) deliver: Deliver,
+    pub(super) marker: Vec<u8>,
+}
+
+/// Claude Code's cwd file: `<tmp>/claude-<hex>-cwd`, in /tmp or `$TMPDIR`.
+fn cwd_file(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    let name = p.file_name()?.to_str()?;
+    let hex = name.strip_prefix("claude-")?.strip_suffix("-cwd")?;
+    if hex.is_empty() || hex.len() > 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let dir = p.parent()?;
+    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    let ok = dir == Path::new("/tmp") || tmpdir.as_deref().is_some_and(|t| t == dir);
+    ok.then(|| p.to_path_buf())
+}
+
+/// Claude Code's snapshot file: `<config dir>/shell-snapshots/snapshot-(bash|zsh)-N-X.sh`,
+/// the config dir being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+fn snapshot_file(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    let name = p.file_name()?.to_str()?;
+    let rest = name.strip_prefix("snapshot-")?.strip_suffix(".sh")?;
+    let mut parts = rest.splitn(3, '-');
+    let (shell, n, id) = (parts.next()?, parts.next()?, parts.next()?);
+    let id_ok = !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric());
+    let n_ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    if !matches!(shell, "bash" | "zsh") || !id_ok || !n_ok {
+        return None;
+    }
+    let dir = p.parent()?;
+    if dir.file_name()? != "shell-snapshots" {
+        return None;
+    }
+    let config = dir.parent()?;
+    let claude_dir = match std::env::var_os("CLAUDE_CONFIG_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME")?).join(".claude"),
+    };
+    (config == claude_dir).then(|| p.to_path_buf())
+}
+
+fn nonce() -> String {
+    let mut b = [0u8; 16];
+    let got = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if got.is_err() {
+        // Not a secret (see the module's comment): only tells our marker from output.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b.copy_from_slice(&(t ^ u128::from(std::process::id())).to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Recognises Claude Code's command wrapper or snapshot script; `None` for anything else
+/// (run as it is). The snapshot is built in the run's private TMPDIR: without one (a policy
+/// with `private_tmp = false`) it runs as it is, writing the agent's file where the policy
+/// lets it.
+pub(super) fn prepare(script: &str, private_tmp: bool) -> Option<Prepared> {
+    let n = nonce();
+    // The command wrapper: `... && pwd -P >| FILE` at its very end.
+    if let Some((head, file)) = script.rsplit_once(" && pwd -P >| ")
+        && head.contains("eval ")
+        && let Some(file) = cwd_file(file)
+    {
+        let marker = format!("\n\x1egateway-cwd-{n}\x1e");
+        return Some(Prepared {
+            script: format!("{head} && {{ printf '\\n\\036gateway-cwd-{n}\\036'; pwd -P; }}"),
+            deliver: Deliver::Cwd(file),
+            marker: marker.into_bytes(),
+        });
+    }
+    // The snapshot: its first line names the file.
+    if !private_tmp {
+        return None;
+    }
+    let trimmed = script.trim_start();
+    let (first, rest) = trimmed.split_once('\n')?;
+    let file = snapshot_file(first.trim_end().strip_prefix("SNAPSHOT_FILE=")?)?;
+    let marker = format!("\n\x1egateway-snapshot-{n}\x1e");
+    Some(Prepared {
+        script: format!(
+            "SNAPSHOT_FILE=\"$TMPDIR/gateway-snapshot-{n}.sh\"\n{rest}\nprintf '\\n\\036gateway-snapshot-{n}\\036' && cat \"$SNAPSHOT_FILE\"\n"
+        ),
+        deliver: Deliver::Snapshot(file),
+        marker: marker.into_bytes(),
+    })
+}
+
+/// Passes stdout through, holding back from the marker on (and any tail that could begin
+/// one), so the agent sees the command's output as the plain wrapper would print it.
+pub(super) struct TailFilter {
+    marker: Vec<u8>,
+    held: Vec<u8>,
+}
+
+impl TailFilter {
+    pub(super) fn new(marker: Vec<u8>) -> TailFilter {
+        TailFilter {
+            marker,
+            held: Vec::new(),
+        }
+    }
+
+    pub(super) fn feed(&mut self, b: &[u8], out: &mut dyn FnMut(&[u8])) {
+        self.held.extend_from_slice(b);
+        let m = &self.marker;
+        let keep_from = match find(&self.held, m) {
+            Some(p) => p,
+            None => (1..m.len())
+                .rev()
+                .find(|&k| self.held.ends_with(&m[..k]))
+                .map_or(self.held.len(), |k| self.held.len() - k),
+        };
+        if keep_from > 0 {
+            out(&self.held[..keep_from]);
+            self.held.drain(..keep_from);
+        }
+    }
+
+    /// At the end of the run: what followed the marker (`None`, and everything held
+    /// passed on, when the output did not end with one).
+    pub(super) fn finish(self, out: &mut dyn FnMut(&[u8])) -> Option<Vec<u8>> {
+        match self.held.strip_prefix(self.marker.as_slice()) {
+            Some(payload) if find(payload, &self.marker).is_none() => Some(payload.to_vec()),
+            _ => {
+                if !self.held.is_empty() {
+                    out(&self.held);
+                }
+                None
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Writes what the run printed after its marker to the file the agent named.
+pub(super) fn deliver(d: &Deliver, payload: &[u8]) -> Result<(), String> {
+    let (path, create_new) = match d {
+        Deliver::Cwd(p) => {
+            // `pwd -P` prints one absolute path and a newline.
+            if !payload.starts_with(b"/")
+                || !payload.ends_with(b"\n")
+                || payload[..payload.len() - 1].contains(&b'\n')
+            {
+                return Err(format!(
+                    "the command's final directory could not be read back for {}",
+                    p.display()
+                ));
+            }
+            (p, false)
+        }
+        Deliver::Snapshot(p) => (p, true),
+    };
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    if create_new {
+        o.create_new(true);
+    } else {
+        o.create(true);
+    }
+    let what = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let mut f = o.open(path).map_err(what)?;
+    let meta = f.metadata().map_err(what)?;
+    // Another user's file (planted in /tmp under the name the agent will read back) is not
+    // written: its owner could change what the agent reads.
+    let ours = meta.uid() == crate::sandbox::effective_uid();
+    if !meta.is_file() || !ours || meta.permissions().mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} is not a regular file of this user writable by it alone: not written (remove it and run the command again)",
+            path.display()
+        ));
+    }
+    f.set_len(0).map_err(what)?;
+    f.write_all(payload).map_err(what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p: &Prepared, chunks: &[&[u8]]) -> (Vec<u8>, Option<Vec<u8>>) {
+        let mut f = TailFilter::new(p.marker.clone());
+        let mut shown = Vec::new();
+        for c in chunks {
+            f.feed(c, &mut |b| shown.extend_from_slice(b));
+        }
+        let got = f.finish(&mut |b| shown.extend_from_slice(b));
+        (shown, got)
+    }
+
+    #[test]
+    fn claude_codes_wrapper_is_rewritten_and_its_cwd_kept_out_of_the_output() {
+        let w = "shopt -u extglob 2>/dev/null || true && eval 'echo hi' < /dev/null && pwd -P >| /tmp/claude-5a9f-cwd";
+        let p = prepare(w, true).expect("recognised");
+        assert_eq!(p.deliver, Deliver::Cwd("/tmp/claude-5a9f-cwd".into()));
+        assert!(p.script.starts_with(
+            "shopt -u extglob 2>/dev/null || true && eval 'echo hi' < /dev/null && { printf"
+        ));
+        let m = p.marker.clone();
+        // The marker split across chunks, and output without a final newline.
+        let mut all = b"hi".to_vec();
+        all.extend_from_slice(&m);
+        all.extend_from_slice(b"/ws/sub\n");
+        let (a, b) = all.split_at(4);
+        let (shown, got) = run(&p, &[a, b]);
+        assert_eq!(shown, b"hi");
+        assert_eq!(got.as_deref(), Some(&b"/ws/sub\n"[..]));
+        // No marker (the command failed): everything is output.
+        let (shown, got) = run(&p, &[b"out\n", b"\n\x1egat"]);
+        assert_eq!(shown, b"out\n\n\x1egat");
+        assert_eq!(got, None);
+    }
+
+    #[test]
+    fn only_claude_codes_file_shapes_are_recognised() {
+        let none = |s: &str| prepare(s, true).is_none();
+        assert!(none("eval 'x' && pwd -P >| /etc/passwd"));
+        assert!(none("eval 'x' && pwd -P >| /tmp/claude-zz-cwd"));
+        assert!(none("eval 'x' && pwd -P >| /tmp/sub/claude-5a-cwd"));
+        assert!(none("echo hi"));
+        assert!(none(
+            "SNAPSHOT_FILE=/etc/profile\necho x >| \"$SNAPSHOT_FILE\""
+        ));
+        assert!(none(
+            "SNAPSHOT_FILE=/tmp/shell-snapshots/snapshot-bash-1-a.sh\necho"
+        ));
+        // A snapshot of the right shape is built in a private TMPDIR only.
+        let home = std::env::var("HOME").unwrap_or_default();
+        let snap =
+            format!("SNAPSHOT_FILE={home}/.claude/shell-snapshots/snapshot-bash-1-a.sh\necho");
+        if std::env::var_os("CLAUDE_CONFIG_DIR").is_none() && !home.is_empty() {
+            assert!(prepare(&snap, true).is_some());
+            assert!(prepare(&snap, false).is_none());
+        }
+    }
+}
