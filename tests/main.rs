@@ -27,6 +27,7 @@ mod util;
 mod corpus;
 
 mod audit;
+mod bootstrap;
 mod config;
 mod credentials;
 mod daemon;
