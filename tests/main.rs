@@ -35,6 +35,7 @@ mod docs;
 mod escape;
 mod exec;
 mod fs;
+mod help;
 mod mcp;
 mod next_run;
 mod policy;
