@@ -787,6 +787,19 @@ pub fn public_keys(state_dir: &Path) -> Result<Vec<note::VerifierKey>, AuditErro
     Ok(out)
 }
 
+/// The tree size of the newest checkpoint in the checkpoints file (0: none or unreadable; its
+/// signature is not checked here — `verify` does).
+pub fn latest_checkpoint_size(state_dir: &Path) -> u64 {
+    let paths = Paths::new(state_dir);
+    let Ok(s) = std::fs::read_to_string(&paths.checkpoints) else {
+        return 0;
+    };
+    note::parse_notes(&s)
+        .ok()
+        .and_then(|n| n.last().and_then(|n| note::Checkpoint::parse(&n.text)))
+        .map_or(0, |cp| cp.size)
+}
+
 /// The newest checkpoint note (for export), if any.
 pub fn latest_checkpoint(state_dir: &Path) -> Result<Option<String>, AuditError> {
     let paths = Paths::new(state_dir);
