@@ -787,6 +787,14 @@ pub fn public_keys(state_dir: &Path) -> Result<Vec<note::VerifierKey>, AuditErro
     Ok(out)
 }
 
+/// How long ago the log was last written (its mtime), if it exists.
+pub fn log_age(state_dir: &Path) -> Option<std::time::Duration> {
+    std::fs::metadata(Paths::new(state_dir).log)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+}
+
 /// The tree size of the newest checkpoint in the checkpoints file (0: none or unreadable; its
 /// signature is not checked here — `verify` does).
 pub fn latest_checkpoint_size(state_dir: &Path) -> u64 {

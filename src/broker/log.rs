@@ -113,11 +113,7 @@ fn only_uncovered(r: &VerifyReport) -> bool {
 /// The log was appended to within the last few batch intervals (a daemon may be about to sign
 /// it); an old uncovered tail (a crash, an append without a key) is not waited for.
 fn recently_appended(state_dir: &Path) -> bool {
-    std::fs::metadata(audit::Paths::new(state_dir).log)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age < Duration::from_secs(5))
+    audit::log_age(state_dir).is_some_and(|age| age < Duration::from_secs(5))
 }
 
 /// Records matching `filter`.
