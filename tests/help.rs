@@ -103,6 +103,10 @@ fn completions_are_generated_for_bash_zsh_and_fish() {
                 "{shell}: no `{sub}` in the completions"
             );
         }
+        assert!(
+            !script.contains("probe"),
+            "{shell}: the hidden `fs probe` is offered"
+        );
     }
     // The bash script is valid bash.
     let dir = Env::new("completions");

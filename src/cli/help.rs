@@ -153,9 +153,33 @@ pub(crate) fn topic(args: &[std::ffi::OsString]) -> Option<ExitCode> {
     }
 }
 
+/// `cmd` without its hidden subcommands, at every level (clap_complete offers hidden ones; clap
+/// cannot remove a subcommand, so a command with hidden ones is rebuilt from its name, about,
+/// arguments and visible subcommands — what completion needs).
+fn visible_only(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let mut cmd = cmd;
+    for n in names {
+        cmd = cmd.mut_subcommand(n, visible_only);
+    }
+    if !cmd.get_subcommands().any(clap::Command::is_hide_set) {
+        return cmd;
+    }
+    let mut fresh = clap::Command::new(cmd.get_name().to_string())
+        .args(cmd.get_arguments().cloned())
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    if let Some(about) = cmd.get_about() {
+        fresh = fresh.about(about.clone());
+    }
+    fresh
+}
+
 /// `gateway completions SHELL`: the completion script on stdout.
 pub(crate) fn completions(shell: clap_complete::Shell) -> ExitCode {
-    let mut cmd = Cli::command();
+    let mut cmd = visible_only(Cli::command());
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "gateway", &mut out);
     write_out(&out)
