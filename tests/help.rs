@@ -178,3 +178,21 @@ fn fs_usage_error_does_not_list_the_hidden_probe() {
     assert!(!err.contains("probe"), "the hidden probe is listed: {err}");
     assert!(!stdout(&gw(&["fs", "--help"])).contains("probe"));
 }
+
+sandbox_test!(
+    fn completions_and_man_run_in_the_client_when_a_daemon_serves() {
+        // Documentation of the binary the user runs: not of the daemon's, and never through it.
+        let env = Env::new("help-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let o = d.cmd(&env).args(["man"]).output().expect("man");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains(".SH \"EXIT STATUS\""), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["completions", "zsh"])
+            .output()
+            .expect("completions");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).contains("#compdef gateway"), "{}", text(&o));
+    }
+);
