@@ -1688,3 +1688,111 @@ sandbox_test!(
         assert!(st.success(), "{st}: {err}");
     }
 );
+
+sandbox_test!(
+    fn log_verify_passes_while_a_daemon_serves_a_burst() {
+        // The daemon signs its records in batches (every 1,000 or every second). `log verify`
+        // during and right after a burst of calls — through the daemon, and by a one-shot CLI
+        // beside it (GATEWAY_SOCKET=) — must pass on the honest log, and still catch an edit.
+        let env = Env::new("verify-burst");
+        let d = Daemon::start(&env, "standard", &[]);
+        let verify_daemon = || {
+            d.cmd(&env)
+                .args(["log", "verify"])
+                .output()
+                .expect("verify")
+        };
+        let verify_local = || env.cmd().args(["log", "verify"]).output().expect("verify");
+        let burst = |clients: usize, calls: usize| {
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (0..clients)
+                    .map(|_| {
+                        s.spawn(|| {
+                            for _ in 0..calls {
+                                let o = d
+                                    .cmd(&env)
+                                    .args(["exec", "--", "true"])
+                                    .output()
+                                    .expect("exec");
+                                assert!(o.status.success(), "{}", text(&o));
+                            }
+                        })
+                    })
+                    .collect();
+                // While it runs: verify again and again, both ways.
+                let mut during = 0;
+                while !workers.iter().all(|w| w.is_finished()) {
+                    for o in [verify_daemon(), verify_local()] {
+                        assert!(o.status.success(), "verify during the burst: {}", text(&o));
+                    }
+                    during += 1;
+                }
+                during
+            })
+        };
+        let during = burst(4, 25);
+        assert!(during > 0, "no verify ran during the burst");
+        // Right after it: the newest records are in no checkpoint yet.
+        let o = verify_local();
+        assert!(
+            o.status.success(),
+            "verify right after the burst: {}",
+            text(&o)
+        );
+        let out = stdout(&o);
+        assert!(out.contains("the newest checkpoint covers"), "{out}");
+        let o = verify_daemon();
+        assert!(o.status.success(), "{}", text(&o));
+        let records = log_records(&env);
+        assert!(records.len() >= 100, "{} records", records.len());
+
+        // An edited record is still caught, checkpointed or in the daemon's unsigned tail.
+        let log = env.state.join("audit/log.jsonl");
+        let put = |at: usize, b: &[u8]| {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&log)
+                .expect("open log");
+            std::os::unix::fs::FileExt::write_at(&f, b, at as u64).expect("edit");
+        };
+        // Sets the last byte of the first `true"` in record `line_no` (1-based) to `to`, in
+        // place (the same length; the daemon appends at the end); returns where.
+        let edit = |line_no: usize, to: &[u8]| {
+            let bytes = std::fs::read(&log).expect("log");
+            let start: usize = bytes
+                .split_inclusive(|b| *b == b'\n')
+                .take(line_no - 1)
+                .map(<[u8]>::len)
+                .sum();
+            let at = start
+                + bytes[start..]
+                    .windows(5)
+                    .position(|w| w == b"true\"")
+                    .expect("a record naming true");
+            put(at + 3, to);
+            at + 3
+        };
+        // A record in the middle, long signed.
+        let middle = records.len() / 2;
+        let at = edit(middle, b"3");
+        for o in [verify_local(), verify_daemon()] {
+            assert_eq!(o.status.code(), Some(1), "edit not caught: {}", text(&o));
+            assert!(stderr(&o).contains("FAILED"), "{}", text(&o));
+        }
+        put(at, b"e");
+        let o = verify_local();
+        assert!(o.status.success(), "the edit undone: {}", text(&o));
+        // A record of the daemon's unsigned tail: the one-shot verify waits for the daemon's
+        // checkpoint, which commits to the record as the daemon wrote it.
+        burst(2, 3);
+        let n = log_records(&env).len();
+        edit(n, b"3");
+        let o = verify_local();
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "tail edit not caught: {}",
+            text(&o)
+        );
+    }
+);

@@ -28,6 +28,7 @@ mod corpus;
 
 mod agents;
 mod audit;
+mod bootstrap;
 mod config;
 mod consistency;
 mod credentials;
@@ -36,6 +37,7 @@ mod docs;
 mod escape;
 mod exec;
 mod fs;
+mod help;
 mod mcp;
 mod next_run;
 mod policy;

@@ -428,7 +428,7 @@ sys.exit(os.waitstatus_to_exitcode(st))
     )
 }
 
-/// Runs a Python MCP SDK client fixture (PyPI `mcp`, installed by .ci/run) against
+/// Runs a Python MCP SDK client fixture (PyPI `mcp`, bootstrapped by scripts/test) against
 /// `gateway mcp` in `env`'s workspace, with `socket` as GATEWAY_SOCKET ("" = the embedded
 /// broker); returns what it printed. GATEWAY_TEST_NO_MCP_CLIENT=1 skips the MCP tests
 /// explicitly (CI never sets it): `None`. Without the SDK the test fails.
@@ -457,6 +457,19 @@ pub fn nobody_wrapper(env: &Env) -> PathBuf {
     w
 }
 
+/// The Python that has the MCP SDK: `GATEWAY_TEST_PYTHON` (scripts/test exports its
+/// virtualenv's), else that virtualenv if a bootstrap made it, else `python3`.
+pub fn mcp_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("GATEWAY_TEST_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python3");
+    if venv.exists() {
+        return venv;
+    }
+    PathBuf::from("python3")
+}
+
 /// [`mcp_client`] with the server started as `gateway` (the binary, or [`nobody_wrapper`]).
 pub fn mcp_client_of(
     env: &Env,
@@ -471,7 +484,7 @@ pub fn mcp_client_of(
         return None;
     }
     let script = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
-    let mut c = env.raw("python3");
+    let mut c = env.raw(mcp_python());
     c.arg(script.as_str())
         .arg(gateway)
         .arg(&env.ws)
@@ -484,7 +497,8 @@ pub fn mcp_client_of(
     let o = c.output().expect("python3");
     assert!(
         o.status.success(),
-        "the MCP client failed (is the Python `mcp` package installed? pip install mcp): {}",
+        "the MCP client failed (is the Python `mcp` package installed? scripts/test bootstraps it into target/venv): {} {}",
+        mcp_python().display(),
         text(&o)
     );
     Some(serde_json::from_slice(&o.stdout).expect("client output"))

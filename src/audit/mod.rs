@@ -787,6 +787,27 @@ pub fn public_keys(state_dir: &Path) -> Result<Vec<note::VerifierKey>, AuditErro
     Ok(out)
 }
 
+/// How long ago the log was last written (its mtime), if it exists.
+pub fn log_age(state_dir: &Path) -> Option<std::time::Duration> {
+    std::fs::metadata(Paths::new(state_dir).log)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+}
+
+/// The tree size of the newest checkpoint in the checkpoints file (0: none or unreadable; its
+/// signature is not checked here — `verify` does).
+pub fn latest_checkpoint_size(state_dir: &Path) -> u64 {
+    let paths = Paths::new(state_dir);
+    let Ok(s) = std::fs::read_to_string(&paths.checkpoints) else {
+        return 0;
+    };
+    note::parse_notes(&s)
+        .ok()
+        .and_then(|n| n.last().and_then(|n| note::Checkpoint::parse(&n.text)))
+        .map_or(0, |cp| cp.size)
+}
+
 /// The newest checkpoint note (for export), if any.
 pub fn latest_checkpoint(state_dir: &Path) -> Result<Option<String>, AuditError> {
     let paths = Paths::new(state_dir);

@@ -704,3 +704,41 @@ fn key_files_are_written_whole_or_not_at_all() {
         .collect();
     assert_eq!(names, vec!["origin".to_string()], "no temporary left");
 }
+
+#[test]
+fn covered_before_lets_only_records_after_it_go_unsigned() {
+    // A daemon's batch: 10 records signed, 5 appended after the checkpoint.
+    let d = tmp("covered-before");
+    let mut log = AuditLog::open(
+        &d,
+        Checkpoints::Batch {
+            records: 10,
+            interval: Duration::from_secs(3600),
+        },
+    )
+    .expect("open");
+    for i in 1..=15 {
+        log.append(&mut rec(i)).expect("append");
+    }
+    let opts = |covered_before| VerifyOptions {
+        require_covered: true,
+        covered_before,
+        ..VerifyOptions::default()
+    };
+    // Without a bound: the unsigned tail fails, as for a one-shot log.
+    let r = verify(&d, &opts(None)).expect("verify");
+    assert_eq!(r.problems, vec![Problem::Uncovered { records: 5 }]);
+    // The verify began at 10 records (all signed): the 5 after are newer, not a problem.
+    let r = verify(&d, &opts(Some(10))).expect("verify");
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!((r.checkpointed, r.newer), (10, 5));
+    // It began at 12: records 11 and 12 had to be signed and are not.
+    let r = verify(&d, &opts(Some(12))).expect("verify");
+    assert_eq!(r.problems, vec![Problem::Uncovered { records: 5 }]);
+    // An edit among the newer records still breaks the chain it is part of.
+    let mut l = lines(&d);
+    l[11] = l[11].replacen("hello 12", "hello 99", 1);
+    write_lines(&d, &l);
+    let r = verify(&d, &opts(Some(10))).expect("verify");
+    assert!(!r.ok(), "an edited record 12 verified");
+}

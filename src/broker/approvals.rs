@@ -394,6 +394,7 @@ mod tests {
                 anchor: None,
                 key: None,
                 require_covered: true,
+                covered_before: None,
             },
         )
         .expect("verify");

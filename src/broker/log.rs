@@ -62,7 +62,8 @@ pub fn verify(
     anchor: Option<&Path>,
     key: Option<&Path>,
 ) -> Result<Verified, BrokerError> {
-    sign_pending()?;
+    // In the daemon: its tail signed now; what is appended after is newer than this verify.
+    let signed = sign_pending()?;
     let anchor = anchor.map(|p| read(cx, p, "the anchor")).transpose()?;
     let key = match key {
         Some(p) => {
@@ -77,15 +78,42 @@ pub fn verify(
         }
         None => None,
     };
-    Ok(audit::verify::verify(
-        state_dir,
-        &audit::verify::VerifyOptions {
-            anchor,
-            key,
-            require_covered: true,
-        },
-    )?
-    .into())
+    let mut opts = audit::verify::VerifyOptions {
+        anchor,
+        key,
+        require_covered: true,
+        covered_before: signed,
+    };
+    let report = audit::verify::verify(state_dir, &opts)?;
+    if signed.is_some() || !only_uncovered(&report) || !recently_appended(state_dir) {
+        return Ok(report.into());
+    }
+    // Not in the daemon, and the log ends in records written in the last seconds that no
+    // checkpoint covers yet: a daemon's batch (it signs within a second). Wait for a
+    // checkpoint covering what was read; then those records must be covered, and only later
+    // ones may be newer. No checkpoint in time: the uncovered tail fails as before.
+    let seen = report.records;
+    let until = std::time::Instant::now() + TAIL_WAIT;
+    while audit::latest_checkpoint_size(state_dir) < seen && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    opts.covered_before = Some(seen);
+    Ok(audit::verify::verify(state_dir, &opts)?.into())
+}
+
+/// How long `verify` outside the daemon waits for a daemon's checkpoint of a fresh tail: five
+/// of its batch intervals (a loaded machine may delay its timer).
+const TAIL_WAIT: Duration = Duration::from_secs(5);
+
+/// The only problem is a tail no checkpoint covers yet.
+fn only_uncovered(r: &VerifyReport) -> bool {
+    matches!(r.problems.as_slice(), [Problem::Uncovered { .. }])
+}
+
+/// The log was appended to within the last few batch intervals (a daemon may be about to sign
+/// it); an old uncovered tail (a crash, an append without a key) is not waited for.
+fn recently_appended(state_dir: &Path) -> bool {
+    audit::log_age(state_dir).is_some_and(|age| age < Duration::from_secs(5))
 }
 
 /// Records matching `filter`.
@@ -236,9 +264,9 @@ pub fn show(state_dir: &Path, seq: u64) -> Result<Option<Shown>, BrokerError> {
 
 /// In the daemon: signs a checkpoint of the records written since the last one (its batch),
 /// so that verification and exports see everything written so far.
-fn sign_pending() -> Result<(), BrokerError> {
-    super::with_shared_log(|l| l.checkpoint()).transpose()?;
-    Ok(())
+/// Returns the records the checkpoint covers (None: not in the daemon).
+fn sign_pending() -> Result<Option<u64>, BrokerError> {
+    Ok(super::with_shared_log(|l| l.checkpoint().map(|()| l.size())).transpose()?)
 }
 
 /// The newest signed checkpoint (`log checkpoint`).

@@ -1,6 +1,7 @@
 //! The command line's grammar: clap's definitions of every subcommand, flag and argument
 //! (as ripgrep keeps `flags/` apart from what runs them). `cli/mod.rs` dispatches.
 
+use super::help;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -8,7 +9,8 @@ use std::path::PathBuf;
 #[command(
     name = "gateway",
     version,
-    about = "Run agents' commands confined by policy, landlock and seccomp"
+    about = "Run agents' commands confined by policy, landlock and seccomp",
+    after_help = help::ex::TOP
 )]
 pub(crate) struct Cli {
     /// Broker state directory (audit log, keys, backups); never reachable by sandboxed commands.
@@ -31,6 +33,7 @@ pub(crate) struct Cli {
 #[derive(Subcommand, Debug)]
 pub(crate) enum Cmd {
     /// Run a command confined by the policy's sandbox.
+    #[command(after_help = help::ex::EXEC)]
     Exec {
         /// Wall-clock limit (overrides the policy): seconds (`30`, `2.5`) or a duration
         /// (`30s`, `10m`, `1h 30m`), as a policy's `timeout` takes it.
@@ -54,6 +57,7 @@ pub(crate) enum Cmd {
     /// config's `shell` (default /bin/sh), confined like `gateway exec`. Put gateway's own
     /// options before `sh`. As $SHELL, use a symlink named `gateway-sh` to the binary; named
     /// `gateway-bash`, it runs bash (Claude Code's CLAUDE_CODE_SHELL: see README, "Agents").
+    #[command(after_help = help::ex::SH)]
     Sh {
         /// Shell options and operands, as `sh` takes them: -c, -l/--login and -i (ignored),
         /// other options (-e, -x, -o pipefail, ...) passed to the shell.
@@ -66,13 +70,16 @@ pub(crate) enum Cmd {
     },
     /// An interactive shell over the broker: lines run confined; /undo, /history, /log,
     /// /policy, /cd, /help.
+    #[command(after_help = help::ex::REPL)]
     Repl,
     /// Serve MCP on stdin/stdout: exec and the file tools for an agent, each decided, confined
     /// and recorded as through the CLI (one server process is one session).
+    #[command(after_help = help::ex::MCP)]
     Mcp,
     /// Call one of the MCP server's tools with JSON arguments and print its result (JSON):
     /// what `gateway mcp` does for each call of an agent, and how it reaches the daemon.
     /// Exit 0, or 1 when the result is an error (a refusal names the rule).
+    #[command(after_help = help::ex::TOOL)]
     Tool {
         /// The tool: exec, read_file, write_file, edit_file, glob, grep, list_directory, move,
         /// delete, mkdir, cd, undo, history.
@@ -88,6 +95,7 @@ pub(crate) enum Cmd {
     },
     /// Serve the broker on a Unix socket: while it runs (GATEWAY_SOCKET, the config's
     /// `socket`, or the default socket), every other command goes through it.
+    #[command(after_help = help::ex::SERVE)]
     Serve {
         /// The socket [default: the config's `socket`, else $XDG_RUNTIME_DIR/gateway.sock].
         #[arg(long, value_name = "PATH")]
@@ -100,8 +108,10 @@ pub(crate) enum Cmd {
         call_timeout: f64,
     },
     /// Requests waiting for a person's approval (through the daemon).
+    #[command(after_help = help::ex::PENDING)]
     Pending,
     /// Approve a pending request.
+    #[command(after_help = help::ex::APPROVE)]
     Approve {
         /// Its id (`gateway pending`).
         id: u64,
@@ -110,16 +120,19 @@ pub(crate) enum Cmd {
         always_for_session: bool,
     },
     /// Deny a pending request.
+    #[command(after_help = help::ex::DENY)]
     Deny {
         /// Its id (`gateway pending`).
         id: u64,
     },
     /// Show the config file's location and the settings in effect (and where each comes from).
+    #[command(after_help = help::ex::CONFIG)]
     Config {
         #[command(subcommand)]
         cmd: ConfigCmd,
     },
     /// Find secrets in files (exit 1 when something new is found).
+    #[command(after_help = help::ex::SCAN)]
     Scan {
         /// Files and directories (walked in parallel; .gitignore is honoured).
         #[arg(required = true, value_name = "PATH")]
@@ -143,28 +156,33 @@ pub(crate) enum Cmd {
         no_ignore: bool,
     },
     /// Inspect policies.
+    #[command(after_help = help::ex::POLICY)]
     Policy {
         #[command(subcommand)]
         cmd: PolicyCmd,
     },
     /// Review and verify the audit log.
+    #[command(after_help = help::ex::LOG)]
     Log {
         #[command(subcommand)]
         cmd: LogCmd,
     },
     /// The audit log's signing keys.
+    #[command(after_help = help::ex::KEYS)]
     Keys {
         #[command(subcommand)]
         cmd: KeysCmd,
     },
     /// File tools: decided by the policy, resolved beneath its directories, backed up and
     /// journalled before a change, recorded in the audit log.
+    #[command(after_help = help::ex::FS)]
     Fs {
         #[command(subcommand)]
         cmd: FsCmd,
     },
     /// The changes made in this workspace (`--cwd`, else the current directory, or beneath
     /// it) by commands and file tools (the journal), oldest first.
+    #[command(after_help = help::ex::HISTORY)]
     History {
         /// Every workspace's changes.
         #[arg(long)]
@@ -177,12 +195,23 @@ pub(crate) enum Cmd {
         since: Option<String>,
     },
     /// What `fs rm` moved to the trash.
+    #[command(after_help = help::ex::TRASH)]
     Trash {
         #[command(subcommand)]
         cmd: TrashCmd,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    #[command(after_help = help::ex::COMPLETIONS)]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, gateway(1) in roff, to stdout (with the exit codes).
+    #[command(after_help = help::ex::MAN)]
+    Man,
     /// Revert a change (ID, or the newest of this workspace not yet undone nor skipped);
     /// refuses if the file changed since.
+    #[command(after_help = help::ex::UNDO)]
     Undo {
         /// The change id (`gateway history`).
         id: Option<u64>,
@@ -215,14 +244,17 @@ pub(crate) enum GrepModeArg {
 #[derive(Subcommand, Debug)]
 pub(crate) enum TrashCmd {
     /// Items in the trash: when, name, where they were.
+    #[command(after_help = help::ex::TRASH_LIST)]
     List,
     /// Put an item back where it was (undoes the removal; refuses if something is there).
+    #[command(after_help = help::ex::TRASH_RESTORE)]
     Restore {
         /// Its name (`gateway trash list`).
         name: String,
     },
     /// Remove items for good (all, or those removed more than --older-than ago); confirmed
     /// on a terminal as `fs rm --permanent` is, refused without one unless --yes.
+    #[command(after_help = help::ex::TRASH_EMPTY)]
     Empty {
         /// A duration: 7d, 12h, ...
         #[arg(long, value_name = "DURATION")]
@@ -236,6 +268,7 @@ pub(crate) enum TrashCmd {
 #[derive(Subcommand, Debug)]
 pub(crate) enum ConfigCmd {
     /// The config file and the settings in effect.
+    #[command(after_help = help::ex::CONFIG_SHOW)]
     Show,
 }
 
@@ -249,6 +282,7 @@ pub(crate) enum FsCmd {
         path: PathBuf,
     },
     /// Move a file (or, with -r, a directory) to the trash.
+    #[command(after_help = help::ex::FS_RM)]
     Rm {
         /// What.
         path: PathBuf,
@@ -261,6 +295,7 @@ pub(crate) enum FsCmd {
         permanent: bool,
     },
     /// Create a directory.
+    #[command(after_help = help::ex::FS_MKDIR)]
     Mkdir {
         /// The directory.
         path: PathBuf,
@@ -269,6 +304,7 @@ pub(crate) enum FsCmd {
         parents: bool,
     },
     /// Move or rename (into DST if it is a directory; never over an existing file).
+    #[command(after_help = help::ex::FS_MV)]
     Mv {
         /// From.
         src: PathBuf,
@@ -277,16 +313,19 @@ pub(crate) enum FsCmd {
     },
     /// Change this session's virtual working directory (`..`, `~`, `-`, absolute or
     /// relative); later `fs` and `exec` calls of the session (GATEWAY_SESSION) start there.
+    #[command(after_help = help::ex::FS_CD)]
     Cd {
         /// Where.
         path: String,
     },
     /// List a directory.
+    #[command(after_help = help::ex::FS_LS)]
     Ls {
         /// The directory (default: the workspace).
         path: Option<PathBuf>,
     },
     /// Files matching a glob (.gitignore honoured; without `/` it matches names anywhere).
+    #[command(after_help = help::ex::FS_GLOB)]
     Glob {
         /// The pattern.
         pattern: String,
@@ -295,6 +334,7 @@ pub(crate) enum FsCmd {
         path: Option<PathBuf>,
     },
     /// Search file contents with a regular expression (ripgrep's engine; .gitignore honoured).
+    #[command(after_help = help::ex::FS_GREP)]
     Grep {
         /// The regular expression.
         regex: String,
@@ -318,6 +358,7 @@ pub(crate) enum FsCmd {
         max: usize,
     },
     /// Print a text file's lines (numbered with --json); binary files only with --binary.
+    #[command(after_help = help::ex::FS_READ)]
     Read {
         /// The file.
         path: PathBuf,
@@ -332,6 +373,7 @@ pub(crate) enum FsCmd {
         binary: bool,
     },
     /// Create or replace a file (atomically; the old content is backed up).
+    #[command(after_help = help::ex::FS_WRITE)]
     Write {
         /// The file.
         path: PathBuf,
@@ -351,6 +393,7 @@ pub(crate) enum FsCmd {
         diff: bool,
     },
     /// Edit a text file in place, keeping its line endings, BOM and final newline.
+    #[command(after_help = help::ex::FS_EDIT)]
     Edit {
         /// The file.
         path: PathBuf,
@@ -394,6 +437,7 @@ pub(crate) enum FsCmd {
 pub(crate) enum LogCmd {
     /// Recompute the hash chain, the Merkle tree, every checkpoint and signature (exit 0 only
     /// if all hold).
+    #[command(after_help = help::ex::LOG_VERIFY)]
     Verify {
         /// A checkpoint exported earlier (`gateway log checkpoint --export`): detects a
         /// deleted or rewritten tail even if local checkpoints were removed too.
@@ -405,6 +449,7 @@ pub(crate) enum LogCmd {
         key: Option<PathBuf>,
     },
     /// List records matching filters (newest last).
+    #[command(after_help = help::ex::LOG_QUERY)]
     Query {
         #[command(flatten)]
         filter: FilterArgs,
@@ -413,6 +458,7 @@ pub(crate) enum LogCmd {
         limit: usize,
     },
     /// Show the last records; with -f, keep printing new ones.
+    #[command(after_help = help::ex::LOG_TAIL)]
     Tail {
         /// How many.
         #[arg(short = 'n', long, default_value_t = 10)]
@@ -423,6 +469,7 @@ pub(crate) enum LogCmd {
     },
     /// Show one record with its stored output (up to 64 KiB of each stream by default: its
     /// head and tail around a marker saying how much was cut).
+    #[command(after_help = help::ex::LOG_SHOW)]
     Show {
         /// The record's sequence number.
         seq: u64,
@@ -434,6 +481,7 @@ pub(crate) enum LogCmd {
         output_limit: usize,
     },
     /// Print the newest signed checkpoint.
+    #[command(after_help = help::ex::LOG_CHECKPOINT)]
     Checkpoint {
         /// Print it for copying off this host (a C2SP signed note); keep it to use with
         /// `log verify --anchor`.
@@ -441,6 +489,7 @@ pub(crate) enum LogCmd {
         export: bool,
     },
     /// Apply the artifact retention of the policy now.
+    #[command(after_help = help::ex::LOG_GC)]
     Gc,
 }
 
@@ -477,8 +526,10 @@ pub(crate) struct FilterArgs {
 #[derive(Subcommand, Debug)]
 pub(crate) enum KeysCmd {
     /// Print the public keys (epoch 0 first: the root of trust to keep off this host).
+    #[command(after_help = help::ex::KEYS_EXPORT)]
     Export,
     /// New signing key: the old one signs the new one and a checkpoint, then is destroyed.
+    #[command(after_help = help::ex::KEYS_ROTATE)]
     Rotate,
 }
 
@@ -495,12 +546,14 @@ pub(crate) enum ScanFormat {
 #[derive(Subcommand, Debug)]
 pub(crate) enum PolicyCmd {
     /// Validate a policy file.
+    #[command(after_help = help::ex::POLICY_CHECK)]
     Check {
         /// The file.
         file: PathBuf,
     },
     /// Show the decision, the matching rules and the sandbox for a command, without running it;
     /// or (`--credentials`) the credentials every policy denies, and why.
+    #[command(after_help = help::ex::POLICY_EXPLAIN)]
     Explain {
         /// List the credential catalogue: each denied path and variable with its owner, what
         /// it holds and the source saying so.
@@ -515,10 +568,12 @@ pub(crate) enum PolicyCmd {
         command: Vec<String>,
     },
     /// List the built-in policies.
+    #[command(after_help = help::ex::POLICY_LIST)]
     List,
     /// Load a daemon session's policy again (GATEWAY_SESSION; the REPL's /reload-policy):
     /// a session pins the policy it loaded first, and follows a changed file only after
     /// this. Recorded with the old and new hashes; a policy that fails to load is not used.
+    #[command(after_help = help::ex::POLICY_RELOAD)]
     Reload {
         /// Load this policy (name or path) instead of the one in force.
         name: Option<String>,

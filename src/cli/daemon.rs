@@ -111,7 +111,12 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
     cli.state_dir = Some(state.to_path_buf());
     if matches!(
         cli.cmd,
-        Cmd::Serve { .. } | Cmd::Mcp | Cmd::Repl | Cmd::Config { .. }
+        Cmd::Serve { .. }
+            | Cmd::Mcp
+            | Cmd::Repl
+            | Cmd::Config { .. }
+            | Cmd::Completions { .. }
+            | Cmd::Man
     ) {
         errln!("gateway: this command runs in the client, not through the daemon");
         return exit::USAGE;

@@ -30,11 +30,19 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 outln!("{}", to_json(&v));
             } else if v.ok {
                 outln!(
-                    "gateway log verify: ok: {} record(s), {} checkpoint(s) checked, {} key epoch(s); the newest checkpoint covers {} record(s){}; root {}",
+                    "gateway log verify: ok: {} record(s), {} checkpoint(s) checked, {} key epoch(s); the newest checkpoint covers {} record(s){}{}; root {}",
                     r.records,
                     r.checkpoints,
                     r.epochs,
                     r.checkpointed,
+                    if r.newer > 0 {
+                        format!(
+                            " ({} newer record(s), appended while this ran, go into the daemon's next checkpoint)",
+                            r.newer
+                        )
+                    } else {
+                        String::new()
+                    },
                     if anchor.is_some() {
                         ", the anchor holds"
                     } else {

@@ -90,6 +90,7 @@ pub use daemon::daemon_call;
 use daemon::{answer, config_socket, daemon_socket, pending, serve};
 use exec::{RunAt, run_exec, run_exec_at};
 mod fs;
+mod help;
 #[cfg(test)]
 mod json_check;
 mod log;
@@ -298,6 +299,9 @@ pub fn main() -> ExitCode {
         );
         args.insert(1, "sh".into());
     }
+    if let Some(code) = help::topic(&args) {
+        return code;
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -309,22 +313,17 @@ pub fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::SUCCESS
                 }
-                _ => {
-                    // One line: clap's first paragraph, without its "error: " prefix, and
-                    // where to look for the rest.
-                    let text = e.render().to_string();
-                    let first: Vec<&str> = text
-                        .lines()
-                        .take_while(|l| !l.trim().is_empty())
-                        .map(str::trim)
-                        .collect();
-                    let first = first.join(" ");
-                    let first = first.strip_prefix("error: ").unwrap_or(&first);
-                    fail(exit::USAGE, format!("{first} (see `gateway --help`)"))
-                }
+                // One line: what is wrong, clap's tip if any, and where to look for the rest.
+                _ => fail(exit::USAGE, help::usage_error_line(&e)),
             };
         }
     };
+    // Documentation of this binary: never through a daemon (which may be another version).
+    match &cli.cmd {
+        Cmd::Completions { shell } => return help::completions(*shell),
+        Cmd::Man => return help::man(),
+        _ => {}
+    }
     // Through the daemon when one is configured or running (except what must run here:
     // the daemon itself, the stdio servers, the REPL, the local config).
     if !matches!(
@@ -505,6 +504,8 @@ fn dispatch(cli: Cli) -> ExitCode {
             max_clients,
             call_timeout,
         } => serve(&cli, socket.clone(), *max_clients, *call_timeout),
+        Cmd::Completions { shell } => help::completions(*shell),
+        Cmd::Man => help::man(),
         Cmd::Pending => pending(&cli),
         Cmd::Approve {
             id,
