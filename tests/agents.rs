@@ -15,7 +15,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 /// The versions these tests were written against (README says the same).
-const INSTALL: &str = "npm install --no-audit --no-fund --prefix target/tools @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @google/gemini-cli@0.61.0";
+const INSTALL: &str = "scripts/test --bootstrap-only tools (npm install --prefix target/tools @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @google/gemini-cli@0.61.0)";
 
 /// The agent CLI `name` (`claude`, `codex`, `gemini`), or `None` when GATEWAY_TEST_NO_AGENTS is set.
 fn agent(name: &str) -> Option<PathBuf> {
