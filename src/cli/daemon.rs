@@ -30,6 +30,11 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
     };
     // The call, and the policy and state directory its command line names (typed calls
     // name none: the client's environment, else the daemon's, decide).
+    set_json_errors(match &body {
+        RequestBody::Argv(argv) => argv_wants_json(argv),
+        RequestBody::Exec { json, .. } => *json,
+        _ => false,
+    });
     let (mut cli, named_policy, named_state) = match body {
         RequestBody::Argv(argv) => match parse_daemon_argv(argv) {
             Ok(x) => x,
@@ -45,12 +50,16 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
             json,
         } => {
             if argv.is_empty() {
-                errln!("gateway: exec: the request names no command (argv is empty)");
-                return exit::USAGE;
+                return to_u8(fail(
+                    exit::USAGE,
+                    "exec: the request names no command (argv is empty)",
+                ));
             }
             if let Some((k, _)) = env.iter().find(|(k, _)| k.is_empty() || k.contains('=')) {
-                errln!("gateway: exec: the environment variable name {k:?} is empty or holds '='");
-                return exit::USAGE;
+                return to_u8(fail(
+                    exit::USAGE,
+                    format!("exec: the environment variable name {k:?} is empty or holds '='"),
+                ));
             }
             let cmd = Cmd::Exec {
                 timeout: timeout_ms.map(|ms| format!("{ms}ms")),
@@ -100,12 +109,14 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
     if let Some(d) = asked {
         let d = std::path::absolute(&d).unwrap_or(d);
         if d != state {
-            errln!(
-                "gateway: this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
-                state.display(),
-                d.display()
-            );
-            return exit::USAGE;
+            return to_u8(fail(
+                exit::USAGE,
+                format!(
+                    "this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
+                    state.display(),
+                    d.display()
+                ),
+            ));
         }
     }
     cli.state_dir = Some(state.to_path_buf());
@@ -113,8 +124,10 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
         cli.cmd,
         Cmd::Serve { .. } | Cmd::Mcp | Cmd::Repl | Cmd::Config { .. }
     ) {
-        errln!("gateway: this command runs in the client, not through the daemon");
-        return exit::USAGE;
+        return to_u8(fail(
+            exit::USAGE,
+            "this command runs in the client, not through the daemon",
+        ));
     }
     to_u8(dispatch(cli))
 }
@@ -138,15 +151,16 @@ pub(super) fn parse_daemon_argv(
     let m = match parsed {
         Ok(m) => m,
         Err(e) => {
-            let text = e.render().to_string();
-            errln!("gateway: {}", text.lines().next().unwrap_or("bad usage"));
-            return Err(exit::USAGE);
+            let code = fail(exit::USAGE, clap_error_line(&e));
+            return Err((0..=255u8)
+                .find(|&i| ExitCode::from(i) == code)
+                .unwrap_or(exit::USAGE));
         }
     };
     let cli = match Cli::from_arg_matches(&m) {
         Ok(c) => c,
         Err(e) => {
-            errln!("gateway: {e}");
+            fail(exit::USAGE, clap_error_line(&e));
             return Err(exit::USAGE);
         }
     };
@@ -252,7 +266,10 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
         .map(|c| c.caller.uid);
     let v = broker::approvals::list(uid);
     if cli.json {
-        outln!("{}", to_json(&v));
+        outln!(
+            "{}",
+            to_json(&broker::report::PendingReport { requests: &v })
+        );
     } else if v.is_empty() {
         errln!("gateway: nothing is waiting for approval");
     } else {

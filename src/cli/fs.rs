@@ -219,12 +219,6 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
     report(cli, bfs::run(&context(cli, &policy), op), counts)
 }
 
-/// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
-/// policy also `"refusal": {"kind", "rule", "path", ...}` (exit 120).
-pub(super) fn error_json(e: &crate::broker::BrokerError) -> String {
-    super::to_json(&crate::broker::report::ErrorReport::of(e))
-}
-
 /// The rules that made a decision, in one line.
 fn rules_of(d: &crate::model::Decision) -> String {
     d.deciding_rules()
