@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Network access for a sandboxed run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
     /// No sockets at all except `socketpair(AF_UNIX)` of type `SOCK_STREAM` or `SOCK_SEQPACKET`;
@@ -20,7 +20,7 @@ pub enum Network {
 }
 
 /// Resource limits of a run. `None` = not limited.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Limits {
     /// Wall-clock timeout.
     pub timeout: Option<Duration>,
@@ -115,7 +115,7 @@ impl fmt::Display for Tool {
 
 /// A rule's effect, ordered by strictness: `Allow < Ask < Deny`.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Effect {
@@ -158,7 +158,7 @@ pub struct ToolCall {
 }
 
 /// Why a rule (or a built-in fallback) contributed to a decision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RuleMatch {
     /// The rule's id; built-in fallbacks use `default-deny` and `unanalysable`.
     pub id: String,
@@ -171,7 +171,7 @@ pub struct RuleMatch {
 }
 
 /// The answer of policy to a [`ToolCall`].
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     /// The combined effect: any deny → deny; else any ask → ask; else allow.
     pub effect: Effect,
@@ -191,7 +191,7 @@ impl Decision {
 }
 
 /// What happens to secrets found in a command's output (policy `secrets.output`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SecretsOutput {
     /// Each secret is replaced by `[REDACTED:<rule>]`.
@@ -204,7 +204,7 @@ pub enum SecretsOutput {
 
 /// What happens to secrets found in a command's inputs: argv, environment, stdin (policy
 /// `secrets.input`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SecretsInput {
     /// The call is refused; the error names the rule and where, never the value.
@@ -216,7 +216,7 @@ pub enum SecretsInput {
 }
 
 /// A policy's secrets settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SecretsProfile {
     /// Secrets in output.
     pub output: SecretsOutput,

@@ -14,7 +14,7 @@ use crate::model::Decision;
 use crate::sandbox::EnforcementStatus;
 
 /// An exec call's report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ExecReport<'a> {
     /// The policy's decision (`effect`: `allow`, `ask` or `deny`), every rule that matched,
     /// the simple commands found and checked, and what could not be analysed: the one
@@ -101,7 +101,7 @@ impl ExecResult {
 }
 
 /// A file tool call's report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct FsReport<'a> {
     /// The policy's decision, in the shape of [`ExecReport::decision`] (`commands` empty).
     pub decision: &'a Decision,
@@ -245,21 +245,21 @@ impl ErrorReport {
 }
 
 /// `cd`'s report: the session's new working directory.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CdReport<'a> {
     /// The directory.
     pub cwd: &'a std::path::Path,
 }
 
 /// `undo --skip`'s report: the changes passed over.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SkipReport<'a> {
     /// Their journal ids.
     pub skipped: &'a [u64],
 }
 
 /// `history`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct HistoryReport<'a> {
     /// The changes, oldest first.
     pub changes: &'a [super::fs::HistoryEntry],
@@ -268,35 +268,35 @@ pub struct HistoryReport<'a> {
 }
 
 /// `trash list`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TrashListReport<'a> {
     /// The items, present or gone.
     pub items: &'a [crate::journal::TrashItem],
 }
 
 /// `trash empty`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TrashEmptyReport {
     /// Items removed for good.
     pub removed: usize,
 }
 
 /// A notice added to a tool's result, after its content (the policy file changed).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Notice<'a> {
     /// The notice, in words.
     pub gateway_notice: &'a str,
 }
 
 /// `pending`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PendingReport<'a> {
     /// The requests waiting for an answer, oldest first.
     pub requests: &'a [super::approvals::Pending],
 }
 
 /// `policy list`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PolicyListReport<'a> {
     /// The built-in policies.
     pub policies: &'a [crate::policy::report::Listed],

@@ -140,6 +140,8 @@ use exec::{RunAt, run_exec, run_exec_at};
 mod fs;
 #[cfg(test)]
 mod json_check;
+#[cfg(test)]
+mod schema;
 mod log;
 mod repl_host;
 

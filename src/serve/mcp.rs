@@ -254,6 +254,8 @@ struct HistoryParams {
     all: bool,
 }
 
+use crate::broker::report::{ErrorCode, ErrorReport};
+
 // ---------- results ----------
 
 /// A report as the tool's result: its JSON as text (what agents read) and as structured
@@ -268,12 +270,20 @@ fn err_report<T: Serialize>(r: &T) -> CallToolResult {
     CallToolResult::structured_error(serde_json::to_value(r).unwrap_or_default())
 }
 
+/// A call refused before it reached the broker (bad arguments): the error object of every
+/// front end (`{"error": {"code": "usage", "message"}}`, issue 15), as text and structured.
 fn err_text(msg: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![Content::text(msg.into())])
+    err_code(ErrorCode::Usage, msg)
+}
+
+/// A call that failed outside the broker (the daemon could not be reached or answered
+/// wrongly): the error object with `code`.
+fn err_code(code: ErrorCode, msg: impl Into<String>) -> CallToolResult {
+    err_report(&ErrorReport::new(code, msg.into()))
 }
 
 fn broker_err(e: BrokerError) -> CallToolResult {
-    err_report(&crate::broker::report::ErrorReport::of(&e))
+    err_report(&ErrorReport::of(&e))
 }
 
 /// The names of the tools, as `tools/list` gives them.
@@ -754,7 +764,8 @@ impl Gateway {
         });
         match job.await {
             Ok(r) => r,
-            Err(e) => err_text(format!("{name}: the call failed: {e}")),
+            Err(e) => err_code(
+ ErrorCode::Sandbox,format!("{name}: the call failed: {e}")),
         }
     }
 }
@@ -805,7 +816,8 @@ fn forward(
     // not-ws: /dev/null
     let null = match std::fs::File::open("/dev/null") {
         Ok(f) => f,
-        Err(e) => return err_text(format!("{name}: /dev/null: {e}")),
+        Err(e) => return err_code(
+ ErrorCode::Sandbox,format!("{name}: /dev/null: {e}")),
     };
     let res = crate::serve::daemon::call_captured(
         socket,
@@ -819,16 +831,19 @@ fn forward(
     match res {
         Ok((0 | 1, out, err)) => match serde_json::from_slice::<CallToolResult>(&out) {
             Ok(r) => r,
-            Err(e) => err_text(format!(
+            Err(e) => err_code(
+ ErrorCode::Sandbox,format!(
                 "{name}: the daemon's answer is not a tool result ({e}): {}",
                 String::from_utf8_lossy(&err).trim()
             )),
         },
-        Ok((code, _, err)) => err_text(format!(
+        Ok((code, _, err)) => err_code(
+ ErrorCode::Sandbox,format!(
             "{name}: the daemon refused the call (exit {code}): {}",
             String::from_utf8_lossy(&err).trim()
         )),
-        Err(e) => err_text(format!("{name}: {e}")),
+        Err(e) => err_code(
+ ErrorCode::Sandbox,format!("{name}: {e}")),
     }
 }
 

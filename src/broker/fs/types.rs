@@ -114,7 +114,7 @@ pub enum FsOp {
 }
 
 /// A file tool's output.
-#[derive(Debug, Serialize, serde::Deserialize)]
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FsOutput {
     /// Denied by policy.
