@@ -140,10 +140,10 @@ use exec::{RunAt, run_exec, run_exec_at};
 mod fs;
 #[cfg(test)]
 mod json_check;
-#[cfg(test)]
-mod schema;
 mod log;
 mod repl_host;
+#[cfg(test)]
+mod schema;
 
 pub(crate) use args::{
     Cli, Cmd, ConfigCmd, FsCmd, GrepModeArg, KeysCmd, LogCmd, PolicyCmd, ScanFormat, TrashCmd,

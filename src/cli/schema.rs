@@ -97,26 +97,75 @@ fn schema_of<T: JsonSchema>() -> Value {
     let mut s: Schema = SchemaSettings::draft2020_12()
         .into_generator()
         .into_root_schema_for::<T>();
-    let v = s.as_object_mut().map(|o| std::mem::take(o)).unwrap_or_default();
-    let mut v = Value::Object(v);
-    close_objects(&mut v);
+    let mut v = Value::Object(s.as_object_mut().map(std::mem::take).unwrap_or_default());
+    let mut merged = Vec::new();
+    merged_defs(&v, &mut merged);
+    close_objects(&mut v, &merged, None, false);
     v
 }
 
-/// Adds `additionalProperties: false` to every object schema that lists its properties and
-/// says nothing of others (not one combined with `allOf`/`oneOf`/`anyOf`, whose branches hold
-/// the rest of its properties).
-fn close_objects(v: &mut Value) {
+const COMBINATORS: [&str; 3] = ["allOf", "oneOf", "anyOf"];
+
+/// The `$defs` whose properties are merged into another object's (a `$ref` beside
+/// `properties`: an internally tagged variant, a flattened struct): left open, the object
+/// that merges them is closed instead.
+fn merged_defs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(o) => {
-            let combined = ["allOf", "oneOf", "anyOf"].iter().any(|k| o.contains_key(*k));
-            if o.contains_key("properties") && !o.contains_key("additionalProperties") && !combined
+            if o.contains_key("properties")
+                && let Some(r) = o.get("$ref").and_then(Value::as_str)
             {
+                out.push(r.trim_start_matches("#/$defs/").to_string());
+            }
+            o.values().for_each(|x| merged_defs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| merged_defs(x, out)),
+        _ => {}
+    }
+}
+
+/// Closes every object schema that lists its properties: `additionalProperties: false`, or
+/// where some of its properties come from a `$ref` or a combinator's branch (a flattened
+/// enum, a tagged variant) `unevaluatedProperties: false`, which sees those too; the branches
+/// and merged definitions themselves are left open. `def`: the `$defs` entry `v` is;
+/// `branch`: `v` is a branch of a combinator beside properties.
+fn close_objects(v: &mut Value, merged: &[String], def: Option<&str>, branch: bool) {
+    match v {
+        Value::Object(o) => {
+            let combined = COMBINATORS.iter().any(|k| o.contains_key(*k));
+            let has_props = o.contains_key("properties");
+            let open = branch || def.is_some_and(|d| merged.iter().any(|m| m == d));
+            if open {
+                o.remove("additionalProperties");
+            } else if has_props && (combined || o.contains_key("$ref")) {
+                o.remove("additionalProperties");
+                o.insert("unevaluatedProperties".into(), Value::Bool(false));
+            } else if has_props && !o.contains_key("additionalProperties") {
                 o.insert("additionalProperties".into(), Value::Bool(false));
             }
-            o.values_mut().for_each(close_objects);
+            for (k, x) in o.iter_mut() {
+                match k.as_str() {
+                    "$defs" => {
+                        if let Value::Object(d) = x {
+                            for (name, s) in d.iter_mut() {
+                                close_objects(s, merged, Some(name), false);
+                            }
+                        }
+                    }
+                    c if COMBINATORS.contains(&c) && has_props => {
+                        if let Value::Array(a) = x {
+                            for b in a {
+                                close_objects(b, merged, None, true);
+                            }
+                        }
+                    }
+                    _ => close_objects(x, merged, None, false),
+                }
+            }
         }
-        Value::Array(a) => a.iter_mut().for_each(close_objects),
+        Value::Array(a) => a
+            .iter_mut()
+            .for_each(|x| close_objects(x, merged, None, false)),
         _ => {}
     }
 }
@@ -129,22 +178,46 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("fs.json", schema_of::<report::FsReport<'static>>()),
         ("fs-cd.json", schema_of::<report::CdReport<'static>>()),
         ("undo.json", schema_of::<UndoOutput>()),
-        ("history.json", schema_of::<report::HistoryReport<'static>>()),
-        ("trash-list.json", schema_of::<report::TrashListReport<'static>>()),
+        (
+            "history.json",
+            schema_of::<report::HistoryReport<'static>>(),
+        ),
+        (
+            "trash-list.json",
+            schema_of::<report::TrashListReport<'static>>(),
+        ),
         ("trash-empty.json", schema_of::<report::TrashEmptyReport>()),
-        ("pending.json", schema_of::<report::PendingReport<'static>>()),
+        (
+            "pending.json",
+            schema_of::<report::PendingReport<'static>>(),
+        ),
         ("answer.json", schema_of::<broker::approvals::Answered>()),
         ("scan.json", schema_of::<broker::scan::ScanReport>()),
-        ("config-show.json", schema_of::<super::config::Shown<'static>>()),
-        ("policy-check.json", schema_of::<crate::policy::report::Checked>()),
+        (
+            "config-show.json",
+            schema_of::<super::config::Shown<'static>>(),
+        ),
+        (
+            "policy-check.json",
+            schema_of::<crate::policy::report::Checked>(),
+        ),
         ("policy-explain.json", schema_of::<ExplainOutput>()),
-        ("policy-list.json", schema_of::<report::PolicyListReport<'static>>()),
-        ("policy-reload.json", schema_of::<broker::pin::ReloadReport>()),
+        (
+            "policy-list.json",
+            schema_of::<report::PolicyListReport<'static>>(),
+        ),
+        (
+            "policy-reload.json",
+            schema_of::<broker::pin::ReloadReport>(),
+        ),
         ("log-verify.json", schema_of::<broker::log::Verified>()),
         ("log-query.json", schema_of::<broker::log::QueryResult>()),
         ("log-record.json", schema_of::<broker::log::Record>()),
         ("log-show.json", schema_of::<broker::log::Shown>()),
-        ("log-checkpoint.json", schema_of::<broker::log::Checkpoint>()),
+        (
+            "log-checkpoint.json",
+            schema_of::<broker::log::Checkpoint>(),
+        ),
         ("log-gc.json", schema_of::<broker::log::Collected>()),
         ("keys-export.json", schema_of::<broker::log::PublicKeys>()),
         ("keys-rotate.json", schema_of::<broker::log::Rotated>()),
@@ -221,7 +294,10 @@ fn index() -> Value {
         ),
     );
     o.insert("error".into(), Value::String("error.json".into()));
-    o.insert("commands".into(), serde_json::to_value(m).unwrap_or_default());
+    o.insert(
+        "commands".into(),
+        serde_json::to_value(m).unwrap_or_default(),
+    );
     o.insert("no_json".into(), Value::String(NO_JSON.into()));
     Value::Object(o)
 }
@@ -312,7 +388,10 @@ fn every_subcommand_has_a_schema() {
         if let Some(f) = f {
             assert!(files.contains(f), "{c}: {f} is not generated");
         } else {
-            assert!(NO_JSON.contains(c), "{c}: no schema and NO_JSON does not say why");
+            assert!(
+                NO_JSON.contains(c),
+                "{c}: no schema and NO_JSON does not say why"
+            );
         }
     }
 }

@@ -764,8 +764,7 @@ impl Gateway {
         });
         match job.await {
             Ok(r) => r,
-            Err(e) => err_code(
- ErrorCode::Sandbox,format!("{name}: the call failed: {e}")),
+            Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: the call failed: {e}")),
         }
     }
 }
@@ -816,8 +815,7 @@ fn forward(
     // not-ws: /dev/null
     let null = match std::fs::File::open("/dev/null") {
         Ok(f) => f,
-        Err(e) => return err_code(
- ErrorCode::Sandbox,format!("{name}: /dev/null: {e}")),
+        Err(e) => return err_code(ErrorCode::Sandbox, format!("{name}: /dev/null: {e}")),
     };
     let res = crate::serve::daemon::call_captured(
         socket,
@@ -832,18 +830,21 @@ fn forward(
         Ok((0 | 1, out, err)) => match serde_json::from_slice::<CallToolResult>(&out) {
             Ok(r) => r,
             Err(e) => err_code(
- ErrorCode::Sandbox,format!(
-                "{name}: the daemon's answer is not a tool result ({e}): {}",
-                String::from_utf8_lossy(&err).trim()
-            )),
+                ErrorCode::Sandbox,
+                format!(
+                    "{name}: the daemon's answer is not a tool result ({e}): {}",
+                    String::from_utf8_lossy(&err).trim()
+                ),
+            ),
         },
         Ok((code, _, err)) => err_code(
- ErrorCode::Sandbox,format!(
-            "{name}: the daemon refused the call (exit {code}): {}",
-            String::from_utf8_lossy(&err).trim()
-        )),
-        Err(e) => err_code(
- ErrorCode::Sandbox,format!("{name}: {e}")),
+            ErrorCode::Sandbox,
+            format!(
+                "{name}: the daemon refused the call (exit {code}): {}",
+                String::from_utf8_lossy(&err).trim()
+            ),
+        ),
+        Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: {e}")),
     }
 }
 
