@@ -34,6 +34,7 @@ mod docs;
 mod escape;
 mod exec;
 mod fs;
+mod human;
 mod json;
 mod mcp;
 mod next_run;

@@ -273,19 +273,33 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
     } else if v.is_empty() {
         errln!("gateway: nothing is waiting for approval");
     } else {
+        use super::human::{Cell, Table, colour};
         use crate::shown::visible;
+        let risk_style = |r: &str| {
+            super::human::effect_style(match r {
+                "high" => "deny",
+                "medium" => "ask",
+                _ => "",
+            })
+        };
+        let mut t = Table::new(&[true, false, false, false]);
         for p in &v {
-            outln!(
-                "{:>4}  {:<6} {}  (session {}, uid {} pid {}, {} risk, denied in {} s)",
-                p.id,
-                visible(&p.tool),
-                visible(&p.command),
-                visible(&p.session),
-                p.uid,
-                p.pid,
-                p.risk,
-                p.expires_in
-            );
+            t.row(vec![
+                Cell::new(p.id.to_string()),
+                Cell::new(visible(&p.tool)),
+                Cell::styled(format!("{} risk", p.risk), risk_style(&p.risk)),
+                Cell::new(format!(
+                    "{}  (session {}, uid {} pid {}, denied in {})",
+                    visible(&p.command),
+                    visible(&p.session),
+                    p.uid,
+                    p.pid,
+                    crate::model::units::duration(Duration::from_secs(p.expires_in))
+                )),
+            ]);
+        }
+        for (l, p) in t.lines(colour()).into_iter().zip(&v) {
+            outln!("{l}");
             for r in &p.rules {
                 outln!("      rule {}", visible(r));
             }

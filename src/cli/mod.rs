@@ -138,6 +138,7 @@ pub use daemon::daemon_call;
 use daemon::{answer, config_socket, daemon_socket, pending, serve};
 use exec::{RunAt, run_exec, run_exec_at};
 mod fs;
+mod human;
 #[cfg(test)]
 mod json_check;
 mod log;
@@ -826,13 +827,21 @@ fn config_show(cli: &Cli) -> ExitCode {
         );
         outln!("shell:       {} (for gateway sh)", shell.display());
         match &policy {
-            Ok(p) => outln!(
-                "retention:   artifacts_max_age {:?} s, artifacts_max_total {:?} B, backups_max_total {:?} B, keep_versions {}",
-                p.audit.artifacts_max_age,
-                p.audit.artifacts_max_total,
-                p.undo.backups_max_total,
-                p.undo.keep_versions
-            ),
+            Ok(p) => {
+                use crate::model::units;
+                let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+                outln!(
+                    "retention:   artifacts_max_age {}, artifacts_max_total {}, backups_max_total {}, keep_versions {}",
+                    or_none(
+                        p.audit
+                            .artifacts_max_age
+                            .map(|s| units::duration(Duration::from_secs(s)))
+                    ),
+                    or_none(p.audit.artifacts_max_total.map(units::bytes)),
+                    or_none(p.undo.backups_max_total.map(units::bytes)),
+                    p.undo.keep_versions
+                );
+            }
             Err(e) => outln!("retention:   (the policy does not load: {e})"),
         }
     }
@@ -881,20 +890,27 @@ fn policy_list(cli: &Cli) -> ExitCode {
 
 fn print_explanation(x: &broker::Explanation) {
     use crate::shown::{arg_shown, visible};
+    use human::{Cell, Table, effect_style, paint};
+    let on = human::colour();
     let d = &x.decision;
     outln!("policy:    {}", x.policy);
-    outln!("decision:  {}", d.effect);
+    outln!(
+        "decision:  {}",
+        paint(d.effect.name(), effect_style(d.effect.name()), on)
+    );
     for c in &d.commands {
         outln!("command:   {}", visible(c));
     }
+    let mut t = Table::new(&[]);
     for r in &d.rules {
-        outln!(
-            "  {:<5} {:<28} {}  [{}]",
-            r.effect,
-            r.id,
-            visible(&r.reason),
-            visible(&r.subject)
-        );
+        t.row(vec![
+            Cell::styled(r.effect.name(), effect_style(r.effect.name())),
+            Cell::new(visible(&r.id)),
+            Cell::new(format!("{}  [{}]", visible(&r.reason), visible(&r.subject))),
+        ]);
+    }
+    for l in t.lines(on) {
+        outln!("  {l}");
     }
     for u in &d.unanalysable {
         outln!("unanalysable: {}", visible(u));
@@ -905,7 +921,12 @@ fn print_explanation(x: &broker::Explanation) {
             .iter()
             .map(|p| arg_shown(&p.to_string_lossy()).into_owned())
             .collect();
-        outln!("{name:<10} {}", items.join(" "));
+        let items = if items.is_empty() {
+            "(none)".to_string()
+        } else {
+            items.join(" ")
+        };
+        outln!("{name:<10} {items}");
     };
     outln!("sandbox (landlock ABI {}):", x.landlock_abi);
     show("  read", &s.read);
@@ -914,10 +935,10 @@ fn print_explanation(x: &broker::Explanation) {
     show("  deny", &s.deny);
     show("  protected", &s.protected);
     show("  hidden", &s.hidden);
-    outln!("  network    {:?}", s.network);
-    outln!("  limits     {:?}", s.limits);
+    outln!("  network    {}", s.network);
+    outln!("  limits     {}", s.limits);
     outln!(
-        "secrets:   output {:?}, input {:?}",
+        "secrets:   output {}, input {}",
         x.secrets.output,
         x.secrets.input
     );
