@@ -188,8 +188,6 @@ pub enum ErrorCode {
     NotFound,
     /// The audit log could not be written or continued (exit 119).
     Audit,
-    /// `log verify`: the log, a checkpoint or a signature does not hold (exit 1).
-    VerifyFailed,
     /// Any other failure (exit 1).
     Failed,
 }

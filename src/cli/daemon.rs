@@ -101,23 +101,8 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
         }
     }
     cli.policy = chosen.or_else(|| Some(policy.to_string()));
-    let asked = named_state.or_else(|| {
-        broker::client::env_var("GATEWAY_STATE_DIR")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-    });
-    if let Some(d) = asked {
-        let d = std::path::absolute(&d).unwrap_or(d);
-        if d != state {
-            return to_u8(fail(
-                exit::USAGE,
-                format!(
-                    "this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
-                    state.display(),
-                    d.display()
-                ),
-            ));
-        }
+    if let Err(code) = same_state_dir(named_state, state) {
+        return code;
     }
     cli.state_dir = Some(state.to_path_buf());
     if matches!(
@@ -130,6 +115,32 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
         ));
     }
     to_u8(dispatch(cli))
+}
+
+/// Refuses (the exit code, said on the client's stderr and under `--json` as the error
+/// object) a call that names another state directory than the daemon's: on its command line
+/// (`named`), else in its GATEWAY_STATE_DIR.
+fn same_state_dir(named: Option<PathBuf>, state: &std::path::Path) -> Result<(), u8> {
+    let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
+    let asked = named.or_else(|| {
+        broker::client::env_var("GATEWAY_STATE_DIR")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(d) = asked {
+        let d = std::path::absolute(&d).unwrap_or(d);
+        if d != state {
+            return Err(to_u8(fail(
+                exit::USAGE,
+                format!(
+                    "this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
+                    state.display(),
+                    d.display()
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A daemon client's command line, parsed as the CLI would: the call, and the policy and

@@ -125,7 +125,7 @@ fn exit_of_error_code(code: broker::report::ErrorCode) -> u8 {
         C::NotExecutable => exit::NOT_EXECUTABLE,
         C::NotFound => exit::NOT_FOUND,
         C::Audit => exit::AUDIT,
-        C::VerifyFailed | C::Failed => exit::VERIFY_FAILED,
+        C::Failed => exit::VERIFY_FAILED,
     }
 }
 

@@ -34,7 +34,7 @@ enum UndoOutput {
 #[allow(dead_code, reason = "a schema, never built")]
 enum ExplainOutput {
     /// `policy explain CMD`.
-    Command(broker::Explanation),
+    Command(Box<broker::Explanation>),
     /// `policy explain --credentials`.
     Credentials(broker::credentials::Explained),
 }
