@@ -45,7 +45,14 @@ struct Case<'a> {
 
 /// Runs `c` and returns what is wrong with its output.
 fn check(env: &Env, c: &Case) -> Vec<String> {
-    let o = env.cmd().arg("--json").args(c.args).output().expect("run");
+    check_output(
+        &env.cmd().arg("--json").args(c.args).output().expect("run"),
+        c,
+    )
+}
+
+/// What is wrong with `o`, the output of `c`.
+fn check_output(o: &std::process::Output, c: &Case) -> Vec<String> {
     let what = format!("gateway --json {}", c.args.join(" "));
     let mut bad = Vec::new();
     if o.status.code() != Some(c.exit) {
@@ -53,7 +60,7 @@ fn check(env: &Env, c: &Case) -> Vec<String> {
             "{what}: exit {:?}, expected {}: {}",
             o.status.code(),
             c.exit,
-            text(&o)
+            text(o)
         ));
     }
     let v: Value = match serde_json::from_slice(&o.stdout) {
@@ -61,7 +68,7 @@ fn check(env: &Env, c: &Case) -> Vec<String> {
         Err(e) => {
             bad.push(format!(
                 "{what}: stdout is not one JSON object ({e}): {}",
-                text(&o)
+                text(o)
             ));
             return bad;
         }
@@ -440,3 +447,67 @@ fn every_schema_named_in_docs_compiles_and_the_error_one_is_strict() {
         assert!(!problems("error.json", &bad).is_empty(), "{bad}");
     }
 }
+
+sandbox_test!(
+    fn through_the_daemon_json_prints_the_same_objects() {
+        // The daemon parses and runs the call in its own process: its usage errors, its
+        // refusal of another state directory and its results are the same objects.
+        let env = Env::new("json-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let other = env.root.join("other-state");
+        let other = other.to_str().expect("utf8");
+        let cases = [
+            Case {
+                words: "pending",
+                args: &["pending"],
+                exit: 0,
+                error: None,
+            },
+            Case {
+                words: "exec",
+                args: &["exec", "--", "echo", "hi"],
+                exit: 0,
+                error: None,
+            },
+            Case {
+                words: "exec",
+                args: &["exec", "--timeout", "abc", "--", "true"],
+                exit: 122,
+                error: Some("usage"),
+            },
+            Case {
+                words: "exec",
+                args: &["exec", "--bogus"],
+                exit: 122,
+                error: Some("usage"),
+            },
+            Case {
+                words: "exec",
+                args: &["--state-dir", other, "exec", "--", "true"],
+                exit: 122,
+                error: Some("usage"),
+            },
+            Case {
+                words: "fs cd",
+                args: &["fs", "cd", "nonexist"],
+                exit: 122,
+                error: Some("usage"),
+            },
+            Case {
+                words: "fs write",
+                args: &["fs", "write", "/etc/gw-json-test", "--content", "x"],
+                exit: 120,
+                error: Some("denied"),
+            },
+        ];
+        let mut bad = Vec::new();
+        for c in &cases {
+            let mut cmd = d.cmd(&env);
+            cmd.arg("--json").args(c.args);
+            bad.extend(check_output(&cmd.output().expect("run"), c));
+        }
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+);
