@@ -396,6 +396,14 @@ sandbox_test!(
         for c in &cases {
             bad.extend(check(&env, c));
         }
+        // `tool` prints JSON without `--json` too: its usage errors as well.
+        let c = Case {
+            words: "tool",
+            args: &["tool", "exec", "not json"],
+            exit: 122,
+            error: Some("usage"),
+        };
+        bad.extend(check_output(&env.gw(c.args), &c));
         assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
 );

@@ -556,7 +556,8 @@ fn signal_name(sig: i32) -> String {
     reason = "one arm per subcommand (the definitions are in cli/args.rs)"
 )]
 fn dispatch(cli: Cli) -> ExitCode {
-    set_json_errors(cli.json);
+    // `tool` prints JSON whether or not `--json` is given: its failures too.
+    set_json_errors(cli.json || matches!(cli.cmd, Cmd::Tool { .. }));
     recover_dead_runs(&cli);
     match &cli.cmd {
         Cmd::Serve {
