@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Network access for a sandboxed run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
     /// No sockets at all except `socketpair(AF_UNIX)` of type `SOCK_STREAM` or `SOCK_SEQPACKET`;
@@ -20,7 +20,7 @@ pub enum Network {
 }
 
 /// Resource limits of a run. `None` = not limited.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Limits {
     /// Wall-clock timeout.
     pub timeout: Option<Duration>,
@@ -115,7 +115,17 @@ impl fmt::Display for Tool {
 
 /// A rule's effect, ordered by strictness: `Allow < Ask < Deny`.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Effect {
@@ -158,7 +168,7 @@ pub struct ToolCall {
 }
 
 /// Why a rule (or a built-in fallback) contributed to a decision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RuleMatch {
     /// The rule's id; built-in fallbacks use `default-deny` and `unanalysable`.
     pub id: String,
@@ -171,7 +181,7 @@ pub struct RuleMatch {
 }
 
 /// The answer of policy to a [`ToolCall`].
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     /// The combined effect: any deny → deny; else any ask → ask; else allow.
     pub effect: Effect,
@@ -191,7 +201,7 @@ impl Decision {
 }
 
 /// What happens to secrets found in a command's output (policy `secrets.output`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SecretsOutput {
     /// Each secret is replaced by `[REDACTED:<rule>]`.
@@ -204,7 +214,7 @@ pub enum SecretsOutput {
 
 /// What happens to secrets found in a command's inputs: argv, environment, stdin (policy
 /// `secrets.input`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SecretsInput {
     /// The call is refused; the error names the rule and where, never the value.
@@ -216,7 +226,7 @@ pub enum SecretsInput {
 }
 
 /// A policy's secrets settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SecretsProfile {
     /// Secrets in output.
     pub output: SecretsOutput,
@@ -353,5 +363,136 @@ impl Default for UndoProfile {
             max_state_bytes: 2 << 30,
             max_workspace_bytes: None,
         }
+    }
+}
+
+/// Human units for what people read (issue 15): durations and sizes as a policy spells them,
+/// never Rust's debug text.
+pub mod units {
+    use std::time::Duration;
+
+    /// A duration in its largest whole units, at most two of them: `10m`, `30d`, `1h 30m`,
+    /// `2.5s`, `250ms`.
+    pub fn duration(d: Duration) -> String {
+        let ms = d.as_millis();
+        if ms < 1000 {
+            return format!("{ms}ms");
+        }
+        let secs = d.as_secs();
+        if secs < 60 && d.subsec_millis() != 0 {
+            return format!("{:.1}s", d.as_secs_f64());
+        }
+        let parts: Vec<String> = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")]
+            .iter()
+            .scan(secs, |left, &(unit, name)| {
+                let n = *left / unit;
+                *left %= unit;
+                Some((n, name))
+            })
+            .filter(|(n, _)| *n > 0)
+            .take(2)
+            .map(|(n, name)| format!("{n}{name}"))
+            .collect();
+        parts.join(" ")
+    }
+
+    /// A size in bytes with a binary unit: `512 B`, `64 KiB`, `1.5 MiB`, `2 GiB`.
+    pub fn bytes(n: u64) -> String {
+        const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+        if n < 1024 {
+            return format!("{n} B");
+        }
+        let mut v = n as f64 / 1024.0;
+        let mut u = 0;
+        while v >= 1024.0 && u + 1 < UNITS.len() {
+            v /= 1024.0;
+            u += 1;
+        }
+        if (v - v.round()).abs() < 0.05 {
+            format!("{} {}", v.round() as u64, UNITS[u])
+        } else {
+            format!("{v:.1} {}", UNITS[u])
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn durations_and_sizes_read_as_a_policy_spells_them() {
+            let d = |s| duration(Duration::from_secs(s));
+            assert_eq!(d(600), "10m");
+            assert_eq!(d(30 * 86_400), "30d");
+            assert_eq!(d(5_400), "1h 30m");
+            assert_eq!(d(90_061), "1d 1h");
+            assert_eq!(d(45), "45s");
+            assert_eq!(duration(Duration::from_millis(2_500)), "2.5s");
+            assert_eq!(duration(Duration::from_millis(250)), "250ms");
+            assert_eq!(bytes(512), "512 B");
+            assert_eq!(bytes(64 << 10), "64 KiB");
+            assert_eq!(bytes(3 << 29), "1.5 GiB");
+            assert_eq!(bytes(2 << 30), "2 GiB");
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Network::None => f.write_str("none (no sockets but Unix socket pairs)"),
+            Network::Loopback => f.write_str("loopback only"),
+            Network::ConnectTcp(ports) => {
+                let p: Vec<String> = ports.iter().map(u16::to_string).collect();
+                write!(f, "TCP connect to port(s) {}", p.join(", "))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Limits {
+    /// The limits set, in human units (`timeout 10m, memory 2 GiB, ...`); `none` if none is.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = |n: u64| n.to_string();
+        let set: Vec<String> = [
+            ("timeout", self.timeout.map(units::duration)),
+            (
+                "cpu",
+                self.cpu.map(|s| units::duration(Duration::from_secs(s))),
+            ),
+            ("memory", self.memory.map(units::bytes)),
+            ("processes", self.pids.map(count)),
+            ("open files", self.open_files.map(count)),
+            ("file size", self.file_size.map(units::bytes)),
+            ("output", self.output.map(units::bytes)),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|v| format!("{name} {v}")))
+        .collect();
+        if set.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&set.join(", "))
+        }
+    }
+}
+
+impl fmt::Display for SecretsOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SecretsOutput::Redact => "redact",
+            SecretsOutput::Block => "block",
+            SecretsOutput::Warn => "warn",
+        })
+    }
+}
+
+impl fmt::Display for SecretsInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SecretsInput::Deny => "deny",
+            SecretsInput::Redact => "redact",
+            SecretsInput::Warn => "warn",
+        })
     }
 }

@@ -306,7 +306,8 @@ sandbox_test!(
                     .output()
                     .expect("pending");
                 assert!(o.status.success(), "{}", text(&o));
-                let v: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).expect("json");
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+                let v = v["requests"].as_array().cloned().expect("requests");
                 if !v.is_empty() {
                     return v;
                 }
@@ -1175,7 +1176,8 @@ fn other_uid(env: &Env, d: &Daemon, in_users: bool) -> Command {
 fn pending_seen(mut cmd: Command) -> Vec<serde_json::Value> {
     let o = cmd.args(["--json", "pending"]).output().expect("pending");
     assert!(o.status.success(), "{}", text(&o));
-    serde_json::from_slice(&o.stdout).expect("pending json")
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("pending json");
+    v["requests"].as_array().cloned().expect("requests")
 }
 
 /// The `deny` records uid 65534's refused calls left, as (tool, rules).
@@ -1669,7 +1671,8 @@ sandbox_test!(
                     .output()
                     .expect("pending");
                 assert!(o.status.success(), "{}", text(&o));
-                p = serde_json::from_slice(&o.stdout).expect("json");
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+                p = v["requests"].as_array().cloned().expect("requests");
                 if !p.is_empty() {
                     break;
                 }

@@ -79,7 +79,7 @@ sandbox_test! {
         assert_eq!(v["stdout"], "out\n");
         assert_eq!(v["stderr"], "err\n");
         assert_eq!(v["exit_code"], 4);
-        assert_eq!(v["decision"], "allow");
+        assert_eq!(v["decision"]["effect"], "allow");
         assert_eq!(v["enforcement"]["landlock"]["fs"], true);
         assert_eq!(v["enforcement"]["seccomp"], true);
         assert_eq!(v["enforcement"]["capabilities_dropped"], true);
@@ -350,10 +350,10 @@ fn json_reports_denials() {
         .expect("run");
     assert_eq!(o.status.code(), Some(120), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["decision"]["effect"], "deny");
     assert_eq!(v["ran"], false);
     assert!(
-        v["rules"]
+        v["decision"]["rules"]
             .as_array()
             .expect("rules")
             .iter()

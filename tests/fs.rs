@@ -774,7 +774,7 @@ fn fs_json(env: &Env, policy: &str, args: &[&str]) -> (Option<i32>, Vec<String>,
     c.args(["--json", "--policy", policy, "fs"]).args(args);
     let o = c.output().expect("run");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-    let rules = v["rules"]
+    let rules = v["decision"]["rules"]
         .as_array()
         .map(|a| {
             a.iter()
@@ -916,11 +916,12 @@ fn assert_refused(env: &Env, args: &[&str], kind: &str, rule: &str) {
     assert_eq!(o.status.code(), Some(120), "{args:?}: {}", text(&o));
     let v = json_of(&o);
     assert!(
-        v["error"]
+        v["error"]["message"]
             .as_str()
             .is_some_and(|e| e.starts_with("refused: ")),
         "{v}"
     );
+    assert_eq!(v["error"]["code"], "denied", "{v}");
     assert_eq!(v["refusal"]["kind"], kind, "{v}");
     assert_eq!(v["refusal"]["rule"], rule, "{v}");
     let o = env

@@ -38,6 +38,8 @@ mod escape;
 mod exec;
 mod fs;
 mod help;
+mod human;
+mod json;
 mod mcp;
 mod next_run;
 mod policy;

@@ -489,7 +489,9 @@ fn a_failed_command_under_json_prints_its_error_object() {
             )
         });
         assert!(
-            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|e| !e.is_empty()),
             "{args:?}: {v}"
         );
     }

@@ -587,7 +587,7 @@ pub fn check_mcp_client_run(
     );
     // Refusals are tool results with isError, naming the rule and its reason.
     let d: serde_json::Value = serde_json::from_str(&failed("denied")).expect("json");
-    assert_eq!(d["decision"], "deny");
+    assert_eq!(d["decision"]["effect"], "deny");
     assert_eq!(d["refusal"]["kind"], "policy_denied");
     assert_eq!(d["refusal"]["rule"], "deny-rm-root-home");
     assert_eq!(d["refusal"]["rules"][0], "deny-rm-root-home");

@@ -103,7 +103,7 @@ pub fn unhex32(s: &str) -> Option<Hash> {
 }
 
 /// Who made the call.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Caller {
     /// The caller's uid.
     pub uid: u32,
@@ -114,7 +114,7 @@ pub struct Caller {
 }
 
 /// The policy decision, as recorded.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecordDecision {
     /// `allow`, `deny` or `ask`.
     pub effect: String,
@@ -125,7 +125,7 @@ pub struct RecordDecision {
 }
 
 /// Size and hash of a stream (after redaction), and where its content is kept.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StreamDigest {
     /// Bytes.
     pub bytes: u64,
@@ -138,7 +138,7 @@ pub struct StreamDigest {
 }
 
 /// One audit record. Field order is the canonical order of the JSON line.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
     /// Position in the log, from 1.
     pub seq: u64,

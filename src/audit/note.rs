@@ -183,7 +183,7 @@ pub fn parse_notes(data: &str) -> Result<Vec<Note>, usize> {
 }
 
 /// A checkpoint body: origin, tree size, root hash.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Checkpoint {
     /// The log's origin line.
     pub origin: String,

@@ -167,7 +167,7 @@ impl Compiled {
 }
 
 /// Result of a query (`log query --json` prints it as it is).
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct QueryResult {
     /// Matching records, oldest first.
     pub records: Vec<Record>,

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// What is wrong, first problem first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
     /// A line is not a record (bad JSON start, bad hash field, not UTF-8).
@@ -214,7 +214,7 @@ pub struct VerifyOptions {
 }
 
 /// The result.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct VerifyReport {
     /// Records read.
     pub records: u64,

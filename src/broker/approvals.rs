@@ -32,7 +32,7 @@ pub struct Request<'a> {
 }
 
 /// A pending request, as `gateway pending` lists it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Pending {
     /// Its id (for `gateway approve ID`).
     pub id: u64,
@@ -243,7 +243,7 @@ pub fn list(uid: Option<u32>) -> Vec<Pending> {
 }
 
 /// An answer given (`gateway approve|deny ID`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Answered {
     /// The request's id.
     pub id: u64,

@@ -73,7 +73,7 @@ pub fn denied_for_caller(cx: &client::Context) -> Vec<(&'static Store, Vec<PathB
 
 /// What `policy explain --credentials` shows: what the catalogue denies to this caller under
 /// `policy`, what the policy denies besides, and the variables removed from every run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Explained {
     /// The policy's name.
     pub policy: String,
@@ -92,7 +92,7 @@ pub struct Explained {
 }
 
 /// A catalogue store and the paths it denies to this caller.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DeniedStore {
     /// Kind of tool (the README table's sections).
     pub group: &'static str,

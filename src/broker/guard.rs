@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::ffi::OsString;
 
 /// A secret found in an input: where and by which rule (never the value).
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct InputSecret {
     /// `argument N` (0 = the program), `environment variable NAME`, or `stdin`.
     pub place: String,
@@ -18,7 +18,7 @@ pub struct InputSecret {
 }
 
 /// A secret found in output.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct OutputSecret {
     /// `stdout` or `stderr`.
     pub stream: &'static str,
@@ -27,7 +27,7 @@ pub struct OutputSecret {
 }
 
 /// What the secrets policy found and did in one exec.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct SecretsReport {
     /// Secrets in argv, environment, stdin.
     pub input: Vec<InputSecret>,

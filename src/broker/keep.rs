@@ -72,7 +72,7 @@ pub struct Kept {
 }
 
 /// A protected path the run changed, and where the run's version went.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct Restored {
     /// The protected path, put back as it was before the run.
     pub path: PathBuf,

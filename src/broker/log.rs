@@ -35,7 +35,7 @@ fn read(
 }
 
 /// `log verify`'s result: the report, whether it holds, and each problem as a sentence.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Verified {
     /// Whether everything holds (`report.problems` is empty).
     pub ok: bool,
@@ -122,7 +122,7 @@ pub fn query(state_dir: &Path, filter: &Filter) -> Result<QueryResult, BrokerErr
 }
 
 /// A record and the content of its stored streams (`log show`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Shown {
     /// The record.
     pub record: Record,
@@ -131,7 +131,7 @@ pub struct Shown {
 }
 
 /// One stored stream of a record.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Artifact {
     /// `stdin`, `stdout` or `stderr`.
     pub stream: &'static str,
@@ -195,10 +195,11 @@ impl Artifact {
 }
 
 /// A stream's stored content, or why it cannot be shown.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub enum Stored {
     /// The bytes stored (checked against their hash).
     #[serde(rename = "content", serialize_with = "lossy")]
+    #[schemars(with = "String")]
     Content(Vec<u8>),
     /// Not stored, removed by the retention, or altered.
     #[serde(rename = "error")]
@@ -270,7 +271,7 @@ fn sign_pending() -> Result<Option<u64>, BrokerError> {
 }
 
 /// The newest signed checkpoint (`log checkpoint`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Checkpoint {
     /// The C2SP signed note, as `log verify --anchor FILE` reads it.
     pub checkpoint: String,
@@ -283,7 +284,7 @@ pub fn checkpoint(state_dir: &Path) -> Result<Option<Checkpoint>, BrokerError> {
 }
 
 /// The log's public keys (`keys export`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PublicKeys {
     /// One verifier-key line per epoch, oldest first (the first is the root key).
     pub keys: Vec<String>,
@@ -307,7 +308,7 @@ pub fn ensure_keys(state_dir: &Path) -> Result<(), BrokerError> {
 }
 
 /// A key rotation (`keys rotate`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Rotated {
     /// The new signing key's verifier-key line (the old key signed it and was destroyed).
     pub key: String,
@@ -345,7 +346,7 @@ pub fn rotate(ctx: &super::fs::FsContext<'_>) -> Result<Rotated, BrokerError> {
 }
 
 /// What `log gc` removed.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Collected {
     /// Files removed (artifacts and backups).
     pub removed: u64,

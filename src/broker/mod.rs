@@ -411,7 +411,7 @@ fn tail_of(mut t: Vec<u8>) -> Vec<u8> {
 }
 
 /// Where the run was recorded, and its streams' digests and artifacts.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AuditInfo {
     /// The record's sequence number (`gateway log show SEQ`).
     pub seq: u64,
@@ -424,7 +424,7 @@ pub struct AuditInfo {
 }
 
 /// A protected path created by a run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Quarantined {
     /// Where the run created it.
     pub path: PathBuf,
@@ -611,7 +611,7 @@ fn prune_artifacts(state_dir: &Path, a: &crate::model::AuditProfile) {
 }
 
 /// What `policy explain` shows.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Explanation {
     /// Policy name.
     pub policy: String,

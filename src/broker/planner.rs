@@ -120,13 +120,14 @@ pub(super) fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
 }
 
 /// The sandbox a policy gives a run, before the program is known.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct SandboxPlan {
     /// How the run is confined.
     #[serde(flatten)]
     pub confine: sandbox::Confinement,
     /// Environment passed to the child (names only in serialised output).
     #[serde(serialize_with = "env_names")]
+    #[schemars(with = "Vec<String>")]
     pub env: Vec<(OsString, OsString)>,
     /// Where git reads config and hooks in the writable trees, as found for this plan (the
     /// run's "before": searched once).

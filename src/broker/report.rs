@@ -5,24 +5,21 @@
 //! once, and no front end can name a field its own way (`stdout_truncated` once was
 //! `truncated` in MCP).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::fs::{FsOutput, FsResult};
 use super::{AuditInfo, ExecResult, Quarantined, SecretsReport, keep, snapshot};
-use crate::model::{Effect, RuleMatch};
+use crate::model::Decision;
 use crate::sandbox::EnforcementStatus;
 
 /// An exec call's report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ExecReport<'a> {
-    /// The policy's decision: `allow`, `ask` or `deny`.
-    pub decision: Effect,
-    /// Every rule that matched, and the fallbacks that applied.
-    pub rules: &'a [RuleMatch],
-    /// The simple commands that were found and checked.
-    pub commands: &'a [String],
-    /// Parts of the command line that could not be analysed, and why.
-    pub unanalysable: &'a [String],
+    /// The policy's decision (`effect`: `allow`, `ask` or `deny`), every rule that matched,
+    /// the simple commands found and checked, and what could not be analysed: the one
+    /// decision shape of `exec`, the file tools, `policy explain` and MCP (issue 15).
+    pub decision: &'a Decision,
     /// Why it did not run: denied by the policy's rules, or not approved (`kind`, `rule`,
     /// `rules`, `reasons`); `null` when it ran.
     pub refusal: Option<serde_json::Value>,
@@ -76,10 +73,7 @@ impl ExecResult {
         let o = self.outcome.as_ref();
         let text = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(inline)]).into_owned();
         ExecReport {
-            decision: self.decision.effect,
-            rules: &self.decision.rules,
-            commands: &self.decision.commands,
-            unanalysable: &self.decision.unanalysable,
+            decision: &self.decision,
             refusal: refusal_of(&self.decision, self.approved),
             ran: self.ran,
             approved: self.approved,
@@ -107,12 +101,10 @@ impl ExecResult {
 }
 
 /// A file tool call's report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct FsReport<'a> {
-    /// The policy's decision: `allow`, `ask` or `deny`.
-    pub decision: Effect,
-    /// Every rule that matched, and the fallbacks that applied.
-    pub rules: &'a [RuleMatch],
+    /// The policy's decision, in the shape of [`ExecReport::decision`] (`commands` empty).
+    pub decision: &'a Decision,
     /// Why it was not performed: denied by the policy's rules, or not approved; `null`
     /// when it was.
     pub refusal: Option<serde_json::Value>,
@@ -128,8 +120,7 @@ impl FsResult {
     /// The report of this result.
     pub fn report(&self) -> FsReport<'_> {
         FsReport {
-            decision: self.decision.effect,
-            rules: &self.decision.rules,
+            decision: &self.decision,
             refusal: match self.output {
                 FsOutput::Denied | FsOutput::NotApproved => refusal_of(&self.decision, Some(false)),
                 _ => None,
@@ -146,47 +137,127 @@ fn refusal_of(d: &crate::model::Decision, approved: Option<bool>) -> Option<serd
     super::refusal::Refusal::of_decision(d, approved).map(|r| r.shown())
 }
 
-/// A failed call's report: the error in words and, for a refusal by the policy, the typed
-/// refusal (`kind`, `rule`, the path and the limit it names; paths with a secret in them
-/// redacted).
-#[derive(Debug, Serialize)]
+/// A failed call's report (issue 15): one shape for every front end and every failure —
+/// `{"error": {"code", "message"}, "refusal"?}` — a usage error of the CLI as much as a
+/// refusal by the policy or a broker error. `code` is stable (README lists each with its exit
+/// code); `message` says what failed, on which path or rule, and what the user can do.
+/// `refusal` is where exec's and the file tools' reports have it.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ErrorReport {
-    /// What failed, on which path or rule, and what the user can do.
-    pub error: String,
-    /// The refusal, when the policy said no.
+    /// The error.
+    pub error: ErrorDetail,
+    /// The refusal, when the policy said no (`kind`, `rule`, `rules`, `reasons`, `message`,
+    /// and the path or limit it names; secrets redacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<serde_json::Value>,
+}
+
+/// What [`ErrorReport`] holds.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// The class of the failure, a stable snake_case name.
+    pub code: ErrorCode,
+    /// What failed, on which path or rule, and what the user can do (secrets redacted).
+    pub message: String,
+}
+
+/// The class of a failure, as `--json` and MCP name it (`error.code`). Each has one exit code
+/// (README, "Exit codes and error codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Bad usage: an unknown option, a bad value, a missing argument or operand (exit 122).
+    Usage,
+    /// Refused by the policy (exit 120).
+    Denied,
+    /// `ask` and nobody approved (exit 121).
+    NotApproved,
+    /// The policy or the config file is invalid or unknown (exit 123).
+    Policy,
+    /// The time limit expired (exit 124).
+    Timeout,
+    /// The sandbox could not be set up, or the daemon not reached (exit 125).
+    Sandbox,
+    /// The broker's own I/O failed (exit 125).
+    Io,
+    /// The command could change a file that decides the next run (exit 125).
+    NextRunInReach,
+    /// The program exists but cannot be executed (exit 126).
+    NotExecutable,
+    /// The program or path was not found (exit 127).
+    NotFound,
+    /// The audit log could not be written or continued (exit 119).
+    Audit,
+    /// Any other failure (exit 1).
+    Failed,
+}
+
+impl ErrorCode {
+    /// The class of `e`.
+    pub fn of(e: &super::BrokerError) -> ErrorCode {
+        use super::BrokerError as E;
+        match e {
+            E::Usage(_) => ErrorCode::Usage,
+            E::NotFound { .. } => ErrorCode::NotFound,
+            E::Policy(_) => ErrorCode::Policy,
+            E::Refused(super::refusal::Refusal::NotApproved { .. }) => ErrorCode::NotApproved,
+            E::Refused(_) => ErrorCode::Denied,
+            E::Sandbox(crate::sandbox::SandboxError::Exec { source, .. }) => {
+                if source.kind() == std::io::ErrorKind::NotFound {
+                    ErrorCode::NotFound
+                } else {
+                    ErrorCode::NotExecutable
+                }
+            }
+            E::Sandbox(_) => ErrorCode::Sandbox,
+            E::Io { .. } => ErrorCode::Io,
+            E::NextRunInReach(_) => ErrorCode::NextRunInReach,
+            E::Audit(_) => ErrorCode::Audit,
+            E::TimedOut(_) => ErrorCode::Timeout,
+        }
+    }
 }
 
 impl ErrorReport {
     /// The report of `e`.
     pub fn of(e: &super::BrokerError) -> ErrorReport {
         ErrorReport {
-            error: super::redact_text(&e.to_string()),
+            error: ErrorDetail {
+                code: ErrorCode::of(e),
+                message: super::redact_text(&e.to_string()),
+            },
             refusal: match e {
                 super::BrokerError::Refused(r) => Some(r.shown()),
                 _ => None,
             },
         }
     }
+
+    /// A failure that is not a broker error (a usage error of a front end), said in `message`.
+    pub fn new(code: ErrorCode, message: String) -> ErrorReport {
+        ErrorReport {
+            error: ErrorDetail { code, message },
+            refusal: None,
+        }
+    }
 }
 
 /// `cd`'s report: the session's new working directory.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CdReport<'a> {
     /// The directory.
     pub cwd: &'a std::path::Path,
 }
 
 /// `undo --skip`'s report: the changes passed over.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SkipReport<'a> {
     /// Their journal ids.
     pub skipped: &'a [u64],
 }
 
 /// `history`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct HistoryReport<'a> {
     /// The changes, oldest first.
     pub changes: &'a [super::fs::HistoryEntry],
@@ -197,21 +268,21 @@ pub struct HistoryReport<'a> {
 }
 
 /// `trash list`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TrashListReport<'a> {
     /// The items, present or gone.
     pub items: &'a [crate::journal::TrashItem],
 }
 
 /// `trash empty`'s report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TrashEmptyReport {
     /// Items removed for good.
     pub removed: usize,
 }
 
 /// A notice added to a tool's result, after its content (the policy file changed).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Notice<'a> {
     /// The notice, in words.
     pub gateway_notice: &'a str,
@@ -227,4 +298,18 @@ pub struct BudgetNote<'a> {
     pub cut_chars: usize,
     /// Where the whole output is, or how to get the rest, in words.
     pub whole: &'a str,
+}
+
+/// `pending`'s report.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PendingReport<'a> {
+    /// The requests waiting for an answer, oldest first.
+    pub requests: &'a [super::approvals::Pending],
+}
+
+/// `policy list`'s report.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PolicyListReport<'a> {
+    /// The built-in policies.
+    pub policies: &'a [crate::policy::report::Listed],
 }

@@ -29,7 +29,7 @@ pub struct ScanRequest {
 }
 
 /// One finding: where, which rule, and a hash of the secret (never the secret).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ScanFinding {
     /// File.
     pub path: String,
@@ -44,7 +44,7 @@ pub struct ScanFinding {
 }
 
 /// The result of a scan.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct ScanReport {
     /// New findings (not in the baseline), sorted by path and position.
     pub findings: Vec<ScanFinding>,

@@ -130,7 +130,7 @@ impl Index {
 }
 
 /// What a snapshot found after a run.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, schemars::JsonSchema)]
 pub struct SnapshotReport {
     /// The journal group (`gateway undo ID` with any of its changes reverts them all).
     pub group: String,

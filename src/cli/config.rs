@@ -54,7 +54,7 @@ struct RawRetention {
 }
 
 /// Retention overrides, applied to the loaded policy.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, schemars::JsonSchema)]
 pub(super) struct Retention {
     pub artifacts_max_age: Option<u64>,
     pub artifacts_max_total: Option<u64>,
@@ -85,7 +85,7 @@ pub(super) struct Config {
 /// `config show`: the config file, each setting in force and where it comes from, and the
 /// retention the policy puts in force. The config file is the CLI's own (the daemon and MCP
 /// take their settings from the CLI that starts them), so its report is typed here.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub(super) struct Shown<'a> {
     /// Where the config file was looked for.
     pub config_file: &'a Path,
@@ -108,7 +108,7 @@ pub(super) struct Shown<'a> {
 }
 
 /// A setting's value and where it comes from.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub(super) struct Setting {
     /// The value.
     pub value: String,

@@ -30,6 +30,11 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
     };
     // The call, and the policy and state directory its command line names (typed calls
     // name none: the client's environment, else the daemon's, decide).
+    set_json_errors(match &body {
+        RequestBody::Argv(argv) => argv_wants_json(argv),
+        RequestBody::Exec { json, .. } => *json,
+        _ => false,
+    });
     let (mut cli, named_policy, named_state) = match body {
         RequestBody::Argv(argv) => match parse_daemon_argv(argv) {
             Ok(x) => x,
@@ -45,12 +50,16 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
             json,
         } => {
             if argv.is_empty() {
-                errln!("gateway: exec: the request names no command (argv is empty)");
-                return exit::USAGE;
+                return to_u8(fail(
+                    exit::USAGE,
+                    "exec: the request names no command (argv is empty)",
+                ));
             }
             if let Some((k, _)) = env.iter().find(|(k, _)| k.is_empty() || k.contains('=')) {
-                errln!("gateway: exec: the environment variable name {k:?} is empty or holds '='");
-                return exit::USAGE;
+                return to_u8(fail(
+                    exit::USAGE,
+                    format!("exec: the environment variable name {k:?} is empty or holds '='"),
+                ));
             }
             let cmd = Cmd::Exec {
                 timeout: timeout_ms.map(|ms| format!("{ms}ms")),
@@ -92,21 +101,8 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
         }
     }
     cli.policy = chosen.or_else(|| Some(policy.to_string()));
-    let asked = named_state.or_else(|| {
-        broker::client::env_var("GATEWAY_STATE_DIR")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-    });
-    if let Some(d) = asked {
-        let d = std::path::absolute(&d).unwrap_or(d);
-        if d != state {
-            errln!(
-                "gateway: this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
-                state.display(),
-                d.display()
-            );
-            return exit::USAGE;
-        }
+    if let Err(code) = same_state_dir(named_state, state) {
+        return code;
     }
     cli.state_dir = Some(state.to_path_buf());
     if matches!(
@@ -118,10 +114,38 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
             | Cmd::Completions { .. }
             | Cmd::Man
     ) {
-        errln!("gateway: this command runs in the client, not through the daemon");
-        return exit::USAGE;
+        return to_u8(fail(
+            exit::USAGE,
+            "this command runs in the client, not through the daemon",
+        ));
     }
     to_u8(dispatch(cli))
+}
+
+/// Refuses (the exit code, said on the client's stderr and under `--json` as the error
+/// object) a call that names another state directory than the daemon's: on its command line
+/// (`named`), else in its GATEWAY_STATE_DIR.
+fn same_state_dir(named: Option<PathBuf>, state: &std::path::Path) -> Result<(), u8> {
+    let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
+    let asked = named.or_else(|| {
+        broker::client::env_var("GATEWAY_STATE_DIR")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(d) = asked {
+        let d = std::path::absolute(&d).unwrap_or(d);
+        if d != state {
+            return Err(to_u8(fail(
+                exit::USAGE,
+                format!(
+                    "this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
+                    state.display(),
+                    d.display()
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A daemon client's command line, parsed as the CLI would: the call, and the policy and
@@ -143,15 +167,16 @@ pub(super) fn parse_daemon_argv(
     let m = match parsed {
         Ok(m) => m,
         Err(e) => {
-            let text = e.render().to_string();
-            errln!("gateway: {}", text.lines().next().unwrap_or("bad usage"));
-            return Err(exit::USAGE);
+            let code = fail(exit::USAGE, help::usage_error_line(&e));
+            return Err((0..=255u8)
+                .find(|&i| ExitCode::from(i) == code)
+                .unwrap_or(exit::USAGE));
         }
     };
     let cli = match Cli::from_arg_matches(&m) {
         Ok(c) => c,
         Err(e) => {
-            errln!("gateway: {e}");
+            fail(exit::USAGE, help::usage_error_line(&e));
             return Err(exit::USAGE);
         }
     };
@@ -257,23 +282,40 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
         .map(|c| c.caller.uid);
     let v = broker::approvals::list(uid);
     if cli.json {
-        outln!("{}", to_json(&v));
+        outln!(
+            "{}",
+            to_json(&broker::report::PendingReport { requests: &v })
+        );
     } else if v.is_empty() {
         errln!("gateway: nothing is waiting for approval");
     } else {
+        use super::human::{Cell, Table, colour};
         use crate::shown::visible;
+        let risk_style = |r: &str| {
+            super::human::effect_style(match r {
+                "high" => "deny",
+                "medium" => "ask",
+                _ => "",
+            })
+        };
+        let mut t = Table::new(&[true, false, false, false]);
         for p in &v {
-            outln!(
-                "{:>4}  {:<6} {}  (session {}, uid {} pid {}, {} risk, denied in {} s)",
-                p.id,
-                visible(&p.tool),
-                visible(&p.command),
-                visible(&p.session),
-                p.uid,
-                p.pid,
-                p.risk,
-                p.expires_in
-            );
+            t.row(vec![
+                Cell::new(p.id.to_string()),
+                Cell::new(visible(&p.tool)),
+                Cell::styled(format!("{} risk", p.risk), risk_style(&p.risk)),
+                Cell::new(format!(
+                    "{}  (session {}, uid {} pid {}, denied in {})",
+                    visible(&p.command),
+                    visible(&p.session),
+                    p.uid,
+                    p.pid,
+                    crate::model::units::duration(Duration::from_secs(p.expires_in))
+                )),
+            ]);
+        }
+        for (l, p) in t.lines(colour()).into_iter().zip(&v) {
+            outln!("{l}");
             for r in &p.rules {
                 outln!("      rule {}", visible(r));
             }

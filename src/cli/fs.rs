@@ -237,12 +237,6 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
     )
 }
 
-/// A failed file tool call under `--json`: `{"error": message}`, and for a refusal by the
-/// policy also `"refusal": {"kind", "rule", "path", ...}` (exit 120).
-pub(super) fn error_json(e: &crate::broker::BrokerError) -> String {
-    super::to_json(&crate::broker::report::ErrorReport::of(e))
-}
-
 /// The rules that made a decision, in one line.
 fn rules_of(d: &crate::model::Decision) -> String {
     d.deciding_rules()
@@ -469,6 +463,10 @@ pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>
                 };
                 outln!("{}", super::to_json(&r));
             } else {
+                use super::human::{Cell, Table, colour};
+                let mut t = Table::new(&[true, false, false, true, false]);
+                // A change's line, then (not aligned) why undo cannot restore it.
+                let mut notes: Vec<Option<String>> = Vec::new();
                 for e in list {
                     let c = &e.change;
                     let size = |s: &PathState| match s {
@@ -480,12 +478,8 @@ pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>
                     let when = humantime::format_rfc3339_seconds(
                         std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.time),
                     );
-                    outln!(
-                        "{:>5}  {}  {:<11}  {:>+8}  {}{}{}{}",
-                        c.id,
-                        when,
-                        crate::shown::visible(&c.tool),
-                        delta,
+                    let tail = format!(
+                        "{}{}{}{}",
                         crate::shown::arg_shown(&c.path.to_string_lossy()),
                         c.undoes
                             .map(|u| format!("  (undoes {u})"))
@@ -497,11 +491,24 @@ pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>
                         },
                         if e.skipped { "  [skipped]" } else { "" }
                     );
-                    if let Some(why) = &e.backup_missing {
-                        outln!(
+                    t.row(vec![
+                        Cell::new(c.id.to_string()),
+                        Cell::new(when.to_string()),
+                        Cell::new(crate::shown::visible(&c.tool)),
+                        Cell::new(format!("{delta:+}")),
+                        Cell::new(tail),
+                    ]);
+                    notes.push(e.backup_missing.as_ref().map(|why| {
+                        format!(
                             "       undo cannot restore its content: {}",
                             crate::shown::visible(why)
-                        );
+                        )
+                    }));
+                }
+                for (l, n) in t.lines(colour()).into_iter().zip(notes) {
+                    outln!("{l}");
+                    if let Some(n) = n {
+                        outln!("{n}");
                     }
                 }
             }
@@ -570,13 +577,17 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                         super::to_json(&crate::broker::report::TrashListReport { items: &items })
                     );
                 } else {
+                    use super::human::{Cell, Table, colour};
+                    let mut t = Table::new(&[]);
                     for i in items.iter().filter(|i| i.present) {
-                        outln!(
-                            "{}  {}  {}",
-                            crate::shown::visible(&i.deleted),
-                            crate::shown::arg_shown(&i.name),
-                            crate::shown::arg_shown(&i.original.to_string_lossy())
-                        );
+                        t.row(vec![
+                            Cell::new(crate::shown::visible(&i.deleted)),
+                            Cell::new(crate::shown::arg_shown(&i.name)),
+                            Cell::new(crate::shown::arg_shown(&i.original.to_string_lossy())),
+                        ]);
+                    }
+                    for l in t.lines(colour()) {
+                        outln!("{l}");
                     }
                 }
                 ExitCode::SUCCESS

@@ -272,7 +272,8 @@ fn emit(json: bool, records: &[Record]) {
 }
 
 fn print_table(records: &[Record]) {
-    let mut out = crate::broker::client::stdout_writer();
+    use super::human::{Cell, Table, colour, effect_style};
+    let mut t = Table::new(&[true, false, false, false, true, false]);
     for r in records {
         let status = match (r.exit_code, r.signal, &r.error) {
             (Some(c), _, _) => c.to_string(),
@@ -292,16 +293,19 @@ fn print_table(records: &[Record]) {
                 r.seq
             ));
         }
-        let _ = writeln!(
-            out,
-            "{:>6}  {}  {:<6}  {:<5}  {:>5}  {}",
-            r.seq,
-            r.time.get(..19).unwrap_or(&r.time),
-            crate::shown::visible(&r.tool),
-            crate::shown::visible(&r.decision.effect),
-            status,
-            args
-        );
+        let effect = crate::shown::visible(&r.decision.effect).into_owned();
+        t.row(vec![
+            Cell::new(r.seq.to_string()),
+            Cell::new(r.time.get(..19).unwrap_or(&r.time)),
+            Cell::new(crate::shown::visible(&r.tool)),
+            Cell::styled(effect.clone(), effect_style(&effect)),
+            Cell::new(status),
+            Cell::new(args),
+        ]);
+    }
+    let mut out = crate::broker::client::stdout_writer();
+    for l in t.lines(colour()) {
+        let _ = writeln!(out, "{l}");
     }
     let _ = out.flush();
 }

@@ -18,7 +18,7 @@
 use crate::broker::{self, BrokerError, ExecRequest};
 use crate::model::{Decision, Effect};
 use crate::policy::{self, Policy};
-use crate::sandbox::{SandboxError, Stdin, Stream};
+use crate::sandbox::{Stdin, Stream};
 use crate::serve;
 use clap::Parser;
 use std::io::{BufRead, Write};
@@ -65,19 +65,68 @@ fn to_json_pretty<T: serde::Serialize + ?Sized>(v: &T) -> String {
 /// The object printed instead of a result that cannot be rendered (a bug: every result type
 /// serializes), so that a `--json` reader gets an error rather than nothing.
 fn render_failed(e: &serde_json::Error) -> String {
-    /// `{"error": ...}`.
-    #[derive(serde::Serialize)]
-    struct RenderError {
-        /// What failed.
-        error: String,
+    let r = broker::report::ErrorReport::new(
+        broker::report::ErrorCode::Failed,
+        format!("gateway: rendering the result as JSON failed ({e}); please report this bug"),
+    );
+    // A struct of strings always serializes.
+    serde_json::to_string(&r).unwrap_or_default()
+}
+
+thread_local! {
+    /// Whether this call's failures are said as one JSON object on stdout (`--json`), set
+    /// from the command line before it is parsed (a usage error too) and again once parsed.
+    /// Per thread: each daemon call runs on its own.
+    static JSON_ERRORS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Sets [`JSON_ERRORS`] for this call.
+fn set_json_errors(on: bool) {
+    JSON_ERRORS.with(|j| j.set(on));
+}
+
+/// Whether a command line (without the program name) asks for `--json`, as far as it can be
+/// told without parsing it: `--json` before any `--` (a usage error's command line may not
+/// parse).
+fn argv_wants_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> bool {
+    args.iter()
+        .map(AsRef::as_ref)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// The class of a failure that ends with exit `code` (see [`exit`]).
+fn error_code_of_exit(code: u8) -> broker::report::ErrorCode {
+    use broker::report::ErrorCode as C;
+    match code {
+        exit::DENIED => C::Denied,
+        exit::NOT_APPROVED => C::NotApproved,
+        exit::USAGE => C::Usage,
+        exit::POLICY => C::Policy,
+        exit::TIMEOUT => C::Timeout,
+        exit::SANDBOX => C::Sandbox,
+        exit::NOT_EXECUTABLE => C::NotExecutable,
+        exit::NOT_FOUND => C::NotFound,
+        exit::AUDIT => C::Audit,
+        _ => C::Failed,
     }
-    // A struct of one string always serializes.
-    serde_json::to_string(&RenderError {
-        error: format!(
-            "gateway: rendering the result as JSON failed ({e}); please report this bug"
-        ),
-    })
-    .unwrap_or_default()
+}
+
+/// The exit code of a failure of class `code` (README, "Exit codes and error codes").
+fn exit_of_error_code(code: broker::report::ErrorCode) -> u8 {
+    use broker::report::ErrorCode as C;
+    match code {
+        C::Usage => exit::USAGE,
+        C::Denied => exit::DENIED,
+        C::NotApproved => exit::NOT_APPROVED,
+        C::Policy => exit::POLICY,
+        C::Timeout => exit::TIMEOUT,
+        C::Sandbox | C::Io | C::NextRunInReach => exit::SANDBOX,
+        C::NotExecutable => exit::NOT_EXECUTABLE,
+        C::NotFound => exit::NOT_FOUND,
+        C::Audit => exit::AUDIT,
+        C::Failed => exit::VERIFY_FAILED,
+    }
 }
 
 mod agent_shell;
@@ -91,10 +140,13 @@ use daemon::{answer, config_socket, daemon_socket, pending, serve};
 use exec::{RunAt, run_exec, run_exec_at};
 mod fs;
 mod help;
+mod human;
 #[cfg(test)]
 mod json_check;
 mod log;
 mod repl_host;
+#[cfg(test)]
+mod schema;
 
 pub(crate) use args::{
     Cli, Cmd, ConfigCmd, FsCmd, GrepModeArg, KeysCmd, LogCmd, PolicyCmd, ScanFormat, TrashCmd,
@@ -126,8 +178,20 @@ pub mod exit {
     pub const VERIFY_FAILED: u8 = 1;
 }
 
+/// A failure: under `--json` its error object on stdout (`{"error": {"code", "message"}}`),
+/// the message on stderr, and exit `code`.
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     // Errors quote commands, paths and rule subjects: escaped like any untrusted text.
+    let text = crate::shown::visible_lines(&msg.to_string()).into_owned();
+    if JSON_ERRORS.with(std::cell::Cell::get) {
+        let r = broker::report::ErrorReport::new(error_code_of_exit(code), text.clone());
+        outln!("{}", to_json(&r));
+    }
+    fail_text(code, text)
+}
+
+/// [`fail`] for a call whose `--json` result is already printed: the message on stderr only.
+fn fail_text(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     errln!("gateway: {}", crate::shown::visible_lines(&msg.to_string()));
     ExitCode::from(code)
 }
@@ -299,6 +363,7 @@ pub fn main() -> ExitCode {
         );
         args.insert(1, "sh".into());
     }
+    set_json_errors(argv_wants_json(&args[1..]));
     if let Some(code) = help::topic(&args) {
         return code;
     }
@@ -348,6 +413,7 @@ pub fn main() -> ExitCode {
     }
     dispatch(cli)
 }
+
 
 /// `gateway mcp`: its own broker, or the daemon's front end when one runs.
 fn mcp(cli: &Cli) -> ExitCode {
@@ -497,6 +563,8 @@ fn signal_name(sig: i32) -> String {
     reason = "one arm per subcommand (the definitions are in cli/args.rs)"
 )]
 fn dispatch(cli: Cli) -> ExitCode {
+    // `tool` prints JSON whether or not `--json` is given: its failures too.
+    set_json_errors(cli.json || matches!(cli.cmd, Cmd::Tool { .. }));
     recover_dead_runs(&cli);
     match &cli.cmd {
         Cmd::Serve {
@@ -555,12 +623,8 @@ fn dispatch(cli: Cli) -> ExitCode {
                 }
                 ExitCode::SUCCESS
             }
-            Err(e) => {
-                if cli.json {
-                    outln!("{}", to_json(&policy::report::Checked::failed(e.clone())));
-                }
-                fail(exit::POLICY, e)
-            }
+            // Under `--json`, the error object (code `policy`), as every failure.
+            Err(e) => fail(exit::POLICY, e),
         },
         Cmd::Policy {
             cmd:
@@ -785,13 +849,21 @@ fn config_show(cli: &Cli) -> ExitCode {
         );
         outln!("shell:       {} (for gateway sh)", shell.display());
         match &policy {
-            Ok(p) => outln!(
-                "retention:   artifacts_max_age {:?} s, artifacts_max_total {:?} B, backups_max_total {:?} B, keep_versions {}",
-                p.audit.artifacts_max_age,
-                p.audit.artifacts_max_total,
-                p.undo.backups_max_total,
-                p.undo.keep_versions
-            ),
+            Ok(p) => {
+                use crate::model::units;
+                let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+                outln!(
+                    "retention:   artifacts_max_age {}, artifacts_max_total {}, backups_max_total {}, keep_versions {}",
+                    or_none(
+                        p.audit
+                            .artifacts_max_age
+                            .map(|s| units::duration(Duration::from_secs(s)))
+                    ),
+                    or_none(p.audit.artifacts_max_total.map(units::bytes)),
+                    or_none(p.undo.backups_max_total.map(units::bytes)),
+                    p.undo.keep_versions
+                );
+            }
             Err(e) => outln!("retention:   (the policy does not load: {e})"),
         }
     }
@@ -826,7 +898,10 @@ fn policy_list(cli: &Cli) -> ExitCode {
         Err(e) => return fail(exit::POLICY, e),
     };
     if cli.json {
-        outln!("{}", to_json(&rows));
+        outln!(
+            "{}",
+            to_json(&broker::report::PolicyListReport { policies: &rows })
+        );
     } else {
         for r in rows {
             outln!("{:<11} {:>2} rules  {}", r.name, r.rules, r.description);
@@ -837,20 +912,27 @@ fn policy_list(cli: &Cli) -> ExitCode {
 
 fn print_explanation(x: &broker::Explanation) {
     use crate::shown::{arg_shown, visible};
+    use human::{Cell, Table, effect_style, paint};
+    let on = human::colour();
     let d = &x.decision;
     outln!("policy:    {}", x.policy);
-    outln!("decision:  {}", d.effect);
+    outln!(
+        "decision:  {}",
+        paint(d.effect.name(), effect_style(d.effect.name()), on)
+    );
     for c in &d.commands {
         outln!("command:   {}", visible(c));
     }
+    let mut t = Table::new(&[]);
     for r in &d.rules {
-        outln!(
-            "  {:<5} {:<28} {}  [{}]",
-            r.effect,
-            r.id,
-            visible(&r.reason),
-            visible(&r.subject)
-        );
+        t.row(vec![
+            Cell::styled(r.effect.name(), effect_style(r.effect.name())),
+            Cell::new(visible(&r.id)),
+            Cell::new(format!("{}  [{}]", visible(&r.reason), visible(&r.subject))),
+        ]);
+    }
+    for l in t.lines(on) {
+        outln!("  {l}");
     }
     for u in &d.unanalysable {
         outln!("unanalysable: {}", visible(u));
@@ -861,7 +943,12 @@ fn print_explanation(x: &broker::Explanation) {
             .iter()
             .map(|p| arg_shown(&p.to_string_lossy()).into_owned())
             .collect();
-        outln!("{name:<10} {}", items.join(" "));
+        let items = if items.is_empty() {
+            "(none)".to_string()
+        } else {
+            items.join(" ")
+        };
+        outln!("{name:<10} {items}");
     };
     outln!("sandbox (landlock ABI {}):", x.landlock_abi);
     show("  read", &s.read);
@@ -870,10 +957,10 @@ fn print_explanation(x: &broker::Explanation) {
     show("  deny", &s.deny);
     show("  protected", &s.protected);
     show("  hidden", &s.hidden);
-    outln!("  network    {:?}", s.network);
-    outln!("  limits     {:?}", s.limits);
+    outln!("  network    {}", s.network);
+    outln!("  limits     {}", s.limits);
     outln!(
-        "secrets:   output {:?}, input {:?}",
+        "secrets:   output {}, input {}",
         x.secrets.output,
         x.secrets.input
     );
@@ -911,39 +998,20 @@ pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
     broker::client::tty_confirm(question)
 }
 
-/// A broker error as the command's result: under `--json` its report (`{"error", "refusal"}`)
-/// on stdout, the message on stderr, and the exit code of its class.
-fn broker_fail(cli: &Cli, e: BrokerError) -> ExitCode {
-    if cli.json {
-        outln!("{}", fs::error_json(&e));
-    }
+/// A broker error as the command's result: under `--json` its report (`{"error": {"code",
+/// "message", "refusal"}}`) on stdout, the message on stderr, and the exit code of its class.
+fn broker_fail(_cli: &Cli, e: BrokerError) -> ExitCode {
     broker_error(e)
 }
 
 fn broker_error(e: BrokerError) -> ExitCode {
-    let code = match &e {
-        BrokerError::Usage(_) => exit::USAGE,
-        BrokerError::NotFound { .. } => exit::NOT_FOUND,
-        BrokerError::Policy(_) => exit::POLICY,
-        // Nobody approved (or confirmed) it: 121, as for any call that needs approval.
-        BrokerError::Refused(broker::refusal::Refusal::NotApproved { .. }) => exit::NOT_APPROVED,
-        BrokerError::Refused(_) => exit::DENIED,
-        BrokerError::Sandbox(SandboxError::Exec { source, .. }) => {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                exit::NOT_FOUND
-            } else {
-                exit::NOT_EXECUTABLE
-            }
-        }
-        BrokerError::Sandbox(_) | BrokerError::Io { .. } | BrokerError::NextRunInReach(_) => {
-            exit::SANDBOX
-        }
-        BrokerError::Audit(_) => exit::AUDIT,
-        BrokerError::TimedOut(_) => exit::TIMEOUT,
-    };
+    let report = broker::report::ErrorReport::of(&e);
+    if JSON_ERRORS.with(std::cell::Cell::get) {
+        outln!("{}", to_json(&report));
+    }
     // Said as `--json` and MCP say it: a secret in a path or an `--env` name the message
     // quotes is redacted on stderr too.
-    fail(code, broker::redact_text(&e.to_string()))
+    fail_text(exit_of_error_code(report.error.code), report.error.message)
 }
 
 fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
@@ -975,8 +1043,9 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     let report = match res {
         Ok(r) => r,
         Err(e) => {
+            // `--format json` without `--json`: the error object too.
             if matches!(format, ScanFormat::Json) {
-                outln!("{}", fs::error_json(&e));
+                set_json_errors(true);
             }
             return broker_error(e);
         }

@@ -156,7 +156,9 @@ pub(crate) fn write_whole(
 }
 
 /// The state of a path before or after a change.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PathState {
     /// Nothing there.
@@ -181,7 +183,9 @@ pub enum PathState {
 }
 
 /// One change in the write-ahead journal.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Change {
     /// Sequence number (from 1).
     pub id: u64,
@@ -258,7 +262,9 @@ enum Line {
 }
 
 /// Where a change stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Intent written; not (yet) known to be done.
@@ -580,7 +586,7 @@ pub fn trash_reserve(state_dir: &Path, original: &Path) -> Result<String, Journa
 }
 
 /// One trash item.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TrashItem {
     /// Its name in the trash (the id for `restore`).
     pub name: String,

@@ -29,7 +29,7 @@ pub struct Store {
 }
 
 /// A tool's credential variables.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvVars {
     /// Kind of tool.

@@ -6,7 +6,7 @@ use super::{BUILTINS, Policy, PolicyError};
 use serde::Serialize;
 
 /// A built-in policy as `policy list` shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Listed {
     /// Its name (`--policy NAME`).
     pub name: &'static str,
@@ -32,7 +32,7 @@ pub fn builtins() -> Result<Vec<Listed>, PolicyError> {
 }
 
 /// `policy check FILE`: the file loads (with its `extends`), or why not.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Checked {
     /// Whether it loads.
     pub ok: bool,
@@ -71,7 +71,7 @@ impl Checked {
 
 /// The retention a policy puts in force (after the config file's overrides), as
 /// `config show` reports it. Sizes in bytes, ages in seconds; `null`: no limit.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 pub struct Retention {
     /// `[audit] artifacts_max_age`.
     pub artifacts_max_age: Option<u64>,

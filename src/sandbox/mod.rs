@@ -103,7 +103,7 @@ impl<F: FnMut(Stream, &[u8])> StreamIo for F {
 
 /// How a run is confined: everything of a [`Spec`] except what to run. Paths are absolute and,
 /// where they exist, canonical.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Confinement {
     /// Readable trees.
     pub read: Vec<PathBuf>,
@@ -142,7 +142,7 @@ pub struct Confinement {
 }
 
 /// A user a command runs as (see [`Confinement::run_as`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RunAs {
     /// User id.
     pub uid: u32,
@@ -192,7 +192,7 @@ pub fn namespaces_available() -> bool {
 }
 
 /// What landlock really enforced.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct LandlockStatus {
     /// The kernel's landlock ABI (0 = none).
     pub abi: u32,

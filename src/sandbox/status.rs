@@ -55,7 +55,7 @@ impl std::fmt::Display for Layer {
 }
 
 /// What one layer enforced.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum LayerStatus {
     /// Everything the confinement asked of the layer.
@@ -101,7 +101,7 @@ impl LayerStatus {
 }
 
 /// One status per layer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Layers {
     /// See [`Layer::Namespaces`].
     pub namespaces: LayerStatus,
@@ -228,7 +228,7 @@ impl EnforcementStatus {
 }
 
 /// The serialized form (see [`EnforcementStatus`]).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Wire<'a> {
     landlock: &'a LandlockStatus,
     seccomp: bool,
@@ -244,6 +244,17 @@ struct Wire<'a> {
     not_applied: Vec<String>,
     fully_enforced: bool,
     layers: &'a Layers,
+}
+
+/// Its schema is its serialized form's.
+impl schemars::JsonSchema for EnforcementStatus {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EnforcementStatus".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Wire::<'static>::json_schema(g)
+    }
 }
 
 impl Serialize for EnforcementStatus {

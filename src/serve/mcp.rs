@@ -327,6 +327,8 @@ struct HistoryParams {
     max_output_chars: Option<u64>,
 }
 
+use crate::broker::report::{ErrorCode, ErrorReport};
+
 // ---------- results ----------
 
 /// A report as the tool's result: its JSON as text (what agents read) and as structured
@@ -341,12 +343,20 @@ fn err_report<T: Serialize>(r: &T) -> CallToolResult {
     CallToolResult::structured_error(serde_json::to_value(r).unwrap_or_default())
 }
 
+/// A call refused before it reached the broker (bad arguments): the error object of every
+/// front end (`{"error": {"code": "usage", "message"}}`, issue 15), as text and structured.
 fn err_text(msg: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![Content::text(msg.into())])
+    err_code(ErrorCode::Usage, msg)
+}
+
+/// A call that failed outside the broker (the daemon could not be reached or answered
+/// wrongly): the error object with `code`.
+fn err_code(code: ErrorCode, msg: impl Into<String>) -> CallToolResult {
+    err_report(&ErrorReport::new(code, msg.into()))
 }
 
 fn broker_err(e: BrokerError) -> CallToolResult {
-    err_report(&crate::broker::report::ErrorReport::of(&e))
+    err_report(&ErrorReport::of(&e))
 }
 
 /// An exec report's `stdout` and `stderr` within `budget` (with the rest of the report):
@@ -961,7 +971,7 @@ impl Gateway {
         });
         match job.await {
             Ok(r) => r,
-            Err(e) => err_text(format!("{name}: the call failed: {e}")),
+            Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: the call failed: {e}")),
         }
     }
 }
@@ -1012,7 +1022,7 @@ fn forward(
     // not-ws: /dev/null
     let null = match std::fs::File::open("/dev/null") {
         Ok(f) => f,
-        Err(e) => return err_text(format!("{name}: /dev/null: {e}")),
+        Err(e) => return err_code(ErrorCode::Sandbox, format!("{name}: /dev/null: {e}")),
     };
     let res = crate::serve::daemon::call_captured(
         socket,
@@ -1026,16 +1036,22 @@ fn forward(
     match res {
         Ok((0 | 1, out, err)) => match serde_json::from_slice::<CallToolResult>(&out) {
             Ok(r) => r,
-            Err(e) => err_text(format!(
-                "{name}: the daemon's answer is not a tool result ({e}): {}",
-                String::from_utf8_lossy(&err).trim()
-            )),
+            Err(e) => err_code(
+                ErrorCode::Sandbox,
+                format!(
+                    "{name}: the daemon's answer is not a tool result ({e}): {}",
+                    String::from_utf8_lossy(&err).trim()
+                ),
+            ),
         },
-        Ok((code, _, err)) => err_text(format!(
-            "{name}: the daemon refused the call (exit {code}): {}",
-            String::from_utf8_lossy(&err).trim()
-        )),
-        Err(e) => err_text(format!("{name}: {e}")),
+        Ok((code, _, err)) => err_code(
+            ErrorCode::Sandbox,
+            format!(
+                "{name}: the daemon refused the call (exit {code}): {}",
+                String::from_utf8_lossy(&err).trim()
+            ),
+        ),
+        Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: {e}")),
     }
 }
 

@@ -30,7 +30,7 @@ impl Scope<'_> {
 }
 
 /// One change as `history` shows it.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct HistoryEntry {
     /// The change.
     pub change: Change,
