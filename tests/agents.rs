@@ -122,7 +122,7 @@ fn results_of(req: &Value) -> Vec<(String, bool)> {
                 let t = r["output"]
                     .as_str()
                     .map_or_else(|| r.to_string(), str::to_string);
-                let err = !r["error"].is_null() || t.contains("\"decision\":\"deny\"");
+                let err = !r["error"].is_null() || effect_of(&t) == "deny";
                 out.push((t, err));
             }
         }
@@ -130,7 +130,7 @@ fn results_of(req: &Value) -> Vec<(String, bool)> {
     for i in req["input"].as_array().into_iter().flatten() {
         if i["type"] == "function_call_output" {
             let t = text_of(&i["output"]);
-            let err = t.contains("\"isError\":true") || t.contains("\"decision\":\"deny\"");
+            let err = t.contains("\"isError\":true") || effect_of(&t) == "deny";
             out.push((t, err));
         }
     }
@@ -502,6 +502,22 @@ fn mcp_script() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// The decision's effect in a tool result's text: gateway's JSON report, after whatever the
+/// agent put around it (Codex: "Wall time: ...\nOutput:\n" in front).
+fn effect_of(text: &str) -> String {
+    let json = text.find('{').map_or("", |i| &text[i..]);
+    // The first JSON value only: Gemini wraps it in <untrusted_context>...</untrusted_context>.
+    let v = serde_json::Deserializer::from_str(json)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    v["decision"]["effect"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// What both MCP scenarios must show: the refusal came back as an error and the agent
 /// carried on; records verified, under `policy`, with the refusal as a deny; `gateway undo`
 /// reverts the agent's edit.
@@ -510,7 +526,7 @@ fn assert_mcp_run(env: &Env, model: &Model, policy: &str) {
     assert_eq!(res.len(), 4, "{res:?}\n{}", model.dump());
     // Gateway's results, allowed (not the agent's own refusal to call the tool).
     for r in &res[..2] {
-        assert!(!r.1 && r.0.contains("\"decision\":\"allow\""), "{res:?}");
+        assert!(!r.1 && effect_of(&r.0) == "allow", "{res:?}");
     }
     assert!(res[2].1, "/etc/shadow must come back as an error: {res:?}");
     assert!(res[2].0.contains("/etc/shadow"), "{res:?}");

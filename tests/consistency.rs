@@ -433,7 +433,7 @@ sandbox_test!(
             let res = mcp_session(env.as_user(nobody), &[read_file("/etc/shadow")]);
             assert_eq!(res[0]["isError"], true, "{who}: {}", res[0]);
             let s = &res[0]["structuredContent"];
-            assert_eq!(s["decision"], "deny", "{who}: {s}");
+            assert_eq!(s["decision"]["effect"], "deny", "{who}: {s}");
             assert_eq!(s["refusal"]["rule"], "denied-path", "{who}: {s}");
             let r = log_records(&env).pop().expect("record");
             assert_eq!(r["tool"], "fs.read", "{r}");

@@ -414,7 +414,6 @@ pub fn main() -> ExitCode {
     dispatch(cli)
 }
 
-
 /// `gateway mcp`: its own broker, or the daemon's front end when one runs.
 fn mcp(cli: &Cli) -> ExitCode {
     // The server's directory is where its session starts: its workspace.

@@ -232,6 +232,8 @@ const COMMANDS: &[(&str, Option<&str>)] = &[
     ("sh", Some("exec.json")),
     ("repl", None),
     ("mcp", None),
+    ("completions", None),
+    ("man", None),
     ("tool", Some("tool.json")),
     ("serve", None),
     ("pending", Some("pending.json")),
@@ -271,7 +273,8 @@ const COMMANDS: &[(&str, Option<&str>)] = &[
 
 /// Why the commands of [`COMMANDS`] without a schema print no JSON.
 const NO_JSON: &str = "repl, mcp and serve are interactive or speak their own protocol (MCP: \
-    tool.json is each call's result); fs probe is a hidden diagnostic";
+    tool.json is each call's result); completions and man print a shell script and a roff \
+    page; fs probe is a hidden diagnostic";
 
 /// `docs/schema/commands.json`: each subcommand's schema file, and how `log tail` prints.
 fn index() -> Value {
