@@ -463,58 +463,64 @@ pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>
                 };
                 outln!("{}", super::to_json(&r));
             } else {
-                use super::human::{Cell, Table, colour};
-                let mut t = Table::new(&[true, false, false, true, false]);
-                // A change's line, then (not aligned) why undo cannot restore it.
-                let mut notes: Vec<Option<String>> = Vec::new();
-                for e in list {
-                    let c = &e.change;
-                    let size = |s: &PathState| match s {
-                        PathState::Absent => 0i64,
-                        PathState::File { size, .. } => *size as i64,
-                        PathState::Dir | PathState::Link { .. } => 0,
-                    };
-                    let delta = size(&c.after) - size(&c.before);
-                    let when = humantime::format_rfc3339_seconds(
-                        std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.time),
-                    );
-                    let tail = format!(
-                        "{}{}{}{}",
-                        crate::shown::arg_shown(&c.path.to_string_lossy()),
-                        c.undoes
-                            .map(|u| format!("  (undoes {u})"))
-                            .unwrap_or_default(),
-                        match e.phase {
-                            Phase::Committed => "",
-                            Phase::Aborted => "  [aborted]",
-                            Phase::Pending => "  [pending]",
-                        },
-                        if e.skipped { "  [skipped]" } else { "" }
-                    );
-                    t.row(vec![
-                        Cell::new(c.id.to_string()),
-                        Cell::new(when.to_string()),
-                        Cell::new(crate::shown::visible(&c.tool)),
-                        Cell::new(format!("{delta:+}")),
-                        Cell::new(tail),
-                    ]);
-                    notes.push(e.backup_missing.as_ref().map(|why| {
-                        format!(
-                            "       undo cannot restore its content: {}",
-                            crate::shown::visible(why)
-                        )
-                    }));
-                }
-                for (l, n) in t.lines(colour()).into_iter().zip(notes) {
-                    outln!("{l}");
-                    if let Some(n) = n {
-                        outln!("{n}");
-                    }
-                }
+                history_table(list);
             }
             ExitCode::SUCCESS
         }
         Err(e) => broker_fail(cli, e),
+    }
+}
+
+/// `history`'s human view: one aligned line per change, and under it why undo cannot restore
+/// it, if so.
+fn history_table(list: Vec<bfs::HistoryEntry>) {
+    use super::human::{Cell, Table, colour};
+    let mut t = Table::new(&[true, false, false, true, false]);
+    // A change's line, then (not aligned) why undo cannot restore it.
+    let mut notes: Vec<Option<String>> = Vec::new();
+    for e in list {
+        let c = &e.change;
+        let size = |s: &PathState| match s {
+            PathState::Absent => 0i64,
+            PathState::File { size, .. } => *size as i64,
+            PathState::Dir | PathState::Link { .. } => 0,
+        };
+        let delta = size(&c.after) - size(&c.before);
+        let when = humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.time),
+        );
+        let tail = format!(
+            "{}{}{}{}",
+            crate::shown::arg_shown(&c.path.to_string_lossy()),
+            c.undoes
+                .map(|u| format!("  (undoes {u})"))
+                .unwrap_or_default(),
+            match e.phase {
+                Phase::Committed => "",
+                Phase::Aborted => "  [aborted]",
+                Phase::Pending => "  [pending]",
+            },
+            if e.skipped { "  [skipped]" } else { "" }
+        );
+        t.row(vec![
+            Cell::new(c.id.to_string()),
+            Cell::new(when.to_string()),
+            Cell::new(crate::shown::visible(&c.tool)),
+            Cell::new(format!("{delta:+}")),
+            Cell::new(tail),
+        ]);
+        notes.push(e.backup_missing.as_ref().map(|why| {
+            format!(
+                "       undo cannot restore its content: {}",
+                crate::shown::visible(why)
+            )
+        }));
+    }
+    for (l, n) in t.lines(colour()).into_iter().zip(notes) {
+        outln!("{l}");
+        if let Some(n) = n {
+            outln!("{n}");
+        }
     }
 }
 
