@@ -215,7 +215,14 @@ impl Space {
             for (ki, k) in keywords.iter().enumerate() {
                 for &l in &lens {
                     for (off, w) in k.text.windows(l).enumerate() {
-                        if let Ok(j) = sorted.binary_search_by(|(a, _)| (*a).cmp(w)) {
+                        // Only the anchor's first place in the keyword: the searcher
+                        // reports every position where the anchor occurs, so each keyword
+                        // occurrence is found once (a keyword made of one repeated byte,
+                        // `AAAA...`, would otherwise be reported once per place, ~16 times
+                        // per byte of a run of `A`).
+                        if let Ok(j) = sorted.binary_search_by(|(a, _)| (*a).cmp(w))
+                            && !out[sorted[j].1].iter().any(|&(k, _)| k == ki)
+                        {
                             out[sorted[j].1].push((ki, off));
                         }
                     }
@@ -350,6 +357,13 @@ impl Space {
     }
 }
 
+/// The prefilter works block by block, so that the folded copy and every searcher's pass
+/// stay in cache.
+const BLOCK: usize = 32 * 1024;
+/// Blocks overlap by this much, so that keywords cross block edges (each anchor is reported
+/// by the block it starts in).
+const MARGIN: usize = 64;
+
 /// Both search spaces.
 pub struct Prefilter {
     folded: Space,
@@ -365,18 +379,20 @@ impl Prefilter {
         }
     }
 
-    /// Calls `hit(rule, start, end)` for every keyword occurrence in `text`.
+    /// Calls `hit(rule, start, end)` for every keyword occurrence in `text`, once each, in
+    /// order of `start` within each block of the text (blocks overlap by at most a keyword's
+    /// length: a hit may start up to [`MARGIN`] bytes before the previous block's last one).
     pub fn find(&self, text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
         thread_local! {
             static FOLDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+            static HITS: RefCell<Vec<(usize, usize, usize)>> = const { RefCell::new(Vec::new()) };
         }
         // Block by block, so that the folded copy and every searcher's pass stay in cache;
         // the margins let keywords cross block edges (each anchor is reported by the block it
         // starts in).
-        const BLOCK: usize = 32 * 1024;
-        const MARGIN: usize = 64;
         FOLDED.with(|f| {
             let mut f = f.borrow_mut();
+            let mut hits = HITS.with(|h| std::mem::take(&mut *h.borrow_mut()));
             let mut bs = 0;
             while bs < text.len() {
                 let be = (bs + BLOCK).min(text.len());
@@ -386,11 +402,22 @@ impl Prefilter {
                 f.clear();
                 f.extend_from_slice(orig);
                 f.make_ascii_lowercase();
-                let mut local = |rule: usize, s: usize, e: usize| hit(rule, s + lo, e + lo);
+                // Each searcher reports its own hits in order; together they are sorted here,
+                // so that the caller can build its windows in one pass (work per hit bounded,
+                // not a rescan of the line per hit).
+                hits.clear();
+                let mut local = |rule: usize, s: usize, e: usize| hits.push((s + lo, e + lo, rule));
                 self.folded.find(&f, orig, bs - lo, be - lo, &mut local);
                 self.exact.find(orig, orig, bs - lo, be - lo, &mut local);
+                hits.sort_unstable();
+                hits.dedup();
+                for &(s, e, rule) in hits.iter() {
+                    hit(rule, s, e);
+                }
                 bs = be;
             }
+            hits.clear();
+            HITS.with(|h| *h.borrow_mut() = hits);
         });
     }
 
