@@ -269,6 +269,11 @@ fn accept(
     if entropy::is_repetitive(secret) {
         return false;
     }
+    // A token shape met inside wrapped base64 (`base64` output, a PEM or certificate body) is
+    // a chance match of its short prefix (`AP0`, `AKC` at a line's start), not a token.
+    if !rule.generic && rule.lines_after == 0 && in_base64_block(text, s, e) {
+        return false;
+    }
     if rule.min_entropy > 0.0 && entropy::shannon(secret) < rule.min_entropy {
         return false;
     }
@@ -297,6 +302,45 @@ fn accept(
         return !entropy::is_placeholder(secret);
     }
     true
+}
+
+/// Whether `s..e` lies on a line of wrapped base64: the line (40 to 100 bytes) and a line
+/// next to it, at least as long and also within those bounds, are made only of the base64
+/// alphabet. Reads at most a few hundred bytes.
+fn in_base64_block(text: &[u8], s: usize, e: usize) -> bool {
+    const MIN: usize = 40;
+    const MAX: usize = 100;
+    let b64 = |l: &[u8]| {
+        l.iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
+    // The line holding `at`, if it is at most MAX bytes long.
+    let line_at = |at: usize| -> Option<(usize, usize)> {
+        let lo = at.saturating_sub(MAX);
+        let ls = match memchr::memrchr(b'\n', &text[lo..at]) {
+            Some(i) => lo + i + 1,
+            None if lo == 0 => 0,
+            None => return None,
+        };
+        let hi = (at + MAX).min(text.len());
+        let le = match memchr::memchr(b'\n', &text[at..hi]) {
+            Some(i) => at + i,
+            None if hi == text.len() => hi,
+            None => return None,
+        };
+        (le - ls <= MAX).then_some((ls, le))
+    };
+    let Some((ls, le)) = line_at(s) else {
+        return false;
+    };
+    if e > le || le - ls < MIN || !b64(&text[ls..le]) {
+        return false;
+    }
+    let len = le - ls;
+    let neighbour = |n: Option<(usize, usize)>| {
+        n.is_some_and(|(a, b)| b - a >= len.max(MIN) && b64(&text[a..b]))
+    };
+    (ls > 0 && neighbour(line_at(ls - 1))) || (le < text.len() && neighbour(line_at(le + 1)))
 }
 
 /// Sorts, drops allowlisted findings and resolves overlaps (earlier rule wins on equal spans;

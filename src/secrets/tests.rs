@@ -327,11 +327,11 @@ fn adversarial() -> Vec<Adversarial> {
     let near: &[&[u8]] = &[
         b"ghp_0123456789abcdefABCDEF0123456789abc ghp_0123456789abcdefABCDEF0123456789ab!\n",
         b"AKIAABCDEFGHIJKLMNO AKIA0123456789ABCDE_",
-        b"password = 'aB3$ password: \"x9#",
+        b"password = 'aB3$\npassword: \"x9#\n",
         b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n",
-        b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx.eyJ",
-        b"postgres://user:pass@postgres://user:",
-        b"'aB3dE5gH7jK9mN1pQ3sT5vX7z' \"",
+        b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx\n",
+        b"postgres://user@db:5432/x postgres://user:@",
+        b"'aB3dE5gH7jK9mN1pQ3s' \"",
     ];
     for (i, unit) in near.iter().enumerate() {
         let unit = unit.to_vec();
@@ -429,7 +429,7 @@ fn check_linear(inputs: &[Adversarial], base: usize, floor: f64) -> Vec<String> 
 #[test]
 fn secret_scan_and_redaction_are_linear_on_adversarial_input() {
     scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
-    let failures = check_linear(&adversarial(), 16 * 1024, 0.002);
+    let failures = check_linear(&adversarial(), 16 * 1024, 0.02);
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -445,16 +445,17 @@ fn secret_scan_and_redaction_are_linear_on_a_16_mib_line() {
             Box::new(|n| repeat_to(b"step 42 done: token=ok password_hint secret_name ", n)),
         ),
     ];
-    let failures = check_linear(&inputs, 1 << 20, 0.01);
+    let failures = check_linear(&inputs, 1 << 20, 0.05);
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
 /// Issue 16: random base64 (what `base64` of random bytes prints) is not redacted: no
-/// finding in 4 MiB of it, wrapped at 76 or on one line.
+/// finding in 32 MiB of it, wrapped at 76 or on one line (wrapped, a line starting with a
+/// short token prefix such as `AP0` is expected about once in 5 MiB).
 #[test]
 fn random_base64_has_no_findings() {
     for wrapped in [true, false] {
-        let input = random_base64(4 << 20, wrapped, 0x9e37_79b9_7f4a_7c15);
+        let input = random_base64(32 << 20, wrapped, 0x9e37_79b9_7f4a_7c15);
         let found: Vec<String> = scanner()
             .scan(&input, TextKind::Stream, false)
             .iter()
@@ -469,4 +470,45 @@ fn random_base64_has_no_findings() {
             found.len()
         );
     }
+}
+
+/// Issue 16: the time-budget fuzz entry holds on the adversarial corpus' units (and fails on
+/// the old code: 256 KiB of the twitter keyword's `A`s took minutes).
+#[test]
+fn fuzz_time_budget_holds_on_adversarial_units() {
+    let mut units: Vec<Vec<u8>> = vec![b"A".to_vec(), b"0".to_vec(), b"'A".to_vec()];
+    for r in rules::RULES {
+        for k in r.keywords {
+            units.push(k.as_bytes().to_vec());
+            units.push([k.as_bytes(), b" "].concat());
+        }
+    }
+    for u in units {
+        super::fuzz_time_budget(&u);
+    }
+}
+
+/// Issue 16: a token shape inside wrapped base64 is not a finding; the same token alone on a
+/// line between prose still is.
+#[test]
+fn token_shapes_inside_wrapped_base64_are_not_findings() {
+    // 76 bytes: a whole line of `base64` output.
+    let token = b"AP6xK2mQ9vR4tY7uW1zB3nC5dF8gH0jL2pS4vX6yZ9aE1cG3iK5mO7qT9wU2rY4bN6hJ8kM0sD2f";
+    assert_eq!(token.len(), 76);
+    let block = random_base64(77 * 4, true, 7);
+    let mut text = block[..77].to_vec();
+    text.extend_from_slice(token);
+    text.extend_from_slice(&block[77 + token.len()..]);
+    assert!(
+        scanner().scan(&text, TextKind::Stream, false).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    let alone = [&b"the key is\n"[..], token, b"\nend of notes\n"].concat();
+    let found: Vec<_> = scanner()
+        .scan(&alone, TextKind::Stream, false)
+        .into_iter()
+        .map(|f| f.rule)
+        .collect();
+    assert_eq!(found, ["artifactory-password"]);
 }
