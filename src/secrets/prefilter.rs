@@ -38,6 +38,11 @@ struct Space {
     short_anchors: Vec<Vec<(usize, usize)>>,
     /// Fallback: a DFA over the keywords themselves (pattern id = keyword index).
     dfa: Option<AhoCorasick>,
+    /// Per anchor: `Some(b)` when the anchor and every keyword holding it are runs of the one
+    /// byte `b` (the Twitter bearer token's `AAAA...`) and their case is checked in this
+    /// space itself: a run of `b` in the text is then reported as one hit spanning it, and
+    /// the search resumes at its end, rather than once per byte of it.
+    run_anchor: Vec<Option<u8>>,
 }
 
 #[cfg(test)]
@@ -180,6 +185,31 @@ pub fn computed_anchors() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     (long(true), long(false))
 }
 
+/// Per anchor: the byte `b` when the anchor and every keyword holding it are runs of `b`
+/// whose case this space checks itself (see `Space::run_anchor`).
+fn run_anchors(
+    anchors: &[Vec<u8>],
+    map: &[Vec<(usize, usize)>],
+    keywords: &[Keyword],
+    folded: bool,
+) -> Vec<Option<u8>> {
+    anchors
+        .iter()
+        .zip(map)
+        .map(|(a, list)| {
+            let b = *a.first()?;
+            let run = |t: &[u8]| t.iter().all(|&x| x == b);
+            (run(a)
+                && !list.is_empty()
+                && list.iter().all(|&(ki, _)| {
+                    let k = &keywords[ki];
+                    run(&k.text) && (!folded || !k.exact)
+                }))
+            .then_some(b)
+        })
+        .collect()
+}
+
 impl Space {
     /// `folded`: the space of case-insensitive keywords and of exact keywords without
     /// uppercase letters (checked for exact case on a hit); else the exact keywords with
@@ -272,8 +302,11 @@ impl Space {
         } else {
             None
         };
+        let anchor_map = map(&anchors);
+        let run_anchor = run_anchors(&anchors, &anchor_map, &keywords, folded);
         Space {
-            anchors: map(&anchors),
+            anchors: anchor_map,
+            run_anchor,
             short_anchors: map(&short),
             short: short
                 .iter()
@@ -296,22 +329,23 @@ impl Space {
         to: usize,
         hit: &mut dyn FnMut(usize, usize, usize),
     ) {
-        let mut check = |list: &[(usize, usize)], at: usize| {
-            for &(ki, off) in list {
-                let k = &self.keywords[ki];
-                if at < off {
-                    continue;
+        let check =
+            |list: &[(usize, usize)], at: usize, hit: &mut dyn FnMut(usize, usize, usize)| {
+                for &(ki, off) in list {
+                    let k = &self.keywords[ki];
+                    if at < off {
+                        continue;
+                    }
+                    let start = at - off;
+                    let end = start + k.text.len();
+                    if end <= space.len()
+                        && space[start..end] == k.text[..]
+                        && (!k.exact || orig[start..end] == *k.orig)
+                    {
+                        hit(k.rule, start, end);
+                    }
                 }
-                let start = at - off;
-                let end = start + k.text.len();
-                if end <= space.len()
-                    && space[start..end] == k.text[..]
-                    && (!k.exact || orig[start..end] == *k.orig)
-                {
-                    hit(k.rule, start, end);
-                }
-            }
-        };
+            };
         if !self.searchers.is_empty() {
             for (s, ids) in &self.searchers {
                 let mut pos = from;
@@ -323,14 +357,33 @@ impl Space {
                     if at >= to {
                         break;
                     }
-                    check(&self.anchors[ids[m.pattern().as_usize()]], at);
+                    let ai = ids[m.pattern().as_usize()];
+                    if let Some(b) = self.run_anchor[ai] {
+                        // Every keyword occurrence in the run starting here, as one hit
+                        // (start, end of the run): the windows built from it are those of
+                        // the occurrences one by one. Then on past the run.
+                        let r = space[at..]
+                            .iter()
+                            .position(|&x| x != b)
+                            .map_or(space.len(), |i| at + i);
+                        for &(ki, _) in &self.anchors[ai] {
+                            let k = &self.keywords[ki];
+                            if r - at >= k.text.len() {
+                                hit(k.rule, at, r);
+                            }
+                        }
+                        let la = m.end() - m.start();
+                        pos = (r + 1).saturating_sub(la).max(at + 1);
+                        continue;
+                    }
+                    check(&self.anchors[ai], at, hit);
                     pos = at + 1;
                 }
             }
         } else if let Some(ac) = &self.dfa {
             for m in ac.find_overlapping_iter(Input::new(space)) {
                 if (from..to).contains(&m.start()) {
-                    check(&[(m.pattern().as_usize(), 0)], m.start());
+                    check(&[(m.pattern().as_usize(), 0)], m.start(), hit);
                 }
             }
             return;
@@ -341,7 +394,7 @@ impl Space {
                     if from + at >= to {
                         break;
                     }
-                    check(&[(ki, 0)], from + at);
+                    check(&[(ki, 0)], from + at, hit);
                 }
             }
             return;
@@ -351,7 +404,7 @@ impl Space {
                 if from + at >= to {
                     break;
                 }
-                check(&self.short_anchors[i], from + at);
+                check(&self.short_anchors[i], from + at, hit);
             }
         }
     }
