@@ -304,9 +304,10 @@ fn accept(
     true
 }
 
-/// Whether `s..e` lies on a line of wrapped base64: the line (40 to 100 bytes) and a line
-/// next to it, at least as long and also within those bounds, are made only of the base64
-/// alphabet. Reads at most a few hundred bytes.
+/// Whether `s..e` lies on a line of wrapped base64: the line (40 to 100 bytes) and the line
+/// before it, at least as long and also within those bounds, are made only of the base64
+/// alphabet (the first line of a block is not recognised). Reads at most a few hundred
+/// bytes.
 fn in_base64_block(text: &[u8], s: usize, e: usize) -> bool {
     const MIN: usize = 40;
     const MAX: usize = 100;
@@ -340,7 +341,9 @@ fn in_base64_block(text: &[u8], s: usize, e: usize) -> bool {
     let neighbour = |n: Option<(usize, usize)>| {
         n.is_some_and(|(a, b)| b - a >= len.max(MIN) && b64(&text[a..b]))
     };
-    (ls > 0 && neighbour(line_at(ls - 1))) || (le < text.len() && neighbour(line_at(le + 1)))
+    // Only the line before is looked at, never the next: a stream's redactor may not have
+    // that yet, and its decision must be the same as on the whole text.
+    ls > 0 && neighbour(line_at(ls - 1))
 }
 
 /// Sorts, drops allowlisted findings and resolves overlaps (earlier rule wins on equal spans;
