@@ -7,8 +7,11 @@
 //!   3. a command writing 1 GiB of text to stdout, unconfined and through
 //!      `gateway exec` with output redaction, both read from a pipe by this harness.
 //!
+//!   4. the same through one extra `| cat`, and adversarial streams (base64 of zeros, one
+//!      line of them, a run of `A`) against random base64 of the same size (issue 16).
+//!
 //! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3; EXEC_MIB, default 1024;
-//! EXEC_RUNS, default 5, interleaved).
+//! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16).
 
 #![allow(
     clippy::print_stdout,
@@ -200,12 +203,17 @@ fn main() {
         (t.elapsed().as_secs_f64(), n)
     };
     let mut plain = Vec::new();
+    let mut piped = Vec::new();
     let mut confined = Vec::new();
     let exec_runs = env_usize("EXEC_RUNS", 5);
     for _ in 0..exec_runs {
         let mut c = Command::new("sh");
         c.args(["-c", &script]).current_dir(&ws);
         plain.push(drain(c));
+        // The physical cost of one more pipe hop (issue 16's yardstick: <= 1.3x of it).
+        let mut c = Command::new("sh");
+        c.args(["-c", &format!("{script} | cat")]).current_dir(&ws);
+        piped.push(drain(c));
         let mut c = Command::new(gateway);
         c.args(["exec", "--policy"])
             .arg(&policy)
@@ -221,6 +229,51 @@ fn main() {
         plain[0].1, confined[0].1,
         "gateway changed the output's length"
     );
+    let q = median(piped.iter().map(|x| x.0).collect());
+    println!(
+        "{mib} MiB to stdout through `| cat`: {q:.2} s; gateway exec / `| cat` = {:.2}x (goal <= 1.3x): {}",
+        g / q,
+        if g / q <= 1.3 { "met" } else { "NOT met" }
+    );
+    // Adversarial streams (issue 16) against random text of the same size, through exec.
+    let adv_mib = env_usize("ADV_MIB", 16);
+    let stream = |cmd: &str| -> f64 {
+        let times: Vec<f64> = (0..3)
+            .map(|_| {
+                let mut c = Command::new(gateway);
+                c.args(["exec", "--policy"])
+                    .arg(&policy)
+                    .args(["--", "sh", "-c", cmd])
+                    .current_dir(&ws)
+                    .env("GATEWAY_STATE_DIR", &state);
+                drain(c).0
+            })
+            .collect();
+        median(times)
+    };
+    let raw = adv_mib * 786_432;
+    let random = stream(&format!("head -c {raw} /dev/urandom | base64"));
+    for (name, cmd) in [
+        (
+            "base64 of zeros",
+            format!("head -c {raw} /dev/zero | base64"),
+        ),
+        (
+            "base64 of zeros, one line",
+            format!("head -c {raw} /dev/zero | base64 -w0"),
+        ),
+        (
+            "a run of A, one line",
+            format!("head -c {raw} /dev/zero | tr '\\0' A"),
+        ),
+    ] {
+        let t = stream(&cmd);
+        println!(
+            "exec of {adv_mib} MiB of {name}: {t:.3} s, {:.2}x random base64's {random:.3} s (goal <= 2x): {}",
+            t / random,
+            if t <= 2.0 * random { "met" } else { "NOT met" }
+        );
+    }
     let cost = (1.0 - (bytes / g) / (bytes / p)) * 100.0;
     println!(
         "{mib} MiB to stdout: unconfined {p:.2} s ({:.0} MB/s); gateway exec, redaction on {g:.2} s ({:.0} MB/s); throughput cost {cost:.0}% (goal <= 20%): {}",

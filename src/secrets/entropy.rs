@@ -30,6 +30,8 @@ const HEX_LIMIT: f64 = 3.0;
 /// Shorter strings are not considered (a 20-byte string can reach 4.3 bits at most).
 const MIN_LEN: usize = 20;
 const MAX_LEN: usize = 1000;
+/// Bytes before a value searched for the name it is assigned to.
+const NAME_LOOKBACK: usize = 256;
 
 fn is_b64(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'=')
@@ -146,6 +148,15 @@ pub fn is_sequential(v: &[u8]) -> bool {
     steps * 2 >= v.len()
 }
 
+/// Made of a short unit repeated: the whole value with a period of at most 32 bytes (a
+/// keyword's prefix repeated, `AKIAAKIAAKIA...`), or its last two thirds with a period of at
+/// most 8 (`ghp_xxxxxxxx...`, `AAAA...` after a fixed prefix): no random token is.
+pub fn is_repetitive(v: &[u8]) -> bool {
+    let periodic =
+        |v: &[u8], max: usize| (1..=max.min(v.len() / 3)).any(|p| v[p..] == v[..v.len() - p]);
+    periodic(v, 32) || periodic(&v[v.len() / 3..], 8)
+}
+
 fn is_uuid(v: &[u8]) -> bool {
     let parts: Vec<&[u8]> = v.split(|&b| b == b'-').collect();
     parts.len() == 5
@@ -155,8 +166,11 @@ fn is_uuid(v: &[u8]) -> bool {
 
 /// The name the value is assigned to looks like an id or a digest (`user_id`, `_id`,
 /// `checksum`, `sha256`, `integrity`, `commit`, ...): such values are not secrets.
+/// Only the last [`NAME_LOOKBACK`] bytes before the value are read (not back to the line's
+/// start: on a line of megabytes holding many candidates that was quadratic).
 fn has_id_like_name(text: &[u8], s: usize) -> bool {
-    let ls = memchr::memrchr(b'\n', &text[..s]).map_or(0, |i| i + 1);
+    let lo = s.saturating_sub(NAME_LOOKBACK);
+    let ls = memchr::memrchr(b'\n', &text[lo..s]).map_or(lo, |i| lo + i + 1);
     let before = &text[ls..s];
     // The last identifier before the value.
     let end = before
@@ -332,6 +346,11 @@ mod tests {
             b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
         ));
         assert!(is_uuid(b"0b4c7e49-1f7a-4cde-9b2a-6f0d2c9e8a11"));
+        assert!(is_repetitive(b"AAAAAAAAAAAAAAAAAAAAAAAAA"));
+        assert!(is_repetitive(b"AKIAAKIAAKIAAKIAAKIA"));
+        assert!(is_repetitive(b"ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"));
+        assert!(!is_repetitive(b"ghp_0123456789abcdefABCDEF0123456789abcd"));
+        assert!(!is_repetitive(b"q8Zr2kLm9xW4vB7nT1pS"));
         assert!(is_placeholder(b"${DB_PASSWORD}"));
         assert!(is_placeholder(b"{{ vault_pw }}"));
         assert!(is_placeholder(b"<your-token>"));

@@ -175,3 +175,59 @@ pub fn fuzz_redact(data: &[u8]) {
         "chunked redaction (chunk {chunk}, flush {flush}) differs from the scan of the whole input"
     );
 }
+
+/// Fuzz entry (fuzz/fuzz_targets/secrets_time.rs): scanning and redaction take time
+/// proportional to the input's length whatever its shape. The input is repeated to
+/// [`FUZZ_TIME_LEN`] bytes (so that work per byte, not fixed costs, is measured, and a unit
+/// the fuzzer finds is tried as a long run of itself), scanned as every kind and redacted
+/// as a stream; the time must stay within [`FUZZ_TIME_FACTOR`] times that of as much
+/// ordinary text (measured once per process, in the same build), else it fails.
+pub fn fuzz_time_budget(data: &[u8]) {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    fn work(text: &[u8]) -> f64 {
+        let t = Instant::now();
+        for kind in [TextKind::Code, TextKind::Config, TextKind::Stream] {
+            std::hint::black_box(scanner().scan(text, kind, kind != TextKind::Stream));
+        }
+        let mut r = Redactor::new(TextKind::Stream);
+        let mut out = Vec::with_capacity(text.len());
+        for c in text.chunks(64 * 1024) {
+            r.feed(c, &mut out);
+            r.flush_lines(&mut out);
+        }
+        r.finish(&mut out);
+        std::hint::black_box(out);
+        t.elapsed().as_secs_f64()
+    }
+    fn repeated(unit: &[u8]) -> Vec<u8> {
+        unit.iter().copied().cycle().take(FUZZ_TIME_LEN).collect()
+    }
+    static REFERENCE: OnceLock<f64> = OnceLock::new();
+    let reference = *REFERENCE.get_or_init(|| {
+        // Ordinary output: log lines mentioning keywords, a secret now and then.
+        let text = repeated(
+            b"2026-11-25 build step 42 finished: api_key lookup ok, password policy applied, \
+              token cache warm; ghp_0123456789abcdefABCDEF0123456789abcd rotated\n",
+        );
+        let _ = scanner().compile_all();
+        (0..3).map(|_| work(&text)).fold(f64::INFINITY, f64::min)
+    });
+    if data.is_empty() {
+        return;
+    }
+    let text = repeated(data);
+    // The best of two, so that a pause of the machine is not taken for the input's cost.
+    let t = work(&text).min(work(&text));
+    assert!(
+        t <= FUZZ_TIME_FACTOR * reference,
+        "{FUZZ_TIME_LEN} bytes of {:?} repeated took {t:.3} s, more than \
+         {FUZZ_TIME_FACTOR} times the {reference:.3} s of as much ordinary text",
+        String::from_utf8_lossy(&data[..data.len().min(64)])
+    );
+}
+
+/// The length [`fuzz_time_budget`] repeats its input to.
+pub const FUZZ_TIME_LEN: usize = 256 * 1024;
+/// How many times ordinary text's time [`fuzz_time_budget`] allows.
+pub const FUZZ_TIME_FACTOR: f64 = 20.0;

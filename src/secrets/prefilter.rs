@@ -38,6 +38,11 @@ struct Space {
     short_anchors: Vec<Vec<(usize, usize)>>,
     /// Fallback: a DFA over the keywords themselves (pattern id = keyword index).
     dfa: Option<AhoCorasick>,
+    /// Per anchor: `Some(b)` when the anchor and every keyword holding it are runs of the one
+    /// byte `b` (the Twitter bearer token's `AAAA...`) and their case is checked in this
+    /// space itself: a run of `b` in the text is then reported as one hit spanning it, and
+    /// the search resumes at its end, rather than once per byte of it.
+    run_anchor: Vec<Option<u8>>,
 }
 
 #[cfg(test)]
@@ -180,6 +185,31 @@ pub fn computed_anchors() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     (long(true), long(false))
 }
 
+/// Per anchor: the byte `b` when the anchor and every keyword holding it are runs of `b`
+/// whose case this space checks itself (see `Space::run_anchor`).
+fn run_anchors(
+    anchors: &[Vec<u8>],
+    map: &[Vec<(usize, usize)>],
+    keywords: &[Keyword],
+    folded: bool,
+) -> Vec<Option<u8>> {
+    anchors
+        .iter()
+        .zip(map)
+        .map(|(a, list)| {
+            let b = *a.first()?;
+            let run = |t: &[u8]| t.iter().all(|&x| x == b);
+            (run(a)
+                && !list.is_empty()
+                && list.iter().all(|&(ki, _)| {
+                    let k = &keywords[ki];
+                    run(&k.text) && (!folded || !k.exact)
+                }))
+            .then_some(b)
+        })
+        .collect()
+}
+
 impl Space {
     /// `folded`: the space of case-insensitive keywords and of exact keywords without
     /// uppercase letters (checked for exact case on a hit); else the exact keywords with
@@ -215,7 +245,14 @@ impl Space {
             for (ki, k) in keywords.iter().enumerate() {
                 for &l in &lens {
                     for (off, w) in k.text.windows(l).enumerate() {
-                        if let Ok(j) = sorted.binary_search_by(|(a, _)| (*a).cmp(w)) {
+                        // Only the anchor's first place in the keyword: the searcher
+                        // reports every position where the anchor occurs, so each keyword
+                        // occurrence is found once (a keyword made of one repeated byte,
+                        // `AAAA...`, would otherwise be reported once per place, ~16 times
+                        // per byte of a run of `A`).
+                        if let Ok(j) = sorted.binary_search_by(|(a, _)| (*a).cmp(w))
+                            && !out[sorted[j].1].iter().any(|&(k, _)| k == ki)
+                        {
                             out[sorted[j].1].push((ki, off));
                         }
                     }
@@ -265,8 +302,11 @@ impl Space {
         } else {
             None
         };
+        let anchor_map = map(&anchors);
+        let run_anchor = run_anchors(&anchors, &anchor_map, &keywords, folded);
         Space {
-            anchors: map(&anchors),
+            anchors: anchor_map,
+            run_anchor,
             short_anchors: map(&short),
             short: short
                 .iter()
@@ -289,22 +329,23 @@ impl Space {
         to: usize,
         hit: &mut dyn FnMut(usize, usize, usize),
     ) {
-        let mut check = |list: &[(usize, usize)], at: usize| {
-            for &(ki, off) in list {
-                let k = &self.keywords[ki];
-                if at < off {
-                    continue;
+        let check =
+            |list: &[(usize, usize)], at: usize, hit: &mut dyn FnMut(usize, usize, usize)| {
+                for &(ki, off) in list {
+                    let k = &self.keywords[ki];
+                    if at < off {
+                        continue;
+                    }
+                    let start = at - off;
+                    let end = start + k.text.len();
+                    if end <= space.len()
+                        && space[start..end] == k.text[..]
+                        && (!k.exact || orig[start..end] == *k.orig)
+                    {
+                        hit(k.rule, start, end);
+                    }
                 }
-                let start = at - off;
-                let end = start + k.text.len();
-                if end <= space.len()
-                    && space[start..end] == k.text[..]
-                    && (!k.exact || orig[start..end] == *k.orig)
-                {
-                    hit(k.rule, start, end);
-                }
-            }
-        };
+            };
         if !self.searchers.is_empty() {
             for (s, ids) in &self.searchers {
                 let mut pos = from;
@@ -316,14 +357,33 @@ impl Space {
                     if at >= to {
                         break;
                     }
-                    check(&self.anchors[ids[m.pattern().as_usize()]], at);
+                    let ai = ids[m.pattern().as_usize()];
+                    if let Some(b) = self.run_anchor[ai] {
+                        // Every keyword occurrence in the run starting here, as one hit
+                        // (start, end of the run): the windows built from it are those of
+                        // the occurrences one by one. Then on past the run.
+                        let r = space[at..]
+                            .iter()
+                            .position(|&x| x != b)
+                            .map_or(space.len(), |i| at + i);
+                        for &(ki, _) in &self.anchors[ai] {
+                            let k = &self.keywords[ki];
+                            if r - at >= k.text.len() {
+                                hit(k.rule, at, r);
+                            }
+                        }
+                        let la = m.end() - m.start();
+                        pos = (r + 1).saturating_sub(la).max(at + 1);
+                        continue;
+                    }
+                    check(&self.anchors[ai], at, hit);
                     pos = at + 1;
                 }
             }
         } else if let Some(ac) = &self.dfa {
             for m in ac.find_overlapping_iter(Input::new(space)) {
                 if (from..to).contains(&m.start()) {
-                    check(&[(m.pattern().as_usize(), 0)], m.start());
+                    check(&[(m.pattern().as_usize(), 0)], m.start(), hit);
                 }
             }
             return;
@@ -334,7 +394,7 @@ impl Space {
                     if from + at >= to {
                         break;
                     }
-                    check(&[(ki, 0)], from + at);
+                    check(&[(ki, 0)], from + at, hit);
                 }
             }
             return;
@@ -344,11 +404,18 @@ impl Space {
                 if from + at >= to {
                     break;
                 }
-                check(&self.short_anchors[i], from + at);
+                check(&self.short_anchors[i], from + at, hit);
             }
         }
     }
 }
+
+/// The prefilter works block by block, so that the folded copy and every searcher's pass
+/// stay in cache.
+const BLOCK: usize = 32 * 1024;
+/// Blocks overlap by this much, so that keywords cross block edges (each anchor is reported
+/// by the block it starts in).
+const MARGIN: usize = 64;
 
 /// Both search spaces.
 pub struct Prefilter {
@@ -365,18 +432,20 @@ impl Prefilter {
         }
     }
 
-    /// Calls `hit(rule, start, end)` for every keyword occurrence in `text`.
+    /// Calls `hit(rule, start, end)` for every keyword occurrence in `text`, once each, in
+    /// order of `start` within each block of the text (blocks overlap by at most a keyword's
+    /// length: a hit may start up to [`MARGIN`] bytes before the previous block's last one).
     pub fn find(&self, text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
         thread_local! {
             static FOLDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+            static HITS: RefCell<Vec<(usize, usize, usize)>> = const { RefCell::new(Vec::new()) };
         }
         // Block by block, so that the folded copy and every searcher's pass stay in cache;
         // the margins let keywords cross block edges (each anchor is reported by the block it
         // starts in).
-        const BLOCK: usize = 32 * 1024;
-        const MARGIN: usize = 64;
         FOLDED.with(|f| {
             let mut f = f.borrow_mut();
+            let mut hits = HITS.with(|h| std::mem::take(&mut *h.borrow_mut()));
             let mut bs = 0;
             while bs < text.len() {
                 let be = (bs + BLOCK).min(text.len());
@@ -386,11 +455,22 @@ impl Prefilter {
                 f.clear();
                 f.extend_from_slice(orig);
                 f.make_ascii_lowercase();
-                let mut local = |rule: usize, s: usize, e: usize| hit(rule, s + lo, e + lo);
+                // Each searcher reports its own hits in order; together they are sorted here,
+                // so that the caller can build its windows in one pass (work per hit bounded,
+                // not a rescan of the line per hit).
+                hits.clear();
+                let mut local = |rule: usize, s: usize, e: usize| hits.push((s + lo, e + lo, rule));
                 self.folded.find(&f, orig, bs - lo, be - lo, &mut local);
                 self.exact.find(orig, orig, bs - lo, be - lo, &mut local);
+                hits.sort_unstable();
+                hits.dedup();
+                for &(s, e, rule) in hits.iter() {
+                    hit(rule, s, e);
+                }
                 bs = be;
             }
+            hits.clear();
+            HITS.with(|h| *h.borrow_mut() = hits);
         });
     }
 

@@ -8,7 +8,7 @@
 //! block still open is held from its armour line on.
 
 use super::TextKind;
-use super::scan::{Finding, MAX_EXTENT, scanner};
+use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, scanner};
 
 /// Bytes of emitted text kept as left context for the next scan.
 const CONTEXT: usize = 1024;
@@ -24,6 +24,10 @@ pub struct Redactor {
     buf: Vec<u8>,
     ctx: usize,
     found: Vec<&'static str>,
+    /// Bytes at the end of `buf` that [`Redactor::flush_lines`] has not looked at for a
+    /// newline: a flush without a new newline changes nothing, and looking again over the
+    /// whole pending tail at each small chunk was quadratic in the tail's length.
+    unflushed: usize,
 }
 
 impl Redactor {
@@ -34,6 +38,7 @@ impl Redactor {
             buf: Vec::new(),
             ctx: 0,
             found: Vec::new(),
+            unflushed: 0,
         }
     }
 
@@ -45,6 +50,7 @@ impl Redactor {
     /// Feeds a chunk; appends to `out` what is final (redacted).
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         self.buf.extend_from_slice(chunk);
+        self.unflushed += chunk.len();
         let pending = self.buf.len() - self.ctx;
         if pending >= MAX_EXTENT + BATCH {
             let limit = self.buf.len() - MAX_EXTENT;
@@ -56,6 +62,11 @@ impl Redactor {
     /// needs. (Not at `\r`: a quoted value may contain one; no single-line rule crosses `\n`.)
     pub fn flush_lines(&mut self, out: &mut Vec<u8>) {
         let pending = &self.buf[self.ctx..];
+        let new = &pending[pending.len() - self.unflushed.min(pending.len())..];
+        self.unflushed = 0;
+        if memchr::memchr(b'\n', new).is_none() {
+            return;
+        }
         let Some(i) = memchr::memrchr(b'\n', pending) else {
             return;
         };
@@ -112,23 +123,23 @@ impl Redactor {
 }
 
 /// Where an unfinished multi-line secret (a private key armour line without its end) starts
-/// in `buf[from..limit]`, else `limit`.
+/// in `buf[from..limit]`, else `limit`. Only the last [`MAX_TOKEN`] bytes before `limit` are
+/// looked at: a secret starting earlier ends before `limit` (no finding is longer). Linear:
+/// the last `-----end` is found once, and whether a finding covers an armour line by binary
+/// search (findings are sorted and disjoint).
 fn open_block(buf: &[u8], from: usize, limit: usize, findings: &[Finding]) -> usize {
-    let region = &buf[from..limit];
-    let lower = region.to_ascii_lowercase();
+    let from_ = limit.saturating_sub(MAX_TOKEN).max(from);
+    let lower = buf[from_..limit].to_ascii_lowercase();
+    let last_end = memchr::memmem::rfind(&lower, b"-----end");
     for needle in [&b"-----begin"[..], b"putty-user-key-file-"] {
-        let mut at = 0;
-        while let Some(i) = memchr::memmem::find(&lower[at..], needle) {
-            let p = from + at + i;
-            let covered = findings.iter().any(|f| f.start <= p && p < f.end);
-            let has_end = needle == b"-----begin"
-                && memchr::memmem::find(&lower[at + i..], b"-----end").is_some();
+        for i in memchr::memmem::find_iter(&lower, needle) {
+            let p = from_ + i;
+            let k = findings.partition_point(|f| f.end <= p);
+            let covered = findings.get(k).is_some_and(|f| f.start <= p);
+            let has_end = needle == b"-----begin" && last_end.is_some_and(|e| e >= i);
             if !covered && !has_end {
-                return memchr::memrchr(b'\n', &buf[..p])
-                    .map_or(0, |j| j + 1)
-                    .max(from);
+                return memchr::memrchr(b'\n', &buf[from..p]).map_or(from, |j| from + j + 1);
             }
-            at += i + needle.len();
         }
     }
     limit

@@ -128,7 +128,7 @@ pub static RULES: &[Rule] = &[
             "putty-private-key",
             "PuTTY private key file",
             &["putty-user-key-file-"],
-            r"PuTTY-User-Key-File-[23]: [^\n]+\n[\s\S]{0,4000}?Private-Lines: \d+\n(?:[A-Za-z0-9+/=]+\n?){1,100}",
+            r"PuTTY-User-Key-File-[23]: [^\n]{1,200}\n[\s\S]{0,4000}?Private-Lines: \d+\n(?:[A-Za-z0-9+/=]+\n?){1,100}",
         )
     },
     // --- Cloud providers ---
@@ -246,7 +246,7 @@ pub static RULES: &[Rule] = &[
             r"(?i)(?:cloudant[_-]?(?:api)?[_-]?(?:key|pwd|password|pass|secret)",
             assign!(),
             r"(?P<s>[0-9a-f]{64}|[a-z]{24})",
-            r"|[a-z0-9-]+:(?P<s2>[0-9a-f]{64})@[a-z0-9-]+\.cloudant\.com)",
+            r"|[a-z0-9-]{1,64}:(?P<s2>[0-9a-f]{64})@[a-z0-9-]{1,64}\.cloudant\.com)",
             r"(?:[^a-z0-9]|$)"
         ),
     ),
@@ -324,7 +324,7 @@ pub static RULES: &[Rule] = &[
         "PyPI upload token",
         &["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"],
         concat!(
-            r"(?P<s>pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{70,})",
+            r"(?P<s>pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{70,1000})",
             end!()
         ),
     ),
@@ -411,7 +411,7 @@ pub static RULES: &[Rule] = &[
         "stripe-webhook-secret",
         "Stripe webhook signing secret",
         &["whsec_"],
-        concat!(r"(?P<s>whsec_[a-zA-Z0-9]{32,})", end!()),
+        concat!(r"(?P<s>whsec_[a-zA-Z0-9]{32,100})", end!()),
     ),
     exact(
         "square-oauth-secret",
@@ -464,9 +464,9 @@ pub static RULES: &[Rule] = &[
             "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe", "xapp-",
         ],
         concat!(
-            r"(?i)(?P<s>xox[abposr]-(?:\d+-)+[a-z0-9]+(?:-[a-z0-9]+)*",
-            r"|xoxe(?:\.xox[bp])?-\d-[A-Z0-9]{146,}",
-            r"|xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)",
+            r"(?i)(?P<s>xox[abposr]-(?:\d{1,20}-){1,6}[a-z0-9]{1,100}(?:-[a-z0-9]{1,100}){0,6}",
+            r"|xoxe(?:\.xox[bp])?-\d-[A-Z0-9]{146,300}",
+            r"|xapp-\d-[A-Z0-9]{1,32}-\d{1,20}-[a-z0-9]{1,128})",
             end!()
         ),
     ),
@@ -474,7 +474,7 @@ pub static RULES: &[Rule] = &[
         "slack-webhook",
         "Slack incoming webhook URL",
         &["hooks.slack.com"],
-        r"(?P<s>https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/]{43,56}|https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+)",
+        r"(?P<s>https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/]{43,56}|https://hooks\.slack\.com/services/T[a-zA-Z0-9_]{1,40}/B[a-zA-Z0-9_]{1,40}/[a-zA-Z0-9_]{1,100})",
     ),
     rule(
         "discord-bot-token",
@@ -514,7 +514,7 @@ pub static RULES: &[Rule] = &[
         "artifactory-api-key",
         "JFrog Artifactory API key",
         &["AKC"],
-        r#"(?:^|[\s=:"'])(?P<s>AKC[a-zA-Z0-9]{10,})(?:[\s"']|$)"#,
+        r#"(?:^|[\s=:"'])(?P<s>AKC[a-zA-Z0-9]{10,100})(?:[\s"']|$)"#,
     ),
     exact(
         "artifactory-password",
@@ -523,7 +523,7 @@ pub static RULES: &[Rule] = &[
             "AP0", "AP1", "AP2", "AP3", "AP4", "AP5", "AP6", "AP7", "AP8", "AP9", "APA", "APB",
             "APC", "APD", "APE", "APF",
         ],
-        r#"(?:^|[\s=:"'])(?P<s>AP[0-9A-F][a-zA-Z0-9]{8,})(?:[\s"']|$)"#,
+        r#"(?:^|[\s=:"'])(?P<s>AP[0-9A-F][a-zA-Z0-9]{8,100})(?:[\s"']|$)"#,
     ),
     exact(
         "shopify-token",
@@ -587,19 +587,25 @@ pub static RULES: &[Rule] = &[
         "facebook-access-token",
         "Facebook access token",
         &["EAACEdEose0cBA"],
-        concat!(r"(?P<s>EAACEdEose0cBA[0-9A-Za-z]{20,})", end!()),
+        concat!(r"(?P<s>EAACEdEose0cBA[0-9A-Za-z]{20,400})", end!()),
     ),
     exact(
         "twitter-bearer-token",
         "Twitter/X bearer token",
         &["AAAAAAAAAAAAAAAAAAAAA"],
-        r"(?P<s>AAAAAAAAAAAAAAAAAAAAA[a-zA-Z0-9%]{80,})",
+        concat!(
+            r"(?P<s>AAAAAAAAAAAAAAAAAAAAA[a-zA-Z0-9%]{80,100})",
+            r"(?:[^a-zA-Z0-9%]|$)"
+        ),
     ),
     exact(
         "mapbox-secret-token",
         "Mapbox secret token",
         &["sk.eyJ"],
-        concat!(r"(?P<s>sk\.eyJ[a-zA-Z0-9]{80,}\.[a-zA-Z0-9_-]{22})", end!()),
+        concat!(
+            r"(?P<s>sk\.eyJ[a-zA-Z0-9]{80,300}\.[a-zA-Z0-9_-]{22})",
+            end!()
+        ),
     ),
     exact(
         "adobe-client-secret",
@@ -663,7 +669,7 @@ pub static RULES: &[Rule] = &[
         &["fo1_", "fm1", "fm2"],
         concat!(
             start!(),
-            r"(?P<s>fo1_[a-zA-Z0-9_-]{43}|fm[12][a-z]?_[a-zA-Z0-9+/]{100,}={0,3})",
+            r"(?P<s>fo1_[a-zA-Z0-9_-]{43}|fm[12][a-z]?_[a-zA-Z0-9+/]{100,1000}={0,3})",
             r"(?:[^A-Za-z0-9+/=_-]|$)"
         ),
     ),
@@ -681,13 +687,13 @@ pub static RULES: &[Rule] = &[
         "database-url",
         "Database or broker URL with a password",
         &["://"],
-        r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|clickhouse|cockroachdb)://[^\s:/@'"<>{}]+:(?P<s>[^\s:/@'"<>{}]+)@[^\s/'"@]+"#,
+        r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|clickhouse|cockroachdb)://[^\s:/@'"<>{}]{1,256}:(?P<s>[^\s:/@'"<>{}]{1,256})@[^\s/'"@]{1,256}"#,
     ),
     rule(
         "basic-auth-url",
         "URL with a password (basic auth)",
         &["://"],
-        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'"<>{}]+:(?P<s>[^\s:/@'"<>{}]+)@[^\s/'"@]+"#,
+        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'"<>{}]{1,256}:(?P<s>[^\s:/@'"<>{}]{1,256})@[^\s/'"@]{1,256}"#,
     ),
     // --- Generic keyword assignments (detect-secrets' KeywordDetector) ---
     Rule {

@@ -33,6 +33,10 @@ const MAX_AFTER_MULTILINE: usize = 16 * 1024;
 /// when scanned.
 pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
 
+/// The longest secret reported: the multi-line window (a private key block), within
+/// [`MAX_EXTENT`].
+pub const MAX_TOKEN: usize = MAX_AFTER_MULTILINE;
+
 /// Texts up to this size (command-line arguments, environment values) are searched for
 /// keywords directly: building the prefilter would cost more than it saves.
 const SMALL: usize = 512;
@@ -127,27 +131,21 @@ impl Scanner {
     }
 
     fn scan_rules(&self, text: &[u8], kind: TextKind, out: &mut Vec<(usize, Finding)>) {
-        // Windows (rule, start, end) around keyword hits.
-        let mut windows: Vec<(usize, usize, usize)> = Vec::new();
-        let mut on_hit = |ri: usize, start: usize, end: usize| {
-            let rule = &RULES[ri];
-            let ls = line_start(text, start, MAX_BEFORE);
-            let le = if rule.lines_after > 0 {
-                lines_end(text, end, rule.lines_after, MAX_AFTER_MULTILINE)
-            } else {
-                lines_end(text, end, 0, MAX_AFTER)
-            };
-            match windows.last_mut() {
-                // Hits of one rule on one line: one window.
-                Some(w) if w.0 == ri && w.1 == ls => w.2 = w.2.max(le),
-                _ => windows.push((ri, ls, le)),
-            }
-        };
+        // Windows (rule, start, end) around keyword hits, built in one pass over hits that
+        // come in order of their start (see `Windows`).
+        let mut windows = Windows::new(text);
+        let mut on_hit = |ri: usize, start: usize, end: usize| windows.hit(ri, start, end);
         if text.len() <= SMALL {
-            find_keywords_naive(text, &mut on_hit);
+            let mut hits = Vec::new();
+            find_keywords_naive(text, &mut |ri, s, e| hits.push((s, e, ri)));
+            hits.sort_unstable();
+            for (s, e, ri) in hits {
+                on_hit(ri, s, e);
+            }
         } else {
             self.prefilter().find(text, &mut on_hit);
         }
+        let mut windows = windows.done();
         if windows.is_empty() {
             return;
         }
@@ -172,6 +170,13 @@ impl Scanner {
                     continue;
                 };
                 let (s, e) = (ws + g.start(), ws + g.end());
+                // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
+                // private key's body and a JWT's parts are bounded here): a longer match is
+                // not a finding, so the redactor's held-back tail always holds a finding
+                // whole and never waits on a match that grows with the input.
+                if e - s > MAX_TOKEN {
+                    continue;
+                }
                 let secret = &text[s..e];
                 if !accept(rule, text, s, e, secret, kind, caps.name("s3").is_some()) {
                     continue;
@@ -231,7 +236,7 @@ fn continuation_values(
                 }
                 let s = p + ind;
                 let end = s + v.len();
-                if accept(rule, text, s, end, v, kind, true) {
+                if v.len() <= MAX_TOKEN && accept(rule, text, s, end, v, kind, true) {
                     out.push((
                         ri,
                         Finding {
@@ -259,6 +264,16 @@ fn accept(
     kind: TextKind,
     unquoted: bool,
 ) -> bool {
+    // A run of one character, or of a short unit, is not a secret (`AAAA...` in base64 of
+    // zeros, a keyword's prefix repeated, `ghp_xxxx...`, `0000...`).
+    if entropy::is_repetitive(secret) {
+        return false;
+    }
+    // A token shape met inside wrapped base64 (`base64` output, a PEM or certificate body) is
+    // a chance match of its short prefix (`AP0`, `AKC` at a line's start), not a token.
+    if !rule.generic && rule.lines_after == 0 && in_base64_block(text, s, e) {
+        return false;
+    }
     if rule.min_entropy > 0.0 && entropy::shannon(secret) < rule.min_entropy {
         return false;
     }
@@ -289,8 +304,53 @@ fn accept(
     true
 }
 
+/// Whether `s..e` lies on a line of wrapped base64: the line (40 to 100 bytes) and the line
+/// before it, at least as long and also within those bounds, are made only of the base64
+/// alphabet (the first line of a block is not recognised). Reads at most a few hundred
+/// bytes.
+fn in_base64_block(text: &[u8], s: usize, e: usize) -> bool {
+    const MIN: usize = 40;
+    const MAX: usize = 100;
+    let b64 = |l: &[u8]| {
+        l.iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
+    // The line holding `at`, if it is at most MAX bytes long.
+    let line_at = |at: usize| -> Option<(usize, usize)> {
+        let lo = at.saturating_sub(MAX);
+        let ls = match memchr::memrchr(b'\n', &text[lo..at]) {
+            Some(i) => lo + i + 1,
+            None if lo == 0 => 0,
+            None => return None,
+        };
+        let hi = (at + MAX).min(text.len());
+        let le = match memchr::memchr(b'\n', &text[at..hi]) {
+            Some(i) => at + i,
+            None if hi == text.len() => hi,
+            None => return None,
+        };
+        (le - ls <= MAX).then_some((ls, le))
+    };
+    let Some((ls, le)) = line_at(s) else {
+        return false;
+    };
+    if e > le || le - ls < MIN || !b64(&text[ls..le]) {
+        return false;
+    }
+    let len = le - ls;
+    let neighbour = |n: Option<(usize, usize)>| {
+        n.is_some_and(|(a, b)| b - a >= len.max(MIN) && b64(&text[a..b]))
+    };
+    // Only the line before is looked at, never the next: a stream's redactor may not have
+    // that yet, and its decision must be the same as on the whole text.
+    ls > 0 && neighbour(line_at(ls - 1))
+}
+
 /// Sorts, drops allowlisted findings and resolves overlaps (earlier rule wins on equal spans;
-/// specific rules before entropy).
+/// specific rules before entropy). Linear after the sort, whatever the number of findings:
+/// the findings kept so far are sorted and disjoint, so one binary search tells whether a
+/// candidate overlaps one, and each line's pragmas are read once (not once per finding: a
+/// line of megabytes holding many findings was quadratic).
 fn resolve(text: &[u8], mut found: Vec<(usize, Finding)>) -> Vec<Finding> {
     found.sort_by(|a, b| {
         a.1.start
@@ -298,19 +358,27 @@ fn resolve(text: &[u8], mut found: Vec<(usize, Finding)>) -> Vec<Finding> {
             .then(b.1.end.cmp(&a.1.end))
             .then(a.0.cmp(&b.0))
     });
-    // Specific findings first; entropy findings only where no specific one overlaps (an
-    // entropy match may start earlier, e.g. a whole `AccountKey=...` value).
+    let mut allow = Allowlist::default();
+    // Specific findings first, in order of start: each kept one ends before the next starts.
     let mut out: Vec<Finding> = Vec::with_capacity(found.len());
-    for pass_specific in [true, false] {
-        for (_, f) in &found {
-            if f.specific != pass_specific
-                || out.iter().any(|o| f.start < o.end && o.start < f.end)
-                || allowlisted(text, f.start)
-            {
-                continue;
-            }
-            out.push(f.clone());
+    for (_, f) in found.iter().filter(|(_, f)| f.specific) {
+        if out.last().is_some_and(|o| f.start < o.end) || allow.allowlisted(text, f.start) {
+            continue;
         }
+        out.push(f.clone());
+    }
+    // Entropy findings only where no specific one overlaps (an entropy match may start
+    // earlier, e.g. a whole `AccountKey=...` value), nor an entropy one kept before.
+    let specific = out.len();
+    let mut last_end = 0;
+    for (_, f) in found.iter().filter(|(_, f)| !f.specific) {
+        let i = out[..specific].partition_point(|o| o.end <= f.start);
+        let overlaps = out[..specific].get(i).is_some_and(|o| o.start < f.end);
+        if overlaps || f.start < last_end || allow.allowlisted(text, f.start) {
+            continue;
+        }
+        last_end = f.end;
+        out.push(f.clone());
     }
     out.sort_by_key(|f| f.start);
     out
@@ -318,19 +386,33 @@ fn resolve(text: &[u8], mut found: Vec<(usize, Finding)>) -> Vec<Finding> {
 
 /// detect-secrets' inline allowlisting: `pragma: allowlist secret` in a comment on the line,
 /// or `pragma: allowlist nextline secret` on the line before, after any comment marker it
-/// knows (`#`, `//`, `/*`, `<!--`, `--`, `;`, `'`).
-fn allowlisted(text: &[u8], offset: usize) -> bool {
-    let ls = memchr::memrchr(b'\n', &text[..offset]).map_or(0, |i| i + 1);
-    let le = memchr::memchr(b'\n', &text[offset..]).map_or(text.len(), |i| offset + i);
-    if has_pragma(&text[ls..le], false) {
-        return true;
+/// knows (`#`, `//`, `/*`, `<!--`, `--`, `;`, `'`). Remembers the last line it read, so
+/// that findings on one line cost one read of it.
+#[derive(Default)]
+struct Allowlist {
+    /// The line last read (start, end) and whether it is allowlisted.
+    line: Option<(usize, usize, bool)>,
+}
+
+impl Allowlist {
+    fn allowlisted(&mut self, text: &[u8], offset: usize) -> bool {
+        if let Some((ls, le, yes)) = self.line
+            && ls <= offset
+            && offset <= le
+        {
+            return yes;
+        }
+        let ls = memchr::memrchr(b'\n', &text[..offset]).map_or(0, |i| i + 1);
+        let le = memchr::memchr(b'\n', &text[offset..]).map_or(text.len(), |i| offset + i);
+        let yes = has_pragma(&text[ls..le], false)
+            || (ls > 0 && {
+                let pe = ls - 1;
+                let ps = memchr::memrchr(b'\n', &text[..pe]).map_or(0, |i| i + 1);
+                has_pragma(&text[ps..pe], true)
+            });
+        self.line = Some((ls, le, yes));
+        yes
     }
-    if ls == 0 {
-        return false;
-    }
-    let pe = ls - 1;
-    let ps = memchr::memrchr(b'\n', &text[..pe]).map_or(0, |i| i + 1);
-    has_pragma(&text[ps..pe], true)
 }
 
 fn has_pragma(line: &[u8], nextline: bool) -> bool {
@@ -364,23 +446,100 @@ fn has_pragma(line: &[u8], nextline: bool) -> bool {
     rest.is_some_and(|r| r.starts_with(want))
 }
 
-/// Start of the line containing `at`, at most `max` bytes back.
-fn line_start(text: &[u8], at: usize, max: usize) -> usize {
-    let lo = at.saturating_sub(max);
-    memchr::memrchr(b'\n', &text[lo..at]).map_or(lo, |i| lo + i + 1)
+/// The windows of one text around its keyword hits: for a hit of rule `r` at `s..e`, from
+/// the start of its line (at most [`MAX_BEFORE`] back) to the end of its line (at most
+/// [`MAX_AFTER`] on), or for multi-line rules [`MAX_AFTER_MULTILINE`] bytes on; overlapping
+/// windows of one rule are one window.
+///
+/// Hits arrive in order of their start (almost: see [`Prefilter::find`]), and each rule's
+/// open window remembers whether its end is a newline or a byte limit, so a hit inside it
+/// costs O(1) and a window's edges are searched only over bytes no earlier window of the
+/// rule searched: work per byte is bounded whatever the input's shape (a run of a keyword's
+/// bytes, one line of megabytes), where computing each hit's line afresh was quadratic.
+struct Windows<'a> {
+    text: &'a [u8],
+    /// Per rule: its open window (start, end, end is a byte limit rather than a newline).
+    open: Vec<Option<(usize, usize, bool)>>,
+    done: Vec<(usize, usize, usize)>,
 }
 
-/// End of the line containing `at` plus `extra` more lines, at most `max` bytes on.
-fn lines_end(text: &[u8], at: usize, extra: usize, max: usize) -> usize {
-    let hi = at.saturating_add(max).min(text.len());
-    let mut pos = at;
-    for _ in 0..=extra {
-        match memchr::memchr(b'\n', &text[pos..hi]) {
-            Some(i) => pos = pos + i + 1,
-            None => return hi,
+impl<'a> Windows<'a> {
+    fn new(text: &'a [u8]) -> Windows<'a> {
+        Windows {
+            text,
+            open: vec![None; RULES.len()],
+            done: Vec::new(),
         }
     }
-    pos - 1
+
+    fn hit(&mut self, ri: usize, s: usize, e: usize) {
+        let text = self.text;
+        let rule = &RULES[ri];
+        if let Some((ws, we, capped)) = self.open[ri]
+            && ws <= s
+            && s <= we
+        {
+            // Inside (or just at the end of) the open window: extend it.
+            let we2 = if rule.lines_after > 0 {
+                we.max(e.saturating_add(MAX_AFTER_MULTILINE).min(text.len()))
+            } else if capped && e.saturating_add(MAX_AFTER) > we {
+                // No newline in `s..we` (a single-line window holds none before its end):
+                // search on from `we` only.
+                let hi = e.saturating_add(MAX_AFTER).min(text.len());
+                match memchr::memchr(b'\n', &text[we..hi]) {
+                    Some(i) => {
+                        self.open[ri] = Some((ws, we + i, false));
+                        return;
+                    }
+                    None => hi,
+                }
+            } else {
+                we
+            };
+            self.open[ri] = Some((ws, we2, we2 < text.len() && capped));
+            return;
+        }
+        // A new window. Its start is searched for no further back than the open window's end
+        // (were a newline only before that, the windows would overlap and merge anyway).
+        let floor = match self.open[ri] {
+            Some((ws, we, _)) if we < s && ws <= s => we,
+            _ => 0,
+        };
+        let lo = s.saturating_sub(MAX_BEFORE).max(floor);
+        let ls = memchr::memrchr(b'\n', &text[lo..s]).map_or(lo, |i| lo + i + 1);
+        let (le, capped) = if rule.lines_after > 0 {
+            let hi = e.saturating_add(MAX_AFTER_MULTILINE).min(text.len());
+            (hi, hi < text.len())
+        } else {
+            let hi = e.saturating_add(MAX_AFTER).min(text.len());
+            match memchr::memchr(b'\n', &text[e..hi]) {
+                Some(i) => (e + i, false),
+                None => (hi, hi < text.len()),
+            }
+        };
+        match self.open[ri] {
+            Some((ws, we, was_capped)) if ws <= ls && ls <= we => {
+                let end_capped = if le >= we { capped } else { was_capped };
+                self.open[ri] = Some((ws, we.max(le), end_capped));
+            }
+            prev => {
+                if let Some((ws, we, _)) = prev {
+                    self.done.push((ri, ws, we));
+                }
+                self.open[ri] = Some((ls, le, capped));
+            }
+        }
+    }
+
+    /// The windows, sorted by rule and start, overlapping ones merged.
+    fn done(mut self) -> Vec<(usize, usize, usize)> {
+        for (ri, w) in self.open.iter().enumerate() {
+            if let Some((ws, we, _)) = *w {
+                self.done.push((ri, ws, we));
+            }
+        }
+        self.done
+    }
 }
 
 #[cfg(test)]

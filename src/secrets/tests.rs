@@ -253,3 +253,262 @@ fn ini_continuation_values() {
     // In code, indented lines after `password =` are not values.
     assert!(rules_found(text, TextKind::Code).is_empty());
 }
+
+/// A deterministic pseudo-random byte source (xorshift64*), for test inputs.
+fn prng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// `n` bytes of random base64 (standard alphabet), wrapped at 76 like `base64`, or one line.
+fn random_base64(n: usize, wrapped: bool, seed: u64) -> Vec<u8> {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut r = prng(seed);
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        if wrapped && v.len() % 77 == 76 {
+            v.push(b'\n');
+        } else {
+            v.push(B64[(r() >> 58) as usize]);
+        }
+    }
+    v
+}
+
+/// `n` bytes made by repeating `unit` (cut at `n`).
+fn repeat_to(unit: &[u8], n: usize) -> Vec<u8> {
+    unit.iter().copied().cycle().take(n).collect()
+}
+
+/// `n` bytes of base64 of zeros, one line (`AAAA...A=`) or wrapped at 76.
+fn base64_of_zeros(n: usize, wrapped: bool) -> Vec<u8> {
+    let mut v = if wrapped {
+        repeat_to(&[[b'A'; 76].as_slice(), b"\n"].concat(), n)
+    } else {
+        vec![b'A'; n]
+    };
+    if n >= 2 && !wrapped {
+        v[n - 1] = b'=';
+    }
+    v
+}
+
+/// One adversarial input: its name and a generator of it at a size.
+type Adversarial = (String, Box<dyn Fn(usize) -> Vec<u8>>);
+
+/// The adversarial corpus (issue 16), as generators of inputs of `n` bytes holding no
+/// secret: runs of single bytes, base64 of zeros, alternating near-matches, and from the rule
+/// set itself every keyword repeated back to back, followed by a run of `A`, and repeated
+/// with a space between.
+fn adversarial() -> Vec<Adversarial> {
+    let mut v: Vec<Adversarial> = Vec::new();
+    for b in [
+        b'A', b'0', b'x', b'-', b'\'', b'"', b'=', b'/', b' ', b'\n', 0, 0xff,
+    ] {
+        v.push((
+            format!("run of {:?}", char::from(b)),
+            Box::new(move |n| vec![b; n]),
+        ));
+    }
+    v.push((
+        "base64 of zeros, one line".into(),
+        Box::new(|n| base64_of_zeros(n, false)),
+    ));
+    v.push((
+        "base64 of zeros, wrapped".into(),
+        Box::new(|n| base64_of_zeros(n, true)),
+    ));
+    // Near-matches, alternating: one byte short, wrong alphabet, unterminated.
+    let near: &[&[u8]] = &[
+        b"ghp_0123456789abcdefABCDEF0123456789abc ghp_0123456789abcdefABCDEF0123456789ab!\n",
+        b"AKIAABCDEFGHIJKLMNO AKIA0123456789ABCDE_",
+        b"password = 'aB3$\npassword: \"x9#\n",
+        b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n",
+        b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx\n",
+        b"postgres://user@db:5432/x postgres://user:@",
+        b"'aB3dE5gH7jK9mN1pQ3s' \"",
+    ];
+    for (i, unit) in near.iter().enumerate() {
+        let unit = unit.to_vec();
+        v.push((
+            format!("near-match {i}"),
+            Box::new(move |n| repeat_to(&unit, n)),
+        ));
+    }
+    let mut keywords: Vec<&'static str> = rules::RULES
+        .iter()
+        .flat_map(|r| r.keywords.iter().copied())
+        .collect();
+    keywords.sort_unstable();
+    keywords.dedup();
+    for k in keywords {
+        let k = k.as_bytes();
+        v.push((
+            format!("{} repeated", String::from_utf8_lossy(k)),
+            Box::new(move |n| repeat_to(k, n)),
+        ));
+        v.push((
+            format!("{} then a run of A", String::from_utf8_lossy(k)),
+            Box::new(move |n| {
+                let mut x = k.to_vec();
+                x.resize(n.max(k.len()), b'A');
+                x
+            }),
+        ));
+        v.push((
+            format!("{} and a space, repeated", String::from_utf8_lossy(k)),
+            Box::new(move |n| repeat_to(&[k, b" "].concat(), n)),
+        ));
+    }
+    v
+}
+
+/// Scans `input` as code, configuration (both with entropy) and a stream, and redacts it
+/// as a stream in 64 KiB chunks with a flush after each: the findings of all.
+fn scan_and_redact(input: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    for kind in [TextKind::Code, TextKind::Config, TextKind::Stream] {
+        for f in scanner().scan(input, kind, kind != TextKind::Stream) {
+            found.push(format!("{kind:?} {} at {}..{}", f.rule, f.start, f.end));
+        }
+    }
+    let mut r = Redactor::new(TextKind::Stream);
+    let mut out = Vec::with_capacity(input.len());
+    for c in input.chunks(64 * 1024) {
+        r.feed(c, &mut out);
+        r.flush_lines(&mut out);
+    }
+    r.finish(&mut out);
+    found.extend(r.findings().iter().map(|f| format!("redactor {f}")));
+    if out != input && found.is_empty() {
+        found.push("redactor changed the text".into());
+    }
+    found
+}
+
+/// Times each input at sizes base, 4 x base and 16 x base (three rounds, interleaved so
+/// that load from other processes falls on all sizes alike; the best of each); returns the
+/// failures: findings (none of these inputs holds a secret) and superlinear growth (4x the
+/// input within 10x the time, 16x within 40x; quadratic would be 16x and 256x). `floor`:
+/// timings below it count as it (noise).
+fn check_linear(inputs: &[Adversarial], base: usize, floor: f64) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (name, make) in inputs {
+        let sizes = [base, 4 * base, 16 * base].map(make);
+        let mut times = [f64::INFINITY; 3];
+        for _round in 0..3 {
+            for (i, input) in sizes.iter().enumerate() {
+                let t = std::time::Instant::now();
+                let mut found = scan_and_redact(input);
+                times[i] = times[i].min(t.elapsed().as_secs_f64());
+                if !found.is_empty() {
+                    found.truncate(5);
+                    failures.push(format!("{name} x{}: findings {found:?}", 1 << (2 * i)));
+                }
+            }
+        }
+        let t1 = times[0].max(floor);
+        if times[1] >= 10.0 * t1 || times[2] >= 40.0 * t1 {
+            failures.push(format!(
+                "{name}: time grows superlinearly: {times:.4?} s for {base} x 1, 4, 16 bytes"
+            ));
+        }
+    }
+    failures.dedup();
+    failures
+}
+
+/// Issue 16: scanning and redaction take time linear in the input's size whatever its shape,
+/// on the whole adversarial corpus (every rule's keywords included), and find nothing in it.
+/// Compared as ratios of sizes 1x/4x/16x, never against a wall-clock threshold.
+#[test]
+fn secret_scan_and_redaction_are_linear_on_adversarial_input() {
+    scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
+    let failures = check_linear(&adversarial(), 16 * 1024, 0.02);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Issue 16: one line of 16 MiB (runs, base64 of zeros, a keyword then a run) passes through
+/// `scan` and the redactor in time linear in its size, with no finding.
+#[test]
+fn secret_scan_and_redaction_are_linear_on_a_16_mib_line() {
+    scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
+    let inputs: Vec<Adversarial> = vec![
+        ("run of A".into(), Box::new(|n| vec![b'A'; n])),
+        (
+            "log words, no newline".into(),
+            Box::new(|n| repeat_to(b"step 42 done: token=ok password_hint secret_name ", n)),
+        ),
+    ];
+    let failures = check_linear(&inputs, 1 << 20, 0.05);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Issue 16: random base64 (what `base64` of random bytes prints) is not redacted: no
+/// finding in 32 MiB of it, wrapped at 76 or on one line (wrapped, a line starting with a
+/// short token prefix such as `AP0` is expected about once in 5 MiB).
+#[test]
+fn random_base64_has_no_findings() {
+    for wrapped in [true, false] {
+        let input = random_base64(32 << 20, wrapped, 0x9e37_79b9_7f4a_7c15);
+        let found: Vec<String> = scanner()
+            .scan(&input, TextKind::Stream, false)
+            .iter()
+            .map(|f| {
+                let s = String::from_utf8_lossy(&input[f.start..f.end]);
+                format!("{}: {s}", f.rule)
+            })
+            .collect();
+        assert!(
+            found.is_empty(),
+            "wrapped {wrapped}: {} findings: {found:?}",
+            found.len()
+        );
+    }
+}
+
+/// Issue 16: the time-budget fuzz entry holds on the adversarial corpus' units (and fails on
+/// the old code: 256 KiB of the twitter keyword's `A`s took minutes).
+#[test]
+fn fuzz_time_budget_holds_on_adversarial_units() {
+    let mut units: Vec<Vec<u8>> = vec![b"A".to_vec(), b"0".to_vec(), b"'A".to_vec()];
+    for r in rules::RULES {
+        for k in r.keywords {
+            units.push(k.as_bytes().to_vec());
+            units.push([k.as_bytes(), b" "].concat());
+        }
+    }
+    for u in units {
+        super::fuzz_time_budget(&u);
+    }
+}
+
+/// Issue 16: a token shape inside wrapped base64 is not a finding; the same token alone on a
+/// line between prose still is.
+#[test]
+fn token_shapes_inside_wrapped_base64_are_not_findings() {
+    // 76 bytes: a whole line of `base64` output.
+    let token = b"AP6xK2mQ9vR4tY7uW1zB3nC5dF8gH0jL2pS4vX6yZ9aE1cG3iK5mO7qT9wU2rY4bN6hJ8kM0sD2f";
+    assert_eq!(token.len(), 76);
+    let block = random_base64(77 * 4, true, 7);
+    let mut text = block[..77].to_vec();
+    text.extend_from_slice(token);
+    text.extend_from_slice(&block[77 + token.len()..]);
+    assert!(
+        scanner().scan(&text, TextKind::Stream, false).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    let alone = [&b"the key is\n"[..], token, b"\nend of notes\n"].concat();
+    let found: Vec<_> = scanner()
+        .scan(&alone, TextKind::Stream, false)
+        .into_iter()
+        .map(|f| f.rule)
+        .collect();
+    assert_eq!(found, ["artifactory-password"]);
+}
