@@ -815,6 +815,36 @@ sandbox_test!(
 );
 
 sandbox_test!(
+    fn claude_wrapper_holds_back_a_bounded_tail_whatever_the_command_prints() {
+        // The confined command reads the nonce from its own script ($BASH_EXECUTION_STRING),
+        // prints the marker and then far more than a snapshot: the front end (unconfined)
+        // held all of it in memory and showed none of it. It now holds at most 8 MiB and
+        // then passes everything on, writing no cwd file.
+        for nobody in [false, true] {
+            let env = Env::new("claude-wrap-flood");
+            env.write(
+                "flood.sh",
+                "n=$(printf %s \"$BASH_EXECUTION_STRING\" | grep -o 'gateway-cwd-[0-9a-f]*' | head -1)\nprintf '\\n\\036%s\\036' \"$n\"\nhead -c 12000000 /dev/zero | tr '\\0' x\nexit 0\n",
+            );
+            if nobody {
+                env.give_to_nobody();
+            }
+            let who = if nobody { "uid 65534" } else { "root" };
+            let f = cwd_file_name();
+            let o = gateway_bash(&env, &claude_wrapper("source flood.sh", &f), nobody);
+            let xs = o.stdout.iter().filter(|&&b| b == b'x').count();
+            assert_eq!(
+                xs,
+                12_000_000,
+                "{who}: the output is shown, not held: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(!f.exists(), "{who}: no cwd file from a flooded tail");
+        }
+    }
+);
+
+sandbox_test!(
     fn claude_wrapper_works_through_the_daemon() {
         let env = Env::new("claude-wrap-daemon");
         std::fs::create_dir_all(env.ws.join("sub")).expect("mkdir");
