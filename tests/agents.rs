@@ -760,6 +760,29 @@ sandbox_test!(
                 "{who}"
             );
             let _ = std::fs::remove_file(&f);
+            // A hard link at the cwd file's name to this user's own file elsewhere: the write
+            // would land in that file (its owner, not protected_hardlinks, decides who may
+            // link it: here the agent's user itself, or root).
+            let victim = env.outside.join("linked-victim");
+            std::fs::write(&victim, "keep").expect("victim");
+            if nobody {
+                let st = Command::new("chown")
+                    .args(["65534:65534"])
+                    .arg(&victim)
+                    .status()
+                    .expect("chown");
+                assert!(st.success());
+            }
+            let f = cwd_file_name();
+            std::fs::hard_link(&victim, &f).expect("hard link");
+            let o = gateway_bash(&env, &claude_wrapper("echo hi", &f), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(&victim).expect("victim"),
+                "keep",
+                "{who}: written through a hard link"
+            );
+            let _ = std::fs::remove_file(&f);
             let f = cwd_file_name();
             let st = Command::new("mkfifo").arg(&f).status().expect("mkfifo");
             assert!(st.success());

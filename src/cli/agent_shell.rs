@@ -13,8 +13,8 @@
 //! of writing the file, the script prints its content on stdout after a marker with a fresh
 //! nonce; this front end (the agent's own process, with the agent's own rights) keeps the
 //! marker and what follows out of the output, and writes the content to the file the agent
-//! named — only a file of the exact shape Claude Code uses, never through a symlink, a FIFO
-//! or a device, and a snapshot only as a new file. A command that prints a marker itself gains
+//! named — only a file of the exact shape Claude Code uses, never through a symlink, a hard
+//! link, a FIFO or a device, and a snapshot only as a new file. A command that prints a marker itself gains
 //! nothing: its own `cd` already decides the cwd file, and the snapshot is sourced only by
 //! commands that run confined.
 
@@ -261,9 +261,11 @@ pub(super) fn deliver(d: &Deliver, payload: &[u8]) -> Result<(), String> {
     // Another user's file (planted in /tmp under the name the agent will read back) is not
     // written: its owner could change what the agent reads.
     let ours = meta.uid() == crate::sandbox::effective_uid();
-    if !meta.is_file() || !ours || meta.permissions().mode() & 0o022 != 0 {
+    // A second name (a hard link planted in /tmp to a file elsewhere) would have the write
+    // land in that file: the agent's file has one name only.
+    if !meta.is_file() || !ours || meta.nlink() != 1 || meta.permissions().mode() & 0o022 != 0 {
         return Err(format!(
-            "{} is not a regular file of this user writable by it alone: not written (remove it and run the command again)",
+            "{} is not a regular file of this user, with one name and writable by it alone: not written (remove it and run the command again)",
             path.display()
         ));
     }
