@@ -776,6 +776,29 @@ sandbox_test!(
                 "{who}"
             );
             let _ = std::fs::remove_file(&f);
+            // A hard link at the cwd file's name to this user's own file elsewhere: the write
+            // would land in that file (its owner, not protected_hardlinks, decides who may
+            // link it: here the agent's user itself, or root).
+            let victim = env.outside.join("linked-victim");
+            std::fs::write(&victim, "keep").expect("victim");
+            if nobody {
+                let st = Command::new("chown")
+                    .args(["65534:65534"])
+                    .arg(&victim)
+                    .status()
+                    .expect("chown");
+                assert!(st.success());
+            }
+            let f = cwd_file_name();
+            std::fs::hard_link(&victim, &f).expect("hard link");
+            let o = gateway_bash(&env, &claude_wrapper("echo hi", &f), nobody);
+            assert_ne!(o.status.code(), Some(0), "{who}: {}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(&victim).expect("victim"),
+                "keep",
+                "{who}: written through a hard link"
+            );
+            let _ = std::fs::remove_file(&f);
             let f = cwd_file_name();
             let st = Command::new("mkfifo").arg(&f).status().expect("mkfifo");
             assert!(st.success());
@@ -826,6 +849,36 @@ sandbox_test!(
             // Every run is in the log (the refused and failed ones included).
             let recs = records_verified(&env);
             assert!(recs.len() >= 8, "{who}: {}", shown(&recs));
+        }
+    }
+);
+
+sandbox_test!(
+    fn claude_wrapper_holds_back_a_bounded_tail_whatever_the_command_prints() {
+        // The confined command reads the nonce from its own script ($BASH_EXECUTION_STRING),
+        // prints the marker and then far more than a snapshot: the front end (unconfined)
+        // held all of it in memory and showed none of it. It now holds at most 8 MiB and
+        // then passes everything on, writing no cwd file.
+        for nobody in [false, true] {
+            let env = Env::new("claude-wrap-flood");
+            env.write(
+                "flood.sh",
+                "n=$(printf %s \"$BASH_EXECUTION_STRING\" | grep -o 'gateway-cwd-[0-9a-f]*' | head -1)\nprintf '\\n\\036%s\\036' \"$n\"\nhead -c 12000000 /dev/zero | tr '\\0' x\nexit 0\n",
+            );
+            if nobody {
+                env.give_to_nobody();
+            }
+            let who = if nobody { "uid 65534" } else { "root" };
+            let f = cwd_file_name();
+            let o = gateway_bash(&env, &claude_wrapper("source flood.sh", &f), nobody);
+            let xs = o.stdout.iter().filter(|&&b| b == b'x').count();
+            assert_eq!(
+                xs,
+                12_000_000,
+                "{who}: the output is shown, not held: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(!f.exists(), "{who}: no cwd file from a flooded tail");
         }
     }
 );

@@ -635,3 +635,27 @@ sandbox_test! {
         );
     }
 }
+
+sandbox_test! {
+    fn a_system_directory_is_never_a_workspace() {
+        // The workspace is writable: run as root from /dev, a command could replace
+        // /dev/null by a regular file (or delete any device node) for the whole machine.
+        // Only a harmless new name is tried here; every policy refuses before running.
+        let env = Env::new("sysdir-ws");
+        for (dir, policy) in [("/dev", "permissive"), ("/dev", "standard"), ("/usr/local", "standard")] {
+            let probe = Path::new(dir).join(format!("gateway-ws-probe-{}", std::process::id()));
+            let o = env
+                .cmd()
+                .args(["exec", "--policy", policy, "--cwd", dir, "--", "touch"])
+                .arg(probe.file_name().expect("name"))
+                .output()
+                .expect("run");
+            let made = probe.exists();
+            let _ = std::fs::remove_file(&probe);
+            assert!(!made, "{dir} ({policy}): the command wrote in a system directory");
+            assert_eq!(o.status.code(), Some(122), "{dir} ({policy}): {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("system directory") && err.contains(dir), "{dir}: {err}");
+        }
+    }
+}

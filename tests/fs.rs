@@ -1144,3 +1144,61 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test! {
+    fn fs_edit_reads_a_bounded_list_of_edits_through_the_daemon() {
+        // `--edits -` and `--edits FILE` are read by the daemon (the client's stdin is passed
+        // to it): 300 MB on stdin took 313 MB of the daemon's memory, and /dev/zero would
+        // take all of it. More than 16 MiB is refused, not held.
+        let env = Env::new("edits-bound");
+        env.write("e.txt", "hello\n");
+        let d = Daemon::start(&env, "standard", &[]);
+        let hwm = || {
+            let s = std::fs::read_to_string(format!("/proc/{}/status", d.child.id()))
+                .expect("daemon status");
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .expect("VmHWM")
+        };
+        let before = hwm();
+        let sparse = env.outside.join("edits.json");
+        let f = std::fs::File::create(&sparse).expect("create");
+        f.set_len(64 << 20).expect("sparse");
+        let o = d
+            .cmd(&env)
+            .args(["fs", "edit", "e.txt", "--edits"])
+            .arg(&sparse)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(err.contains("more than 16 MiB"), "{err}");
+        let mut c = d.cmd(&env);
+        c.args(["fs", "edit", "e.txt", "--edits", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let feeder = std::thread::spawn(move || {
+            use std::io::Write;
+            let chunk = vec![b' '; 1 << 20];
+            // Until the daemon stops reading (a broken pipe), at most 64 MiB.
+            for _ in 0..64 {
+                if stdin.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        });
+        let o = child.wait_with_output().expect("wait");
+        feeder.join().expect("feeder");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(122), "{}", text(&o));
+        assert!(err.contains("more than 16 MiB"), "{err}");
+        assert_eq!(std::fs::read_to_string(env.ws.join("e.txt")).expect("e"), "hello\n");
+        let grew = hwm().saturating_sub(before);
+        assert!(grew < 48 << 10, "the daemon's peak memory grew by {grew} kB");
+        drop(d.stop());
+    }
+}

@@ -413,6 +413,20 @@ pub fn read_stdin_to_end(buf: &mut Vec<u8>) -> std::io::Result<usize> {
     }
 }
 
+/// Reads the caller's stdin to the end or to `max` + 1 bytes, whichever comes first (a
+/// caller's stdin may never end: in the daemon this bounds its memory).
+pub fn read_stdin_up_to(buf: &mut Vec<u8>, max: u64) -> std::io::Result<usize> {
+    use std::io::Read;
+    match current() {
+        Some(c) => std::fs::File::from(c.stdin.try_clone()?)
+            .take(max.saturating_add(1))
+            .read_to_end(buf),
+        None => std::io::stdin()
+            .take(max.saturating_add(1))
+            .read_to_end(buf),
+    }
+}
+
 /// A writer to the caller's stdout (buffered for a client; flushed when dropped).
 pub fn stdout_writer() -> Box<dyn Write> {
     if let Some(c) = current()
@@ -457,7 +471,7 @@ pub fn tty_confirm(question: &str) -> Option<bool> {
 mod tests {
     /// What reads the thread-local a daemon's connection sets (or this process's own
     /// environment and stdio as the caller's): the front ends' way to the caller.
-    const READERS: &str = r"\b(client|Context)::(current|env_var|env_vars|as_client|caller|cwd|with_stdin|stdin_is_tty|stderr_is_tty|out|err|read_stdin_to_end|stdout_writer|session_id|session_id_for|this_caller)\s*\(";
+    const READERS: &str = r"\b(client|Context)::(current|env_var|env_vars|as_client|caller|cwd|with_stdin|stdin_is_tty|stderr_is_tty|out|err|read_stdin_to_end|read_stdin_up_to|stdout_writer|session_id|session_id_for|this_caller)\s*\(";
 
     /// The calls to [`READERS`] in `text`, skipping comments and a file's own unit tests.
     fn readers(file: &str, text: &str) -> Vec<String> {

@@ -214,10 +214,17 @@ pub(crate) fn plan_with(
     })
 }
 
+/// Directories no workspace may be or lie in: the workspace is writable, and these hold the
+/// machine's device nodes, kernel interfaces and programs.
+const SYSTEM_DIRS: &[&str] = &[
+    "/dev", "/proc", "/sys", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc",
+];
+
 /// The paths a run may not see: the policy's denied paths and the ones no policy may expose
 /// (credentials, the state directory), with their canonical forms and the unsafe devices;
 /// and those of them inside the workspace, which only mounts can hide (`hidden`). Refuses a
-/// workspace that is `/`, lies in a denied path or contains one no policy may expose.
+/// workspace that is `/`, is or lies in a system directory (`SYSTEM_DIRS`), lies in a denied
+/// path or contains one no policy may expose.
 pub(super) fn plan_denied(
     cx: &client::Context,
     policy: &Policy,
@@ -271,6 +278,19 @@ pub(super) fn plan_denied(
         return Err(BrokerError::Usage(
             "the workspace (--cwd) is /: run from a project directory".into(),
         ));
+    }
+    // Nor be or lie in a system directory: from `cd /dev` a command (as root) could replace
+    // /dev/null by a regular file, or delete any device node, for the whole machine.
+    if let Some(d) = SYSTEM_DIRS
+        .iter()
+        .map(Path::new)
+        .find(|d| ws.starts_with(d))
+    {
+        return Err(BrokerError::Usage(format!(
+            "the workspace {} is not allowed: it is or lies in {}, a system directory (device nodes, kernel interfaces, the system's programs) that commands must never change; run from a project directory",
+            ws.display(),
+            d.display()
+        )));
     }
     let refused = critical
         .iter()

@@ -13,8 +13,8 @@
 //! of writing the file, the script prints its content on stdout after a marker with a fresh
 //! nonce; this front end (the agent's own process, with the agent's own rights) keeps the
 //! marker and what follows out of the output, and writes the content to the file the agent
-//! named — only a file of the exact shape Claude Code uses, never through a symlink, a FIFO
-//! or a device, and a snapshot only as a new file. A command that prints a marker itself gains
+//! named — only a file of the exact shape Claude Code uses, never through a symlink, a hard
+//! link, a FIFO or a device, and a snapshot only as a new file. A command that prints a marker itself gains
 //! nothing: its own `cd` already decides the cwd file, and the snapshot is sourced only by
 //! commands that run confined.
 
@@ -155,11 +155,19 @@ pub(super) fn prepare(script: &str, private_tmp: bool) -> Option<Prepared> {
     })
 }
 
+/// The most that is held back after the marker: a shell snapshot (functions, aliases,
+/// options) is far smaller. A command can print the marker itself (its own script names the
+/// nonce), so past this the filter gives up and passes everything on: the front end's
+/// memory stays bounded whatever the confined command prints, and its output is not hidden.
+pub(super) const HOLD_MAX: usize = 8 << 20;
+
 /// Passes stdout through, holding back from the marker on (and any tail that could begin
 /// one), so the agent sees the command's output as the plain wrapper would print it.
 pub(super) struct TailFilter {
     marker: Vec<u8>,
     held: Vec<u8>,
+    /// More than `HOLD_MAX` followed a marker: everything passes through, nothing is delivered.
+    gave_up: bool,
 }
 
 impl TailFilter {
@@ -167,10 +175,22 @@ impl TailFilter {
         TailFilter {
             marker,
             held: Vec::new(),
+            gave_up: false,
         }
     }
 
     pub(super) fn feed(&mut self, b: &[u8], out: &mut dyn FnMut(&[u8])) {
+        if self.gave_up {
+            out(b);
+            return;
+        }
+        if self.held.len() + b.len() > self.marker.len() + HOLD_MAX {
+            out(&self.held);
+            out(b);
+            self.held = Vec::new();
+            self.gave_up = true;
+            return;
+        }
         self.held.extend_from_slice(b);
         let m = &self.marker;
         let keep_from = match find(&self.held, m) {
@@ -189,6 +209,9 @@ impl TailFilter {
     /// At the end of the run: what followed the marker (`None`, and everything held
     /// passed on, when the output did not end with one).
     pub(super) fn finish(self, out: &mut dyn FnMut(&[u8])) -> Option<Vec<u8>> {
+        if self.gave_up {
+            return None;
+        }
         match self.held.strip_prefix(self.marker.as_slice()) {
             Some(payload) if find(payload, &self.marker).is_none() => Some(payload.to_vec()),
             _ => {
@@ -238,9 +261,11 @@ pub(super) fn deliver(d: &Deliver, payload: &[u8]) -> Result<(), String> {
     // Another user's file (planted in /tmp under the name the agent will read back) is not
     // written: its owner could change what the agent reads.
     let ours = meta.uid() == crate::sandbox::effective_uid();
-    if !meta.is_file() || !ours || meta.permissions().mode() & 0o022 != 0 {
+    // A second name (a hard link planted in /tmp to a file elsewhere) would have the write
+    // land in that file: the agent's file has one name only.
+    if !meta.is_file() || !ours || meta.nlink() != 1 || meta.permissions().mode() & 0o022 != 0 {
         return Err(format!(
-            "{} is not a regular file of this user writable by it alone: not written (remove it and run the command again)",
+            "{} is not a regular file of this user, with one name and writable by it alone: not written (remove it and run the command again)",
             path.display()
         ));
     }
@@ -283,6 +308,33 @@ mod tests {
         let (shown, got) = run(&p, &[b"out\n", b"\n\x1egat"]);
         assert_eq!(shown, b"out\n\n\x1egat");
         assert_eq!(got, None);
+    }
+
+    #[test]
+    fn what_follows_a_marker_is_held_within_a_bound_and_then_passed_on() {
+        // The command reads the nonce from its own script and prints the marker, then more
+        // than a snapshot could be: the filter holds at most HOLD_MAX and then shows it all.
+        let w = "eval 'x' && pwd -P >| /tmp/claude-5a9f-cwd";
+        let p = prepare(w, true).expect("recognised");
+        let mut f = TailFilter::new(p.marker.clone());
+        let mut shown = 0usize;
+        f.feed(&p.marker, &mut |b| shown += b.len());
+        let chunk = vec![b'x'; 64 << 10];
+        let chunks = (HOLD_MAX / chunk.len()) * 2;
+        for _ in 0..chunks {
+            f.feed(&chunk, &mut |b| shown += b.len());
+            assert!(
+                f.held.len() <= p.marker.len() + HOLD_MAX,
+                "held grows unbounded"
+            );
+        }
+        let got = f.finish(&mut |b| shown += b.len());
+        assert_eq!(got, None, "nothing is delivered after giving up");
+        assert_eq!(
+            shown,
+            p.marker.len() + chunks * chunk.len(),
+            "all of it is shown"
+        );
     }
 
     #[test]

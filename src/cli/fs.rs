@@ -11,6 +11,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The most `fs edit --edits FILE|-` reads: a list of edits is text an agent wrote; more is
+/// refused, not held (through the daemon, its memory).
+const EDITS_MAX: u64 = 16 << 20;
+
 pub(super) fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
     let place = super::effective_place(cli);
     FsContext {
@@ -67,16 +71,27 @@ fn edits_of(cmd: &FsCmd) -> Result<Vec<Edit>, String> {
         v.push(Edit::DeleteLines { from, to });
     }
     if let Some(f) = edits {
-        let data = if f.as_os_str() == "-" {
-            let mut v = Vec::new();
-            crate::broker::client::read_stdin_to_end(&mut v)
+        use std::io::Read;
+        // Read within EDITS_MAX (in the daemon this is its memory): stdin or a FILE that
+        // never ends (/dev/zero) or is huge and sparse is refused, not held.
+        let mut data = Vec::new();
+        if f.as_os_str() == "-" {
+            crate::broker::client::read_stdin_up_to(&mut data, EDITS_MAX)
                 .map_err(|e| format!("--edits -: reading stdin: {e}"))?;
-            v
         } else {
-            crate::broker::client::as_client(|| std::fs::read(f))
-                .and_then(|r| r)
-                .map_err(|e| format!("--edits {}: {e}", f.display()))?
-        };
+            crate::broker::client::as_client(|| {
+                std::fs::File::open(f).and_then(|h| h.take(EDITS_MAX + 1).read_to_end(&mut data))
+            })
+            .and_then(|r| r)
+            .map_err(|e| format!("--edits {}: {e}", f.display()))?;
+        }
+        if data.len() as u64 > EDITS_MAX {
+            return Err(format!(
+                "--edits {}: more than {} MiB of edits: not read (split them into several calls)",
+                f.display(),
+                EDITS_MAX >> 20
+            ));
+        }
         let list: Vec<Edit> = serde_json::from_slice(&data)
             .map_err(|e| format!("--edits {}: not a list of edits: {e}", f.display()))?;
         v.extend(list);
