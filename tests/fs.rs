@@ -1202,3 +1202,44 @@ sandbox_test! {
         drop(d.stop());
     }
 }
+
+sandbox_test! {
+    fn fs_write_reads_its_content_within_the_policys_max_size_and_the_refusal_is_recorded() {
+        // `--content-file FILE|-` is read by the daemon for its client: a 200 MiB sparse file
+        // was read whole into the daemon's memory and written (and /dev/zero would take all
+        // of its memory). Now at most `[files] max_size` + 1 bytes are read, and the broker
+        // refuses the content (rule files.max_size), recorded as a deny.
+        let env = Env::new("content-bound");
+        let d = Daemon::start(&env, "standard", &[]);
+        let hwm = || {
+            let s = std::fs::read_to_string(format!("/proc/{}/status", d.child.id()))
+                .expect("daemon status");
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .expect("VmHWM")
+        };
+        let before = hwm();
+        let sparse = env.outside.join("big.bin");
+        let f = std::fs::File::create(&sparse).expect("create");
+        f.set_len(200 << 20).expect("sparse");
+        let o = d
+            .cmd(&env)
+            .args(["fs", "write", "big.bin", "--content-file"])
+            .arg(&sparse)
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("max_size"), "{}", text(&o));
+        assert!(!env.ws.join("big.bin").exists(), "nothing is written");
+        let grew = hwm().saturating_sub(before);
+        assert!(grew < 150 << 10, "the daemon's peak memory grew by {grew} kB");
+        drop(d.stop());
+        let r = log_records(&env)
+            .into_iter()
+            .rfind(|r| r["tool"] == "fs.write")
+            .expect("the write's record");
+        assert_eq!(r["decision"]["effect"], "deny", "{r}");
+        assert_eq!(r["decision"]["rules"][0], "files.max_size", "{r}");
+    }
+}

@@ -231,6 +231,18 @@ impl super::invoke::Tool for FsTool<'_, '_> {
         // Paths can hold a token (a file named after one): recorded redacted, always.
         rec.args = describe(op).iter().map(|a| redact_text(a)).collect();
         rec.cwd = ctx.cwd.display().to_string();
+        // A content over `[files] max_size` is refused here, before it travels to the worker
+        // (copies of it cost the broker several times its size).
+        if let FsOp::Write { path, content } = op
+            && content.len() as u64 > ctx.policy.files.max_size
+        {
+            return Err(super::refusal::Refusal::TooLarge {
+                path: path.clone(),
+                size: content.len() as u64,
+                max: ctx.policy.files.max_size,
+            }
+            .into());
+        }
         self.ws = workspace(&ctx.workspace)?;
         self.base = workspace(&ctx.cwd)?;
         rec.cwd = self.base.display().to_string();

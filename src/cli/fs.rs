@@ -132,23 +132,32 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             content_file,
             ..
         } => {
+            // Read within the policy's `[files] max_size` + 1 byte: through the daemon this is
+            // the daemon's memory, and stdin or a FILE may never end (/dev/zero) or be huge
+            // and sparse. A content over the bound reaches the broker, which refuses it
+            // (`files.max_size`) and records the refusal.
+            let max = policy.files.max_size;
             let content = match (content, content_file) {
                 (Some(c), _) => c.clone().into_bytes(),
                 (None, Some(f)) if f.as_os_str() == "-" => {
                     let mut v = Vec::new();
-                    if let Err(e) = crate::broker::client::read_stdin_to_end(&mut v) {
+                    if let Err(e) = crate::broker::client::read_stdin_up_to(&mut v, max) {
                         return fail(exit::USAGE, format!("reading stdin: {e}"));
                     }
                     v
                 }
-                (None, Some(f)) => match crate::broker::client::as_client(|| std::fs::read(f))
-                    .and_then(|r| r)
-                {
-                    Ok(v) => v,
-                    Err(e) => {
+                (None, Some(f)) => {
+                    use std::io::Read;
+                    let mut v = Vec::new();
+                    let read = crate::broker::client::as_client(|| {
+                        std::fs::File::open(f).and_then(|h| h.take(max + 1).read_to_end(&mut v))
+                    })
+                    .and_then(|r| r);
+                    if let Err(e) = read {
                         return fail(exit::USAGE, format!("--content-file {}: {e}", f.display()));
                     }
-                },
+                    v
+                }
                 (None, None) => {
                     return fail(exit::USAGE, "fs write: give --content or --content-file");
                 }

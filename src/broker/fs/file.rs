@@ -176,6 +176,17 @@ pub(super) fn change(
         Target::Remove if old.is_some() => Some(None),
         Target::Remove => None,
     };
+    // What a write or an edit would leave is held to the same bound as what is read.
+    if let Some(Some(d)) = &new
+        && d.len() as u64 > t.max_size
+    {
+        return Err(Refusal::TooLarge {
+            path: path.to_path_buf(),
+            size: d.len() as u64,
+            max: t.max_size,
+        }
+        .into());
+    }
     let old_bytes = old.as_ref().map(|(d, _)| d.as_slice()).unwrap_or_default();
     let Some(new) = new else {
         return Ok(FsOutput::changed(
