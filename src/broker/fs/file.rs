@@ -142,6 +142,20 @@ pub(super) enum Target {
     Remove,
 }
 
+/// What a write or an edit would leave is held to the bound of what is read: `[files]
+/// max_size` (rule `files.max_size`).
+fn within_max(path: &Path, data: &[u8], max: u64) -> Result<(), BrokerError> {
+    if data.len() as u64 > max {
+        return Err(Refusal::TooLarge {
+            path: path.to_path_buf(),
+            size: data.len() as u64,
+            max,
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// A change to one file: `make` gets the old content (None: absent) and returns what the
 /// path should hold. Backs up both states, journals the intent, acts atomically, commits.
 #[allow(clippy::too_many_arguments)]
@@ -176,16 +190,8 @@ pub(super) fn change(
         Target::Remove if old.is_some() => Some(None),
         Target::Remove => None,
     };
-    // What a write or an edit would leave is held to the same bound as what is read.
-    if let Some(Some(d)) = &new
-        && d.len() as u64 > t.max_size
-    {
-        return Err(Refusal::TooLarge {
-            path: path.to_path_buf(),
-            size: d.len() as u64,
-            max: t.max_size,
-        }
-        .into());
+    if let Some(Some(d)) = &new {
+        within_max(path, d, t.max_size)?;
     }
     let old_bytes = old.as_ref().map(|(d, _)| d.as_slice()).unwrap_or_default();
     let Some(new) = new else {
