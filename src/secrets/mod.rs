@@ -75,8 +75,27 @@ impl TextKind {
         {
             return TextKind::Config;
         }
+        // Shell profiles and scripts, prose, logs, Makefiles and files without an extension:
+        // `export DB_PASSWORD=...`, `password = ...`, `Password: ...` are values there, as in
+        // configuration (detect-secrets reads them so too).
+        const SHELL_PROSE: &[&str] = &[
+            ".bashrc",
+            ".bash_profile",
+            ".profile",
+            ".zshrc",
+            ".zprofile",
+            ".envrc",
+            "makefile",
+            "gnumakefile",
+        ];
+        if SHELL_PROSE.contains(&name.as_str()) || !name.contains('.') {
+            return TextKind::Config;
+        }
         let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
         match ext {
+            "sh" | "bash" | "zsh" | "ksh" | "txt" | "md" | "markdown" | "log" | "mk" | "rst" => {
+                TextKind::Config
+            }
             "yaml" | "yml" | "ini" | "cfg" | "conf" | "properties" | "toml" | "env" | "config"
             | "tfvars" | "hcl" => TextKind::Config,
             _ => TextKind::Code,

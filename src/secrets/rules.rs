@@ -109,6 +109,31 @@ fn has_key_body(s: &[u8]) -> bool {
         >= 64
 }
 
+/// A credential that is a value, not a placeholder or a reference (`$TOKEN`, `${X}`,
+/// `<token>`, `{{ x }}`, `%s`, `xxxx`, `****`, `changeme`).
+fn opaque_credential(s: &[u8]) -> bool {
+    !matches!(s.first(), Some(b'$' | b'{' | b'<' | b'%' | b'*'))
+        && !s.ends_with(b"}")
+        && !super::entropy::is_placeholder(s)
+        && !super::entropy::is_sequential(s)
+}
+
+/// A base64 value (`LS0tLS1CRUdJTi` is `-----BEGIN`) whose decoded head is a private key's
+/// armour line and which holds a key body.
+fn is_base64_private_key(s: &[u8]) -> bool {
+    use base64::Engine;
+    let head = &s[..s.len().min(96) / 4 * 4];
+    match base64::engine::general_purpose::STANDARD.decode(head) {
+        Ok(h) => {
+            let line = h.split(|&b| b == b'\n').next().unwrap_or(&[]);
+            line.starts_with(b"-----BEGIN ")
+                && line.windows(11).any(|w| w == b"PRIVATE KEY")
+                && s.len() >= 200
+        }
+        Err(_) => false,
+    }
+}
+
 /// Every detector, most specific first: when two rules find the same bytes, the first wins.
 pub static RULES: &[Rule] = &[
     // --- Private keys (multi-line) ---
@@ -376,7 +401,7 @@ pub static RULES: &[Rule] = &[
         "OpenAI API key",
         &["T3BlbkFJ"],
         concat!(
-            r"(?P<s>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9_-]*[A-Za-z0-9]{20})",
+            r"(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,200}T3BlbkFJ[A-Za-z0-9_-]{20,200}|sk-[A-Za-z0-9_-]{0,200}[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9_-]{0,200}[A-Za-z0-9]{20})",
             end!()
         ),
     ),
@@ -385,15 +410,15 @@ pub static RULES: &[Rule] = &[
         "Anthropic API key",
         &["sk-ant-"],
         concat!(
-            r"(?P<s>sk-ant-(?:api03|admin01)-[a-zA-Z0-9_-]{93}AA)",
+            r"(?P<s>sk-ant-(?:api03|admin01|oat01|ort01)-[a-zA-Z0-9_-]{93}AA)",
             end!()
         ),
     ),
     exact(
         "huggingface-token",
         "Hugging Face access token",
-        &["hf_"],
-        concat!(start!(), r"(?P<s>hf_[a-zA-Z]{34})", end!()),
+        &["hf_", "api_org_"],
+        concat!(start!(), r"(?P<s>(?:hf_|api_org_)[a-zA-Z]{34})", end!()),
     ),
     // --- Payments, messaging, SaaS ---
     exact(
@@ -474,7 +499,7 @@ pub static RULES: &[Rule] = &[
         "slack-webhook",
         "Slack incoming webhook URL",
         &["hooks.slack.com"],
-        r"(?P<s>https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/]{43,56}|https://hooks\.slack\.com/services/T[a-zA-Z0-9_]{1,40}/B[a-zA-Z0-9_]{1,40}/[a-zA-Z0-9_]{1,100})",
+        r"(?P<s>https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}|https://hooks\.slack\.com/(?:workflows|triggers)/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{8,20}/[A-Za-z0-9]{20,40}|https://hooks\.slack\.com/services/T[a-zA-Z0-9_]{1,40}/B[a-zA-Z0-9_]{1,40}/[a-zA-Z0-9_]{1,100})",
     ),
     rule(
         "discord-bot-token",
@@ -494,8 +519,16 @@ pub static RULES: &[Rule] = &[
     exact(
         "telegram-bot-token",
         "Telegram bot token",
-        &[":AA"],
-        concat!(start!(), r"(?P<s>[0-9]{8,10}:AA[0-9A-Za-z_-]{33})", end!()),
+        &[":AA", "telegr", "Telegr", "TELEGR"],
+        concat!(
+            r"(?:",
+            start!(),
+            r"(?P<s>[0-9]{8,10}:AA[0-9A-Za-z_-]{33})",
+            r"|(?i:telegr)[A-Za-z0-9_.-]{0,20}",
+            assign!(),
+            r"`?(?P<s2>[0-9]{5,16}:A[0-9A-Za-z_-]{34}))",
+            end!()
+        ),
     ),
     Rule {
         check: Some(jwt_header_is_json),
@@ -682,12 +715,104 @@ pub static RULES: &[Rule] = &[
             end!()
         ),
     ),
+    // --- Recall (issue 16): vendor shapes after gitleaks' config, HTTP credentials,
+    // connection strings outside URLs, base64-wrapped PEM keys ---
+    exact(
+        "1password-service-account-token",
+        "1Password service account token",
+        &["ops_eyJ"],
+        r"(?P<s>ops_eyJ[a-zA-Z0-9+/]{250,1000}={0,3})(?:[^A-Za-z0-9+/=]|$)",
+    ),
+    exact(
+        "1password-secret-key",
+        "1Password account secret key",
+        &["A3-"],
+        concat!(
+            r"(?:^|[^A-Za-z0-9-])(?P<s>A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5})",
+            r"(?:[^A-Za-z0-9-]|$)"
+        ),
+    ),
+    exact(
+        "aws-bedrock-api-key",
+        "Amazon Bedrock API key (long-lived or short-lived)",
+        &["ABSKQmVkcm9ja0FQSUtleS", "bedrock-api-key-"],
+        concat!(
+            start!(),
+            r"(?P<s>ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{110,150}={0,2}",
+            r"|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/%=&?._-]{40,4000})",
+            r"(?:[^A-Za-z0-9+/%=&?._-]|$)"
+        ),
+    ),
+    exact(
+        "gitlab-session-cookie",
+        "GitLab session cookie",
+        &["_gitlab_session="],
+        r"_gitlab_session=(?P<s>[0-9a-z]{32})(?:[^0-9a-z]|$)",
+    ),
+    Rule {
+        check: Some(opaque_credential),
+        ..rule(
+            "http-authorization",
+            "HTTP Authorization header with a Bearer, Basic or token credential",
+            &["authorization"],
+            concat!(
+                r#"(?i)authorization['"]?\s{0,5}(?::|=>|=)\s{0,5}['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
+                r"(?P<s>[A-Za-z0-9._~+/=-]{12,4000})(?:[^A-Za-z0-9._~+/=-]|$)"
+            ),
+        )
+    },
+    Rule {
+        check: Some(opaque_credential),
+        ..rule(
+            "curl-user-password",
+            "Password in a curl -u/--user option",
+            &["curl"],
+            concat!(
+                r#"(?i)\bcurl(?:\s[^\n|;&]{0,300}?)?\s(?:-u\s{0,5}|--user[\s=]{1,5})['"]?[^\s:'"]{1,100}:"#,
+                r#"(?P<s>[^\s'"]{3,200})"#
+            ),
+        )
+    },
+    Rule {
+        check: Some(opaque_credential),
+        ..rule(
+            "connection-string-password",
+            "Password in a key=value connection string (ADO.NET, ODBC, JDBC properties, libpq)",
+            &["password", "pwd"],
+            concat!(
+                r#"(?i)(?:^|[\s;'"])(?:host|hostaddr|server|data source|dbname|database|user id|uid|user)\s{0,3}=[^\n]{0,300}?[\s;'"]"#,
+                r#"(?:password|pwd)\s{0,3}=\s{0,3}(?:'(?P<s>[^'\n]{3,200})'|(?P<s2>[^\s;'"]{3,200}))"#
+            ),
+        )
+    },
+    Rule {
+        lines_after: 6,
+        check: Some(opaque_credential),
+        ..rule(
+            "netrc-password",
+            "Password in a .netrc machine entry",
+            &["machine"],
+            concat!(
+                r"(?i)(?:^|\s)machine\s{1,5}[^\s]{1,200}(?:\s{1,5}(?:login|account|port)\s{1,5}[^\s]{1,200}){0,3}",
+                r"\s{1,5}password\s{1,5}(?P<s>[^\s]{1,200})"
+            ),
+        )
+    },
+    Rule {
+        check: Some(is_base64_private_key),
+        ..exact(
+            "private-key-base64",
+            "PEM private key encoded in base64 (Kubernetes Secret, JSON or YAML value)",
+            &["LS0tLS1CRUdJTi"],
+            r"(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{100,12000}={0,2})(?:[^A-Za-z0-9+/=]|$)",
+        )
+    },
     // --- URLs with credentials ---
     rule(
         "database-url",
         "Database or broker URL with a password",
         &["://"],
-        r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|clickhouse|cockroachdb)://[^\s:/@'"<>{}]{1,256}:(?P<s>[^\s:/@'"<>{}]{1,256})@[^\s/'"@]{1,256}"#,
+        r#"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|clickhouse|cockroachdb)://[^\s:/@'"<>{}]{0,256}:(?P<s>[^\s:/@'"<>{}]{1,256})@[^\s/'"@]{1,256}"#,
     ),
     rule(
         "basic-auth-url",

@@ -292,7 +292,10 @@ fn accept(
         if entropy::is_placeholder(secret) || entropy::is_sequential(secret) {
             return false;
         }
-        if unquoted && (entropy::is_reference(secret, &text[e..]) || !entropy::looks_random(secret))
+        if unquoted
+            && (entropy::is_reference(secret, &text[e..])
+                || !entropy::looks_random(secret)
+                || is_relative_file_path(secret))
         {
             return false;
         }
@@ -302,6 +305,22 @@ fn accept(
         return !entropy::is_placeholder(secret);
     }
     true
+}
+
+/// A relative path to a file (`secrets/db.txt`, `conf/app.key`): `PASSWORD_FILE = ...` in a
+/// Makefile or a shell script names where a secret is, it is not one.
+fn is_relative_file_path(v: &[u8]) -> bool {
+    let Some(slash) = memchr::memrchr(b'/', v) else {
+        return false;
+    };
+    let name = &v[slash + 1..];
+    match memchr::memrchr(b'.', name) {
+        Some(dot) => {
+            let ext = &name[dot + 1..];
+            (1..=5).contains(&ext.len()) && ext.iter().all(u8::is_ascii_alphanumeric)
+        }
+        None => false,
+    }
 }
 
 /// Whether `s..e` lies on a line of wrapped base64: the line (40 to 100 bytes) and the line

@@ -512,3 +512,68 @@ fn token_shapes_inside_wrapped_base64_are_not_findings() {
         .collect();
     assert_eq!(found, ["artifactory-password"]);
 }
+
+/// Random characters of `alphabet`, for test secrets built at run time.
+fn random_of(alphabet: &[u8], n: usize, seed: u64) -> String {
+    let mut r = prng(seed);
+    (0..n)
+        .map(|_| alphabet[(r() % alphabet.len() as u64) as usize] as char)
+        .collect()
+}
+
+#[test]
+fn recall_shapes_in_streams_and_their_references() {
+    use base64::Engine;
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let body = random_of(AN, 300, 7);
+    let key = b64.encode(format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n"));
+    let cert = b64.encode(format!("-----BEGIN CERTIFICATE-----\n{body}\n"));
+    let tok = random_of(AN, 40, 8);
+    let pw = random_of(AN, 18, 9);
+    let found = |t: &str| rules_found(t, TextKind::Stream);
+    assert_eq!(found(&format!("tls.key: {key}\n")), ["private-key-base64"]);
+    assert_eq!(
+        found(&format!(
+            "curl -H 'Authorization: Bearer {tok}' https://x/\n"
+        )),
+        ["http-authorization"]
+    );
+    assert_eq!(
+        found(&format!("curl -u admin:{pw} https://x/\n")),
+        ["curl-user-password"]
+    );
+    assert_eq!(
+        found(&format!("Server=db;User Id=sa;Password={pw};\n")),
+        ["connection-string-password"]
+    );
+    assert_eq!(
+        found(&format!("redis-cli -u redis://:{pw}@cache:6379\n")),
+        ["database-url"]
+    );
+    // A certificate is public; references and placeholders are not values.
+    for t in [
+        format!("tls.crt: {cert}\n"),
+        "curl -H \"Authorization: Bearer $API_TOKEN\" https://x/\n".to_string(),
+        "Authorization: Bearer <your-token>\n".to_string(),
+        "curl -u \"$USER:$PASSWORD\" https://x/\n".to_string(),
+        "host={host} user={user} password={password}\n".to_string(),
+    ] {
+        assert!(found(&t).is_empty(), "{t}: {:?}", found(&t));
+    }
+    // Unquoted keyword values count in shell scripts, prose, logs and Makefiles.
+    for name in [
+        "deploy.sh",
+        ".bashrc",
+        "notes.txt",
+        "README.md",
+        "app.log",
+        "Makefile",
+    ] {
+        assert_eq!(
+            TextKind::of_path(std::path::Path::new(name)),
+            TextKind::Config,
+            "{name}"
+        );
+    }
+}

@@ -751,6 +751,239 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
     ("high-entropy-hex", "hx.py", "material = \"{h:40}\"\n"),
     ("high-entropy-hex", "hx.js", "const blob = '{h:64}';\n"),
     ("high-entropy-hex", "hx.env", "ENCRYPTION_MATERIAL={h:48}\n"),
+    (
+        "openai-api-key",
+        "llm.py",
+        "client = OpenAI(api_key=\"sk-proj-{a:30}-{w:43}T3BlbkFJ{w:30}_{a:43}\")\n",
+    ),
+    (
+        "openai-api-key",
+        "svc.env",
+        "OPENAI_API_KEY=sk-svcacct-{a:20}_{w:37}T3BlbkFJ{a:10}-{w:47}\n",
+    ),
+    (
+        "openai-api-key",
+        "notes.md",
+        "Key: `sk-proj-{w:20}-{a:37}T3BlbkFJ{a:12}-{w:45}`\n",
+    ),
+    (
+        "anthropic-api-key",
+        "claude.json",
+        "{\"claudeAiOauth\": {\"accessToken\": \"sk-ant-oat01-{w:93}AA\"}}\n",
+    ),
+    (
+        "anthropic-api-key",
+        "oauth.sh",
+        "export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-{w:93}AA\n",
+    ),
+    (
+        "huggingface-token",
+        "hub.py",
+        "HfApi(token=\"api_org_{A:34}\")\n",
+    ),
+    (
+        "huggingface-token",
+        "org.yaml",
+        "hf_org_token: api_org_{A:34}\n",
+    ),
+    (
+        "slack-webhook",
+        "wf.sh",
+        "curl -X POST https://hooks.slack.com/workflows/T{U:10}/A{U:10}/{d:18}/{a:24} -d @msg.json\n",
+    ),
+    (
+        "slack-webhook",
+        "trigger.yaml",
+        "url: https://hooks.slack.com/triggers/T{U:10}/{d:13}/{h:32}\n",
+    ),
+    (
+        "telegram-bot-token",
+        "bot.py",
+        "TELEGRAM_BOT_TOKEN = \"{d:7}:A{A:1}{w:33}\"\n",
+    ),
+    (
+        "telegram-bot-token",
+        "bot.go",
+        "const telegramToken = `{d:6}:A{a:1}{w:33}`\n",
+    ),
+    (
+        "1password-service-account-token",
+        "op.env",
+        "OP_SERVICE_ACCOUNT_TOKEN=ops_eyJ{b:300}\n",
+    ),
+    (
+        "1password-service-account-token",
+        "op.sh",
+        "export OP_SERVICE_ACCOUNT_TOKEN=\"ops_eyJ{a:420}\"\n",
+    ),
+    (
+        "1password-service-account-token",
+        "ci.yaml",
+        "env:\n  OP_SERVICE_ACCOUNT_TOKEN: ops_eyJ{b:260}==\n",
+    ),
+    (
+        "1password-secret-key",
+        "emergency-kit.txt",
+        "Secret Key: A3-{U:6}-{U:11}-{U:5}-{U:5}-{U:5}\n",
+    ),
+    (
+        "1password-secret-key",
+        "kit.json",
+        "{\"secretKey\": \"A3-{U:6}-{U:6}-{U:5}-{U:5}-{U:5}-{U:5}\"}\n",
+    ),
+    (
+        "1password-secret-key",
+        "setup.sh",
+        "op account add --secret-key A3-{U:6}-{U:11}-{U:5}-{U:5}-{U:5}\n",
+    ),
+    (
+        "aws-bedrock-api-key",
+        "bedrock.env",
+        "AWS_BEARER_TOKEN_BEDROCK=ABSKQmVkcm9ja0FQSUtleS0{b:120}=\n",
+    ),
+    (
+        "aws-bedrock-api-key",
+        "bedrock.py",
+        "client = boto3.client(\"bedrock-runtime\", api_key=\"ABSKQmVkcm9ja0FQSUtleS0{b:132}\")\n",
+    ),
+    (
+        "aws-bedrock-api-key",
+        "short.sh",
+        "export AWS_BEARER_TOKEN_BEDROCK=bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t{b:120}\n",
+    ),
+    (
+        "gitlab-session-cookie",
+        "cookies.txt",
+        "gitlab.example.com\tFALSE\t/\tTRUE\t0\tCookie: _gitlab_session={h:32}\n",
+    ),
+    (
+        "gitlab-session-cookie",
+        "req.sh",
+        "curl -b \"_gitlab_session={L:32}\" https://gitlab.example.com/api/v4/user\n",
+    ),
+    (
+        "gitlab-session-cookie",
+        "har.json",
+        "{\"name\": \"Cookie\", \"value\": \"_gitlab_session={h:32}; path=/\"}\n",
+    ),
+    (
+        "http-authorization",
+        "api.sh",
+        "curl -s -H 'Authorization: Bearer {w:40}' https://api.example.com/v1/items\n",
+    ),
+    (
+        "http-authorization",
+        "request.http",
+        "GET /v1/me HTTP/1.1\nHost: api.example.com\nAuthorization: Basic {b:32}==\n",
+    ),
+    (
+        "http-authorization",
+        "client.js",
+        "fetch(url, { headers: { \"Authorization\": \"Bearer {a:20}.{w:24}\" } });\n",
+    ),
+    (
+        "http-authorization",
+        "trace.log",
+        "2026-11-25T10:00:00Z DEBUG > authorization: token {h:40}\n",
+    ),
+    (
+        "curl-user-password",
+        "deploy.sh",
+        "curl -u admin:{a:16} https://ci.example.com/job/build\n",
+    ),
+    (
+        "curl-user-password",
+        "README.md",
+        "Run `curl --user deploy:{w:20} -X POST https://registry.example.com/upload`.\n",
+    ),
+    (
+        "curl-user-password",
+        "Makefile",
+        "upload:\n\tcurl -sS -u \"$(USER):{a:18}\" -T dist.tgz https://repo.example.com/\n",
+    ),
+    (
+        "connection-string-password",
+        "appsettings.json",
+        "{\"ConnectionStrings\": {\"Db\": \"Server=db.example.com;Database=app;User Id=sa;Password={a:18};\"}}\n",
+    ),
+    (
+        "connection-string-password",
+        "Program.cs",
+        "var cs = \"Data Source=sql01;Initial Catalog=app;uid=app;pwd={a:16};\";\n",
+    ),
+    (
+        "connection-string-password",
+        "db.py",
+        "conn = psycopg2.connect(\"host=db.example.com port=5432 dbname=app user=app password={a:20}\")\n",
+    ),
+    (
+        "connection-string-password",
+        "libpq.txt",
+        "host=10.0.0.5 user=report password='{a:12} {a:6}' sslmode=require\n",
+    ),
+    (
+        "database-url",
+        "cache.py",
+        "REDIS_URL = \"redis://:{a:24}@cache.example.com:6379/0\"\n",
+    ),
+    (
+        "database-url",
+        "worker.env",
+        "BROKER=rediss://:{w:32}@redis.internal:6380\n",
+    ),
+    (
+        "netrc-password",
+        ".netrc",
+        "machine api.example.com\n  login deploy\n  password {a:24}\n",
+    ),
+    (
+        "netrc-password",
+        "netrc",
+        "machine github.com login x-access password {a:30}\n",
+    ),
+    (
+        "netrc-password",
+        "_netrc",
+        "default\nmachine ftp.example.com login anonymous password {w:20}\n",
+    ),
+    (
+        "private-key-base64",
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\ndata:\n  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1J{b:200}\n  tls.key: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpN{b:300}\n",
+    ),
+    (
+        "private-key-base64",
+        "secret.json",
+        "{\"data\": {\"tls.key\": \"LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1J{b:240}\"}}\n",
+    ),
+    (
+        "private-key-base64",
+        "values.yml",
+        "sshKey: LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1I{b:180}\n",
+    ),
+    (
+        "keyword-secret",
+        "deploy.sh",
+        "#!/bin/sh\nexport DB_PASSWORD={a:18}\n",
+    ),
+    ("keyword-secret", ".bashrc", "export API_KEY={a:32}\n"),
+    (
+        "keyword-secret",
+        "notes.txt",
+        "staging db\npassword = {a:16}\n",
+    ),
+    ("keyword-secret", "handover.md", "- Password: {a:14}\n"),
+    (
+        "keyword-secret",
+        "app.log",
+        "2026-11-25 boot: db_password={a:20} loaded\n",
+    ),
+    (
+        "keyword-secret",
+        "Makefile",
+        "DB_PASSWORD = {a:18}\nrun:\n\t./app\n",
+    ),
+    ("keyword-secret", "credentials", "admin password: {a:16}\n"),
 ];
 
 /// (file name, template): none of these holds a secret.
@@ -963,6 +1196,42 @@ pub const NEGATIVES: &[(&str, &str)] = &[
     ("hash2.txt", "sha256:{h:64}\n"),
     ("docker.txt", "image@sha256:{h:64}\n"),
     ("gitlog.txt", "{h:7} Fix the parser\n{h:7} Add tests\n"),
+    (
+        "bearer-ref.sh",
+        "curl -H \"Authorization: Bearer $API_TOKEN\" https://api.example.com/\n",
+    ),
+    (
+        "bearer-tmpl.md",
+        "Send `Authorization: Bearer <your-token>` with each request.\n",
+    ),
+    (
+        "curl-ref.sh",
+        "curl -u \"$USER:$PASSWORD\" https://ci.example.com/\n",
+    ),
+    (
+        "conn-ref.cs",
+        "var cs = $\"Server={host};Database=app;User Id={user};Password={password};\";\n",
+    ),
+    (
+        "libpq-ref.py",
+        "dsn = f\"host={host} user={user} password={password}\"\n",
+    ),
+    (
+        "netrc-doc.md",
+        "Use a .netrc line such as: machine example.com login me password ${NETRC_PASSWORD}\n",
+    ),
+    (
+        "notes2.txt",
+        "The password: field is required. Run make test before pushing.\n",
+    ),
+    (
+        "readme2.md",
+        "Set `DB_PASSWORD` in your environment; password = os.environ value.\n",
+    ),
+    (
+        "Makefile",
+        "PASSWORD_FILE = secrets/db.txt\ntest:\n\tcargo test\n",
+    ),
 ];
 
 fn scan_json(env: &Env, dir: &std::path::Path) -> serde_json::Value {
