@@ -803,8 +803,11 @@ pub static RULES: &[Rule] = &[
         ..exact(
             "private-key-base64",
             "PEM private key encoded in base64 (Kubernetes Secret, JSON or YAML value)",
+            // Unbounded tail, not `{100,12000}`: a counted repetition that long keeps one
+            // regex thread per start alive over a run of base64 (quadratic on
+            // `LS0tLS1CRUdJTi` repeated); the scanner drops matches over MAX_TOKEN.
             &["LS0tLS1CRUdJTi"],
-            r"(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{100,12000}={0,2})(?:[^A-Za-z0-9+/=]|$)",
+            r"(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{100}[A-Za-z0-9+/]*={0,2})(?:[^A-Za-z0-9+/=]|$)",
         )
     },
     // --- URLs with credentials ---
