@@ -738,7 +738,7 @@ pub static RULES: &[Rule] = &[
         &["ABSKQmVkcm9ja0FQSUtleS", "bedrock-api-key-"],
         concat!(
             start!(),
-            r"(?P<s>ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{110,150}={0,2}",
+            r"(?P<s>ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{100,150}={0,2}",
             r"|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/%=&?._-]{40,4000})",
             r"(?:[^A-Za-z0-9+/%=&?._-]|$)"
         ),

@@ -839,7 +839,7 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
     (
         "aws-bedrock-api-key",
         "bedrock.env",
-        "AWS_BEARER_TOKEN_BEDROCK=ABSKQmVkcm9ja0FQSUtleS0{b:120}=\n",
+        "AWS_BEARER_TOKEN_BEDROCK=ABSKQmVkcm9ja0FQSUtleS0{b:108}=\n",
     ),
     (
         "aws-bedrock-api-key",
