@@ -721,7 +721,7 @@ pub static RULES: &[Rule] = &[
         "1password-service-account-token",
         "1Password service account token",
         &["ops_eyJ"],
-        r"(?P<s>ops_eyJ[a-zA-Z0-9+/]{250,1000}={0,3})(?:[^A-Za-z0-9+/=]|$)",
+        r"(?P<s>ops_eyJ[a-zA-Z0-9+/]{250}[a-zA-Z0-9+/]*={0,3})(?:[^A-Za-z0-9+/=]|$)",
     ),
     exact(
         "1password-secret-key",
