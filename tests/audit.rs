@@ -312,6 +312,58 @@ sandbox_test!(
     }
 );
 
+sandbox_test!(
+    fn a_large_output_is_stored_compressed_under_a_blake3_digest_and_shown_whole() {
+        let env = Env::new("audit-zstd");
+        let o = env
+            .cmd()
+            .args(["exec", "--json", "--policy", "strict", "--", "sh", "-c"])
+            .arg("seq 1 200000")
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json_of(&o);
+        let want: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
+        let d = &v["audit"]["stdout"];
+        assert_eq!(d["bytes"], want.len(), "{v}");
+        assert!(d.get("sha256").is_none(), "{d}");
+        let b3 = d["blake3"].as_str().expect("blake3 digest");
+        assert_eq!(b3.len(), 64);
+        let id = d["artifact"].as_str().expect("artifact");
+        assert_eq!(id, b3, "a whole stream's artifact id is its digest");
+        let stored = std::fs::read(env.state.join("audit/artifacts").join(id)).expect("artifact");
+        assert_eq!(stored[..4], [0x28, 0xb5, 0x2f, 0xfd], "zstd frame");
+        assert!(
+            stored.len() < want.len() / 2,
+            "{} bytes stored",
+            stored.len()
+        );
+        let seq = v["audit"]["seq"].as_u64().expect("seq").to_string();
+        let o = env
+            .cmd()
+            .args(["log", "show", "--json", "--output-limit", "0", &seq])
+            .output()
+            .expect("show");
+        let s = json_of(&o);
+        assert!(
+            s["artifacts"][0]["content"].as_str() == Some(want.as_str()),
+            "{s}"
+        );
+        let o = env
+            .cmd()
+            .args(["log", "show", &seq])
+            .output()
+            .expect("show");
+        assert!(
+            text(&o).contains(&format!("bytes, blake3 {b3}")),
+            "{}",
+            text(&o)
+        );
+        let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
 sandbox_test! {
     fn secrets_in_paths_and_warned_argv_are_never_recorded() {
         // Issue 22 item 8: a token in a file tool's path, or in argv under `permissive`

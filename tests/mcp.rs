@@ -408,9 +408,31 @@ sandbox_test!(
             "{out}"
         );
         assert_eq!(seq["stdout_truncated"], true);
-        // The artifact named holds the whole output.
-        let whole = std::fs::read(env.state.join("audit/artifacts").join(art)).expect("artifact");
-        assert_eq!(whole.len(), 6_888_896);
+        // The artifact named holds the whole output (stored compressed: read through
+        // `log show`, which checks it against the id).
+        assert!(
+            std::fs::metadata(env.state.join("audit/artifacts").join(art)).is_ok(),
+            "artifact {art}"
+        );
+        let o = env
+            .cmd()
+            .args([
+                "log",
+                "show",
+                "--json",
+                "--output-limit",
+                "0",
+                &rec.to_string(),
+            ])
+            .output()
+            .expect("log show");
+        let whole = json_of(&o);
+        assert_eq!(
+            whole["artifacts"][0]["content"].as_str().map(str::len),
+            Some(6_888_896),
+            "{}",
+            text(&o)
+        );
         // Per call, within the bounds.
         let small = within("seq_small", 5_000);
         assert!(

@@ -1,21 +1,41 @@
-//! Content-addressed blobs of (redacted) command output: `<state>/audit/artifacts/<sha256>`,
+//! Content-addressed blobs of (redacted) command output: `<state>/audit/artifacts/<id>`,
 //! 0600. A stream is hashed whole; the stored copy may be capped (the record says so).
+//!
+//! The id is the hash of the stored content by the algorithm the record's digest names:
+//! BLAKE3 now, SHA-256 in records written before. A stored copy of [`COMPRESS_AT`] bytes or
+//! more is one zstd frame; a smaller one is the content as is (and so is every artifact
+//! written before compression). A reader tells them apart by the hash: the decompressed
+//! content, bounded by the record's size, must match the id, else the raw bytes must.
 
-use super::{AuditError, StreamDigest, hex};
-use sha2::{Digest, Sha256};
+use super::{AuditError, DigestAlg, StreamDigest};
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Hashes a stream and stores (up to `cap` bytes of) it.
+/// Stored copies from this size on are compressed.
+pub const COMPRESS_AT: usize = 64 << 10;
+
+/// zstd level of stored copies: the fastest, so that storing keeps up with a pipe.
+const LEVEL: i32 = 1;
+
+/// Where the stored copy goes: held in memory until it reaches [`COMPRESS_AT`], then
+/// compressed into a temporary file.
+enum Sink {
+    Buffer(Vec<u8>),
+    File(PathBuf, zstd::stream::write::Encoder<'static, File>),
+}
+
+/// Hashes a stream (BLAKE3) and stores (up to `cap` bytes of) it.
 pub struct ArtifactWriter {
     dir: PathBuf,
     cap: u64,
-    file: Option<(PathBuf, File)>,
-    full: Sha256,
-    stored: Sha256,
+    sink: Sink,
+    full: blake3::Hasher,
+    /// The hash of the stored part, once the stream is longer than the cap (until then the
+    /// stored part is the whole stream: one hash serves both).
+    stored: Option<blake3::Hasher>,
     bytes: u64,
     kept: u64,
     failed: bool,
@@ -27,9 +47,9 @@ impl ArtifactWriter {
         ArtifactWriter {
             dir: super::Paths::new(state_dir).artifacts,
             cap,
-            file: None,
-            full: Sha256::new(),
-            stored: Sha256::new(),
+            sink: Sink::Buffer(Vec::new()),
+            full: blake3::Hasher::new(),
+            stored: None,
             bytes: 0,
             kept: 0,
             failed: false,
@@ -38,78 +58,164 @@ impl ArtifactWriter {
 
     /// Feeds a chunk.
     pub fn write(&mut self, data: &[u8]) {
-        self.full.update(data);
         self.bytes += data.len() as u64;
         let room = self.cap.saturating_sub(self.kept) as usize;
-        if room == 0 || self.failed || data.is_empty() {
+        let part = &data[..room.min(data.len())];
+        self.full.update(part);
+        if part.len() < data.len() {
+            // The cap is reached: what is stored ends here.
+            if self.stored.is_none() {
+                self.stored = Some(self.full.clone());
+            }
+            self.full.update(&data[part.len()..]);
+        }
+        if part.is_empty() || self.failed {
+            self.kept += part.len() as u64;
             return;
         }
-        let part = &data[..room.min(data.len())];
-        if self.file.is_none() {
-            let _ = super::keys::private_dir(&self.dir);
-            let tmp = self.dir.join(format!(
-                ".tmp.{}.{}",
-                std::process::id(),
-                SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0)
-            ));
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-            {
-                Ok(f) => self.file = Some((tmp, f)),
-                Err(_) => {
-                    self.failed = true;
-                    return;
-                }
-            }
-        }
-        if let Some((_, f)) = &mut self.file
-            && f.write_all(part).is_err()
-        {
+        self.kept += part.len() as u64;
+        if let Err(()) = self.store(part) {
             self.failed = true;
         }
-        self.stored.update(part);
-        self.kept += part.len() as u64;
+    }
+
+    fn store(&mut self, part: &[u8]) -> Result<(), ()> {
+        match &mut self.sink {
+            Sink::Buffer(b) if b.len() + part.len() < COMPRESS_AT => {
+                b.extend_from_slice(part);
+                Ok(())
+            }
+            Sink::Buffer(b) => {
+                let head = std::mem::take(b);
+                let (tmp, f) = Self::create(&self.dir)?;
+                let mut enc = zstd::stream::write::Encoder::new(f, LEVEL).map_err(|_| ())?;
+                let r = enc.write_all(&head).and_then(|()| enc.write_all(part));
+                self.sink = Sink::File(tmp, enc);
+                r.map_err(|_| ())
+            }
+            Sink::File(_, enc) => enc.write_all(part).map_err(|_| ()),
+        }
+    }
+
+    /// A new temporary file in the store `dir`.
+    fn create(dir: &Path) -> Result<(PathBuf, File), ()> {
+        let _ = super::keys::private_dir(dir);
+        let tmp = dir.join(format!(
+            ".tmp.{}.{}",
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map(|f| (tmp, f))
+            .map_err(|_| ())
     }
 
     /// Finishes: the digest of the whole stream and the artifact id of what was stored.
     pub fn finish(self) -> StreamDigest {
-        let sha256 = hex(&self.full.finalize());
+        let full = self.full.finalize().to_hex().to_string();
+        let id = match &self.stored {
+            Some(h) => h.finalize().to_hex().to_string(),
+            None => full.clone(),
+        };
         let mut artifact = None;
-        if let Some((tmp, f)) = self.file {
-            drop(f);
-            let id = hex(&self.stored.finalize());
-            let dst = self.dir.join(&id);
-            if !self.failed && (dst.exists() || std::fs::rename(&tmp, &dst).is_ok()) {
-                artifact = Some(id);
+        if self.kept > 0 && !self.failed {
+            let tmp = match self.sink {
+                Sink::Buffer(b) => Self::create(&self.dir).ok().and_then(|(tmp, mut f)| {
+                    let ok = f.write_all(&b).is_ok();
+                    ok.then_some(tmp)
+                }),
+                Sink::File(tmp, enc) => match enc.finish() {
+                    Ok(_) => Some(tmp),
+                    Err(_) => {
+                        let _ = std::fs::remove_file(&tmp);
+                        None
+                    }
+                },
+            };
+            if let Some(tmp) = tmp {
+                let dst = self.dir.join(&id);
+                if dst.exists() || std::fs::rename(&tmp, &dst).is_ok() {
+                    artifact = Some(id);
+                }
+                let _ = std::fs::remove_file(&tmp);
             }
+        } else if let Sink::File(tmp, _) = self.sink {
             let _ = std::fs::remove_file(&tmp);
         }
         StreamDigest {
             bytes: self.bytes,
-            sha256,
+            sha256: None,
+            blake3: Some(full),
             artifact_truncated: artifact.is_some() && self.kept < self.bytes,
             artifact,
         }
     }
 }
 
-/// Reads an artifact by id.
-pub fn read(state_dir: &Path, id: &str) -> Result<Vec<u8>, AuditError> {
+/// The stored content of a stream, checked against its artifact id by the digest's
+/// algorithm: decompressed if it is a zstd frame (at most `d.bytes` bytes), as is otherwise.
+pub fn read(state_dir: &Path, d: &StreamDigest) -> Result<Vec<u8>, AuditError> {
+    let dir = super::Paths::new(state_dir).artifacts;
+    let Some(id) = &d.artifact else {
+        return Err(AuditError::Artifact {
+            path: dir,
+            what: "not stored".into(),
+        });
+    };
+    let p = dir.join(id);
     if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(AuditError::Key(format!("{id} is not an artifact id")));
+        return Err(AuditError::Artifact {
+            path: p,
+            what: format!("{id} is not an artifact id"),
+        });
     }
-    let p = super::Paths::new(state_dir).artifacts.join(id);
-    std::fs::read(&p).map_err(|source| AuditError::Io {
+    let Some((alg, _)) = d.hash() else {
+        return Err(AuditError::Artifact {
+            path: p,
+            what: "the record names no hash algorithm".into(),
+        });
+    };
+    let raw = std::fs::read(&p).map_err(|source| AuditError::Io {
         what: "reading artifact",
-        path: p,
+        path: p.clone(),
         source,
-    })
+    })?;
+    decode(&raw, id, alg, d.bytes).map_err(|what| AuditError::Artifact { path: p, what })
+}
+
+/// zstd's frame magic number.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// An artifact's content from its stored bytes: a zstd frame of at most `max` bytes whose
+/// content hashes to `id`, or the bytes themselves if they do.
+fn decode(raw: &[u8], id: &str, alg: DigestAlg, max: u64) -> Result<Vec<u8>, String> {
+    let mut why = "does not match its hash (altered)".to_string();
+    if raw.starts_with(&ZSTD_MAGIC) {
+        let mut data = Vec::new();
+        match zstd::stream::read::Decoder::with_buffer(raw)
+            .and_then(|d| d.take(max.saturating_add(1)).read_to_end(&mut data))
+        {
+            Ok(_) if data.len() as u64 > max => {
+                why = format!("decompresses to more than the {max} bytes recorded (altered)");
+            }
+            Ok(_) if alg.hex(&data) == id => return Ok(data),
+            Ok(_) => {}
+            Err(e) => why = format!("is not a readable zstd frame ({e}) (altered)"),
+        }
+    }
+    // Stored as is (small, or written before compression), or raw bytes that begin like a
+    // zstd frame.
+    if alg.hex(raw) == id {
+        return Ok(raw.to_vec());
+    }
+    Err(why)
 }
 
 /// Retention: removes artifacts older than `max_age`, then the oldest until the total is at

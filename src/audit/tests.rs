@@ -591,8 +591,8 @@ fn artifacts_store_and_cap() {
     let g = w.finish();
     assert_eq!(g.bytes, 21);
     assert!(g.artifact_truncated);
-    let id = g.artifact.expect("stored");
-    assert_eq!(artifacts::read(&d, &id).expect("read"), b"hello worl");
+    assert!(g.artifact.is_some(), "stored");
+    assert_eq!(artifacts::read(&d, &g).expect("read"), b"hello worl");
     let mut w = artifacts::ArtifactWriter::new(&d, 0);
     w.write(b"x");
     assert!(w.finish().artifact.is_none());
@@ -741,4 +741,180 @@ fn covered_before_lets_only_records_after_it_go_unsigned() {
     write_lines(&d, &l);
     let r = verify(&d, &opts(Some(10))).expect("verify");
     assert!(!r.ok(), "an edited record 12 verified");
+}
+
+/// Log text: lines that vary, long enough to be compressed.
+fn log_text(n: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(n + 64);
+    let mut i = 0u64;
+    while v.len() < n {
+        v.extend_from_slice(format!("step {i}: built target {}\n", i * 7919 % 1000).as_bytes());
+        i += 1;
+    }
+    v.truncate(n);
+    v
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    DigestAlg::Sha256.hex(data)
+}
+
+#[test]
+fn stream_digests_are_blake3_and_a_large_artifact_is_stored_compressed_and_read_whole() {
+    let d = tmp("zstd");
+    let data = log_text(1 << 20);
+    let mut w = artifacts::ArtifactWriter::new(&d, 16 << 20);
+    // Uneven chunks, across the compression threshold.
+    for c in data.chunks(4093) {
+        w.write(c);
+    }
+    let g = w.finish();
+    let b3 = blake3::hash(&data).to_hex().to_string();
+    assert_eq!(g.blake3.as_deref(), Some(b3.as_str()));
+    assert_eq!(g.sha256, None);
+    assert_eq!(
+        g.artifact.as_deref(),
+        Some(b3.as_str()),
+        "the id: BLAKE3 too"
+    );
+    assert!(!g.artifact_truncated);
+    let raw = std::fs::read(Paths::new(&d).artifacts.join(&b3)).expect("stored");
+    assert_eq!(raw[..4], [0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    assert!(
+        raw.len() < data.len() / 4,
+        "compressed: {} bytes",
+        raw.len()
+    );
+    assert!(
+        artifacts::read(&d, &g).expect("read") == data,
+        "read back whole"
+    );
+    // The record's JSON names the algorithm.
+    let j = serde_json::to_string(&g).expect("json");
+    assert!(
+        j.contains(&format!("\"blake3\":\"{b3}\"")) && !j.contains("sha256"),
+        "{j}"
+    );
+
+    // Small: stored as is.
+    let mut w = artifacts::ArtifactWriter::new(&d, 16 << 20);
+    w.write(&data[..1000]);
+    let s = w.finish();
+    let raw = std::fs::read(
+        Paths::new(&d)
+            .artifacts
+            .join(s.artifact.as_ref().expect("id")),
+    )
+    .expect("stored");
+    assert_eq!(raw, data[..1000]);
+    assert_eq!(artifacts::read(&d, &s).expect("read"), data[..1000]);
+
+    // Capped: the id hashes the stored part, the digest the whole stream.
+    let mut w = artifacts::ArtifactWriter::new(&d, 300_000);
+    for c in data.chunks(65_536) {
+        w.write(c);
+    }
+    let t = w.finish();
+    assert!(t.artifact_truncated);
+    assert_eq!(t.blake3.as_deref(), Some(b3.as_str()));
+    let head = blake3::hash(&data[..300_000]).to_hex().to_string();
+    assert_eq!(t.artifact.as_deref(), Some(head.as_str()));
+    assert!(artifacts::read(&d, &t).expect("read") == data[..300_000]);
+}
+
+#[test]
+fn old_sha256_artifacts_still_read_and_altered_ones_of_both_kinds_are_caught() {
+    let d = tmp("oldart");
+    let dir = Paths::new(&d).artifacts;
+    std::fs::create_dir_all(&dir).expect("dir");
+    // An artifact as written before: plain, named by its SHA-256, in a sha256 record.
+    let data = log_text(200_000);
+    let id = sha256_hex(&data);
+    std::fs::write(dir.join(&id), &data).expect("old");
+    let mut old: StreamDigest = serde_json::from_str(&format!(
+        r#"{{"bytes":{},"sha256":"{id}","artifact":"{id}","artifact_truncated":false}}"#,
+        data.len()
+    ))
+    .expect("an old digest parses");
+    assert_eq!(old.hash(), Some((DigestAlg::Sha256, id.as_str())));
+    assert!(artifacts::read(&d, &old).expect("old read") == data);
+    // Altered.
+    let mut bad = data.clone();
+    bad[100] ^= 1;
+    std::fs::write(dir.join(&id), &bad).expect("alter");
+    assert!(matches!(
+        artifacts::read(&d, &old),
+        Err(AuditError::Artifact { .. })
+    ));
+    // A BLAKE3 id with a SHA-256 record (or the other way round) does not pass either.
+    let mut w = artifacts::ArtifactWriter::new(&d, 16 << 20);
+    w.write(&data);
+    let new = w.finish();
+    old.artifact.clone_from(&new.artifact);
+    assert!(matches!(
+        artifacts::read(&d, &old),
+        Err(AuditError::Artifact { .. })
+    ));
+    assert!(artifacts::read(&d, &new).expect("new read") == data);
+
+    // A compressed one altered: another frame of other content, then garbage.
+    let path = dir.join(new.artifact.as_ref().expect("id"));
+    let other = zstd::encode_all(&bad[..], 1).expect("zstd");
+    std::fs::write(&path, &other).expect("alter");
+    assert!(matches!(
+        artifacts::read(&d, &new),
+        Err(AuditError::Artifact { .. })
+    ));
+    let mut raw = zstd::encode_all(&data[..], 1).expect("zstd");
+    let n = raw.len();
+    raw[n / 2] ^= 0xff;
+    std::fs::write(&path, &raw).expect("alter");
+    assert!(matches!(
+        artifacts::read(&d, &new),
+        Err(AuditError::Artifact { .. })
+    ));
+    // A frame that inflates past the recorded size is not read beyond it.
+    let mut small = new.clone();
+    small.bytes = 1000;
+    std::fs::write(&path, zstd::encode_all(&data[..], 1).expect("zstd")).expect("restore");
+    let e = artifacts::read(&d, &small).expect_err("bounded");
+    assert!(e.to_string().contains("more than the 1000 bytes"), "{e}");
+    assert!(artifacts::read(&d, &new).expect("restored") == data);
+}
+
+#[test]
+fn records_with_sha256_and_blake3_stream_digests_verify_and_an_edited_digest_is_caught() {
+    for alg in [DigestAlg::Sha256, DigestAlg::Blake3] {
+        let d = tmp(alg.name());
+        let body = log_text(100_000);
+        let h = alg.hex(&body);
+        let digest = StreamDigest {
+            bytes: body.len() as u64,
+            sha256: (alg == DigestAlg::Sha256).then(|| h.clone()),
+            blake3: (alg == DigestAlg::Blake3).then(|| h.clone()),
+            artifact: None,
+            artifact_truncated: false,
+        };
+        {
+            let mut log = AuditLog::open(&d, Checkpoints::EveryRecord).expect("open");
+            for i in 1..=3 {
+                let mut r = rec(i);
+                r.stdout = Some(digest.clone());
+                log.append(&mut r).expect("append");
+            }
+        }
+        assert!(problems(&d).is_empty(), "{alg:?}: {:?}", problems(&d));
+        let shown = query::show(&d, 2).expect("show").expect("record 2");
+        assert_eq!(
+            shown.stdout.as_ref().and_then(|s| s.hash()),
+            Some((alg, h.as_str()))
+        );
+        let mut l = lines(&d);
+        let field = format!("\"{}\":\"{h}\"", alg.name());
+        assert!(l[1].contains(&field), "{alg:?}: {}", l[1]);
+        let forged = alg.hex(b"something else");
+        l[1] = l[1].replacen(&h, &forged, 1);
+        write_lines(&d, &l);
+        assert_eq!(problems(&d)[0], Problem::Edited { seq: 2 }, "{alg:?}");
+    }
 }

@@ -173,9 +173,10 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                         let (name, d) = (a.stream, &a.digest);
                         let _ = writeln!(
                             out,
-                            "--- {name}: {} bytes, sha256 {}{} ---",
+                            "--- {name}: {} bytes, {} {}{} ---",
                             d.bytes,
-                            d.sha256,
+                            d.hash().map_or("hash", |(a, _)| a.name()),
+                            d.hash().map_or("none", |(_, h)| h),
                             if d.artifact_truncated {
                                 " (stored: the first part only)"
                             } else {
