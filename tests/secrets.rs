@@ -520,6 +520,23 @@ fn scan_shows_confidence_and_min_confidence_filters() {
         scan(&["--min-confidence", "high"]),
         vec![pair("github-pat", "high")]
     );
+    // The baseline still lists what the level leaves out (no entry is lost).
+    let b = env.root.join("baseline.json");
+    let o = env
+        .cmd()
+        .args(["scan", "--min-confidence", "high", "--baseline"])
+        .arg(&b)
+        .arg(".")
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let base: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&b).expect("baseline")).expect("json");
+    assert_eq!(
+        base["results"].as_array().map(Vec::len),
+        Some(all.len()),
+        "{base}"
+    );
     // Text output names it; SARIF maps it to the level and keeps it as a property.
     let o = env.cmd().args(["scan", "src"]).output().expect("run");
     assert!(

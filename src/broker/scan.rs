@@ -26,8 +26,8 @@ pub struct ScanRequest {
     pub redact: bool,
     /// State directory (backups and journal for `redact`).
     pub state_dir: PathBuf,
-    /// Findings below this confidence are neither reported, redacted nor written to the
-    /// baseline (`low`, the default: every finding).
+    /// Findings below this confidence are neither reported nor redacted (`low`, the default:
+    /// every finding); the baseline still lists them.
     pub min_confidence: secrets::Confidence,
 }
 
@@ -259,9 +259,6 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
             let (mut line, mut at) = (1usize, 0usize);
             for h in hits {
                 let confidence = h.confidence(&data);
-                if confidence < req.min_confidence {
-                    continue;
-                }
                 line += memchr::memchr_iter(b'\n', &data[at..h.start]).count();
                 at = h.start;
                 let col =
@@ -274,9 +271,6 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
                     confidence,
                     fingerprint: secrets::fingerprint(&data[h.start..h.end]),
                 });
-            }
-            if out.is_empty() {
-                return ignore::WalkState::Continue;
             }
             if let Ok(mut v) = found.lock() {
                 v.push((path.to_path_buf(), out));
@@ -315,8 +309,13 @@ fn finish(
     let mut all: Vec<BaselineEntry> = Vec::new();
     let mut redacted_files = Vec::new();
     for (path, fs) in &per_file {
-        let new: Vec<&ScanFinding> = fs.iter().filter(|f| !is_known(f)).collect();
-        known_count += fs.len() - new.len();
+        // Below the level: neither reported nor redacted, but kept in the baseline.
+        let shown: Vec<&ScanFinding> = fs
+            .iter()
+            .filter(|f| f.confidence >= req.min_confidence)
+            .collect();
+        let new: Vec<&ScanFinding> = shown.iter().copied().filter(|f| !is_known(f)).collect();
+        known_count += shown.len() - new.len();
         all.extend(fs.iter().map(|f| BaselineEntry {
             path: f.path.clone(),
             rule: f.rule.clone(),
