@@ -232,6 +232,9 @@ pub struct SecretsProfile {
     pub output: SecretsOutput,
     /// Secrets in argv, environment and stdin.
     pub input: SecretsInput,
+    /// Output findings below this confidence are left as they are (neither redacted, blocked
+    /// nor reported); `low`, the default, acts on every finding.
+    pub redact_min_confidence: crate::secrets::Confidence,
 }
 
 impl Default for SecretsProfile {
@@ -239,6 +242,7 @@ impl Default for SecretsProfile {
         SecretsProfile {
             output: SecretsOutput::Redact,
             input: SecretsInput::Deny,
+            redact_min_confidence: crate::secrets::Confidence::Low,
         }
     }
 }

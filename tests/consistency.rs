@@ -483,7 +483,9 @@ fn formats(v: &serde_json::Value, at: &str, out: &mut Vec<String>) {
     match v {
         serde_json::Value::Object(o) => {
             for (k, x) in o {
-                if k == "format" {
+                // A keyword `format` has a string value; a property named `format` (the `scan`
+                // tool's) has a schema object.
+                if k == "format" && x.is_string() {
                     out.push(format!("{at}: {x}"));
                 }
                 formats(x, &format!("{at}/{k}"), out);

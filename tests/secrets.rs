@@ -465,3 +465,236 @@ fn scan_baseline_and_redact_work_on_bare_relative_names() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A workspace with one finding of each confidence: a GitHub token (high), a keyword
+/// assignment in configuration (medium), a random quoted string in code (low).
+fn confidence_tree(env: &Env) {
+    env.write("src/app.py", &format!("token = \"{}\"\n", gh_token(7)));
+    env.write("conf/app.ini", "[db]\npassword = hunter2isnotsafe\n");
+    env.write("lib/seed.py", "x = \"9fK2xQ7vLm3pR8sT1wYz4bN6cD0eH5jA\"\n");
+}
+
+#[test]
+fn scan_shows_confidence_and_min_confidence_filters() {
+    let env = Env::new("scan-confidence");
+    confidence_tree(&env);
+    let scan = |extra: &[&str]| {
+        let o = env
+            .cmd()
+            .args(["scan", "--format", "json"])
+            .args(extra)
+            .arg(".")
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let v = json_of(&o);
+        let mut got: Vec<(String, String)> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| {
+                (
+                    f["rule"].as_str().unwrap_or("").to_string(),
+                    f["confidence"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        got.sort();
+        got
+    };
+    let pair = |r: &str, c: &str| (r.to_string(), c.to_string());
+    let all = scan(&[]);
+    assert!(all.contains(&pair("github-pat", "high")), "{all:?}");
+    assert!(all.contains(&pair("keyword-secret", "medium")), "{all:?}");
+    assert!(
+        all.iter()
+            .any(|(r, c)| r.starts_with("high-entropy") && c == "low"),
+        "{all:?}"
+    );
+    let medium = scan(&["--min-confidence", "medium"]);
+    assert_eq!(
+        medium,
+        vec![pair("github-pat", "high"), pair("keyword-secret", "medium")]
+    );
+    assert_eq!(
+        scan(&["--min-confidence", "high"]),
+        vec![pair("github-pat", "high")]
+    );
+    // The baseline still lists what the level leaves out (no entry is lost).
+    let b = env.root.join("baseline.json");
+    let o = env
+        .cmd()
+        .args(["scan", "--min-confidence", "high", "--baseline"])
+        .arg(&b)
+        .arg(".")
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let base: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&b).expect("baseline")).expect("json");
+    assert_eq!(
+        base["results"].as_array().map(Vec::len),
+        Some(all.len()),
+        "{base}"
+    );
+    // Text output names it; SARIF maps it to the level and keeps it as a property.
+    let o = env.cmd().args(["scan", "src"]).output().expect("run");
+    assert!(
+        stdout(&o).contains("github-pat (high confidence"),
+        "{}",
+        text(&o)
+    );
+    let o = env
+        .cmd()
+        .args(["scan", "--format", "sarif", "."])
+        .output()
+        .expect("run");
+    let v = json_of(&o);
+    let levels: Vec<(String, String, String)> = v["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap_or("").to_string(),
+                r["level"].as_str().unwrap_or("").to_string(),
+                r["properties"]["confidence"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        levels.contains(&("github-pat".into(), "error".into(), "high".into())),
+        "{levels:?}"
+    );
+    assert!(
+        levels.contains(&("keyword-secret".into(), "warning".into(), "medium".into())),
+        "{levels:?}"
+    );
+    assert!(
+        levels.iter().any(|(_, l, c)| l == "note" && c == "low"),
+        "{levels:?}"
+    );
+    // The level is recorded with the scan's arguments.
+    let recs = log_records(&env);
+    assert!(
+        recs.iter().any(|r| r["tool"] == "scan"
+            && r["args"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == "--min-confidence=high"))),
+        "no scan record with --min-confidence=high"
+    );
+}
+
+#[test]
+fn scan_as_a_tool_returns_what_the_cli_prints_and_is_recorded() {
+    let env = Env::new("scan-tool");
+    confidence_tree(&env);
+    let ws = env.ws.display().to_string();
+    let o = env
+        .cmd()
+        .args([
+            "scan",
+            "--json",
+            "--min-confidence",
+            "medium",
+            "--exclude",
+            "src",
+        ])
+        .arg(&ws)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let mut cli = json_of(&o);
+    let args = serde_json::json!({"path": ws, "min_confidence": "medium", "globs": ["src"]});
+    let o = env
+        .cmd()
+        .args(["tool", "scan", &args.to_string()])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json_of(&o);
+    assert_ne!(v["isError"], true, "{v}");
+    let mut tool = v["structuredContent"].clone();
+    for r in [&mut cli, &mut tool] {
+        r.as_object_mut().expect("report").remove("duration_ms");
+    }
+    assert_eq!(tool, cli);
+    let rules: Vec<&str> = tool["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["rule"].as_str())
+        .collect();
+    assert_eq!(rules, ["keyword-secret"], "{tool}");
+    // SARIF too, and a bad format is refused.
+    let o = env
+        .cmd()
+        .args(["tool", "scan", r#"{"format": "sarif"}"#])
+        .output()
+        .expect("run");
+    assert_eq!(
+        json_of(&o)["structuredContent"]["version"],
+        "2.1.0",
+        "{}",
+        text(&o)
+    );
+    let o = env
+        .cmd()
+        .args(["tool", "scan", r#"{"format": "xml"}"#])
+        .output()
+        .expect("run");
+    assert_eq!(json_of(&o)["isError"], true, "{}", text(&o));
+    // Decided and recorded as the CLI's scan: a `scan` record with its arguments.
+    let recs = log_records(&env);
+    let scans: Vec<_> = recs.iter().filter(|r| r["tool"] == "scan").collect();
+    assert!(scans.len() >= 3, "{scans:?}");
+    assert!(
+        scans.iter().any(|r| r["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "--min-confidence=medium"))
+            && r["caller"].to_string().contains("tool")),
+        "{scans:?}"
+    );
+}
+
+#[test]
+fn policy_redact_min_confidence_redacts_only_at_or_above_the_level() {
+    let env = Env::new("redact-level");
+    let tok = gh_token(9);
+    // Neither secret appears whole in the command line (secrets in argv are refused).
+    let script = format!(
+        "printf 'pass%sword = hunter2isnotsafe\\n%s%s\\n' '' '{}' '{}'",
+        &tok[..6],
+        &tok[6..]
+    );
+    let high =
+        env.policy_file("extends = \"standard\"\n[secrets]\nredact_min_confidence = \"high\"\n");
+    let o = env.sh(&high, &script);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = stdout(&o);
+    assert!(out.contains("hunter2isnotsafe"), "{out}");
+    assert!(
+        out.contains("[REDACTED:github-pat]") && !out.contains(&tok),
+        "{out}"
+    );
+    // The default (low) redacts both.
+    let o = env.sh("standard", &script);
+    let out = stdout(&o);
+    assert!(
+        !out.contains("hunter2isnotsafe") && !out.contains(&tok),
+        "{out}"
+    );
+    // An unknown level is refused with the key's name.
+    let bad =
+        env.policy_file("extends = \"standard\"\n[secrets]\nredact_min_confidence = \"sure\"\n");
+    let o = env
+        .cmd()
+        .args(["policy", "check", &bad])
+        .output()
+        .expect("run");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("redact_min_confidence"), "{}", text(&o));
+}

@@ -132,8 +132,8 @@ impl<'a> Guard<'a> {
     pub fn new(profile: SecretsProfile, sink: &'a mut dyn FnMut(Stream, &[u8])) -> Guard<'a> {
         Guard {
             profile,
-            out: Redactor::new(TextKind::Stream),
-            err: Redactor::new(TextKind::Stream),
+            out: Redactor::new(TextKind::Stream).with_min_confidence(profile.redact_min_confidence),
+            err: Redactor::new(TextKind::Stream).with_min_confidence(profile.redact_min_confidence),
             stdin: Redactor::new(TextKind::Stream),
             sink,
             buf: Vec::new(),

@@ -26,6 +26,9 @@ pub struct ScanRequest {
     pub redact: bool,
     /// State directory (backups and journal for `redact`).
     pub state_dir: PathBuf,
+    /// Findings below this confidence are neither reported nor redacted (`low`, the default:
+    /// every finding); the baseline still lists them.
+    pub min_confidence: secrets::Confidence,
 }
 
 /// One finding: where, which rule, and a hash of the secret (never the secret).
@@ -39,6 +42,9 @@ pub struct ScanFinding {
     pub column: usize,
     /// Rule id.
     pub rule: String,
+    /// How sure the finding is: `high` (validated vendor format), `medium` (keyword
+    /// assignment, URL password), `low` (bare entropy).
+    pub confidence: secrets::Confidence,
     /// SHA-256 of the secret, hex.
     pub fingerprint: String,
 }
@@ -252,6 +258,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
             // Line numbers incrementally: findings come sorted by offset.
             let (mut line, mut at) = (1usize, 0usize);
             for h in hits {
+                let confidence = h.confidence(&data);
                 line += memchr::memchr_iter(b'\n', &data[at..h.start]).count();
                 at = h.start;
                 let col =
@@ -261,6 +268,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
                     line,
                     column: col,
                     rule: h.rule.to_string(),
+                    confidence,
                     fingerprint: secrets::fingerprint(&data[h.start..h.end]),
                 });
             }
@@ -301,8 +309,13 @@ fn finish(
     let mut all: Vec<BaselineEntry> = Vec::new();
     let mut redacted_files = Vec::new();
     for (path, fs) in &per_file {
-        let new: Vec<&ScanFinding> = fs.iter().filter(|f| !is_known(f)).collect();
-        known_count += fs.len() - new.len();
+        // Below the level: neither reported nor redacted, but kept in the baseline.
+        let shown: Vec<&ScanFinding> = fs
+            .iter()
+            .filter(|f| f.confidence >= req.min_confidence)
+            .collect();
+        let new: Vec<&ScanFinding> = shown.iter().copied().filter(|f| !is_known(f)).collect();
+        known_count += shown.len() - new.len();
         all.extend(fs.iter().map(|f| BaselineEntry {
             path: f.path.clone(),
             rule: f.rule.clone(),
@@ -493,8 +506,12 @@ pub fn sarif(report: &ScanReport) -> serde_json::Value {
             json!({
                 "ruleId": f.rule,
                 "ruleIndex": rule_ids.iter().position(|r| *r == f.rule).unwrap_or(0),
-                "level": "error",
-                "message": {"text": format!("{} ({})", describe(&f.rule), f.rule)},
+                "level": match f.confidence {
+                    secrets::Confidence::High => "error",
+                    secrets::Confidence::Medium => "warning",
+                    secrets::Confidence::Low => "note",
+                },
+                "message": {"text": format!("{} ({}, {} confidence)", describe(&f.rule), f.rule, f.confidence)},
                 "locations": [{
                     "physicalLocation": {
                         "artifactLocation": {"uri": uri(&f.path)},
@@ -502,6 +519,7 @@ pub fn sarif(report: &ScanReport) -> serde_json::Value {
                     }
                 }],
                 "partialFingerprints": {"secretSha256/v1": f.fingerprint},
+                "properties": {"confidence": f.confidence},
             })
         })
         .collect();
@@ -597,6 +615,9 @@ impl super::invoke::Tool for ScanTool<'_, '_> {
         args.extend(req.exclude.iter().map(|e| format!("--exclude={e}")));
         if req.no_ignore {
             args.push("--no-ignore".into());
+        }
+        if req.min_confidence != secrets::Confidence::Low {
+            args.push(format!("--min-confidence={}", req.min_confidence));
         }
         rec.args = args.iter().map(|a| super::redact_text(a)).collect();
         // The caller's directory (a daemon client's, not the daemon's).

@@ -154,6 +154,10 @@ pub(crate) enum Cmd {
         /// Do not honour .gitignore, .ignore and git exclude files.
         #[arg(long)]
         no_ignore: bool,
+        /// Report (and redact) only findings of at least this confidence: high (validated
+        /// vendor format), medium (keyword assignment, URL password), low (bare entropy).
+        #[arg(long, value_enum, default_value = "low", value_name = "LEVEL")]
+        min_confidence: crate::secrets::Confidence,
     },
     /// Inspect policies.
     #[command(after_help = help::ex::POLICY)]

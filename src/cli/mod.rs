@@ -586,6 +586,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             baseline,
             exclude,
             no_ignore,
+            min_confidence,
         } => {
             let format = if cli.json { ScanFormat::Json } else { *format };
             let req = broker::scan::ScanRequest {
@@ -595,6 +596,7 @@ fn dispatch(cli: Cli) -> ExitCode {
                 baseline: baseline.clone(),
                 redact: *redact,
                 state_dir: state_dir(&cli),
+                min_confidence: *min_confidence,
             };
             run_scan(&req, format)
         }
@@ -1060,11 +1062,12 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
             for f in &report.findings {
                 let _ = writeln!(
                     out,
-                    "{}:{}:{}: {} (sha256 {})",
+                    "{}:{}:{}: {} ({} confidence, sha256 {})",
                     f.path,
                     f.line,
                     f.column,
                     f.rule,
+                    f.confidence,
                     &f.fingerprint[..12]
                 );
             }

@@ -165,6 +165,7 @@ struct RawAudit {
 struct RawSecrets {
     output: Option<Spanned<String>>,
     input: Option<Spanned<String>>,
+    redact_min_confidence: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -639,6 +640,19 @@ fn compile(
                     ("redact", SecretsOutput::Redact),
                     ("block", SecretsOutput::Block),
                     ("warn", SecretsOutput::Warn),
+                ],
+            )?;
+        }
+        if let Some(v) = &raw.secrets.redact_min_confidence {
+            use crate::secrets::Confidence;
+            secrets.redact_min_confidence = parse_choice(
+                &ctx,
+                v,
+                "secrets.redact_min_confidence",
+                &[
+                    ("low", Confidence::Low),
+                    ("medium", Confidence::Medium),
+                    ("high", Confidence::High),
                 ],
             )?;
         }

@@ -12,12 +12,14 @@
 //! Secret values never leave this module except inside the caller's own buffers: findings
 //! carry the rule, the byte span and a fingerprint (SHA-256 of the secret, hex).
 
+mod confidence;
 mod entropy;
 pub(crate) mod prefilter;
 mod redact;
 pub mod rules;
 mod scan;
 
+pub use confidence::Confidence;
 pub use redact::Redactor;
 pub use scan::{Finding, Scanner, scanner};
 

@@ -7,8 +7,8 @@
 //! up to the last newline: single-line secrets cannot continue past it, and a private key
 //! block still open is held from its armour line on.
 
-use super::TextKind;
 use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, scanner};
+use super::{Confidence, TextKind};
 
 /// Bytes of emitted text kept as left context for the next scan.
 const CONTEXT: usize = 1024;
@@ -28,6 +28,9 @@ pub struct Redactor {
     /// newline: a flush without a new newline changes nothing, and looking again over the
     /// whole pending tail at each small chunk was quadratic in the tail's length.
     unflushed: usize,
+    /// Findings below this confidence pass unredacted (policy `[secrets]
+    /// redact_min_confidence`).
+    min_confidence: Confidence,
 }
 
 impl Redactor {
@@ -39,7 +42,15 @@ impl Redactor {
             ctx: 0,
             found: Vec::new(),
             unflushed: 0,
+            min_confidence: Confidence::Low,
         }
+    }
+
+    /// Redacts only findings of at least `min` confidence; the others pass unchanged and are
+    /// not counted in [`Redactor::findings`].
+    pub fn with_min_confidence(mut self, min: Confidence) -> Redactor {
+        self.min_confidence = min;
+        self
     }
 
     /// The rules that matched so far, once per finding, in stream order.
@@ -106,7 +117,10 @@ impl Redactor {
             return;
         }
         let mut pos = self.ctx;
-        for f in findings.iter().filter(|f| f.start < limit) {
+        let min = self.min_confidence;
+        for f in findings.iter().filter(|f| {
+            f.start < limit && (min == Confidence::Low || f.confidence(&self.buf) >= min)
+        }) {
             out.extend_from_slice(&self.buf[pos..f.start]);
             out.extend_from_slice(b"[REDACTED:");
             out.extend_from_slice(f.rule.as_bytes());

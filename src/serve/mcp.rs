@@ -327,6 +327,25 @@ struct HistoryParams {
     max_output_chars: Option<u64>,
 }
 
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
+struct ScanParams {
+    /// File or directory to scan (default the session's directory).
+    path: Option<String>,
+    /// Globs to leave out (gitignore syntax, as `gateway scan --exclude`).
+    #[serde(default)]
+    globs: Vec<String>,
+    /// `json` (default: what `gateway scan --json` prints) or `sarif`.
+    format: Option<String>,
+    /// Only findings of at least this confidence: `low` (default, every finding), `medium`
+    /// (keyword assignments, URL passwords) or `high` (validated vendor formats).
+    min_confidence: Option<crate::secrets::Confidence>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
+}
+
 use crate::broker::report::{ErrorCode, ErrorReport};
 
 // ---------- results ----------
@@ -446,6 +465,7 @@ pub const TOOLS: &[&str] = &[
     "cd",
     "undo",
     "history",
+    "scan",
 ];
 
 /// One tool call's circumstances.
@@ -500,6 +520,7 @@ pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> Cal
         "cd" => call!(cd),
         "undo" => call!(undo),
         "history" => call!(history),
+        "scan" => call!(scan),
         other => err_text(format!(
             "no tool `{other}`; the tools are {}",
             TOOLS.join(", ")
@@ -831,6 +852,47 @@ impl ToolSession<'_> {
                     omitted: skip,
                 })
             }
+            Err(e) => broker_err(e),
+        }
+    }
+}
+
+impl ToolSession<'_> {
+    /// `gateway scan --json` (or `--format sarif`) of one path: the same broker call
+    /// (`broker::scan::scan_audited`, decided and recorded as the CLI's), reading with the
+    /// caller's rights; never redacts and writes no baseline. Under roots the path must lie
+    /// within them.
+    fn scan(&self, p: ScanParams) -> CallToolResult {
+        let sarif = match p.format.as_deref().unwrap_or("json") {
+            "json" => false,
+            "sarif" => true,
+            f => return err_text(format!("scan: format `{f}`: use json or sarif")),
+        };
+        let path = self.dir(p.path.as_deref());
+        if self.policy.sandbox.roots.is_some() && !self.policy.within_roots(&path) {
+            return err_text(format!(
+                "scan: {} is outside this session's roots; scan a path within them",
+                path.display()
+            ));
+        }
+        let req = crate::broker::scan::ScanRequest {
+            paths: vec![path],
+            exclude: p.globs,
+            no_ignore: false,
+            baseline: None,
+            redact: false,
+            state_dir: self.state_dir.to_path_buf(),
+            min_confidence: p.min_confidence.unwrap_or_default(),
+        };
+        match crate::broker::scan::scan_audited(
+            &crate::broker::client::Context::current(),
+            &req,
+            &|_, _| {},
+            self.session,
+            self.caller(),
+        ) {
+            Ok(r) if sarif => ok_report(&crate::broker::scan::sarif(&r)),
+            Ok(r) => ok_report(&r),
             Err(e) => broker_err(e),
         }
     }
@@ -1186,6 +1248,17 @@ impl Gateway {
         Parameters(p): Parameters<HistoryParams>,
     ) -> CallToolResult {
         self.call(peer, "history", p).await
+    }
+
+    /// Scan files for secrets (as `gateway scan --json`): each finding's path, line, rule,
+    /// confidence and a SHA-256 of the secret, never the secret.
+    #[tool(annotations(read_only_hint = true))]
+    async fn scan(
+        &self,
+        peer: Peer<RoleServer>,
+        Parameters(p): Parameters<ScanParams>,
+    ) -> CallToolResult {
+        self.call(peer, "scan", p).await
     }
 }
 
