@@ -403,6 +403,7 @@ pub static RULES: &[Rule] = &[
             "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_",
         ],
         concat!(
+            start!(),
             r"(?P<s>[rs]k_(?:live|test|prod)_[0-9a-zA-Z]{24,99})",
             end!()
         ),

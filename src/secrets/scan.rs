@@ -282,6 +282,11 @@ fn accept(
     {
         return false;
     }
+    // A vendor prefix followed by a placeholder body (`github_pat_xxxx...`, `hvs.0000...`,
+    // `AIzaSy` + the alphabet in order): documentation, not a token.
+    if !rule.generic && entropy::is_placeholder_token(secret) {
+        return false;
+    }
     if rule.generic {
         if kind == TextKind::Lock {
             return false;

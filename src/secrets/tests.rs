@@ -512,3 +512,37 @@ fn token_shapes_inside_wrapped_base64_are_not_findings() {
         .collect();
     assert_eq!(found, ["artifactory-password"]);
 }
+
+#[test]
+fn placeholders_after_a_vendor_prefix_and_stripe_inside_a_word_are_not_findings() {
+    let x = |n: usize, c: char| c.to_string().repeat(n);
+    for text in [
+        format!("token: github_pat_{}_{}\n", x(22, 'x'), x(59, 'x')),
+        format!("HF_TOKEN=hf_{}\n", x(34, 'x')),
+        format!("VAULT_TOKEN=hvs.{}\n", x(95, 'x')),
+        format!("VAULT_TOKEN=hvs.{}\n", x(95, '0')),
+        "key AIzaSyABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg\n".to_string(),
+        format!("npm_{}\n", &"abcd1234".repeat(5)[..36]),
+        "run task_test_a8Kd93jfLq02mZx7Yt5Rw1Pv in ci\n".to_string(),
+    ] {
+        assert_eq!(
+            rules_found(&text, TextKind::Stream),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    // Real shapes right beside them are still found.
+    for (text, rule) in [
+        (
+            "key AIzaSyB3k9Qm2Xr7Lp0Tv5Wn8Yc1Zd4Fh6Jg2Ks\n",
+            "google-api-key",
+        ),
+        ("STRIPE=sk_test_a8Kd93jfLq02mZx7Yt5Rw1Pv\n", "stripe-key"),
+        (
+            "HF_TOKEN=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\n",
+            "huggingface-token",
+        ),
+    ] {
+        assert_eq!(rules_found(text, TextKind::Stream), vec![rule], "{text}");
+    }
+}
