@@ -316,7 +316,8 @@ pub static RULES: &[Rule] = &[
         concat!(
             r"(?:(?P<s>npm_[A-Za-z0-9]{36})",
             end!(),
-            r"|_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
+            // Only under a registry scope (`//registry.npmjs.org/:_authToken=`).
+            r"|/:_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
         ),
     ),
     exact(

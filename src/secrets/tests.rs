@@ -546,3 +546,19 @@ fn placeholders_after_a_vendor_prefix_and_stripe_inside_a_word_are_not_findings(
         assert_eq!(rules_found(text, TextKind::Stream), vec![rule], "{text}");
     }
 }
+
+#[test]
+fn npm_auth_token_needs_a_registry_scope() {
+    let uuid = "3f2a9c1e-7b4d-4e8a-9f61-2c5d8e0b7a94";
+    assert_eq!(
+        rules_found(&format!("_authToken={uuid}\n"), TextKind::Stream),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        rules_found(
+            &format!("//registry.npmjs.org/:_authToken={uuid}\n"),
+            TextKind::Stream
+        ),
+        vec!["npm-token"]
+    );
+}
