@@ -297,6 +297,15 @@ fn accept(
         if entropy::is_placeholder(secret) || entropy::is_sequential(secret) {
             return false;
         }
+        // Punctuation only (`password = "****!!"`, `"----"`), or a URL (the URL rules judge
+        // credentials inside one): not a keyword-assigned secret.
+        let lower = secret.to_ascii_lowercase();
+        if !secret.iter().any(u8::is_ascii_alphanumeric)
+            || lower.starts_with(b"http://")
+            || lower.starts_with(b"https://")
+        {
+            return false;
+        }
         if unquoted && (entropy::is_reference(secret, &text[e..]) || !entropy::looks_random(secret))
         {
             return false;

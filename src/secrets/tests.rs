@@ -562,3 +562,22 @@ fn npm_auth_token_needs_a_registry_scope() {
         vec!["npm-token"]
     );
 }
+
+#[test]
+fn keyword_values_of_punctuation_or_a_url_are_not_findings() {
+    for text in [
+        "password = \"!@#$%^&*()-=+[]\"\n",
+        "secret_url = \"https://vault.example.org/v1/kv/app/config\"\n",
+        "TOKEN_ENDPOINT=https://login.example.org/oauth2/v2.0/token\n",
+    ] {
+        assert_eq!(
+            rules_found(text, TextKind::Config),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        rules_found("password = \"q8#Lz!v2Rk@9wPm\"\n", TextKind::Config),
+        vec!["keyword-secret"]
+    );
+}
