@@ -27,6 +27,7 @@ mod util;
 mod corpus;
 
 mod agents;
+mod argv_secrets;
 mod audit;
 mod bootstrap;
 mod config;

@@ -48,7 +48,7 @@ pub fn exec(
         ask,
         sink,
         trace: Trace {
-            argv: req.argv.iter().map(|x| redact_text(x)).collect(),
+            argv: guard::redact_argv(&req.argv),
             cwd: req.cwd.clone(),
             decision: None,
             out: Some(ArtifactWriter::new(&req.state_dir, cap)),
@@ -119,7 +119,7 @@ impl Tool for ExecTool<'_, '_> {
         self.report.input = guard::check_argv(&req.policy.secrets, &mut argv)?;
         // Under `secrets.input = "warn"` argv keeps its secrets for the command; the record
         // never does ("warn" records the finding, not the secret).
-        self.trace.argv = argv.iter().map(|a| redact_text(a)).collect();
+        self.trace.argv = guard::redact_argv(&argv);
         rec.args = self.trace.argv.clone();
         let mut decision = decide_exec(&req.context, req.policy, &argv, &cwd);
         guard::redact_decision(&mut decision);

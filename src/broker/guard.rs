@@ -53,31 +53,226 @@ fn redact_all(text: &[u8]) -> (Vec<u8>, Vec<&'static str>) {
     (out, r.findings().to_vec())
 }
 
+/// What quote removal made of one byte of a shell word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quoting {
+    /// Kept (content).
+    Content,
+    /// A quote that opens or closes `'...'` or `"..."`: removed.
+    Quote,
+    /// A backslash that escapes the next byte: removed.
+    Escape,
+}
+
+/// Shell quote removal (POSIX: `'...'`, `"..."` with its backslash escapes, `\x` outside
+/// quotes) of `s`, with for each byte of the result the offset in `s` it came from, and what
+/// each byte of `s` was. A secret split by quoting (`gh''p_...`, `"gh"p_...`, `gh\p_...`) is
+/// whole in the result; the map brings its span back to `s` for redaction.
+fn dequote(s: &[u8]) -> (Vec<u8>, Vec<usize>, Vec<Quoting>) {
+    let mut out = Vec::with_capacity(s.len());
+    let mut map = Vec::with_capacity(s.len());
+    let mut kind = vec![Quoting::Content; s.len()];
+    let (mut single, mut double) = (false, false);
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        let escapes_next = c == b'\\'
+            && !single
+            && i + 1 < s.len()
+            && (!double || b"$`\"\\\n".contains(&s[i + 1]));
+        if !double && c == b'\'' {
+            single = !single;
+            kind[i] = Quoting::Quote;
+        } else if !single && c == b'"' {
+            double = !double;
+            kind[i] = Quoting::Quote;
+        } else if escapes_next {
+            kind[i] = Quoting::Escape;
+            out.push(s[i + 1]);
+            map.push(i + 1);
+            i += 1;
+        } else {
+            out.push(c);
+            map.push(i);
+        }
+        i += 1;
+    }
+    (out, map, kind)
+}
+
+/// One argument with every secret replaced by `[REDACTED:<rule>]`, found in the raw text and
+/// after quote removal; returns the rules. A secret found after quote removal is replaced in
+/// the raw text over its whole span, keeping the quotes inside it (so the quoting of the rest
+/// of a shell string is unchanged).
+fn redact_arg(a: &str) -> (String, Vec<&'static str>) {
+    redact_levels(a, 1)
+}
+
+/// [`redact_arg`] through `levels` of quoting (a command shown shell-quoted whose argument is
+/// itself a shell string: `sh -c 'echo "gh"p_...'`). Quotes of any level inside a secret's span
+/// are kept.
+fn redact_levels(a: &str, levels: usize) -> (String, Vec<&'static str>) {
+    let raw = a.as_bytes();
+    // (start, end, rule) in raw offsets.
+    let mut spans: Vec<(usize, usize, &'static str)> = Vec::new();
+    let mut quote = vec![false; raw.len()];
+    let mut text = raw.to_vec();
+    let mut orig: Vec<usize> = (0..raw.len()).collect();
+    for _ in 0..levels {
+        let (plain, map, kind) = dequote(&text);
+        if plain.len() == text.len() {
+            break;
+        }
+        for (j, k) in kind.iter().enumerate() {
+            if *k == Quoting::Quote {
+                quote[orig[j]] = true;
+            }
+        }
+        for h in scanner().scan(&plain, TextKind::Stream, false) {
+            let mut start = map[h.start];
+            if start > 0 && kind[start - 1] == Quoting::Escape {
+                start -= 1;
+            }
+            let (start, end) = (orig[start], orig[map[h.end - 1]] + 1);
+            if !spans.iter().any(|&(s, e, _)| s < end && start < e) {
+                spans.push((start, end, h.rule));
+            }
+        }
+        orig = map.iter().map(|&j| orig[j]).collect();
+        text = plain;
+    }
+    let kind: Vec<Quoting> = quote
+        .iter()
+        .map(|&q| if q { Quoting::Quote } else { Quoting::Content })
+        .collect();
+    for h in scanner().scan(raw, TextKind::Stream, false) {
+        if !spans.iter().any(|&(s, e, _)| s < h.end && h.start < e) {
+            spans.push((h.start, h.end, h.rule));
+        }
+    }
+    if spans.is_empty() {
+        return (a.to_string(), vec![]);
+    }
+    spans.sort();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut rules = Vec::new();
+    let mut pos = 0;
+    for (start, end, rule) in spans {
+        if start < pos {
+            // Overlaps the previous replacement: already gone with it.
+            let end = end.max(pos);
+            out.extend(
+                (pos..end)
+                    .filter(|&j| kind[j] == Quoting::Quote)
+                    .map(|j| raw[j]),
+            );
+            pos = end;
+            continue;
+        }
+        out.extend_from_slice(&raw[pos..start]);
+        out.extend_from_slice(format!("[REDACTED:{rule}]").as_bytes());
+        out.extend(
+            (start..end)
+                .filter(|&j| kind[j] == Quoting::Quote)
+                .map(|j| raw[j]),
+        );
+        rules.push(rule);
+        pos = end;
+    }
+    out.extend_from_slice(&raw[pos..]);
+    (String::from_utf8_lossy(&out).into_owned(), rules)
+}
+
+/// argv as records, displays and approvals keep it: every argument redacted, in its raw text
+/// and after shell quote removal (whatever `secrets.input` says: a record never keeps a
+/// secret).
+/// A secret the shell analyser finds only after its own expansions (`gh{p_...,}`) cannot be
+/// cut out exactly: the argument (shell string) it comes from is replaced whole.
+pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = argv.iter().map(|a| redact_arg(a).0).collect();
+    if analysed_secret(&crate::policy::shell::analyse_argv(
+        &out,
+        &Default::default(),
+    ))
+    .is_none()
+    {
+        return out;
+    }
+    for a in out.iter_mut().skip(1) {
+        let analysis = crate::policy::shell::analyse_script(a, &Default::default());
+        if let Some(rule) = analysed_secret(&analysis) {
+            *a = format!("[REDACTED:{rule}]");
+        }
+    }
+    if analysed_secret(&crate::policy::shell::analyse_argv(
+        &out,
+        &Default::default(),
+    ))
+    .is_some()
+    {
+        for a in out.iter_mut().skip(1) {
+            *a = "[REDACTED]".into();
+        }
+    }
+    out
+}
+
+/// The rule of the first secret in a word of the analysed commands.
+fn analysed_secret(analysis: &crate::policy::shell::Analysis) -> Option<&'static str> {
+    analysis
+        .commands
+        .iter()
+        .flat_map(|c| &c.argv)
+        .find_map(|w| {
+            scanner()
+                .scan(w.text().as_bytes(), TextKind::Stream, false)
+                .first()
+                .map(|h| h.rule)
+        })
+}
+
 /// Checks argv under the policy: deny → error naming the first secret; redact → argv
-/// rewritten; warn → reported only.
+/// rewritten; warn → reported only. Each argument is checked raw and after shell quote
+/// removal; then the commands the shell analyser finds in what is left (`sh -c`, wrappers,
+/// brace expansion, `$HOME`) are checked word by word, after its quote removal and the
+/// expansions it can resolve. A secret found only there cannot be cut out of argv, so under
+/// `redact` it is refused as under `deny` (fail closed).
 pub fn check_argv(
     profile: &SecretsProfile,
     argv: &mut [String],
 ) -> Result<Vec<InputSecret>, BrokerError> {
     let mut found = Vec::new();
+    let mut rest = Vec::with_capacity(argv.len());
     for (i, a) in argv.iter_mut().enumerate() {
-        let hits = scanner().scan(a.as_bytes(), TextKind::Stream, false);
-        if hits.is_empty() {
-            continue;
-        }
-        for h in &hits {
+        let (redacted, rules) = redact_arg(a);
+        for rule in &rules {
             found.push(InputSecret {
                 place: format!("argument {i}"),
-                rule: h.rule,
+                rule,
             });
         }
-        match profile.input {
-            SecretsInput::Deny => return Err(denied(&found[found.len() - hits.len()])),
-            SecretsInput::Redact => {
-                let (out, _) = redact_all(a.as_bytes());
-                *a = String::from_utf8_lossy(&out).into_owned();
+        if !rules.is_empty() {
+            match profile.input {
+                SecretsInput::Deny => return Err(denied(&found[found.len() - rules.len()])),
+                SecretsInput::Redact => *a = redacted.clone(),
+                SecretsInput::Warn => {}
             }
-            SecretsInput::Warn => {}
+        }
+        rest.push(redacted);
+    }
+    let analysis = crate::policy::shell::analyse_argv(&rest, &Default::default());
+    for cmd in &analysis.commands {
+        for w in &cmd.argv {
+            for h in scanner().scan(w.text().as_bytes(), TextKind::Stream, false) {
+                let s = InputSecret {
+                    place: "the command line after shell expansion".into(),
+                    rule: h.rule,
+                };
+                if profile.input != SecretsInput::Warn {
+                    return Err(denied(&s));
+                }
+                found.push(s);
+            }
         }
     }
     Ok(found)
@@ -299,15 +494,12 @@ impl Guard<'_> {
 /// Replaces secrets in the text a decision carries (the analysed commands, rule subjects,
 /// reasons for unanalysable parts), so that results and explanations never show them.
 pub fn redact_decision(d: &mut crate::model::Decision) {
+    // Commands are shown shell-quoted: a secret split by quoting is cut out too.
     let fix = |t: &mut String| {
-        if scanner()
-            .scan(t.as_bytes(), TextKind::Stream, false)
-            .is_empty()
-        {
-            return;
+        let (out, rules) = redact_levels(t, 3);
+        if !rules.is_empty() {
+            *t = out;
         }
-        let (out, _) = redact_all(t.as_bytes());
-        *t = String::from_utf8_lossy(&out).into_owned();
     };
     d.commands.iter_mut().for_each(fix);
     d.unanalysable.iter_mut().for_each(fix);

@@ -21,7 +21,7 @@
 
 use std::path::Path;
 
-use super::{BrokerError, open_log, record_decision, redact_text};
+use super::{BrokerError, open_log, record_decision};
 use crate::audit;
 use crate::model::{Decision, Effect};
 
@@ -102,14 +102,14 @@ pub(crate) fn invoke<T: Tool>(
     }
     tool.record(&res, &mut rec);
     if let Err(e) = &res {
-        rec.error = Some(redact_text(&e.to_string()));
+        rec.error = Some(e.redacted_message());
         rec.decision = match e {
             // A refusal decided late (in the tool, on the path as opened) is the policy's
             // no, recorded as a deny with its rule, as one decided before it.
             BrokerError::Refused(r) => audit::RecordDecision {
                 effect: "deny".into(),
                 rules: vec![r.rule().into()],
-                reasons: vec![redact_text(&r.to_string())],
+                reasons: vec![r.redacted_message()],
             },
             _ => record_decision(decided.as_ref(), Some(e)),
         };

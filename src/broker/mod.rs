@@ -31,7 +31,7 @@ pub mod wsfs;
 mod wsfs_check;
 
 pub use exec::exec;
-pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_text};
+pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_argv, redact_text};
 use places::*;
 use planner::*;
 pub use planner::{SandboxPlan, plan};
@@ -327,6 +327,17 @@ pub enum BrokerError {
     },
 }
 
+impl BrokerError {
+    /// The message with whatever could carry a secret redacted: a refusal's fields, not its
+    /// wording (which names policy keys such as `secrets.input = "deny"`).
+    pub fn redacted_message(&self) -> String {
+        match self {
+            BrokerError::Refused(r) => r.redacted_message(),
+            e => redact_text(&e.to_string()),
+        }
+    }
+}
+
 /// An exec request.
 pub struct ExecRequest<'a> {
     /// argv.
@@ -581,10 +592,7 @@ fn record_decision(d: Option<&Decision>, err: Option<&BrokerError>) -> audit::Re
                 Some(BrokerError::Refused(r)) => vec![r.rule().into()],
                 _ => vec![],
             },
-            reasons: err
-                .map(|e| redact_text(&e.to_string()))
-                .into_iter()
-                .collect(),
+            reasons: err.map(BrokerError::redacted_message).into_iter().collect(),
         },
     }
 }

@@ -225,14 +225,25 @@ impl Refusal {
         }
         let mut v = serde_json::to_value(self).unwrap_or_default();
         redact_all(&mut v);
+        // The message in words from the redacted fields: the wording itself is never taken
+        // for a secret (`secrets.input = "deny"` is a keyword assignment to the scanner).
+        let message = serde_json::from_value::<Refusal>(v.clone())
+            .map(|r| r.to_string())
+            .unwrap_or_else(|_| super::redact_text(&self.to_string()));
         if let Some(o) = v.as_object_mut() {
             o.insert("rule".into(), self.rule().into());
-            o.insert(
-                "message".into(),
-                super::redact_text(&self.to_string()).into(),
-            );
+            o.insert("message".into(), message.into());
         }
         v
+    }
+
+    /// The message in words with every field that could carry a secret redacted, and the
+    /// wording kept.
+    pub fn redacted_message(&self) -> String {
+        self.shown()["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| super::redact_text(&self.to_string()))
     }
 }
 

@@ -224,7 +224,7 @@ impl ErrorReport {
         ErrorReport {
             error: ErrorDetail {
                 code: ErrorCode::of(e),
-                message: super::redact_text(&e.to_string()),
+                message: e.redacted_message(),
             },
             refusal: match e {
                 super::BrokerError::Refused(r) => Some(r.shown()),

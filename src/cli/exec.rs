@@ -320,12 +320,7 @@ fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
 
 /// The command as the record keeps it (each argument redacted), shell-quoted and escaped.
 fn shown_argv(command: &[String]) -> String {
-    crate::shown::argv_shown(
-        &command
-            .iter()
-            .map(|a| broker::redact_text(a))
-            .collect::<Vec<_>>(),
-    )
+    crate::shown::argv_shown(&broker::redact_argv(command))
 }
 
 /// The exit code of a run's report (and, not under `--json`, why it did not run or ended as

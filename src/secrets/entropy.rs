@@ -214,6 +214,38 @@ fn has_id_like_name(text: &[u8], s: usize) -> bool {
         .any(|h| name.ends_with(h))
 }
 
+/// The body of a vendor-format match that is a placeholder: a run of 8 `x`, `X`, `0` or `*`, 12
+/// letters or digits in alphabet order, or `abcd1234` repeated.
+pub fn is_placeholder_token(v: &[u8]) -> bool {
+    // A run of 8 `x`, `X`, `0` or `*` (runs of `A` are real: Twitter bearer tokens, PEM).
+    let mut run = 1;
+    for w in v.windows(2) {
+        run = if w[0] == w[1] && b"xX0*".contains(&w[0]) {
+            run + 1
+        } else {
+            1
+        };
+        if run >= 8 {
+            return true;
+        }
+    }
+    // 12 letters or digits in order (`ABCDEFGHIJKL...`, the alphabet typed after a prefix).
+    let mut asc = 1;
+    for w in v.windows(2) {
+        let (a, b) = (w[0].to_ascii_lowercase(), w[1].to_ascii_lowercase());
+        asc = if a.is_ascii_alphanumeric() && b == a + 1 {
+            asc + 1
+        } else {
+            1
+        };
+        if asc >= 12 {
+            return true;
+        }
+    }
+    let l = v.to_ascii_lowercase();
+    memchr::memmem::find(&l, b"abcd1234abcd1234").is_some()
+}
+
 /// Values that stand for a secret rather than being one: variables and templates (`$X`,
 /// `${X}`, `{{ x }}`, `<x>`, `%(x)s`, `#{x}`), masks (`****`, `xxxx`), empty-ish words, type
 /// names (`String`), and our own redaction marks.

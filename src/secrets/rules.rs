@@ -341,7 +341,8 @@ pub static RULES: &[Rule] = &[
         concat!(
             r"(?:(?P<s>npm_[A-Za-z0-9]{36})",
             end!(),
-            r"|_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
+            // Only under a registry scope (`//registry.npmjs.org/:_authToken=`).
+            r"|/:_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
         ),
     ),
     exact(
@@ -428,6 +429,7 @@ pub static RULES: &[Rule] = &[
             "sk_live_", "rk_live_", "sk_test_", "rk_test_", "sk_prod_", "rk_prod_",
         ],
         concat!(
+            start!(),
             r"(?P<s>[rs]k_(?:live|test|prod)_[0-9a-zA-Z]{24,99})",
             end!()
         ),

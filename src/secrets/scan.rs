@@ -282,6 +282,11 @@ fn accept(
     {
         return false;
     }
+    // A vendor prefix followed by a placeholder body (`github_pat_xxxx...`, `hvs.0000...`,
+    // `AIzaSy` + the alphabet in order): documentation, not a token.
+    if !rule.generic && entropy::is_placeholder_token(secret) {
+        return false;
+    }
     if rule.generic {
         if kind == TextKind::Lock {
             return false;
@@ -290,6 +295,15 @@ fn accept(
             return false;
         }
         if entropy::is_placeholder(secret) || entropy::is_sequential(secret) {
+            return false;
+        }
+        // Punctuation only (`password = "****!!"`, `"----"`), or a URL (the URL rules judge
+        // credentials inside one): not a keyword-assigned secret.
+        let lower = secret.to_ascii_lowercase();
+        if !secret.iter().any(u8::is_ascii_alphanumeric)
+            || lower.starts_with(b"http://")
+            || lower.starts_with(b"https://")
+        {
             return false;
         }
         if unquoted

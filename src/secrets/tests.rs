@@ -577,3 +577,72 @@ fn recall_shapes_in_streams_and_their_references() {
         );
     }
 }
+
+#[test]
+fn placeholders_after_a_vendor_prefix_and_stripe_inside_a_word_are_not_findings() {
+    let x = |n: usize, c: char| c.to_string().repeat(n);
+    for text in [
+        format!("token: github_pat_{}_{}\n", x(22, 'x'), x(59, 'x')),
+        format!("HF_TOKEN=hf_{}\n", x(34, 'x')),
+        format!("VAULT_TOKEN=hvs.{}\n", x(95, 'x')),
+        format!("VAULT_TOKEN=hvs.{}\n", x(95, '0')),
+        "key AIzaSyABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg\n".to_string(),
+        format!("npm_{}\n", &"abcd1234".repeat(5)[..36]),
+        "run task_test_a8Kd93jfLq02mZx7Yt5Rw1Pv in ci\n".to_string(),
+    ] {
+        assert_eq!(
+            rules_found(&text, TextKind::Stream),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    // Real shapes right beside them are still found.
+    for (text, rule) in [
+        (
+            "key AIzaSyB3k9Qm2Xr7Lp0Tv5Wn8Yc1Zd4Fh6Jg2Ks\n",
+            "google-api-key",
+        ),
+        ("STRIPE=sk_test_a8Kd93jfLq02mZx7Yt5Rw1Pv\n", "stripe-key"),
+        (
+            "HF_TOKEN=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\n",
+            "huggingface-token",
+        ),
+    ] {
+        assert_eq!(rules_found(text, TextKind::Stream), vec![rule], "{text}");
+    }
+}
+
+#[test]
+fn npm_auth_token_needs_a_registry_scope() {
+    let uuid = "3f2a9c1e-7b4d-4e8a-9f61-2c5d8e0b7a94";
+    assert_eq!(
+        rules_found(&format!("_authToken={uuid}\n"), TextKind::Stream),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        rules_found(
+            &format!("//registry.npmjs.org/:_authToken={uuid}\n"),
+            TextKind::Stream
+        ),
+        vec!["npm-token"]
+    );
+}
+
+#[test]
+fn keyword_values_of_punctuation_or_a_url_are_not_findings() {
+    for text in [
+        "password = \"!@#$%^&*()-=+[]\"\n",
+        "secret_url = \"https://vault.example.org/v1/kv/app/config\"\n",
+        "TOKEN_ENDPOINT=https://login.example.org/oauth2/v2.0/token\n",
+    ] {
+        assert_eq!(
+            rules_found(text, TextKind::Config),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        rules_found("password = \"q8#Lz!v2Rk@9wPm\"\n", TextKind::Config),
+        vec!["keyword-secret"]
+    );
+}
