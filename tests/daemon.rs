@@ -1,4 +1,8 @@
 //! `gateway serve`: same results as the embedded broker, malformed clients, load, approvals, other users.
+//!
+//! Over 1,000 lines: each test starts its own daemon and clients (as other uids too) and is
+//! self-contained; the seam is the daemon's identity and authorization tests (other users,
+//! approvals) apart from its protocol and load tests.
 
 use crate::util::*;
 

@@ -1153,14 +1153,7 @@ sandbox_test! {
         let env = Env::new("edits-bound");
         env.write("e.txt", "hello\n");
         let d = Daemon::start(&env, "standard", &[]);
-        let hwm = || {
-            let s = std::fs::read_to_string(format!("/proc/{}/status", d.child.id()))
-                .expect("daemon status");
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                .expect("VmHWM")
-        };
+        let hwm = || peak_kib(d.child.id());
         let before = hwm();
         let sparse = env.outside.join("edits.json");
         let f = std::fs::File::create(&sparse).expect("create");
@@ -1211,14 +1204,7 @@ sandbox_test! {
         // refuses the content (rule files.max_size), recorded as a deny.
         let env = Env::new("content-bound");
         let d = Daemon::start(&env, "standard", &[]);
-        let hwm = || {
-            let s = std::fs::read_to_string(format!("/proc/{}/status", d.child.id()))
-                .expect("daemon status");
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                .expect("VmHWM")
-        };
+        let hwm = || peak_kib(d.child.id());
         let before = hwm();
         let sparse = env.outside.join("big.bin");
         let f = std::fs::File::create(&sparse).expect("create");
@@ -1242,4 +1228,13 @@ sandbox_test! {
         assert_eq!(r["decision"]["effect"], "deny", "{r}");
         assert_eq!(r["decision"]["rules"][0], "files.max_size", "{r}");
     }
+}
+
+/// A process's peak resident memory (VmHWM), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
 }

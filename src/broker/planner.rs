@@ -89,7 +89,7 @@ pub(super) const SAFE_CHAR_DEVICES: &[&str] = &[
 ];
 
 /// Block devices and non-safe character devices below `dir` (not following symlinks).
-pub(super) fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
+pub(super) fn hazardous_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
     let mut out = Vec::new();
     // not-ws: /dev, for the device nodes to deny
@@ -113,7 +113,7 @@ pub(super) fn unsafe_devices(dir: &Path, depth: usize) -> Vec<PathBuf> {
             && !p.starts_with("/dev/shm")
             && !p.starts_with("/dev/pts")
         {
-            out.extend(unsafe_devices(&p, depth + 1));
+            out.extend(hazardous_devices(&p, depth + 1));
         }
     }
     out
@@ -323,7 +323,7 @@ pub(super) fn plan_denied(
         .chain(exec)
         .any(|r| dev.starts_with(r))
     {
-        deny.extend(unsafe_devices(dev, 0));
+        deny.extend(hazardous_devices(dev, 0));
     }
     deny.sort();
     deny.dedup();

@@ -4,7 +4,7 @@
 //! Exec's front end (its run and its rendering) is in `cli/exec.rs`, the file tools' in
 //! `cli/fs.rs`, the log's in `cli/log.rs`, the daemon's in `cli/daemon.rs`.
 //!
-//! Just over 1,000 lines: the dispatch (one arm per subcommand) and the one-shot commands
+//! Over 1,000 lines: the dispatch (one arm per subcommand) and the one-shot commands
 //! too small for a file of their own (policy list/check/explain/reload, config show, scan,
 //! tool, mcp); the policy commands are the next seam to split along (`cli/policy.rs`).
 
