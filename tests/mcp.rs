@@ -570,3 +570,132 @@ sandbox_test!(
         assert!(out.contains("cut here"), "{out}");
     }
 );
+
+sandbox_test!(
+    fn mcp_scan_tool_returns_what_scan_json_returns() {
+        // Issue 16: `scan` as an MCP tool, driven by the Python SDK: each argument (path,
+        // globs, format, min_confidence) gives what `gateway --json scan` gives, from the
+        // server's own broker and through the daemon; through a root daemon, a uid-65534
+        // client's scan reads with its own rights (a directory it cannot list yields nothing).
+        let env = Env::new("mcp-scan");
+        let aws = corpus::expand("AKIA{U:16}", 16);
+        let pw = corpus::expand("{a:20}", 61);
+        env.write(
+            "app/c.env",
+            &format!("AWS_KEY={aws}\npassword = \"{pw}\"\n"),
+        );
+        env.write("app/notes.txt", "nothing to see here\n");
+        env.write("skip/k.env", &format!("AWS_KEY={aws}\n"));
+        let ws = env.ws.display().to_string();
+        let hidden = env.outside.join("hidden");
+        std::fs::create_dir(&hidden).expect("mkdir");
+        std::fs::write(hidden.join("config.env"), format!("AWS_KEY={aws}\n")).expect("write");
+        std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let hidden_s = hidden.display().to_string();
+        let calls = serde_json::json!([
+            ["scan", {"path": ws}],
+            ["scan", {"path": ws, "min_confidence": "high"}],
+            ["scan", {"path": ws, "globs": ["skip/"]}],
+            ["scan", {"path": ws, "format": "sarif"}],
+            ["scan", {"path": hidden_s}],
+        ]);
+        // What the CLI prints for the same scans (sarif: `--format sarif` without --json).
+        let cli = |extra: &[&str]| -> serde_json::Value {
+            let o = env
+                .cmd()
+                .args(["--json", "scan", &ws])
+                .args(extra)
+                .output()
+                .expect("scan");
+            assert_eq!(o.status.code(), Some(1), "findings exit 1: {}", text(&o));
+            json_of(&o)
+        };
+        let all = cli(&[]);
+        let high = cli(&["--min-confidence", "high"]);
+        let kept = cli(&["--exclude", "skip/"]);
+        let o = env
+            .cmd()
+            .args(["scan", "--format", "sarif", &ws])
+            .output()
+            .expect("sarif");
+        let sarif: serde_json::Value = serde_json::from_slice(&o.stdout).expect("sarif json");
+        let n = |v: &serde_json::Value| v["findings"].as_array().map_or(0, Vec::len);
+        assert_eq!(n(&all), 3, "{all}");
+        assert_eq!(n(&high), 2, "{high}");
+        assert_eq!(n(&kept), 2, "{kept}");
+        // Findings, as the CLI and an MCP result show them (the durations differ).
+        let findings = |v: &serde_json::Value| {
+            (
+                v["findings"].clone(),
+                v["files_scanned"].clone(),
+                v["bytes_scanned"].clone(),
+            )
+        };
+        let check = |what: &str, mcp: &serde_json::Value| {
+            for (i, want) in [&all, &high, &kept].into_iter().enumerate() {
+                assert_eq!(mcp[i]["is_error"], false, "{what} {i}: {}", mcp[i]);
+                assert_eq!(
+                    findings(&mcp[i]["structured"]),
+                    findings(want),
+                    "{what}: call {i}: {}",
+                    mcp[i]
+                );
+                // The text agents read is the same report.
+                let t: serde_json::Value =
+                    serde_json::from_str(mcp[i]["text"].as_str().expect("text")).expect("json");
+                assert_eq!(findings(&t), findings(want), "{what}: text of call {i}");
+            }
+            let s = &mcp[3]["structured"];
+            assert_eq!(s["version"], sarif["version"], "{what}: {s}");
+            assert_eq!(
+                s["runs"][0]["results"], sarif["runs"][0]["results"],
+                "{what}: sarif results"
+            );
+            // Never the secret itself, in any result.
+            for r in mcp.as_array().expect("calls") {
+                assert!(!r.to_string().contains(&aws), "{what}: {r}");
+                assert!(!r.to_string().contains(&pw), "{what}: {r}");
+            }
+        };
+        let Some(own) = mcp_client(
+            &env,
+            "".as_ref(),
+            "mcp_report.py",
+            &[&calls.to_string()],
+            None,
+        ) else {
+            return;
+        };
+        check("own broker", &own);
+        // As root, the hidden directory is scanned.
+        assert_eq!(n(&own[4]["structured"]), 1, "{}", own[4]);
+
+        let d = Daemon::start(&env, "standard", &[]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        let sock = d.socket.as_os_str();
+        let Some(via) = mcp_client(&env, sock, "mcp_report.py", &[&calls.to_string()], None) else {
+            return;
+        };
+        check("through the daemon", &via);
+        assert_eq!(n(&via[4]["structured"]), 1, "{}", via[4]);
+        // A uid-65534 MCP server in front of the root daemon: its own rights decide.
+        env.give_to_nobody();
+        std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::os::unix::fs::chown(&hidden, Some(0), Some(0)).expect("chown hidden");
+        let gateway = nobody_wrapper(&env);
+        let Some(nb) = mcp_client_of(
+            &env,
+            &gateway,
+            sock,
+            "mcp_report.py",
+            &[&calls.to_string()],
+            None,
+        ) else {
+            return;
+        };
+        check("as uid 65534 through the daemon", &nb);
+        assert_eq!(nb[4]["is_error"], false, "{}", nb[4]);
+        assert_eq!(n(&nb[4]["structured"]), 0, "{}", nb[4]);
+    }
+);
