@@ -215,8 +215,12 @@ fn has_id_like_name(text: &[u8], s: usize) -> bool {
 }
 
 /// The body of a vendor-format match that is a placeholder: a run of 8 `x`, `X`, `0` or `*`, 12
-/// letters or digits in alphabet order, or `abcd1234` repeated.
+/// letters or digits in alphabet order, `abcd1234` repeated, or `EXAMPLE` (AWS documents
+/// `AKIAIOSFODNN7EXAMPLE`; vendors' docs spell their examples so).
 pub fn is_placeholder_token(v: &[u8]) -> bool {
+    if has_example(v) {
+        return true;
+    }
     // A run of 8 `x`, `X`, `0` or `*` (runs of `A` are real: Twitter bearer tokens, PEM).
     let mut run = 1;
     for w in v.windows(2) {
@@ -246,6 +250,12 @@ pub fn is_placeholder_token(v: &[u8]) -> bool {
     memchr::memmem::find(&l, b"abcd1234abcd1234").is_some()
 }
 
+/// `example` in any case: a random token spells it by chance about once in 3*10^10 positions
+/// (each letter one chance in 32 in base64, either case).
+fn has_example(v: &[u8]) -> bool {
+    v.windows(7).any(|w| w.eq_ignore_ascii_case(b"example"))
+}
+
 /// Values that stand for a secret rather than being one: variables and templates (`$X`,
 /// `${X}`, `{{ x }}`, `<x>`, `%(x)s`, `#{x}`), masks (`****`, `xxxx`), empty-ish words, type
 /// names (`String`), and our own redaction marks.
@@ -269,6 +279,9 @@ pub fn is_placeholder(v: &[u8]) -> bool {
         return true;
     }
     let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
+    if has_example(v) {
+        return true;
+    }
     if has(b"${") || has(b"{{") || has(b"xxxx") || has(b"****") || has(b"...") || has(b"%s") {
         return true;
     }
