@@ -97,6 +97,12 @@ fn lines(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
 
 fn consider(text: &[u8], s: usize, e: usize, out: &mut Vec<(usize, Finding)>) {
     let v = &text[s..e];
+    // `=` is base64's padding, only at the end: inside, the string is an assignment
+    // (`-DCMAKE_INSTALL_PREFIX=/usr/local`, `rerun-if-env-changed=ZSTD_SYS_USE_PKG_CONFIG`).
+    let body = v.len() - v.iter().rev().take_while(|&&b| b == b'=').count();
+    if v[..body].contains(&b'=') {
+        return;
+    }
     let hex = v.iter().all(u8::is_ascii_hexdigit);
     let (rule, limit, prio) = if hex {
         ("high-entropy-hex", HEX_LIMIT, RULES.len() + 1)

@@ -24,7 +24,46 @@ pub fn keyword_value_is_not_a_secret(text: &[u8], start: usize, s: usize, e: usi
     if names_an_object(&key) || is_generated_object_name(v) {
         return true;
     }
-    is_metavariable(v) || is_uuid(v) || is_demo_value(v)
+    is_metavariable(v) || is_uuid(v) || is_demo_value(v) || names_itself(v)
+}
+
+/// A value of lowercase words joined by `-` or `_` that says what it stands for or that it
+/// is a test (`super-secret`, `test-m2m-secret`, `new-token`, `access-1`, `wrong_password`):
+/// test fixtures and documentation, not a secret (a generated one is not made of words).
+fn names_itself(v: &[u8]) -> bool {
+    const WORDS: &[&[u8]] = &[
+        b"secret",
+        b"secrets",
+        b"token",
+        b"password",
+        b"passwd",
+        b"pass",
+        b"key",
+        b"apikey",
+        b"access",
+        b"refresh",
+        b"credential",
+        b"credentials",
+        b"test",
+        b"dummy",
+        b"fake",
+        b"mock",
+        b"sample",
+        b"demo",
+        b"wrong",
+        b"invalid",
+        b"bad",
+        b"placeholder",
+    ];
+    let parts: Vec<&[u8]> = v.split(|&b| b == b'-' || b == b'_').collect();
+    parts.len() >= 2
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.len() <= 12
+                && p.iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+        && parts.iter().any(|p| WORDS.contains(p))
 }
 
 /// The match begins right after `NAME=` (an environment or shell assignment whose name has no
@@ -238,6 +277,10 @@ mod tests {
         assert!(is_demo_value(b"changeme123"));
         assert!(is_demo_value(b"Password1!"));
         assert!(!is_demo_value(b"Tr0ub4dor-x9Q2"));
+        assert!(names_itself(b"test-m2m-secret"));
+        assert!(names_itself(b"access-1"));
+        assert!(!names_itself(b"correct-horse-battery-staple"));
+        assert!(!names_itself(b"secret"));
         assert!(keyword_inside_a_value(b"NEXTEST_TEST_NAME=secrets::x", 18));
         assert!(!keyword_inside_a_value(b"--set=auth.password=x", 6));
     }

@@ -768,6 +768,14 @@ fn object_names_metavariables_uuids_and_demo_words_are_not_keyword_secrets() {
         ("    password = \"changeme\"\n", kind_of("README.md")),
         ("secret: changeme123\n", kind_of("README.md")),
         ("password: Password1!\n", TextKind::Config),
+        (
+            "let c = Creds { client_secret: \"test-m2m-secret\".to_string() };\n",
+            TextKind::Code,
+        ),
+        (
+            "r#\"{\"access_token\":\"new-token\",\"token_type\":\"Bearer\"}\"#\n",
+            TextKind::Code,
+        ),
     ] {
         assert_eq!(rules_found(text, kind), Vec::<&str>::new(), "{text}");
     }
@@ -801,4 +809,32 @@ fn example_keys_are_not_findings() {
             "{text}"
         );
     }
+}
+
+/// `=` inside a string is an assignment, not base64 (whose `=` is trailing padding): not an
+/// entropy finding; a base64 string with its padding still is.
+#[test]
+fn strings_with_an_inner_equals_sign_are_not_entropy_findings() {
+    for (text, name) in [
+        (
+            "cmake .. \"-DCMAKE_INSTALL_PREFIX=/usr/local\"\n",
+            "README.md",
+        ),
+        (
+            "cargo_print(&\"rerun-if-env-changed=ZSTD_SYS_USE_PKG_CONFIG\");\n",
+            "build.rs",
+        ),
+    ] {
+        assert_eq!(
+            rules_found(text, kind_of(name)),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let padded = format!("blob = \"{}==\"\n", random_of(B64, 42, 11));
+    assert_eq!(
+        rules_found(&padded, kind_of("app.py")),
+        ["high-entropy-base64"]
+    );
 }

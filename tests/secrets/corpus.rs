@@ -1283,6 +1283,14 @@ pub const NEGATIVES: &[(&str, &str)] = &[
         "uuid-kw.env",
         "API_PASSWORD={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
     ),
+    (
+        "oauth_test.rs",
+        "let c = Creds { client_secret: \"test-m2m-secret\".into() };\nlet b = r#\"{\"access_token\":\"new-token\",\"expires_in\":3600}\"#;\n",
+    ),
+    (
+        "build-doc.md",
+        "cmake -S c -B c/build \"-DCMAKE_INSTALL_PREFIX=/usr/local\"\n",
+    ),
 ];
 
 fn scan_json(env: &Env, dir: &std::path::Path) -> serde_json::Value {
