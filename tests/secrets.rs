@@ -698,3 +698,36 @@ fn policy_redact_min_confidence_redacts_only_at_or_above_the_level() {
     assert!(!o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("redact_min_confidence"), "{}", text(&o));
 }
+
+// `env` in a test run (nextest's `NEXTEST_TEST_NAME=secrets::...`, `NEXTEST_RUN_ID=<uuid>`,
+// cargo's variables) holds no secret: not in `gateway scan` of it as a log or an extensionless
+// file, not in exec output.
+sandbox_test!(
+    fn the_test_runners_environment_has_no_findings() {
+        let env = Env::new("runner-env");
+        let mut vars = String::from(
+            "NEXTEST_RUN_ID=0b4c7e49-1f7a-4cde-9b2a-6f0d2c9e8a11\n\
+             NEXTEST_TEST_NAME=secrets::the_test_runners_environment_has_no_findings\n\
+             NEXTEST_BINARY_ID=gateway::main\n",
+        );
+        for (k, v) in std::env::vars() {
+            if ["NEXTEST", "CARGO", "RUST"]
+                .iter()
+                .any(|p| k.starts_with(p))
+            {
+                vars.push_str(&format!("{k}={v}\n"));
+            }
+        }
+        env.write("env.log", &vars);
+        env.write("environment", &vars);
+        let o = env
+            .cmd()
+            .args(["scan", "--format", "json", "env.log", "environment"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = env.exec("standard", &["cat", "env.log"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o), vars, "exec output changed");
+    }
+);

@@ -97,6 +97,12 @@ fn lines(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
 
 fn consider(text: &[u8], s: usize, e: usize, out: &mut Vec<(usize, Finding)>) {
     let v = &text[s..e];
+    // `=` is base64's padding, only at the end: inside, the string is an assignment
+    // (`-DCMAKE_INSTALL_PREFIX=/usr/local`, `rerun-if-env-changed=ZSTD_SYS_USE_PKG_CONFIG`).
+    let body = v.len() - v.iter().rev().take_while(|&&b| b == b'=').count();
+    if v[..body].contains(&b'=') {
+        return;
+    }
     let hex = v.iter().all(u8::is_ascii_hexdigit);
     let (rule, limit, prio) = if hex {
         ("high-entropy-hex", HEX_LIMIT, RULES.len() + 1)
@@ -215,8 +221,12 @@ fn has_id_like_name(text: &[u8], s: usize) -> bool {
 }
 
 /// The body of a vendor-format match that is a placeholder: a run of 8 `x`, `X`, `0` or `*`, 12
-/// letters or digits in alphabet order, or `abcd1234` repeated.
+/// letters or digits in alphabet order, `abcd1234` repeated, or `EXAMPLE` (AWS documents
+/// `AKIAIOSFODNN7EXAMPLE`; vendors' docs spell their examples so).
 pub fn is_placeholder_token(v: &[u8]) -> bool {
+    if has_example(v) {
+        return true;
+    }
     // A run of 8 `x`, `X`, `0` or `*` (runs of `A` are real: Twitter bearer tokens, PEM).
     let mut run = 1;
     for w in v.windows(2) {
@@ -246,6 +256,12 @@ pub fn is_placeholder_token(v: &[u8]) -> bool {
     memchr::memmem::find(&l, b"abcd1234abcd1234").is_some()
 }
 
+/// `example` in any case: a random token spells it by chance about once in 3*10^10 positions
+/// (each letter one chance in 32 in base64, either case).
+fn has_example(v: &[u8]) -> bool {
+    v.windows(7).any(|w| w.eq_ignore_ascii_case(b"example"))
+}
+
 /// Values that stand for a secret rather than being one: variables and templates (`$X`,
 /// `${X}`, `{{ x }}`, `<x>`, `%(x)s`, `#{x}`), masks (`****`, `xxxx`), empty-ish words, type
 /// names (`String`), and our own redaction marks.
@@ -269,6 +285,9 @@ pub fn is_placeholder(v: &[u8]) -> bool {
         return true;
     }
     let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
+    if has_example(v) {
+        return true;
+    }
     if has(b"${") || has(b"{{") || has(b"xxxx") || has(b"****") || has(b"...") || has(b"%s") {
         return true;
     }

@@ -14,6 +14,7 @@
 
 mod confidence;
 mod entropy;
+mod precision;
 pub(crate) mod prefilter;
 mod redact;
 pub mod rules;
@@ -34,6 +35,12 @@ pub enum TextKind {
     /// Configuration and environment files (.env, YAML, INI, properties, TOML): unquoted values
     /// count, and `NAME=value` lines are checked for entropy.
     Config,
+    /// Shell scripts and profiles, prose, logs and Makefiles: unquoted keyword values count
+    /// (`export DB_PASSWORD=...`, `Password: ...`), as in configuration, but bare `NAME = value`
+    /// lines are not checked for entropy (in these files they are test vectors, checksums and
+    /// commit ids: `Key = <hex>` in a crypto crate's `*_tests.txt`) and an indented line after
+    /// `Password:` is prose, not an INI continuation value.
+    Prose,
     /// Dependency lock files: only specific-pattern rules (hashes are not secrets).
     Lock,
     /// Command lines, environment values, program output: like configuration, without entropy.
@@ -77,9 +84,10 @@ impl TextKind {
         {
             return TextKind::Config;
         }
-        // Shell profiles and scripts, prose, logs, Makefiles and files without an extension:
-        // `export DB_PASSWORD=...`, `password = ...`, `Password: ...` are values there, as in
-        // configuration (detect-secrets reads them so too).
+        // Shell profiles and scripts, prose, logs, Makefiles: `export DB_PASSWORD=...`,
+        // `password = ...`, `Password: ...` are values there, as in configuration (detect-secrets
+        // reads them so too). Files without an extension (`credentials`, a kube `config`) are
+        // configuration.
         const SHELL_PROSE: &[&str] = &[
             ".bashrc",
             ".bash_profile",
@@ -89,14 +97,28 @@ impl TextKind {
             ".envrc",
             "makefile",
             "gnumakefile",
+            "readme",
+            "license",
+            "licence",
+            "copying",
+            "notice",
+            "authors",
+            "contributors",
+            "changelog",
+            "changes",
+            "history",
+            "news",
         ];
-        if SHELL_PROSE.contains(&name.as_str()) || !name.contains('.') {
+        if SHELL_PROSE.contains(&name.as_str()) {
+            return TextKind::Prose;
+        }
+        if !name.contains('.') {
             return TextKind::Config;
         }
         let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
         match ext {
             "sh" | "bash" | "zsh" | "ksh" | "txt" | "md" | "markdown" | "log" | "mk" | "rst" => {
-                TextKind::Config
+                TextKind::Prose
             }
             "yaml" | "yml" | "ini" | "cfg" | "conf" | "properties" | "toml" | "env" | "config"
             | "tfvars" | "hcl" => TextKind::Config,
@@ -154,6 +176,7 @@ pub fn fuzz_scan(data: &[u8]) {
         TextKind::Config,
         TextKind::Lock,
         TextKind::Stream,
+        TextKind::Prose,
     ] {
         let f = scanner().scan(data, kind, kind != TextKind::Stream);
         for w in f.windows(2) {

@@ -2,6 +2,7 @@
 
 use super::TextKind;
 use super::entropy;
+use super::precision;
 use super::prefilter::Prefilter;
 use super::rules::{RULES, Rule};
 use regex::bytes::{Regex, RegexBuilder};
@@ -178,7 +179,15 @@ impl Scanner {
                     continue;
                 }
                 let secret = &text[s..e];
-                if !accept(rule, text, s, e, secret, kind, caps.name("s3").is_some()) {
+                let at = caps.get(0).map_or(s, |m| ws + m.start());
+                if !accept(
+                    rule,
+                    text,
+                    (at, s, e),
+                    secret,
+                    kind,
+                    caps.name("s3").is_some(),
+                ) {
                     continue;
                 }
                 out.push((
@@ -236,7 +245,8 @@ fn continuation_values(
                 }
                 let s = p + ind;
                 let end = s + v.len();
-                if v.len() <= MAX_TOKEN && accept(rule, text, s, end, v, kind, true) {
+                if v.len() <= MAX_TOKEN && accept(rule, text, (ls + indent, s, end), v, kind, true)
+                {
                     out.push((
                         ri,
                         Finding {
@@ -254,12 +264,11 @@ fn continuation_values(
     }
 }
 
-/// Rule-level checks of a candidate secret.
+/// Rule-level checks of a candidate secret at `s..e`, in a match that begins at `at`.
 fn accept(
     rule: &Rule,
     text: &[u8],
-    s: usize,
-    e: usize,
+    (at, s, e): (usize, usize, usize),
     secret: &[u8],
     kind: TextKind,
     unquoted: bool,
@@ -313,7 +322,11 @@ fn accept(
         {
             return false;
         }
-        let _ = s;
+        // Where the value sits: a keyword inside a value or before `::`, a key naming an
+        // object, a metavariable, a UUID, a demo word (see `precision`).
+        if precision::keyword_value_is_not_a_secret(text, at, s, e) {
+            return false;
+        }
     }
     if rule.id == "basic-auth-url" || rule.id == "database-url" {
         return !entropy::is_placeholder(secret);

@@ -1,5 +1,10 @@
 use super::*;
 
+/// The kind of a file of that name.
+fn kind_of(name: &str) -> TextKind {
+    TextKind::of_path(std::path::Path::new(name))
+}
+
 fn rules_found(text: &str, kind: TextKind) -> Vec<&'static str> {
     scanner()
         .scan(text.as_bytes(), kind, true)
@@ -157,16 +162,20 @@ fn redactor_handles_any_split() {
 
 #[test]
 fn redactor_large_stream_keeps_everything_else() {
+    let aws = format!(
+        "AKIA{}",
+        random_of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 3)
+    );
     let mut input = Vec::new();
     for i in 0..20_000 {
         input.extend_from_slice(format!("row {i} nothing to see here\n").as_bytes());
         if i % 997 == 0 {
-            input.extend_from_slice(b"key AKIAIOSFODNN7EXAMPLE\n");
+            input.extend_from_slice(format!("key {aws}\n").as_bytes());
         }
     }
     let out = redact_chunks(&input, 65536, false);
     let s = String::from_utf8_lossy(&out);
-    assert!(!s.contains("AKIAIOSFODNN7EXAMPLE"));
+    assert!(!s.contains(&aws));
     assert_eq!(s.matches("[REDACTED:aws-access-key-id]").count(), 21);
     assert_eq!(s.matches("nothing to see here").count(), 20_000);
 }
@@ -569,12 +578,19 @@ fn recall_shapes_in_streams_and_their_references() {
         "README.md",
         "app.log",
         "Makefile",
+        "credentials",
     ] {
-        assert_eq!(
-            TextKind::of_path(std::path::Path::new(name)),
-            TextKind::Config,
-            "{name}"
-        );
+        let kind = TextKind::of_path(std::path::Path::new(name));
+        for line in [
+            format!("export DB_PASSWORD={pw}\n"),
+            format!("Password: {pw}\n"),
+        ] {
+            assert_eq!(
+                rules_found(&line, kind),
+                ["keyword-secret"],
+                "{name}: {line}"
+            );
+        }
     }
 }
 
@@ -644,5 +660,181 @@ fn keyword_values_of_punctuation_or_a_url_are_not_findings() {
     assert_eq!(
         rules_found("password = \"q8#Lz!v2Rk@9wPm\"\n", TextKind::Config),
         vec!["keyword-secret"]
+    );
+}
+
+/// A file's kind decides what counts: in prose, logs, shell scripts and Makefiles, bare
+/// `NAME = value` lines are not entropy findings (crypto crates' test vectors, checksums in
+/// install scripts) and an indented line after `Password:` is prose; keyword values still are.
+#[test]
+fn name_value_lines_in_prose_and_scripts_are_not_entropy_findings() {
+    const HEX: &[u8] = b"0123456789abcdef";
+    let h = |n, seed| random_of(HEX, n, seed);
+    let kind = |name: &str| TextKind::of_path(std::path::Path::new(name));
+    let vectors = format!(
+        "# Test vectors\nCurve = P-256\nX = {}\nDigest = {}\nKey = {}\nMAC = {}\n",
+        h(64, 1),
+        h(40, 2),
+        h(64, 3),
+        h(32, 4)
+    );
+    for name in [
+        "ecdsa_verify_tests.txt",
+        "vectors.md",
+        "run.log",
+        "CHANGELOG",
+    ] {
+        assert_eq!(
+            rules_found(&vectors, kind(name)),
+            Vec::<&str>::new(),
+            "{name}"
+        );
+    }
+    let script = format!("accept_android_license={}\n", h(40, 5));
+    assert_eq!(
+        rules_found(&script, kind("install-build-tools.sh")),
+        Vec::<&str>::new()
+    );
+    let doc = "Password:\n    The password you chose at signup, 12 chars or more.\n";
+    assert_eq!(rules_found(doc, kind("README.md")), Vec::<&str>::new());
+    // The same lines in configuration still are findings.
+    assert!(!rules_found(&script, kind("build.env")).is_empty());
+    assert_eq!(
+        rules_found("Password:\n    q8Lz2v9wPmRk\n", kind("app.ini")),
+        ["keyword-secret"]
+    );
+}
+
+/// The keyword rule on a keyword that is not a key: inside an environment value
+/// (`NEXTEST_TEST_NAME=secrets::...`, as `env` prints in a test run) or before a path's `::`.
+#[test]
+fn keywords_inside_values_and_before_a_path_separator_are_not_findings() {
+    let uuid = "0b4c7e49-1f7a-4cde-9b2a-6f0d2c9e8a11";
+    let env = format!(
+        "NEXTEST_RUN_ID={uuid}\nNEXTEST_TEST_NAME=secrets::tests::corpus_recall_and_precision\n\
+         NEXTEST_BINARY_ID=gateway::secrets\nFILTER=password:weak-9\n"
+    );
+    let log = "test secrets::tests::keyword_values ... ok\n\
+               see secrets::Scanner and password::hash_v2 in the changelog\n";
+    for kind in [TextKind::Stream, TextKind::Config, kind_of("README.md")] {
+        for text in [env.as_str(), log] {
+            assert_eq!(
+                rules_found(text, kind),
+                Vec::<&str>::new(),
+                "{kind:?} {text}"
+            );
+        }
+    }
+    // A key right after `--set=` or `?` is still a key.
+    for text in [
+        "helm install x --set=auth.password=q8Lz2v9wPmRk\n",
+        "GET /login?password=q8Lz2v9wPmRk HTTP/1.1\n",
+        "export SECRET_TOKEN=q8Lz2v9wPmRk\n",
+    ] {
+        assert_eq!(
+            rules_found(text, TextKind::Stream),
+            ["keyword-secret"],
+            "{text}"
+        );
+    }
+}
+
+/// Keys that name a secret's object, generated object names, metavariables, UUIDs and demo
+/// words are not keyword secrets; random values beside them are.
+#[test]
+fn object_names_metavariables_uuids_and_demo_words_are_not_keyword_secrets() {
+    for (text, kind) in [
+        (
+            "{\"secret.name\": \"istio-cni-token-pjpbw\"}\n",
+            TextKind::Code,
+        ),
+        ("secretName: my-app-tls-x7k2p\n", TextKind::Config),
+        ("{\"secretRef\": \"web-7d4b9c8f6-x2k9q\"}\n", TextKind::Code),
+        (
+            "secret_arn = arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf\n",
+            TextKind::Config,
+        ),
+        ("api_key_header = X-Api-Key-2\n", TextKind::Config),
+        ("secret: default-token-4xq7z\n", TextKind::Config),
+        (
+            "Usage: tool --api-key=API_KEY --password=DB_PASSWORD\n",
+            kind_of("README.md"),
+        ),
+        ("API_KEY_ENV = \"OPENAI_API_KEY\"\n", TextKind::Code),
+        (
+            "password = 3f2a9c1e-7b4d-4e8a-9f61-2c5d8e0b7a94\n",
+            TextKind::Config,
+        ),
+        ("    password = \"changeme\"\n", kind_of("README.md")),
+        ("secret: changeme123\n", kind_of("README.md")),
+        ("password: Password1!\n", TextKind::Config),
+        (
+            "let c = Creds { client_secret: \"test-m2m-secret\".to_string() };\n",
+            TextKind::Code,
+        ),
+        (
+            "r#\"{\"access_token\":\"new-token\",\"token_type\":\"Bearer\"}\"#\n",
+            TextKind::Code,
+        ),
+    ] {
+        assert_eq!(rules_found(text, kind), Vec::<&str>::new(), "{text}");
+    }
+    for (text, kind) in [
+        ("{\"secret\": \"q8Lz2v9wPmRkT4\"}\n", TextKind::Code),
+        ("secretKey: Zx81-plokQ2-mW\n", TextKind::Config),
+        (
+            "password = \"correct-horse-battery-staple\"\n",
+            TextKind::Code,
+        ),
+        ("password: Tr0ub4dor-x9Q2\n", kind_of("README.md")),
+    ] {
+        assert_eq!(rules_found(text, kind), ["keyword-secret"], "{text}");
+    }
+}
+
+/// `EXAMPLE` after a vendor prefix is the vendor's documented example (AWS's
+/// `AKIAIOSFODNN7EXAMPLE`), as are `example` values of the keyword and URL rules.
+#[test]
+fn example_keys_are_not_findings() {
+    for text in [
+        "key AKIAIOSFODNN7EXAMPLE\n",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+        "curl -H 'Authorization: Bearer EXAMPLEKEY1234567890EXAMPLE' https://x/\n",
+        "postgres://user:Example-Pass-9@db/app\n",
+        "export DB_PASSWORD=myExamplePassw0rd\n",
+    ] {
+        assert_eq!(
+            rules_found(text, TextKind::Stream),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+}
+
+/// `=` inside a string is an assignment, not base64 (whose `=` is trailing padding): not an
+/// entropy finding; a base64 string with its padding still is.
+#[test]
+fn strings_with_an_inner_equals_sign_are_not_entropy_findings() {
+    for (text, name) in [
+        (
+            "cmake .. \"-DCMAKE_INSTALL_PREFIX=/usr/local\"\n",
+            "README.md",
+        ),
+        (
+            "cargo_print(&\"rerun-if-env-changed=ZSTD_SYS_USE_PKG_CONFIG\");\n",
+            "build.rs",
+        ),
+    ] {
+        assert_eq!(
+            rules_found(text, kind_of(name)),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let padded = format!("blob = \"{}==\"\n", random_of(B64, 42, 11));
+    assert_eq!(
+        rules_found(&padded, kind_of("app.py")),
+        ["high-entropy-base64"]
     );
 }

@@ -1232,6 +1232,65 @@ pub const NEGATIVES: &[(&str, &str)] = &[
         "Makefile",
         "PASSWORD_FILE = secrets/db.txt\ntest:\n\tcargo test\n",
     ),
+    // Issue 16, precision: what `gateway scan ~/.cargo/registry/src` found once prose, logs
+    // and scripts were read as configuration, and the README shapes beside them.
+    (
+        "ecdsa_verify_tests.txt",
+        "# NIST vectors\nCurve = P-256\nX = {h:64}\nDigest = {h:40}\nR = {h:64}\n",
+    ),
+    (
+        "poly1305_test.txt",
+        "Key = {h:64}\nInput = {h:96}\nMAC = {h:32}\n",
+    ),
+    ("install-tools.sh", "accept_android_license={h:40}\n"),
+    (
+        "prose6.md",
+        "Remember: the password: is the one you chose at signup.\n",
+    ),
+    (
+        "table.md",
+        "| Option | Type | Description |\n|---|---|---|\n| password | string | The user's password |\n| `api_key` | `String` | Your API key |\n",
+    ),
+    (
+        "usage.txt",
+        "Usage: tool --token=<TOKEN> --api-key=API_KEY --password=DB_PASSWORD\n",
+    ),
+    (
+        "config-doc.md",
+        "Example config:\n\n    password = \"changeme\"\n    secret: changeme123\n",
+    ),
+    (
+        "fields.md",
+        "Password:\n    The password you chose at signup, 12 chars or more.\n",
+    ),
+    (
+        "nextest.log",
+        "test secrets::tests::keyword_values ... ok\nsee secrets::Scanner and password::hash_v2\n",
+    ),
+    (
+        "environment",
+        "NEXTEST_RUN_ID={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\nNEXTEST_TEST_NAME=secrets::corpus_recall_and_precision\n",
+    ),
+    (
+        "k8s.json",
+        "{\"secret.name\": \"istio-cni-token-pjpbw\", \"secretName\": \"web-7d4b9c8f6-x2k9q\"}\n",
+    ),
+    (
+        "aws-doc.md",
+        "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nAWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+    ),
+    (
+        "uuid-kw.env",
+        "API_PASSWORD={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "oauth_test.rs",
+        "let c = Creds { client_secret: \"test-m2m-secret\".into() };\nlet b = r#\"{\"access_token\":\"new-token\",\"expires_in\":3600}\"#;\n",
+    ),
+    (
+        "build-doc.md",
+        "cmake -S c -B c/build \"-DCMAKE_INSTALL_PREFIX=/usr/local\"\n",
+    ),
 ];
 
 fn scan_json(env: &Env, dir: &std::path::Path) -> serde_json::Value {
