@@ -731,3 +731,148 @@ sandbox_test!(
         assert_eq!(stdout(&o), vars, "exec output changed");
     }
 );
+/// docs/secrets-coverage.md maps every rule of gitleaks' default configuration and every
+/// detect-secrets plugin to our detectors: each id it names exists, each detector of ours is
+/// named, and the coverage figures it and README state are the table's.
+#[test]
+fn secrets_coverage_table_matches_the_rules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/secrets-coverage.md")).expect("coverage doc");
+    let mut ours: Vec<&str> = gateway::secrets::rules::RULES
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    ours.extend(["high-entropy-base64", "high-entropy-hex"]);
+    let mut section = "";
+    let (mut gitleaks, mut covered) = (Vec::new(), 0usize);
+    let mut named = std::collections::BTreeSet::new();
+    for line in doc.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            section = h;
+            continue;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 || cells[1].is_empty() || cells[1].starts_with("---") {
+            continue;
+        }
+        if matches!(cells[1], "gitleaks rule" | "plugin" | "our rule") {
+            continue;
+        }
+        let cell = if section == "Ours beyond both" {
+            cells[1]
+        } else {
+            cells[2]
+        };
+        let ids: Vec<&str> = cell
+            .split(',')
+            .filter_map(|c| c.split_whitespace().next())
+            .filter(|c| *c != "—")
+            .collect();
+        for id in &ids {
+            assert!(ours.contains(id), "{section}: {line}: no rule {id}");
+            named.insert(id.to_string());
+        }
+        if section == "gitleaks" {
+            gitleaks.push(cells[1].to_string());
+            if ids.is_empty() {
+                assert!(
+                    cells[3].starts_with("not covered"),
+                    "an uncovered rule says why: {line}"
+                );
+            } else {
+                covered += 1;
+            }
+        }
+    }
+    let total = gitleaks.len();
+    gitleaks.sort();
+    gitleaks.dedup();
+    assert_eq!(gitleaks.len(), total, "a gitleaks rule listed twice");
+    assert!(total >= 200, "the gitleaks table has {total} rows");
+    for id in &ours {
+        assert!(
+            named.contains(*id),
+            "detector {id} is not in the coverage doc"
+        );
+    }
+    let figure = format!("{covered} of {total}");
+    assert!(
+        doc.contains(&format!("**gitleaks rules covered: {figure}.**")),
+        "the doc's figure is not {figure}"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    assert!(
+        readme.contains(&format!("{figure} rules of gitleaks")),
+        "README does not say {figure} rules of gitleaks"
+    );
+}
+
+/// The vendor-name rules find their value in every context gitleaks' own generator embeds its
+/// samples in (`cmd/generate/config/utils/generate.go`): INI, JSON (also a `KEY=value\n`
+/// inside a JSON string), a multi-line XML element, YAML, C#, Go (also backticks), Java,
+/// Kotlin, PHP `.=`, Python, a call's arguments, Logstash `=>`, Makefile `=`/`:=`/`::=`/`:::=`.
+#[test]
+fn secrets_vendor_name_rules_find_values_in_gitleaks_contexts() {
+    use gateway::secrets::{TextKind, rules::RULES, scanner};
+    let contexts = [
+        "{i}Token=\"{s}\"",
+        "{i}Token = \"{s}\"",
+        "{i}Token={s}",
+        "{i}Token = {s}",
+        "{\n    \"{i}_token\": \"{s}\"\n}",
+        "{\"config.ini\": \"{I}_TOKEN={s}\\nBACKUP_ENABLED=true\"}",
+        "<{i}Token>\n    {s}\n</{i}Token>",
+        "{i}_token: {s}",
+        "{i}_token: '{s}'",
+        "{i}_token: \"{s}\"",
+        "string {i}Token = \"{s}\";",
+        "var {i}Token string = \"{s}\"",
+        "{i}Token := \"{s}\"",
+        "{i}Token := `{s}`",
+        "String {i}Token = \"{s}\";",
+        "var {i}Token = \"{s}\"",
+        "${i}Token .= \"{s}\"",
+        "{i}Token = '{s}'",
+        "System.setProperty(\"{I}_TOKEN\", \"{s}\")",
+        "  \"{i}Token\" => \"{s}\"",
+        "{I}_TOKEN = \"{s}\"",
+        "{I}_TOKEN := \"{s}\"",
+        "{I}_TOKEN ::= \"{s}\"",
+        "{I}_TOKEN :::= \"{s}\"",
+    ];
+    let mut checked = 0;
+    let mut missed = Vec::new();
+    for (i, (rule, name, template)) in corpus::POSITIVES.iter().enumerate() {
+        let Some(r) = RULES.iter().find(|r| r.id == *rule) else {
+            continue;
+        };
+        // The `.env` positive of each vendor-name rule: `VENDOR_SECRET_KEY=<value>`.
+        if !r.named || !name.ends_with(".env") {
+            continue;
+        }
+        let line = corpus::expand(template, i as u64 + 7);
+        let (_, value) = line.trim_end().split_once('=').expect("NAME=value");
+        let vendor = r.keywords[0].replace(['-', '.'], "_");
+        for c in contexts {
+            let text = c
+                .replace("{i}", &vendor)
+                .replace("{I}", &vendor.to_uppercase())
+                .replace("{s}", value);
+            let found = scanner().scan(text.as_bytes(), TextKind::Code, false);
+            if !found
+                .iter()
+                .any(|f| f.rule == r.id && &text[f.start..f.end] == value)
+            {
+                missed.push(format!("{}: {text:?} -> {found:?}", r.id));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 60 * contexts.len(), "only {checked} cases");
+    assert!(
+        missed.is_empty(),
+        "{} missed:\n{}",
+        missed.len(),
+        missed.join("\n")
+    );
+}

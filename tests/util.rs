@@ -280,8 +280,9 @@ pub fn sleeps(marker: &str) -> Vec<String> {
 }
 
 /// Generated secrets for tests (no literal secrets in the repository).
+/// A classic GitHub token whose CRC32 tail verifies (what GitHub issues: `high` confidence).
 pub fn gh_token(seed: u64) -> String {
-    corpus::expand("ghp_{a:36}", seed)
+    corpus::checksummed("ghp_", &corpus::expand("{a:30}", seed))
 }
 
 pub fn stderr(o: &Output) -> String {

@@ -1,5 +1,6 @@
 //! How sure a finding is: `high` for a validated vendor format (a known prefix or shape, with
-//! its structure checked where it has one: a JWT's header decodes to JSON naming its `alg`),
+//! its structure checked where it has one: a JWT's header decodes to JSON naming its `alg`;
+//! GitHub's and npm's tokens end in a CRC32 of their random part, which must verify),
 //! `medium` for what a keyword assigned (`password = ...`) or a credential in a URL, `low` for
 //! bare entropy.
 
@@ -59,11 +60,14 @@ impl Finding {
         if !self.specific {
             return Confidence::Low;
         }
-        let generic = super::rules::RULES
-            .iter()
-            .find(|r| r.id == self.rule)
-            .is_none_or(|r| r.generic);
-        if generic || MEDIUM_RULES.contains(&self.rule) {
+        let rule = super::rules::RULES.iter().find(|r| r.id == self.rule);
+        if rule.is_none_or(|r| r.generic || r.named) || MEDIUM_RULES.contains(&self.rule) {
+            return Confidence::Medium;
+        }
+        // A vendor checksum that does not verify: the shape of a token, not one issued.
+        if let Some(sum) = rule.and_then(|r| r.checksum)
+            && !text.get(self.start..self.end).is_some_and(sum)
+        {
             return Confidence::Medium;
         }
         if self.rule == "jwt" && !jwt_header_names_alg(text.get(self.start..self.end)) {
@@ -94,6 +98,75 @@ mod tests {
 
     fn b64(s: &str) -> String {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+    }
+
+    /// `prefix` + `random` (30 base62 characters) + the CRC32 of `random` in 6 base62 digits:
+    /// encoded here digit by digit, independently of the decoder under test.
+    fn checksummed(prefix: &str, random: &str) -> String {
+        const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        let mut n = crc32fast::hash(random.as_bytes());
+        let mut tail = [b'0'; 6];
+        for d in tail.iter_mut().rev() {
+            *d = DIGITS[(n % 62) as usize];
+            n /= 62;
+        }
+        format!("{prefix}{random}{}", String::from_utf8_lossy(&tail))
+    }
+
+    #[test]
+    fn github_and_npm_tokens_whose_crc32_verifies_are_high_and_others_medium() {
+        let randoms = [
+            "0123456789abcdefABCDEF01234567",
+            "Zq8xK2mP4vR7Zq8xK2mP4vR7Zq8xK2",
+            "Tm3Wc9Lq0Xb7Ys2Kd8Vf1Hn6Jr4Pg5",
+        ];
+        let rules = [
+            ("ghp_", "github-pat"),
+            ("gho_", "github-oauth-token"),
+            ("ghu_", "github-app-token"),
+            ("ghs_", "github-app-token"),
+            ("ghr_", "github-refresh-token"),
+            ("npm_", "npm-token"),
+        ];
+        for (prefix, rule) in rules {
+            for random in randoms {
+                let good = checksummed(prefix, random);
+                assert_eq!(
+                    one(&format!("t = {good}\n"), TextKind::Stream, false),
+                    (rule.to_string(), Confidence::High),
+                    "{good}"
+                );
+                // One character of the random part changed, or of the checksum: still a
+                // finding of the same rule, but medium.
+                for i in [4, 20, 33, 39] {
+                    let mut bad = good.clone().into_bytes();
+                    bad[i] = if bad[i] == b'q' { b'r' } else { b'q' };
+                    let bad = String::from_utf8(bad).expect("ascii");
+                    assert_eq!(
+                        one(&format!("t = {bad}\n"), TextKind::Stream, false),
+                        (rule.to_string(), Confidence::Medium),
+                        "{bad}"
+                    );
+                }
+            }
+        }
+        // A checksum digit string above u32 (`zzzzzz`) never verifies, and no other length does.
+        assert!(!crate::secrets::rules::base62_crc32_verifies(
+            format!("ghp_{}zzzzzz", "a".repeat(30)).as_bytes()
+        ));
+        let good = checksummed("ghp_", randoms[0]);
+        assert!(crate::secrets::rules::base62_crc32_verifies(
+            good.as_bytes()
+        ));
+        assert!(!crate::secrets::rules::base62_crc32_verifies(
+            format!("{good}0").as_bytes()
+        ));
+        // The legacy npm form (a UUID under a registry scope) has no checksum: high.
+        let t = "//registry.npmjs.org/:_authToken=6f1c2a9e-7b3d-4e8f-a1c5-9d2b7e4f3a60\n";
+        assert_eq!(
+            one(t, TextKind::Config, false),
+            ("npm-token".into(), Confidence::High)
+        );
     }
 
     fn one(text: &str, kind: TextKind, entropy: bool) -> (String, Confidence) {
@@ -138,7 +211,10 @@ mod tests {
     fn confidence_is_high_for_vendor_medium_for_keywords_low_for_entropy() {
         assert_eq!(
             one(
-                "x = ghp_0123456789abcdefABCDEF0123456789abcd\n",
+                &format!(
+                    "x = {}\n",
+                    checksummed("ghp_", "0123456789abcdefABCDEF01234567")
+                ),
                 TextKind::Stream,
                 false
             ),

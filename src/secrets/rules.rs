@@ -30,6 +30,13 @@ pub struct Rule {
     pub generic: bool,
     /// An extra check of the secret (structure that a regex cannot express).
     pub check: Option<fn(&[u8]) -> bool>,
+    /// A checksum the vendor's format carries (GitHub's and npm's CRC32 tail): a finding
+    /// whose checksum verifies is `high` confidence, one that does not is still a finding but
+    /// `medium` (a random string in the shape, not a token the vendor issued).
+    pub checksum: Option<fn(&[u8]) -> bool>,
+    /// Found only by a vendor's name assigned a value of the vendor's shape (gitleaks'
+    /// `twitter... = <45 chars>` families): `medium` confidence, as no prefix proves the vendor.
+    pub named: bool,
 }
 
 const fn rule(
@@ -48,6 +55,8 @@ const fn rule(
         min_entropy: 0.0,
         generic: false,
         check: None,
+        checksum: None,
+        named: false,
     }
 }
 
@@ -59,6 +68,24 @@ const fn exact(
 ) -> Rule {
     Rule {
         case_sensitive: true,
+        ..rule(id, description, keywords, regex)
+    }
+}
+
+/// A vendor-name rule (see [`Rule::named`]): placeholders are not values, and a value must
+/// not be a run of few characters.
+const fn named(
+    id: &'static str,
+    description: &'static str,
+    keywords: &'static [&'static str],
+    regex: &'static str,
+) -> Rule {
+    Rule {
+        named: true,
+        // `<vendorToken>` then the value on the next line (an XML element).
+        lines_after: 1,
+        min_entropy: 2.5,
+        check: Some(opaque_credential),
         ..rule(id, description, keywords, regex)
     }
 }
@@ -87,6 +114,25 @@ macro_rules! assign {
     };
 }
 
+/// A name holding `$names` (any case, inside a longer identifier: `MY_TWITTER_API_KEY`), up to
+/// 20 more name characters, an assignment (`=`, `:`, `:=`, `::=`, `=>`, `?=`, `.=`, `,`
+/// between call arguments, `>` closing an XML element), then `$value` as the secret, ended by
+/// a quote, space, `;`, `,`, a bracket or an escaped newline (gitleaks' vendor-name rules).
+macro_rules! named {
+    ($names:literal, $value:literal) => {
+        concat!(
+            r"(?i)(?:",
+            $names,
+            r")[A-Za-z0-9_. \t-]{0,20}",
+            r#"['"]?\s{0,5}(?::{1,3}=|=>|\?=|\|\||=|>|:|,)\s{0,5}['"`]?"#,
+            r"(?P<s>",
+            $value,
+            r")",
+            r#"(?:[`'"\s;,)}<\]]|\\[nrt]|$)"#
+        )
+    };
+}
+
 /// A JWT: three base64url parts whose header decodes to JSON.
 fn jwt_header_is_json(s: &[u8]) -> bool {
     use base64::Engine;
@@ -97,6 +143,58 @@ fn jwt_header_is_json(s: &[u8]) -> bool {
             h.starts_with(b"{")
                 && (h.windows(5).any(|w| w == b"\"alg\"") || h.windows(5).any(|w| w == b"\"typ\""))
         }
+        Err(_) => false,
+    }
+}
+
+/// The base62 alphabet of GitHub's and npm's tokens (digits, upper case, lower case).
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// GitHub's token format (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`; npm's `npm_` the same):
+/// a 4-byte prefix, 30 random base62 characters, then the CRC32 (IEEE) of those 30 characters
+/// in 6 base62 digits, most significant first, zero-padded. GitHub's blog post "Behind
+/// GitHub's new authentication token formats" (2021) describes it; the published example
+/// token verifies. `github_pat_` tokens carry no documented checksum and are not checked.
+pub fn base62_crc32_verifies(token: &[u8]) -> bool {
+    let Some(body) = token.get(4..) else {
+        return false;
+    };
+    if body.len() != 36 {
+        return false;
+    }
+    let (random, tail) = body.split_at(30);
+    let mut sum: u64 = 0;
+    for &c in tail {
+        let Some(d) = BASE62.iter().position(|&b| b == c) else {
+            return false;
+        };
+        sum = sum * 62 + d as u64;
+    }
+    sum == u64::from(crc32fast::hash(random))
+}
+
+/// npm's `npm_` tokens carry GitHub's checksum; the legacy UUID form (`_authToken=<uuid>`)
+/// has none to check.
+fn npm_checksum(token: &[u8]) -> bool {
+    !token.starts_with(b"npm_") || base62_crc32_verifies(token)
+}
+
+/// A JWT encoded once more in base64 (`ZXlK` is `eyJ`): the decoded head is a JWT whose
+/// header decodes to JSON.
+fn is_base64_jwt(s: &[u8]) -> bool {
+    use base64::Engine;
+    let s: Vec<u8> = s
+        .iter()
+        .map(|&b| match b {
+            b'-' => b'+',
+            b'_' => b'/',
+            b => b,
+        })
+        .filter(|&b| b != b'=')
+        .collect();
+    let head = &s[..s.len().min(120) / 4 * 4];
+    match base64::engine::general_purpose::STANDARD_NO_PAD.decode(head) {
+        Ok(h) => h.contains(&b'.') && jwt_header_is_json(&h),
         Err(_) => false,
     }
 }
@@ -276,36 +374,48 @@ pub static RULES: &[Rule] = &[
         ),
     ),
     // --- Source hosting and CI ---
-    exact(
-        "github-pat",
-        "GitHub personal access token (classic)",
-        &["ghp_"],
-        concat!(r"(?P<s>ghp_[A-Za-z0-9]{36})", end!()),
-    ),
+    Rule {
+        checksum: Some(base62_crc32_verifies),
+        ..exact(
+            "github-pat",
+            "GitHub personal access token (classic)",
+            &["ghp_"],
+            concat!(r"(?P<s>ghp_[A-Za-z0-9]{36})", end!()),
+        )
+    },
     exact(
         "github-fine-grained-pat",
         "GitHub fine-grained personal access token",
         &["github_pat_"],
         concat!(r"(?P<s>github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59})", end!()),
     ),
-    exact(
-        "github-oauth-token",
-        "GitHub OAuth access token",
-        &["gho_"],
-        concat!(r"(?P<s>gho_[A-Za-z0-9]{36})", end!()),
-    ),
-    exact(
-        "github-app-token",
-        "GitHub App user-to-server or installation token",
-        &["ghu_", "ghs_"],
-        concat!(r"(?P<s>gh[us]_[A-Za-z0-9]{36})", end!()),
-    ),
-    exact(
-        "github-refresh-token",
-        "GitHub refresh token",
-        &["ghr_"],
-        concat!(r"(?P<s>ghr_[A-Za-z0-9]{36,76})", end!()),
-    ),
+    Rule {
+        checksum: Some(base62_crc32_verifies),
+        ..exact(
+            "github-oauth-token",
+            "GitHub OAuth access token",
+            &["gho_"],
+            concat!(r"(?P<s>gho_[A-Za-z0-9]{36})", end!()),
+        )
+    },
+    Rule {
+        checksum: Some(base62_crc32_verifies),
+        ..exact(
+            "github-app-token",
+            "GitHub App user-to-server or installation token",
+            &["ghu_", "ghs_"],
+            concat!(r"(?P<s>gh[us]_[A-Za-z0-9]{36})", end!()),
+        )
+    },
+    Rule {
+        checksum: Some(base62_crc32_verifies),
+        ..exact(
+            "github-refresh-token",
+            "GitHub refresh token",
+            &["ghr_"],
+            concat!(r"(?P<s>ghr_[A-Za-z0-9]{36,76})", end!()),
+        )
+    },
     exact(
         "gitlab-token",
         "GitLab token (personal, deploy, feed, runner, OAuth, SCIM, CI, trigger, agent, mail)",
@@ -324,7 +434,9 @@ pub static RULES: &[Rule] = &[
             "glffct-",
         ],
         concat!(
-            r"(?P<s>(?:glpat|gldt|glft|glsoat|glrt|glffct)-[A-Za-z0-9_-]{20,50}",
+            // Routable tokens (`glpat-<payload>.<2-char version><7-char CRC>`) first.
+            r"(?P<s>(?:glpat|glrt)-[A-Za-z0-9_-]{27,300}\.[0-9a-z]{9}",
+            r"|(?:glpat|gldt|glft|glsoat|glrt|glffct)-[A-Za-z0-9_-]{20,50}",
             r"|GR1348941[A-Za-z0-9_-]{20,50}",
             r"|glcbt-(?:[0-9a-fA-F]{2}_)?[A-Za-z0-9_-]{20,50}",
             r"|glimt-[A-Za-z0-9_-]{25}",
@@ -334,17 +446,20 @@ pub static RULES: &[Rule] = &[
             end!()
         ),
     ),
-    exact(
-        "npm-token",
-        "npm access token",
-        &["npm_", "_authToken"],
-        concat!(
-            r"(?:(?P<s>npm_[A-Za-z0-9]{36})",
-            end!(),
-            // Only under a registry scope (`//registry.npmjs.org/:_authToken=`).
-            r"|/:_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
-        ),
-    ),
+    Rule {
+        checksum: Some(npm_checksum),
+        ..exact(
+            "npm-token",
+            "npm access token",
+            &["npm_", "_authToken"],
+            concat!(
+                r"(?:(?P<s>npm_[A-Za-z0-9]{36})",
+                end!(),
+                // Only under a registry scope (`//registry.npmjs.org/:_authToken=`).
+                r"|/:_authToken=\s*(?P<s2>[A-Fa-f0-9-]{36})(?:[^A-Fa-f0-9-]|$))"
+            ),
+        )
+    },
     exact(
         "pypi-token",
         "PyPI upload token",
@@ -812,6 +927,777 @@ pub static RULES: &[Rule] = &[
             r"(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{100}[A-Za-z0-9+/]*={0,2})(?:[^A-Za-z0-9+/=]|$)",
         )
     },
+    // --- gitleaks' rule families (issue 16): vendor prefixes and shapes ---
+    rule(
+        "airtable-pat",
+        "Airtable personal access token (on a line naming Airtable, as gitleaks)",
+        &["airtable"],
+        concat!(start!(), r"(?P<s>pat[A-Za-z0-9]{14}\.[a-f0-9]{64})", end!()),
+    ),
+    with_entropy(
+        exact(
+            "artifactory-reference-token",
+            "JFrog Artifactory reference token",
+            &["cmVmd"],
+            concat!(start!(), r"(?P<s>cmVmd[A-Za-z0-9]{59})", end!()),
+        ),
+        4.0,
+    ),
+    with_entropy(
+        exact(
+            "authress-access-key",
+            "Authress service client access key",
+            &[".acc_", ".acc-"],
+            concat!(
+                start!(),
+                r"(?P<s>(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120})",
+                r"(?:[^A-Za-z0-9+/_=.-]|$)"
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "clickhouse-cloud-key",
+            "ClickHouse Cloud API secret key",
+            &["4b1d"],
+            concat!(start!(), r"(?P<s>4b1d[A-Za-z0-9]{38})", end!()),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        rule(
+            "clojars-token",
+            "Clojars deploy token",
+            &["clojars_"],
+            concat!(start!(), r"(?i)(?P<s>CLOJARS_[a-z0-9]{60})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "cloudflare-origin-ca-key",
+            "Cloudflare Origin CA key",
+            &["v1.0-"],
+            concat!(start!(), r"(?P<s>v1\.0-[a-f0-9]{24}-[a-f0-9]{146})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        rule(
+            "defined-networking-token",
+            "Defined Networking (Nebula) API token",
+            &["dnkey-"],
+            concat!(
+                start!(),
+                r"(?P<s>dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52})",
+                end!()
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "duffel-token",
+            "Duffel API token",
+            &["duffel_"],
+            concat!(
+                start!(),
+                r"(?P<s>duffel_(?:test|live)_[A-Za-z0-9_=-]{43})",
+                end!()
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "dynatrace-token",
+            "Dynatrace API token",
+            &["dt0c01."],
+            concat!(
+                start!(),
+                r"(?P<s>dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64})",
+                end!()
+            ),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "easypost-token",
+            "EasyPost API token (production or test)",
+            &["EZAK", "EZTK"],
+            concat!(start!(), r"(?P<s>EZ[AT]K[A-Za-z0-9]{54})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "facebook-page-access-token",
+            "Facebook page or user access token",
+            &["EAAM", "EAAC"],
+            concat!(start!(), r"(?P<s>EAA[MC][A-Za-z0-9]{100,400})", end!()),
+        ),
+        4.0,
+    ),
+    with_entropy(
+        exact(
+            "flutterwave-key",
+            "Flutterwave secret, public or encryption key (test)",
+            &["FLWSECK_TEST", "FLWPUBK_TEST"],
+            concat!(
+                start!(),
+                r"(?P<s>FLW(?:SECK|PUBK)_TEST-[a-hA-H0-9]{32}-X|FLWSECK_TEST[a-hA-H0-9]{12})",
+                end!()
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "frameio-token",
+            "Frame.io API token",
+            &["fio-u-"],
+            concat!(start!(), r"(?P<s>fio-u-[A-Za-z0-9_=-]{64})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "grafana-api-key",
+            "Grafana API key (legacy)",
+            &["eyJrIjoi"],
+            concat!(
+                start!(),
+                r"(?P<s>eyJrIjoi[A-Za-z0-9]{70,400}={0,3})",
+                r"(?:[^A-Za-z0-9_=-]|$)"
+            ),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "harness-api-key",
+            "Harness personal or service account token",
+            &["pat.", "sat."],
+            concat!(
+                start!(),
+                r"(?P<s>(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20})",
+                end!()
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "infracost-token",
+            "Infracost API token",
+            &["ico-"],
+            concat!(start!(), r"(?P<s>ico-[A-Za-z0-9]{32})", end!()),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "intra42-client-secret",
+            "42 Intra client secret",
+            &["s-s4t2ud-", "s-s4t2af-"],
+            concat!(start!(), r"(?P<s>s-s4t2(?:ud|af)-[a-f0-9]{64})", end!()),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "maxmind-license-key",
+            "MaxMind license key",
+            &["_mmk"],
+            concat!(
+                start!(),
+                r"(?P<s>[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk)",
+                end!()
+            ),
+        ),
+        4.0,
+    ),
+    rule(
+        "microsoft-teams-webhook",
+        "Microsoft Teams incoming webhook URL",
+        &["webhook.office.com"],
+        concat!(
+            r"(?P<s>https://[a-z0-9]{1,64}\.webhook\.office\.com/webhookb2/[a-z0-9]{8}-(?:[a-z0-9]{4}-){3}[a-z0-9]{12}@[a-z0-9]{8}-(?:[a-z0-9]{4}-){3}[a-z0-9]{12}/IncomingWebhook/[a-z0-9]{32}/[a-z0-9]{8}-(?:[a-z0-9]{4}-){3}[a-z0-9]{12})",
+            end!()
+        ),
+    ),
+    with_entropy(
+        exact(
+            "notion-token",
+            "Notion integration token",
+            &["ntn_"],
+            concat!(start!(), r"(?P<s>ntn_[0-9]{11}[A-Za-z0-9]{35})", end!()),
+        ),
+        4.0,
+    ),
+    with_entropy(
+        exact(
+            "octopus-deploy-api-key",
+            "Octopus Deploy API key",
+            &["API-"],
+            concat!(start!(), r"(?P<s>API-[A-Z0-9]{26})", end!()),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "openshift-user-token",
+            "OpenShift user token",
+            &["sha256~"],
+            concat!(
+                r"(?:^|[^A-Za-z0-9_~-])(?P<s>sha256~[A-Za-z0-9_-]{43})",
+                end!()
+            ),
+        ),
+        3.5,
+    ),
+    with_entropy(
+        exact(
+            "perplexity-api-key",
+            "Perplexity API key",
+            &["pplx-"],
+            concat!(start!(), r"(?P<s>pplx-[A-Za-z0-9]{48})", end!()),
+        ),
+        4.0,
+    ),
+    with_entropy(
+        exact(
+            "prefect-api-token",
+            "Prefect API token",
+            &["pnu_"],
+            concat!(start!(), r"(?P<s>pnu_[A-Za-z0-9]{36})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "readme-api-token",
+            "ReadMe API token",
+            &["rdme_"],
+            concat!(start!(), r"(?P<s>rdme_[a-z0-9]{70})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "scalingo-token",
+            "Scalingo API token",
+            &["tk-us-"],
+            concat!(start!(), r"(?P<s>tk-us-[A-Za-z0-9_-]{48})", end!()),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "sendinblue-api-key",
+            "Sendinblue (Brevo) API key",
+            &["xkeysib-"],
+            concat!(
+                start!(),
+                r"(?P<s>xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16})",
+                end!()
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "settlemint-token",
+            "SettleMint application, personal or service access token",
+            &["sm_aat_", "sm_pat_", "sm_sat_"],
+            concat!(
+                start!(),
+                r"(?P<s>sm_(?:aat|pat|sat)_[A-Za-z0-9]{16})",
+                end!()
+            ),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "shippo-token",
+            "Shippo API token",
+            &["shippo_"],
+            concat!(
+                start!(),
+                r"(?P<s>shippo_(?:live|test)_[a-fA-F0-9]{40})",
+                end!()
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        rule(
+            "sidekiq-secret",
+            "Sidekiq Pro/Enterprise credentials",
+            &["contribsys"],
+            concat!(
+                r"(?i)contribsys__com[A-Za-z0-9_. \t-]{0,20}[\x27\x22]?\s{0,5}(?::=|=>|=|:|,)\s{0,5}[\x27\x22\x60]?(?P<s>[a-f0-9]{8}:[a-f0-9]{8})",
+                r"(?:[^A-Za-z0-9:]|$)"
+            ),
+        ),
+        2.0,
+    ),
+    with_entropy(
+        exact(
+            "sourcegraph-token",
+            "Sourcegraph access token",
+            &["sgp_"],
+            concat!(
+                start!(),
+                r"(?P<s>sgp_(?:[a-fA-F0-9]{16}|local)_[a-fA-F0-9]{40}|sgp_[a-fA-F0-9]{40})",
+                end!()
+            ),
+        ),
+        3.0,
+    ),
+    with_entropy(
+        exact(
+            "typeform-token",
+            "Typeform personal access token",
+            &["tfp_"],
+            concat!(
+                start!(),
+                r"(?P<s>tfp_[A-Za-z0-9_.=-]{59})",
+                r"(?:[^A-Za-z0-9_.=-]|$)"
+            ),
+        ),
+        2.0,
+    ),
+    Rule {
+        check: Some(is_base64_jwt),
+        ..exact(
+            "jwt-base64",
+            "A JSON Web Token encoded once more in base64",
+            &["ZXlK"],
+            r"(?:^|[^A-Za-z0-9+/_-])(?P<s>ZXlK[A-Za-z0-9+/_-]{40}[A-Za-z0-9+/_-]*={0,2})(?:[^A-Za-z0-9+/=_-]|$)",
+        )
+    },
+    Rule {
+        check: Some(opaque_credential),
+        named: true,
+        ..rule(
+            "nuget-config-password",
+            "Password in a NuGet.config packageSourceCredentials entry",
+            &["<add key="],
+            r#"(?i)<add key="(?:ClearText)?Password"\s{0,5}value="(?P<s>[^"\n]{8,200})"\s{0,5}/>"#,
+        )
+    },
+    // --- gitleaks' vendor-name families: a value of the vendor's shape assigned to a name
+    // holding the vendor's name (medium confidence: no prefix or checksum proves the vendor) ---
+    named(
+        "adafruit-api-key",
+        "Adafruit IO key",
+        &["adafruit"],
+        named!("adafruit", r"[a-z0-9_-]{32}"),
+    ),
+    named(
+        "adobe-client-id",
+        "Adobe client id",
+        &["adobe"],
+        named!("adobe", r"[a-f0-9]{32}"),
+    ),
+    named(
+        "airtable-api-key",
+        "Airtable API key (legacy)",
+        &["airtable"],
+        named!("airtable", r"[a-z0-9]{17}"),
+    ),
+    named(
+        "algolia-api-key",
+        "Algolia API key",
+        &["algolia"],
+        named!("algolia", r"[a-z0-9]{32}"),
+    ),
+    named(
+        "alibaba-secret-key",
+        "Alibaba Cloud access key secret",
+        &["alibaba"],
+        named!("alibaba", r"[a-z0-9]{30}"),
+    ),
+    named(
+        "asana-credential",
+        "Asana client id or secret",
+        &["asana"],
+        named!("asana", r"[0-9]{16}|[a-z0-9]{32}"),
+    ),
+    named(
+        "atlassian-named-token",
+        "Atlassian, Jira or Confluence API token assigned by name",
+        &["atlassian", "confluence", "jira"],
+        named!("atlassian|confluence|jira", r"[a-z0-9]{20}[a-f0-9]{4}"),
+    ),
+    named(
+        "beamer-api-token",
+        "Beamer API token",
+        &["beamer"],
+        named!("beamer", r"b_[a-z0-9=_-]{44}"),
+    ),
+    named(
+        "bitbucket-credential",
+        "Bitbucket client id or secret",
+        &["bitbucket"],
+        named!("bitbucket", r"[a-z0-9]{32}|[a-z0-9=_-]{64}"),
+    ),
+    named(
+        "bittrex-credential",
+        "Bittrex access or secret key",
+        &["bittrex"],
+        named!("bittrex", r"[a-z0-9]{32}"),
+    ),
+    named(
+        "cisco-meraki-api-key",
+        "Cisco Meraki API key",
+        &["meraki"],
+        named!("meraki", r"[0-9a-f]{40}"),
+    ),
+    named(
+        "cloudflare-api-key",
+        "Cloudflare API token or global API key",
+        &["cloudflare"],
+        named!("cloudflare", r"[a-z0-9_-]{40}|[a-f0-9]{37}"),
+    ),
+    named(
+        "codecov-token",
+        "Codecov access token",
+        &["codecov"],
+        named!("codecov", r"[a-z0-9]{32}"),
+    ),
+    named(
+        "cohere-api-key",
+        "Cohere API key",
+        &["cohere", "co_api_key"],
+        named!("cohere|co_api_key", r"[a-z0-9]{40}"),
+    ),
+    named(
+        "coinbase-token",
+        "Coinbase access token",
+        &["coinbase"],
+        named!("coinbase", r"[a-z0-9_-]{64}"),
+    ),
+    named(
+        "confluent-credential",
+        "Confluent access token or secret key",
+        &["confluent"],
+        named!("confluent", r"[a-z0-9]{16}|[a-z0-9]{64}"),
+    ),
+    named(
+        "contentful-token",
+        "Contentful delivery API token",
+        &["contentful"],
+        named!("contentful", r"[a-z0-9=_-]{43}"),
+    ),
+    named(
+        "discord-credential",
+        "Discord API token, client id or client secret",
+        &["discord"],
+        named!("discord", r"[a-f0-9]{64}|[0-9]{18}|[a-z0-9=_-]{32}"),
+    ),
+    named(
+        "droneci-token",
+        "Drone CI access token",
+        &["droneci"],
+        named!("droneci", r"[a-z0-9]{32}"),
+    ),
+    named(
+        "dropbox-api-token",
+        "Dropbox API or long-lived token",
+        &["dropbox"],
+        named!(
+            "dropbox",
+            r"[a-z0-9]{11}AAAAAAAAAA[a-z0-9_=-]{43}|[a-z0-9]{15}"
+        ),
+    ),
+    named(
+        "etsy-token",
+        "Etsy access token",
+        &["etsy"],
+        named!("etsy", r"[a-z0-9]{24}"),
+    ),
+    named(
+        "facebook-secret",
+        "Facebook app secret or app access token",
+        &["facebook"],
+        named!(
+            "facebook",
+            r"[0-9]{15,16}(?:\||%7C)[0-9a-z_-]{27,40}|[a-f0-9]{32}"
+        ),
+    ),
+    named(
+        "fastly-api-token",
+        "Fastly API token",
+        &["fastly"],
+        named!("fastly", r"[a-z0-9=_-]{32}"),
+    ),
+    named(
+        "finicity-credential",
+        "Finicity API token or client secret",
+        &["finicity"],
+        named!("finicity", r"[a-f0-9]{32}|[a-z0-9]{20}"),
+    ),
+    named(
+        "finnhub-token",
+        "Finnhub access token",
+        &["finnhub"],
+        named!("finnhub", r"[a-z0-9]{20}"),
+    ),
+    named(
+        "flickr-token",
+        "Flickr access token",
+        &["flickr"],
+        named!("flickr", r"[a-z0-9]{32}"),
+    ),
+    named(
+        "freshbooks-token",
+        "FreshBooks access token",
+        &["freshbooks"],
+        named!("freshbooks", r"[a-z0-9]{64}"),
+    ),
+    named(
+        "gitter-token",
+        "Gitter access token",
+        &["gitter"],
+        named!("gitter", r"[a-z0-9_-]{40}"),
+    ),
+    named(
+        "gocardless-token",
+        "GoCardless API token",
+        &["gocardless"],
+        named!("gocardless", r"live_[a-z0-9_=-]{40}"),
+    ),
+    named(
+        "hubspot-api-key",
+        "HubSpot API key",
+        &["hubspot"],
+        named!(
+            "hubspot",
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+    ),
+    named(
+        "intercom-token",
+        "Intercom access token",
+        &["intercom"],
+        named!("intercom", r"[a-z0-9=_-]{60}"),
+    ),
+    named(
+        "jfrog-credential",
+        "JFrog API key or identity token",
+        &["jfrog", "artifactory", "bintray", "xray"],
+        named!(
+            "jfrog|artifactory|bintray|xray",
+            r"[a-z0-9]{73}|[a-z0-9]{64}"
+        ),
+    ),
+    named(
+        "kraken-token",
+        "Kraken access token",
+        &["kraken"],
+        named!("kraken", r"[a-z0-9/=_+-]{80,90}"),
+    ),
+    named(
+        "kucoin-credential",
+        "KuCoin access token or secret key",
+        &["kucoin"],
+        named!(
+            "kucoin",
+            r"[a-f0-9]{24}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+    ),
+    named(
+        "launchdarkly-token",
+        "LaunchDarkly access token",
+        &["launchdarkly"],
+        named!("launchdarkly", r"[a-z0-9=_-]{40}"),
+    ),
+    named(
+        "linear-client-secret",
+        "Linear client secret",
+        &["linear"],
+        named!("linear", r"[a-f0-9]{32}"),
+    ),
+    named(
+        "linkedin-credential",
+        "LinkedIn client id or secret",
+        &["linkedin", "linked_in", "linked-in"],
+        named!("linked[_-]?in", r"[a-z0-9]{16}|[a-z0-9]{14}"),
+    ),
+    named(
+        "lob-api-key",
+        "Lob API key (secret or publishable)",
+        // Not `lob` alone: `global`, `blob` are everywhere in code.
+        &["lob_", "lob-", "lob.", "lobkey", "lobapi", "lobsecret"],
+        named!(
+            "(?:^|[^A-Za-z0-9])lob",
+            r"(?:live|test)_pub_[a-f0-9]{31}|(?:live|test)_[a-f0-9]{35}"
+        ),
+    ),
+    named(
+        "looker-credential",
+        "Looker client id or secret",
+        &["looker"],
+        named!("looker", r"[a-z0-9]{24}|[a-z0-9]{20}"),
+    ),
+    named(
+        "mailgun-key",
+        "Mailgun public validation key or webhook signing key",
+        &["mailgun"],
+        named!(
+            "mailgun",
+            r"pubkey-[a-f0-9]{32}|[a-h0-9]{32}-[a-h0-9]{8}-[a-h0-9]{8}"
+        ),
+    ),
+    named(
+        "mapbox-public-token",
+        "Mapbox public token assigned by name",
+        &["mapbox"],
+        named!("mapbox", r"pk\.[a-z0-9]{60}\.[a-z0-9]{22}"),
+    ),
+    named(
+        "mattermost-token",
+        "Mattermost access token",
+        &["mattermost"],
+        named!("mattermost", r"[a-z0-9]{26}"),
+    ),
+    named(
+        "messagebird-credential",
+        "MessageBird API token or client id",
+        &["messagebird", "message-bird", "message_bird"],
+        named!(
+            "message[_-]?bird",
+            r"[a-z0-9]{25}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+    ),
+    named(
+        "netlify-token",
+        "Netlify access token",
+        &["netlify"],
+        named!("netlify", r"[a-z0-9=_-]{40,46}"),
+    ),
+    named(
+        "newrelic-named-key",
+        "New Relic insert key or user API id assigned by name",
+        &["new-relic", "newrelic", "new_relic"],
+        named!("new[_-]?relic", r"NRII-[a-z0-9-]{32}|[a-z0-9]{64}"),
+    ),
+    named(
+        "nytimes-token",
+        "New York Times access token",
+        &["nytimes", "new-york-times", "newyorktimes"],
+        named!("nytimes|new-york-times|newyorktimes", r"[a-z0-9=_-]{32}"),
+    ),
+    named(
+        "plaid-credential",
+        "Plaid client id, secret or access token",
+        &["plaid"],
+        named!(
+            "plaid",
+            r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[a-z0-9]{30}|[a-z0-9]{24}"
+        ),
+    ),
+    named(
+        "privateai-token",
+        "Private AI API token",
+        &["privateai", "private_ai", "private-ai"],
+        named!("private[_-]?ai", r"[a-z0-9]{32}"),
+    ),
+    named(
+        "rapidapi-token",
+        "RapidAPI access token",
+        &["rapidapi"],
+        named!("rapidapi", r"[a-z0-9_-]{50}"),
+    ),
+    named(
+        "sendbird-credential",
+        "Sendbird application id or API token",
+        &["sendbird"],
+        named!(
+            "sendbird",
+            r"[a-f0-9]{40}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+    ),
+    named(
+        "sentry-named-token",
+        "Sentry access token assigned by name",
+        &["sentry"],
+        named!("sentry", r"[a-f0-9]{64}"),
+    ),
+    named(
+        "snyk-token",
+        "Snyk API or OAuth token",
+        &["snyk"],
+        named!(
+            "snyk[_.-]?(?:(?:api|oauth)[_.-]?)?(?:key|token)",
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+    ),
+    named(
+        "sonar-named-token",
+        "SonarQube or SonarCloud token assigned by name",
+        &["sonar"],
+        named!(
+            "sonar[_.-]?(?:login|token)",
+            r"(?:squ_|sqp_|sqa_)?[a-z0-9=_-]{40}"
+        ),
+    ),
+    named(
+        "squarespace-token",
+        "Squarespace access token",
+        &["squarespace"],
+        named!(
+            "squarespace",
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+    ),
+    named(
+        "sumologic-credential",
+        "Sumo Logic access id or key",
+        &["sumo"],
+        named!("sumo", r"su[a-z0-9]{12}|[a-z0-9]{64}"),
+    ),
+    named(
+        "travisci-token",
+        "Travis CI access token",
+        &["travis"],
+        named!("travis", r"[a-z0-9]{22}"),
+    ),
+    named(
+        "twitch-token",
+        "Twitch API token",
+        &["twitch"],
+        named!("twitch", r"[a-z0-9]{30}"),
+    ),
+    named(
+        "twitter-credential",
+        "Twitter/X API key, secret or access token",
+        &["twitter"],
+        named!(
+            "twitter",
+            r"[0-9]{15,25}-[a-z0-9]{20,40}|[a-z0-9]{50}|[a-z0-9]{45}|[a-z0-9]{25}"
+        ),
+    ),
+    named(
+        "yandex-credential",
+        "Yandex Cloud access token, API key or AWS-style key",
+        &["yandex"],
+        named!(
+            "yandex",
+            r"t1\.[a-z0-9_-]{1,200}={0,2}\.[a-z0-9_-]{86}={0,2}|AQVN[a-z0-9_-]{35,38}|YC[a-z0-9_-]{38}"
+        ),
+    ),
+    named(
+        "zendesk-secret",
+        "Zendesk secret key",
+        &["zendesk"],
+        named!("zendesk", r"[a-z0-9]{40}"),
+    ),
     // --- URLs with credentials ---
     rule(
         "database-url",

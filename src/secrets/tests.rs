@@ -197,7 +197,9 @@ fn line_col_counts() {
 #[test]
 fn prefilter_anchors_fit_teddy() {
     let (folded, exact) = scanner().anchor_counts();
-    assert!(folded <= 120 && exact <= 120, "{folded} {exact}");
+    // Split into searchers of at most 32 anchors each (Teddy takes 64): 160 is five passes
+    // over the folded text, the cost of covering gitleaks' vendor-name rules (issue 16).
+    assert!(folded <= 160 && exact <= 160, "{folded} {exact}");
     assert!(folded > 0 && exact > 0);
 }
 #[test]

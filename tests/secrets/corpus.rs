@@ -29,6 +29,23 @@ fn class(c: char) -> &'static [u8] {
     }
 }
 
+/// `{jwt64}`: a JWT (a JSON header naming its `alg`, a payload, a signature) encoded once
+/// more in base64, as gitleaks' `jwt-base64` finds them in Kubernetes secrets and env dumps.
+fn jwt_in_base64(seed: u64) -> String {
+    use base64::Engine;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let sig: Vec<u8> = (0..32u64)
+        .map(|i| (seed.rotate_left(i as u32) ^ (i * 0x9E37)) as u8)
+        .collect();
+    let jwt = format!(
+        "{}.{}.{}",
+        url.encode(r#"{"alg":"HS256","typ":"JWT"}"#),
+        url.encode(format!(r#"{{"sub":"{seed}","iat":1700000000}}"#)),
+        url.encode(sig)
+    );
+    base64::engine::general_purpose::STANDARD.encode(jwt)
+}
+
 /// Expands a template with a xorshift generator seeded by `seed`.
 pub fn expand(template: &str, seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -44,6 +61,11 @@ pub fn expand(template: &str, seed: u64) -> String {
         out.push_str(&rest[..i]);
         let end = rest[i..].find('}').map(|e| i + e).expect("closing brace");
         let spec = &rest[i + 1..end];
+        if spec == "jwt64" {
+            out.push_str(&jwt_in_base64(next()));
+            rest = &rest[end + 1..];
+            continue;
+        }
         match spec.split_once(':') {
             Some((c, n)) if c.len() == 1 && n.parse::<usize>().is_ok() => {
                 let chars = class(c.chars().next().expect("class"));
@@ -64,9 +86,1410 @@ pub fn expand(template: &str, seed: u64) -> String {
     out
 }
 
+/// `prefix` + `random` + the CRC32 (IEEE) of `random` in 6 base62 digits, most significant
+/// first: the tail of GitHub's and npm's tokens.
+#[allow(dead_code)]
+pub fn checksummed(prefix: &str, random: &str) -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut n = crc32fast::hash(random.as_bytes());
+    let mut tail = [b'0'; 6];
+    for d in tail.iter_mut().rev() {
+        *d = DIGITS[(n % 62) as usize];
+        n /= 62;
+    }
+    format!("{prefix}{random}{}", String::from_utf8_lossy(&tail))
+}
+
 /// (rule, file name, template): every rule has at least three.
 #[allow(dead_code)]
 pub const POSITIVES: &[(&str, &str, &str)] = &[
+    // --- gitleaks' rule families (issue 16) ---
+    (
+        "airtable-pat",
+        "airtable-pat0.env",
+        "AIRTABLE_TOKEN=pat{a:14}.{h:64}\n",
+    ),
+    (
+        "airtable-pat",
+        "airtable-pat1.js",
+        "const airtableToken = \"pat{a:14}.{h:64}\";\n",
+    ),
+    (
+        "airtable-pat",
+        "airtable-pat2.yaml",
+        "airtable_token: pat{a:14}.{h:64}\n",
+    ),
+    (
+        "artifactory-reference-token",
+        "artifactory-0.env",
+        "JFROG_TOKEN=cmVmd{a:59}\n",
+    ),
+    (
+        "artifactory-reference-token",
+        "artifactory-1.py",
+        "token = \"cmVmd{a:59}\"\n",
+    ),
+    (
+        "artifactory-reference-token",
+        "artifactory-2.yaml",
+        "auth: cmVmd{a:59}\n",
+    ),
+    (
+        "authress-access-key",
+        "authress-acc0.env",
+        "AUTHRESS_KEY=sc_{l:10}.{l:5}.acc_{l:16}.{a:60}\n",
+    ),
+    (
+        "authress-access-key",
+        "authress-acc1.py",
+        "key = \"authress_{L:12}.{L:4}.acc-{L:20}.{a:40}\"\n",
+    ),
+    (
+        "authress-access-key",
+        "authress-acc2.yaml",
+        "access_key: ext_{L:8}.{L:6}.acc_{L:12}.{a:50}\n",
+    ),
+    (
+        "clickhouse-cloud-key",
+        "clickhouse-c0.env",
+        "CLICKHOUSE_SECRET=4b1d{a:38}\n",
+    ),
+    (
+        "clickhouse-cloud-key",
+        "clickhouse-c1.py",
+        "secret = \"4b1d{a:38}\"\n",
+    ),
+    (
+        "clickhouse-cloud-key",
+        "clickhouse-c2.txt",
+        "clickhouse key 4b1d{a:38} rotated\n",
+    ),
+    (
+        "clojars-token",
+        "clojars-toke0.env",
+        "CLOJARS_PASSWORD=CLOJARS_{L:60}\n",
+    ),
+    (
+        "clojars-token",
+        "clojars-toke1.clj",
+        "(def token \"CLOJARS_{L:60}\")\n",
+    ),
+    (
+        "clojars-token",
+        "clojars-toke2.txt",
+        "deploy with CLOJARS_{L:60}\n",
+    ),
+    (
+        "cloudflare-origin-ca-key",
+        "cloudflare-o0.env",
+        "CF_ORIGIN_CA_KEY=v1.0-{h:24}-{h:146}\n",
+    ),
+    (
+        "cloudflare-origin-ca-key",
+        "cloudflare-o1.py",
+        "key = \"v1.0-{h:24}-{h:146}\"\n",
+    ),
+    (
+        "cloudflare-origin-ca-key",
+        "cloudflare-o2.yaml",
+        "origin_ca_key: v1.0-{h:24}-{h:146}\n",
+    ),
+    (
+        "defined-networking-token",
+        "defined-netw0.env",
+        "DN_API_KEY=dnkey-{L:26}-{L:52}\n",
+    ),
+    (
+        "defined-networking-token",
+        "defined-netw1.py",
+        "key = \"dnkey-{w:26}-{w:52}\"\n",
+    ),
+    (
+        "defined-networking-token",
+        "defined-netw2.yaml",
+        "api_key: dnkey-{a:26}-{a:52}\n",
+    ),
+    (
+        "duffel-token",
+        "duffel-token0.env",
+        "DUFFEL_TOKEN=duffel_test_{a:43}\n",
+    ),
+    (
+        "duffel-token",
+        "duffel-token1.py",
+        "token = \"duffel_live_{w:43}\"\n",
+    ),
+    (
+        "duffel-token",
+        "duffel-token2.yaml",
+        "duffel: duffel_live_{a:43}\n",
+    ),
+    (
+        "dynatrace-token",
+        "dynatrace-to0.env",
+        "DT_API_TOKEN=dt0c01.{U:24}.{U:64}\n",
+    ),
+    (
+        "dynatrace-token",
+        "dynatrace-to1.py",
+        "token = \"dt0c01.{a:24}.{a:64}\"\n",
+    ),
+    (
+        "dynatrace-token",
+        "dynatrace-to2.yaml",
+        "api_token: dt0c01.{U:24}.{a:64}\n",
+    ),
+    (
+        "easypost-token",
+        "easypost-tok0.env",
+        "EASYPOST_API_KEY=EZAK{a:54}\n",
+    ),
+    (
+        "easypost-token",
+        "easypost-tok1.py",
+        "client = EasyPost(\"EZTK{a:54}\")\n",
+    ),
+    ("easypost-token", "easypost-tok2.yaml", "key: EZAK{a:54}\n"),
+    (
+        "facebook-page-access-token",
+        "facebook-pag0.env",
+        "FB_PAGE_TOKEN=EAAM{a:120}\n",
+    ),
+    (
+        "facebook-page-access-token",
+        "facebook-pag1.py",
+        "token = \"EAAC{a:150}\"\n",
+    ),
+    (
+        "facebook-page-access-token",
+        "facebook-pag2.yaml",
+        "page_token: EAAM{a:110}\n",
+    ),
+    (
+        "flutterwave-key",
+        "flutterwave-0.env",
+        "FLW_SECRET_KEY=FLWSECK_TEST-{h:32}-X\n",
+    ),
+    (
+        "flutterwave-key",
+        "flutterwave-1.py",
+        "pub = \"FLWPUBK_TEST-{h:32}-X\"\n",
+    ),
+    (
+        "flutterwave-key",
+        "flutterwave-2.yaml",
+        "encryption_key: FLWSECK_TEST{h:12}\n",
+    ),
+    (
+        "frameio-token",
+        "frameio-toke0.env",
+        "FRAMEIO_TOKEN=fio-u-{w:64}\n",
+    ),
+    (
+        "frameio-token",
+        "frameio-toke1.py",
+        "token = \"fio-u-{a:64}\"\n",
+    ),
+    (
+        "frameio-token",
+        "frameio-toke2.yaml",
+        "frameio: fio-u-{a:64}\n",
+    ),
+    (
+        "grafana-api-key",
+        "grafana-api-0.env",
+        "GRAFANA_API_KEY=eyJrIjoi{a:80}\n",
+    ),
+    (
+        "grafana-api-key",
+        "grafana-api-1.py",
+        "key = \"eyJrIjoi{a:100}\"\n",
+    ),
+    (
+        "grafana-api-key",
+        "grafana-api-2.yaml",
+        "grafana:\n  api_key: eyJrIjoi{a:90}==\n",
+    ),
+    (
+        "harness-api-key",
+        "harness-api-0.env",
+        "HARNESS_API_KEY=pat.{w:22}.{a:24}.{a:20}\n",
+    ),
+    (
+        "harness-api-key",
+        "harness-api-1.py",
+        "key = \"sat.{a:22}.{a:24}.{a:20}\"\n",
+    ),
+    (
+        "harness-api-key",
+        "harness-api-2.yaml",
+        "x-api-key: pat.{a:22}.{a:24}.{a:20}\n",
+    ),
+    (
+        "infracost-token",
+        "infracost-to0.env",
+        "INFRACOST_API_KEY=ico-{a:32}\n",
+    ),
+    (
+        "infracost-token",
+        "infracost-to1.py",
+        "key = \"ico-{a:32}\"\n",
+    ),
+    (
+        "infracost-token",
+        "infracost-to2.yaml",
+        "api_key: ico-{a:32}\n",
+    ),
+    (
+        "intra42-client-secret",
+        "intra42-clie0.env",
+        "FT_SECRET=s-s4t2ud-{h:64}\n",
+    ),
+    (
+        "intra42-client-secret",
+        "intra42-clie1.py",
+        "secret = \"s-s4t2af-{h:64}\"\n",
+    ),
+    (
+        "intra42-client-secret",
+        "intra42-clie2.yaml",
+        "client_secret: s-s4t2ud-{h:64}\n",
+    ),
+    (
+        "maxmind-license-key",
+        "maxmind-lice0.env",
+        "MAXMIND_LICENSE_KEY={a:6}_{a:29}_mmk\n",
+    ),
+    (
+        "maxmind-license-key",
+        "maxmind-lice1.py",
+        "key = \"{a:6}_{a:29}_mmk\"\n",
+    ),
+    (
+        "maxmind-license-key",
+        "maxmind-lice2.txt",
+        "LicenseKey {a:6}_{a:29}_mmk\n",
+    ),
+    (
+        "microsoft-teams-webhook",
+        "microsoft-te0.env",
+        "TEAMS_WEBHOOK=https://{l:8}.webhook.office.com/webhookb2/{h:8}-{h:4}-{h:4}-{h:4}-{h:12}@{h:8}-{h:4}-{h:4}-{h:4}-{h:12}/IncomingWebhook/{h:32}/{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "microsoft-teams-webhook",
+        "microsoft-te1.py",
+        "url = \"https://{l:6}.webhook.office.com/webhookb2/{h:8}-{h:4}-{h:4}-{h:4}-{h:12}@{h:8}-{h:4}-{h:4}-{h:4}-{h:12}/IncomingWebhook/{L:32}/{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"\n",
+    ),
+    (
+        "microsoft-teams-webhook",
+        "microsoft-te2.txt",
+        "curl -X POST https://{l:5}.webhook.office.com/webhookb2/{h:8}-{h:4}-{h:4}-{h:4}-{h:12}@{h:8}-{h:4}-{h:4}-{h:4}-{h:12}/IncomingWebhook/{L:32}/{h:8}-{h:4}-{h:4}-{h:4}-{h:12} -d @msg.json\n",
+    ),
+    (
+        "notion-token",
+        "notion-token0.env",
+        "NOTION_TOKEN=ntn_{d:11}{a:35}\n",
+    ),
+    (
+        "notion-token",
+        "notion-token1.py",
+        "notion = Client(auth=\"ntn_{d:11}{a:35}\")\n",
+    ),
+    (
+        "notion-token",
+        "notion-token2.yaml",
+        "token: ntn_{d:11}{a:35}\n",
+    ),
+    (
+        "octopus-deploy-api-key",
+        "octopus-depl0.env",
+        "OCTOPUS_API_KEY=API-{U:26}\n",
+    ),
+    (
+        "octopus-deploy-api-key",
+        "octopus-depl1.py",
+        "key = \"API-{U:26}\"\n",
+    ),
+    (
+        "octopus-deploy-api-key",
+        "octopus-depl2.txt",
+        "X-Octopus-ApiKey: API-{U:26}\n",
+    ),
+    (
+        "openshift-user-token",
+        "openshift-us0.env",
+        "OC_TOKEN=sha256~{w:43}\n",
+    ),
+    (
+        "openshift-user-token",
+        "openshift-us1.txt",
+        "oc login --token=sha256~{w:43} --server=https://api.example:6443\n",
+    ),
+    (
+        "openshift-user-token",
+        "openshift-us2.yaml",
+        "token: sha256~{a:43}\n",
+    ),
+    (
+        "perplexity-api-key",
+        "perplexity-a0.env",
+        "PPLX_API_KEY=pplx-{a:48}\n",
+    ),
+    (
+        "perplexity-api-key",
+        "perplexity-a1.py",
+        "key = \"pplx-{a:48}\"\n",
+    ),
+    (
+        "perplexity-api-key",
+        "perplexity-a2.yaml",
+        "api_key: pplx-{a:48}\n",
+    ),
+    (
+        "prefect-api-token",
+        "prefect-api-0.env",
+        "PREFECT_API_KEY=pnu_{a:36}\n",
+    ),
+    (
+        "prefect-api-token",
+        "prefect-api-1.py",
+        "key = \"pnu_{a:36}\"\n",
+    ),
+    (
+        "prefect-api-token",
+        "prefect-api-2.yaml",
+        "api_key: pnu_{a:36}\n",
+    ),
+    (
+        "readme-api-token",
+        "readme-api-t0.env",
+        "README_API_KEY=rdme_{L:70}\n",
+    ),
+    (
+        "readme-api-token",
+        "readme-api-t1.py",
+        "key = \"rdme_{L:70}\"\n",
+    ),
+    (
+        "readme-api-token",
+        "readme-api-t2.yaml",
+        "api_key: rdme_{L:70}\n",
+    ),
+    (
+        "scalingo-token",
+        "scalingo-tok0.env",
+        "SCALINGO_API_TOKEN=tk-us-{w:48}\n",
+    ),
+    (
+        "scalingo-token",
+        "scalingo-tok1.py",
+        "token = \"tk-us-{a:48}\"\n",
+    ),
+    (
+        "scalingo-token",
+        "scalingo-tok2.yaml",
+        "api_token: tk-us-{a:48}\n",
+    ),
+    (
+        "sendinblue-api-key",
+        "sendinblue-a0.env",
+        "BREVO_API_KEY=xkeysib-{h:64}-{a:16}\n",
+    ),
+    (
+        "sendinblue-api-key",
+        "sendinblue-a1.py",
+        "key = \"xkeysib-{h:64}-{a:16}\"\n",
+    ),
+    (
+        "sendinblue-api-key",
+        "sendinblue-a2.yaml",
+        "api-key: xkeysib-{h:64}-{a:16}\n",
+    ),
+    (
+        "settlemint-token",
+        "settlemint-t0.env",
+        "SETTLEMINT_TOKEN=sm_aat_{a:16}\n",
+    ),
+    (
+        "settlemint-token",
+        "settlemint-t1.py",
+        "token = \"sm_pat_{a:16}\"\n",
+    ),
+    (
+        "settlemint-token",
+        "settlemint-t2.yaml",
+        "token: sm_sat_{a:16}\n",
+    ),
+    (
+        "shippo-token",
+        "shippo-token0.env",
+        "SHIPPO_TOKEN=shippo_live_{h:40}\n",
+    ),
+    (
+        "shippo-token",
+        "shippo-token1.py",
+        "token = \"shippo_test_{h:40}\"\n",
+    ),
+    (
+        "shippo-token",
+        "shippo-token2.yaml",
+        "api_key: shippo_live_{H:40}\n",
+    ),
+    (
+        "sidekiq-secret",
+        "sidekiq-secr0.env",
+        "BUNDLE_ENTERPRISE__CONTRIBSYS__COM={h:8}:{h:8}\n",
+    ),
+    (
+        "sidekiq-secret",
+        "sidekiq-secr1.py",
+        "export BUNDLE_GEMS__CONTRIBSYS__COM=\"{h:8}:{h:8}\"\n",
+    ),
+    (
+        "sidekiq-secret",
+        "sidekiq-secr2.yaml",
+        "BUNDLE_GEMS__CONTRIBSYS__COM: {h:8}:{h:8}\n",
+    ),
+    (
+        "sourcegraph-token",
+        "sourcegraph-0.env",
+        "SRC_ACCESS_TOKEN=sgp_{h:16}_{h:40}\n",
+    ),
+    (
+        "sourcegraph-token",
+        "sourcegraph-1.py",
+        "token = \"sgp_local_{h:40}\"\n",
+    ),
+    (
+        "sourcegraph-token",
+        "sourcegraph-2.yaml",
+        "token: sgp_{h:40}\n",
+    ),
+    (
+        "typeform-token",
+        "typeform-tok0.env",
+        "TYPEFORM_TOKEN=tfp_{w:59}\n",
+    ),
+    (
+        "typeform-token",
+        "typeform-tok1.py",
+        "token = \"tfp_{a:59}\"\n",
+    ),
+    (
+        "typeform-token",
+        "typeform-tok2.yaml",
+        "typeform: tfp_{a:59}\n",
+    ),
+    ("jwt-base64", "jwt-base640.env", "JWT_B64={jwt64}\n"),
+    ("jwt-base64", "jwt-base641.py", "token = \"{jwt64}\"\n"),
+    (
+        "jwt-base64",
+        "jwt-base642.yaml",
+        "data:\n  token: {jwt64}\n",
+    ),
+    (
+        "nuget-config-password",
+        "nuget-config0.config",
+        "<packageSourceCredentials><feed><add key=\"Username\" value=\"ci\" /><add key=\"ClearTextPassword\" value=\"{a:20}\" /></feed></packageSourceCredentials>\n",
+    ),
+    (
+        "nuget-config-password",
+        "nuget-config1.config",
+        "<configuration>\n  <packageSourceCredentials>\n    <github>\n      <add key=\"Password\" value=\"{a:24}\" />\n    </github>\n  </packageSourceCredentials>\n</configuration>\n",
+    ),
+    (
+        "nuget-config-password",
+        "nuget-config2.xml",
+        "    <add key=\"ClearTextPassword\" value=\"{a:16}\"/>\n",
+    ),
+    (
+        "adafruit-api-key",
+        "adafruit-api0.env",
+        "ADAFRUIT_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "adafruit-api-key",
+        "adafruit-api1.py",
+        "adafruit_token = \"{L:32}\"\n",
+    ),
+    (
+        "adafruit-api-key",
+        "adafruit-api2.yaml",
+        "adafruit_api_key: {L:32}\n",
+    ),
+    (
+        "adobe-client-id",
+        "adobe-client0.env",
+        "ADOBE_SECRET_KEY={h:32}\n",
+    ),
+    (
+        "adobe-client-id",
+        "adobe-client1.py",
+        "adobe_token = \"{h:32}\"\n",
+    ),
+    (
+        "adobe-client-id",
+        "adobe-client2.yaml",
+        "adobe_api_key: {h:32}\n",
+    ),
+    (
+        "airtable-api-key",
+        "airtable-api0.env",
+        "AIRTABLE_SECRET_KEY={L:17}\n",
+    ),
+    (
+        "airtable-api-key",
+        "airtable-api1.py",
+        "airtable_token = \"{L:17}\"\n",
+    ),
+    (
+        "airtable-api-key",
+        "airtable-api2.yaml",
+        "airtable_api_key: {L:17}\n",
+    ),
+    (
+        "algolia-api-key",
+        "algolia-api-0.env",
+        "ALGOLIA_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "algolia-api-key",
+        "algolia-api-1.py",
+        "algolia_token = \"{L:32}\"\n",
+    ),
+    (
+        "algolia-api-key",
+        "algolia-api-2.yaml",
+        "algolia_api_key: {L:32}\n",
+    ),
+    (
+        "alibaba-secret-key",
+        "alibaba-secr0.env",
+        "ALIBABA_SECRET_KEY={L:30}\n",
+    ),
+    (
+        "alibaba-secret-key",
+        "alibaba-secr1.py",
+        "alibaba_token = \"{L:30}\"\n",
+    ),
+    (
+        "alibaba-secret-key",
+        "alibaba-secr2.yaml",
+        "alibaba_api_key: {L:30}\n",
+    ),
+    (
+        "asana-credential",
+        "asana-creden0.env",
+        "ASANA_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "asana-credential",
+        "asana-creden1.py",
+        "asana_token = \"{L:32}\"\n",
+    ),
+    (
+        "asana-credential",
+        "asana-creden2.yaml",
+        "asana_api_key: {L:32}\n",
+    ),
+    (
+        "atlassian-named-token",
+        "atlassian-na0.env",
+        "ATLASSIAN_SECRET_KEY={L:20}{h:4}\n",
+    ),
+    (
+        "atlassian-named-token",
+        "atlassian-na1.py",
+        "atlassian_token = \"{L:20}{h:4}\"\n",
+    ),
+    (
+        "atlassian-named-token",
+        "atlassian-na2.yaml",
+        "atlassian_api_key: {L:20}{h:4}\n",
+    ),
+    (
+        "beamer-api-token",
+        "beamer-api-t0.env",
+        "BEAMER_SECRET_KEY=b_{L:44}\n",
+    ),
+    (
+        "beamer-api-token",
+        "beamer-api-t1.py",
+        "beamer_token = \"b_{L:44}\"\n",
+    ),
+    (
+        "beamer-api-token",
+        "beamer-api-t2.yaml",
+        "beamer_api_key: b_{L:44}\n",
+    ),
+    (
+        "bitbucket-credential",
+        "bitbucket-cr0.env",
+        "BITBUCKET_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "bitbucket-credential",
+        "bitbucket-cr1.py",
+        "bitbucket_token = \"{L:32}\"\n",
+    ),
+    (
+        "bitbucket-credential",
+        "bitbucket-cr2.yaml",
+        "bitbucket_api_key: {L:32}\n",
+    ),
+    (
+        "bittrex-credential",
+        "bittrex-cred0.env",
+        "BITTREX_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "bittrex-credential",
+        "bittrex-cred1.py",
+        "bittrex_token = \"{L:32}\"\n",
+    ),
+    (
+        "bittrex-credential",
+        "bittrex-cred2.yaml",
+        "bittrex_api_key: {L:32}\n",
+    ),
+    (
+        "cisco-meraki-api-key",
+        "cisco-meraki0.env",
+        "MERAKI_SECRET_KEY={h:40}\n",
+    ),
+    (
+        "cisco-meraki-api-key",
+        "cisco-meraki1.py",
+        "meraki_token = \"{h:40}\"\n",
+    ),
+    (
+        "cisco-meraki-api-key",
+        "cisco-meraki2.yaml",
+        "meraki_api_key: {h:40}\n",
+    ),
+    (
+        "cloudflare-api-key",
+        "cloudflare-a0.env",
+        "CLOUDFLARE_SECRET_KEY={w:40}\n",
+    ),
+    (
+        "cloudflare-api-key",
+        "cloudflare-a1.py",
+        "cloudflare_token = \"{w:40}\"\n",
+    ),
+    (
+        "cloudflare-api-key",
+        "cloudflare-a2.yaml",
+        "cloudflare_api_key: {w:40}\n",
+    ),
+    (
+        "codecov-token",
+        "codecov-toke0.env",
+        "CODECOV_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "codecov-token",
+        "codecov-toke1.py",
+        "codecov_token = \"{L:32}\"\n",
+    ),
+    (
+        "codecov-token",
+        "codecov-toke2.yaml",
+        "codecov_api_key: {L:32}\n",
+    ),
+    (
+        "cohere-api-key",
+        "cohere-api-k0.env",
+        "COHERE_SECRET_KEY={a:40}\n",
+    ),
+    (
+        "cohere-api-key",
+        "cohere-api-k1.py",
+        "cohere_token = \"{a:40}\"\n",
+    ),
+    (
+        "cohere-api-key",
+        "cohere-api-k2.yaml",
+        "cohere_api_key: {a:40}\n",
+    ),
+    (
+        "coinbase-token",
+        "coinbase-tok0.env",
+        "COINBASE_SECRET_KEY={w:64}\n",
+    ),
+    (
+        "coinbase-token",
+        "coinbase-tok1.py",
+        "coinbase_token = \"{w:64}\"\n",
+    ),
+    (
+        "coinbase-token",
+        "coinbase-tok2.yaml",
+        "coinbase_api_key: {w:64}\n",
+    ),
+    (
+        "confluent-credential",
+        "confluent-cr0.env",
+        "CONFLUENT_SECRET_KEY={L:64}\n",
+    ),
+    (
+        "confluent-credential",
+        "confluent-cr1.py",
+        "confluent_token = \"{L:64}\"\n",
+    ),
+    (
+        "confluent-credential",
+        "confluent-cr2.yaml",
+        "confluent_api_key: {L:64}\n",
+    ),
+    (
+        "contentful-token",
+        "contentful-t0.env",
+        "CONTENTFUL_SECRET_KEY={w:43}\n",
+    ),
+    (
+        "contentful-token",
+        "contentful-t1.py",
+        "contentful_token = \"{w:43}\"\n",
+    ),
+    (
+        "contentful-token",
+        "contentful-t2.yaml",
+        "contentful_api_key: {w:43}\n",
+    ),
+    (
+        "discord-credential",
+        "discord-cred0.env",
+        "DISCORD_SECRET_KEY={h:64}\n",
+    ),
+    (
+        "discord-credential",
+        "discord-cred1.py",
+        "discord_token = \"{h:64}\"\n",
+    ),
+    (
+        "discord-credential",
+        "discord-cred2.yaml",
+        "discord_api_key: {h:64}\n",
+    ),
+    (
+        "droneci-token",
+        "droneci-toke0.env",
+        "DRONECI_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "droneci-token",
+        "droneci-toke1.py",
+        "droneci_token = \"{L:32}\"\n",
+    ),
+    (
+        "droneci-token",
+        "droneci-toke2.yaml",
+        "droneci_api_key: {L:32}\n",
+    ),
+    (
+        "dropbox-api-token",
+        "dropbox-api-0.env",
+        "DROPBOX_SECRET_KEY={L:11}AAAAAAAAAA{w:43}\n",
+    ),
+    (
+        "dropbox-api-token",
+        "dropbox-api-1.py",
+        "dropbox_token = \"{L:11}AAAAAAAAAA{w:43}\"\n",
+    ),
+    (
+        "dropbox-api-token",
+        "dropbox-api-2.yaml",
+        "dropbox_api_key: {L:11}AAAAAAAAAA{w:43}\n",
+    ),
+    ("etsy-token", "etsy-token0.env", "ETSY_SECRET_KEY={L:24}\n"),
+    ("etsy-token", "etsy-token1.py", "etsy_token = \"{L:24}\"\n"),
+    ("etsy-token", "etsy-token2.yaml", "etsy_api_key: {L:24}\n"),
+    (
+        "facebook-secret",
+        "facebook-sec0.env",
+        "FACEBOOK_SECRET_KEY={h:32}\n",
+    ),
+    (
+        "facebook-secret",
+        "facebook-sec1.py",
+        "facebook_token = \"{h:32}\"\n",
+    ),
+    (
+        "facebook-secret",
+        "facebook-sec2.yaml",
+        "facebook_api_key: {h:32}\n",
+    ),
+    (
+        "fastly-api-token",
+        "fastly-api-t0.env",
+        "FASTLY_SECRET_KEY={w:32}\n",
+    ),
+    (
+        "fastly-api-token",
+        "fastly-api-t1.py",
+        "fastly_token = \"{w:32}\"\n",
+    ),
+    (
+        "fastly-api-token",
+        "fastly-api-t2.yaml",
+        "fastly_api_key: {w:32}\n",
+    ),
+    (
+        "finicity-credential",
+        "finicity-cre0.env",
+        "FINICITY_SECRET_KEY={h:32}\n",
+    ),
+    (
+        "finicity-credential",
+        "finicity-cre1.py",
+        "finicity_token = \"{h:32}\"\n",
+    ),
+    (
+        "finicity-credential",
+        "finicity-cre2.yaml",
+        "finicity_api_key: {h:32}\n",
+    ),
+    (
+        "finnhub-token",
+        "finnhub-toke0.env",
+        "FINNHUB_SECRET_KEY={L:20}\n",
+    ),
+    (
+        "finnhub-token",
+        "finnhub-toke1.py",
+        "finnhub_token = \"{L:20}\"\n",
+    ),
+    (
+        "finnhub-token",
+        "finnhub-toke2.yaml",
+        "finnhub_api_key: {L:20}\n",
+    ),
+    (
+        "flickr-token",
+        "flickr-token0.env",
+        "FLICKR_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "flickr-token",
+        "flickr-token1.py",
+        "flickr_token = \"{L:32}\"\n",
+    ),
+    (
+        "flickr-token",
+        "flickr-token2.yaml",
+        "flickr_api_key: {L:32}\n",
+    ),
+    (
+        "freshbooks-token",
+        "freshbooks-t0.env",
+        "FRESHBOOKS_SECRET_KEY={L:64}\n",
+    ),
+    (
+        "freshbooks-token",
+        "freshbooks-t1.py",
+        "freshbooks_token = \"{L:64}\"\n",
+    ),
+    (
+        "freshbooks-token",
+        "freshbooks-t2.yaml",
+        "freshbooks_api_key: {L:64}\n",
+    ),
+    (
+        "gitter-token",
+        "gitter-token0.env",
+        "GITTER_SECRET_KEY={w:40}\n",
+    ),
+    (
+        "gitter-token",
+        "gitter-token1.py",
+        "gitter_token = \"{w:40}\"\n",
+    ),
+    (
+        "gitter-token",
+        "gitter-token2.yaml",
+        "gitter_api_key: {w:40}\n",
+    ),
+    (
+        "gocardless-token",
+        "gocardless-t0.env",
+        "GOCARDLESS_SECRET_KEY=live_{w:40}\n",
+    ),
+    (
+        "gocardless-token",
+        "gocardless-t1.py",
+        "gocardless_token = \"live_{w:40}\"\n",
+    ),
+    (
+        "gocardless-token",
+        "gocardless-t2.yaml",
+        "gocardless_api_key: live_{w:40}\n",
+    ),
+    (
+        "hubspot-api-key",
+        "hubspot-api-0.env",
+        "HUBSPOT_SECRET_KEY={H:8}-{H:4}-{H:4}-{H:4}-{H:12}\n",
+    ),
+    (
+        "hubspot-api-key",
+        "hubspot-api-1.py",
+        "hubspot_token = \"{H:8}-{H:4}-{H:4}-{H:4}-{H:12}\"\n",
+    ),
+    (
+        "hubspot-api-key",
+        "hubspot-api-2.yaml",
+        "hubspot_api_key: {H:8}-{H:4}-{H:4}-{H:4}-{H:12}\n",
+    ),
+    (
+        "intercom-token",
+        "intercom-tok0.env",
+        "INTERCOM_SECRET_KEY={w:60}\n",
+    ),
+    (
+        "intercom-token",
+        "intercom-tok1.py",
+        "intercom_token = \"{w:60}\"\n",
+    ),
+    (
+        "intercom-token",
+        "intercom-tok2.yaml",
+        "intercom_api_key: {w:60}\n",
+    ),
+    (
+        "jfrog-credential",
+        "jfrog-creden0.env",
+        "JFROG_SECRET_KEY={L:64}\n",
+    ),
+    (
+        "jfrog-credential",
+        "jfrog-creden1.py",
+        "jfrog_token = \"{L:64}\"\n",
+    ),
+    (
+        "jfrog-credential",
+        "jfrog-creden2.yaml",
+        "jfrog_api_key: {L:64}\n",
+    ),
+    (
+        "kraken-token",
+        "kraken-token0.env",
+        "KRAKEN_SECRET_KEY={b:86}\n",
+    ),
+    (
+        "kraken-token",
+        "kraken-token1.py",
+        "kraken_token = \"{b:86}\"\n",
+    ),
+    (
+        "kraken-token",
+        "kraken-token2.yaml",
+        "kraken_api_key: {b:86}\n",
+    ),
+    (
+        "kucoin-credential",
+        "kucoin-crede0.env",
+        "KUCOIN_SECRET_KEY={h:24}\n",
+    ),
+    (
+        "kucoin-credential",
+        "kucoin-crede1.py",
+        "kucoin_token = \"{h:24}\"\n",
+    ),
+    (
+        "kucoin-credential",
+        "kucoin-crede2.yaml",
+        "kucoin_api_key: {h:24}\n",
+    ),
+    (
+        "launchdarkly-token",
+        "launchdarkly0.env",
+        "LAUNCHDARKLY_SECRET_KEY={w:40}\n",
+    ),
+    (
+        "launchdarkly-token",
+        "launchdarkly1.py",
+        "launchdarkly_token = \"{w:40}\"\n",
+    ),
+    (
+        "launchdarkly-token",
+        "launchdarkly2.yaml",
+        "launchdarkly_api_key: {w:40}\n",
+    ),
+    (
+        "linear-client-secret",
+        "linear-clien0.env",
+        "LINEAR_SECRET_KEY={h:32}\n",
+    ),
+    (
+        "linear-client-secret",
+        "linear-clien1.py",
+        "linear_token = \"{h:32}\"\n",
+    ),
+    (
+        "linear-client-secret",
+        "linear-clien2.yaml",
+        "linear_api_key: {h:32}\n",
+    ),
+    (
+        "linkedin-credential",
+        "linkedin-cre0.env",
+        "LINKEDIN_SECRET_KEY={L:16}\n",
+    ),
+    (
+        "linkedin-credential",
+        "linkedin-cre1.py",
+        "linkedin_token = \"{L:16}\"\n",
+    ),
+    (
+        "linkedin-credential",
+        "linkedin-cre2.yaml",
+        "linkedin_api_key: {L:16}\n",
+    ),
+    (
+        "lob-api-key",
+        "lob-api-key0.env",
+        "LOB_SECRET_KEY=live_{h:35}\n",
+    ),
+    (
+        "lob-api-key",
+        "lob-api-key1.py",
+        "lob_token = \"live_{h:35}\"\n",
+    ),
+    (
+        "lob-api-key",
+        "lob-api-key2.yaml",
+        "lob_api_key: live_{h:35}\n",
+    ),
+    (
+        "looker-credential",
+        "looker-crede0.env",
+        "LOOKER_SECRET_KEY={L:24}\n",
+    ),
+    (
+        "looker-credential",
+        "looker-crede1.py",
+        "looker_token = \"{L:24}\"\n",
+    ),
+    (
+        "looker-credential",
+        "looker-crede2.yaml",
+        "looker_api_key: {L:24}\n",
+    ),
+    (
+        "mailgun-key",
+        "mailgun-key0.env",
+        "MAILGUN_SECRET_KEY=pubkey-{h:32}\n",
+    ),
+    (
+        "mailgun-key",
+        "mailgun-key1.py",
+        "mailgun_token = \"pubkey-{h:32}\"\n",
+    ),
+    (
+        "mailgun-key",
+        "mailgun-key2.yaml",
+        "mailgun_api_key: pubkey-{h:32}\n",
+    ),
+    (
+        "mapbox-public-token",
+        "mapbox-publi0.env",
+        "MAPBOX_SECRET_KEY=pk.{a:60}.{a:22}\n",
+    ),
+    (
+        "mapbox-public-token",
+        "mapbox-publi1.py",
+        "mapbox_token = \"pk.{a:60}.{a:22}\"\n",
+    ),
+    (
+        "mapbox-public-token",
+        "mapbox-publi2.yaml",
+        "mapbox_api_key: pk.{a:60}.{a:22}\n",
+    ),
+    (
+        "mattermost-token",
+        "mattermost-t0.env",
+        "MATTERMOST_SECRET_KEY={L:26}\n",
+    ),
+    (
+        "mattermost-token",
+        "mattermost-t1.py",
+        "mattermost_token = \"{L:26}\"\n",
+    ),
+    (
+        "mattermost-token",
+        "mattermost-t2.yaml",
+        "mattermost_api_key: {L:26}\n",
+    ),
+    (
+        "messagebird-credential",
+        "messagebird-0.env",
+        "MESSAGEBIRD_SECRET_KEY={L:25}\n",
+    ),
+    (
+        "messagebird-credential",
+        "messagebird-1.py",
+        "messagebird_token = \"{L:25}\"\n",
+    ),
+    (
+        "messagebird-credential",
+        "messagebird-2.yaml",
+        "messagebird_api_key: {L:25}\n",
+    ),
+    (
+        "netlify-token",
+        "netlify-toke0.env",
+        "NETLIFY_SECRET_KEY={w:43}\n",
+    ),
+    (
+        "netlify-token",
+        "netlify-toke1.py",
+        "netlify_token = \"{w:43}\"\n",
+    ),
+    (
+        "netlify-token",
+        "netlify-toke2.yaml",
+        "netlify_api_key: {w:43}\n",
+    ),
+    (
+        "newrelic-named-key",
+        "newrelic-nam0.env",
+        "NEW_RELIC_SECRET_KEY=NRII-{L:32}\n",
+    ),
+    (
+        "newrelic-named-key",
+        "newrelic-nam1.py",
+        "new_relic_token = \"NRII-{L:32}\"\n",
+    ),
+    (
+        "newrelic-named-key",
+        "newrelic-nam2.yaml",
+        "new_relic_api_key: NRII-{L:32}\n",
+    ),
+    (
+        "nytimes-token",
+        "nytimes-toke0.env",
+        "NYTIMES_SECRET_KEY={w:32}\n",
+    ),
+    (
+        "nytimes-token",
+        "nytimes-toke1.py",
+        "nytimes_token = \"{w:32}\"\n",
+    ),
+    (
+        "nytimes-token",
+        "nytimes-toke2.yaml",
+        "nytimes_api_key: {w:32}\n",
+    ),
+    (
+        "plaid-credential",
+        "plaid-creden0.env",
+        "PLAID_SECRET_KEY={L:30}\n",
+    ),
+    (
+        "plaid-credential",
+        "plaid-creden1.py",
+        "plaid_token = \"{L:30}\"\n",
+    ),
+    (
+        "plaid-credential",
+        "plaid-creden2.yaml",
+        "plaid_api_key: {L:30}\n",
+    ),
+    (
+        "privateai-token",
+        "privateai-to0.env",
+        "PRIVATEAI_SECRET_KEY={L:32}\n",
+    ),
+    (
+        "privateai-token",
+        "privateai-to1.py",
+        "privateai_token = \"{L:32}\"\n",
+    ),
+    (
+        "privateai-token",
+        "privateai-to2.yaml",
+        "privateai_api_key: {L:32}\n",
+    ),
+    (
+        "rapidapi-token",
+        "rapidapi-tok0.env",
+        "RAPIDAPI_SECRET_KEY={w:50}\n",
+    ),
+    (
+        "rapidapi-token",
+        "rapidapi-tok1.py",
+        "rapidapi_token = \"{w:50}\"\n",
+    ),
+    (
+        "rapidapi-token",
+        "rapidapi-tok2.yaml",
+        "rapidapi_api_key: {w:50}\n",
+    ),
+    (
+        "sendbird-credential",
+        "sendbird-cre0.env",
+        "SENDBIRD_SECRET_KEY={h:40}\n",
+    ),
+    (
+        "sendbird-credential",
+        "sendbird-cre1.py",
+        "sendbird_token = \"{h:40}\"\n",
+    ),
+    (
+        "sendbird-credential",
+        "sendbird-cre2.yaml",
+        "sendbird_api_key: {h:40}\n",
+    ),
+    (
+        "sentry-named-token",
+        "sentry-named0.env",
+        "SENTRY_SECRET_KEY={h:64}\n",
+    ),
+    (
+        "sentry-named-token",
+        "sentry-named1.py",
+        "sentry_token = \"{h:64}\"\n",
+    ),
+    (
+        "sentry-named-token",
+        "sentry-named2.yaml",
+        "sentry_api_key: {h:64}\n",
+    ),
+    (
+        "snyk-token",
+        "snyk-token0.env",
+        "SNYK_TOKEN={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "snyk-token",
+        "snyk-token1.py",
+        "snyk_token = \"{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"\n",
+    ),
+    (
+        "snyk-token",
+        "snyk-token2.yaml",
+        "snyk_api_key: {h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "sonar-named-token",
+        "sonar-named-0.env",
+        "SONAR_TOKEN={L:40}\n",
+    ),
+    (
+        "sonar-named-token",
+        "sonar-named-1.py",
+        "sonar_token = \"{L:40}\"\n",
+    ),
+    (
+        "sonar-named-token",
+        "sonar-named-2.yaml",
+        "sonar.login: {L:40}\n",
+    ),
+    (
+        "squarespace-token",
+        "squarespace-0.env",
+        "SQUARESPACE_SECRET_KEY={h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "squarespace-token",
+        "squarespace-1.py",
+        "squarespace_token = \"{h:8}-{h:4}-{h:4}-{h:4}-{h:12}\"\n",
+    ),
+    (
+        "squarespace-token",
+        "squarespace-2.yaml",
+        "squarespace_api_key: {h:8}-{h:4}-{h:4}-{h:4}-{h:12}\n",
+    ),
+    (
+        "sumologic-credential",
+        "sumologic-cr0.env",
+        "SUMO_SECRET_KEY={a:64}\n",
+    ),
+    (
+        "sumologic-credential",
+        "sumologic-cr1.py",
+        "sumo_token = \"{a:64}\"\n",
+    ),
+    (
+        "sumologic-credential",
+        "sumologic-cr2.yaml",
+        "sumo_api_key: {a:64}\n",
+    ),
+    (
+        "travisci-token",
+        "travisci-tok0.env",
+        "TRAVIS_SECRET_KEY={L:22}\n",
+    ),
+    (
+        "travisci-token",
+        "travisci-tok1.py",
+        "travis_token = \"{L:22}\"\n",
+    ),
+    (
+        "travisci-token",
+        "travisci-tok2.yaml",
+        "travis_api_key: {L:22}\n",
+    ),
+    (
+        "twitch-token",
+        "twitch-token0.env",
+        "TWITCH_SECRET_KEY={L:30}\n",
+    ),
+    (
+        "twitch-token",
+        "twitch-token1.py",
+        "twitch_token = \"{L:30}\"\n",
+    ),
+    (
+        "twitch-token",
+        "twitch-token2.yaml",
+        "twitch_api_key: {L:30}\n",
+    ),
+    (
+        "twitter-credential",
+        "twitter-cred0.env",
+        "TWITTER_SECRET_KEY={L:45}\n",
+    ),
+    (
+        "twitter-credential",
+        "twitter-cred1.py",
+        "twitter_token = \"{L:45}\"\n",
+    ),
+    (
+        "twitter-credential",
+        "twitter-cred2.yaml",
+        "twitter_api_key: {L:45}\n",
+    ),
+    (
+        "yandex-credential",
+        "yandex-crede0.env",
+        "YANDEX_SECRET_KEY=AQVN{w:36}\n",
+    ),
+    (
+        "yandex-credential",
+        "yandex-crede1.py",
+        "yandex_token = \"AQVN{w:36}\"\n",
+    ),
+    (
+        "yandex-credential",
+        "yandex-crede2.yaml",
+        "yandex_api_key: AQVN{w:36}\n",
+    ),
+    (
+        "zendesk-secret",
+        "zendesk-secr0.env",
+        "ZENDESK_SECRET_KEY={L:40}\n",
+    ),
+    (
+        "zendesk-secret",
+        "zendesk-secr1.py",
+        "zendesk_token = \"{L:40}\"\n",
+    ),
+    (
+        "zendesk-secret",
+        "zendesk-secr2.yaml",
+        "zendesk_api_key: {L:40}\n",
+    ),
     (
         "private-key",
         "id_rsa",
