@@ -2411,6 +2411,31 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
 
 /// (file name, template): none of these holds a secret.
 pub const NEGATIVES: &[(&str, &str)] = &[
+    // Vendor-name rules (gitleaks' families, issue 16): placeholders, references, digests.
+    (
+        "vn1.env",
+        "DISCORD_CLIENT_ID=000000000000000000\nTWITTER_API_KEY=xxxxxxxxxxxxxxxxxxxxxxxxx\n",
+    ),
+    (
+        "vn2.yaml",
+        "sonar_token: ${SONAR_TOKEN}\ncloudflare_api_token: <your-cloudflare-api-token>\n",
+    ),
+    (
+        "vn3.py",
+        "plaid_client_id = os.environ[\"PLAID_CLIENT_ID\"]\nalgolia_app = \"abcdefghijklmnopqrstuvwxyzabcdef\"\n",
+    ),
+    (
+        "vn4.js",
+        "const twitterHandle = \"@example\";\nconst mapboxStyle = \"mapbox://styles/mapbox/streets-v12\";\n",
+    ),
+    (
+        "vn5.md",
+        "Set `ZENDESK_SECRET_KEY` to the key from the admin page; `netlify_token: {{ netlify.token }}`.\n",
+    ),
+    (
+        "vn6.go",
+        "discordGuild := \"general\"\nslackChannel := \"#alerts\"\n",
+    ),
     ("commit.txt", "commit {h:40}\nAuthor: A <a@example.com>\n"),
     (
         "Cargo.toml",
