@@ -13,6 +13,7 @@
 //! carry the rule, the byte span and a fingerprint (SHA-256 of the secret, hex).
 
 mod confidence;
+mod context;
 mod entropy;
 pub(crate) mod prefilter;
 mod redact;
@@ -143,6 +144,8 @@ pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+#[cfg(test)]
+mod context_tests;
 #[cfg(test)]
 mod tests;
 
