@@ -312,6 +312,22 @@ fn check(text: &str, written: &str, rule: &str, kind: TextKind) -> Result<(), St
         r.flush_lines(&mut out);
     }
     r.finish(&mut out);
+    // Exactly what redacting the whole text gives (the fuzz target's property).
+    let mut whole = Vec::new();
+    let mut pos = 0;
+    for f in scanner().scan(text.as_bytes(), TextKind::Stream, false) {
+        whole.extend_from_slice(&text.as_bytes()[pos..f.start]);
+        whole.extend_from_slice(format!("[REDACTED:{}]", f.rule).as_bytes());
+        pos = f.end;
+    }
+    whole.extend_from_slice(&text.as_bytes()[pos..]);
+    if out != whole {
+        return Err(format!(
+            "streamed redaction {:?} differs from the whole text's {:?}",
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&whole)
+        ));
+    }
     if let Some(w) = written
         .as_bytes()
         .windows(12)
