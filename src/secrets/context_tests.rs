@@ -550,4 +550,17 @@ fn context_tokenizer_is_linear_on_adversarial_input() {
     ]);
     failures.extend(check_linear(&near, 64 * 1024, 0.02));
     assert!(failures.is_empty(), "{failures:#?}");
+    // Work per byte stays within the time-budget fuzz target's bound (20 times ordinary
+    // text) on units that make every line go through the tokenizer.
+    for u in [
+        &b"\"\\n"[..],
+        b"\"a\\u0041\" ",
+        b"<a b=\"&amp;\">",
+        b"@\"a\"\"b\" ",
+        b"mysql -p",
+        b"{\"password\": \"\\\"",
+        b"&#x41;",
+    ] {
+        super::fuzz_time_budget(u);
+    }
 }
