@@ -526,6 +526,33 @@ impl Lexer<'_, '_> {
     /// A string's content `s..e` (read into `self.scratch`): the value of the pending
     /// assignment or flag, else a name that may be assigned a value (`"password": ...`).
     fn string_value(&mut self, s: usize, e: usize, ctx: Ctx) {
+        if let Pending::UserColon(key) = self.pending {
+            // `-u "user:secret"`: the part after the first `:` (unescaped, mapped back).
+            self.pending = Pending::None;
+            self.key = None;
+            self.assigned = false;
+            self.words += 1;
+            if let Some(c) = memchr::memchr(b':', &self.scratch.bytes) {
+                let u = std::mem::take(&mut self.scratch);
+                let rest = Unescaped {
+                    bytes: u.bytes[c + 1..].to_vec(),
+                    starts: u.starts[c + 1..].to_vec(),
+                    ends: u.ends[c + 1..].to_vec(),
+                };
+                let vs = u.ends[c];
+                let changed = rest.bytes.as_slice() != &self.text[vs..e];
+                (self.emit)(&Value {
+                    key: Some(key),
+                    start: vs,
+                    end: e,
+                    ctx,
+                    unescaped: changed.then_some(&rest),
+                    secret_flag: true,
+                });
+                self.scratch = u;
+            }
+            return;
+        }
         let (key, secret_flag) = match self.pending {
             Pending::Next(k, f) => (Some(k), f),
             _ if self.assigned => (self.key, false),

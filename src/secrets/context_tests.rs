@@ -463,6 +463,11 @@ fn keyword_secrets_are_found_in_every_context() {
             "keyword-secret",
         ),
         (
+            "-a \"user:<pw>\"",
+            "http -a \"admin:{v}\" https://api.example/\n",
+            "keyword-secret",
+        ),
+        (
             "curl -u user:<pw>",
             "curl -s -u admin:{v} https://api.example/\n",
             "curl-user-password",
