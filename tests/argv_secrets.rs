@@ -132,3 +132,38 @@ sandbox_test! {
         assert!(!last.contains(&tok), "{last}");
     }
 }
+
+sandbox_test! {
+    fn secrets_behind_command_line_flags_are_found_in_argv_and_never_recorded() {
+        let env = Env::new("argv-flags");
+        let pw = crate::corpus::expand("{a:20}", 1604);
+        // Refused under `deny` (standard): as argv words, and inside a shell string.
+        for argv in [
+            vec!["mysql".to_string(), "-uroot".into(), format!("-p{pw}"), "shop".into()],
+            vec!["true".to_string(), "--password".into(), pw.clone()],
+            vec!["sshpass".to_string(), "-p".into(), pw.clone(), "true".into()],
+            vec!["sh".to_string(), "-c".into(), format!("mysqldump -p{pw} shop > x.sql")],
+        ] {
+            let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let o = env.exec("standard", &args);
+            assert_eq!(o.status.code(), Some(120), "{argv:?}: {}", text(&o));
+            assert!(stderr(&o).contains("keyword-secret"), "{argv:?}: {}", text(&o));
+        }
+        // Under `redact` the value is cut out of the argument the command gets.
+        let p = env.policy_file("extends = \"standard\"\n[secrets]\ninput = \"redact\"\n");
+        let o = env.exec(&p, &["sh", "-c", "printf '%s\\n' \"$@\" > out.txt", "sh", "--password", &pw]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("out.txt")).expect("out"),
+            "--password\n[REDACTED:keyword-secret]\n"
+        );
+        // Under `warn` (permissive) it runs; the record keeps no value.
+        let o = env.exec("permissive", &["true", "--password", &pw]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = env.exec("permissive", &["sh", "-c", &format!("http -a admin:{pw} :9 2>/dev/null; mysql -p{pw} 2>/dev/null; true")]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let log = audit_text(&env);
+        assert!(log.contains("[REDACTED:keyword-secret]"), "{log}");
+        assert!(!log.contains(&pw), "a flag's secret value is in the audit log: {}", log.lines().filter(|l| l.contains(&pw)).map(|l| &l[..l.len().min(600)]).collect::<Vec<_>>().join("\n"));
+    }
+}

@@ -876,3 +876,35 @@ fn secrets_vendor_name_rules_find_values_in_gitleaks_contexts() {
         missed.join("\n")
     );
 }
+
+sandbox_test! {
+    fn exec_output_redacts_values_where_they_sit() {
+        // Issue 16: the streaming redactor of `gateway exec` uses the scanner's context
+        // tokenizer: values in an XML element, a `<add key/value>` pair, a JSON-escaped
+        // `KEY=value\n` string and behind a flag are cut out of the output, written in
+        // pieces (one `printf` per few bytes, so chunk boundaries fall inside them).
+        let env = Env::new("exec-ctx");
+        let pw: Vec<String> = (0..4).map(|i| crate::corpus::expand("{a:20}", 1650 + i)).collect();
+        let lines = [
+            format!("<password>{}</password>", pw[0]),
+            format!("<add key=\"DbPassword\" value=\"{}\"/>", pw[1]),
+            format!("{{\"env\": \"OTHER=1\\nDB_PASSWORD={}\\nX=2\"}}", pw[2]),
+            format!("mysql -uroot -p{} shop", pw[3]),
+        ];
+        let mut script = String::new();
+        for l in &lines {
+            let bytes = format!("{l}\n");
+            for piece in bytes.as_bytes().chunks(5) {
+                let esc: String = piece.iter().map(|b| format!("\\{b:03o}")).collect();
+                script.push_str(&format!("printf '{esc}'; sleep 0.01; "));
+            }
+        }
+        let o = env.sh("standard", &script);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = stdout(&o);
+        for p in &pw {
+            assert!(!out.contains(p.as_str()), "{out}");
+        }
+        assert_eq!(out.matches("[REDACTED:keyword-secret]").count(), 4, "{out}");
+    }
+}

@@ -190,6 +190,9 @@ fn redact_levels(a: &str, levels: usize) -> (String, Vec<&'static str>) {
 /// cut out exactly: the argument (shell string) it comes from is replaced whole.
 pub fn redact_argv(argv: &[String]) -> Vec<String> {
     let mut out: Vec<String> = argv.iter().map(|a| redact_arg(a).0).collect();
+    for (i, s, e, rule) in command_line_secrets(&out) {
+        out[i].replace_range(s..e, &format!("[REDACTED:{rule}]"));
+    }
     if analysed_secret(&crate::policy::shell::analyse_argv(
         &out,
         &Default::default(),
@@ -217,7 +220,8 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
     out
 }
 
-/// The rule of the first secret in a word of the analysed commands.
+/// The rule of the first secret in a word of the analysed commands, or in a command's words
+/// read together (a flag's value: `mysql -p...`, `--password ...`).
 fn analysed_secret(analysis: &crate::policy::shell::Analysis) -> Option<&'static str> {
     analysis
         .commands
@@ -229,6 +233,48 @@ fn analysed_secret(analysis: &crate::policy::shell::Analysis) -> Option<&'static
                 .first()
                 .map(|h| h.rule)
         })
+        .or_else(|| {
+            analysis.commands.iter().find_map(|c| {
+                let words: Vec<String> = c.argv.iter().map(|w| w.text().to_string()).collect();
+                command_line_secrets(&words).first().map(|f| f.3)
+            })
+        })
+}
+
+/// Secrets that only the words of a command read together show: a flag's value
+/// (`mysql -p...`, `--password ...`, `-u user:...`), found by the scanner's context
+/// tokenizer in the words joined by spaces. Each is (word, start, end, rule) within one
+/// word (a flag's value is one word), in reverse order so that replacing them in turn keeps
+/// the offsets valid.
+fn command_line_secrets(words: &[String]) -> Vec<(usize, usize, usize, &'static str)> {
+    let mut line = String::new();
+    let mut starts = Vec::with_capacity(words.len());
+    for w in words {
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        starts.push(line.len());
+        line.push_str(w);
+    }
+    let mut out = Vec::new();
+    for f in scanner().scan(line.as_bytes(), TextKind::Stream, false) {
+        let i = starts.partition_point(|&s| s <= f.start).saturating_sub(1);
+        let (ws, we) = (starts[i], starts[i] + words[i].len());
+        if f.start < ws || f.start >= we {
+            continue;
+        }
+        let (s, e) = (f.start - ws, f.end.min(we) - ws);
+        // Findings inside one word are the per-word scan's (redacted before this).
+        let own = scanner()
+            .scan(words[i].as_bytes(), TextKind::Stream, false)
+            .iter()
+            .any(|h| h.start <= s && e <= h.end);
+        if !own && words[i].is_char_boundary(s) && words[i].is_char_boundary(e) {
+            out.push((i, s, e, f.rule));
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// Checks argv under the policy: deny → error naming the first secret; redact → argv
@@ -260,6 +306,20 @@ pub fn check_argv(
         }
         rest.push(redacted);
     }
+    for (i, s, e, rule) in command_line_secrets(&rest) {
+        let secret = InputSecret {
+            place: format!("argument {i}"),
+            rule,
+        };
+        // `rest` (what the analyser reads next) never holds it, whatever the policy.
+        rest[i].replace_range(s..e, &format!("[REDACTED:{rule}]"));
+        match profile.input {
+            SecretsInput::Deny => return Err(denied(&secret)),
+            SecretsInput::Redact => argv[i] = rest[i].clone(),
+            SecretsInput::Warn => {}
+        }
+        found.push(secret);
+    }
     let analysis = crate::policy::shell::analyse_argv(&rest, &Default::default());
     for cmd in &analysis.commands {
         for w in &cmd.argv {
@@ -273,6 +333,17 @@ pub fn check_argv(
                 }
                 found.push(s);
             }
+        }
+        let words: Vec<String> = cmd.argv.iter().map(|w| w.text().to_string()).collect();
+        for (_, _, _, rule) in command_line_secrets(&words) {
+            let s = InputSecret {
+                place: "the command line after shell expansion".into(),
+                rule,
+            };
+            if profile.input != SecretsInput::Warn {
+                return Err(denied(&s));
+            }
+            found.push(s);
         }
     }
     Ok(found)

@@ -13,6 +13,7 @@
 //! carry the rule, the byte span and a fingerprint (SHA-256 of the secret, hex).
 
 mod confidence;
+mod context;
 mod entropy;
 mod precision;
 pub(crate) mod prefilter;
@@ -165,6 +166,8 @@ pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+#[cfg(test)]
+mod context_tests;
 #[cfg(test)]
 mod tests;
 

@@ -133,6 +133,98 @@ macro_rules! named {
     };
 }
 
+/// What names a secret, in a key, a variable, an XML element or attribute, or a flag
+/// (`db_password`, `apiKey`, `--client-secret`): the keyword rule's names.
+macro_rules! secret_names {
+    () => {
+        r#"(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#
+    };
+}
+
+/// A name (of a key, an XML element or attribute, a long flag) that names a secret, for the
+/// context tokenizer (`super::context`): its value goes to the keyword rule. Searched within
+/// the name, ASCII case-insensitively, as the keyword rule does.
+pub const SECRET_NAME: &str = concat!(r"(?i)", secret_names!());
+
+/// Names that contain a secret's name but name where a secret is, or how it is read, not
+/// the secret (`--password-file`, `--password-stdin`, `PASSWORD_FILE`): a name ending so is
+/// not a secret's name.
+pub const SECRET_NAME_NOT_ENDINGS: &[&str] = &[
+    "file", "stdin", "fd", "path", "env", "cmd", "command", "prompt", "length", "policy",
+];
+
+/// How a command-line flag carries a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagForm {
+    /// Glued to the flag only (`mysql -pSECRET`; `mysql -p db` prompts, `db` is a database).
+    Glued,
+    /// Glued or as the next word (`sshpass -p SECRET`).
+    GluedOrNext,
+    /// The next word, `user:secret` (`curl -u user:secret`, `http -a user:secret`).
+    UserColonSecret,
+}
+
+/// A short command-line flag that takes a secret, for the programs named.
+#[derive(Debug)]
+pub struct SecretFlag {
+    /// Program names (the command word's file name).
+    pub programs: &'static [&'static str],
+    /// The flag, e.g. `-p`.
+    pub flag: &'static str,
+    /// How the value follows it.
+    pub form: FlagForm,
+}
+
+/// Short flags that take a password (long ones are known by [`SECRET_NAME`]: `--password`).
+pub static SECRET_FLAGS: &[SecretFlag] = &[
+    SecretFlag {
+        programs: &[
+            "mysql",
+            "mysqldump",
+            "mysqladmin",
+            "mysqlimport",
+            "mysqlshow",
+            "mysqlcheck",
+            "mariadb",
+            "mariadb-dump",
+            "mariadb-admin",
+        ],
+        flag: "-p",
+        form: FlagForm::Glued,
+    },
+    SecretFlag {
+        programs: &["sshpass"],
+        flag: "-p",
+        form: FlagForm::GluedOrNext,
+    },
+    SecretFlag {
+        programs: &[
+            "mongo",
+            "mongosh",
+            "mongodump",
+            "mongorestore",
+            "mongoexport",
+        ],
+        flag: "-p",
+        form: FlagForm::GluedOrNext,
+    },
+    SecretFlag {
+        programs: &["redis-cli", "keydb-cli"],
+        flag: "-a",
+        form: FlagForm::GluedOrNext,
+    },
+    SecretFlag {
+        programs: &["curl", "wget"],
+        flag: "-u",
+        form: FlagForm::UserColonSecret,
+    },
+    SecretFlag {
+        programs: &["http", "https", "xh", "xhs"],
+        flag: "-a",
+        form: FlagForm::UserColonSecret,
+    },
+];
+
 /// A JWT: three base64url parts whose header decodes to JSON.
 fn jwt_header_is_json(s: &[u8]) -> bool {
     use base64::Engine;
@@ -1744,7 +1836,8 @@ pub static RULES: &[Rule] = &[
                 "contrase",
             ],
             concat!(
-                r#"(?i)[A-Za-z0-9_.-]{0,40}(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#,
+                r#"(?i)[A-Za-z0-9_.-]{0,40}"#,
+                secret_names!(),
                 r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|==|=|:)\s{0,5}"#,
                 r#"(?:"(?P<s>[^"\n\\]{4,200})"|'(?P<s2>[^'\n\\]{4,200})'|(?P<s3>[^\s'",;)(\]\[{}<>]{4,200}))"#
             ),

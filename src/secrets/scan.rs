@@ -1,6 +1,7 @@
 //! The scanner: keyword prefilter, windowed regexes, entropy, filters, overlap resolution.
 
 use super::TextKind;
+use super::context;
 use super::entropy;
 use super::precision;
 use super::prefilter::Prefilter;
@@ -124,14 +125,26 @@ impl Scanner {
     /// high-entropy strings (files; not streams or command lines).
     pub fn scan(&self, text: &[u8], kind: TextKind, entropy: bool) -> Vec<Finding> {
         let mut found = Vec::new();
-        self.scan_rules(text, kind, &mut found);
+        let mut generic_windows = Vec::new();
+        self.scan_rules(text, kind, &mut found, &mut generic_windows);
+        if kind != TextKind::Lock {
+            self.scan_contexts(text, kind, &generic_windows, &mut found);
+        }
         if entropy && kind != TextKind::Lock {
             entropy::scan(text, kind, &mut found);
         }
         resolve(text, found)
     }
 
-    fn scan_rules(&self, text: &[u8], kind: TextKind, out: &mut Vec<(usize, Finding)>) {
+    /// The rules' findings in `text`; `generic_windows` gets the windows (lines) searched
+    /// for the keyword rule, in order.
+    fn scan_rules(
+        &self,
+        text: &[u8],
+        kind: TextKind,
+        out: &mut Vec<(usize, Finding)>,
+        generic_windows: &mut Vec<(usize, usize)>,
+    ) {
         // Windows (rule, start, end) around keyword hits, built in one pass over hits that
         // come in order of their start (see `Windows`).
         let mut windows = Windows::new(text);
@@ -159,8 +172,11 @@ impl Scanner {
             }
         }
         for (ri, ws, we) in merged {
-            let Some(re) = self.regex(ri) else { continue };
             let rule = &RULES[ri];
+            if rule.generic {
+                generic_windows.push((ws, we));
+            }
+            let Some(re) = self.regex(ri) else { continue };
             for caps in re.captures_iter(&text[ws..we]) {
                 let Some(g) = caps
                     .name("s")
@@ -204,6 +220,198 @@ impl Scanner {
                 continuation_values(ri, text, ws, we, kind, out);
             }
         }
+    }
+}
+
+/// Unescaped values are scanned in batches of about this many bytes.
+const SIDE_BATCH: usize = 64 * 1024;
+
+/// Unescaped values waiting to be scanned: their bytes, each mapped to the text's offsets,
+/// one value a line (separators map to `usize::MAX`).
+#[derive(Default)]
+struct Side {
+    buf: Vec<u8>,
+    starts: Vec<usize>,
+    ends: Vec<usize>,
+}
+
+impl Side {
+    fn push(&mut self, u: &context::Unescaped) {
+        self.buf.extend_from_slice(&u.bytes);
+        self.starts.extend_from_slice(&u.starts);
+        self.ends.extend_from_slice(&u.ends);
+        self.buf.push(b'\n');
+        self.starts.push(usize::MAX);
+        self.ends.push(usize::MAX);
+    }
+}
+
+/// The lines the context tokenizer reads: those the keyword rule searches (a name of a
+/// secret is on them), and those holding what unescaping reads (`\\`, `&`, `@"`) or a
+/// program whose short flag takes a secret (`mysql`, [`super::rules::SECRET_FLAGS`]).
+/// Other lines can yield nothing: reading them would cost time on every stream. Sorted,
+/// disjoint; found in one pass per trigger, each line's edges searched once (a line is cut
+/// at [`MAX_BEFORE`] before and [`MAX_AFTER`] after its trigger, as the rules' windows are).
+fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    static PROGRAMS: OnceLock<Option<aho_corasick::AhoCorasick>> = OnceLock::new();
+    let programs = PROGRAMS
+        .get_or_init(|| {
+            let names: Vec<&str> = super::rules::SECRET_FLAGS
+                .iter()
+                .flat_map(|f| f.programs.iter().copied())
+                .collect();
+            aho_corasick::AhoCorasick::new(names).ok()
+        })
+        .as_ref();
+    let mut regions: Vec<(usize, usize)> = generic_windows.to_vec();
+    // The line around `h`, searched back no further than `floor`.
+    let line = |h: usize, floor: usize| {
+        let lo = h.saturating_sub(MAX_BEFORE).max(floor);
+        let s = memchr::memrchr(b'\n', &text[lo..h]).map_or(lo, |i| lo + i + 1);
+        let hi = h.saturating_add(MAX_AFTER).min(text.len());
+        let e = memchr::memchr(b'\n', &text[h..hi]).map_or(hi, |i| h + i);
+        (s, e.max(h + 1).min(text.len()))
+    };
+    let mut add = |find: &dyn Fn(usize) -> Option<usize>| {
+        let mut pos = 0;
+        while pos < text.len() {
+            let Some(h) = find(pos) else { break };
+            let (s, e) = line(h, pos);
+            regions.push((s, e));
+            pos = e.max(h + 1);
+        }
+    };
+    add(&|p| memchr::memchr2(b'\\', b'&', &text[p..]).map(|i| p + i));
+    add(&|p| memchr::memmem::find(&text[p..], b"@\"").map(|i| p + i));
+    if let Some(ac) = programs {
+        add(&|p| {
+            ac.find(aho_corasick::Input::new(text).span(p..text.len()))
+                .map(|m| m.start())
+        });
+    }
+    regions.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(regions.len());
+    for r in regions {
+        match merged.last_mut() {
+            Some(m) if r.0 <= m.1 => m.1 = m.1.max(r.1),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// Whether a name (a key, an XML element or attribute, a long flag) names a secret: the
+/// keyword rule's names ([`super::rules::SECRET_NAME`]), unless it ends in a word that
+/// says where the secret is rather than being it (`--password-file`).
+fn names_a_secret(name: &[u8]) -> bool {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| {
+            RegexBuilder::new(super::rules::SECRET_NAME)
+                .unicode(false)
+                .build()
+                .ok()
+        })
+        .as_ref()
+    else {
+        return false;
+    };
+    if name.len() > 128 || !re.is_match(name) {
+        return false;
+    }
+    let lower = name.to_ascii_lowercase();
+    let trimmed = lower
+        .iter()
+        .rposition(u8::is_ascii_alphanumeric)
+        .map_or(&lower[..0], |p| &lower[..=p]);
+    !super::rules::SECRET_NAME_NOT_ENDINGS
+        .iter()
+        .any(|w| trimmed.ends_with(w.as_bytes()) && trimmed.len() > w.len() + 3)
+}
+
+impl Scanner {
+    /// The context tokenizer's values ([`context::values_in`]): a value whose name names a
+    /// secret (or a flag the rules say takes one) goes to the keyword rule, as found where it
+    /// sits (quotes and tags tell its extent); a value that unescaping changed goes to every
+    /// rule, and findings in it map back to the text's bytes.
+    fn scan_contexts(
+        &self,
+        text: &[u8],
+        kind: TextKind,
+        generic_windows: &[(usize, usize)],
+        out: &mut Vec<(usize, Finding)>,
+    ) {
+        let Some(gi) = RULES.iter().position(|r| r.generic) else {
+            return;
+        };
+        let generic = &RULES[gi];
+        // An unescaped string's lines are read as configuration (`KEY=value\n` in a JSON
+        // string is an environment file), whatever holds the string.
+        let side_kind = if kind == TextKind::Code {
+            TextKind::Config
+        } else {
+            kind
+        };
+        let mut side = Side::default();
+        let regions = context_regions(text, generic_windows);
+        context::values_in(text, &regions, &mut |v| {
+            if let Some(u) = v.unescaped {
+                side.push(u);
+                if side.buf.len() >= SIDE_BATCH {
+                    self.scan_side(&mut side, side_kind, out);
+                }
+            }
+            let named = v.secret_flag || v.key.is_some_and(|(s, e)| names_a_secret(&text[s..e]));
+            if !named {
+                return;
+            }
+            let secret = v.unescaped.map_or(&text[v.start..v.end], |u| &u.bytes[..]);
+            // As the keyword rule's regex: one line, no backslash left (an escape it does
+            // not know is not read as a value).
+            if (4..=200).contains(&secret.len())
+                && !secret.contains(&b'\n')
+                && !secret.contains(&b'\\')
+                && accept(
+                    generic,
+                    text,
+                    (v.key.map_or(v.start, |(ks, _)| ks), v.start, v.end),
+                    secret,
+                    kind,
+                    !v.ctx.delimited(),
+                )
+            {
+                out.push((
+                    gi,
+                    Finding {
+                        rule: generic.id,
+                        start: v.start,
+                        end: v.end,
+                        specific: true,
+                    },
+                ));
+            }
+        });
+        self.scan_side(&mut side, side_kind, out);
+    }
+
+    /// Scans the unescaped values gathered, maps findings back to the text, and empties
+    /// `side`. A finding across two values (over a separator) is not one.
+    fn scan_side(&self, side: &mut Side, kind: TextKind, out: &mut Vec<(usize, Finding)>) {
+        if side.buf.is_empty() {
+            return;
+        }
+        let mut found = Vec::new();
+        self.scan_rules(&side.buf, kind, &mut found, &mut Vec::new());
+        for (ri, f) in found {
+            if side.starts[f.start..f.end].contains(&usize::MAX) {
+                continue;
+            }
+            let (start, end) = (side.starts[f.start], side.ends[f.end - 1]);
+            out.push((ri, Finding { start, end, ..f }));
+        }
+        side.buf.clear();
+        side.starts.clear();
+        side.ends.clear();
     }
 }
 

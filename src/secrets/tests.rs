@@ -292,7 +292,7 @@ fn random_base64(n: usize, wrapped: bool, seed: u64) -> Vec<u8> {
 }
 
 /// `n` bytes made by repeating `unit` (cut at `n`).
-fn repeat_to(unit: &[u8], n: usize) -> Vec<u8> {
+pub(super) fn repeat_to(unit: &[u8], n: usize) -> Vec<u8> {
     unit.iter().copied().cycle().take(n).collect()
 }
 
@@ -310,7 +310,7 @@ fn base64_of_zeros(n: usize, wrapped: bool) -> Vec<u8> {
 }
 
 /// One adversarial input: its name and a generator of it at a size.
-type Adversarial = (String, Box<dyn Fn(usize) -> Vec<u8>>);
+pub(super) type Adversarial = (String, Box<dyn Fn(usize) -> Vec<u8>>);
 
 /// The adversarial corpus (issue 16), as generators of inputs of `n` bytes holding no
 /// secret: runs of single bytes, base64 of zeros, alternating near-matches, and from the rule
@@ -407,7 +407,7 @@ fn scan_and_redact(input: &[u8]) -> Vec<String> {
 /// failures: findings (none of these inputs holds a secret) and superlinear growth (4x the
 /// input within 10x the time, 16x within 40x; quadratic would be 16x and 256x). `floor`:
 /// timings below it count as it (noise).
-fn check_linear(inputs: &[Adversarial], base: usize, floor: f64) -> Vec<String> {
+pub(super) fn check_linear(inputs: &[Adversarial], base: usize, floor: f64) -> Vec<String> {
     let mut failures = Vec::new();
     for (name, make) in inputs {
         let sizes = [base, 4 * base, 16 * base].map(make);

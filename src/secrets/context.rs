@@ -1,0 +1,808 @@
+//! The context tokenizer: one linear pass over a text that knows where a value sits —
+//! assignments in code and configuration (`k = v`, `k: v`, `k := v`, `k => v`, `export`,
+//! `set`, Dockerfile `ENV`/`ARG`), quoted strings (`"..."` with C/JSON escapes, `'...'`, Go
+//! backticks, C# `@"..."` verbatim strings), XML elements and attributes (and the
+//! `<add key="Password" value="..."/>` pair), and command-line flags (`--password v`,
+//! `--password=v`, `mysql -pv`, `-u user:v`, from the data in [`super::rules`]).
+//!
+//! It yields [`Value`]s: where the value is in the text, the name it is assigned to (if any),
+//! its context, and its unescaped bytes when unescaping changed them (JSON `\n`, `\"`,
+//! `\u0041`, XML entities, C# `""`), each byte mapped back to the text's offsets so that a
+//! finding inside an unescaped value redacts the right bytes. The scanner hands a named
+//! value to the keyword rule and an unescaped one to every rule (see `scan.rs`).
+//!
+//! Linear time by construction: each construct is read forward at most [`MAX_VALUE`] bytes;
+//! a string that does not close leaves a dead zone (its quote byte opens nothing before the
+//! point its search reached), so a run of quotes, backslashes, `<`, `@"` or backticks costs
+//! O(1) per byte; no regex runs over whole lines.
+
+use super::rules::{FlagForm, SECRET_FLAGS};
+
+/// The longest value read (a private key block in a JSON string is a few KiB).
+pub const MAX_VALUE: usize = 16 * 1024;
+/// The longest name taken for a key.
+const MAX_NAME: usize = 128;
+
+/// Where a value sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ctx {
+    /// A `"..."` or `'...'` string.
+    Quoted,
+    /// A Go raw string (backticks).
+    Backtick,
+    /// A C# verbatim string `@"..."`.
+    Verbatim,
+    /// The text of an XML element.
+    XmlElement,
+    /// An XML attribute's value.
+    XmlAttribute,
+    /// A command-line flag's value, or a Dockerfile `ENV name value` word: unquoted.
+    Word,
+}
+
+impl Ctx {
+    /// Whether the value's extent is told by the syntax (quotes, tags), not guessed: an
+    /// unquoted word gets the keyword rule's stricter filters.
+    pub fn delimited(self) -> bool {
+        self != Ctx::Word
+    }
+}
+
+/// A value's bytes after unescaping, each mapped to the text: byte `i` came from
+/// `text[starts[i]..ends[i]]`.
+#[derive(Debug, Default)]
+pub struct Unescaped {
+    pub bytes: Vec<u8>,
+    pub starts: Vec<usize>,
+    pub ends: Vec<usize>,
+}
+
+impl Unescaped {
+    fn push(&mut self, b: u8, s: usize, e: usize) {
+        self.bytes.push(b);
+        self.starts.push(s);
+        self.ends.push(e);
+    }
+    fn push_char(&mut self, c: char, s: usize, e: usize) {
+        let mut buf = [0u8; 4];
+        for &b in c.encode_utf8(&mut buf).as_bytes() {
+            self.push(b, s, e);
+        }
+    }
+}
+
+/// One value found.
+#[derive(Debug)]
+pub struct Value<'u> {
+    /// The name it is assigned to (`text[key.0..key.1]`), if any.
+    pub key: Option<(usize, usize)>,
+    /// The value as written (inside quotes or tags).
+    pub start: usize,
+    pub end: usize,
+    pub ctx: Ctx,
+    /// Its bytes after unescaping, when that changed them.
+    pub unescaped: Option<&'u Unescaped>,
+    /// The value of a flag that the rules' data says takes a secret (`mysql -p`), whatever
+    /// the flag's name.
+    pub secret_flag: bool,
+}
+
+/// Byte classes.
+const WORD: u8 = 1; // [A-Za-z0-9_.$-]
+const SPACE: u8 = 2; // space, tab, \r, \f, \v
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-' || b == b'$' {
+            t[i] = WORD;
+        } else if b == b' ' || b == b'\t' || b == b'\r' || b == 0x0b || b == 0x0c {
+            t[i] = SPACE;
+        }
+        i += 1;
+    }
+    t
+};
+
+fn is_word(b: u8) -> bool {
+    CLASS[b as usize] == WORD
+}
+fn is_space(b: u8) -> bool {
+    CLASS[b as usize] == SPACE
+}
+
+/// A shell-ish word: everything up to whitespace, a quote or a shell operator.
+fn is_shell_word(b: u8) -> bool {
+    !(b.is_ascii_whitespace()
+        || matches!(
+            b,
+            b'"' | b'\'' | b'`' | b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')'
+        ))
+}
+
+/// A flag waiting for its value in the next word.
+#[derive(Clone, Copy)]
+enum Pending {
+    None,
+    /// `--password v`, `sshpass -p v`, `ENV NAME v`: the next word is the value of `key`
+    /// (a flag that takes a secret by the rules' data when `.1`).
+    Next((usize, usize), bool),
+    /// `-u user:v`: the next word's part after its first `:`.
+    UserColon((usize, usize)),
+}
+
+struct Lexer<'t, 'f> {
+    text: &'t [u8],
+    emit: &'f mut dyn FnMut(&Value),
+    /// The last name seen that may be assigned a value, and whether an assignment operator
+    /// followed it.
+    key: Option<(usize, usize)>,
+    assigned: bool,
+    /// Words seen since the line (or a shell separator) began: the first is the command.
+    words: u32,
+    command: (usize, usize),
+    /// The line's first word is Dockerfile `ENV`/`ARG`.
+    env_line: bool,
+    pending: Pending,
+    /// Dead zones: a `"`, `'`, backtick or `@"` before these offsets opens nothing (a search
+    /// from an earlier one found no close before them).
+    dead_dq: usize,
+    dead_sq: usize,
+    dead_bt: usize,
+    dead_vb: usize,
+    dead_lt: usize,
+    scratch: Unescaped,
+}
+
+/// Runs the tokenizer over the `regions` of `text` (sorted, disjoint: the lines worth
+/// reading, see `scan.rs`), each begun as a line is; a construct begun in a region may read
+/// on past its end (a string, a tag, an element's text).
+pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&Value)) {
+    let mut l = Lexer {
+        text,
+        emit,
+        key: None,
+        assigned: false,
+        words: 0,
+        command: (0, 0),
+        env_line: false,
+        pending: Pending::None,
+        dead_dq: 0,
+        dead_sq: 0,
+        dead_bt: 0,
+        dead_vb: 0,
+        dead_lt: 0,
+        scratch: Unescaped::default(),
+    };
+    let mut at = 0;
+    for &(s, e) in regions {
+        l.new_line();
+        at = l.run(at.max(s), e.min(text.len()));
+    }
+}
+
+impl Lexer<'_, '_> {
+    fn new_line(&mut self) {
+        self.key = None;
+        self.assigned = false;
+        self.words = 0;
+        self.env_line = false;
+        self.pending = Pending::None;
+    }
+
+    /// Lexes from `from` until a construct ends at or after `to`; returns where it stopped.
+    fn run(&mut self, from: usize, to: usize) -> usize {
+        let text = self.text;
+        let n = to;
+        let mut i = from;
+        while i < n {
+            let b = text[i];
+            if is_space(b) {
+                i += 1;
+                continue;
+            }
+            if is_word(b) {
+                i = self.word(i);
+                continue;
+            }
+            match b {
+                b'\n' => {
+                    self.new_line();
+                    i += 1;
+                }
+                b'"' => i = self.double_quoted(i),
+                b'\'' => {
+                    // An apostrophe inside a word (`don't`) opens nothing.
+                    if i > 0 && text[i - 1].is_ascii_alphanumeric() {
+                        self.punct();
+                        i += 1;
+                    } else {
+                        i = self.single_quoted(i);
+                    }
+                }
+                b'`' => i = self.backtick(i),
+                b'@' if text.get(i + 1) == Some(&b'"') => i = self.verbatim(i),
+                b'<' => i = self.tag(i),
+                b'=' | b':' => {
+                    if self.key.is_some() {
+                        self.assigned = true;
+                    }
+                    i += 1;
+                }
+                // `+=`, `?=`, `:=`, `=>` (the `>` after an `=`), `==`.
+                b'+' | b'?' if text.get(i + 1) == Some(&b'=') => i += 1,
+                b'>' if i > 0 && text[i - 1] == b'=' => i += 1,
+                b'\\' => {
+                    self.punct();
+                    i += 2;
+                }
+                b';' | b'|' | b'&' | b'(' => {
+                    self.punct();
+                    self.words = 0;
+                    i += 1;
+                }
+                _ => {
+                    self.punct();
+                    i += 1;
+                }
+            }
+        }
+        i
+    }
+
+    /// Punctuation that ends an assignment's context.
+    fn punct(&mut self) {
+        self.key = None;
+        self.assigned = false;
+        self.pending = Pending::None;
+    }
+
+    fn emit_word(&mut self, key: (usize, usize), start: usize, end: usize, secret_flag: bool) {
+        (self.emit)(&Value {
+            key: Some(key),
+            start,
+            end,
+            ctx: Ctx::Word,
+            unescaped: None,
+            secret_flag,
+        });
+    }
+
+    /// Emits a value read into `self.scratch` (unescaped), or as written if unescaping did
+    /// not change it.
+    fn emit_scratch(&mut self, key: Option<(usize, usize)>, start: usize, end: usize, ctx: Ctx) {
+        self.emit_scratch_flag(key, start, end, ctx, false);
+    }
+
+    fn emit_scratch_flag(
+        &mut self,
+        key: Option<(usize, usize)>,
+        start: usize,
+        end: usize,
+        ctx: Ctx,
+        secret_flag: bool,
+    ) {
+        let changed = self.scratch.bytes.as_slice() != &self.text[start..end];
+        let scratch = std::mem::take(&mut self.scratch);
+        (self.emit)(&Value {
+            key,
+            start,
+            end,
+            ctx,
+            unescaped: changed.then_some(&scratch),
+            secret_flag,
+        });
+        self.scratch = scratch;
+    }
+
+    /// A word (`[A-Za-z0-9_.$-]+`) at `i`; returns where lexing goes on.
+    fn word(&mut self, i: usize) -> usize {
+        let text = self.text;
+        let mut j = i;
+        while j < text.len() && is_word(text[j]) {
+            j += 1;
+        }
+        // A flag's value, or an `ENV NAME value` value: the whole shell word.
+        match self.pending {
+            // Another flag is not a value.
+            _ if text[i] == b'-' => self.pending = Pending::None,
+            Pending::Next(key, secret_flag) => {
+                let e = shell_word_end(text, i);
+                self.pending = Pending::None;
+                self.key = None;
+                self.words += 1;
+                self.emit_word(key, i, e, secret_flag);
+                return e;
+            }
+            Pending::UserColon(key) => {
+                let e = shell_word_end(text, i);
+                self.pending = Pending::None;
+                self.key = None;
+                self.words += 1;
+                if let Some(c) = memchr::memchr(b':', &text[i..e]) {
+                    self.emit_word(key, i + c + 1, e, true);
+                }
+                return e;
+            }
+            Pending::None => {}
+        }
+        let first = self.words == 0;
+        self.words += 1;
+        if text[i] == b'-' && !self.assigned {
+            return self.flag(i, j);
+        }
+        if first {
+            // `sudo`, `env`, `exec` and `xargs` run the next word.
+            let w = &text[i..j];
+            if !matches!(
+                w,
+                b"sudo" | b"env" | b"exec" | b"xargs" | b"time" | b"nohup"
+            ) {
+                self.command = (i, j);
+            } else {
+                self.words = 0;
+            }
+            self.env_line = matches!(w, b"ENV" | b"ARG");
+            self.key = Some((i, j));
+            self.assigned = false;
+            return j;
+        }
+        if self.env_line && self.words == 2 {
+            // `ENV NAME value` (not `ENV NAME=value`: the `=` makes it an assignment).
+            let mut k = j;
+            while k < text.len() && is_space(text[k]) {
+                k += 1;
+            }
+            if k > j && k < text.len() && text[k] != b'=' && text[k] != b'\n' {
+                self.pending = Pending::Next((i, j), false);
+                self.key = None;
+                return k;
+            }
+        }
+        if self.key.is_some() && self.assigned {
+            // An unquoted value: the keyword rule's regex reads those; it ends the context.
+            self.key = None;
+            self.assigned = false;
+            return j;
+        }
+        self.key = Some((i, j));
+        self.assigned = false;
+        j
+    }
+
+    /// A word starting with `-` at `i..j` (not after an assignment operator).
+    fn flag(&mut self, i: usize, j: usize) -> usize {
+        let text = self.text;
+        let flag = &text[i..j];
+        // `--name=value`: a name and its assignment, read as such.
+        if flag.starts_with(b"--") && flag.len() > 2 {
+            self.key = Some((i, j));
+            self.assigned = false;
+            if text.get(j) != Some(&b'=') && j < text.len() && is_space(text[j]) {
+                self.pending = Pending::Next((i, j), false);
+            }
+            return j;
+        }
+        self.key = None;
+        self.assigned = false;
+        let cmd = &text[self.command.0..self.command.1];
+        let cmd = cmd.rsplit(|&b| b == b'/').next().unwrap_or(cmd);
+        let e = shell_word_end(text, i);
+        for f in SECRET_FLAGS {
+            if !f.programs.iter().any(|p| p.as_bytes() == cmd) {
+                continue;
+            }
+            let fl = f.flag.as_bytes();
+            if !text[i..e].starts_with(fl) {
+                continue;
+            }
+            let glued = e > i + fl.len();
+            match f.form {
+                FlagForm::Glued | FlagForm::GluedOrNext if glued => {
+                    self.emit_word((i, i + fl.len()), i + fl.len(), e, true);
+                    return e;
+                }
+                FlagForm::GluedOrNext if e == i + fl.len() => {
+                    self.pending = Pending::Next((i, e), true);
+                    return e;
+                }
+                FlagForm::UserColonSecret if e == i + fl.len() => {
+                    self.pending = Pending::UserColon((i, e));
+                    return e;
+                }
+                _ => {}
+            }
+        }
+        j
+    }
+
+    /// A `"` string at `q`.
+    fn double_quoted(&mut self, q: usize) -> usize {
+        if q < self.dead_dq {
+            self.punct();
+            return q + 1;
+        }
+        match self.read_escaped(q, b'"') {
+            Ok(close) => {
+                self.string_value(q + 1, close, Ctx::Quoted);
+                close + 1
+            }
+            Err(stop) => {
+                self.dead_dq = stop;
+                self.punct();
+                q + 1
+            }
+        }
+    }
+
+    fn single_quoted(&mut self, q: usize) -> usize {
+        if q < self.dead_sq {
+            self.punct();
+            return q + 1;
+        }
+        match self.read_escaped(q, b'\'') {
+            Ok(close) => {
+                self.string_value(q + 1, close, Ctx::Quoted);
+                close + 1
+            }
+            Err(stop) => {
+                self.dead_sq = stop;
+                self.punct();
+                q + 1
+            }
+        }
+    }
+
+    /// Reads a string opened at `q` by `quote`, with backslash escapes, on one line, into
+    /// `self.scratch`: the offset of its closing quote, or where the search stopped.
+    fn read_escaped(&mut self, q: usize, quote: u8) -> Result<usize, usize> {
+        let text = self.text;
+        let limit = text.len().min(q + 1 + MAX_VALUE);
+        let u = &mut self.scratch;
+        u.bytes.clear();
+        u.starts.clear();
+        u.ends.clear();
+        let mut j = q + 1;
+        while j < limit {
+            let b = text[j];
+            if b == quote {
+                return Ok(j);
+            }
+            if b == b'\n' {
+                return Err(j);
+            }
+            if b != b'\\' {
+                u.push(b, j, j + 1);
+                j += 1;
+                continue;
+            }
+            let Some(&c) = text.get(j + 1) else {
+                return Err(j + 1);
+            };
+            let simple = match c {
+                b'n' => Some(b'\n'),
+                b't' => Some(b'\t'),
+                b'r' => Some(b'\r'),
+                b'b' => Some(8),
+                b'f' => Some(12),
+                b'0' => Some(0),
+                b'"' | b'\'' | b'\\' | b'/' | b'`' => Some(c),
+                _ => None,
+            };
+            if let Some(v) = simple {
+                u.push(v, j, j + 2);
+                j += 2;
+                continue;
+            }
+            if c == b'u' || c == b'x' {
+                let digits = if c == b'u' { 4 } else { 2 };
+                if let Some(h) = text.get(j + 2..j + 2 + digits).and_then(hex_value) {
+                    let mut end = j + 2 + digits;
+                    let mut cp = h;
+                    // A UTF-16 surrogate pair: `\uD83D\uDE00`.
+                    if c == b'u'
+                        && (0xD800..0xDC00).contains(&h)
+                        && text.get(end..end + 2) == Some(b"\\u")
+                        && let Some(lo) = text.get(end + 2..end + 6).and_then(hex_value)
+                        && (0xDC00..0xE000).contains(&lo)
+                    {
+                        cp = 0x10000 + ((h - 0xD800) << 10) + (lo - 0xDC00);
+                        end += 6;
+                    }
+                    u.push_char(char::from_u32(cp).unwrap_or('\u{FFFD}'), j, end);
+                    j = end;
+                    continue;
+                }
+            }
+            // An unknown escape, or a line continuation: kept as written.
+            u.push(b'\\', j, j + 1);
+            j += 1;
+        }
+        Err(j)
+    }
+
+    /// A string's content `s..e` (read into `self.scratch`): the value of the pending
+    /// assignment or flag, else a name that may be assigned a value (`"password": ...`).
+    fn string_value(&mut self, s: usize, e: usize, ctx: Ctx) {
+        if let Pending::UserColon(key) = self.pending {
+            // `-u "user:secret"`: the part after the first `:` (unescaped, mapped back).
+            self.pending = Pending::None;
+            self.key = None;
+            self.assigned = false;
+            self.words += 1;
+            if let Some(c) = memchr::memchr(b':', &self.scratch.bytes) {
+                let u = std::mem::take(&mut self.scratch);
+                let rest = Unescaped {
+                    bytes: u.bytes[c + 1..].to_vec(),
+                    starts: u.starts[c + 1..].to_vec(),
+                    ends: u.ends[c + 1..].to_vec(),
+                };
+                let vs = u.ends[c];
+                let changed = rest.bytes.as_slice() != &self.text[vs..e];
+                (self.emit)(&Value {
+                    key: Some(key),
+                    start: vs,
+                    end: e,
+                    ctx,
+                    unescaped: changed.then_some(&rest),
+                    secret_flag: true,
+                });
+                self.scratch = u;
+            }
+            return;
+        }
+        let (key, secret_flag) = match self.pending {
+            Pending::Next(k, f) => (Some(k), f),
+            _ if self.assigned => (self.key, false),
+            _ => (None, false),
+        };
+        self.pending = Pending::None;
+        self.words += 1;
+        self.emit_scratch_flag(key, s, e, ctx, secret_flag);
+        if key.is_some() {
+            self.key = None;
+            self.assigned = false;
+        } else {
+            self.key = (e - s <= MAX_NAME).then_some((s, e));
+            self.assigned = false;
+        }
+    }
+
+    /// A Go raw string at `q`: no escapes, may span lines.
+    fn backtick(&mut self, q: usize) -> usize {
+        if q < self.dead_bt {
+            self.punct();
+            return q + 1;
+        }
+        let text = self.text;
+        let limit = text.len().min(q + 1 + MAX_VALUE);
+        match memchr::memchr(b'`', &text[q + 1..limit]) {
+            Some(k) => {
+                let close = q + 1 + k;
+                self.fill_verbatim(q + 1, close, false);
+                self.string_value(q + 1, close, Ctx::Backtick);
+                close + 1
+            }
+            None => {
+                self.dead_bt = limit;
+                self.punct();
+                q + 1
+            }
+        }
+    }
+
+    /// A C# verbatim string at `at` (`@"`): `""` is a quote, may span lines.
+    fn verbatim(&mut self, at: usize) -> usize {
+        let q = at + 1;
+        if q < self.dead_vb {
+            self.punct();
+            return q + 1;
+        }
+        let text = self.text;
+        let limit = text.len().min(q + 1 + MAX_VALUE);
+        let mut j = q + 1;
+        loop {
+            match memchr::memchr(b'"', &text[j..limit]) {
+                Some(k) if text.get(j + k + 1) == Some(&b'"') => j += k + 2,
+                Some(k) => {
+                    let close = j + k;
+                    self.fill_verbatim(q + 1, close, true);
+                    self.string_value(q + 1, close, Ctx::Verbatim);
+                    return close + 1;
+                }
+                None => {
+                    self.dead_vb = limit;
+                    self.punct();
+                    return q + 1;
+                }
+            }
+            if j >= limit {
+                self.dead_vb = limit;
+                self.punct();
+                return q + 1;
+            }
+        }
+    }
+
+    /// `text[s..e]` into the scratch, `""` read as `"` when `doubled`.
+    fn fill_verbatim(&mut self, s: usize, e: usize, doubled: bool) {
+        let text = self.text;
+        let u = &mut self.scratch;
+        u.bytes.clear();
+        u.starts.clear();
+        u.ends.clear();
+        let mut j = s;
+        while j < e {
+            if doubled && text[j] == b'"' && j + 1 < e && text[j + 1] == b'"' {
+                u.push(b'"', j, j + 2);
+                j += 2;
+            } else {
+                u.push(text[j], j, j + 1);
+                j += 1;
+            }
+        }
+    }
+
+    /// An XML tag at `lt`: its attributes' values, and for an opening tag the element's text
+    /// when a closing tag follows it.
+    fn tag(&mut self, lt: usize) -> usize {
+        self.punct();
+        let text = self.text;
+        if lt < self.dead_lt {
+            return lt + 1;
+        }
+        let name_start = lt + 1;
+        let mut j = name_start;
+        while j < text.len() && j - name_start < MAX_NAME && is_name(text[j]) {
+            j += 1;
+        }
+        if j == name_start || !text[name_start].is_ascii_alphabetic() {
+            return lt + 1;
+        }
+        let name = (name_start, j);
+        let limit = text.len().min(lt + MAX_VALUE);
+        // Attributes, and the `key`/`name` attribute that names a later `value` attribute.
+        let mut named: Option<(usize, usize)> = None;
+        loop {
+            while j < limit && text[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if j >= limit {
+                self.dead_lt = j;
+                return j;
+            }
+            match text[j] {
+                b'>' => break,
+                b'/' if text.get(j + 1) == Some(&b'>') => return j + 2,
+                b'?' if text.get(j + 1) == Some(&b'>') => return j + 2,
+                _ => {}
+            }
+            let an = j;
+            while j < limit && is_name(text[j]) {
+                j += 1;
+            }
+            if j == an {
+                return j.max(lt + 1);
+            }
+            let attr = (an, j);
+            while j < limit && is_space(text[j]) {
+                j += 1;
+            }
+            if text.get(j) != Some(&b'=') {
+                // `<option selected>`: an attribute without a value.
+                continue;
+            }
+            j += 1;
+            while j < limit && is_space(text[j]) {
+                j += 1;
+            }
+            let Some(&quote) = text.get(j).filter(|q| matches!(q, b'"' | b'\'')) else {
+                return j.max(lt + 1);
+            };
+            let vs = j + 1;
+            let Some(k) = memchr::memchr2(quote, b'\n', &text[vs..limit.max(vs)]) else {
+                self.dead_lt = limit;
+                return limit;
+            };
+            let ve = vs + k;
+            if text[ve] != quote {
+                return ve;
+            }
+            j = ve + 1;
+            let an_bytes = &text[attr.0..attr.1];
+            if an_bytes.eq_ignore_ascii_case(b"key") || an_bytes.eq_ignore_ascii_case(b"name") {
+                named = Some((vs, ve));
+            }
+            self.fill_entities(vs, ve);
+            self.emit_scratch(Some(attr), vs, ve, Ctx::XmlAttribute);
+            if an_bytes.eq_ignore_ascii_case(b"value")
+                && let Some(k) = named
+            {
+                self.fill_entities(vs, ve);
+                self.emit_scratch(Some(k), vs, ve, Ctx::XmlAttribute);
+            }
+        }
+        // `>` at j: the element's text, up to the next `<` if it is this element's end tag.
+        let cs = j + 1;
+        let climit = text.len().min(cs + MAX_VALUE);
+        if let Some(k) = memchr::memchr(b'<', &text[cs.min(climit)..climit]) {
+            let ce = cs + k;
+            let end_tag = &text[ce..];
+            let nm = &text[name.0..name.1];
+            if end_tag.len() > nm.len() + 2 && end_tag[1] == b'/' && &end_tag[2..2 + nm.len()] == nm
+            {
+                let raw = &text[cs..ce];
+                let s = cs + (raw.len() - raw.trim_ascii_start().len());
+                let e = ce - (raw.len() - raw.trim_ascii_end().len());
+                if s < e {
+                    self.fill_entities(s, e);
+                    self.emit_scratch(Some(name), s, e, Ctx::XmlElement);
+                }
+                return ce;
+            }
+        }
+        cs
+    }
+
+    /// `text[s..e]` into the scratch with XML entities (`&amp;`, `&#65;`, `&#x41;`) decoded.
+    fn fill_entities(&mut self, s: usize, e: usize) {
+        let text = self.text;
+        let u = &mut self.scratch;
+        u.bytes.clear();
+        u.starts.clear();
+        u.ends.clear();
+        let mut j = s;
+        while j < e {
+            if text[j] == b'&'
+                && let Some(k) = memchr::memchr(b';', &text[j + 1..e.min(j + 12)])
+            {
+                let ent = &text[j + 1..j + 1 + k];
+                let end = j + k + 2;
+                let c = match ent {
+                    b"amp" => Some('&'),
+                    b"lt" => Some('<'),
+                    b"gt" => Some('>'),
+                    b"quot" => Some('"'),
+                    b"apos" => Some('\''),
+                    [b'#', b'x' | b'X', hex @ ..] => hex_value(hex).and_then(char::from_u32),
+                    [b'#', dec @ ..] => std::str::from_utf8(dec)
+                        .ok()
+                        .and_then(|d| d.parse::<u32>().ok())
+                        .and_then(char::from_u32),
+                    _ => None,
+                };
+                if let Some(c) = c {
+                    u.push_char(c, j, end);
+                    j = end;
+                    continue;
+                }
+            }
+            u.push(text[j], j, j + 1);
+            j += 1;
+        }
+    }
+}
+
+fn is_name(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
+}
+
+/// The end of the shell word starting at `i`.
+fn shell_word_end(text: &[u8], i: usize) -> usize {
+    let limit = text.len().min(i + MAX_VALUE);
+    let mut e = i;
+    while e < limit && is_shell_word(text[e]) {
+        e += 1;
+    }
+    e
+}
+
+/// The value of 1 to 6 hex digits.
+fn hex_value(h: &[u8]) -> Option<u32> {
+    if h.is_empty() || h.len() > 6 || !h.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+}
