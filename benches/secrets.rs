@@ -271,43 +271,56 @@ fn exec_streams(gateway: &str, state: &Path, tmp: &Path) {
     }
     // Adversarial streams (issue 16) against random text of the same size, through exec.
     let adv_mib = env_usize("ADV_MIB", 16);
-    let stream = |gateway: &str, cmd: &str| -> f64 {
-        let times: Vec<f64> = (0..3)
-            .map(|_| {
-                let mut c = Command::new(gateway);
-                c.args(["exec", "--policy"])
-                    .arg(&policy)
-                    .args(["--", "sh", "-c", cmd])
-                    .current_dir(&ws)
-                    .env("GATEWAY_STATE_DIR", state);
-                drain(c).0
-            })
-            .collect();
-        median(times)
+    let once = |gateway: &str, cmd: &str| -> f64 {
+        let mut c = Command::new(gateway);
+        c.args(["exec", "--policy"])
+            .arg(&policy)
+            .args(["--", "sh", "-c", cmd])
+            .current_dir(&ws)
+            .env("GATEWAY_STATE_DIR", state);
+        drain(c).0
     };
     let raw = adv_mib * 786_432;
     let mut binaries = vec![("gateway", gateway)];
     if let Some(b) = &before {
         binaries.push(("before", b.as_str()));
     }
-    for (label, bin) in binaries {
-        let random = stream(bin, &format!("head -c {raw} /dev/urandom | base64"));
+    // Each stream through each binary in turn (interleaved: the machine's load drifts).
+    let kinds = [
+        (
+            "random base64",
+            format!("head -c {raw} /dev/urandom | base64"),
+        ),
+        (
+            "base64 of zeros",
+            format!("head -c {raw} /dev/zero | base64"),
+        ),
+        (
+            "base64 of zeros, one line",
+            format!("head -c {raw} /dev/zero | base64 -w0"),
+        ),
+        (
+            "a run of A, one line",
+            format!("head -c {raw} /dev/zero | tr '\\0' A"),
+        ),
+    ];
+    let times: Vec<Vec<f64>> = kinds
+        .iter()
+        .map(|(_, cmd)| {
+            let mut per = vec![Vec::new(); binaries.len()];
+            for _ in 0..3 {
+                for (bi, (_, bin)) in binaries.iter().enumerate() {
+                    per[bi].push(once(bin, cmd));
+                }
+            }
+            per.into_iter().map(median).collect()
+        })
+        .collect();
+    for (bi, (label, _)) in binaries.iter().enumerate() {
+        let random = times[0][bi];
         println!("{label}: exec of {adv_mib} MiB of random base64: {random:.3} s");
-        for (name, cmd) in [
-            (
-                "base64 of zeros",
-                format!("head -c {raw} /dev/zero | base64"),
-            ),
-            (
-                "base64 of zeros, one line",
-                format!("head -c {raw} /dev/zero | base64 -w0"),
-            ),
-            (
-                "a run of A, one line",
-                format!("head -c {raw} /dev/zero | tr '\\0' A"),
-            ),
-        ] {
-            let t = stream(bin, &cmd);
+        for (ki, (name, _)) in kinds.iter().enumerate().skip(1) {
+            let t = times[ki][bi];
             println!(
                 "{label}: exec of {adv_mib} MiB of {name}: {t:.3} s, {:.2}x random base64's {random:.3} s (goal <= 2x): {}",
                 t / random,

@@ -12,8 +12,6 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 /// Stored copies from this size on are compressed.
@@ -29,135 +27,8 @@ enum Sink {
     File(PathBuf, zstd::stream::write::Encoder<'static, File>),
 }
 
-/// Bytes written before the hashing and compressing move to a thread of their own: a
-/// short output (most commands) costs no thread; a long one is hashed and compressed beside
-/// the relay, not on its thread (BLAKE3 and zstd cost about as much as the secrets scan on
-/// text, and zstd several times more on poorly compressible output).
-const THREAD_AT: u64 = 1 << 20;
-/// Chunks handed to the thread are gathered to at least this size (fewer hand-offs).
-const HANDOFF: usize = 256 << 10;
-/// Chunks in flight to the thread: when it falls behind, the writer waits (bounded memory).
-const IN_FLIGHT: usize = 4;
-
-/// Hashes a stream (BLAKE3) and stores (up to `cap` bytes of) it. Past [`THREAD_AT`] bytes
-/// the work is done by a thread of its own, fed in order through a bounded channel; the
-/// digest and the stored copy are the same either way.
+/// Hashes a stream (BLAKE3) and stores (up to `cap` bytes of) it.
 pub struct ArtifactWriter {
-    mode: Mode,
-}
-
-enum Mode {
-    Here(Box<Core>),
-    Thread {
-        /// Gathered bytes not yet handed over.
-        pending: Vec<u8>,
-        tx: SyncSender<Vec<u8>>,
-        /// Buffers the thread is done with, for reuse.
-        spare: Receiver<Vec<u8>>,
-        handle: JoinHandle<Option<Box<Core>>>,
-    },
-}
-
-impl ArtifactWriter {
-    /// A writer into `<state>/audit/artifacts`; `cap` = 0 stores nothing (hash only).
-    pub fn new(state_dir: &Path, cap: u64) -> ArtifactWriter {
-        ArtifactWriter {
-            mode: Mode::Here(Box::new(Core::new(state_dir, cap))),
-        }
-    }
-
-    /// Feeds a chunk.
-    pub fn write(&mut self, data: &[u8]) {
-        match &mut self.mode {
-            Mode::Here(core) => {
-                core.write(data);
-                if core.bytes >= THREAD_AT {
-                    self.move_to_thread();
-                }
-            }
-            Mode::Thread {
-                pending, tx, spare, ..
-            } => {
-                pending.extend_from_slice(data);
-                if pending.len() >= HANDOFF {
-                    let next = spare.try_recv().unwrap_or_default();
-                    // A send fails only if the thread is gone (it panicked): `finish` says so.
-                    let _ = tx.send(std::mem::replace(pending, next));
-                }
-            }
-        }
-    }
-
-    /// Whether the hashing and storing run on a thread of their own now.
-    #[cfg(test)]
-    pub(crate) fn on_thread(&self) -> bool {
-        matches!(self.mode, Mode::Thread { .. })
-    }
-
-    /// Moves the core to a thread of its own; it stays here if no thread can be started.
-    fn move_to_thread(&mut self) {
-        let (tx, rx) = sync_channel::<Vec<u8>>(IN_FLIGHT);
-        let (back, spare) = sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
-        let (core_tx, core_rx) = sync_channel::<Box<Core>>(1);
-        let Ok(handle) = std::thread::Builder::new()
-            .name("artifact".into())
-            .spawn(move || {
-                let mut core = core_rx.recv().ok()?;
-                for mut chunk in rx {
-                    core.write(&chunk);
-                    chunk.clear();
-                    let _ = back.try_send(chunk);
-                }
-                Some(core)
-            })
-        else {
-            return;
-        };
-        let here = std::mem::replace(
-            &mut self.mode,
-            Mode::Thread {
-                pending: Vec::with_capacity(HANDOFF),
-                tx,
-                spare,
-                handle,
-            },
-        );
-        if let Mode::Here(core) = here {
-            // The channel holds one: this cannot block, and fails only if the thread is gone
-            // (then `finish` reports its panic).
-            let _ = core_tx.send(core);
-        }
-    }
-
-    /// Finishes: the digest of the whole stream and the artifact id of what was stored.
-    pub fn finish(self) -> StreamDigest {
-        match self.mode {
-            Mode::Here(core) => core.finish(),
-            Mode::Thread {
-                pending,
-                tx,
-                handle,
-                ..
-            } => {
-                if !pending.is_empty() {
-                    let _ = tx.send(pending);
-                }
-                drop(tx);
-                match handle.join() {
-                    Ok(Some(core)) => core.finish(),
-                    // The core is always handed over before anything is sent.
-                    Ok(None) => unreachable!("the artifact thread ran without its core"),
-                    // The hashing thread panicked: so does this one, as it would have had the
-                    // work been done here.
-                    Err(p) => std::panic::resume_unwind(p),
-                }
-            }
-        }
-    }
-}
-
-/// The hashing and storing itself.
-struct Core {
     dir: PathBuf,
     cap: u64,
     sink: Sink,
@@ -170,9 +41,10 @@ struct Core {
     failed: bool,
 }
 
-impl Core {
-    fn new(state_dir: &Path, cap: u64) -> Core {
-        Core {
+impl ArtifactWriter {
+    /// A writer into `<state>/audit/artifacts`; `cap` = 0 stores nothing (hash only).
+    pub fn new(state_dir: &Path, cap: u64) -> ArtifactWriter {
+        ArtifactWriter {
             dir: super::Paths::new(state_dir).artifacts,
             cap,
             sink: Sink::Buffer(Vec::new()),
@@ -184,7 +56,8 @@ impl Core {
         }
     }
 
-    fn write(&mut self, data: &[u8]) {
+    /// Feeds a chunk.
+    pub fn write(&mut self, data: &[u8]) {
         self.bytes += data.len() as u64;
         let room = self.cap.saturating_sub(self.kept) as usize;
         let part = &data[..room.min(data.len())];
@@ -244,7 +117,8 @@ impl Core {
             .map_err(|_| ())
     }
 
-    fn finish(self) -> StreamDigest {
+    /// Finishes: the digest of the whole stream and the artifact id of what was stored.
+    pub fn finish(self) -> StreamDigest {
         let full = self.full.finalize().to_hex().to_string();
         let id = match &self.stored {
             Some(h) => h.finalize().to_hex().to_string(),

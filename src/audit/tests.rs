@@ -823,39 +823,6 @@ fn stream_digests_are_blake3_and_a_large_artifact_is_stored_compressed_and_read_
 }
 
 #[test]
-fn a_long_stream_is_hashed_and_stored_beside_the_relay_with_the_same_digest_and_artifact() {
-    // Past its first MiB a stream is hashed and compressed on a thread of its own (issue 16:
-    // off the relay's thread); what is recorded and stored is exactly what it was.
-    let d = tmp("artthread");
-    let data = log_text(5 << 20);
-    let whole = blake3::hash(&data).to_hex().to_string();
-    for (cap, chunk) in [(16 << 20, 70_001), (3 << 20, 4093), (0, 1 << 20)] {
-        let mut w = artifacts::ArtifactWriter::new(&d, cap);
-        let mut fed = 0;
-        for c in data.chunks(chunk) {
-            w.write(c);
-            fed += c.len();
-            assert_eq!(w.on_thread(), fed >= 1 << 20, "cap {cap}, {fed} bytes fed");
-        }
-        let g = w.finish();
-        assert_eq!(g.bytes, data.len() as u64);
-        assert_eq!(g.blake3.as_deref(), Some(whole.as_str()), "cap {cap}");
-        if cap == 0 {
-            assert_eq!(g.artifact, None, "hash only");
-            continue;
-        }
-        let kept = data.len().min(cap as usize);
-        let id = blake3::hash(&data[..kept]).to_hex().to_string();
-        assert_eq!(g.artifact.as_deref(), Some(id.as_str()), "cap {cap}");
-        assert_eq!(g.artifact_truncated, kept < data.len());
-        assert!(
-            artifacts::read(&d, &g).expect("read") == data[..kept],
-            "cap {cap}: read back whole"
-        );
-    }
-}
-
-#[test]
 fn old_sha256_artifacts_still_read_and_altered_ones_of_both_kinds_are_caught() {
     let d = tmp("oldart");
     let dir = Paths::new(&d).artifacts;
