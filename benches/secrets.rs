@@ -11,7 +11,8 @@
 //!      line of them, a run of `A`) against random base64 of the same size (issue 16).
 //!
 //! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3, 0 skips parts 1 and 2; EXEC_MIB, default 1024;
-//! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16).
+//! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16; GATEWAY_BENCH_BEFORE, another gateway
+//! binary measured in the same runs, side by side).
 
 #![allow(
     clippy::print_stdout,
