@@ -10,8 +10,9 @@
 //!   4. the same through one extra `| cat`, and adversarial streams (base64 of zeros, one
 //!      line of them, a run of `A`) against random base64 of the same size (issue 16).
 //!
-//! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3; EXEC_MIB, default 1024;
-//! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16).
+//! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3, 0 skips parts 1 and 2; EXEC_MIB, default 1024;
+//! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16; GATEWAY_BENCH_BEFORE, another gateway
+//! binary measured in the same runs, side by side).
 
 #![allow(
     clippy::print_stdout,
@@ -88,14 +89,22 @@ fn main() {
     let state = tmp.join("state");
     std::fs::create_dir_all(&state).expect("state dir");
 
-    // 1. Full corpus.
+    // 1. Full corpus (SCAN_RUNS=0: skip the scans, parts 1 and 2).
     let runs = env_usize("SCAN_RUNS", 3);
-    let _ = gateway_scan(gateway, &corpus, &state); // warm the page cache
+    if runs > 0 {
+        scans(gateway, &corpus, &state, &tmp, runs);
+    }
+    exec_streams(gateway, &state, &tmp);
+}
+
+/// Parts 1 and 2: `gateway scan` of the corpus, and detect-secrets on a slice of it.
+fn scans(gateway: &str, corpus: &Path, state: &Path, tmp: &Path, runs: usize) {
+    let _ = gateway_scan(gateway, corpus, state); // warm the page cache
     let mut rates = Vec::new();
     let mut bytes = 0;
     let mut findings = 0;
     for _ in 0..runs {
-        let (s, b, f) = gateway_scan(gateway, &corpus, &state);
+        let (s, b, f) = gateway_scan(gateway, corpus, state);
         rates.push(b as f64 / s / 1e6);
         bytes = b;
         findings = f;
@@ -116,14 +125,14 @@ fn main() {
     // 2. detect-secrets on a slice.
     let slice = tmp.join("slice");
     let mut files = Vec::new();
-    files_sorted(&corpus, &mut files);
+    files_sorted(corpus, &mut files);
     let mut taken = 0u64;
     for (i, f) in files.iter().enumerate() {
         if taken >= 2_000_000 {
             break;
         }
         let Ok(data) = std::fs::read(f) else { continue };
-        let rel = f.strip_prefix(&corpus).unwrap_or(f);
+        let rel = f.strip_prefix(corpus).unwrap_or(f);
         let dst = slice
             .join(format!("{i:05}"))
             .join(rel.file_name().unwrap_or_default());
@@ -131,7 +140,7 @@ fn main() {
         std::fs::write(&dst, &data).expect("copy");
         taken += data.len() as u64;
     }
-    let (gs, gb, gf) = gateway_scan(gateway, &slice, &state);
+    let (gs, gb, gf) = gateway_scan(gateway, &slice, state);
     println!(
         "slice: {:.2} MB in {} files; gateway scan {:.3} s ({:.0} MB/s), {} findings",
         taken as f64 / 1e6,
@@ -170,7 +179,13 @@ fn main() {
         }
         _ => println!("detect-secrets not available: pip install detect-secrets==1.5.0 to compare"),
     }
+}
 
+/// Parts 3 and 4: text through `gateway exec` against unconfined and `| cat`; adversarial
+/// streams against random base64.
+/// GATEWAY_BENCH_BEFORE names another gateway binary (an older build) measured in the same
+/// runs, interleaved, for figures side by side.
+fn exec_streams(gateway: &str, state: &Path, tmp: &Path) {
     // 3. 1 GiB of output, unconfined and through gateway exec (redaction on).
     let mib = env_usize("EXEC_MIB", 1024);
     let script = format!("yes 'build step 42 finished: all good, nothing to see' | head -c {mib}M");
@@ -205,6 +220,8 @@ fn main() {
     let mut plain = Vec::new();
     let mut piped = Vec::new();
     let mut confined = Vec::new();
+    let before = std::env::var("GATEWAY_BENCH_BEFORE").ok();
+    let mut confined_before = Vec::new();
     let exec_runs = env_usize("EXEC_RUNS", 5);
     for _ in 0..exec_runs {
         let mut c = Command::new("sh");
@@ -219,8 +236,17 @@ fn main() {
             .arg(&policy)
             .args(["--", "sh", "-c", &script])
             .current_dir(&ws)
-            .env("GATEWAY_STATE_DIR", &state);
+            .env("GATEWAY_STATE_DIR", state);
         confined.push(drain(c));
+        if let Some(b) = &before {
+            let mut c = Command::new(b);
+            c.args(["exec", "--policy"])
+                .arg(&policy)
+                .args(["--", "sh", "-c", &script])
+                .current_dir(&ws)
+                .env("GATEWAY_STATE_DIR", state);
+            confined_before.push(drain(c));
+        }
     }
     let p = median(plain.iter().map(|x| x.0).collect());
     let g = median(confined.iter().map(|x| x.0).collect());
@@ -235,25 +261,37 @@ fn main() {
         g / q,
         if g / q <= 1.3 { "met" } else { "NOT met" }
     );
+    if !confined_before.is_empty() {
+        let b = median(confined_before.iter().map(|x| x.0).collect());
+        println!(
+            "{mib} MiB, same runs: unconfined {p:.2} s, `| cat` {q:.2} s, gateway exec {g:.2} s ({:.2}x `| cat`), before ({}) {b:.2} s ({:.2}x `| cat`)",
+            g / q,
+            before.as_deref().unwrap_or_default(),
+            b / q
+        );
+    }
     // Adversarial streams (issue 16) against random text of the same size, through exec.
     let adv_mib = env_usize("ADV_MIB", 16);
-    let stream = |cmd: &str| -> f64 {
-        let times: Vec<f64> = (0..3)
-            .map(|_| {
-                let mut c = Command::new(gateway);
-                c.args(["exec", "--policy"])
-                    .arg(&policy)
-                    .args(["--", "sh", "-c", cmd])
-                    .current_dir(&ws)
-                    .env("GATEWAY_STATE_DIR", &state);
-                drain(c).0
-            })
-            .collect();
-        median(times)
+    let once = |gateway: &str, cmd: &str| -> f64 {
+        let mut c = Command::new(gateway);
+        c.args(["exec", "--policy"])
+            .arg(&policy)
+            .args(["--", "sh", "-c", cmd])
+            .current_dir(&ws)
+            .env("GATEWAY_STATE_DIR", state);
+        drain(c).0
     };
     let raw = adv_mib * 786_432;
-    let random = stream(&format!("head -c {raw} /dev/urandom | base64"));
-    for (name, cmd) in [
+    let mut binaries = vec![("gateway", gateway)];
+    if let Some(b) = &before {
+        binaries.push(("before", b.as_str()));
+    }
+    // Each stream through each binary in turn (interleaved: the machine's load drifts).
+    let kinds = [
+        (
+            "random base64",
+            format!("head -c {raw} /dev/urandom | base64"),
+        ),
         (
             "base64 of zeros",
             format!("head -c {raw} /dev/zero | base64"),
@@ -266,13 +304,30 @@ fn main() {
             "a run of A, one line",
             format!("head -c {raw} /dev/zero | tr '\\0' A"),
         ),
-    ] {
-        let t = stream(&cmd);
-        println!(
-            "exec of {adv_mib} MiB of {name}: {t:.3} s, {:.2}x random base64's {random:.3} s (goal <= 2x): {}",
-            t / random,
-            if t <= 2.0 * random { "met" } else { "NOT met" }
-        );
+    ];
+    let times: Vec<Vec<f64>> = kinds
+        .iter()
+        .map(|(_, cmd)| {
+            let mut per = vec![Vec::new(); binaries.len()];
+            for _ in 0..3 {
+                for (bi, (_, bin)) in binaries.iter().enumerate() {
+                    per[bi].push(once(bin, cmd));
+                }
+            }
+            per.into_iter().map(median).collect()
+        })
+        .collect();
+    for (bi, (label, _)) in binaries.iter().enumerate() {
+        let random = times[0][bi];
+        println!("{label}: exec of {adv_mib} MiB of random base64: {random:.3} s");
+        for (ki, (name, _)) in kinds.iter().enumerate().skip(1) {
+            let t = times[ki][bi];
+            println!(
+                "{label}: exec of {adv_mib} MiB of {name}: {t:.3} s, {:.2}x random base64's {random:.3} s (goal <= 2x): {}",
+                t / random,
+                if t <= 2.0 * random { "met" } else { "NOT met" }
+            );
+        }
     }
     let cost = (1.0 - (bytes / g) / (bytes / p)) * 100.0;
     println!(
@@ -281,5 +336,4 @@ fn main() {
         bytes / g / 1e6,
         if cost <= 20.0 { "met" } else { "NOT met" }
     );
-    let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -838,5 +838,58 @@ fn strings_with_an_inner_equals_sign_are_not_entropy_findings() {
     assert_eq!(
         rules_found(&padded, kind_of("app.py")),
         ["high-entropy-base64"]
+/// Issue 16: an anchor ending in a run of one byte after another first byte (`:AA`, `EAAA`,
+/// `://`) is not given to the Teddy searchers, whose nibble fingerprint let every byte of a run of `A`
+/// through for it (base64 of zeros through `exec` at 2.2-2.7x random base64); `memmem` finds
+/// it instead.
+#[test]
+fn anchors_ending_in_a_run_are_found_by_memmem_not_teddy() {
+    let p = prefilter::Prefilter::new();
+    let (folded, exact) = p.teddy_anchors();
+    assert!(
+        !folded.is_empty() && !exact.is_empty(),
+        "no Teddy searcher on this machine: this test cannot check them"
+    );
+    let run_tail = |a: &[u8]| a.len() >= 3 && a[0] != a[1] && a[1..].iter().all(|&b| b == a[1]);
+    let given: Vec<String> = folded
+        .iter()
+        .chain(&exact)
+        .filter(|a| run_tail(a))
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert!(given.is_empty(), "given to Teddy: {given:?}");
+    // Every keyword holding such an anchor is still found, in a run of `A` and across the
+    // prefilter's block edges (32 KiB).
+    let (tf, te) = prefilter::anchor_tables();
+    let led: Vec<Vec<u8>> = tf.into_iter().chain(te).filter(|a| run_tail(a)).collect();
+    let mut checked = 0;
+    for (ri, rule) in rules::RULES.iter().enumerate() {
+        for k in rule.keywords.iter().map(|k| k.as_bytes()) {
+            let lower = k.to_ascii_lowercase();
+            let holds = |a: &Vec<u8>| {
+                memchr::memmem::find(&lower, a).is_some() || memchr::memmem::find(k, a).is_some()
+            };
+            if !led.iter().any(holds) {
+                continue;
+            }
+            checked += 1;
+            for at in [10_000, 32 * 1024 - 2, 32 * 1024 + 5] {
+                let mut text = vec![b'A'; 100_000];
+                text[at..at + k.len()].copy_from_slice(k);
+                let mut hits = Vec::new();
+                p.find(&text, &mut |r, s, e| hits.push((r, s, e)));
+                assert!(
+                    hits.iter()
+                        .any(|&(r, s, e)| r == ri && s <= at && at + k.len() <= e),
+                    "{}'s keyword {} at {at} not found: {hits:?}",
+                    rule.id,
+                    String::from_utf8_lossy(k)
+                );
+            }
+        }
+    }
+    assert!(
+        checked >= 1,
+        "no keyword holds such an anchor: `:AA` (telegram) did"
     );
 }
