@@ -838,6 +838,9 @@ fn strings_with_an_inner_equals_sign_are_not_entropy_findings() {
     assert_eq!(
         rules_found(&padded, kind_of("app.py")),
         ["high-entropy-base64"]
+    );
+}
+
 /// Issue 16: an anchor ending in a run of one byte after another first byte (`:AA`, `EAAA`,
 /// `://`) is not given to the Teddy searchers, whose nibble fingerprint let every byte of a run of `A`
 /// through for it (base64 of zeros through `exec` at 2.2-2.7x random base64); `memmem` finds
