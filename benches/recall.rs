@@ -33,9 +33,13 @@
     reason = "a benchmark: a program of its own that reads its settings and prints its figures"
 )]
 
+#[path = "support/gitleaks.rs"]
+mod support_gitleaks;
+use support_gitleaks::gitleaks_bin;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -389,22 +393,6 @@ fn run_detect_secrets(root: &Path) -> Result<(Found, String), String> {
         }
     }
     Ok((f, format!("{version}, {} processes", shards.len())))
-}
-
-fn gitleaks_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GITLEAKS") {
-        return Some(PathBuf::from(p));
-    }
-    let local =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/gitleaks/usr/bin/gitleaks");
-    if local.exists() {
-        return Some(local);
-    }
-    Command::new("gitleaks")
-        .arg("version")
-        .output()
-        .ok()
-        .map(|_| PathBuf::from("gitleaks"))
 }
 
 fn run_gitleaks(root: &Path, report: &Path) -> Result<(Found, String), String> {

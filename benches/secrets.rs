@@ -1,6 +1,7 @@
 //! Secrets benchmarks, side by side in one process:
 //!   1. `gateway scan` on a corpus of real source code (default: the crates in
 //!      ~/.cargo/registry/src; GATEWAY_BENCH_CORPUS overrides), wall-clock MB/s;
+//!      and `gitleaks dir` (Debian's 8.26.0, as .ci/run installs it) on the same corpus;
 //!   2. `detect-secrets scan --all-files` (pip install detect-secrets==1.5.0) and
 //!      `gateway scan` on the same slice of that corpus (the first ~2 MB of files in path
 //!      order), and the ratio of gateway's full-corpus throughput to detect-secrets';
@@ -22,6 +23,10 @@
     clippy::too_many_lines,
     reason = "a benchmark: a program of its own that reads its settings and prints its figures"
 )]
+
+#[path = "support/gitleaks.rs"]
+mod support_gitleaks;
+use support_gitleaks::gitleaks_bin;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -97,7 +102,8 @@ fn main() {
     exec_streams(gateway, &state, &tmp);
 }
 
-/// Parts 1 and 2: `gateway scan` of the corpus, and detect-secrets on a slice of it.
+/// Parts 1 and 2: `gateway scan` of the corpus (and gitleaks on it), and detect-secrets on a
+/// slice of it.
 fn scans(gateway: &str, corpus: &Path, state: &Path, tmp: &Path, runs: usize) {
     let _ = gateway_scan(gateway, corpus, state); // warm the page cache
     let mut rates = Vec::new();
@@ -120,6 +126,54 @@ fn scans(gateway: &str, corpus: &Path, state: &Path, tmp: &Path, runs: usize) {
     );
     if bytes < 100_000_000 {
         println!("note: the corpus is under 100 MB; set GATEWAY_BENCH_CORPUS to a larger tree");
+    }
+    // 1b. gitleaks on the same full corpus, as `gitleaks dir` (its rate is over the bytes
+    // gateway read: the text files; gitleaks skips binaries too).
+    match gitleaks_bin() {
+        Some(gl) => {
+            let report = tmp.join("gitleaks.json");
+            let mut secs = Vec::new();
+            let mut found = 0;
+            for _ in 0..runs {
+                let t = Instant::now();
+                let o = Command::new(&gl)
+                    .args([
+                        "dir",
+                        "--no-banner",
+                        "--report-format",
+                        "json",
+                        "--report-path",
+                    ])
+                    .arg(&report)
+                    .arg(corpus)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                secs.push(t.elapsed().as_secs_f64());
+                // 0: nothing found, 1: leaks found; anything else is a failure.
+                if !matches!(o.map(|s| s.code()), Ok(Some(0 | 1))) {
+                    println!("gitleaks failed on {}", corpus.display());
+                    secs.clear();
+                    break;
+                }
+                found = std::fs::read(&report)
+                    .ok()
+                    .and_then(|d| serde_json::from_slice::<serde_json::Value>(&d).ok())
+                    .and_then(|v| v.as_array().map(Vec::len))
+                    .unwrap_or(0);
+            }
+            if !secs.is_empty() {
+                let s = median(secs);
+                let rate = bytes as f64 / s / 1e6;
+                println!(
+                    "gitleaks dir (same corpus): median {s:.2} s ({rate:.0} MB/s), {found} findings; gateway / gitleaks: {:.1}x",
+                    full_rate / rate
+                );
+            }
+        }
+        None => println!(
+            "gitleaks not available: .ci/run installs Debian's gitleaks 8.26.0 into target/tools/gitleaks (or set GITLEAKS)"
+        ),
     }
 
     // 2. detect-secrets on a slice.
