@@ -118,6 +118,23 @@
 //!   test (computing it per process would cost milliseconds on every exec). The broker
 //!   applies the policy's `[secrets]` to argv and environment before the decision, and to
 //!   stdin and output through `sandbox::StreamIo` (the sandbox stays ignorant of secrets).
+//!   Every rule runs in time linear in its input with a bound on work per byte that does not
+//!   depend on its shape (bounded quantifiers, literal anchors, no line-sized windows);
+//!   anchors ending in a run of one byte go to `memmem`, not Teddy, whose nibble fingerprint
+//!   lets a run through. One context tokenizer (`secrets::context`, single pass, a bounded
+//!   read-ahead and a dead zone after an unclosed construct) finds where a value sits
+//!   (assignments in every syntax, XML, JSON with escapes, Go backticks, C# verbatim, flags
+//!   from a data table) and hands the key+value to the keyword rule and the unescaped value
+//!   to every rule, findings mapped back to the original bytes so redaction cuts the right
+//!   ones. The file's kind decides what counts (`TextKind`: code, configuration, prose —
+//!   prose, logs and scripts count keyword values but not entropy on `NAME = value` lines);
+//!   `secrets::precision` holds the keyword rule's filters (object names, metavariables,
+//!   UUIDs, demo words). A finding's confidence is `high` only for a validated vendor format
+//!   (GitHub/npm CRC32 tails, a JWT that decodes): a look-alike is found and redacted at
+//!   `medium`, never trusted. Stream digests are BLAKE3 (SHA-256 for the chain, policy
+//!   hash and backups). Recall is measured against gitleaks and detect-secrets on their own
+//!   test suites' cases (`benches/recall.rs`), re-randomised each run, never on a corpus
+//!   tuned to our rules.
 //! - File tools run in a confined child (`broker::worker`): the broker starts
 //!   `gateway __fs-worker` through the sandbox with landlock rules for just the directories
 //!   the call resolves in, seccomp, no capabilities and the policy's limits, and answers the
