@@ -254,6 +254,26 @@ fn is_demo_value(v: &[u8]) -> bool {
     DEMO.iter().any(|d| d.as_bytes() == base)
 }
 
+/// A value made of words joined by `-`/`_` (`xoxb-Slack_BOT_TOKEN`,
+/// `gloas-checking_Length-Is-...`): at least two separators, and half its bytes or more in
+/// segments that read as words (letters only, one case or capitalised). A random token with
+/// `-`/`_` in its alphabet has long mixed-case segments with digits instead.
+pub fn is_wordy(v: &[u8]) -> bool {
+    let parts: Vec<&[u8]> = v.split(|&b| b == b'-' || b == b'_').collect();
+    if parts.len() < 3 {
+        return false;
+    }
+    let word = |p: &[u8]| {
+        p.len() >= 2
+            && p.iter().all(u8::is_ascii_alphabetic)
+            && (p.iter().all(u8::is_ascii_lowercase)
+                || p.iter().all(u8::is_ascii_uppercase)
+                || p[1..].iter().all(u8::is_ascii_lowercase))
+    };
+    let in_words: usize = parts.iter().filter(|p| word(p)).map(|p| p.len()).sum();
+    in_words * 2 >= v.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

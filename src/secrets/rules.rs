@@ -135,11 +135,26 @@ macro_rules! named {
 
 /// What names a secret, in a key, a variable, an XML element or attribute, or a flag
 /// (`db_password`, `apiKey`, `--client-secret`): the keyword rule's names.
-macro_rules! secret_names {
+macro_rules! strong_secret_names {
     () => {
         r#"(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#
     };
 }
+
+/// The keyword rule's names: the strong ones, and `token` (`NOTION_TOKEN`, `notion_token`;
+/// the prefilter keyword is `_token`, so `notionToken` is not seen yet),
+/// whose values must also look random (see [`STRONG_SECRET_NAME`]), as gitleaks'
+/// generic-api-key requires of every keyword's value.
+macro_rules! secret_names {
+    () => {
+        concat!(r#"(?:"#, strong_secret_names!(), r#"|token)"#)
+    };
+}
+
+/// Names that say a secret by themselves (`password`, `api_key`, `access_token`); a value
+/// named only by `token` (`page_token`, `NOTION_TOKEN`) is taken only when long and random
+/// (a pagination cursor or a word is not a credential).
+pub const STRONG_SECRET_NAME: &str = concat!(r"(?i)", strong_secret_names!());
 
 /// A name (of a key, an XML element or attribute, a long flag) that names a secret, for the
 /// context tokenizer (`super::context`): its value goes to the keyword rule. Searched within
@@ -1830,9 +1845,8 @@ pub static RULES: &[Rule] = &[
                 "db_pass",
                 "database_pass",
                 "key_pass",
-                "access_token",
-                "auth_token",
-                "api_token",
+                // `_token` covers `access_token`, `auth_token`, `api_token`.
+                "_token",
                 "contrase",
             ],
             concat!(

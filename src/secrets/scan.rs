@@ -300,6 +300,20 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
     merged
 }
 
+/// Whether the text before a keyword match's value holds one of the strong secret names
+/// ([`super::rules::STRONG_SECRET_NAME`]), not only `token`.
+fn names_strongly(name: &[u8]) -> bool {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        RegexBuilder::new(super::rules::STRONG_SECRET_NAME)
+            .unicode(false)
+            .build()
+            .ok()
+    })
+    .as_ref()
+    .is_some_and(|re| re.is_match(name))
+}
+
 /// Whether a name (a key, an XML element or attribute, a long flag) names a secret: the
 /// keyword rule's names ([`super::rules::SECRET_NAME`]), unless it ends in a word that
 /// says where the secret is rather than being it (`--password-file`).
@@ -527,6 +541,14 @@ fn accept(
             && (entropy::is_reference(secret, &text[e..])
                 || !entropy::looks_random(secret)
                 || is_relative_file_path(secret))
+        {
+            return false;
+        }
+        // Named only by `token` (`NOTION_TOKEN`, `next_page_token`): a credential only when
+        // long and random, as gitleaks' generic-api-key asks (16 bytes, entropy 3.5).
+        if at < s
+            && !names_strongly(&text[at..s])
+            && (secret.len() < 16 || entropy::shannon(secret) < 3.5 || precision::is_wordy(secret))
         {
             return false;
         }

@@ -905,3 +905,60 @@ fn anchors_ending_in_a_run_are_found_by_memmem_not_teddy() {
         "no keyword holds such an anchor: `:AA` (telegram) did"
     );
 }
+
+/// Issue 16: a value under a name that says only `_token` (`NOTION_TOKEN`, `openai_token`) is
+/// found when long and random, in every file kind (export, Dockerfile, logs, notes: the 80%
+/// contexts of the recall bench missed them), and not when short, low-entropy or wordy.
+#[test]
+fn token_named_values() {
+    let mut next = prng(16);
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let random: String = (0..40)
+        .map(|_| char::from(alphabet[usize::try_from(next() % 62).unwrap_or(0)]))
+        .collect();
+    let value = random;
+    for (name, text) in [
+        (
+            ".bashrc",
+            format!("alias ll='ls -l'\nexport NOTION_TOKEN={value}\n"),
+        ),
+        (
+            "Dockerfile",
+            format!("FROM alpine\nENV NOTION_TOKEN={value}\n"),
+        ),
+        (
+            "app.log",
+            format!("INFO ok user=admin notion_token={value} took=3ms\n"),
+        ),
+        ("notes.txt", format!("staging\nnotion_token: {value}\n")),
+    ] {
+        assert_eq!(
+            rules_found(&text, kind_of(name)),
+            vec!["keyword-secret"],
+            "{name}: {text}"
+        );
+    }
+    for (name, text) in [
+        (
+            ".bashrc",
+            "export SLACK_TOKEN=xoxb-Slack_BOT_TOKEN\n".to_owned(),
+        ),
+        (
+            ".bashrc",
+            "export GITLAB_TOKEN=gloas-checking_Length-Is-checking_Length-Is-\n".to_owned(),
+        ),
+        (
+            "config.json",
+            "{\"next_page_token\": \"abc123\"}\n".to_owned(),
+        ),
+        (
+            "app.log",
+            "INFO max_tokens=4096 csrf_token=aaaaaaaaaaaaaaaaaaaa\n".to_owned(),
+        ),
+    ] {
+        assert!(
+            rules_found(&text, kind_of(name)).is_empty(),
+            "{name}: {text}"
+        );
+    }
+}
