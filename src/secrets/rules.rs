@@ -323,6 +323,21 @@ fn opaque_credential(s: &[u8]) -> bool {
         && !super::entropy::is_sequential(s)
 }
 
+/// A Slack token whose random part is random: the last `-`-separated part of an
+/// `xox[abposr]-` token has 8 or more characters with a letter and a digit (Slack's are 24-32
+/// random characters), so `xoxb-12345-abcd234` and `xoxp-1-RANDOMSTRINGHERE` (inside
+/// gitleaks' `xoxe.xoxp-1-...` placeholders) are not tokens; `xoxe`/`xapp-` forms have their
+/// own lengths in the regex.
+fn slack_token_body(s: &[u8]) -> bool {
+    if s.len() < 5 || !s[..3].eq_ignore_ascii_case(b"xox") || s[3].eq_ignore_ascii_case(&b'e') {
+        return true;
+    }
+    let last = s.rsplit(|&b| b == b'-').next().unwrap_or(s);
+    last.len() >= 8
+        && last.iter().any(u8::is_ascii_digit)
+        && last.iter().any(u8::is_ascii_alphabetic)
+}
+
 /// A base64 value (`LS0tLS1CRUdJTi` is `-----BEGIN`) whose decoded head is a private key's
 /// armour line and which holds a key body.
 fn is_base64_private_key(s: &[u8]) -> bool {
@@ -706,19 +721,22 @@ pub static RULES: &[Rule] = &[
         &["AC", "SK"],
         concat!(start!(), r"(?P<s>(?:AC|SK)[a-f0-9]{32})(?:[^A-Za-z0-9]|$)"),
     ),
-    rule(
-        "slack-token",
-        "Slack bot, user, app or configuration token",
-        &[
-            "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe", "xapp-",
-        ],
-        concat!(
-            r"(?i)(?P<s>xox[abposr]-(?:\d{1,20}-){1,6}[a-z0-9]{1,100}(?:-[a-z0-9]{1,100}){0,6}",
-            r"|xoxe(?:\.xox[bp])?-\d-[A-Z0-9]{146,300}",
-            r"|xapp-\d-[A-Z0-9]{1,32}-\d{1,20}-[a-z0-9]{1,128})",
-            end!()
-        ),
-    ),
+    Rule {
+        check: Some(slack_token_body),
+        ..rule(
+            "slack-token",
+            "Slack bot, user, app or configuration token",
+            &[
+                "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe", "xapp-",
+            ],
+            concat!(
+                r"(?i)(?P<s>xox[abposr]-(?:\d{1,20}-){1,6}[a-z0-9]{1,100}(?:-[a-z0-9]{1,100}){0,6}",
+                r"|xoxe(?:\.xox[bp])?-\d-[A-Z0-9]{146,300}",
+                r"|xapp-\d-[A-Z0-9]{1,32}-\d{1,20}-[a-z0-9]{1,128})",
+                end!()
+            ),
+        )
+    },
     rule(
         "slack-webhook",
         "Slack incoming webhook URL",

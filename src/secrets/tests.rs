@@ -962,3 +962,39 @@ fn token_named_values() {
         );
     }
 }
+
+/// A Slack token's random part is random (gitleaks' `slack-bot-token` fp `xoxb-12345-abcd234`
+/// and `slack-config-access-token` fps `xoxe.xoxp-1-RANDOMSTRINGHERE`, `xoxe.xoxp-1-initial`,
+/// which detect-secrets' looser shape let through); real shapes are still found.
+#[test]
+fn slack_tokens_with_a_short_or_wordy_body_are_not_findings() {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const D: &[u8] = b"0123456789";
+    for text in [
+        "token: xoxb-12345-abcd234\n",
+        "SLACK=xoxe.xoxp-1-RANDOMSTRINGHERE\n",
+        "SLACK=xoxe.xoxp-1-initial\n",
+    ] {
+        assert_eq!(
+            rules_found(text, TextKind::Config),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    let bot = format!(
+        "SLACK=xoxb-{}-{}-{}\n",
+        random_of(D, 12, 1),
+        random_of(D, 12, 2),
+        random_of(A, 24, 3)
+    );
+    assert_eq!(rules_found(&bot, TextKind::Config), ["slack-token"]);
+    // detect-secrets' own shape: digits, then a hex tail.
+    let user = format!(
+        "x = 'xoxp-{}-{}-{}-{}'\n",
+        random_of(D, 6, 4),
+        random_of(D, 6, 5),
+        random_of(D, 6, 6),
+        random_of(b"0123456789abcdef", 18, 7)
+    );
+    assert_eq!(rules_found(&user, TextKind::Code), ["slack-token"]);
+}
