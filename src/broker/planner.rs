@@ -221,7 +221,7 @@ const SYSTEM_DIRS: &[&str] = &[
 ];
 
 /// The paths a run may not see: the policy's denied paths and the ones no policy may expose
-/// (credentials, the state directory), with their canonical forms and the unsafe devices;
+/// (credentials, the state directory), with their canonical forms and the hazardous devices;
 /// and those of them inside the workspace, which only mounts can hide (`hidden`). Refuses a
 /// workspace that is `/`, is or lies in a system directory (`SYSTEM_DIRS`), lies in a denied
 /// path or contains one no policy may expose.

@@ -212,14 +212,14 @@ impl Lexer<'_, '_> {
                     self.new_line();
                     i += 1;
                 }
-                b'"' => i = self.double_quoted(i),
+                b'"' => i = self.quoted(i, b'"'),
                 b'\'' => {
                     // An apostrophe inside a word (`don't`) opens nothing.
                     if i > 0 && text[i - 1].is_ascii_alphanumeric() {
                         self.punct();
                         i += 1;
                     } else {
-                        i = self.single_quoted(i);
+                        i = self.quoted(i, b'\'');
                     }
                 }
                 b'`' => i = self.backtick(i),
@@ -418,37 +418,28 @@ impl Lexer<'_, '_> {
         j
     }
 
-    /// A `"` string at `q`.
-    fn double_quoted(&mut self, q: usize) -> usize {
-        if q < self.dead_dq {
+    /// A `"` or `'` string at `q`; an unclosed one leaves its dead zone (per quote kind).
+    fn quoted(&mut self, q: usize, quote: u8) -> usize {
+        let dead = if quote == b'"' {
+            self.dead_dq
+        } else {
+            self.dead_sq
+        };
+        if q < dead {
             self.punct();
             return q + 1;
         }
-        match self.read_escaped(q, b'"') {
+        match self.read_escaped(q, quote) {
             Ok(close) => {
                 self.string_value(q + 1, close, Ctx::Quoted);
                 close + 1
             }
             Err(stop) => {
-                self.dead_dq = stop;
-                self.punct();
-                q + 1
-            }
-        }
-    }
-
-    fn single_quoted(&mut self, q: usize) -> usize {
-        if q < self.dead_sq {
-            self.punct();
-            return q + 1;
-        }
-        match self.read_escaped(q, b'\'') {
-            Ok(close) => {
-                self.string_value(q + 1, close, Ctx::Quoted);
-                close + 1
-            }
-            Err(stop) => {
-                self.dead_sq = stop;
+                if quote == b'"' {
+                    self.dead_dq = stop;
+                } else {
+                    self.dead_sq = stop;
+                }
                 self.punct();
                 q + 1
             }
