@@ -222,24 +222,40 @@ pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
     let boot = boot_id();
     let mut seqs = Vec::new();
     for p in found {
-        // Another gateway may have recovered it while this one waited for the lock.
-        // not-ws: the intent records, in the broker's own state directory
-        let Ok(data) = std::fs::read(&p) else {
-            continue;
-        };
-        let Ok(intent) = serde_json::from_slice::<Intent>(&data) else {
-            // Torn by a crash while being written (it is written atomically, so only a
-            // foreign file): set aside, never in the way.
-            // not-ws: the intent records, in the broker's own state directory
-            let _ = std::fs::rename(&p, p.with_extension("unreadable"));
-            continue;
-        };
-        if !dead(&intent, &boot) {
-            continue;
+        if let Some(intent) = claim(&p, &boot, || {}) {
+            seqs.push(record_dead(state_dir, &p, intent)?);
         }
-        seqs.push(record_dead(state_dir, &p, intent)?);
     }
     Ok(seqs)
+}
+
+/// The intent at `p` if its broker is gone and its run is still unrecorded.
+///
+/// The order of the checks matters. A broker that lives appends its record, removes its
+/// intent and only then exits; so an intent read while its broker ran, whose broker is gone
+/// by the time it is checked, may belong to a run that finished normally in between. The
+/// intent is therefore looked at again *after* its broker is seen gone: if it is still
+/// there, the broker died holding it. (Without this second look, twelve concurrent runs on
+/// one state directory recorded one of them twice, once as died.) `between` runs between
+/// the read and the liveness check, for the test that plays that race.
+fn claim(p: &Path, boot: &str, between: impl FnOnce()) -> Option<Intent> {
+    // Another gateway may have recovered it while this one waited for the lock.
+    // not-ws: the intent records, in the broker's own state directory
+    let data = std::fs::read(p).ok()?;
+    let Ok(intent) = serde_json::from_slice::<Intent>(&data) else {
+        // Torn by a crash while being written (it is written atomically, so only a
+        // foreign file): set aside, never in the way.
+        // not-ws: the intent records, in the broker's own state directory
+        let _ = std::fs::rename(p, p.with_extension("unreadable"));
+        return None;
+    };
+    between();
+    if !dead(&intent, boot) {
+        return None;
+    }
+    // not-ws: the intent records, in the broker's own state directory
+    std::fs::symlink_metadata(p).ok()?;
+    Some(intent)
 }
 
 /// Writes the record of one dead run (capturing its changes first), then drops its intent.
@@ -313,4 +329,80 @@ fn capture(
             CAPTURE_LIMIT.as_secs()
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent_of(pid: u32) -> Intent {
+        Intent {
+            pid,
+            start: start_time(&pid.to_string()).expect("start time"),
+            boot: boot_id(),
+            snapshot: None,
+            quota: None,
+            ws_quota: None,
+            record: audit::Record::default(),
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gateway-intent-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d
+    }
+
+    fn write(p: &Path, i: &Intent) {
+        std::fs::write(p, serde_json::to_vec(i).expect("json")).expect("write intent");
+    }
+
+    #[test]
+    fn a_run_that_finishes_while_recovery_looks_is_not_recorded_as_died() {
+        let d = scratch("finished");
+        let p = d.join("run.json");
+        // A broker in the middle of its run: alive, intent on disk.
+        let mut broker = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        write(&p, &intent_of(broker.id()));
+        // Between recovery's read and its liveness check, the broker records its run,
+        // removes its intent and exits: that run is recorded, not died.
+        let got = claim(&p, &boot_id(), || {
+            std::fs::remove_file(&p).expect("the broker removes its intent");
+            broker.kill().expect("kill");
+            broker.wait().expect("wait");
+        });
+        assert!(got.is_none(), "a finished run was claimed as died");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_intent_whose_broker_is_gone_is_claimed_and_a_live_ones_is_not() {
+        let d = scratch("claim");
+        let p = d.join("run.json");
+        let mut broker = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        write(&p, &intent_of(broker.id()));
+        assert!(
+            claim(&p, &boot_id(), || {}).is_none(),
+            "a live broker's run"
+        );
+        broker.kill().expect("kill");
+        broker.wait().expect("wait");
+        assert!(
+            claim(&p, &boot_id(), || {}).is_some(),
+            "a dead broker's run"
+        );
+        // A foreign file in the directory is set aside.
+        let q = d.join("torn.json");
+        std::fs::write(&q, b"{").expect("write");
+        assert!(claim(&q, &boot_id(), || {}).is_none());
+        assert!(q.with_extension("unreadable").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
