@@ -246,6 +246,77 @@ impl Side {
     }
 }
 
+/// Where a program whose short flag takes a secret ([`super::rules::SECRET_FLAGS`]) is named:
+/// the context tokenizer reads those lines. Only the names that hold no other name are
+/// searched (`mysql` finds `mysqldump`'s lines too, `http` those of `https`), with
+/// aho-corasick's SIMD `packed` (Teddy) searcher: its general automaton over all 23 names
+/// (a byte prefilter, then the automaton) ran at ~690 MB/s on log lines and was most of the
+/// time of a redacted `gateway exec` (0.70 s for 256 MiB against 0.24-0.29 s before the
+/// context tokenizer came); Teddy over the 10 names: ~30 GB/s there.
+pub(crate) enum ProgramTrigger {
+    Packed(aho_corasick::packed::Searcher),
+    /// Teddy unavailable (no SSSE3): the automaton, slower but never blind.
+    Automaton(aho_corasick::AhoCorasick),
+    /// Neither could be built: every line is read (slow, never blind).
+    Everywhere,
+}
+
+/// The program names searched for (see [`ProgramTrigger`]): those holding no other one.
+pub(crate) fn program_trigger_names() -> Vec<&'static str> {
+    let all: Vec<&'static str> = super::rules::SECRET_FLAGS
+        .iter()
+        .flat_map(|f| f.programs.iter().copied())
+        .collect();
+    let mut names: Vec<&'static str> = all
+        .iter()
+        .copied()
+        .filter(|n| !all.iter().any(|m| m != n && n.contains(m)))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+impl ProgramTrigger {
+    fn new() -> ProgramTrigger {
+        let names = program_trigger_names();
+        if let Some(s) = aho_corasick::packed::Config::new()
+            .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
+            .builder()
+            .extend(names.iter())
+            .build()
+        {
+            return ProgramTrigger::Packed(s);
+        }
+        match aho_corasick::AhoCorasick::new(&names) {
+            Ok(ac) => ProgramTrigger::Automaton(ac),
+            Err(_) => ProgramTrigger::Everywhere,
+        }
+    }
+
+    /// Where the first name starts in `hay` (leftmost: a name starts there, and every line
+    /// naming a program holds such a start).
+    pub(crate) fn find(&self, hay: &[u8]) -> Option<usize> {
+        match self {
+            ProgramTrigger::Packed(s) => s.find(hay).map(|m| m.start()),
+            ProgramTrigger::Automaton(ac) => ac.find(hay).map(|m| m.start()),
+            ProgramTrigger::Everywhere => (!hay.is_empty()).then_some(0),
+        }
+    }
+
+    /// Whether the SIMD searcher is in use (tests: this machine has SSSE3).
+    #[cfg(test)]
+    pub(crate) fn is_packed(&self) -> bool {
+        matches!(self, ProgramTrigger::Packed(_))
+    }
+}
+
+/// The process-wide [`ProgramTrigger`].
+pub(crate) fn program_trigger() -> &'static ProgramTrigger {
+    static T: OnceLock<ProgramTrigger> = OnceLock::new();
+    T.get_or_init(ProgramTrigger::new)
+}
+
 /// The lines the context tokenizer reads: those the keyword rule searches (a name of a
 /// secret is on them), and those holding what unescaping reads (`\\`, `&`, `@"`) or a
 /// program whose short flag takes a secret (`mysql`, [`super::rules::SECRET_FLAGS`]).
@@ -253,16 +324,7 @@ impl Side {
 /// disjoint; found in one pass per trigger, each line's edges searched once (a line is cut
 /// at [`MAX_BEFORE`] before and [`MAX_AFTER`] after its trigger, as the rules' windows are).
 fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    static PROGRAMS: OnceLock<Option<aho_corasick::AhoCorasick>> = OnceLock::new();
-    let programs = PROGRAMS
-        .get_or_init(|| {
-            let names: Vec<&str> = super::rules::SECRET_FLAGS
-                .iter()
-                .flat_map(|f| f.programs.iter().copied())
-                .collect();
-            aho_corasick::AhoCorasick::new(names).ok()
-        })
-        .as_ref();
+    let programs = program_trigger();
     let mut regions: Vec<(usize, usize)> = generic_windows.to_vec();
     // The line around `h`, searched back no further than `floor`.
     let line = |h: usize, floor: usize| {
@@ -283,12 +345,7 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
     };
     add(&|p| memchr::memchr2(b'\\', b'&', &text[p..]).map(|i| p + i));
     add(&|p| memchr::memmem::find(&text[p..], b"@\"").map(|i| p + i));
-    if let Some(ac) = programs {
-        add(&|p| {
-            ac.find(aho_corasick::Input::new(text).span(p..text.len()))
-                .map(|m| m.start())
-        });
-    }
+    add(&|p| programs.find(&text[p..]).map(|i| p + i));
     regions.sort_unstable();
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(regions.len());
     for r in regions {
@@ -851,5 +908,41 @@ mod tests {
         b.dedup();
         assert_eq!(a, b);
         assert!(a.len() > 300);
+    }
+
+    /// The exec regression of issue 16's third wave: the lines naming a program whose short
+    /// flag takes a secret were found by aho-corasick's general automaton over all 23 names
+    /// (~690 MB/s on log lines, most of a redacted exec's time). They must be found by the
+    /// SIMD searcher over the names holding no other, and the lines found must be those
+    /// naming any program.
+    #[test]
+    fn program_lines_are_found_by_simd_over_names_holding_no_other() {
+        let trigger = program_trigger();
+        assert!(
+            trigger.is_packed(),
+            "the program names are not searched with Teddy on this machine"
+        );
+        let names = program_trigger_names();
+        let all: Vec<&str> = super::super::rules::SECRET_FLAGS
+            .iter()
+            .flat_map(|f| f.programs.iter().copied())
+            .collect();
+        assert!(names.len() < all.len(), "{names:?}");
+        for n in &names {
+            assert!(!names.iter().any(|m| m != n && n.contains(m)), "{n}");
+        }
+        // Each program on a line of its own among log lines; the regions read are exactly
+        // the lines naming a program.
+        let mut text = Vec::new();
+        let mut want = Vec::new();
+        for (i, p) in all.iter().enumerate() {
+            text.extend_from_slice(b"build step 42 finished: all good, nothing to see\n");
+            let s = text.len();
+            text.extend_from_slice(format!("run {i}: /usr/bin/{p} -x y").as_bytes());
+            want.push((s, text.len()));
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b"done\n");
+        assert_eq!(context_regions(&text, &[]), want);
     }
 }
