@@ -111,9 +111,22 @@ impl Redactor {
                 limit = f.start;
             }
         }
+        // Constructs across `limit` (see `spans`), when looked for already.
+        let mut across = None;
         if lines {
             limit = limit.min(open_block(&self.buf, self.ctx, limit, &findings));
-            limit = limit.min(self.held(limit));
+            // A construct still open whose value is judged only once it closes (a C#
+            // verbatim string, read unescaped whole; the text of `<password>` spanning
+            // lines) is held back from its line (at most MAX_VALUE of it, then no longer).
+            let (open, hold) = self.spans(limit, limit);
+            across = Some(open);
+            if let Some(h) = hold {
+                let held = line_start(&self.buf, h).max(self.ctx);
+                if held < limit {
+                    limit = held;
+                    across = None;
+                }
+            }
         }
         if limit <= self.ctx {
             return;
@@ -133,7 +146,7 @@ impl Redactor {
         out.extend_from_slice(&self.buf[pos..limit]);
         // Keep CONTEXT bytes of what was emitted (more when a construct spans the cut), and
         // everything pending.
-        let keep_from = self.keep_from(limit);
+        let keep_from = self.keep_from(limit, across);
         self.buf.drain(..keep_from);
         self.ctx = limit - keep_from;
     }
@@ -145,22 +158,12 @@ impl Redactor {
     /// `Password=""...""` line deep in a verbatim string, `<add key="Password"` with its
     /// `value=` lines later); a cut at a pause must not lose that. Such a construct is read at
     /// most [`MAX_VALUE`] bytes, so no more is looked at, and only when an opener is there.
-    fn keep_from(&self, limit: usize) -> usize {
+    /// `across`: the first of [`Redactor::spans`] at `limit` if known.
+    fn keep_from(&self, limit: usize, across: Option<Option<usize>>) -> usize {
         let keep = limit.saturating_sub(CONTEXT);
-        match self.spans(limit, keep).0 {
+        match across.unwrap_or_else(|| self.spans(limit, keep).0) {
             Some(o) if o < keep => line_start(&self.buf, o),
             _ => keep,
-        }
-    }
-
-    /// With `lines` (a flush at a pause): where to stop emitting before `limit` so that a
-    /// construct still open whose value is judged only once it closes (a C# verbatim string,
-    /// read unescaped whole; the text of `<password>` spanning lines) is not cut: its line.
-    /// Such a construct is read at most [`MAX_VALUE`] bytes, then it is no longer held.
-    fn held(&self, limit: usize) -> usize {
-        match self.spans(limit, limit).1 {
-            Some(o) => line_start(&self.buf, o).max(self.ctx),
-            None => limit,
         }
     }
 
