@@ -106,11 +106,6 @@ impl Redactor {
             .filter(|f| f.start >= self.ctx)
             .collect();
         let mut limit = limit;
-        for f in &findings {
-            if f.start < limit && f.end > limit {
-                limit = f.start;
-            }
-        }
         // Constructs across `limit` (see `spans`), when looked for already.
         let mut across = None;
         if lines {
@@ -126,6 +121,12 @@ impl Redactor {
                     limit = held;
                     across = None;
                 }
+            }
+        }
+        for f in &findings {
+            if f.start < limit && f.end > limit {
+                limit = f.start;
+                across = None;
             }
         }
         if limit <= self.ctx {
@@ -161,6 +162,12 @@ impl Redactor {
     /// `across`: the first of [`Redactor::spans`] at `limit` if known.
     fn keep_from(&self, limit: usize, across: Option<Option<usize>>) -> usize {
         let keep = limit.saturating_sub(CONTEXT);
+        // From a line's start, as the scan of the whole text begins its regions.
+        let keep = if keep > 0 {
+            line_start(&self.buf, keep)
+        } else {
+            keep
+        };
         match across.unwrap_or_else(|| self.spans(limit, keep).0) {
             Some(o) if o < keep => line_start(&self.buf, o),
             _ => keep,
@@ -286,6 +293,12 @@ mod tests {
                 format!("<config>\n{filler}<password>{pw}</password>\n</config>\n"),
                 format!("password := `{pw}`\n{filler}\n"),
                 format!("db:\n{filler}  password: {pw}\n"),
+                // A held verbatim string whose line starts more than 1 KiB back: the hold
+                // begins inside the secret before it, and must not split it.
+                format!(
+                    "password = \"{pw}\" {} @\"Server=db;\n{filler}Password=\"\"{pw}\"\";\n\";\n",
+                    "x".repeat(1000)
+                ),
             ];
             for c in &cases {
                 let t = c.as_bytes();
