@@ -169,25 +169,7 @@ struct Lexer<'t, 'f> {
 /// reading, see `scan.rs`), each begun as a line is; a construct begun in a region may read
 /// on past its end (a string, a tag, an element's text).
 pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&Value)) {
-    let mut l = Lexer {
-        text,
-        emit,
-        key: None,
-        assigned: false,
-        words: 0,
-        command: (0, 0),
-        env_line: false,
-        pending: Pending::None,
-        dead_dq: 0,
-        dead_sq: 0,
-        dead_bt: 0,
-        dead_vb: 0,
-        dead_lt: 0,
-        scratch: Unescaped::default(),
-        open: None,
-        cut: usize::MAX,
-        hold: None,
-    };
+    let mut l = Lexer::new(text, emit, usize::MAX);
     let mut at = 0;
     for &(s, e) in regions {
         l.new_line();
@@ -206,30 +188,35 @@ pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&
 /// text from the second's line until it closes.
 pub fn open_across(text: &[u8], from: usize, cut: usize) -> (Option<usize>, Option<usize>) {
     let mut none = |_: &Value| {};
-    let mut l = Lexer {
-        text,
-        emit: &mut none,
-        key: None,
-        assigned: false,
-        words: 0,
-        command: (0, 0),
-        env_line: false,
-        pending: Pending::None,
-        dead_dq: 0,
-        dead_sq: 0,
-        dead_bt: 0,
-        dead_vb: 0,
-        dead_lt: 0,
-        scratch: Unescaped::default(),
-        open: None,
-        cut,
-        hold: None,
-    };
+    let mut l = Lexer::new(text, &mut none, cut);
     l.run(from, cut.min(text.len()));
     (l.open, l.hold)
 }
 
-impl Lexer<'_, '_> {
+impl<'t, 'f> Lexer<'t, 'f> {
+    /// A lexer at the start of `text`, noting constructs across `cut` (`usize::MAX`: none).
+    fn new(text: &'t [u8], emit: &'f mut dyn FnMut(&Value), cut: usize) -> Lexer<'t, 'f> {
+        Lexer {
+            text,
+            emit,
+            key: None,
+            assigned: false,
+            words: 0,
+            command: (0, 0),
+            env_line: false,
+            pending: Pending::None,
+            dead_dq: 0,
+            dead_sq: 0,
+            dead_bt: 0,
+            dead_vb: 0,
+            dead_lt: 0,
+            scratch: Unescaped::default(),
+            open: None,
+            cut,
+            hold: None,
+        }
+    }
+
     fn new_line(&mut self) {
         self.key = None;
         self.assigned = false;
