@@ -12,7 +12,11 @@ fn test_exists(qualified: &str) -> bool {
         return false;
     };
     let needle = format!("fn {name}()");
-    let mut candidates = vec![root.join("tests").join(format!("{}.rs", modules[0]))];
+    let mut candidates = vec![
+        root.join("tests").join(format!("{}.rs", modules[0])),
+        root.join("tests/secrets")
+            .join(format!("{}.rs", modules[0])),
+    ];
     let src: Vec<&str> = modules.iter().copied().filter(|m| *m != "tests").collect();
     if !src.is_empty() {
         let base = root.join("src").join(src.join("/"));

@@ -25,6 +25,8 @@ mod util;
 
 #[path = "secrets/corpus.rs"]
 mod corpus;
+#[path = "secrets/stream.rs"]
+mod stream;
 
 mod agents;
 mod argv_secrets;

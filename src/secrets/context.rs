@@ -154,28 +154,22 @@ struct Lexer<'t, 'f> {
     dead_vb: usize,
     dead_lt: usize,
     scratch: Unescaped,
+    /// The earliest opening before `cut` of a construct that may span lines (a Go raw
+    /// string, a C# verbatim string, an XML tag or element text) that reads on to `cut` or
+    /// past it: see [`open_across`].
+    open: Option<usize>,
+    cut: usize,
+    /// The earliest opening of a construct still open at the text's end whose value is
+    /// judged only once it closes: a C# verbatim string (unescaped whole), the text of an
+    /// element that names a secret or holds an entity.
+    hold: Option<usize>,
 }
 
 /// Runs the tokenizer over the `regions` of `text` (sorted, disjoint: the lines worth
 /// reading, see `scan.rs`), each begun as a line is; a construct begun in a region may read
 /// on past its end (a string, a tag, an element's text).
 pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&Value)) {
-    let mut l = Lexer {
-        text,
-        emit,
-        key: None,
-        assigned: false,
-        words: 0,
-        command: (0, 0),
-        env_line: false,
-        pending: Pending::None,
-        dead_dq: 0,
-        dead_sq: 0,
-        dead_bt: 0,
-        dead_vb: 0,
-        dead_lt: 0,
-        scratch: Unescaped::default(),
-    };
+    let mut l = Lexer::new(text, emit, usize::MAX);
     let mut at = 0;
     for &(s, e) in regions {
         l.new_line();
@@ -183,7 +177,46 @@ pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&
     }
 }
 
-impl Lexer<'_, '_> {
+/// Constructs that may span lines (a Go raw string, a C# verbatim string, an XML tag or an
+/// element's text) opened in `text[from..cut]`, lexing from `from` (a line start): where the
+/// earliest one opens that reads on to `cut` or past it (closed after it, or still open at
+/// the text's end), and where the earliest one opens that is still open at the text's end
+/// and whose value is judged only once it closes (a verbatim string, unescaped whole; the
+/// text of an element that names a secret or holds an entity). The streaming redactor keeps
+/// text from the first as the next scan's left context, so that a value after the cut is
+/// read from its construct's opening as the scan of the whole text reads it, and holds back
+/// text from the second's line until it closes.
+pub fn open_across(text: &[u8], from: usize, cut: usize) -> (Option<usize>, Option<usize>) {
+    let mut none = |_: &Value| {};
+    let mut l = Lexer::new(text, &mut none, cut);
+    l.run(from, cut.min(text.len()));
+    (l.open, l.hold)
+}
+
+impl<'t, 'f> Lexer<'t, 'f> {
+    /// A lexer at the start of `text`, noting constructs across `cut` (`usize::MAX`: none).
+    fn new(text: &'t [u8], emit: &'f mut dyn FnMut(&Value), cut: usize) -> Lexer<'t, 'f> {
+        Lexer {
+            text,
+            emit,
+            key: None,
+            assigned: false,
+            words: 0,
+            command: (0, 0),
+            env_line: false,
+            pending: Pending::None,
+            dead_dq: 0,
+            dead_sq: 0,
+            dead_bt: 0,
+            dead_vb: 0,
+            dead_lt: 0,
+            scratch: Unescaped::default(),
+            open: None,
+            cut,
+            hold: None,
+        }
+    }
+
     fn new_line(&mut self) {
         self.key = None;
         self.assigned = false;
@@ -222,9 +255,21 @@ impl Lexer<'_, '_> {
                         i = self.quoted(i, b'\'');
                     }
                 }
-                b'`' => i = self.backtick(i),
-                b'@' if text.get(i + 1) == Some(&b'"') => i = self.verbatim(i),
-                b'<' => i = self.tag(i),
+                b'`' => {
+                    let e = self.backtick(i);
+                    self.note_open(i, e);
+                    i = e;
+                }
+                b'@' if text.get(i + 1) == Some(&b'"') => {
+                    let e = self.verbatim(i);
+                    self.note_open(i, e);
+                    i = e;
+                }
+                b'<' => {
+                    let e = self.tag(i);
+                    self.note_open(i, e);
+                    i = e;
+                }
                 b'=' | b':' => {
                     if self.key.is_some() {
                         self.assigned = true;
@@ -250,6 +295,22 @@ impl Lexer<'_, '_> {
             }
         }
         i
+    }
+
+    /// A construct that may span lines, opened at `at`, read to `stop` (its end, or where
+    /// the search for its end stopped).
+    fn note_open(&mut self, at: usize, stop: usize) {
+        if at < self.cut && stop >= self.cut && self.open.is_none_or(|o| at < o) {
+            self.open = Some(at);
+        }
+    }
+
+    /// A construct opened at `at` whose value is judged only once it closes, whose search
+    /// stopped at `stop`: to be held back when that is the text's end.
+    fn note_hold(&mut self, at: usize, stop: usize) {
+        if at < self.cut && stop >= self.text.len() && self.hold.is_none_or(|o| at < o) {
+            self.hold = Some(at);
+        }
     }
 
     /// Punctuation that ends an assignment's context.
@@ -578,6 +639,7 @@ impl Lexer<'_, '_> {
             }
             None => {
                 self.dead_bt = limit;
+                self.note_open(q, limit);
                 self.punct();
                 q + 1
             }
@@ -605,12 +667,16 @@ impl Lexer<'_, '_> {
                 }
                 None => {
                     self.dead_vb = limit;
+                    self.note_open(at, limit);
+                    self.note_hold(at, limit);
                     self.punct();
                     return q + 1;
                 }
             }
             if j >= limit {
                 self.dead_vb = limit;
+                self.note_open(at, limit);
+                self.note_hold(at, limit);
                 self.punct();
                 return q + 1;
             }
@@ -662,6 +728,7 @@ impl Lexer<'_, '_> {
             }
             if j >= limit {
                 self.dead_lt = j;
+                self.note_open(lt, j);
                 return j;
             }
             match text[j] {
@@ -695,6 +762,7 @@ impl Lexer<'_, '_> {
             let vs = j + 1;
             let Some(k) = memchr::memchr2(quote, b'\n', &text[vs..limit.max(vs)]) else {
                 self.dead_lt = limit;
+                self.note_open(lt, limit);
                 return limit;
             };
             let ve = vs + k;
@@ -715,26 +783,49 @@ impl Lexer<'_, '_> {
                 self.emit_scratch(Some(k), vs, ve, Ctx::XmlAttribute);
             }
         }
-        // `>` at j: the element's text, up to the next `<` if it is this element's end tag.
-        let cs = j + 1;
+        self.element_text(lt, name, j + 1)
+    }
+
+    /// The text from `cs` of the element `name` opened at `lt`, up to the next `<` if it is
+    /// this element's end tag; returns where lexing goes on.
+    fn element_text(&mut self, lt: usize, name: (usize, usize), cs: usize) -> usize {
+        let text = self.text;
         let climit = text.len().min(cs + MAX_VALUE);
-        if let Some(k) = memchr::memchr(b'<', &text[cs.min(climit)..climit]) {
-            let ce = cs + k;
-            let end_tag = &text[ce..];
-            let nm = &text[name.0..name.1];
-            if end_tag.len() > nm.len() + 2 && end_tag[1] == b'/' && &end_tag[2..2 + nm.len()] == nm
-            {
-                let raw = &text[cs..ce];
-                let s = cs + (raw.len() - raw.trim_ascii_start().len());
-                let e = ce - (raw.len() - raw.trim_ascii_end().len());
-                if s < e {
-                    self.fill_entities(s, e);
-                    self.emit_scratch(Some(name), s, e, Ctx::XmlElement);
-                }
-                return ce;
+        let nm = &text[name.0..name.1];
+        let Some(k) = memchr::memchr(b'<', &text[cs.min(climit)..climit]) else {
+            // The element's text may go on past the end.
+            self.note_open(lt, climit);
+            self.hold_element(lt, nm, cs, climit);
+            return cs;
+        };
+        let ce = cs + k;
+        let end_tag = &text[ce..];
+        if end_tag.len() <= nm.len() + 2 {
+            // The text ends in what may become the end tag.
+            self.note_open(lt, text.len());
+            self.hold_element(lt, nm, cs, text.len());
+        }
+        if end_tag.len() > nm.len() + 2 && end_tag[1] == b'/' && &end_tag[2..2 + nm.len()] == nm {
+            let raw = &text[cs..ce];
+            let s = cs + (raw.len() - raw.trim_ascii_start().len());
+            let e = ce - (raw.len() - raw.trim_ascii_end().len());
+            if s < e {
+                self.fill_entities(s, e);
+                self.emit_scratch(Some(name), s, e, Ctx::XmlElement);
             }
+            return ce;
         }
         cs
+    }
+
+    /// An element `<nm>` at `lt` whose text from `cs` is open at `stop`: held when its value
+    /// will be judged (its name names a secret, or its text holds an entity).
+    fn hold_element(&mut self, lt: usize, nm: &[u8], cs: usize, stop: usize) {
+        if stop >= self.text.len()
+            && (super::scan::names_a_secret(nm) || memchr::memchr(b'&', &self.text[cs..]).is_some())
+        {
+            self.note_hold(lt, stop);
+        }
     }
 
     /// `text[s..e]` into the scratch with XML entities (`&amp;`, `&#65;`, `&#x41;`) decoded.

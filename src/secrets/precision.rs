@@ -24,7 +24,33 @@ pub fn keyword_value_is_not_a_secret(text: &[u8], start: usize, s: usize, e: usi
     if names_an_object(&key) || is_generated_object_name(v) {
         return true;
     }
-    is_metavariable(v) || is_uuid(v) || is_demo_value(v) || names_itself(v)
+    is_metavariable(v)
+        || is_uuid(v)
+        || is_demo_value(v)
+        || names_itself(v)
+        || is_other_assignment(v)
+}
+
+/// An environment assignment whose name names no secret (`Bench secrets: SCAN_RUNS=0 skips
+/// the scans` in a commit message, `token: MAX_RETRIES=3`): prose naming a setting, the value
+/// is not a secret. (`password: DB_PASSWORD=...` stays a finding: its name names one.)
+fn is_other_assignment(v: &[u8]) -> bool {
+    let Some(eq) = memchr::memchr(b'=', v) else {
+        return false;
+    };
+    let name = &v[..eq];
+    if name.len() < 2
+        || !name[0].is_ascii_uppercase()
+        || !name
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
+    {
+        return false;
+    }
+    let lower = name.to_ascii_lowercase();
+    !["pass", "pwd", "secret", "key", "token", "auth", "cred"]
+        .iter()
+        .any(|w| memchr::memmem::find(&lower, w.as_bytes()).is_some())
 }
 
 /// A value of lowercase words joined by `-` or `_` that says what it stands for or that it
@@ -170,6 +196,10 @@ fn names_an_object(key: &[String]) -> bool {
         "env",
         "var",
         "selector",
+        // A setting about secrets (`secrets.input = "deny"`, `password_mode`).
+        "input",
+        "output",
+        "mode",
     ];
     key.len() >= 2 && key.last().is_some_and(|w| LAST.contains(&w.as_str()))
 }
@@ -288,6 +318,7 @@ mod tests {
         assert_eq!(key_before(b"export DB_PASSWORD=x", 19), ["db", "password"]);
         assert!(names_an_object(&key_before(b"password_file = x", 16)));
         assert!(!names_an_object(&key_before(b"db_password = x", 14)));
+        assert!(names_an_object(&key_before(b"secrets.input = x", 16)));
         assert!(is_generated_object_name(b"istio-cni-token-pjpbw"));
         assert!(is_generated_object_name(b"web-7d4b9c8f6-x2k9q"));
         assert!(!is_generated_object_name(b"correct-horse-battery-staple"));
@@ -303,5 +334,10 @@ mod tests {
         assert!(!names_itself(b"secret"));
         assert!(keyword_inside_a_value(b"NEXTEST_TEST_NAME=secrets::x", 18));
         assert!(!keyword_inside_a_value(b"--set=auth.password=x", 6));
+        assert!(is_other_assignment(b"SCAN_RUNS=0"));
+        assert!(is_other_assignment(b"MAX_RETRIES=3"));
+        assert!(!is_other_assignment(b"DB_PASSWORD=Zq8vL3mR9wT2"));
+        assert!(!is_other_assignment(b"Zq8vL3mR9wT2=="));
+        assert!(!is_other_assignment(b"zq8vL3=mR9wT2"));
     }
 }

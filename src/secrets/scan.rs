@@ -374,7 +374,7 @@ fn names_strongly(name: &[u8]) -> bool {
 /// Whether a name (a key, an XML element or attribute, a long flag) names a secret: the
 /// keyword rule's names ([`super::rules::SECRET_NAME`]), unless it ends in a word that
 /// says where the secret is rather than being it (`--password-file`).
-fn names_a_secret(name: &[u8]) -> bool {
+pub(super) fn names_a_secret(name: &[u8]) -> bool {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     let Some(re) = RE
         .get_or_init(|| {
