@@ -91,6 +91,8 @@ def shape_class(run):
         return "0123456789abcdef"
     if has_d and not has_l and all(c in "0123456789ABCDEF" for c in run) and has_u:
         return "0123456789ABCDEF"
+    if has_d and (has_l or has_u) and len(run) >= 16 and all(c in "0123456789abcdefABCDEF" for c in run):
+        return "0123456789ABCDEFabcdef"  # hex in mixed case (Sourcegraph's sgp_ tokens)
     chars = ""
     if has_u:
         chars += "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -126,7 +128,9 @@ def looks_random(run, strict):
     return len(run) >= 5
 
 
-JWT = re.compile(r"(eyJ[A-Za-z0-9_-]*\.eyJ[A-Za-z0-9_-]*\.)([A-Za-z0-9_-]{8,})")
+# A JWT: header and payload, then a signature unless it is unsigned (detect-secrets' "no
+# signature - but still valid" rows end after the payload).
+JWT = re.compile(r"(eyJ[A-Za-z0-9_-]*\.eyJ[A-Za-z0-9_-]*)(?:(\.)([A-Za-z0-9_-]{8,}))?")
 
 
 def randomise(text, prefixes, strict=False):
@@ -138,17 +142,38 @@ def randomise(text, prefixes, strict=False):
     for m in JWT.finditer(text):
         segs.extend(randomise_runs(text[pos : m.start()], prefixes, strict))
         segs.append(m.group(1))
-        segs.append(gen(set(m.group(2)) | set(ALNUM), len(m.group(2))))
+        if m.group(3):
+            segs.append(m.group(2))
+            segs.append(gen(set(m.group(3)) | set(ALNUM), len(m.group(3))))
         pos = m.end()
     segs.extend(randomise_runs(text[pos:], prefixes, strict))
     return merge(segs)
 
 
+# Markers: the parts of gitleaks keywords made of 6+ letters and digits with a digit in them
+# (`T3BlbkFJ`, base64 of `OpenAI`; `s4t2ud` of `s-s4t2ud-`), set by main(). In a positive
+# they stay literal wherever they sit in a run; words (`confluence`) are not markers.
+MARKERS = []
+
+
 def randomise_runs(text, prefixes, strict):
+    """Runs of letters and digits that look random become specs; a known marker of 8+
+    characters inside a run (OpenAI's `T3BlbkFJ` between two random halves) stays literal and
+    the parts on either side are runs of their own."""
     segs = []
     pos = 0
     for m in re.finditer(r"[A-Za-z0-9]+", text):
         run = m.group(0)
+        low = run.lower()
+        hits = [] if strict else [(low.find(k), k) for k in MARKERS if k in low]
+        if hits:
+            i, k = min(hits)
+            segs.append(text[pos : m.start()])
+            segs.extend(randomise_runs(run[:i], prefixes, strict))
+            segs.append(run[i : i + len(k)])
+            segs.extend(randomise_runs(run[i + len(k) :], prefixes, strict))
+            pos = m.end()
+            continue
         keep = ""
         low = run.lower()
         for p in prefixes:
@@ -157,9 +182,18 @@ def randomise_runs(text, prefixes, strict):
         if not keep and len(run) >= 20 and not strict:
             keep = run[0]  # a long run's first character can be structure (Discord's [MNO])
         body = run[len(keep):]
-        if looks_random(run, strict) or (keep and looks_random(body, strict) and len(body) >= 8):
+        # After a kept prefix, a positive's placeholder body (`AKCxxxxxxxxxx`) stands for a key.
+        filler = keep and not strict and len(set(body)) <= 2 and len(body) >= 8
+        if looks_random(run, strict) or (keep and (looks_random(body, strict) or filler) and len(body) >= 8):
             segs.append(text[pos : m.start()])
             segs.append(keep)
+            # A body that opens with 8+ digits before 20+ letters and digits keeps them as digits (Notion's
+            # `ntn_` + 11 digits + 35 letters and digits): chance gives such a run to random
+            # letters and digits once in billions.
+            lead = re.match(r"[0-9]{8,}(?=[A-Za-z][A-Za-z0-9]{19})", body) if not strict else None
+            if lead:
+                segs.append(gen("0123456789", lead.end()))
+                body = body[lead.end():]
             segs.append(gen(shape_class(body), len(body)))
             pos = m.end()
     segs.append(text[pos:])
@@ -653,6 +687,11 @@ DS_FAMILY = {
     "telegram_token": "telegram",
     "twilio": "twilio",
 }
+# Prefixes that detect-secrets' plugins match and gitleaks' keywords do not name, kept literal at
+# the start of a randomised run: artifactory.py's `AKC[a-zA-Z0-9]{10,}` (API key) and
+# `AP[\dABCDEF][a-zA-Z0-9]{8,}` (encrypted password);
+# twilio.py's `AC[a-z0-9]{32}` (account SID; `SK` is a gitleaks keyword already).
+DS_PREFIXES = ["akc", "ac"] + ["ap" + c for c in "0123456789abcdef"]
 # keyword_test.py: the extension each table is tested with.
 DS_KEYWORD_EXT = {
     "CONFIG_TEST_CASES": "conf",
@@ -743,7 +782,7 @@ def ds_cases(repo, prefixes):
                 if (line, label, ext) in seen or len(line) > 2000:
                     continue
                 seen.add((line, label, ext))
-                segs = randomise(line, prefixes, strict=not flag)
+                segs = randomise(line, sorted(set(prefixes) | set(DS_PREFIXES)), strict=not flag)
                 n[label] += 1
                 kind = value_or_text(segs)
                 cases.append(
@@ -833,6 +872,13 @@ def main():
             if 2 <= len(k) <= 12:
                 prefixes.add(k)
     prefixes = sorted(prefixes)
+    for kw in re.findall(r"Keywords:\s*\[\]string\{([^}]*)\}", rules_src):
+        for k in re.findall(r'"([^"]+)"', kw):
+            for piece in re.findall(r"[A-Za-z0-9]{6,}", k):
+                if re.search(r"[0-9]", piece) and re.search(r"[A-Za-z]", piece):
+                    MARKERS.append(piece.lower())
+    MARKERS[:] = sorted(set(MARKERS))
+    print("markers: " + " ".join(MARKERS), file=sys.stderr)
     c1, sk1, unknown = gitleaks_cases(gl, prefixes)
     c2, sk2 = ds_cases(ds, prefixes)
     c3 = rs_cases(rs, prefixes)

@@ -42,6 +42,19 @@ pub struct Rule {
     pub named: bool,
 }
 
+impl Rule {
+    /// The entropy the secret must reach. A vendor-name rule's value made of digits only
+    /// (Asana's 16-digit client id, Discord's 18-digit one) cannot reach 2.5 bits as often as
+    /// random letters do: one random 16-digit value in 19 stays under 2.5, one in 350 under 2.2.
+    pub fn entropy_floor(&self, secret: &[u8]) -> f64 {
+        if self.named && !secret.is_empty() && secret.iter().all(u8::is_ascii_digit) {
+            self.min_entropy.min(2.2)
+        } else {
+            self.min_entropy
+        }
+    }
+}
+
 const fn rule(
     id: &'static str,
     description: &'static str,
@@ -243,18 +256,38 @@ pub static SECRET_FLAGS: &[SecretFlag] = &[
     },
 ];
 
-/// A JWT: three base64url parts whose header decodes to JSON.
-fn jwt_header_is_json(s: &[u8]) -> bool {
+/// The base64url decoding of one JWT part (padding dropped).
+fn jwt_part(part: &[u8]) -> Option<Vec<u8>> {
     use base64::Engine;
-    let header = s.split(|&b| b == b'.').next().unwrap_or(&[]);
-    let header: Vec<u8> = header.iter().copied().filter(|&b| b != b'=').collect();
-    match base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&header) {
-        Ok(h) => {
+    let part: Vec<u8> = part.iter().copied().filter(|&b| b != b'=').collect();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(part)
+        .ok()
+}
+
+/// A JWT's first part decodes to JSON naming `alg` or `typ` (what follows is not looked at).
+fn jwt_header_is_json(s: &[u8]) -> bool {
+    s.split(|&b| b == b'.')
+        .next()
+        .and_then(jwt_part)
+        .is_some_and(|h| {
             h.starts_with(b"{")
                 && (h.windows(5).any(|w| w == b"\"alg\"") || h.windows(5).any(|w| w == b"\"typ\""))
-        }
-        Err(_) => false,
-    }
+        })
+}
+
+/// A JWT: its header is JSON (see [`jwt_header_is_json`]). An unsigned one (`header.payload`,
+/// or `header.payload.` with `alg: none`; detect-secrets and gitleaks both find these) must
+/// also have a payload that decodes to a JSON object, as no signature marks it.
+fn jwt_structure(s: &[u8]) -> bool {
+    let mut parts = s.split(|&b| b == b'.').skip(1);
+    let payload = parts.next().unwrap_or(&[]);
+    let signed = parts.next().is_some_and(|sig| !sig.is_empty());
+    jwt_header_is_json(s)
+        && (signed
+            || jwt_part(payload).is_some_and(|p| {
+                serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&p).is_ok()
+            }))
 }
 
 /// The base62 alphabet of GitHub's and npm's tokens (digits, upper case, lower case).
@@ -744,7 +777,8 @@ pub static RULES: &[Rule] = &[
         "slack-webhook",
         "Slack incoming webhook URL",
         &["hooks.slack.com"],
-        r"(?P<s>https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}|https://hooks\.slack\.com/(?:workflows|triggers)/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{8,20}/[A-Za-z0-9]{20,40}|https://hooks\.slack\.com/services/T[a-zA-Z0-9_]{1,40}/B[a-zA-Z0-9_]{1,40}/[a-zA-Z0-9_]{1,100})",
+        // Scheme optional or `http://`, as gitleaks' rule has it (config values, docs).
+        r"(?P<s>(?:https?://)?hooks\.slack\.com/(?:(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}|(?:workflows|triggers)/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{8,20}/[A-Za-z0-9]{20,40}|services/T[a-zA-Z0-9_]{1,40}/B[a-zA-Z0-9_]{1,40}/[a-zA-Z0-9_]{1,100}))",
     ),
     rule(
         "discord-bot-token",
@@ -776,15 +810,15 @@ pub static RULES: &[Rule] = &[
         ),
     ),
     Rule {
-        check: Some(jwt_header_is_json),
+        check: Some(jwt_structure),
         ..rule(
             "jwt",
             "JSON Web Token",
             &["eyj"],
             concat!(
                 start!(),
-                r"(?P<s>eyJ[A-Za-z0-9_-]{8,}={0,2}\.eyJ[A-Za-z0-9_-]{8,}={0,2}\.[A-Za-z0-9_-]{8,}={0,2})",
-                r"(?:[^A-Za-z0-9_=-]|$)"
+                r"(?P<s>eyJ[A-Za-z0-9_-]{8,}={0,2}\.eyJ[A-Za-z0-9_-]{8,}={0,2}(?:\.(?:[A-Za-z0-9_-]{8,}={0,2})?)?)",
+                r"(?:[^A-Za-z0-9_=.-]|$)"
             ),
         )
     },

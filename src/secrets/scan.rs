@@ -562,7 +562,7 @@ fn accept(
     if !rule.generic && rule.lines_after == 0 && in_base64_block(text, s, e) {
         return false;
     }
-    if rule.min_entropy > 0.0 && entropy::shannon(secret) < rule.min_entropy {
+    if rule.min_entropy > 0.0 && entropy::shannon(secret) < rule.entropy_floor(secret) {
         return false;
     }
     if let Some(check) = rule.check

@@ -46,6 +46,18 @@ fn jwt_in_base64(seed: u64) -> String {
     base64::engine::general_purpose::STANDARD.encode(jwt)
 }
 
+/// `{jwtu}`: an unsigned JWT, `header.payload` with an `alg` in the header and a JSON payload
+/// (detect-secrets' "no signature - but still valid" form).
+fn unsigned_jwt(seed: u64) -> String {
+    use base64::Engine;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    format!(
+        "{}.{}",
+        url.encode(r#"{"typ":"JWT","alg":"HS256"}"#),
+        url.encode(format!(r#"{{"sub":"{seed}","name":"ci"}}"#))
+    )
+}
+
 /// Expands a template with a xorshift generator seeded by `seed`.
 pub fn expand(template: &str, seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -63,6 +75,11 @@ pub fn expand(template: &str, seed: u64) -> String {
         let spec = &rest[i + 1..end];
         if spec == "jwt64" {
             out.push_str(&jwt_in_base64(next()));
+            rest = &rest[end + 1..];
+            continue;
+        }
+        if spec == "jwtu" {
+            out.push_str(&unsigned_jwt(next()));
             rest = &rest[end + 1..];
             continue;
         }
@@ -691,6 +708,13 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
         "asana-credential",
         "asana-creden2.yaml",
         "asana_api_key: {L:32}\n",
+    ),
+    // A 16-digit client id whose digits repeat (2.48 bits per digit, under the 2.5 that
+    // letters must reach; one random 16-digit id in 19 is like it).
+    (
+        "asana-credential",
+        "asana-creden3.env",
+        "ASANA_CLIENT_ID=5305681368608583\n",
     ),
     (
         "atlassian-named-token",
@@ -1922,6 +1946,20 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
         "sw.txt",
         "https://hooks.slack.com/workflows/{a:44}\n",
     ),
+    // Without a scheme or with `http://`, as gitleaks' rule finds them.
+    (
+        "slack-webhook",
+        "sw-bare.yaml",
+        "alerts:\n  webhook: hooks.slack.com/services/{a:44}\n",
+    ),
+    (
+        "slack-webhook",
+        "sw-http.md",
+        "Posts to http://hooks.slack.com/services/T{U:8}/B{U:10}/{a:24} on failure.\n",
+    ),
+    // Unsigned JWTs (header.payload; header.payload. with an empty signature).
+    ("jwt", "jwt-unsigned.env", "ID_TOKEN={jwtu}\n"),
+    ("jwt", "jwt-unsigned.txt", "token {jwtu}.\n"),
     (
         "discord-bot-token",
         "dc.env",
@@ -2734,6 +2772,11 @@ pub const NEGATIVES: &[(&str, &str)] = &[
     (
         "oauth_test.rs",
         "let c = Creds { client_secret: \"test-m2m-secret\".into() };\nlet b = r#\"{\"access_token\":\"new-token\",\"expires_in\":3600}\"#;\n",
+    ),
+    // An unsigned JWT shape whose payload is not JSON (`{"truncated payload`).
+    (
+        "jwt-unsigned-bad.txt",
+        "T=eyJhbGciOiJIUzI1NiJ9.eyJ0cnVuY2F0ZWQgcGF5bG9hZA\n",
     ),
     (
         "build-doc.md",
