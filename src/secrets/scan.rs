@@ -160,6 +160,7 @@ impl Scanner {
             self.prefilter().find(text, &mut on_hit);
         }
         let mut windows = windows.done();
+        windows.extend(camel_name_windows(text));
         if windows.is_empty() {
             return;
         }
@@ -221,6 +222,44 @@ impl Scanner {
             }
         }
     }
+}
+
+/// The keyword rule's windows around names its keywords cannot anchor: a camelCase
+/// `...Token` or `...Key` (`accessToken`, `githubToken`, `clientKey`; the keyword `_token`
+/// needs the underscore) and a `-token` flag (`--token`), found exactly, with a lowercase
+/// letter or digit before them ([`super::rules::CAMEL_SECRET_NAMES`]). Kept apart from the
+/// keywords so that the prefilter and the direct search (short texts) still find the same
+/// keyword hits. One pass per name; windows as the keyword hits get them.
+fn camel_name_windows(text: &[u8]) -> Vec<(usize, usize, usize)> {
+    static FINDERS: OnceLock<Vec<memchr::memmem::Finder<'static>>> = OnceLock::new();
+    let Some(gi) = RULES.iter().position(|r| r.generic) else {
+        return Vec::new();
+    };
+    let finders = FINDERS.get_or_init(|| {
+        super::rules::CAMEL_SECRET_NAMES
+            .iter()
+            .map(|n| memchr::memmem::Finder::new(n.as_bytes()))
+            .collect()
+    });
+    let mut hits = Vec::new();
+    for f in finders {
+        let needle = f.needle();
+        hits.extend(f.find_iter(text).filter_map(|i| {
+            let camel = needle[0].is_ascii_uppercase();
+            let ok = i > 0
+                && (!camel || text[i - 1].is_ascii_lowercase() || text[i - 1].is_ascii_digit());
+            ok.then_some((i, i + needle.len()))
+        }));
+    }
+    if hits.is_empty() {
+        return Vec::new();
+    }
+    hits.sort_unstable();
+    let mut windows = Windows::new(text);
+    for (s, e) in hits {
+        windows.hit(gi, s, e);
+    }
+    windows.done()
 }
 
 /// Unescaped values are scanned in batches of about this many bytes.
@@ -368,7 +407,7 @@ impl Scanner {
         };
         let mut side = Side::default();
         let regions = context_regions(text, generic_windows);
-        context::values_in(text, &regions, &mut |v| {
+        let mut on_value = |v: &context::Value| {
             if let Some(u) = v.unescaped {
                 side.push(u);
                 if side.buf.len() >= SIDE_BATCH {
@@ -404,7 +443,13 @@ impl Scanner {
                     },
                 ));
             }
-        });
+        };
+        context::values_in(text, &regions, &mut on_value);
+        // Files that hold shell command lines (scripts, profiles, Makefiles, Dockerfiles,
+        // CI workflows, Markdown): a token split by quoting is read joined.
+        if matches!(kind, TextKind::Prose | TextKind::Config) {
+            context::shell_words_in(text, &mut on_value);
+        }
         self.scan_side(&mut side, side_kind, out);
     }
 
