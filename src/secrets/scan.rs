@@ -591,9 +591,17 @@ fn accept(
         }
         // Named only by `token` (`NOTION_TOKEN`, `next_page_token`): a credential only when
         // long and random, as gitleaks' generic-api-key asks (16 bytes, entropy 3.5).
+        // Not a run of letters in one case without a digit either (`TODAYINASIA...`,
+        // `s.THISSTRINGISALLUPPERCASE`: gitleaks' fps; 16 random base62 or hex characters
+        // hold a digit or both cases but for a chance of about 1e-5), nor an anti-forgery
+        // nonce (`csrf-token`, `xsrfToken`: per session, not a credential).
         if at < s
             && !names_strongly(&text[at..s])
-            && (secret.len() < 16 || entropy::shannon(secret) < 3.5 || precision::is_wordy(secret))
+            && (secret.len() < 16
+                || entropy::shannon(secret) < 3.5
+                || precision::is_wordy(secret)
+                || is_letter_run(secret)
+                || names_a_nonce(&text[at..s]))
         {
             return false;
         }
@@ -607,6 +615,20 @@ fn accept(
         return !entropy::is_placeholder(secret);
     }
     true
+}
+
+/// Letters of one case and no digit (other bytes aside): words run together, not a token.
+fn is_letter_run(v: &[u8]) -> bool {
+    let digit = v.iter().any(u8::is_ascii_digit);
+    let mixed = v.iter().any(u8::is_ascii_uppercase) && v.iter().any(u8::is_ascii_lowercase);
+    !digit && !mixed
+}
+
+/// A name of a CSRF/XSRF token (a per-session anti-forgery nonce, not a credential).
+fn names_a_nonce(name: &[u8]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    memchr::memmem::find(&lower, b"csrf").is_some()
+        || memchr::memmem::find(&lower, b"xsrf").is_some()
 }
 
 /// A relative path to a file (`secrets/db.txt`, `conf/app.key`): `PASSWORD_FILE = ...` in a
