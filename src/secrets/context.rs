@@ -140,6 +140,8 @@ struct Lexer<'t, 'f> {
     /// followed it.
     key: Option<(usize, usize)>,
     assigned: bool,
+    /// The assignment is prose's `to`/`is`: only a value without whitespace is the name's.
+    prose_assigned: bool,
     /// Words seen since the line (or a shell separator) began: the first is the command.
     words: u32,
     command: (usize, usize),
@@ -165,6 +167,7 @@ pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&
         emit,
         key: None,
         assigned: false,
+        prose_assigned: false,
         words: 0,
         command: (0, 0),
         env_line: false,
@@ -228,6 +231,7 @@ impl Lexer<'_, '_> {
                 b'=' | b':' => {
                     if self.key.is_some() {
                         self.assigned = true;
+                        self.prose_assigned = false;
                     }
                     i += 1;
                 }
@@ -365,6 +369,7 @@ impl Lexer<'_, '_> {
             // Prose and Markdown: "set the api_token to `<value>`", "the password is
             // '<value>'": a delimited value (quoted, backticks) after the name is its value.
             self.assigned = true;
+            self.prose_assigned = true;
             return j;
         }
         if self.key.is_some() && self.assigned {
@@ -552,6 +557,13 @@ impl Lexer<'_, '_> {
         }
         let (key, secret_flag) = match self.pending {
             Pending::Next(k, f) => (Some(k), f),
+            // "set the token to `your token here`": a phrase, not a value.
+            _ if self.assigned
+                && self.prose_assigned
+                && self.scratch.bytes.iter().any(u8::is_ascii_whitespace) =>
+            {
+                (None, false)
+            }
             _ if self.assigned => (self.key, false),
             _ => (None, false),
         };

@@ -545,6 +545,10 @@ fn keyword_secrets_are_found_in_every_context() {
         ),
         ("The api_token is `${API_TOKEN}` in CI.\n", TextKind::Prose),
         ("Set the password to `changeme` locally.\n", TextKind::Prose),
+        (
+            "Set the api_token to `your token from the dashboard`.\n",
+            TextKind::Prose,
+        ),
     ] {
         let found = scanner().scan(text.as_bytes(), kind, kind != TextKind::Stream);
         if !found.is_empty() {
