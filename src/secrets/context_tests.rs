@@ -821,6 +821,10 @@ fn camel_case_secret_names_feed_the_keyword_rule() {
             TextKind::Code,
         ),
         ("vaultToken: s.THISSTRINGISALLUPPERCASE\n", TextKind::Config),
+        (
+            "<vaultToken>s.THISSTRINGISALLUPPERCASE</vaultToken>\n",
+            TextKind::Code,
+        ),
     ] {
         let found = scanner().scan(text.as_bytes(), kind, true);
         if !found.is_empty() {

@@ -617,11 +617,13 @@ fn accept(
     true
 }
 
-/// Letters of one case and no digit (other bytes aside): words run together, not a token.
+/// Letters of one case and no digit (other bytes, and one letter of the other case such as a
+/// `s.` prefix, aside): words run together, not a token.
 fn is_letter_run(v: &[u8]) -> bool {
     let digit = v.iter().any(u8::is_ascii_digit);
-    let mixed = v.iter().any(u8::is_ascii_uppercase) && v.iter().any(u8::is_ascii_lowercase);
-    !digit && !mixed
+    let upper = v.iter().filter(|b| b.is_ascii_uppercase()).count();
+    let lower = v.iter().filter(|b| b.is_ascii_lowercase()).count();
+    !digit && (upper < 2 || lower < 2)
 }
 
 /// A name of a CSRF/XSRF token (a per-session anti-forgery nonce, not a credential).
