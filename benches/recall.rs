@@ -263,8 +263,10 @@ const BRIEF: &[&str] = &[
     "curl-H",
 ];
 
-/// Contexts whose text itself says the value is a secret.
+/// Contexts whose text itself says the value is a secret (`shell-split` writes `--token`
+/// whatever the key: a random value there is declared a token, as after `--password=`).
 const DECLARE_SECRET: &[&str] = &[
+    "shell-split",
     "flag-p",
     "flag-password",
     "curl-u",

@@ -140,6 +140,8 @@ struct Lexer<'t, 'f> {
     /// followed it.
     key: Option<(usize, usize)>,
     assigned: bool,
+    /// The assignment is prose's `to`/`is`: only a value without whitespace is the name's.
+    prose_assigned: bool,
     /// Words seen since the line (or a shell separator) began: the first is the command.
     words: u32,
     command: (usize, usize),
@@ -201,6 +203,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
             emit,
             key: None,
             assigned: false,
+            prose_assigned: false,
             words: 0,
             command: (0, 0),
             env_line: false,
@@ -273,6 +276,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 b'=' | b':' => {
                     if self.key.is_some() {
                         self.assigned = true;
+                        self.prose_assigned = false;
                     }
                     i += 1;
                 }
@@ -421,6 +425,13 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 self.key = None;
                 return k;
             }
+        }
+        if self.key.is_some() && !self.assigned && matches!(&text[i..j], b"to" | b"is") {
+            // Prose and Markdown: "set the api_token to `<value>`", "the password is
+            // '<value>'": a delimited value (quoted, backticks) after the name is its value.
+            self.assigned = true;
+            self.prose_assigned = true;
+            return j;
         }
         if self.key.is_some() && self.assigned {
             // An unquoted value: the keyword rule's regex reads those; it ends the context.
@@ -607,6 +618,13 @@ impl<'t, 'f> Lexer<'t, 'f> {
         }
         let (key, secret_flag) = match self.pending {
             Pending::Next(k, f) => (Some(k), f),
+            // "set the token to `your token here`": a phrase, not a value.
+            _ if self.assigned
+                && self.prose_assigned
+                && self.scratch.bytes.iter().any(u8::is_ascii_whitespace) =>
+            {
+                (None, false)
+            }
             _ if self.assigned => (self.key, false),
             _ => (None, false),
         };
@@ -865,6 +883,222 @@ impl<'t, 'f> Lexer<'t, 'f> {
             j += 1;
         }
     }
+}
+
+/// A byte that ends a shell word outside quotes: whitespace, an operator, a backtick (a
+/// command substitution, or a Markdown code span around a command).
+fn is_shell_sep(b: u8) -> bool {
+    b.is_ascii_whitespace() || matches!(b, b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')' | b'`')
+}
+
+/// Words that shell quoting joins out of pieces (`gh''p_<rest>`, `"ghp_"'<rest>'`,
+/// `TOKEN=ab"cd"`, `gh\p_<rest>`), read after quote removal as `sh` would: each such word's
+/// value (after a `NAME=` prefix, if any) is emitted unescaped, every byte mapped back to the
+/// text, so that the rules see the joined token and a finding redacts the quoted original.
+/// The value is named by its `NAME=` prefix or by the `-flag` word before it
+/// (`--token gh''p_<rest>`). Values holding an expansion (`$`, backticks in `"..."`),
+/// whitespace, or shorter than 8 bytes, and words that are one quoted string (the tokenizer
+/// and the rules read those as they are) are not emitted.
+///
+/// Linear: the text is searched for quotes and backslashes; each hit's word is read forward
+/// once from its start (found backwards no further than the last word read), a quoted string
+/// stops at its line's end, and reading resumes past where the word's reading stopped.
+pub fn shell_words_in(text: &[u8], emit: &mut dyn FnMut(&Value)) {
+    let n = text.len();
+    let mut u = Unescaped::default();
+    let mut pos = 0;
+    while pos < n {
+        let Some(q) = memchr::memchr3(b'\'', b'"', b'\\', &text[pos..]).map(|i| pos + i) else {
+            break;
+        };
+        let lo = pos.max(q.saturating_sub(MAX_VALUE));
+        let mut ws = q;
+        while ws > lo && !is_shell_sep(text[ws - 1]) {
+            ws -= 1;
+        }
+        let word = read_shell_word(text, ws, &mut u);
+        pos = word.end.max(q + 1);
+        if !word.complete
+            || word.expands
+            || word.pieces < 2
+            || u.bytes.len() < 8
+            || u.bytes.iter().any(u8::is_ascii_whitespace)
+        {
+            continue;
+        }
+        let key = word.name.or_else(|| {
+            // The word before, on the same line, if it is a flag (`--token`, `-p`).
+            let floor = lo.max(ws.saturating_sub(MAX_NAME));
+            let mut fe = ws;
+            while fe > floor && matches!(text[fe - 1], b' ' | b'\t') {
+                fe -= 1;
+            }
+            let mut fs = fe;
+            while fs > floor && !is_shell_sep(text[fs - 1]) {
+                fs -= 1;
+            }
+            (fe > fs && text[fs] == b'-' && !text[fs..fe].contains(&b'=')).then_some((fs, fe))
+        });
+        // From the value's first byte to its last, as a quoted token's rule finds it.
+        let (Some(&start), Some(&end)) = (u.starts.first(), u.ends.last()) else {
+            continue;
+        };
+        emit(&Value {
+            key,
+            start,
+            end,
+            ctx: Ctx::Word,
+            unescaped: Some(&u),
+            secret_flag: false,
+        });
+    }
+}
+
+/// A `'...'` string at `q` (on one line, before `limit`) pushed to `u` as written: the
+/// offset of its closing quote, or where the search stopped.
+fn read_single_quoted(
+    text: &[u8],
+    q: usize,
+    limit: usize,
+    u: &mut Unescaped,
+) -> Result<usize, usize> {
+    let Some(c) = memchr::memchr2(b'\'', b'\n', &text[q + 1..limit]).map(|i| q + 1 + i) else {
+        return Err(limit);
+    };
+    if text[c] == b'\n' {
+        return Err(c);
+    }
+    for (k, &b) in text[q + 1..c].iter().enumerate() {
+        let at = q + 1 + k;
+        u.push(b, at, at + 1);
+    }
+    Ok(c)
+}
+
+/// A `"..."` string at `q` (on one line, before `limit`) pushed to `u` after removing the
+/// backslashes of `\\`, `\"`, `\$`, `` \` ``; `expands` is set by a `$` or a backtick.
+fn read_double_quoted(
+    text: &[u8],
+    q: usize,
+    limit: usize,
+    u: &mut Unescaped,
+    expands: &mut bool,
+) -> Result<usize, usize> {
+    let mut k = q + 1;
+    loop {
+        if k >= limit || text[k] == b'\n' {
+            return Err(k);
+        }
+        match text[k] {
+            b'"' => return Ok(k),
+            b'\\' if k + 1 < limit && matches!(text[k + 1], b'\\' | b'"' | b'$' | b'`') => {
+                u.push(text[k + 1], k, k + 2);
+                k += 2;
+            }
+            c => {
+                *expands |= c == b'$' || c == b'`';
+                u.push(c, k, k + 1);
+                k += 1;
+            }
+        }
+    }
+}
+
+/// What [`read_shell_word`] read.
+struct ShellWord {
+    /// Where reading stopped: the word's end, or where an unclosed quote's search stopped.
+    end: usize,
+    /// The word ended (not cut by an unclosed quote, a line continuation or the length bound).
+    complete: bool,
+    /// A `$` or a backtick outside single quotes: the value is not known.
+    expands: bool,
+    /// Pieces of the value: unquoted runs, quoted strings, backslash escapes.
+    pieces: u32,
+    /// `NAME` of a `NAME=value` word (unquoted).
+    name: Option<(usize, usize)>,
+}
+
+/// Reads the shell word at `ws` into `u` after quote removal (`'...'` literal, `"..."` with
+/// `\\`, `\"`, `\$`, `` \` `` escapes, `\x` outside quotes), on one line, at most
+/// [`MAX_VALUE`] bytes; after an unquoted `NAME=`, `u` holds the value only.
+fn read_shell_word(text: &[u8], ws: usize, u: &mut Unescaped) -> ShellWord {
+    u.bytes.clear();
+    u.starts.clear();
+    u.ends.clear();
+    let limit = text.len().min(ws + MAX_VALUE);
+    let mut w = ShellWord {
+        end: ws,
+        complete: false,
+        expands: false,
+        pieces: 0,
+        name: None,
+    };
+    // Whether the last piece is an unquoted run; whether only name bytes came so far.
+    let mut plain = false;
+    let mut name_only = true;
+    let mut j = ws;
+    while j < limit {
+        let b = text[j];
+        if is_shell_sep(b) {
+            w.end = j;
+            w.complete = true;
+            return w;
+        }
+        match b {
+            b'\'' | b'"' => {
+                let read = if b == b'"' {
+                    read_double_quoted(text, j, limit, u, &mut w.expands)
+                } else {
+                    read_single_quoted(text, j, limit, u)
+                };
+                let close = match read {
+                    Ok(close) => close,
+                    Err(stop) => {
+                        w.end = stop;
+                        return w;
+                    }
+                };
+                w.pieces += 1;
+                plain = false;
+                name_only = false;
+                j = close + 1;
+            }
+            b'\\' => {
+                if j + 1 >= limit || text[j + 1] == b'\n' {
+                    w.end = j;
+                    return w;
+                }
+                u.push(text[j + 1], j, j + 2);
+                w.pieces += 1;
+                plain = false;
+                name_only = false;
+                j += 2;
+            }
+            b'=' if name_only && w.name.is_none() && j > ws => {
+                // `NAME=value`: the value is what follows.
+                w.name = Some((ws, j));
+                u.bytes.clear();
+                u.starts.clear();
+                u.ends.clear();
+                w.pieces = 0;
+                plain = false;
+                j += 1;
+            }
+            _ => {
+                w.expands |= b == b'$';
+                name_only &= b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+                if !plain {
+                    w.pieces += 1;
+                    plain = true;
+                }
+                u.push(b, j, j + 1);
+                j += 1;
+            }
+        }
+    }
+    w.end = j;
+    w.complete = j == text.len();
+    w
 }
 
 fn is_name(b: u8) -> bool {

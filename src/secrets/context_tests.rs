@@ -147,7 +147,7 @@ const fn ctx(name: &'static str, kind: TextKind, template: &'static str) -> Cont
 }
 
 fn contexts() -> Vec<Context> {
-    use TextKind::{Code, Config, Stream};
+    use TextKind::{Code, Config, Prose, Stream};
     vec![
         ctx("unquoted assignment", Config, "{k}={v}\n"),
         ctx("quoted assignment", Code, "{k} = \"{v}\"\n"),
@@ -163,6 +163,16 @@ fn contexts() -> Vec<Context> {
         ctx("TOML", Config, "[app]\n{k} = \"{v}\"\n"),
         ctx("INI", Config, "[app]\n{k} = {v}\n"),
         ctx(".properties", Config, "app.{k}={v}\n"),
+        ctx(
+            "Markdown 'to' `...`",
+            Prose,
+            "# Setup\n\nSet the {k} to `{v}` before running.\n",
+        ),
+        ctx(
+            "prose 'is' \"...\"",
+            Prose,
+            "The staging {k} is \"{v}\" for now.\n",
+        ),
         ctx(
             "XML element",
             Code,
@@ -529,6 +539,16 @@ fn keyword_secrets_are_found_in_every_context() {
         ("mysql -u root -p\n", TextKind::Stream),
         ("sshpass -p \"$SSHPASS\" ssh host\n", TextKind::Stream),
         ("http -a \"$USER:$PASS\" :8080\n", TextKind::Stream),
+        (
+            "Set the password to `<your-password>` first.\n",
+            TextKind::Prose,
+        ),
+        ("The api_token is `${API_TOKEN}` in CI.\n", TextKind::Prose),
+        ("Set the password to `changeme` locally.\n", TextKind::Prose),
+        (
+            "Set the api_token to `your token from the dashboard`.\n",
+            TextKind::Prose,
+        ),
     ] {
         let found = scanner().scan(text.as_bytes(), kind, kind != TextKind::Stream);
         if !found.is_empty() {
@@ -591,6 +611,15 @@ fn context_tokenizer_is_linear_on_adversarial_input() {
         b"sshpass -p ",
         b"ENV PASSWORD ",
         b"password := `\n",
+        // Shell words joined by quoting (`shell_words_in`), camelCase names, prose `to`.
+        b"a''",
+        b"\"a\"'b",
+        b"'a'b ",
+        b"a\\b",
+        b"--token x''",
+        b"accessToken",
+        b"aToken=\"",
+        b"the password to `",
     ]);
     failures.extend(check_linear(&near, 64 * 1024, 0.02));
     assert!(failures.is_empty(), "{failures:#?}");
@@ -607,4 +636,217 @@ fn context_tokenizer_is_linear_on_adversarial_input() {
     ] {
         super::fuzz_time_budget(u);
     }
+}
+
+/// Whether a finding of `rule` covers every byte of `text[vs..ve]` that is not a quote or a
+/// backslash, and redacting the findings leaves no 8 bytes of the token's halves.
+fn covers_split(text: &str, found: &[Finding], rule: &str, (vs, ve): (usize, usize)) -> bool {
+    let b = text.as_bytes();
+    // The token's own bytes: the value without its outer quotes.
+    let quote = |c: &u8| matches!(c, b'\'' | b'"');
+    let ts = vs + b[vs..ve].iter().take_while(|c| quote(c)).count();
+    let te = ve - b[vs..ve].iter().rev().take_while(|c| quote(c)).count();
+    let hit = found
+        .iter()
+        .any(|f| f.rule == rule && f.start <= ts && te <= f.end);
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for f in found {
+        out.extend_from_slice(&b[pos..f.start]);
+        pos = f.end;
+    }
+    out.extend_from_slice(&b[pos..]);
+    let left = text[vs..ve]
+        .split(['\'', '"', '\\'])
+        .filter(|p| p.len() >= 8)
+        .any(|p| memchr::memmem::find(&out, p.as_bytes()).is_some());
+    hit && !left
+}
+
+/// Issue 16: a token split by shell quoting (`gh''p_<rest>`, `"ghp_"'<rest>'`, `gh\p_<rest>`)
+/// in a file that holds command lines (a script, a profile, a Makefile recipe, a Dockerfile
+/// `RUN`, a CI workflow's `run:`, Markdown) is read joined after quote removal and found by
+/// its rule, and its finding spans the quoted original (redaction removes both halves); a
+/// random password split so behind `--password`, `--token` or `NAME=` is found by the keyword
+/// rule. Not on a line where the joined word holds an expansion or a space.
+#[test]
+fn shell_split_tokens_are_found_in_shell_files() {
+    let mut rng = Rng(0x5eed_1234_abcd_0003);
+    let splits: [fn(&str, &str) -> String; 5] = [
+        |a, b| format!("{a}''{b}"),
+        |a, b| format!("\"{a}\"'{b}'"),
+        |a, b| format!("{a}\"{b}\""),
+        |a, b| format!("'{a}'{b}"),
+        |a, b| format!("{a}\\{b}"),
+    ];
+    let places: [(&str, &str, TextKind); 7] = [
+        (
+            "script",
+            "#!/bin/sh\n./client --token {v}\n",
+            TextKind::Prose,
+        ),
+        (
+            "echo",
+            "set -e\necho {v} | gh auth login --with-token\n",
+            TextKind::Prose,
+        ),
+        (
+            "Makefile recipe",
+            "deploy:\n\t./push --key {v} dist/\n",
+            TextKind::Prose,
+        ),
+        (
+            "Dockerfile RUN",
+            "FROM alpine\nRUN fetch --auth {v} && make\n",
+            TextKind::Config,
+        ),
+        (
+            "workflow run:",
+            "jobs:\n  build:\n    steps:\n      - run: ./ci.sh {v}\n",
+            TextKind::Config,
+        ),
+        ("Markdown", "Run `./client {v}` once.\n", TextKind::Prose),
+        ("export", "export UPLOAD={v}\n", TextKind::Prose),
+    ];
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for fam in families().iter().filter(|f| !f.multiline) {
+        for split in splits {
+            for (place, template, kind) in places {
+                let v = (fam.make)(&mut rng);
+                let mid = v.len() / 2;
+                let written = split(&v[..mid], &v[mid..]);
+                let text = template.replace("{v}", &written);
+                let at = text.find(&written).expect("value in text");
+                let found = scanner().scan(text.as_bytes(), kind, true);
+                n += 1;
+                if !covers_split(&text, &found, fam.rule, (at, at + written.len())) {
+                    failures.push(format!("{} in {place}: {text:?}: {found:?}", fam.rule));
+                }
+            }
+        }
+    }
+    // A random password, no vendor shape: named by its flag or its variable.
+    for template in [
+        "./deploy --password {v}\n",
+        "./client --token {v}\n",
+        "./deploy --password={v}\n",
+        "export DB_PASSWORD={v}\n",
+    ] {
+        let v = rng.of(AN, 24);
+        let written = format!("{}''{}", &v[..10], &v[10..]);
+        let text = template.replace("{v}", &written);
+        let at = text.find(&written).expect("value in text");
+        let found = scanner().scan(text.as_bytes(), TextKind::Prose, true);
+        n += 1;
+        if !covers_split(&text, &found, "keyword-secret", (at, at + written.len())) {
+            failures.push(format!("keyword-secret: {text:?}: {found:?}"));
+        }
+    }
+    // Joined words that are no token: expansions, prose apostrophes, quoted sentences.
+    for text in [
+        "echo \"$HOME\"'/.config/gateway/settings.toml'\n",
+        "./client --token \"$TOKEN\"''\"$SUFFIX\"\n",
+        "It isn't done, but it's close: don''t rotate it yet.\n",
+        "printf '%s\\n' 'release'-'candidate'-'notes'\n",
+        "cp a\\ b\\ c.txt backups/\n",
+    ] {
+        let found = scanner().scan(text.as_bytes(), TextKind::Prose, true);
+        if !found.is_empty() {
+            failures.push(format!("not a secret: {text:?}: {found:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Issue 16: a keyword name in camelCase ending in `Token` or `Key` (`accessToken`,
+/// `githubToken`, `clientKey`), which the keyword `_token` cannot anchor, names a secret in
+/// every context that has a name (assignments quoted or not, XML elements and attributes, Go
+/// backticks, C# verbatim strings, properties, YAML), in short texts (searched directly) and
+/// long ones (through the prefilter) alike; a camelCase name that is no secret's
+/// (`cancellationToken`, `primaryKey`) is not one, nor is a `Token` value that is a word.
+#[test]
+fn camel_case_secret_names_feed_the_keyword_rule() {
+    let mut rng = Rng(0x5eed_1234_abcd_0004);
+    let mut failures = Vec::new();
+    let mut n = 0;
+    let places: [(&str, TextKind); 8] = [
+        ("const {k} = \"{v}\";\n", TextKind::Code),
+        ("const {k} = `{v}`\n", TextKind::Code),
+        ("const string {k} = @\"{v}\";\n", TextKind::Code),
+        ("<config>\n  <{k}>{v}</{k}>\n</config>\n", TextKind::Code),
+        ("<add key=\"{k}\" value=\"{v}\" />\n", TextKind::Code),
+        ("service.{k}={v}\n", TextKind::Config),
+        ("service:\n  {k}: {v}\n", TextKind::Config),
+        ("./client --token {v}\n", TextKind::Prose),
+    ];
+    let pad = "# padding line to make the text longer than a command line\n".repeat(12);
+    for key in ["accessToken", "githubToken", "clientKey", "refreshToken"] {
+        for (template, kind) in places {
+            for padded in [false, true] {
+                let v = rng.of(AN, 24);
+                let body = template.replace("{k}", key).replace("{v}", &v);
+                let text = if padded { format!("{pad}{body}") } else { body };
+                let at = text.find(&v).expect("value in text");
+                let found = scanner().scan(text.as_bytes(), kind, true);
+                n += 1;
+                if !found
+                    .iter()
+                    .any(|f| f.rule == "keyword-secret" && f.start <= at && at + v.len() <= f.end)
+                {
+                    failures.push(format!("{key} (padded {padded}): {text:?}: {found:?}"));
+                }
+            }
+        }
+    }
+    for (text, kind) in [
+        (
+            "const cancellationToken = \"request-scope-default\";\n",
+            TextKind::Code,
+        ),
+        ("primaryKey: accountIdentifierColumn\n", TextKind::Config),
+        (
+            "service.nextToken=pagination-cursor-value\n",
+            TextKind::Config,
+        ),
+        ("<sortKey>createdAtTimestamp</sortKey>\n", TextKind::Code),
+        // Named only by `token`: letters of one case run together are words (gitleaks' fps).
+        (
+            "aws_token = \"TODAYINASIAASACKOFRICEFELLOVER\"\n",
+            TextKind::Code,
+        ),
+        ("vaultToken: s.THISSTRINGISALLUPPERCASE\n", TextKind::Config),
+        (
+            "<vaultToken>s.THISSTRINGISALLUPPERCASE</vaultToken>\n",
+            TextKind::Code,
+        ),
+    ] {
+        let found = scanner().scan(text.as_bytes(), kind, true);
+        if !found.is_empty() {
+            failures.push(format!("not a secret: {text:?}: {found:?}"));
+        }
+    }
+    // A CSRF token is a per-session nonce, not a credential, however random.
+    for template in [
+        "csrf_token = \"{v}\"\n",
+        "<input name=\"csrfToken\" value=\"{v}\">\n",
+        "csrf-token={v}\n",
+    ] {
+        let text = template.replace("{v}", &rng.of(AN, 40));
+        let found = scanner().scan(text.as_bytes(), TextKind::Config, true);
+        if found.iter().any(|f| f.rule == "keyword-secret") {
+            failures.push(format!("not a secret: {text:?}: {found:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -177,6 +177,12 @@ pub const STRONG_SECRET_NAME: &str = concat!(r"(?i)", strong_secret_names!());
 /// the name, ASCII case-insensitively, as the keyword rule does.
 pub const SECRET_NAME: &str = concat!(r"(?i)", secret_names!());
 
+/// Names of a secret that the keyword rule's keywords cannot anchor, searched exactly:
+/// camelCase `...Token` and `...Key` after a lowercase letter or digit (`accessToken`,
+/// `githubToken`, `clientKey`) and a `-token` flag (`--token`). Their lines get the keyword
+/// rule's window, so its regex and the context tokenizer read them (see `scan.rs`).
+pub const CAMEL_SECRET_NAMES: &[&str] = &["Token", "Key", "-token"];
+
 /// Names that contain a secret's name but name where a secret is, or how it is read, not
 /// the secret (`--password-file`, `--password-stdin`, `PASSWORD_FILE`): a name ending so is
 /// not a secret's name.

@@ -160,6 +160,7 @@ impl Scanner {
             self.prefilter().find(text, &mut on_hit);
         }
         let mut windows = windows.done();
+        windows.extend(camel_name_windows(text));
         if windows.is_empty() {
             return;
         }
@@ -221,6 +222,44 @@ impl Scanner {
             }
         }
     }
+}
+
+/// The keyword rule's windows around names its keywords cannot anchor: a camelCase
+/// `...Token` or `...Key` (`accessToken`, `githubToken`, `clientKey`; the keyword `_token`
+/// needs the underscore) and a `-token` flag (`--token`), found exactly, with a lowercase
+/// letter or digit before them ([`super::rules::CAMEL_SECRET_NAMES`]). Kept apart from the
+/// keywords so that the prefilter and the direct search (short texts) still find the same
+/// keyword hits. One pass per name; windows as the keyword hits get them.
+fn camel_name_windows(text: &[u8]) -> Vec<(usize, usize, usize)> {
+    static FINDERS: OnceLock<Vec<memchr::memmem::Finder<'static>>> = OnceLock::new();
+    let Some(gi) = RULES.iter().position(|r| r.generic) else {
+        return Vec::new();
+    };
+    let finders = FINDERS.get_or_init(|| {
+        super::rules::CAMEL_SECRET_NAMES
+            .iter()
+            .map(|n| memchr::memmem::Finder::new(n.as_bytes()))
+            .collect()
+    });
+    let mut hits = Vec::new();
+    for f in finders {
+        let needle = f.needle();
+        hits.extend(f.find_iter(text).filter_map(|i| {
+            let camel = needle[0].is_ascii_uppercase();
+            let ok = i > 0
+                && (!camel || text[i - 1].is_ascii_lowercase() || text[i - 1].is_ascii_digit());
+            ok.then_some((i, i + needle.len()))
+        }));
+    }
+    if hits.is_empty() {
+        return Vec::new();
+    }
+    hits.sort_unstable();
+    let mut windows = Windows::new(text);
+    for (s, e) in hits {
+        windows.hit(gi, s, e);
+    }
+    windows.done()
 }
 
 /// Unescaped values are scanned in batches of about this many bytes.
@@ -425,7 +464,7 @@ impl Scanner {
         };
         let mut side = Side::default();
         let regions = context_regions(text, generic_windows);
-        context::values_in(text, &regions, &mut |v| {
+        let mut on_value = |v: &context::Value| {
             if let Some(u) = v.unescaped {
                 side.push(u);
                 if side.buf.len() >= SIDE_BATCH {
@@ -461,7 +500,13 @@ impl Scanner {
                     },
                 ));
             }
-        });
+        };
+        context::values_in(text, &regions, &mut on_value);
+        // Files that hold shell command lines (scripts, profiles, Makefiles, Dockerfiles,
+        // CI workflows, Markdown): a token split by quoting is read joined.
+        if matches!(kind, TextKind::Prose | TextKind::Config) {
+            context::shell_words_in(text, &mut on_value);
+        }
         self.scan_side(&mut side, side_kind, out);
     }
 
@@ -603,9 +648,17 @@ fn accept(
         }
         // Named only by `token` (`NOTION_TOKEN`, `next_page_token`): a credential only when
         // long and random, as gitleaks' generic-api-key asks (16 bytes, entropy 3.5).
+        // Not a run of letters in one case without a digit either (`TODAYINASIA...`,
+        // `s.THISSTRINGISALLUPPERCASE`: gitleaks' fps; 16 random base62 or hex characters
+        // hold a digit or both cases but for a chance of about 1e-5), nor an anti-forgery
+        // nonce (`csrf-token`, `xsrfToken`: per session, not a credential).
         if at < s
             && !names_strongly(&text[at..s])
-            && (secret.len() < 16 || entropy::shannon(secret) < 3.5 || precision::is_wordy(secret))
+            && (secret.len() < 16
+                || entropy::shannon(secret) < 3.5
+                || precision::is_wordy(secret)
+                || is_letter_run(secret)
+                || names_a_nonce(&text[at..s]))
         {
             return false;
         }
@@ -619,6 +672,22 @@ fn accept(
         return !entropy::is_placeholder(secret);
     }
     true
+}
+
+/// Letters of one case and no digit (other bytes, and one letter of the other case such as a
+/// `s.` prefix, aside): words run together, not a token.
+fn is_letter_run(v: &[u8]) -> bool {
+    let digit = v.iter().any(u8::is_ascii_digit);
+    let upper = v.iter().filter(|b| b.is_ascii_uppercase()).count();
+    let lower = v.iter().filter(|b| b.is_ascii_lowercase()).count();
+    !digit && (upper < 2 || lower < 2)
+}
+
+/// A name of a CSRF/XSRF token (a per-session anti-forgery nonce, not a credential).
+fn names_a_nonce(name: &[u8]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    memchr::memmem::find(&lower, b"csrf").is_some()
+        || memchr::memmem::find(&lower, b"xsrf").is_some()
 }
 
 /// A relative path to a file (`secrets/db.txt`, `conf/app.key`): `PASSWORD_FILE = ...` in a
