@@ -12,8 +12,9 @@ becomes a generator spec, and in literal positives every run that looks random i
 spec of the same character class and length (known prefixes such as `ghp_` or `AKIA` kept).
 Negatives keep their text (placeholders are the point of a negative) except runs that look
 random, which are re-randomised the same way; a negative that was an exact published value (a
-vendor's documented sample key) and would become a real-looking key is dropped (listed in the
-first line's "dropped"). The benchmark (benches/recall.rs) expands the
+vendor's documented sample key allowed by exact value, an allowlist pragma) and would become a
+real-looking key is dropped (listed with its reason in the first line's "dropped"); one with a
+structural reason (length, case, a bad character, a placeholder) stays. The benchmark (benches/recall.rs) expands the
 specs with a fresh seed on each run.
 
 Case (one JSON object per line):
@@ -29,6 +30,7 @@ Usage: extract.py GITLEAKS_GIT DETECT_SECRETS_GIT RIPSECRETS_GIT > benches/corpu
 """
 
 import ast
+import base64
 import json
 import re
 import subprocess
@@ -112,13 +114,39 @@ def is_word(run):
     return bool(re.fullmatch(r"(?:[A-Z]{2,5}(?=[A-Z][a-z]))?[A-Z]?[a-z]+(?:[A-Z][a-z]+)*[A-Z]{0,4}", run))
 
 
+def is_placeholder(run):
+    """A run a negative publishes for its shape, not a random body: the alphabet or the digits in
+    order (`abcdefghijklmnopqrstuvwxyz1234567`), repeats (half its characters equal to one of
+    the four before: `5555555dAAAAA7777777CcccCFaaaa...`, `123123123...`), or words
+    (`SlackAppConfigurationAccessTokenHere`, `testAKCwithinsomeirrelevantstring`: mostly
+    lowercase letters). Hex and base64 bodies, however long, are none of these."""
+    if any(run[i : i + 8] in ALNUM for i in range(len(run) - 7)):
+        return True
+    repeats = sum(any(run[i] == run[i - k] for k in range(1, 5) if i >= k) for i in range(1, len(run)))
+    if repeats * 2 >= len(run):
+        return True
+    if is_word(run):
+        return True
+    return sum(c.islower() for c in run) * 100 >= 85 * len(run)
+
+
+def is_base64_json(run):
+    """`eyJ...`: base64 of a JSON object (a JWT's header or claims)."""
+    if not run.startswith("eyJ"):
+        return False
+    try:
+        return base64.urlsafe_b64decode(run + "=" * (-len(run) % 4)).startswith(b'{"')
+    except ValueError:
+        return False
+
+
 def looks_random(run, strict):
     """Whether a run of [A-Za-z0-9] is a secret-like body rather than a word or a placeholder."""
     if len(set(run)) <= 2:  # xxxx, 0000, ZZZZ: placeholders
         return not strict and len(run) >= 12
-    if strict:  # negatives: only clearly random runs
+    if strict:  # negatives: only clearly random runs (a placeholder's shape is the point)
         kinds = sum([any(c.isdigit() for c in run), any(c.islower() for c in run), any(c.isupper() for c in run)])
-        return len(run) >= 12 and kinds >= 2 and len(set(run)) >= 8 and run not in ALNUM
+        return len(run) >= 12 and kinds >= 2 and len(set(run)) >= 8 and not is_placeholder(run)
     if is_word(run):
         return len(run) >= 20 and (run.islower() or run.isupper())
     if run.isdigit():
@@ -182,9 +210,14 @@ def randomise_runs(text, prefixes, strict):
         if not keep and len(run) >= 20 and not strict:
             keep = run[0]  # a long run's first character can be structure (Discord's [MNO])
         body = run[len(keep):]
+        if strict and is_base64_json(run):
+            continue  # a JWT header alone (`eyJhbGciOi...`): structure, not a secret
         # After a kept prefix, a positive's placeholder body (`AKCxxxxxxxxxx`) stands for a key.
         filler = keep and not strict and len(set(body)) <= 2 and len(body) >= 8
-        if looks_random(run, strict) or (keep and (looks_random(body, strict) or filler) and len(body) >= 8):
+        # In a negative, a kept prefix's body decides alone (`GR1348941` + `XXXX...` is a
+        # placeholder, though prefix and body together have eight distinct characters).
+        whole = looks_random(run, strict) and not (strict and keep)
+        if whole or (keep and (looks_random(body, strict) or filler) and len(body) >= 8):
             segs.append(text[pos : m.start()])
             segs.append(keep)
             # A body that opens with 8+ digits before 20+ letters and digits keeps them as digits (Notion's
@@ -601,6 +634,7 @@ def gitleaks_cases(repo, prefixes):
             # GenerateSemiGenericRegex find a bare random value only next to the vendor's name.
             vendor = family != "generic" and "GenerateSemiGenericRegex" not in fn
             key = rule.split("-")[0]
+            allowed = allowlisted_values(fn)
             env = local_vars(fn, unknown, globals_)
             for var, label in (("tps", "positive"), ("fps", "negative")):
                 n = 0
@@ -638,24 +672,43 @@ def gitleaks_cases(repo, prefixes):
                                 "file": "snippet.txt",
                                 "template": segs,
                                 "_literal": literal,
+                                "_allowlisted": isinstance(it, Lit) and str(it) in allowed,
                             }
                         )
     return cases, skipped, unknown
 
 
-def lost_reason(case, prefixes):
-    """A published negative that was an exact value (a vendor's documented sample key, allowed by
-    value) is, once its random part is re-randomised, a real-looking key of that vendor: no
-    longer a negative. Such cases are dropped: a known prefix and generated runs, nothing else."""
-    t = case["template"]
-    if case["label"] != "negative" or case["kind"] != "value" or not case.get("_literal", True):
-        return False
-    if not t or not isinstance(t[0], str) or all(isinstance(x, str) for x in t):
-        return False
-    head = re.sub(r"[^a-z0-9]", "", t[0].lower())
-    if not any(head.startswith(p) for p in prefixes):
-        return False
-    return all(len(x) <= 2 for x in t[1:] if isinstance(x, str))
+def allowlisted_values(fn):
+    """The exact values a gitleaks rule's allowlist lets through: its `Allowlists` regexes that
+    are plain literals (gcp-api-key's firebase sample keys)."""
+    m = re.search(r"Allowlists:(.*?)\n\t}\n", fn, re.S)
+    if not m:
+        return set()
+    return {x for x in re.findall(r"MustCompile\(`([^`]*)`\)", m.group(1)) if re.fullmatch(r"[A-Za-z0-9_-]+", x)}
+
+
+# detect-secrets negatives that are negatives only by their exact published value.
+DS_EXACT_VALUE = {
+    "detect-secrets/openai/fp1": "a negative only by `# pragma: allowlist nextline secret` above it",
+    "detect-secrets/pypi_token/fp1": "a negative only by `# pragma: allowlist nextline secret` above it",
+    "detect-secrets/gitlab_token/fp6": "a GitHub `ghp_` token in the GitLab plugin's negatives: not GitLab's, but re-randomised a real-shaped github-pat",
+}
+
+
+def drop_reason(case):
+    """Why a published negative is not one once re-randomised, or None. A negative that upstream
+    excludes only by its exact value (a rule allowlist entry, an allowlist pragma), once its
+    random part is re-randomised, is a real-shaped key of that vendor. A negative with a
+    structural reason (too short, too long, wrong case, a bad character, a placeholder, a word)
+    keeps that reason through re-randomising and stays."""
+    if case["label"] != "negative":
+        return None
+    if case["id"] in DS_EXACT_VALUE:
+        return DS_EXACT_VALUE[case["id"]]
+    generated = any(not isinstance(x, str) for x in case["template"])
+    if case.get("_allowlisted") and generated:
+        return "a published sample key the rule allows by exact value (its allowlist)"
+    return None
 
 
 # ---------------------------------------------------------------- detect-secrets (Python tests)
@@ -890,11 +943,12 @@ def main():
         },
         "generated_by": "benches/corpus/extract.py",
     }
-    dropped = [c["id"] for c in c1 + c2 + c3 if lost_reason(c, prefixes)]
+    dropped = {c["id"]: drop_reason(c) for c in c1 + c2 + c3 if drop_reason(c)}
     head["dropped"] = dropped
     print(json.dumps(head, sort_keys=True))
     for c in c1 + c2 + c3:
         c.pop("_literal", None)
+        c.pop("_allowlisted", None)
         if c["id"] not in dropped:
             print(json.dumps(c, sort_keys=True, ensure_ascii=False))
     print("dropped %d negatives that re-randomising made real-looking: %s" % (len(dropped), " ".join(dropped)), file=sys.stderr)

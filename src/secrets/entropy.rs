@@ -117,7 +117,12 @@ fn consider(text: &[u8], s: usize, e: usize, out: &mut Vec<(usize, Finding)>) {
     if h <= limit {
         return;
     }
-    if is_sequential(v) || is_uuid(v) || has_id_like_name(text, s) || is_placeholder(v) {
+    if is_sequential(v)
+        || is_uuid(v)
+        || has_id_like_name(text, s)
+        || is_placeholder(v)
+        || super::precision::entropy_value_is_not_a_secret(text, s)
+    {
         return;
     }
     out.push((

@@ -9,6 +9,182 @@
 //! - the value is a metavariable (`--api-key=API_KEY`), a UUID (detect-secrets'
 //!   `is_potential_uuid`), or a demo word (`changeme`, `password123`).
 
+/// Whether a value in a slot that declares a credential (a connection string's `Password=`, a
+/// URL's userinfo, `curl -u user:...`, an `Authorization:` header, `--password=`, a keyword
+/// assignment) stands for one rather than being one. The slot says "secret", so only the value
+/// can say otherwise; these are the shapes public scanners' test suites publish as
+/// non-secrets:
+///
+/// - too short or too little entropy for any credential (`foo`, `jwt`, `test`, `aaaaaab`):
+///   under 5 bytes, or under 1.5 bits a byte (8 random hex digits can fall under 2);
+/// - a mask part (`xoxb-xxx`, `xoxe-1-xxx`) or a vendor prefix with its body left out
+///   (`sk_live_`, `bedrock-api-key-`);
+/// - a value that describes itself (`s.THISSTRINGISALLUPPERCASE`, `xoxe.xoxp-1-RANDOMSTRING
+///   HERE`, `glptt-Need5_T00-be-exactly-40-chars--ELse_failing`, `xoxb-Slack_BOT_TOKEN`): two
+///   fixture words, or one in a value made of words;
+/// - mostly letters or digits in order (`xoxb-12345-abcd234`, `ntn_12345678901`);
+/// - five distinct characters or fewer in 16 or more (a DNA sequence, `AAAA-BBBB-...`);
+/// - a JWT shape whose header is not base64 JSON (`eyJAAAA.eyJBBB`);
+/// - gitleaks' `curl-auth-user` placeholders: a demo word (`pass`, `changeme`, `token`,
+///   `password123`) or a bracketed name (`[PASSWORD]`, `<user:password>`).
+///
+/// A real password made of words (`correct-horse-battery-staple`) names no fixture and stays
+/// a finding.
+pub fn credential_is_not_a_secret(v: &[u8]) -> bool {
+    const WORDS: &[&[u8]] = &[
+        b"token",
+        b"pwd",
+        b"user",
+        b"username",
+        b"apikey",
+        b"api_key",
+    ];
+    v.len() < 5
+        || is_demo_value(v)
+        || WORDS.iter().any(|w| v.eq_ignore_ascii_case(w))
+        || v.first() == Some(&b'[')
+        || matches!(v.last(), Some(b']' | b'>'))
+        || super::entropy::shannon(v) < 1.5
+        || has_mask_part(v)
+        || is_bare_prefix(v)
+        || describes_itself(v)
+        || mostly_in_order(v)
+        || (v.len() >= 16 && distinct(v) <= 5)
+        || is_broken_jwt(v)
+}
+
+/// The URL userinfo password at `s..e` repeats the user name (`postgresql://user:user@...`,
+/// `//admin:admin@`): a local fixture's.
+pub fn password_is_the_user(text: &[u8], s: usize, e: usize) -> bool {
+    let v = &text[s..e];
+    let Some(colon) = s.checked_sub(1) else {
+        return false;
+    };
+    text[colon] == b':'
+        && colon >= v.len() + 2
+        && &text[colon - v.len()..colon] == v
+        && &text[colon - v.len() - 2..colon - v.len()] == b"//"
+}
+
+fn distinct(v: &[u8]) -> usize {
+    let mut seen = [false; 256];
+    v.iter()
+        .filter(|&&b| !std::mem::replace(&mut seen[b as usize], true))
+        .count()
+}
+
+/// A part (between `-`, `_`, `.`, `:`) of three or more `x`, `X` or `*`: a mask.
+fn has_mask_part(v: &[u8]) -> bool {
+    v.split(|b| b"-_.:".contains(b))
+        .any(|p| p.len() >= 3 && p.iter().all(|b| b"xX*".contains(b)))
+}
+
+/// Words and separators ending in a separator, no digit: a prefix whose body is missing.
+fn is_bare_prefix(v: &[u8]) -> bool {
+    v.len() >= 3
+        && v.last().is_some_and(|b| b"-_.".contains(b))
+        && v.iter()
+            .all(|b| b.is_ascii_alphabetic() || b"-_.".contains(b))
+}
+
+/// Words a test fixture or a documentation sample spells out (never a generated token's).
+const FIXTURE_WORDS: &[&[u8]] = &[
+    b"this",
+    b"string",
+    b"here",
+    b"random",
+    b"token",
+    b"secret",
+    b"password",
+    b"test",
+    b"hello",
+    b"world",
+    b"exactly",
+    b"chars",
+    b"length",
+    b"checking",
+    b"lower",
+    b"upper",
+    b"sample",
+    b"dummy",
+    b"fake",
+    b"invalid",
+    b"wrong",
+    b"failing",
+    b"placeholder",
+];
+
+/// Two fixture words anywhere (case-insensitive), or one in a value made of words.
+fn describes_itself(v: &[u8]) -> bool {
+    let l = v.to_ascii_lowercase();
+    let n = FIXTURE_WORDS
+        .iter()
+        .filter(|w| memchr::memmem::find(&l, w).is_some())
+        .count();
+    n >= 2 || (n == 1 && is_wordy(v))
+}
+
+/// Runs of four or more consecutive letters or digits (`abcd`, `12345`, `7890`) cover half
+/// the value's letters and digits or more.
+fn mostly_in_order(v: &[u8]) -> bool {
+    let alnum = v.iter().filter(|b| b.is_ascii_alphanumeric()).count();
+    let next = |a: u8, b: u8| {
+        let (a, b) = (a.to_ascii_lowercase(), b.to_ascii_lowercase());
+        a.is_ascii_alphanumeric() && (b == a + 1 || (a == b'9' && b == b'0'))
+    };
+    let (mut in_runs, mut run) = (0, 1);
+    for i in 1..=v.len() {
+        if i < v.len() && next(v[i - 1], v[i]) {
+            run += 1;
+        } else {
+            if run >= 4 {
+                in_runs += run;
+            }
+            run = 1;
+        }
+    }
+    alnum >= 8 && in_runs * 2 >= alnum
+}
+
+/// `eyJ...` with a `.`, whose first part does not decode to a JSON object: not a JWT, and
+/// not an opaque token either (test data for a JWT detector).
+fn is_broken_jwt(v: &[u8]) -> bool {
+    use base64::Engine;
+    if !v.starts_with(b"eyJ") || !v.contains(&b'.') {
+        return false;
+    }
+    let head = v.split(|&b| b == b'.').next().unwrap_or(v);
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let head = head
+        .strip_suffix(b"==")
+        .or_else(|| head.strip_suffix(b"="))
+        .unwrap_or(head);
+    !engine
+        .decode(head)
+        .is_ok_and(|h| h.starts_with(b"{\"") && h.ends_with(b"}"))
+}
+
+/// Whether the high-entropy string at `s` of `text` is not a secret for the key it is assigned
+/// to: a key that names an object (`ANTHROPIC_NAME=...`, `"client_name": "..."`: see
+/// [`names_an_object`]) or says the value is a fixture or public (`wrongStart := "..."`,
+/// `invalid_key`, `public_key = "..."`, `publicToken`). Reads back 96 bytes at most.
+pub fn entropy_value_is_not_a_secret(text: &[u8], s: usize) -> bool {
+    const NOT_SECRET: &[&str] = &[
+        "wrong",
+        "invalid",
+        "fake",
+        "dummy",
+        "mock",
+        "bogus",
+        "example",
+        "sample",
+        "placeholder",
+        "public",
+    ];
+    let key = key_before(text, s);
+    names_an_object(&key) || key.iter().any(|w| NOT_SECRET.contains(&w.as_str()))
+}
+
 /// Whether the keyword-rule value at `s..e` of `text` is not a secret for where it sits.
 /// `start` is where the rule's match begins (the key's first byte).
 pub fn keyword_value_is_not_a_secret(text: &[u8], start: usize, s: usize, e: usize) -> bool {
@@ -29,6 +205,7 @@ pub fn keyword_value_is_not_a_secret(text: &[u8], start: usize, s: usize, e: usi
         || is_demo_value(v)
         || names_itself(v)
         || is_other_assignment(v)
+        || credential_is_not_a_secret(v)
 }
 
 /// An environment assignment whose name names no secret (`Bench secrets: SCAN_RUNS=0 skips
@@ -127,6 +304,8 @@ fn key_before(text: &[u8], s: usize) -> Vec<String> {
         }
     };
     skip(&mut i, b"\"' \t\r\n");
+    skip(&mut i, b"@"); // C#'s verbatim `@"..."`
+    skip(&mut i, b"\t ");
     skip(&mut i, b":=>");
     skip(&mut i, b"\"' \t");
     let end = i;

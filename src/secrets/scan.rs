@@ -588,6 +588,15 @@ fn continuation_values(
     }
 }
 
+/// Rules whose match is a slot that declares a credential (see
+/// [`precision::credential_is_not_a_secret`]).
+const CREDENTIAL_SLOTS: &[&str] = &[
+    "http-authorization",
+    "curl-user-password",
+    "connection-string-password",
+    "netrc-password",
+];
+
 /// Rule-level checks of a candidate secret at `s..e`, in a match that begins at `at`.
 fn accept(
     rule: &Rule,
@@ -669,7 +678,13 @@ fn accept(
         }
     }
     if rule.id == "basic-auth-url" || rule.id == "database-url" {
-        return !entropy::is_placeholder(secret);
+        return !entropy::is_placeholder(secret)
+            && !precision::credential_is_not_a_secret(secret)
+            && !precision::password_is_the_user(text, s, e);
+    }
+    // A slot that declares a credential: only the value can say it is not one.
+    if CREDENTIAL_SLOTS.contains(&rule.id) && precision::credential_is_not_a_secret(secret) {
+        return false;
     }
     true
 }

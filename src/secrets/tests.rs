@@ -998,3 +998,117 @@ fn slack_tokens_with_a_short_or_wordy_body_are_not_findings() {
     );
     assert_eq!(rules_found(&user, TextKind::Code), ["slack-token"]);
 }
+
+/// Issue 16 (false positives): a slot that declares a credential (a connection string's
+/// `Password=`, a URL's userinfo, `curl -u`, `Authorization:`, `--password=`) holding what
+/// public scanners' test suites publish as non-secrets: a short or low-entropy word, a mask,
+/// a bare vendor prefix, a value that describes itself, letters or digits in order, a DNA-like
+/// four-letter run, a JWT shape whose header is not JSON, gitleaks' curl placeholders, a URL
+/// password that repeats its user. Real passwords in the same slots are still found.
+#[test]
+fn credential_slots_holding_placeholders_or_fixtures_are_not_findings() {
+    let slots = [
+        "Server=db.example.com;Database=app;User Id=admin;Password=\u{1};\n",
+        "DATABASE_URL=postgres://admin:\u{1}@db.example.com:5432/app\n",
+        "curl -u admin:\u{1} https://api.example.com/v1/items\n",
+        "curl -H 'Authorization: Bearer \u{1}' https://api.example.com/\n",
+        "./deploy --user admin --password=\u{1}\n",
+    ];
+    let dna: String = random_of(b"ACGT", 120, 11);
+    let not_secrets = [
+        "foo".to_string(),
+        "jwt".to_string(),
+        "xoxb-xxx".to_string(),
+        "xoxe-1-xxx".to_string(),
+        "sk_live_".to_string(),
+        "bedrock-api-key-".to_string(),
+        "s.THISSTRINGISALLUPPERCASE".to_string(),
+        "s.thisstringisalllowercase".to_string(),
+        "xoxb-xoxb-my-bot-token".to_string(),
+        "xoxb-Slack_BOT_TOKEN".to_string(),
+        "foo-hello-world80_testin".to_string(),
+        "glptt-Need5_T00-be-exactly-40-chars--ELse_failing".to_string(),
+        "gloas-checking_Length-Is-checking_Length-Is-".to_string(),
+        "xoxb-12345-abcd234".to_string(),
+        "ntn_12345678901".to_string(),
+        "eyJAAAA.eyJBBB".to_string(),
+        "eyJBB.eyJCC.eyJDDDD".to_string(),
+        dna,
+    ];
+    for slot in slots {
+        for v in &not_secrets {
+            let text = slot.replace('\u{1}', v);
+            assert_eq!(
+                rules_found(&text, kind_of("run.sh")),
+                Vec::<&str>::new(),
+                "{text}"
+            );
+        }
+    }
+    for text in [
+        "curl -i -u 'test:test'\n",
+        "curl -u <user:password> https://test.com/endpoint\n",
+        "curl --user neo4j:[PASSWORD] http://[IP]:7474/db/data/\n",
+        "curl -u username:token\n",
+        "curl http://127.0.0.1:5000/file --user user:pass --digest\n",
+        "postgresql://user:user@no_connection/no_db\n",
+    ] {
+        assert_eq!(
+            rules_found(text, kind_of("run.sh")),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    // Random passwords, a short real one and a passphrase of words are still findings.
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let hex8 = random_of(b"0123456789abcdef", 8, 12);
+    for v in [
+        random_of(AN, 16, 13),
+        random_of(AN, 40, 14),
+        format!("{}!{}", random_of(AN, 5, 15), random_of(AN, 4, 16)),
+        "correct-horse-battery-staple".to_string(),
+    ] {
+        for slot in &slots[..3] {
+            let text = slot.replace('\u{1}', &v);
+            assert!(!rules_found(&text, kind_of("run.sh")).is_empty(), "{text}");
+        }
+    }
+    let url = format!(
+        "http://{}:{hex8}@enterprise.example.com#x\n",
+        random_of(b"0123456789abcdef", 8, 17)
+    );
+    assert!(!rules_found(&url, TextKind::Stream).is_empty(), "{url}");
+}
+
+/// Issue 16 (false positives): a high-entropy string assigned to a key that names an object
+/// (`ANTHROPIC_NAME=...`, C#'s `const string fooName = @"..."`) or calls it a fixture or
+/// public (`wrongStart := "..."`, `public_key = "..."`, `publicToken`) is not a secret; the
+/// same string under a secret's name is still a finding.
+#[test]
+fn high_entropy_values_named_as_objects_fixtures_or_public_are_not_findings() {
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let v = random_of(AN, 60, 21);
+    for (name, text) in [
+        ("settings.ini", format!("[service]\nanthropic_name = {v}\n")),
+        ("config.yaml", format!("service:\n  gcp_name: {v}\n")),
+        (
+            "Program.cs",
+            format!("class P {{\n  const string anthropicName = @\"{v}\";\n}}\n"),
+        ),
+        ("main.go", format!("wrongStart := \"{v}\"\n")),
+        ("main.py", format!("public_key = \"{v}\"\n")),
+        ("main.py", format!("publicToken = \"{v}\"\n")),
+    ] {
+        assert_eq!(
+            rules_found(&text, kind_of(name)),
+            Vec::<&str>::new(),
+            "{text}"
+        );
+    }
+    for (name, text) in [
+        ("settings.ini", format!("[service]\nanthropic_blob = {v}\n")),
+        ("main.go", format!("start := \"{v}\"\n")),
+    ] {
+        assert!(!rules_found(&text, kind_of(name)).is_empty(), "{text}");
+    }
+}
