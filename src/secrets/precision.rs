@@ -200,6 +200,11 @@ pub fn keyword_value_is_not_a_secret(text: &[u8], start: usize, s: usize, e: usi
     if names_an_object(&key) || is_generated_object_name(v) {
         return true;
     }
+    // `publicToken`, `public_key`: the name says the value is published (a camelCase
+    // `*Token` name reaches the keyword rule; vendor-format rules still judge the value).
+    if key.iter().any(|w| w == "public") {
+        return true;
+    }
     is_metavariable(v)
         || is_uuid(v)
         || is_demo_value(v)
