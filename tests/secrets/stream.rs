@@ -314,7 +314,14 @@ sandbox_test!(
         };
         let lock = std::fs::read_to_string(format!("{repo}/Cargo.lock")).expect("Cargo.lock");
         let docs: Vec<(&str, Vec<u8>)> = vec![
-            ("git log --stat", capture("git", &["log", "--stat"])),
+            // A fixed revision: the history as it stood, not whatever later commits say.
+            (
+                "git log --stat",
+                capture(
+                    "git",
+                    &["log", "--stat", "bf108dc8a43ceab3b816385393faf05545990709"],
+                ),
+            ),
             ("ls -la /usr/bin", capture("ls", &["-la", "/usr/bin"])),
             ("cargo --version", capture("cargo", &["--version"])),
             ("Cargo.lock", lock.clone().into_bytes()),
