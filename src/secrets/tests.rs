@@ -414,28 +414,41 @@ fn scan_and_redact(input: &[u8]) -> Vec<String> {
 /// Times each input at sizes base, 4 x base and 16 x base (three rounds, interleaved so
 /// that load from other processes falls on all sizes alike; the best of each); returns the
 /// failures: findings (none of these inputs holds a secret) and superlinear growth (4x the
-/// input within 10x the time, 16x within 40x; quadratic would be 16x and 256x). `floor`:
+/// input within 10x the time, 16x within 40x; quadratic would be 16x and 256x; an input
+/// that fails is timed again, up to three looks in all, and fails only if every look does).
+/// `floor`:
 /// timings below it count as it (noise).
 pub(super) fn check_linear(inputs: &[Adversarial], base: usize, floor: f64) -> Vec<String> {
     let mut failures = Vec::new();
     for (name, make) in inputs {
         let sizes = [base, 4 * base, 16 * base].map(make);
-        let mut times = [f64::INFINITY; 3];
-        for _round in 0..3 {
-            for (i, input) in sizes.iter().enumerate() {
-                let t = std::time::Instant::now();
-                let mut found = scan_and_redact(input);
-                times[i] = times[i].min(t.elapsed().as_secs_f64());
-                if !found.is_empty() {
-                    found.truncate(5);
-                    failures.push(format!("{name} x{}: findings {found:?}", 1 << (2 * i)));
+        // Growth is judged again, up to three times, when one look says superlinear: a
+        // burst of load from other processes passes, a superlinear cost does not.
+        let mut grew = Vec::new();
+        for _look in 0..3 {
+            let mut times = [f64::INFINITY; 3];
+            for _round in 0..3 {
+                for (i, input) in sizes.iter().enumerate() {
+                    let t = std::time::Instant::now();
+                    let mut found = scan_and_redact(input);
+                    times[i] = times[i].min(t.elapsed().as_secs_f64());
+                    if !found.is_empty() {
+                        found.truncate(5);
+                        failures.push(format!("{name} x{}: findings {found:?}", 1 << (2 * i)));
+                    }
                 }
             }
+            let t1 = times[0].max(floor);
+            if times[1] < 10.0 * t1 && times[2] < 40.0 * t1 {
+                grew.clear();
+                break;
+            }
+            grew.push(format!("{times:.4?}"));
         }
-        let t1 = times[0].max(floor);
-        if times[1] >= 10.0 * t1 || times[2] >= 40.0 * t1 {
+        if !grew.is_empty() {
             failures.push(format!(
-                "{name}: time grows superlinearly: {times:.4?} s for {base} x 1, 4, 16 bytes"
+                "{name}: time grows superlinearly: {} s for {base} x 1, 4, 16 bytes",
+                grew.join(", then ")
             ));
         }
     }
