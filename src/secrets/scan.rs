@@ -325,10 +325,18 @@ pub(crate) fn program_trigger_names() -> Vec<&'static str> {
     names
 }
 
+/// [`program_trigger_names`] split into those Teddy searches (three bytes or more) and those
+/// `memmem` searches (shorter: `xh`), see [`ProgramTrigger`].
+pub(crate) fn teddy_and_memmem_names() -> (Vec<&'static str>, Vec<&'static str>) {
+    program_trigger_names()
+        .into_iter()
+        .partition(|n| n.len() >= 3)
+}
+
 impl ProgramTrigger {
     fn new() -> ProgramTrigger {
         let names = program_trigger_names();
-        let (short, long): (Vec<&str>, Vec<&str>) = names.iter().partition(|n| n.len() < 3);
+        let (long, short) = teddy_and_memmem_names();
         if let Some(s) = aho_corasick::packed::Config::new()
             .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
             .builder()
@@ -372,15 +380,6 @@ impl ProgramTrigger {
             trigger: self,
             text,
             next: vec![None; self.searchers()],
-        }
-    }
-
-    /// The shortest name Teddy searches for (its fingerprint's width), for tests.
-    #[cfg(test)]
-    pub(crate) fn teddy_min_len(&self) -> Option<usize> {
-        match self {
-            ProgramTrigger::Packed(s, _) => Some(s.minimum_len()),
-            _ => None,
         }
     }
 
@@ -1112,9 +1111,15 @@ mod tests {
     /// must still be found, interleaved with the others, at the start and at the end.
     #[test]
     fn short_program_names_stay_out_of_teddy() {
-        let trigger = program_trigger();
-        let min = trigger.teddy_min_len();
-        assert!(min.is_some_and(|m| m >= 3), "Teddy fingerprint {min:?}");
+        assert!(program_trigger().is_packed());
+        let (teddy, short) = teddy_and_memmem_names();
+        assert!(
+            teddy.iter().all(|n| n.len() >= 3),
+            "Teddy searches {teddy:?}"
+        );
+        let mut all = [teddy, short].concat();
+        all.sort_unstable();
+        assert_eq!(all, program_trigger_names());
         let mut text = Vec::new();
         let mut want = Vec::new();
         for (i, p) in ["xh", "curl", "xhs", "xh", "mysql", "http", "xh"]
