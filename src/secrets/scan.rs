@@ -292,8 +292,17 @@ impl Side {
 /// (a byte prefilter, then the automaton) ran at ~690 MB/s on log lines and was most of the
 /// time of a redacted `gateway exec` (0.70 s for 256 MiB against 0.24-0.29 s before the
 /// context tokenizer came); Teddy over the 10 names: ~30 GB/s there.
+///
+/// A name of one or two bytes (`xh`) is searched with `memmem` instead: in Teddy it narrowed
+/// the fingerprint of every name to two bytes, and that pass took ~24% of a redacted exec of
+/// log lines (measured over 256 MiB of log lines: 149 ms for Teddy over the 10 names, 24 ms
+/// for Teddy over the 9 longer ones plus `memmem` for `xh`).
 pub(crate) enum ProgramTrigger {
-    Packed(aho_corasick::packed::Searcher),
+    /// Teddy over the names of three bytes or more, `memmem` over the shorter ones.
+    Packed(
+        aho_corasick::packed::Searcher,
+        Vec<memchr::memmem::Finder<'static>>,
+    ),
     /// Teddy unavailable (no SSSE3): the automaton, slower but never blind.
     Automaton(aho_corasick::AhoCorasick),
     /// Neither could be built: every line is read (slow, never blind).
@@ -316,16 +325,29 @@ pub(crate) fn program_trigger_names() -> Vec<&'static str> {
     names
 }
 
+/// [`program_trigger_names`] split into those Teddy searches (three bytes or more) and those
+/// `memmem` searches (shorter: `xh`), see [`ProgramTrigger`].
+pub(crate) fn teddy_and_memmem_names() -> (Vec<&'static str>, Vec<&'static str>) {
+    program_trigger_names()
+        .into_iter()
+        .partition(|n| n.len() >= 3)
+}
+
 impl ProgramTrigger {
     fn new() -> ProgramTrigger {
         let names = program_trigger_names();
+        let (long, short) = teddy_and_memmem_names();
         if let Some(s) = aho_corasick::packed::Config::new()
             .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
             .builder()
-            .extend(names.iter())
+            .extend(long.iter())
             .build()
         {
-            return ProgramTrigger::Packed(s);
+            let short = short
+                .iter()
+                .map(|n| memchr::memmem::Finder::new(n.as_bytes()).into_owned())
+                .collect();
+            return ProgramTrigger::Packed(s, short);
         }
         match aho_corasick::AhoCorasick::new(&names) {
             Ok(ac) => ProgramTrigger::Automaton(ac),
@@ -333,20 +355,38 @@ impl ProgramTrigger {
         }
     }
 
-    /// Where the first name starts in `hay` (leftmost: a name starts there, and every line
-    /// naming a program holds such a start).
-    pub(crate) fn find(&self, hay: &[u8]) -> Option<usize> {
+    /// The searchers' count: Teddy or the automaton, then each short name's `memmem`.
+    fn searchers(&self) -> usize {
         match self {
-            ProgramTrigger::Packed(s) => s.find(hay).map(|m| m.start()),
-            ProgramTrigger::Automaton(ac) => ac.find(hay).map(|m| m.start()),
-            ProgramTrigger::Everywhere => (!hay.is_empty()).then_some(0),
+            ProgramTrigger::Packed(_, short) => 1 + short.len(),
+            _ => 1,
+        }
+    }
+
+    /// Where searcher `i` (see [`ProgramTrigger::searchers`]) first finds a name in `hay`.
+    fn find_with(&self, i: usize, hay: &[u8]) -> Option<usize> {
+        match (self, i) {
+            (ProgramTrigger::Packed(s, _), 0) => s.find(hay).map(|m| m.start()),
+            (ProgramTrigger::Packed(_, short), i) => short[i - 1].find(hay),
+            (ProgramTrigger::Automaton(ac), _) => ac.find(hay).map(|m| m.start()),
+            (ProgramTrigger::Everywhere, _) => (!hay.is_empty()).then_some(0),
+        }
+    }
+
+    /// Where names start in `text`, asked from positions that only grow
+    /// ([`ProgramHits::from`]).
+    pub(crate) fn hits<'a>(&'a self, text: &'a [u8]) -> ProgramHits<'a> {
+        ProgramHits {
+            trigger: self,
+            text,
+            next: vec![None; self.searchers()],
         }
     }
 
     /// Whether the SIMD searcher is in use (tests: this machine has SSSE3).
     #[cfg(test)]
     pub(crate) fn is_packed(&self) -> bool {
-        matches!(self, ProgramTrigger::Packed(_))
+        matches!(self, ProgramTrigger::Packed(..))
     }
 }
 
@@ -354,6 +394,40 @@ impl ProgramTrigger {
 pub(crate) fn program_trigger() -> &'static ProgramTrigger {
     static T: OnceLock<ProgramTrigger> = OnceLock::new();
     T.get_or_init(ProgramTrigger::new)
+}
+
+/// Name starts in one text (see [`ProgramTrigger::hits`]). Each searcher's next hit is kept
+/// until the position asked from passes it, so each searcher reads each byte once: searching
+/// one only up to the other's hit would not bound the other's search (a text of `xh` lines
+/// alone would have Teddy read to its end once per line).
+pub(crate) struct ProgramHits<'a> {
+    trigger: &'a ProgramTrigger,
+    text: &'a [u8],
+    /// Per searcher, once searched: (searched from, its first hit there).
+    next: Vec<Option<(usize, Option<usize>)>>,
+}
+
+impl ProgramHits<'_> {
+    /// Where the first name at or after `pos` starts (leftmost: a name starts there, and every
+    /// line naming a program holds such a start).
+    pub(crate) fn from(&mut self, pos: usize) -> Option<usize> {
+        let mut first: Option<usize> = None;
+        for i in 0..self.next.len() {
+            let stale = match self.next[i] {
+                None => true,
+                Some((from, hit)) => from > pos || hit.is_some_and(|h| h < pos),
+            };
+            if stale {
+                let hay = self.text.get(pos..).unwrap_or_default();
+                let hit = self.trigger.find_with(i, hay).map(|h| pos + h);
+                self.next[i] = Some((pos, hit));
+            }
+            if let Some((_, Some(h))) = self.next[i] {
+                first = Some(first.map_or(h, |f| f.min(h)));
+            }
+        }
+        first
+    }
 }
 
 /// The lines the context tokenizer reads: those the keyword rule searches (a name of a
@@ -373,7 +447,7 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
         let e = memchr::memchr(b'\n', &text[h..hi]).map_or(hi, |i| h + i);
         (s, e.max(h + 1).min(text.len()))
     };
-    let mut add = |find: &dyn Fn(usize) -> Option<usize>| {
+    let mut add = |find: &mut dyn FnMut(usize) -> Option<usize>| {
         let mut pos = 0;
         while pos < text.len() {
             let Some(h) = find(pos) else { break };
@@ -382,9 +456,10 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
             pos = e.max(h + 1);
         }
     };
-    add(&|p| memchr::memchr2(b'\\', b'&', &text[p..]).map(|i| p + i));
-    add(&|p| memchr::memmem::find(&text[p..], b"@\"").map(|i| p + i));
-    add(&|p| programs.find(&text[p..]).map(|i| p + i));
+    add(&mut |p| memchr::memchr2(b'\\', b'&', &text[p..]).map(|i| p + i));
+    add(&mut |p| memchr::memmem::find(&text[p..], b"@\"").map(|i| p + i));
+    let mut names = programs.hits(text);
+    add(&mut |p| names.from(p));
     regions.sort_unstable();
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(regions.len());
     for r in regions {
@@ -1027,6 +1102,39 @@ mod tests {
             text.push(b'\n');
         }
         text.extend_from_slice(b"done\n");
+        assert_eq!(context_regions(&text, &[]), want);
+    }
+
+    /// Issue 16, exec speed: the two-byte name `xh` narrowed Teddy's fingerprint of every
+    /// name to two bytes (its pass was ~24% of a redacted exec of log lines). Teddy must see
+    /// only names of three bytes or more, and the lines naming a short name (searched apart)
+    /// must still be found, interleaved with the others, at the start and at the end.
+    #[test]
+    fn short_program_names_stay_out_of_teddy() {
+        assert!(program_trigger().is_packed());
+        let (teddy, short) = teddy_and_memmem_names();
+        assert!(
+            teddy.iter().all(|n| n.len() >= 3),
+            "Teddy searches {teddy:?}"
+        );
+        let mut all = [teddy, short].concat();
+        all.sort_unstable();
+        assert_eq!(all, program_trigger_names());
+        let mut text = Vec::new();
+        let mut want = Vec::new();
+        for (i, p) in ["xh", "curl", "xhs", "xh", "mysql", "http", "xh"]
+            .iter()
+            .enumerate()
+        {
+            if i % 2 == 1 {
+                text.extend_from_slice(b"build step 42 finished: all good, nothing to see\n");
+            }
+            let s = text.len();
+            text.extend_from_slice(format!("{p} -a u:v").as_bytes());
+            want.push((s, text.len()));
+            text.push(b'\n');
+        }
+        text.pop();
         assert_eq!(context_regions(&text, &[]), want);
     }
 }
