@@ -908,3 +908,50 @@ sandbox_test! {
         assert_eq!(out.matches("[REDACTED:keyword-secret]").count(), 4, "{out}");
     }
 }
+
+/// A secret more than 1 KiB into a minified JSON line (`{` + 100 fields, then
+/// `"cfg": "password=\"<pw>\""`) is reported by `gateway scan` and redacted by
+/// `gateway scan --redact`, as it is without the fields before it. The old code started the
+/// context tokenizer 1 KiB before the keyword, inside a string, read the quotes inverted and
+/// reported nothing.
+#[test]
+fn scan_finds_a_secret_deep_in_a_minified_json_line() {
+    let env = Env::new("scan-minified");
+    let pw = corpus::expand("{a:20}", 16);
+    let fields: String = (0..100)
+        .map(|i| format!("\"field{i:03}\": \"value{i:03}\", "))
+        .collect();
+    let json = format!("{{{fields}\"cfg\": \"password=\\\"{pw}\\\"\"}}\n");
+    assert!(json.len() > 2200);
+    let p = env.write("settings.json", &json);
+    env.write(
+        "short.json",
+        &format!("{{\"cfg\": \"password=\\\"{pw}\\\"\"}}\n"),
+    );
+    let o = env
+        .cmd()
+        .args(["scan", "--format", "json", "."])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let mut paths: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["./settings.json", "./short.json"], "{v}");
+    let o = env
+        .cmd()
+        .args(["scan", "--redact", "settings.json"])
+        .output()
+        .expect("run");
+    let after = std::fs::read_to_string(&p).expect("read");
+    assert!(
+        !after.contains(&pw) && after.contains("field099"),
+        "{}\n{after}",
+        text(&o)
+    );
+}

@@ -168,7 +168,15 @@ impl Redactor {
         } else {
             keep
         };
-        match across.unwrap_or_else(|| self.spans(limit, keep).0) {
+        let keep = match across.unwrap_or_else(|| self.spans(limit, keep).0) {
+            Some(o) if o < keep => line_start(&self.buf, o),
+            _ => keep,
+        };
+        // Nor inside a construct open across the kept context's start: read from there, the
+        // next scan would take the bytes that close it for an opening (a verbatim string's
+        // `@"` closed by the `"` of a later `@"`) and read every quote after inverted, a
+        // value the scan of the whole text reads outside any string read inside one.
+        match self.spans(keep, keep).0 {
             Some(o) if o < keep => line_start(&self.buf, o),
             _ => keep,
         }

@@ -468,7 +468,60 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
             _ => merged.push(r),
         }
     }
+    for r in &mut merged {
+        r.0 = resync(text, r.0, r.1);
+    }
     merged
+}
+
+/// Where the context tokenizer starts reading a region that begins at `s` (ends at `e`).
+/// A region begins at a line's start unless the line is longer than [`MAX_BEFORE`] before
+/// its trigger (minified JSON): cut there, the tokenizer would start wherever the cut falls,
+/// inside a string or not, and read every quote after it inverted (a value read as a key, a
+/// `password=\"...\"` inside a string read as a bare word), so that what it decides would
+/// depend on where it began. Such a region is read from a point whose state the syntax
+/// tells, the last one in its first [`MAX_BEFORE`] bytes: between two strings of a
+/// key/value sequence (`"a", "b"`, `"k": "v"`: read from the `,` or `:`) or at an object's or
+/// array's opening before a string (`{"`, `[ "`). In JSON an unescaped `"` always delimits
+/// a string, so a quote with such punctuation on both sides closes one and opens the next.
+/// The point depends only on the bytes after `s`, so a stream's scan, whose left context
+/// begins elsewhere on the line, picks the same one. None there: `s` (as before). Reads
+/// at most [`MAX_BEFORE`] bytes backward once per region: linear.
+fn resync(text: &[u8], s: usize, e: usize) -> usize {
+    if s == 0 || text[s - 1] == b'\n' {
+        return s;
+    }
+    let hi = s.saturating_add(MAX_BEFORE).min(e).min(text.len());
+    let hay = &text[s..hi];
+    let unescaped = |q: usize| q == 0 || hay[q - 1] != b'\\';
+    // Skips spaces leftward from `j` (exclusive): the index of the byte before them.
+    let back = |mut j: usize| {
+        while j > 0 && matches!(hay[j - 1], b' ' | b'\t' | b'\r') {
+            j -= 1;
+        }
+        j.checked_sub(1)
+    };
+    let mut end = hay.len();
+    while let Some(q) = memchr::memrchr(b'"', &hay[..end]) {
+        end = q;
+        if !unescaped(q) {
+            continue;
+        }
+        let Some(p) = back(q) else { break };
+        match hay[p] {
+            b'{' | b'[' => return s + p,
+            b',' | b':' => {
+                if let Some(c) = back(p)
+                    && hay[c] == b'"'
+                    && unescaped(c)
+                {
+                    return s + p;
+                }
+            }
+            _ => {}
+        }
+    }
+    s
 }
 
 /// Whether the text before a keyword match's value holds one of the strong secret names

@@ -1125,3 +1125,72 @@ fn high_entropy_values_named_as_objects_fixtures_or_public_are_not_findings() {
         assert!(!rules_found(&text, kind_of(name)).is_empty(), "{text}");
     }
 }
+
+/// Minified JSON: `{` + 100 fields (2.2 KB), then a field whose string holds
+/// `password=\"<pw>\"`. The keyword is more than 1 KiB into its line, so the context
+/// tokenizer's region begins mid-line; begun inside a string, it read every quote after
+/// inverted and found nothing (the old code: 0 findings, the secret passed the redactor).
+fn minified_json(pw: &str) -> String {
+    let fields: String = (0..100)
+        .map(|i| format!("\"field{i:03}\": \"value{i:03}\", "))
+        .collect();
+    format!("{{{fields}\"cfg\": \"password=\\\"{pw}\\\"\"}}\n")
+}
+
+#[test]
+fn a_secret_deep_in_a_minified_json_line_is_found_and_redacted() {
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    for seed in 31..34 {
+        let pw = random_of(AN, 20, seed);
+        let text = minified_json(&pw);
+        assert!(text.len() > 2200);
+        for kind in [TextKind::Config, TextKind::Code, TextKind::Stream] {
+            let f = scanner().scan(text.as_bytes(), kind, false);
+            assert!(
+                f.iter().any(|f| text[f.start..f.end] == pw),
+                "{kind:?}: {f:?}"
+            );
+        }
+        for (chunk, flush) in [(text.len(), false), (97, true), (1000, false)] {
+            let out =
+                String::from_utf8_lossy(&redact_chunks(text.as_bytes(), chunk, flush)).into_owned();
+            assert!(
+                !out.contains(&pw) && out.contains("[REDACTED:"),
+                "chunk {chunk}: {out}"
+            );
+        }
+    }
+}
+
+/// The fuzz target's artifact crash-2e2e92 (secrets_redact), rebuilt with a generated secret:
+/// a C# verbatim string `@"` opened on the first line closes at the `@"` of line 16 (its `"`),
+/// so the whole text's scan reads `Password=""<pw>""` 50 lines on outside any string (no
+/// finding). Fed in chunks of 1481 bytes with a flush after each, the old redactor kept left
+/// context from line 15 on, read that `@"` as an opening and the `""` pair as escaped quotes
+/// inside it, and redacted a secret the whole text's scan does not: streamed != whole.
+#[test]
+fn fuzz_artifact_verbatim_string_closed_by_a_later_opener_streams_as_whole() {
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let lines = |a: usize, b: usize| -> String {
+        (a..b)
+            .map(|i| format!("line {i:03} of the configuration\n"))
+            .collect()
+    };
+    for seed in 41..44 {
+        let pw = random_of(AN, 24, seed);
+        let text = format!(
+            "var cfg = @\"Server=db;\n{}line 015 of thcfg = @\"Server=db;\n{}\
+             line 031 of the configuratiol\nnein 032 of the configuration\n\
+             line 033 ofonfiguration\nline 043(of the conconfiguration\n\
+             line 051 of the configuration\nline 026 of the configuration\n{}\
+             Password=\"\"{pw}\"\";\n\";\n",
+            lines(0, 15),
+            lines(0, 31),
+            lines(53, 60)
+        );
+        let mut data = vec![0xa8u8];
+        data.extend_from_slice(text.as_bytes());
+        assert_eq!(data.len(), 1866);
+        fuzz_redact(&data);
+    }
+}
