@@ -354,6 +354,14 @@ mod tests {
         d
     }
 
+    /// A process standing for a broker in the middle of its run.
+    fn live_broker() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn")
+    }
+
     fn write(p: &Path, i: &Intent) {
         std::fs::write(p, serde_json::to_vec(i).expect("json")).expect("write intent");
     }
@@ -363,10 +371,7 @@ mod tests {
         let d = scratch("finished");
         let p = d.join("run.json");
         // A broker in the middle of its run: alive, intent on disk.
-        let mut broker = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn");
+        let mut broker = live_broker();
         write(&p, &intent_of(broker.id()));
         // Between recovery's read and its liveness check, the broker records its run,
         // removes its intent and exits: that run is recorded, not died.
@@ -383,10 +388,7 @@ mod tests {
     fn an_intent_whose_broker_is_gone_is_claimed_and_a_live_ones_is_not() {
         let d = scratch("claim");
         let p = d.join("run.json");
-        let mut broker = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn");
+        let mut broker = live_broker();
         write(&p, &intent_of(broker.id()));
         assert!(
             claim(&p, &boot_id(), || {}).is_none(),

@@ -15,6 +15,10 @@
 //! a string that does not close leaves a dead zone (its quote byte opens nothing before the
 //! point its search reached), so a run of quotes, backslashes, `<`, `@"` or backticks costs
 //! O(1) per byte; no regex runs over whole lines.
+//!
+//! Over 1,000 lines: one lexer whose states (quotes, escapes, tags, flags, shell words, the
+//! cross-cut `open_across`) share its dead-zone bookkeeping; split, each part would need the
+//! lexer's internals. Its tests live in `context_tests.rs`.
 
 use super::rules::{FlagForm, SECRET_FLAGS};
 

@@ -1,4 +1,8 @@
 //! The scanner: keyword prefilter, windowed regexes, entropy, filters, overlap resolution.
+//!
+//! Over 1,000 lines: the one hot path (prefilter, trigger regions, side scans of unescaped
+//! values and shell words, overlap resolution) in one place, so its passes stay visible
+//! together; the filters themselves are in `precision.rs`, the lexer in `context.rs`.
 
 use super::TextKind;
 use super::context;

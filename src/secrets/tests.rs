@@ -1,3 +1,7 @@
+//! Unit tests of the secrets engine: rules, filters, confidence, the adversarial corpus and
+//! its linear-time checks (`check_linear`, shared with `context_tests.rs`). Over 1,000 lines:
+//! one test per class of finding or false positive, kept beside the helpers they share.
+
 use super::*;
 
 /// The kind of a file of that name.
