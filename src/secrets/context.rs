@@ -169,6 +169,10 @@ struct Lexer<'t, 'f> {
     /// judged only once it closes: a C# verbatim string (unescaped whole), the text of an
     /// element that names a secret or holds an entity.
     hold: Option<usize>,
+    /// The last run of shell-word bytes measured (`start..end`): a flag inside a long word
+    /// finds the word's end here instead of reading on again (a word of `-k-k-k…` would
+    /// otherwise be read up to `MAX_VALUE` bytes at each flag: found by `secrets_time`).
+    shell_run: (usize, usize),
 }
 
 /// Runs the tokenizer over the `regions` of `text` (sorted, disjoint: the lines worth
@@ -221,7 +225,27 @@ impl<'t, 'f> Lexer<'t, 'f> {
             open: None,
             cut,
             hold: None,
+            shell_run: (0, 0),
         }
+    }
+
+    /// The end of the shell word starting at `i` (at most `MAX_VALUE` bytes on). The run
+    /// of shell-word bytes holding `i` is measured once (`shell_run`), so the flags of one
+    /// long word cost its length, not its length times theirs.
+    fn shell_word_end(&mut self, i: usize) -> usize {
+        let text = self.text;
+        let (s, e) = self.shell_run;
+        let end = if s <= i && i < e {
+            e
+        } else {
+            let mut e = i;
+            while e < text.len() && is_shell_word(text[e]) {
+                e += 1;
+            }
+            self.shell_run = (i, e);
+            e
+        };
+        end.min(i + MAX_VALUE)
     }
 
     fn new_line(&mut self) {
@@ -378,7 +402,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
             // Another flag is not a value.
             _ if text[i] == b'-' => self.pending = Pending::None,
             Pending::Next(key, secret_flag) => {
-                let e = shell_word_end(text, i);
+                let e = self.shell_word_end(i);
                 self.pending = Pending::None;
                 self.key = None;
                 self.words += 1;
@@ -386,7 +410,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 return e;
             }
             Pending::UserColon(key) => {
-                let e = shell_word_end(text, i);
+                let e = self.shell_word_end(i);
                 self.pending = Pending::None;
                 self.key = None;
                 self.words += 1;
@@ -465,7 +489,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
         self.assigned = false;
         let cmd = &text[self.command.0..self.command.1];
         let cmd = cmd.rsplit(|&b| b == b'/').next().unwrap_or(cmd);
-        let e = shell_word_end(text, i);
+        let e = self.shell_word_end(i);
         for f in SECRET_FLAGS {
             if !f.programs.iter().any(|p| p.as_bytes() == cmd) {
                 continue;
@@ -1107,16 +1131,6 @@ fn read_shell_word(text: &[u8], ws: usize, u: &mut Unescaped) -> ShellWord {
 
 fn is_name(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
-}
-
-/// The end of the shell word starting at `i`.
-fn shell_word_end(text: &[u8], i: usize) -> usize {
-    let limit = text.len().min(i + MAX_VALUE);
-    let mut e = i;
-    while e < limit && is_shell_word(text[e]) {
-        e += 1;
-    }
-    e
 }
 
 /// The value of 1 to 6 hex digits.

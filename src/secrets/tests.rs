@@ -1198,3 +1198,13 @@ fn fuzz_artifact_verbatim_string_closed_by_a_later_opener_streams_as_whole() {
         fuzz_redact(&data);
     }
 }
+
+/// `secrets_time` fuzz artifact: flags (`-key`, `-kccess-key`, `-mZ`) inside one long shell
+/// word each re-measured the word up to `MAX_VALUE` bytes, 37x ordinary text's time at
+/// 256 KiB. Held to the fuzz target's own budget: no more than `FUZZ_TIME_FACTOR` times as
+/// much ordinary text (a ratio between two inputs of one size, as the target judges).
+#[test]
+fn fuzz_artifact_flags_inside_one_long_shell_word_cost_as_ordinary_text() {
+    scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
+    super::fuzz_time_budget(b"\x01\x00\x00\xa2-key\xc2=Asecret-kccess-key\x00-mZ");
+}
