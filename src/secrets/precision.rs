@@ -299,7 +299,10 @@ fn keyword_inside_a_value(text: &[u8], start: usize) -> bool {
 
 /// The key the value at `s` is assigned to, as lowercase words (`secretName`, `secret.name`,
 /// `SECRET_NAME` -> `["secret", "name"]`). Reads back over the quote, spaces, the separator
-/// (`=`, `:`, `:=`, `=>`) and the key (at most 96 bytes).
+/// (`=`, `:`, `:=`, `=>`) and the key (at most 96 bytes). Two places name a value from
+/// elsewhere: a YAML block scalar's header on the line above (`secretName: |`), and in an XML
+/// tag the `key` or `name` attribute before a `value` one (`<add key="secretName" value=`,
+/// as the context tokenizer pairs them), not the word `value`.
 fn key_before(text: &[u8], s: usize) -> Vec<String> {
     let lo = s.saturating_sub(96);
     let mut i = s;
@@ -309,6 +312,12 @@ fn key_before(text: &[u8], s: usize) -> Vec<String> {
         }
     };
     skip(&mut i, b"\"' \t\r\n");
+    if memchr::memchr(b'\n', &text[i..s]).is_some() {
+        let ls = memchr::memrchr(b'\n', &text[lo..i]).map_or(lo, |k| lo + k + 1);
+        if let Some(colon) = block_scalar_colon(&text[ls..i]) {
+            i = ls + colon + 1;
+        }
+    }
     skip(&mut i, b"@"); // C#'s verbatim `@"..."`
     skip(&mut i, b"\t ");
     skip(&mut i, b":=>");
@@ -317,9 +326,21 @@ fn key_before(text: &[u8], s: usize) -> Vec<String> {
     while i > lo && (text[i - 1].is_ascii_alphanumeric() || b"_.-".contains(&text[i - 1])) {
         i -= 1;
     }
+    let key = &text[i..end];
+    if key.eq_ignore_ascii_case(b"value")
+        && i > 0
+        && text[i - 1].is_ascii_whitespace()
+        && let Some(named) = xml_pair_key(text, i)
+    {
+        return words(named);
+    }
+    words(key)
+}
+
+/// A name split into lowercase words at non-alphanumeric bytes and camelCase humps.
+fn words(key: &[u8]) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
-    let key = &text[i..end];
     for (j, &b) in key.iter().enumerate() {
         let camel = b.is_ascii_uppercase() && j > 0 && key[j - 1].is_ascii_lowercase();
         if !b.is_ascii_alphanumeric() || camel {
@@ -336,6 +357,71 @@ fn key_before(text: &[u8], s: usize) -> Vec<String> {
         words.push(cur);
     }
     words
+}
+
+/// Where the `:` of a YAML block scalar's header is in `line` (`password: |`, `key: >-`,
+/// `token: |2  # note`): its value is on the lines below.
+pub fn block_scalar_colon(line: &[u8]) -> Option<usize> {
+    let line = memchr::memmem::find(line, b" #").map_or(line, |c| &line[..c]);
+    let t = line.trim_ascii_end();
+    let mut k = t.len();
+    while k > 0 && t.len() - k < 2 && matches!(t[k - 1], b'+' | b'-' | b'1'..=b'9') {
+        k -= 1;
+    }
+    if k == 0 || !matches!(t[k - 1], b'|' | b'>') {
+        return None;
+    }
+    let before = &t[..k - 1];
+    let key = before.trim_ascii_end();
+    (key.len() < before.len() && key.len() > 1 && key.ends_with(b":")).then(|| key.len() - 1)
+}
+
+/// In the XML tag that the attribute at `attr` is in, the value of its last `key` or `name`
+/// attribute before `attr` (`<add key="dbName" type="x" value=...`). Reads back to the tag's
+/// `<` (512 bytes at most) and its attributes forward once.
+fn xml_pair_key(text: &[u8], attr: usize) -> Option<&[u8]> {
+    let lo = attr.saturating_sub(512);
+    let lt = lo + memchr::memrchr(b'<', &text[lo..attr])?;
+    let tag = &text[lt + 1..attr];
+    if memchr::memchr(b'>', tag).is_some() || !tag.first()?.is_ascii_alphabetic() {
+        return None;
+    }
+    let name_char = |b: u8| b.is_ascii_alphanumeric() || b"_:.-".contains(&b);
+    let mut j = tag.iter().position(|&b| !name_char(b))?;
+    let mut named = None;
+    loop {
+        while j < tag.len() && tag[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j >= tag.len() {
+            return named;
+        }
+        let an = j;
+        while j < tag.len() && name_char(tag[j]) {
+            j += 1;
+        }
+        if j == an {
+            return None;
+        }
+        let attr_name = &tag[an..j];
+        while j < tag.len() && tag[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if tag.get(j) != Some(&b'=') {
+            continue;
+        }
+        j += 1;
+        while j < tag.len() && tag[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        let q = *tag.get(j).filter(|q| matches!(q, b'"' | b'\''))?;
+        let vs = j + 1;
+        let ve = vs + memchr::memchr(q, tag.get(vs..)?)?;
+        if attr_name.eq_ignore_ascii_case(b"key") || attr_name.eq_ignore_ascii_case(b"name") {
+            named = Some(&tag[vs..ve]);
+        }
+        j = ve + 1;
+    }
 }
 
 /// The key ends in a word that makes its value the name, place or shape of a secret rather
@@ -500,6 +586,20 @@ mod tests {
         );
         assert_eq!(key_before(b"secretName: x", 12), ["secret", "name"]);
         assert_eq!(key_before(b"export DB_PASSWORD=x", 19), ["db", "password"]);
+        let xml = b"<add key=\"clientName\" type=\"t\" value=\"x\"/>";
+        assert_eq!(key_before(xml, xml.len() - 4), ["client", "name"]);
+        assert_eq!(key_before(b"<add value=\"x\"/>", 12), ["value"]);
+        assert_eq!(
+            key_before(b"a: |\n  secretName: |\n    x", 25),
+            ["secret", "name"]
+        );
+        assert_eq!(
+            key_before(b"secretName: >-  # note\n  x", 25),
+            ["secret", "name"]
+        );
+        assert_eq!(block_scalar_colon(b"  password: |2"), Some(10));
+        assert_eq!(block_scalar_colon(b"password: \"|\""), None);
+        assert_eq!(block_scalar_colon(b"a || b"), None);
         assert!(names_an_object(&key_before(b"password_file = x", 16)));
         assert!(!names_an_object(&key_before(b"db_password = x", 14)));
         assert!(names_an_object(&key_before(b"secrets.input = x", 16)));

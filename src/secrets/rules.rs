@@ -832,7 +832,10 @@ pub static RULES: &[Rule] = &[
         "artifactory-api-key",
         "JFrog Artifactory API key",
         &["AKC"],
-        r#"(?:^|[\s=:"'])(?P<s>AKC[a-zA-Z0-9]{10,100})(?:[\s"']|$)"#,
+        // Bounded by any byte that cannot continue the token or a base64 run around it: a
+        // backtick, `<...>`, an XML element's text, brackets (detect-secrets' class, only
+        // whitespace, `=`, `:` and quotes, missed those).
+        r#"(?:^|[^A-Za-z0-9_+/-])(?P<s>AKC[a-zA-Z0-9]{10,100})(?:[^A-Za-z0-9_+/=-]|$)"#,
     ),
     exact(
         "artifactory-password",
@@ -841,7 +844,8 @@ pub static RULES: &[Rule] = &[
             "AP0", "AP1", "AP2", "AP3", "AP4", "AP5", "AP6", "AP7", "AP8", "AP9", "APA", "APB",
             "APC", "APD", "APE", "APF",
         ],
-        r#"(?:^|[\s=:"'])(?P<s>AP[0-9A-F][a-zA-Z0-9]{8,100})(?:[\s"']|$)"#,
+        // Bounded as `artifactory-api-key` is.
+        r#"(?:^|[^A-Za-z0-9_+/-])(?P<s>AP[0-9A-F][a-zA-Z0-9]{8,100})(?:[^A-Za-z0-9_+/=-]|$)"#,
     ),
     exact(
         "shopify-token",

@@ -221,7 +221,7 @@ impl Scanner {
                     },
                 ));
             }
-            if rule.generic && kind == TextKind::Config {
+            if rule.generic && matches!(kind, TextKind::Config | TextKind::Stream) {
                 continuation_values(ri, text, ws, we, kind, out);
             }
         }
@@ -663,8 +663,11 @@ impl Scanner {
     }
 }
 
-/// INI-style values on continuation lines: `name =` (or `name:`) alone on its line, then
-/// more-indented lines, each one a value (detect-secrets' INI parsing does the same).
+/// Values on continuation lines. INI-style (configuration only): `name =` (or `name:`) alone
+/// on its line, then more-indented lines, each one a value (detect-secrets' INI parsing does
+/// the same). A YAML block scalar (configuration and streams: `password: |`, `>-`, `|2`)
+/// under a name that names a secret: its first line below is the value, as written (it may
+/// hold `=`, `: ` or `#`). One line per block header: linear.
 fn continuation_values(
     ri: usize,
     text: &[u8],
@@ -679,7 +682,10 @@ fn continuation_values(
         let le = memchr::memchr(b'\n', &text[ls..we]).map_or(we, |i| ls + i);
         let line = &text[ls..le];
         let trimmed = line.trim_ascii();
-        if trimmed.ends_with(b"=") || trimmed.ends_with(b":") {
+        let block = precision::block_scalar_colon(line)
+            .is_some_and(|c| names_a_secret(line[..c].trim_ascii()));
+        let ini = kind == TextKind::Config && (trimmed.ends_with(b"=") || trimmed.ends_with(b":"));
+        if block || ini {
             let indent = line.len() - line.trim_ascii_start().len();
             let mut p = le + 1;
             while p < text.len() {
@@ -690,12 +696,13 @@ fn continuation_values(
                 // Nested keys (`secure: x` in YAML, `k = v`) and list items are not bare values.
                 if v.is_empty()
                     || ind <= indent
-                    || v.starts_with(b"#")
-                    || v.starts_with(b";")
-                    || v.starts_with(b"- ")
-                    || memchr::memmem::find(v, b": ").is_some()
-                    || v.ends_with(b":")
-                    || v.contains(&b'=')
+                    || (!block
+                        && (v.starts_with(b"#")
+                            || v.starts_with(b";")
+                            || v.starts_with(b"- ")
+                            || memchr::memmem::find(v, b": ").is_some()
+                            || v.ends_with(b":")
+                            || v.contains(&b'=')))
                 {
                     break;
                 }
@@ -712,6 +719,9 @@ fn continuation_values(
                             specific: true,
                         },
                     ));
+                }
+                if block {
+                    break;
                 }
                 p = e + 1;
             }

@@ -1208,3 +1208,109 @@ fn fuzz_artifact_flags_inside_one_long_shell_word_cost_as_ordinary_text() {
     scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
     super::fuzz_time_budget(b"\x01\x00\x00\xa2-key\xc2=Asecret-kccess-key\x00-mZ");
 }
+
+/// Issue 16: JFrog Artifactory API keys (`AKC...`) and encrypted passwords (`AP...`) inside
+/// backticks (Markdown, Go raw strings), `<...>` and an XML element's text. detect-secrets'
+/// boundaries (whitespace, `=`, `:`, quotes) knew none of them; a token glued to a word or
+/// inside a base64 run is still not one.
+#[test]
+fn artifactory_tokens_inside_backticks_and_angle_brackets() {
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let akc = format!("AKCp{}", random_of(AN, 69, 61));
+    let ap = format!("AP6{}", random_of(AN, 60, 62));
+    for (tok, rule) in [(&akc, "artifactory-api-key"), (&ap, "artifactory-password")] {
+        for text in [
+            format!("Set the key to `{tok}` before running.\n"),
+            format!("const k = `{tok}`\n"),
+            format!("use <{tok}> here\n"),
+            format!("<config>\n  <value>{tok}</value>\n</config>\n"),
+            format!("items = [{tok}];\n"),
+        ] {
+            assert_eq!(rules_found(&text, TextKind::Stream), [rule], "{text}");
+        }
+        for text in [
+            format!("id x{tok} end\n"),
+            format!("id {tok}_x end\n"),
+            format!("blob Zm9v/{tok}+YmFy end\n"),
+        ] {
+            assert!(
+                !rules_found(&text, TextKind::Stream).contains(&rule),
+                "{text}"
+            );
+        }
+    }
+}
+
+/// Issue 16: in `<add key="fooName" value="..."/>` the value is named by the `key`
+/// attribute, not by `value`: a key naming an object (`...Name`) makes a random value no
+/// finding, as `FOO_NAME=...` does; `key="Password"` still names a secret.
+#[test]
+fn xml_key_attribute_names_the_value_attribute() {
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let kind = kind_of("web.config");
+    for seed in 81..84 {
+        let v = random_of(AN, 40, seed);
+        for key in ["githubName", "secretName", "anthropicName", "password_file"] {
+            let text =
+                format!("<appSettings>\n  <add key=\"{key}\" value=\"{v}\" />\n</appSettings>\n");
+            assert_eq!(rules_found(&text, kind), Vec::<&str>::new(), "{text}");
+            let text = format!("<add name='{key}' value='{v}'/>\n");
+            assert_eq!(rules_found(&text, kind), Vec::<&str>::new(), "{text}");
+        }
+        for key in ["Password", "dbPassword", "ApiKey"] {
+            let text =
+                format!("<appSettings>\n  <add key=\"{key}\" value=\"{v}\" />\n</appSettings>\n");
+            let f = scanner().scan(text.as_bytes(), kind, true);
+            assert!(
+                f.len() == 1 && text[f[0].start..f[0].end] == v,
+                "{text}: {f:?}"
+            );
+        }
+        // Another attribute between the pair, and a `value` with no key attribute: as before.
+        let text = format!("<add key=\"clientName\" type=\"string\" value=\"{v}\"/>\n");
+        assert_eq!(rules_found(&text, kind), Vec::<&str>::new(), "{text}");
+        let text = format!("<add value=\"{v}\"/>\n");
+        assert_eq!(rules_found(&text, kind), ["high-entropy-base64"], "{text}");
+    }
+}
+
+/// Issue 16: a YAML block scalar (`password: |`, `>-`, ...) holds its value on the next,
+/// more indented lines: the whole text's scan and the streaming redactor, at any split and
+/// with pauses, both find it; a block under a name that is no secret's is not a value.
+#[test]
+fn yaml_block_scalar_values_are_found_whole_and_streamed() {
+    const AN: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    for (i, header) in ["|", ">-", "|-", ">", "|+", "|2", ">+ # folded"]
+        .iter()
+        .enumerate()
+    {
+        let pw = random_of(AN, 24, 90 + i as u64);
+        let text =
+            format!("db:\n  host: db.internal\n  password: {header}\n    {pw}\n  port: 5432\n");
+        for kind in [kind_of("values.yaml"), TextKind::Stream] {
+            let f = scanner().scan(text.as_bytes(), kind, true);
+            assert!(
+                f.iter()
+                    .any(|f| f.rule == "keyword-secret" && text[f.start..f.end] == pw),
+                "{kind:?} {header}: {f:?}"
+            );
+        }
+        for (chunk, flush) in [(text.len(), false), (1, true), (7, true), (33, false)] {
+            let out =
+                String::from_utf8_lossy(&redact_chunks(text.as_bytes(), chunk, flush)).into_owned();
+            assert!(
+                !out.contains(&pw) && out.contains("password: ") && out.contains("[REDACTED:"),
+                "chunk {chunk} flush {flush}: {out}"
+            );
+        }
+        // Not a secret's name, or one naming where it is: the block is not a value.
+        for key in ["script", "password_file", "secretName"] {
+            let text = format!("{key}: {header}\n  {pw}\n");
+            assert_eq!(
+                rules_found(&text, kind_of("values.yaml")),
+                Vec::<&str>::new(),
+                "{text}"
+            );
+        }
+    }
+}

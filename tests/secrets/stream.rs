@@ -91,6 +91,14 @@ fn cases(seed: u64) -> Vec<Case> {
             secret: pw.clone(),
         },
         Case {
+            name: "yaml password block scalar",
+            pieces: lines(format!(
+                "db:\n{}  password: |\n    {pw}\n  port: 5432\n",
+                filler("  # ")
+            )),
+            secret: pw.clone(),
+        },
+        Case {
             name: "yaml value",
             pieces: lines(format!("db:\n{}  password: {pw}\n", filler("  # "))),
             secret: pw.clone(),
