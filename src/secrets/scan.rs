@@ -667,7 +667,7 @@ impl Scanner {
 /// on its line, then more-indented lines, each one a value (detect-secrets' INI parsing does
 /// the same). A YAML block scalar (configuration and streams: `password: |`, `>-`, `|2`)
 /// under a name that names a secret: its first line below is the value, as written (it may
-/// hold `=`, `: ` or `#`). One line per block header: linear.
+/// hold `=` or `#`; not a space). One line per block header: linear.
 fn continuation_values(
     ri: usize,
     text: &[u8],
@@ -693,9 +693,12 @@ fn continuation_values(
                 let l = &text[p..e];
                 let v = l.trim_ascii();
                 let ind = l.len() - l.trim_ascii_start().len();
-                // Nested keys (`secure: x` in YAML, `k = v`) and list items are not bare values.
+                // Nested keys (`secure: x` in YAML, `k = v`) and list items are not bare values;
+                // a block's line with a space in it is text (a script, a nested header), not one
+                // value, as the keyword rule's unquoted values hold none.
                 if v.is_empty()
                     || ind <= indent
+                    || (block && v.iter().any(u8::is_ascii_whitespace))
                     || (!block
                         && (v.starts_with(b"#")
                             || v.starts_with(b";")

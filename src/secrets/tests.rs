@@ -356,6 +356,8 @@ fn adversarial() -> Vec<Adversarial> {
         b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx\n",
         b"postgres://user@db:5432/x postgres://user:@",
         b"'aB3dE5gH7jK9mN1pQ3s' \"",
+        // YAML block scalar headers under a secret's name, each the next one's value.
+        b"password: |\n password: >-\n  # x=1\n",
     ];
     for (i, unit) in near.iter().enumerate() {
         let unit = unit.to_vec();
@@ -1303,7 +1305,13 @@ fn yaml_block_scalar_values_are_found_whole_and_streamed() {
                 "chunk {chunk} flush {flush}: {out}"
             );
         }
-        // Not a secret's name, or one naming where it is: the block is not a value.
+        // Not a secret's name, or one naming where it is, or a line of text: not a value.
+        let prose = format!("password: {header}\n  see the vault entry {pw}\n");
+        assert_eq!(
+            rules_found(&prose, kind_of("values.yaml")),
+            Vec::<&str>::new(),
+            "{prose}"
+        );
         for key in ["script", "password_file", "secretName"] {
             let text = format!("{key}: {header}\n  {pw}\n");
             assert_eq!(
