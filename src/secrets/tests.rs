@@ -1322,3 +1322,12 @@ fn yaml_block_scalar_values_are_found_whole_and_streamed() {
         }
     }
 }
+
+/// `secrets_time` fuzz artifact: `password = 'x` repeated, a keyword finding every 13 bytes.
+/// Each finding's checks built a `memmem` searcher per fixture word and searched the sample
+/// alphabets with a searcher built per value: 42x ordinary text's time in the fuzz build.
+#[test]
+fn fuzz_artifact_output_dense_with_keyword_findings_costs_within_budget() {
+    scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
+    super::fuzz_time_budget(b"password = 'x");
+}
