@@ -428,7 +428,7 @@ mod property {
             "secret",
             "name",
         ][r.below(6)];
-        match r.below(18) {
+        match r.below(23) {
             0 => format!("<add key=\"{name}\"\n{gap}value=\"{v}\"/>\n"),
             1 => format!("<{name}>{gap}{v}</{name}>\n"),
             2 => format!("<config>\n{gap}<{name}>{v}</{name}>\n</config>\n"),
@@ -484,6 +484,32 @@ mod property {
                 s
             }
             16 => format!("# it's {name}: `{v}` and \"{v}\"\n"),
+            17 => {
+                // A JSON string holding an environment file, the secret deep in it.
+                let kv: String = (0..r.below(300)).map(|i| format!("K{i}=v{i}\\n")).collect();
+                format!("{{\"env\": \"{kv}{name}={v}\\nX=1\"}}\n")
+            }
+            18 => {
+                let body: Vec<String> = (0..2 + r.below(12))
+                    .map(|_| {
+                        r.of(
+                            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                            64,
+                        )
+                    })
+                    .collect();
+                let label = ["RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PRIVATE KEY"][r.below(3)];
+                format!(
+                    "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+                    body.join("\n")
+                )
+            }
+            19 => format!("<add key=\"{name}\" value=\"a&amp;{v}\"/>\n{gap}"),
+            20 => format!("{name}: {v}\r\n{}", gap.replace('\n', "\r\n")),
+            21 => format!(
+                "cfg:\n  script: |\n{}    export {name}={v}\n",
+                gap.replace("  line", "    line")
+            ),
             _ => gap,
         }
     }
@@ -724,6 +750,207 @@ mod property {
         }
     }
 
+    /// Replays a minimised case of the property: `text` with its markers `@R<i>@` filled
+    /// with random strings of the length given (an AWS key id's shape when marked; no
+    /// secret literal in the repository), fed up to `tail` bytes before its end, a pause,
+    /// then the rest; the disagreements.
+    fn replay(text: &str, fills: &[(&str, bool, usize)], tail: usize, seed: u64) -> Vec<String> {
+        let mut r = Rng::new(seed);
+        let mut t = text.to_string();
+        for &(mark, aws, n) in fills {
+            let fill = if aws {
+                format!("AKIA{}", r.of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", n - 4))
+            } else {
+                r.of(AN, n)
+            };
+            t = t.replace(mark, &fill);
+        }
+        disagreement(t.as_bytes(), &[(t.len() - tail, true)], BATCH)
+    }
+
+    /// Found by the property (seed 1308, minimised): a leak. An `<add key="secret"` tag
+    /// whose `value=` comes after a pause, the lines before it full of stray openers
+    /// (quotes, backticks, `@"`, `<`) that the whole text's tokenizer reads only in part
+    /// (the regions around triggers). The old redactor's kept context and the state it
+    /// resumed in came from its own lexing of those lines, read the tag's opening as
+    /// inside something else, and let the value through.
+    #[test]
+    fn a_value_after_a_pause_is_redacted_whatever_stray_openers_came_before() {
+        let text = concat!(
+            r#"'ord " = ' , a < b , `x = word `x word " = word @" " @" don't " ' = <b> `x @" = "#,
+            r#"`x word word " ' = word a < b = word ' = = = = word don't = , `x word = ' @" , a"#,
+            r#" < b <b> word `x <b> " = , @" `x `x @" don't @" " a < b don't `x word ' word a <"#,
+            r#" b don't word @" ' @" <b> " word <b> word word = = = " ' word word @" <b> @" @" "#,
+            r#"= word don't a < b a < b a < b = = = <b> don't word " don't don't , = don't word"#,
+            r#" " ' word ' a < b don't , don't don't @" ' " don't , don't ' a < b = `x @" word "#,
+            r#"' , `x <b> = , = , `x don't , a < b don't <b> " <b> `x = a < b <b> word <b> @" ,"#,
+            r#" ' word `x a < b ' `x @" = ' a < b <b> <b> a < b ' `x word word " <b> @" ' , wor"#,
+            r#"d word <b> , <b> = , , <b> word `x <b> don't don't word " don't ' , word ' @" <b"#,
+            r#"> `x " " = ' a < b ' @" don't ' <b> @" @" @" = a < b @" " @" a < b <b> `x ' @" a"#,
+            r#" < b `x " word ' don't `x a < b word `x " a < b , , <b> word @" = `x " don't <b>"#,
+            r#" ' " " a < b @" <b> = don't , `x , <b> <b> don't @" ' a < b " , " = @" @" `x wor"#,
+            r#"d a < b = word ' @" = `x word " <b> @" " <b> `x <b> ' ' ' `x = 'fig the configur"#,
+            r#"ation
+  line 001 of the configuration
+  line 002 of the confiinn
+  line 049 of t"#,
+            r#"he configuration
+  line 050 of the configuration
+  line 051 of the configuration"#,
+            r#"
+  line 052 of the configuration
+  line 053 of the configuration
+  line 054 of t"#,
+            r#"he configuration
+  line 055 of the configuration
+  line 056 of the configuration"#,
+            r#"
+  line 057 of the configuration
+  line 058 of the configuration
+  line 059 of t"#,
+            r#"he configuration
+  line 060 of the configuration
+  line 061 of the configuration"#,
+            r#"
+  line 062 of the configuration
+  line 063 of the configuration
+  line 064 of t"#,
+            r#"he configuration
+  line 065 of the configuration
+  line 066 of the configuration"#,
+            r#"
+  line 067 of the configuration
+<DB_PASSWORD>info</DB_PASSWORD>
+</config>
+' , ""#,
+            r#" , don't a < b @" , " @" ' , ' a < b , , ' @" `x `x don't @" ' `x `x " , ' , , <"#,
+            r#"b> @" " , a < b a < b ' " a < b `x @" `x = " @" a < b `x don't `x don't a < b `x"#,
+            r#" don't don't a < b `x @" , = don't , don't " `x word <b> @" " `x `x word `x , a "#,
+            r#"< b <b> @" @" <b> , ' don't @" = ' @" @" ' word 
+<d key="secret"value=";8080""#,
+        );
+        for seed in 1..4 {
+            let d = replay(text, &[], 12, seed);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Found by the property (seed 8182, minimised): a leak of the same kind, the attribute
+    /// pair after an `export api_token=` line and a pause, the tag closed by a backtick.
+    #[test]
+    fn an_attribute_pair_after_a_pause_and_a_keyword_line_is_redacted() {
+        let text = concat!(
+            r#""<b> `x aord word <wodon't don't " word word @" , = ' , , @" , a < b word = a < "#,
+            r#"b " a < b " @" " `x a < b = `x @" = a < b <b> = = word a < b <b> " @" `x `x <b> "#,
+            r#"`x ' " " = <b> `x <b> <b> , = `x , a < b @" " @" " <b> , a < b ' " ' @" = = <b> "#,
+            r#"`x , `x " , <b> word a < b , ' " @" ' @" <b> , <b> `x don't word word don't " wo"#,
+            r#"rd " " word <b> a < b word , don't @" = " word don't , `x a < b don't don't word"#,
+            r#" a < b " `x = ' `x a < b word @" word = `x `x @" a < b ' a < b ' = = `x word , d"#,
+            r#"on't don't = word word word `x a < b " = <b> @" = = @" ' word `x , <b> ' a < b a"#,
+            r#" < b ' " , " " `x = , , " @" " a < b don't word = <b> = = , , word `x <b> " <b> "#,
+            r#"word a < b a < b <b> , , <b> ' a < b = <b> ' a < b = @" ' word , don't word @" '"#,
+            r#" = `x = don't , <b> word don't , <b> word `x <b> " , = word a < b a < b ' = a < "#,
+            r#"b a < b word don't , a < b a < b " " " don't word ' <b> <b> `x ' " = , ' = = " @"#,
+            r#"" " <b> <b> a < b don't @" a < b word don't `x , `x don't word ' @" <b> ' @" wor"#,
+            r#"d @" @" @" = = @" , <b> word , ' " don't ' don't = don't `x " , a < b @" ' a < b"#,
+            r#" don't <b> @" word = , , ' " = don't <b> `x `x , @" don't , " 
+var cfg = @"Serve"#,
+            r#"r=db;
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+Password=""@R3@"";
+";
+<secret> 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+"#,
+            r#" 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+@R2@</secret>
+key @R1@ used
+  line 000 of the "#,
+            r#"configuration
+  line 001 of the configuration
+  line 002 of the configuration
+  "#,
+            r#"line 003 of the configuration
+  line 004 of the configuration
+  line 005 of the "#,
+            r#"configuration
+  line 006 of the configuration
+  line 007 of the configuration
+  "#,
+            r#"line 008 of the configuration
+  line 009 of the configuration
+  line 010 of the "#,
+            r#"configuration
+  line 011 of the configuration
+  line 012 of the configuration
+  "#,
+            r#"line 013 of the configuration
+  line 014 of the configuration
+  line 015 of the "#,
+            r#"configuration
+  line 016 of the configuration
+  line 017 of the configuration
+  "#,
+            r#"line 018 of the configuration
+  line 019 of the configuration
+  line 020 of the "#,
+            r#"configuration
+  line 021 of the configuration
+export api_token=@R0@
+G<a key="PAS"#,
+            r#"SWD"value="ipZkO"`"#,
+        );
+        for seed in 1..4 {
+            let d = replay(
+                text,
+                &[
+                    ("@R0@", false, 21),
+                    ("@R1@", true, 20),
+                    ("@R2@", false, 23),
+                    ("@R3@", false, 13),
+                ],
+                29,
+                seed,
+            );
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
     #[test]
     #[allow(
         clippy::disallowed_methods,
@@ -732,14 +959,18 @@ mod property {
     fn streamed_redaction_agrees_with_the_whole_text_scan_on_random_mixes() {
         let n: u64 = std::env::var_os("STREAM_PROPERTY_CASES")
             .and_then(|s| s.to_str()?.parse().ok())
-            .unwrap_or(1000);
+            .unwrap_or(1400);
         let base: u64 = std::env::var_os("STREAM_PROPERTY_SEED")
             .and_then(|s| s.to_str()?.parse().ok())
             .unwrap_or(0);
         let mut failures = Vec::new();
+        let mut found = 0;
         for seed in base..base + n {
             let mut r = Rng::new(seed);
             let frags: Vec<String> = (0..4 + r.below(24)).map(|_| fragment(&mut r)).collect();
+            found += scanner()
+                .scan(frags.concat().as_bytes(), TextKind::Stream, false)
+                .len();
             let len = frags.iter().map(String::len).sum();
             let cuts = cuts(&mut r, len);
             // Mostly the real batch (cuts at pauses only); else small, to cut mid-line.
@@ -757,6 +988,8 @@ mod property {
                 break;
             }
         }
+        // The mixes hold secrets: a few per case.
+        assert!(found as u64 >= 2 * n, "{found} findings in {n} cases");
         assert!(
             failures.is_empty(),
             "the stream disagrees with the whole text's scan:\n{}",
