@@ -17,7 +17,7 @@
 //! O(1) per byte; no regex runs over whole lines.
 //!
 //! Over 1,000 lines: one lexer whose states (quotes, escapes, tags, flags, shell words, the
-//! cross-cut `open_across`) share its dead-zone bookkeeping; split, each part would need the
+//! state carried between regions, `LexState`) share its dead-zone bookkeeping; split, each part would need the
 //! lexer's internals. Its tests live in `context_tests.rs`.
 
 use super::rules::{FlagForm, SECRET_FLAGS};
@@ -160,11 +160,6 @@ struct Lexer<'t, 'f> {
     dead_vb: usize,
     dead_lt: usize,
     scratch: Unescaped,
-    /// The earliest opening before `cut` of a construct that may span lines (a Go raw
-    /// string, a C# verbatim string, an XML tag or element text) that reads on to `cut` or
-    /// past it: see [`open_across`].
-    open: Option<usize>,
-    cut: usize,
     /// The earliest opening of a construct still open at the text's end whose value is
     /// judged only once it closes: a C# verbatim string (unescaped whole), the text of an
     /// element that names a secret or holds an entity.
@@ -175,37 +170,99 @@ struct Lexer<'t, 'f> {
     shell_run: (usize, usize),
 }
 
-/// Runs the tokenizer over the `regions` of `text` (sorted, disjoint: the lines worth
-/// reading, see `scan.rs`), each begun as a line is; a construct begun in a region may read
-/// on past its end (a string, a tag, an element's text).
-pub fn values_in(text: &[u8], regions: &[(usize, usize)], emit: &mut dyn FnMut(&Value)) {
-    let mut l = Lexer::new(text, emit, usize::MAX);
-    let mut at = 0;
-    for &(s, e) in regions {
-        l.new_line();
-        at = l.run(at.max(s), e.min(text.len()));
+/// What the tokenizer carries from one region to the next (offsets in the text lexed): where
+/// a construct read on to (the next region is read from there at the earliest), and its
+/// dead zones. Between regions nothing else survives (each region begins as a line). The
+/// streaming redactor takes it at the start of the text it keeps, so that a resumed scan
+/// starts from the state the scan of the whole text has there, not from a guess.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LexState {
+    pub at: usize,
+    dead_dq: usize,
+    dead_sq: usize,
+    dead_bt: usize,
+    dead_vb: usize,
+    dead_lt: usize,
+}
+
+impl LexState {
+    /// The same state for the text with its first `n` bytes removed.
+    pub fn shifted(self, n: usize) -> LexState {
+        LexState {
+            at: self.at.saturating_sub(n),
+            dead_dq: self.dead_dq.saturating_sub(n),
+            dead_sq: self.dead_sq.saturating_sub(n),
+            dead_bt: self.dead_bt.saturating_sub(n),
+            dead_vb: self.dead_vb.saturating_sub(n),
+            dead_lt: self.dead_lt.saturating_sub(n),
+        }
+    }
+
+    /// The furthest offset it depends on: at or past the end of the text lexed, a construct
+    /// was still open there (what follows may close it) and the state is not yet known.
+    pub fn reach(self) -> usize {
+        self.at
+            .max(self.dead_dq)
+            .max(self.dead_sq)
+            .max(self.dead_bt)
+            .max(self.dead_vb)
+            .max(self.dead_lt)
     }
 }
 
-/// Constructs that may span lines (a Go raw string, a C# verbatim string, an XML tag or an
-/// element's text) opened in `text[from..cut]`, lexing from `from` (a line start): where the
-/// earliest one opens that reads on to `cut` or past it (closed after it, or still open at
-/// the text's end), and where the earliest one opens that is still open at the text's end
-/// and whose value is judged only once it closes (a verbatim string, unescaped whole; the
-/// text of an element that names a secret or holds an entity). The streaming redactor keeps
-/// text from the first as the next scan's left context, so that a value after the cut is
-/// read from its construct's opening as the scan of the whole text reads it, and holds back
-/// text from the second's line until it closes.
-pub fn open_across(text: &[u8], from: usize, cut: usize) -> (Option<usize>, Option<usize>) {
-    let mut none = |_: &Value| {};
-    let mut l = Lexer::new(text, &mut none, cut);
-    l.run(from, cut.min(text.len()));
-    (l.open, l.hold)
+/// What a run of the tokenizer tells a streaming redactor about the text it read.
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// Each region read: its start, its end, and the state after it.
+    pub regions: Vec<(usize, usize, LexState)>,
+    /// The earliest opening of a construct still open at the text's end whose value is
+    /// judged only once it closes (a C# verbatim string, unescaped whole; the text of an
+    /// element that names a secret or holds an entity): the redactor holds text back from
+    /// its line until it closes.
+    pub hold: Option<usize>,
+}
+
+/// Runs the tokenizer over the `regions` of `text` (sorted, disjoint: the lines worth
+/// reading, see `scan.rs`), each begun as a line is; a construct begun in a region may read
+/// on past its end (a string, a tag, an element's text). It starts in state `start` (the
+/// state before the first region: the default for a whole text), and notes in `trace` each
+/// region read with the state after it, and what is still open at the text's end.
+pub fn values_in(
+    text: &[u8],
+    regions: &[(usize, usize)],
+    start: LexState,
+    emit: &mut dyn FnMut(&Value),
+    trace: &mut Trace,
+) {
+    let mut l = Lexer::new(text, emit);
+    l.dead_dq = start.dead_dq;
+    l.dead_sq = start.dead_sq;
+    l.dead_bt = start.dead_bt;
+    l.dead_vb = start.dead_vb;
+    l.dead_lt = start.dead_lt;
+    let mut at = start.at;
+    for &(s, e) in regions {
+        l.new_line();
+        at = l.run(at.max(s), e.min(text.len()));
+        trace.regions.push((
+            s,
+            e,
+            LexState {
+                at,
+                dead_dq: l.dead_dq,
+                dead_sq: l.dead_sq,
+                dead_bt: l.dead_bt,
+                dead_vb: l.dead_vb,
+                dead_lt: l.dead_lt,
+            },
+        ));
+    }
+    trace.hold = l.hold;
 }
 
 impl<'t, 'f> Lexer<'t, 'f> {
-    /// A lexer at the start of `text`, noting constructs across `cut` (`usize::MAX`: none).
-    fn new(text: &'t [u8], emit: &'f mut dyn FnMut(&Value), cut: usize) -> Lexer<'t, 'f> {
+    /// A lexer at the start of `text`.
+    fn new(text: &'t [u8], emit: &'f mut dyn FnMut(&Value)) -> Lexer<'t, 'f> {
         Lexer {
             text,
             emit,
@@ -222,8 +279,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
             dead_vb: 0,
             dead_lt: 0,
             scratch: Unescaped::default(),
-            open: None,
-            cut,
             hold: None,
             shell_run: (0, 0),
         }
@@ -288,17 +343,14 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 }
                 b'`' => {
                     let e = self.backtick(i);
-                    self.note_open(i, e);
                     i = e;
                 }
                 b'@' if text.get(i + 1) == Some(&b'"') => {
                     let e = self.verbatim(i);
-                    self.note_open(i, e);
                     i = e;
                 }
                 b'<' => {
                     let e = self.tag(i);
-                    self.note_open(i, e);
                     i = e;
                 }
                 b'=' | b':' => {
@@ -329,18 +381,10 @@ impl<'t, 'f> Lexer<'t, 'f> {
         i
     }
 
-    /// A construct that may span lines, opened at `at`, read to `stop` (its end, or where
-    /// the search for its end stopped).
-    fn note_open(&mut self, at: usize, stop: usize) {
-        if at < self.cut && stop >= self.cut && self.open.is_none_or(|o| at < o) {
-            self.open = Some(at);
-        }
-    }
-
     /// A construct opened at `at` whose value is judged only once it closes, whose search
     /// stopped at `stop`: to be held back when that is the text's end.
     fn note_hold(&mut self, at: usize, stop: usize) {
-        if at < self.cut && stop >= self.text.len() && self.hold.is_none_or(|o| at < o) {
+        if stop >= self.text.len() && self.hold.is_none_or(|o| at < o) {
             self.hold = Some(at);
         }
     }
@@ -685,7 +729,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
             }
             None => {
                 self.dead_bt = limit;
-                self.note_open(q, limit);
                 self.punct();
                 q + 1
             }
@@ -713,7 +756,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 }
                 None => {
                     self.dead_vb = limit;
-                    self.note_open(at, limit);
                     self.note_hold(at, limit);
                     self.punct();
                     return q + 1;
@@ -721,7 +763,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
             }
             if j >= limit {
                 self.dead_vb = limit;
-                self.note_open(at, limit);
                 self.note_hold(at, limit);
                 self.punct();
                 return q + 1;
@@ -774,7 +815,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
             }
             if j >= limit {
                 self.dead_lt = j;
-                self.note_open(lt, j);
                 return j;
             }
             match text[j] {
@@ -808,7 +848,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
             let vs = j + 1;
             let Some(k) = memchr::memchr2(quote, b'\n', &text[vs..limit.max(vs)]) else {
                 self.dead_lt = limit;
-                self.note_open(lt, limit);
                 return limit;
             };
             let ve = vs + k;
@@ -840,7 +879,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
         let nm = &text[name.0..name.1];
         let Some(k) = memchr::memchr(b'<', &text[cs.min(climit)..climit]) else {
             // The element's text may go on past the end.
-            self.note_open(lt, climit);
             self.hold_element(lt, nm, cs, climit);
             return cs;
         };
@@ -848,7 +886,6 @@ impl<'t, 'f> Lexer<'t, 'f> {
         let end_tag = &text[ce..];
         if end_tag.len() <= nm.len() + 2 {
             // The text ends in what may become the end tag.
-            self.note_open(lt, text.len());
             self.hold_element(lt, nm, cs, text.len());
         }
         if end_tag.len() > nm.len() + 2 && end_tag[1] == b'/' && &end_tag[2..2 + nm.len()] == nm {

@@ -7,7 +7,7 @@
 //! up to the last newline: single-line secrets cannot continue past it, and a private key
 //! block still open is held from its armour line on.
 
-use super::context::{MAX_VALUE, open_across};
+use super::context::{LexState, Trace};
 use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, scanner};
 use super::{Confidence, TextKind};
 
@@ -32,6 +32,18 @@ pub struct Redactor {
     /// Findings below this confidence pass unredacted (policy `[secrets]
     /// redact_min_confidence`).
     min_confidence: Confidence,
+    /// Pending bytes beyond the held-back tail before [`Redactor::feed`] scans ([`BATCH`];
+    /// smaller in tests, to cut streams mid-line often).
+    batch: usize,
+    /// The context tokenizer's state where `buf` begins, as the scan of the whole stream
+    /// has it there (taken from the scan before, at the region before the kept context).
+    lex: LexState,
+    /// Bytes drained from the front of `buf` so far, and the spans redacted (offsets in
+    /// the stream): what the property test compares with the whole text's findings.
+    #[cfg(test)]
+    drained: usize,
+    #[cfg(test)]
+    spans: Vec<(usize, usize)>,
 }
 
 impl Redactor {
@@ -44,7 +56,20 @@ impl Redactor {
             found: Vec::new(),
             unflushed: 0,
             min_confidence: Confidence::Low,
+            batch: BATCH,
+            lex: LexState::default(),
+            #[cfg(test)]
+            drained: 0,
+            #[cfg(test)]
+            spans: Vec::new(),
         }
+    }
+
+    /// The same with a smaller batch: `feed` cuts after `batch` pending bytes.
+    #[cfg(test)]
+    fn with_batch(mut self, batch: usize) -> Redactor {
+        self.batch = batch;
+        self
     }
 
     /// Redacts only findings of at least `min` confidence; the others pass unchanged and are
@@ -64,7 +89,7 @@ impl Redactor {
         self.buf.extend_from_slice(chunk);
         self.unflushed += chunk.len();
         let pending = self.buf.len() - self.ctx;
-        if pending >= MAX_EXTENT + BATCH {
+        if pending >= MAX_EXTENT + self.batch {
             let limit = self.buf.len() - MAX_EXTENT;
             self.emit(limit, false, out);
         }
@@ -98,35 +123,29 @@ impl Redactor {
         if limit <= self.ctx {
             return;
         }
-        // Findings starting in the context were emitted whole before (a secret is never split
-        // at a limit); a match starting there now is an artefact of the cut-off left edge.
+        // The tokenizer starts in the state the scan of the whole stream has at the buffer's
+        // start (see `resume_at`). Findings starting in the context were emitted whole
+        // before (a secret is never split at a limit).
+        let mut trace = Trace::default();
         let findings: Vec<Finding> = scanner()
-            .scan(&self.buf, self.kind, false)
+            .scan_from(&self.buf, self.kind, false, self.lex, &mut trace)
             .into_iter()
             .filter(|f| f.start >= self.ctx)
             .collect();
         let mut limit = limit;
-        // Constructs across `limit` (see `spans`), when looked for already.
-        let mut across = None;
         if lines {
             limit = limit.min(open_block(&self.buf, self.ctx, limit, &findings));
             // A construct still open whose value is judged only once it closes (a C#
             // verbatim string, read unescaped whole; the text of `<password>` spanning
-            // lines) is held back from its line (at most MAX_VALUE of it, then no longer).
-            let (open, hold) = self.spans(limit, limit);
-            across = Some(open);
-            if let Some(h) = hold {
-                let held = line_start(&self.buf, h).max(self.ctx);
-                if held < limit {
-                    limit = held;
-                    across = None;
-                }
+            // lines) is held back from its line (it is read at most MAX_VALUE bytes, so
+            // then no longer).
+            if let Some(h) = trace.hold.filter(|&h| h < limit) {
+                limit = limit.min(line_start(&self.buf, h).max(self.ctx));
             }
         }
         for f in &findings {
             if f.start < limit && f.end > limit {
                 limit = f.start;
-                across = None;
             }
         }
         if limit <= self.ctx {
@@ -142,66 +161,78 @@ impl Redactor {
             out.extend_from_slice(f.rule.as_bytes());
             out.push(b']');
             self.found.push(f.rule);
+            #[cfg(test)]
+            self.spans
+                .push((self.drained + f.start, self.drained + f.end));
             pos = f.end;
         }
         out.extend_from_slice(&self.buf[pos..limit]);
-        // Keep CONTEXT bytes of what was emitted (more when a construct spans the cut), and
-        // everything pending.
-        let keep_from = self.keep_from(limit, across);
-        self.buf.drain(..keep_from);
-        self.ctx = limit - keep_from;
-    }
-
-    /// Where the left context kept after emitting up to `limit` starts: [`CONTEXT`] bytes
-    /// back, or the line where a construct that may span lines (a C# verbatim or Go raw
-    /// string, an XML tag or element text) opened before `limit` and reads on past it. The
-    /// scan of the whole text reads a value inside such a construct from its opening (a
-    /// `Password=""...""` line deep in a verbatim string, `<add key="Password"` with its
-    /// `value=` lines later); a cut at a pause must not lose that. Such a construct is read at
-    /// most [`MAX_VALUE`] bytes, so no more is looked at, and only when an opener is there.
-    /// `across`: the first of [`Redactor::spans`] at `limit` if known.
-    fn keep_from(&self, limit: usize, across: Option<Option<usize>>) -> usize {
+        // Keep CONTEXT bytes of what was emitted (from a line's start), more when the
+        // tokenizer's state there is not known yet, and everything pending.
         let keep = limit.saturating_sub(CONTEXT);
-        // From a line's start, as the scan of the whole text begins its regions.
         let keep = if keep > 0 {
             line_start(&self.buf, keep)
         } else {
             keep
         };
-        let keep = match across.unwrap_or_else(|| self.spans(limit, keep).0) {
-            Some(o) if o < keep => line_start(&self.buf, o),
-            _ => keep,
-        };
-        // Nor inside a construct open across the kept context's start: read from there, the
-        // next scan would take the bytes that close it for an opening (a verbatim string's
-        // `@"` closed by the `"` of a later `@"`) and read every quote after inverted, a
-        // value the scan of the whole text reads outside any string read inside one.
-        match self.spans(keep, keep).0 {
-            Some(o) if o < keep => line_start(&self.buf, o),
-            _ => keep,
+        let (keep_from, lex) = self.resume_at(keep, limit, &trace.regions);
+        self.lex = lex;
+        self.buf.drain(..keep_from);
+        #[cfg(test)]
+        {
+            self.drained += keep_from;
         }
+        self.ctx = limit - keep_from;
     }
 
-    /// [`open_across`] at `limit` over the last [`MAX_VALUE`] bytes before it, lexed from a
-    /// line start (the buffer's start is where the last scan began, as the scan of the
-    /// whole text begins its regions at lines); only when an opener is in `buf[..upto]`.
-    fn spans(&self, limit: usize, upto: usize) -> (Option<usize>, Option<usize>) {
-        let floor = limit.saturating_sub(MAX_VALUE + 1);
-        if floor >= upto {
-            return (None, None);
+    /// Where the next scan starts (at or before `keep`) and the tokenizer's state there
+    /// (relative to the text from there), from the regions this scan read (`regions`: each
+    /// one's start and end and the state after it). Nothing is lexed between regions, so
+    /// the state after the last region begun before `keep` is the state the scan of the
+    /// whole stream has at `keep`: the next scan resumes from it, not from a guess. Unless
+    /// one of those regions
+    /// - read a construct on to the end of the buffer (a tag, a raw or verbatim string, an
+    ///   element's text still open): what follows may close it or not, so its state is not
+    ///   known yet;
+    /// - read a construct on past `limit` (`<add key="Password"` closed after the cut): its
+    ///   values after `limit` are not emitted yet, and a scan resumed after it would skip
+    ///   them;
+    /// - reads on past `keep` (a line longer than the context).
+    ///
+    /// Then the next scan starts at the first such region, in the state before it, and reads
+    /// it again with the text that followed. A construct reads at most [`super::context::MAX_VALUE`] bytes
+    /// and a region is one line cut around its trigger, so this goes back at most
+    /// [`REDO_MAX`] (regions merged along one long line of many triggers excepted).
+    fn resume_at(
+        &self,
+        keep: usize,
+        limit: usize,
+        regions: &[(usize, usize, LexState)],
+    ) -> (usize, LexState) {
+        let k = regions.partition_point(|&(s, _, _)| s < keep);
+        let len = self.buf.len();
+        let redo = regions[..k]
+            .iter()
+            .position(|r| r.2.reach() >= len || r.2.at > limit)
+            .or_else(|| (k > 0 && regions[k - 1].1 > keep).then(|| k - 1));
+        let before = |j: usize| if j == 0 { self.lex } else { regions[j - 1].2 };
+        match redo {
+            Some(j) if keep - regions[j].0.min(keep) <= REDO_MAX => {
+                let from = regions[j].0.min(keep);
+                (from, before(j).shifted(from))
+            }
+            // A region longer than any construct and line window: regions merged along one
+            // line of many triggers (megabytes of `token=` without a newline). Read again,
+            // it would cost its length at each pause; the scan resumes at `keep` afresh.
+            Some(_) => (keep, LexState::default()),
+            None => (keep, before(k).shifted(keep)),
         }
-        let old = &self.buf[floor..upto];
-        if memchr::memchr2(b'`', b'<', old).is_none() && memchr::memmem::find(old, b"@\"").is_none()
-        {
-            return (None, None);
-        }
-        let from = match floor {
-            0 => 0,
-            _ => memchr::memchr(b'\n', old).map_or(floor, |i| floor + i + 1),
-        };
-        open_across(&self.buf, from, limit)
     }
 }
+
+/// How far back before the kept context a resumed scan may start: a construct read whole
+/// ([`super::context::MAX_VALUE`]) and the line window around a trigger it opened in.
+const REDO_MAX: usize = super::context::MAX_VALUE + 4096;
 
 /// How far back from a construct's opening the kept context looks for its line's start (the
 /// scan's windows look back as far).
@@ -327,5 +358,594 @@ mod tests {
                 );
             }
         }
+    }
+
+    // The property: a stream cut anywhere, paused anywhere, is redacted as the scan of the
+    // whole text redacts it (see `disagreement`). Random mixes of the contexts the tokenizer
+    // reads, with secrets at random places, fed in random chunks with random pauses; a
+    // disagreement is minimised (fragments, then byte ranges, then cuts dropped) and printed.
+    // `STREAM_PROPERTY_CASES` sets the count (1400 by default: seconds in a debug build),
+    // `STREAM_PROPERTY_SEED` the first seed.
+
+    /// A deterministic pseudo-random source (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn new(seed: u64) -> Rng {
+            Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        }
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+        fn chance(&mut self, percent: usize) -> bool {
+            self.below(100) < percent
+        }
+        fn of(&mut self, alphabet: &[u8], n: usize) -> String {
+            (0..n)
+                .map(|_| alphabet[self.below(alphabet.len())] as char)
+                .collect()
+        }
+    }
+
+    const AN: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+    /// A password-like value (random, so no literal), or an ordinary word.
+    fn value(r: &mut Rng) -> String {
+        if r.chance(70) {
+            let n = 12 + r.below(20);
+            r.of(AN, n)
+        } else {
+            ["localhost", "true", "8080", "info", "none"][r.below(5)].to_string()
+        }
+    }
+
+    fn blank_lines(r: &mut Rng) -> String {
+        match r.below(4) {
+            0 => String::new(),
+            1 => "\n".into(),
+            2 => " \n".repeat(r.below(40)),
+            _ => (0..r.below(80))
+                .map(|i| format!("  line {i:03} of the configuration\n"))
+                .collect(),
+        }
+    }
+
+    /// One fragment of a mixed output, ending in a newline.
+    fn fragment(r: &mut Rng) -> String {
+        let v = value(r);
+        let gap = blank_lines(r);
+        let name = [
+            "password",
+            "Password",
+            "DB_PASSWORD",
+            "api_token",
+            "secret",
+            "name",
+        ][r.below(6)];
+        match r.below(23) {
+            0 => format!("<add key=\"{name}\"\n{gap}value=\"{v}\"/>\n"),
+            1 => format!("<{name}>{gap}{v}</{name}>\n"),
+            2 => format!("<config>\n{gap}<{name}>{v}</{name}>\n</config>\n"),
+            3 => format!("{{\n  \"host\": \"db\",\n{gap}  \"{name}\": \"{v}\"\n}}\n"),
+            4 => format!("db:\n{gap}  {name}: {v}\n"),
+            5 => format!("var cfg = @\"Server=db;\n{gap}{name}=\"\"{v}\"\";\n\";\n"),
+            6 => format!("s = \"\"\"\n{gap}{name} = \"{v}\"\n\"\"\"\n"),
+            7 => format!("export {name}={v}\nmysql -u root -p{v} db\n"),
+            8 => format!("the {name} is {v} for now\n{gap}"),
+            9 => {
+                // Minified JSON: one long line.
+                let mut s = String::from("{");
+                for i in 0..r.below(200) {
+                    s.push_str(&format!("\"k{i}\":\"v{}\",", r.of(AN, 8)));
+                    if r.chance(3) {
+                        s.push_str(&format!("\"{name}\":\"{v}\","));
+                    }
+                }
+                s.push_str(&format!("\"{name}\":\"{v}\"}}\n"));
+                s
+            }
+            10 => {
+                // A long CSV or log line.
+                let mut s = String::new();
+                for i in 0..r.below(300) {
+                    s.push_str(&format!("2026-01-01T00:00:{i:02},INFO,\"req {i}\",ok;"));
+                    if r.chance(2) {
+                        s.push_str(&format!(" {name}={v} "));
+                    }
+                }
+                s.push('\n');
+                s
+            }
+            11 => format!(
+                "key AKIA{} used\n{gap}",
+                r.of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+            ),
+            12 => format!("{name} := `\n{gap}{v}`\n"),
+            13 => format!("{{\"env\": \"A=1\\nDB_PASSWORD={v}\\nB=2\"}}\n"),
+            14 => format!("<add key=\"{name}\" value=\"{v}\"/>\n"),
+            15 => {
+                // A long line of prose or markup with stray openers: `<`, backticks, `@"`,
+                // unbalanced quotes, apostrophes.
+                let mut s = String::new();
+                for _ in 0..r.below(400) {
+                    let w = [
+                        "a < b", "`x", "@\"", "\"", "'", "don't", "<b>", "word", "=", ",",
+                    ][r.below(10)];
+                    s.push_str(w);
+                    s.push(' ');
+                }
+                s.push('\n');
+                s
+            }
+            16 => format!("# it's {name}: `{v}` and \"{v}\"\n"),
+            17 => {
+                // A JSON string holding an environment file, the secret deep in it.
+                let kv: String = (0..r.below(300)).map(|i| format!("K{i}=v{i}\\n")).collect();
+                format!("{{\"env\": \"{kv}{name}={v}\\nX=1\"}}\n")
+            }
+            18 => {
+                let body: Vec<String> = (0..2 + r.below(12))
+                    .map(|_| {
+                        r.of(
+                            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                            64,
+                        )
+                    })
+                    .collect();
+                let label = ["RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PRIVATE KEY"][r.below(3)];
+                format!(
+                    "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+                    body.join("\n")
+                )
+            }
+            19 => format!("<add key=\"{name}\" value=\"a&amp;{v}\"/>\n{gap}"),
+            20 => format!("{name}: {v}\r\n{}", gap.replace('\n', "\r\n")),
+            21 => format!(
+                "cfg:\n  script: |\n{}    export {name}={v}\n",
+                gap.replace("  line", "    line")
+            ),
+            _ => gap,
+        }
+    }
+
+    /// `input` fed in pieces ending at `cuts`, a pause (`flush_lines`) after those marked:
+    /// the output and the spans redacted.
+    fn streamed_spans(
+        input: &[u8],
+        cuts: &[(usize, bool)],
+        batch: usize,
+    ) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let mut r = Redactor::new(TextKind::Stream).with_batch(batch);
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &(c, pause) in cuts {
+            r.feed(&input[at..c], &mut out);
+            if pause {
+                r.flush_lines(&mut out);
+            }
+            at = c;
+        }
+        r.feed(&input[at..], &mut out);
+        r.finish(&mut out);
+        (out, r.spans)
+    }
+
+    /// How the stream differs from the whole text's scan: each finding of the whole text
+    /// the stream left (partly) unredacted (a leak), and each redaction of the stream that
+    /// the whole text does not make and that no scan of the text up to a cut makes either
+    /// (a stream must decide at a pause without the text to come: a string opened before
+    /// it and closed only after may turn a value the text so far shows into none). Empty:
+    /// they agree.
+    fn disagreement(text: &[u8], cuts: &[(usize, bool)], batch: usize) -> Vec<String> {
+        let (_, spans) = streamed_spans(text, cuts, batch);
+        let found = scanner().scan(text, TextKind::Stream, false);
+        let show = |s: usize, e: usize| String::from_utf8_lossy(&text[s..e]).into_owned();
+        let mut d = Vec::new();
+        for f in &found {
+            if !spans.iter().any(|&(s, e)| s <= f.start && f.end <= e) {
+                d.push(format!(
+                    "LEAK {} at {}: {:?}",
+                    f.rule,
+                    f.start,
+                    show(f.start, f.end)
+                ));
+            }
+        }
+        for &(s, e) in &spans {
+            if found.iter().any(|f| (f.start, f.end) == (s, e)) {
+                continue;
+            }
+            let justified = cuts.iter().map(|c| c.0).any(|p| {
+                p >= e
+                    && scanner()
+                        .scan(&text[..p], TextKind::Stream, false)
+                        .iter()
+                        .any(|f| (f.start, f.end) == (s, e))
+            });
+            if !justified {
+                d.push(format!("EXTRA at {s}: {:?}", show(s, e)));
+            }
+        }
+        d
+    }
+
+    /// Random cuts: chunk sizes from one byte to 8 KiB, pausing after about half.
+    fn cuts(r: &mut Rng, len: usize) -> Vec<(usize, bool)> {
+        let mut v = Vec::new();
+        let mut at = 0;
+        loop {
+            let step = match r.below(4) {
+                0 => 1 + r.below(16),
+                1 => 1 + r.below(256),
+                2 => 1 + r.below(2048),
+                _ => 1 + r.below(8192),
+            };
+            at += step;
+            if at >= len {
+                return v;
+            }
+            v.push((at, r.chance(50)));
+        }
+    }
+
+    fn agrees(frags: &[String], cuts: &[(usize, bool)], batch: usize) -> bool {
+        let text = frags.concat();
+        let t = text.as_bytes();
+        let cuts: Vec<_> = cuts.iter().copied().filter(|c| c.0 < t.len()).collect();
+        disagreement(t, &cuts, batch).is_empty()
+    }
+
+    /// Drops fragments, then cuts, while the disagreement stays.
+    fn minimise(
+        mut frags: Vec<String>,
+        mut cuts: Vec<(usize, bool)>,
+        batch: usize,
+    ) -> (Vec<String>, Vec<(usize, bool)>) {
+        let mut i = 0;
+        while i < frags.len() {
+            // Dropping a fragment shifts the cuts after it back by its length.
+            let len = frags[i].len();
+            let start: usize = frags[..i].iter().map(String::len).sum();
+            let shifted: Vec<_> = cuts
+                .iter()
+                .filter(|c| c.0 <= start || c.0 > start + len)
+                .map(|&(c, p)| (if c > start { c - len } else { c }, p))
+                .collect();
+            let mut fewer = frags.clone();
+            fewer.remove(i);
+            if !agrees(&fewer, &shifted, batch) {
+                frags = fewer;
+                cuts = shifted;
+            } else {
+                i += 1;
+            }
+        }
+        let mut i = 0;
+        while i < cuts.len() {
+            let mut fewer = cuts.clone();
+            fewer.remove(i);
+            if !agrees(&frags, &fewer, batch) {
+                cuts = fewer;
+                continue;
+            }
+            if cuts[i].1 {
+                let mut quiet = cuts.clone();
+                quiet[i].1 = false;
+                if !agrees(&frags, &quiet, batch) {
+                    cuts = quiet;
+                }
+            }
+            i += 1;
+        }
+        (frags, cuts)
+    }
+
+    /// Findings of the whole text the stream left unredacted, and the stream's redactions
+    /// the whole text does not make, as readable lines.
+    /// Drops ranges of the text (lines, then bytes), moving the cuts, while the
+    /// disagreement stays.
+    fn shrink(
+        mut text: String,
+        mut cuts: Vec<(usize, bool)>,
+        batch: usize,
+    ) -> (String, Vec<(usize, bool)>) {
+        let mut size = text.len() / 2;
+        while size > 0 {
+            let mut a = 0;
+            while a < text.len() {
+                let b = (a + size).min(text.len());
+                if !text.is_char_boundary(a) || !text.is_char_boundary(b) {
+                    a += size;
+                    continue;
+                }
+                let shorter = format!("{}{}", &text[..a], &text[b..]);
+                let moved: Vec<_> = cuts
+                    .iter()
+                    .filter(|c| c.0 <= a || c.0 > b)
+                    .map(|&(c, p)| (if c > a { c - (b - a) } else { c }, p))
+                    .filter(|c| c.0 > 0 && c.0 < shorter.len())
+                    .collect();
+                if !agrees(std::slice::from_ref(&shorter), &moved, batch) {
+                    text = shorter;
+                    cuts = moved;
+                } else {
+                    a += size;
+                }
+            }
+            size /= 2;
+        }
+        (text, cuts)
+    }
+
+    fn pw(seed: u64) -> String {
+        let mut r = Rng::new(seed);
+        r.of(AN, 20)
+    }
+
+    /// Lines of filler, each ~32 bytes.
+    fn lines(n: usize) -> String {
+        (0..n)
+            .map(|i| format!("  line {i:03} of the configuration\n"))
+            .collect()
+    }
+
+    /// Found by the property (seed 956): backticks on a line the whole text's tokenizer
+    /// never reads (no trigger on it), a `@"` line it does read, then an `<add key=` tag whose
+    /// `value=` comes more than 1 KiB later, after a pause. The old redactor began its next
+    /// scan in a fresh state and read the tag the whole text's scan reads as inside a string.
+    #[test]
+    fn a_resumed_scan_starts_in_the_tokenizers_state_not_a_fresh_one() {
+        for seed in 1..4 {
+            let v = pw(seed);
+            let text = format!(
+                "`````\n```\"`@\"\n<d key=\"Password\"\n{}value=\"{v}\"",
+                lines(32)
+            );
+            let cut = text.len() - 1;
+            let d = disagreement(text.as_bytes(), &[(cut, true)], BATCH);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Found by the property (seed 7466, minimised): a line longer than the kept context
+    /// holds `@"` (so the tokenizer reads part of it, from 1 KiB before that trigger) and
+    /// backticks, one of which only the stream's last line closes; a pause cut the stream
+    /// before that line. The old redactor took the kept context's state from its own lexing
+    /// of the whole line (`open_across`, not the regions the scan reads), resumed in a fresh
+    /// state, and redacted the element that the whole text's scan reads inside a Go raw
+    /// string.
+    #[test]
+    fn a_resumed_scan_rereads_a_long_line_whose_construct_was_still_open() {
+        let first = concat!(
+            r#"'  word `x ' @" , a < b , " " @" = = @" `x a < b don't , = = = " don't @" = ' ' "#,
+            r#"a < b ' a < b a < b <b> don't `x ' " `x `x a < b <b> don't a < b " ' " = `x " do"#,
+            r#"n't " , <b> word don't a < b a < b , word @" , a < b `x `x @" @" `x `x " " word "#,
+            r#"`x a < b = <b> `x , ' ' , " " `x `x " don't " @" <b> , `x don't @" <b> , = `x <b"#,
+            r#"> a < b " word `x `x `x = don't ' <b> , don't , = `x @" = @" don't " <b> @" @" `"#,
+            r#"x word a < b @" @" <b> word <b> , `x @" " = , <b> `x word @" " word , word `x do"#,
+            r#"n't `x @" = ' @" @" `x = , `x a < b `x @" a < b = @" = = a < b word " don't word"#,
+            r#" don't `x ' don't , <b> a < b ' @" word a < b don't " ' <b> @" , " don't word @""#,
+            r#" `x don't ' " word ' `x a < b <b> word word ' don't <b> " , = word <b> don't wor"#,
+            r#"d " , `x `x a < b ' " a < b word " , don't ' @" a < b @" don't <b> , = , , , = ="#,
+            r#" word @" = ' a < b don't ' ' " @" " don't don't <b> , = a < b a < b @" `x don't "#,
+            r#"`x `x <b> word word word a < b `x <b> `x <b> a < b ' @" word = ' `x @" , don't d"#,
+            r#"on't = = , a < b ' = ' <b> , = ' = " , = `x = ' @" a < b , ' `x word " "#,
+        );
+        for seed in 1..4 {
+            let v = &pw(seed)[..5];
+            let filler: String = (2..33)
+                .map(|i| format!("  line {i:03} of the configuration\n"))
+                .collect();
+            let text =
+                format!("{first}\nthe name is w8ion\nration\n{filler}f<api_token>{v}</api_token`");
+            let cut = text.find("f<api").unwrap_or(0) + 1;
+            let d = disagreement(text.as_bytes(), &[(cut, true)], BATCH);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Replays a minimised case of the property: `text` with its markers `@R<i>@` filled
+    /// with random strings of the length given (an AWS key id's shape when marked; no
+    /// secret literal in the repository), fed up to `tail` bytes before its end, a pause,
+    /// then the rest; the disagreements.
+    fn replay(text: &str, fills: &[(&str, bool, usize)], tail: usize, seed: u64) -> Vec<String> {
+        let mut r = Rng::new(seed);
+        let mut t = text.to_string();
+        for &(mark, aws, n) in fills {
+            let fill = if aws {
+                format!("AKIA{}", r.of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", n - 4))
+            } else {
+                r.of(AN, n)
+            };
+            t = t.replace(mark, &fill);
+        }
+        disagreement(t.as_bytes(), &[(t.len() - tail, true)], BATCH)
+    }
+
+    /// Found by the property (seed 1308, minimised; the value was `;8080`, a random
+    /// password leaks alike): a leak. An `<add key="secret"` tag
+    /// whose `value=` comes after a pause, the lines before it full of stray openers
+    /// (quotes, backticks, `@"`, `<`) that the whole text's tokenizer reads only in part
+    /// (the regions around triggers). The old redactor's kept context and the state it
+    /// resumed in came from its own lexing of those lines, read the tag's opening as
+    /// inside something else, and let the value through.
+    #[test]
+    fn a_value_after_a_pause_is_redacted_whatever_stray_openers_came_before() {
+        // Also run through `gateway exec` by `stream::stream_redaction_survives_pauses_...`.
+        let text = include_str!("../../tests/fixtures/stream_stray_openers.txt");
+        for seed in 1..4 {
+            let v = pw(seed);
+            let text = text.replace("@PW@", &v);
+            // The pause: before `alue="<pw>"`.
+            let d = replay(&text, &[], v.len() + 7, seed);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Found by the property (seed 8182, minimised): a leak of the same kind, the attribute
+    /// pair after an `export api_token=` line and a pause, the tag closed by a backtick.
+    #[test]
+    fn an_attribute_pair_after_a_pause_and_a_keyword_line_is_redacted() {
+        let text = concat!(
+            r#""<b> `x aord word <wodon't don't " word word @" , = ' , , @" , a < b word = a < "#,
+            r#"b " a < b " @" " `x a < b = `x @" = a < b <b> = = word a < b <b> " @" `x `x <b> "#,
+            r#"`x ' " " = <b> `x <b> <b> , = `x , a < b @" " @" " <b> , a < b ' " ' @" = = <b> "#,
+            r#"`x , `x " , <b> word a < b , ' " @" ' @" <b> , <b> `x don't word word don't " wo"#,
+            r#"rd " " word <b> a < b word , don't @" = " word don't , `x a < b don't don't word"#,
+            r#" a < b " `x = ' `x a < b word @" word = `x `x @" a < b ' a < b ' = = `x word , d"#,
+            r#"on't don't = word word word `x a < b " = <b> @" = = @" ' word `x , <b> ' a < b a"#,
+            r#" < b ' " , " " `x = , , " @" " a < b don't word = <b> = = , , word `x <b> " <b> "#,
+            r#"word a < b a < b <b> , , <b> ' a < b = <b> ' a < b = @" ' word , don't word @" '"#,
+            r#" = `x = don't , <b> word don't , <b> word `x <b> " , = word a < b a < b ' = a < "#,
+            r#"b a < b word don't , a < b a < b " " " don't word ' <b> <b> `x ' " = , ' = = " @"#,
+            r#"" " <b> <b> a < b don't @" a < b word don't `x , `x don't word ' @" <b> ' @" wor"#,
+            r#"d @" @" @" = = @" , <b> word , ' " don't ' don't = don't `x " , a < b @" ' a < b"#,
+            r#" don't <b> @" word = , , ' " = don't <b> `x `x , @" don't , " 
+var cfg = @"Serve"#,
+            r#"r=db;
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+Password=""@R3@"";
+";
+<secret> 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+"#,
+            r#" 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+ 
+@R2@</secret>
+key @R1@ used
+  line 000 of the "#,
+            r#"configuration
+  line 001 of the configuration
+  line 002 of the configuration
+  "#,
+            r#"line 003 of the configuration
+  line 004 of the configuration
+  line 005 of the "#,
+            r#"configuration
+  line 006 of the configuration
+  line 007 of the configuration
+  "#,
+            r#"line 008 of the configuration
+  line 009 of the configuration
+  line 010 of the "#,
+            r#"configuration
+  line 011 of the configuration
+  line 012 of the configuration
+  "#,
+            r#"line 013 of the configuration
+  line 014 of the configuration
+  line 015 of the "#,
+            r#"configuration
+  line 016 of the configuration
+  line 017 of the configuration
+  "#,
+            r#"line 018 of the configuration
+  line 019 of the configuration
+  line 020 of the "#,
+            r#"configuration
+  line 021 of the configuration
+export api_token=@R0@
+G<a key="PAS"#,
+            r#"SWD"value="ipZkO"`"#,
+        );
+        for seed in 1..4 {
+            let d = replay(
+                text,
+                &[
+                    ("@R0@", false, 21),
+                    ("@R1@", true, 20),
+                    ("@R2@", false, 23),
+                    ("@R3@", false, 13),
+                ],
+                29,
+                seed,
+            );
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test's own count and seed variables, not a caller's environment"
+    )]
+    fn streamed_redaction_agrees_with_the_whole_text_scan_on_random_mixes() {
+        let n: u64 = std::env::var_os("STREAM_PROPERTY_CASES")
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(1400);
+        let base: u64 = std::env::var_os("STREAM_PROPERTY_SEED")
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(0);
+        let mut failures = Vec::new();
+        let mut found = 0;
+        for seed in base..base + n {
+            let mut r = Rng::new(seed);
+            let frags: Vec<String> = (0..4 + r.below(24)).map(|_| fragment(&mut r)).collect();
+            found += scanner()
+                .scan(frags.concat().as_bytes(), TextKind::Stream, false)
+                .len();
+            let len = frags.iter().map(String::len).sum();
+            let cuts = cuts(&mut r, len);
+            // Mostly the real batch (cuts at pauses only); else small, to cut mid-line.
+            let batch = if r.chance(60) { BATCH } else { r.below(4096) };
+            if agrees(&frags, &cuts, batch) {
+                continue;
+            }
+            let (frags, cuts) = minimise(frags, cuts, batch);
+            let (text, cuts) = shrink(frags.concat(), cuts, batch);
+            failures.push(format!(
+                "seed {seed} (batch {batch}): {}\ntext {text:?}\ncuts {cuts:?}",
+                disagreement(text.as_bytes(), &cuts, batch).join("\n")
+            ));
+            if failures.len() >= 5 {
+                break;
+            }
+        }
+        // The mixes hold secrets: a few per case.
+        assert!(found as u64 >= 2 * n, "{found} findings in {n} cases");
+        assert!(
+            failures.is_empty(),
+            "the stream disagrees with the whole text's scan:\n{}",
+            failures.join("\n\n")
+        );
     }
 }

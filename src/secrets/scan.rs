@@ -5,7 +5,7 @@
 //! together; the filters themselves are in `precision.rs`, the lexer in `context.rs`.
 
 use super::TextKind;
-use super::context;
+use super::context::{self, LexState, Trace};
 use super::entropy;
 use super::precision;
 use super::prefilter::Prefilter;
@@ -128,11 +128,32 @@ impl Scanner {
     /// Finds the secrets in `text`, sorted by offset, non-overlapping. `entropy`: also look for
     /// high-entropy strings (files; not streams or command lines).
     pub fn scan(&self, text: &[u8], kind: TextKind, entropy: bool) -> Vec<Finding> {
+        self.scan_from(
+            text,
+            kind,
+            entropy,
+            LexState::default(),
+            &mut Trace::default(),
+        )
+    }
+
+    /// [`Scanner::scan`] of a text whose context tokenizer starts in state `start` (the
+    /// state the scan of a whole stream has where this text begins, see
+    /// [`context::LexState`]); `trace` gets the tokenizer's state after each region it read
+    /// and what is still open at the text's end.
+    pub fn scan_from(
+        &self,
+        text: &[u8],
+        kind: TextKind,
+        entropy: bool,
+        start: LexState,
+        trace: &mut Trace,
+    ) -> Vec<Finding> {
         let mut found = Vec::new();
         let mut generic_windows = Vec::new();
         self.scan_rules(text, kind, &mut found, &mut generic_windows);
         if kind != TextKind::Lock {
-            self.scan_contexts(text, kind, &generic_windows, &mut found);
+            self.scan_contexts(text, kind, &generic_windows, start, trace, &mut found);
         }
         if entropy && kind != TextKind::Lock {
             entropy::scan(text, kind, &mut found);
@@ -581,6 +602,8 @@ impl Scanner {
         text: &[u8],
         kind: TextKind,
         generic_windows: &[(usize, usize)],
+        start: LexState,
+        trace: &mut Trace,
         out: &mut Vec<(usize, Finding)>,
     ) {
         let Some(gi) = RULES.iter().position(|r| r.generic) else {
@@ -633,7 +656,7 @@ impl Scanner {
                 ));
             }
         };
-        context::values_in(text, &regions, &mut on_value);
+        context::values_in(text, &regions, start, &mut on_value, trace);
         // Files that hold shell command lines (scripts, profiles, Makefiles, Dockerfiles,
         // CI workflows, Markdown): a token split by quoting is read joined.
         if matches!(kind, TextKind::Prose | TextKind::Config) {

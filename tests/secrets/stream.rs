@@ -103,6 +103,18 @@ fn cases(seed: u64) -> Vec<Case> {
             pieces: lines(format!("db:\n{}  password: {pw}\n", filler("  # "))),
             secret: pw.clone(),
         },
+        // Found by the redactor's property test (seed 1308): `<add key=` whose `value=`
+        // comes after a pause, behind lines of stray quotes, backticks, `@"` and `<` (the
+        // old redactor resumed in a state the whole text's scan never has, and leaked).
+        {
+            let text = include_str!("../fixtures/stream_stray_openers.txt").replace("@PW@", &pw);
+            let cut = text.len() - (pw.len() + 7);
+            Case {
+                name: "xml attribute pair behind stray openers",
+                pieces: vec![text[..cut].to_string(), text[cut..].to_string()],
+                secret: pw.clone(),
+            }
+        },
     ];
     // Each line its own write is many pauses: keep the runs short by pausing every 16 lines.
     for c in &mut v {
