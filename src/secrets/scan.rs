@@ -619,12 +619,23 @@ impl Scanner {
         };
         let mut side = Side::default();
         let regions = context_regions(text, generic_windows);
+        // Values the keyword rule's regex found already (accepted, same span): judged once.
+        // Output dense with `password = '...'` assignments otherwise paid every finding's
+        // checks twice (`secrets_time` fuzz finding).
+        let found: std::collections::HashSet<(usize, usize)> = out
+            .iter()
+            .filter(|(ri, _)| *ri == gi)
+            .map(|(_, f)| (f.start, f.end))
+            .collect();
         let mut on_value = |v: &context::Value| {
             if let Some(u) = v.unescaped {
                 side.push(u);
                 if side.buf.len() >= SIDE_BATCH {
                     self.scan_side(&mut side, side_kind, out);
                 }
+            }
+            if found.contains(&(v.start, v.end)) {
+                return;
             }
             let named = v.secret_flag || v.key.is_some_and(|(s, e)| names_a_secret(&text[s..e]));
             if !named {
