@@ -949,7 +949,9 @@ G<a key="PAS"#,
     /// batch): a minified JSON line, a line of stray openers (quotes, backticks, `@"`, `<`),
     /// `password=x` runs, a YAML pair, a private key, then `<d key="DB_PASS"value="<pw>"0`
     /// and, after a pause, a backtick. The whole text's scan finds the value; the stream,
-    /// which emits the tag's line at the pause, leaks it.
+    /// which emits the tag's line at the pause, leaks it. Needed: the first line longer than
+    /// 1 KiB (split at 1000 bytes, no leak) and the key block's ~600 bytes (without them, no
+    /// leak): the kept context then begins inside that long line, not at a line's start.
     #[test]
     #[ignore = "attack finding: a tag's value leaks when the stream pauses just before \
                 a closing backtick after long lines of stray openers; not fixed"]
