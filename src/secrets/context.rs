@@ -307,6 +307,11 @@ impl<'t, 'f> Lexer<'t, 'f> {
         self.key = None;
         self.assigned = false;
         self.words = 0;
+        // A command does not run on into the next region read: the lines between are not
+        // lexed, and a stream's resumed scan (whose state is [`LexState`], without the
+        // command) would read a `-p` there as nobody's flag where the whole text read it as
+        // the last region's program's (attack finding: `mysql` lines apart from `-p<value>`).
+        self.command = (0, 0);
         self.env_line = false;
         self.pending = Pending::None;
     }

@@ -903,6 +903,138 @@ G<a key="PAS"#,
         }
     }
 
+    /// Found by the long-line property (seed 172, minimised; the real batch, one pause):
+    /// `mysql` alone on the stream's first line, a line of ~1 KiB, then `-p<value>` on the
+    /// last line. The whole text's scan read the `-p` as mysql's password flag (the lexer's
+    /// command ran on from the first line's region to the next, the lines between unread);
+    /// the stream's resumed scan, whose state does not hold the command, did not, and
+    /// emitted the value. A region now begins without a command, as a resumed scan does.
+    #[test]
+    fn a_flag_lines_after_a_program_is_read_alike_by_the_stream_and_the_whole_text() {
+        for seed in 1..4 {
+            let text = format!(
+                "mysql \n\"k274jjpZ\",passwoo {} value=\"{}\"/> {}the name is localhost for now\n\"\"_token -p{}\"a",
+                "a=\"b\" ".repeat(31),
+                pw(seed + 10),
+                "password=x ".repeat(70),
+                &pw(seed)[..16],
+            );
+            let d = disagreement(text.as_bytes(), &[(text.len() - 1, true)], BATCH);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Found by the long-line property (seed 2732, minimised): `mysql` on the first line and
+    /// on the last glued to a string (`"a"mysql -p<value>`: the word `amysql`), a line of
+    /// ~1 KiB between, a pause two bytes into the last line. The whole text's scan took the
+    /// `-p` for the first line's mysql's; the stream emitted the value. The same cause.
+    #[test]
+    fn a_program_glued_to_a_string_does_not_inherit_an_earlier_lines_command() {
+        let kv: String = (125..199).map(|i| format!("K{i}=v{i}\\n")).collect();
+        for seed in 1..4 {
+            let text = format!(
+                "mysql\n\"env\": \"{kv}api_token=localhost\\nX=1\"}} {}name: {}\r\\n<add key=\"name\" value=\"a&amp;none\"/>\n{}\"a\"mysql -p{}",
+                "password=x ".repeat(14),
+                pw(seed + 10),
+                " \n".repeat(7),
+                &pw(seed)[..16],
+            );
+            let cut = text.rfind('\n').unwrap_or(0) + 3;
+            let d = disagreement(text.as_bytes(), &[(cut, true)], 4050);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Found by the long-line property (first generator, seed 556, minimised; the real
+    /// batch): a minified JSON line, a line of stray openers (quotes, backticks, `@"`, `<`),
+    /// `password=x` runs, a YAML pair, a private key, then `<d key="DB_PASS"value="<pw>"0`
+    /// and, after a pause, a backtick. The whole text's scan finds the value; the stream,
+    /// which emits the tag's line at the pause, leaks it. Needed: the first line longer than
+    /// 1 KiB (split at 1000 bytes, no leak) and the key block's ~600 bytes (without them, no
+    /// leak): the kept context then begins inside that long line, not at a line's start.
+    #[test]
+    #[ignore = "attack finding: a tag's value leaks when the stream pauses just before \
+                a closing backtick after long lines of stray openers; not fixed"]
+    fn a_tag_after_long_json_and_stray_openers_is_redacted_at_a_pause() {
+        let text = include_str!("../../tests/fixtures/stream_long_json_then_tag.txt");
+        for seed in 1..4 {
+            let text = text.replace("@PW@", &pw(seed)[..5]);
+            let d = disagreement(text.as_bytes(), &[(text.len() - 1, true)], BATCH);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Lines of 20 to 80 KiB dense with triggers (minified JSON, `token=` runs, XML tags
+    /// with hundreds of attributes, the property's fragments joined on one line): past
+    /// [`REDO_MAX`], where a resumed scan may no longer read again what a long line left
+    /// open. Random cuts and batches (the real one, a small one, one near `MAX_VALUE`).
+    /// `LONG_LINE_CASES` / `LONG_LINE_SEED` as for the property above.
+    #[test]
+    #[ignore = "attack finding: seeds 2954 and 3100 (the real batch; 436, 556 of the first \
+                generator too) leak values of long lines dense with triggers; not fixed"]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test's own count and seed variables, not a caller's environment"
+    )]
+    fn streamed_redaction_agrees_with_the_whole_text_scan_on_long_dense_lines() {
+        let n: u64 = std::env::var_os("LONG_LINE_CASES")
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(160);
+        let base: u64 = std::env::var_os("LONG_LINE_SEED")
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(2950);
+        let mut leaks = Vec::new();
+        for seed in base..base + n {
+            let mut r = Rng::new(seed);
+            let mut text = String::new();
+            for _ in 0..1 + r.below(4) {
+                let target = 20_000 + r.below(60_000);
+                let mut line = String::new();
+                while line.len() < target {
+                    match r.below(6) {
+                        0 => {
+                            let v = r.of(AN, 8);
+                            line.push_str(&format!("\"k{}\":\"{v}\",", r.below(99)));
+                        }
+                        1 => line.push_str(&format!("token={} ", r.of(AN, 6))),
+                        2 => {
+                            let sep = if r.chance(50) { " " } else { "\\n" };
+                            line.push_str(&fragment(&mut r).replace('\n', sep));
+                        }
+                        3 => line.push_str(&"password=x ".repeat(r.below(40))),
+                        4 => {
+                            let attrs = "a=\"b\" ".repeat(r.below(400));
+                            let v = value(&mut r);
+                            line.push_str(&format!(
+                                " <add key=\"Password\" {attrs} value=\"{v}\"/> "
+                            ));
+                        }
+                        _ => line.push_str(&fragment(&mut r)),
+                    }
+                }
+                text.push_str(&line);
+                text.push('\n');
+                if r.chance(50) {
+                    text.push_str(&fragment(&mut r));
+                }
+            }
+            let t = text.as_bytes();
+            let cuts = cuts(&mut r, t.len());
+            let batch = [BATCH, r.below(4096), 16 * 1024 + r.below(16 * 1024)][r.below(3)];
+            let (_, spans) = streamed_spans(t, &cuts, batch);
+            for f in scanner().scan(t, TextKind::Stream, false) {
+                if !spans.iter().any(|&(s, e)| s <= f.start && f.end <= e) {
+                    let v = String::from_utf8_lossy(&t[f.start..f.end]).into_owned();
+                    leaks.push(format!(
+                        "seed {seed} (batch {batch}): {} at {}: {v:?}",
+                        f.rule, f.start
+                    ));
+                }
+            }
+        }
+        assert!(leaks.is_empty(), "the stream leaks:\n{}", leaks.join("\n"));
+    }
+
     #[test]
     #[allow(
         clippy::disallowed_methods,
