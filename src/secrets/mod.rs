@@ -191,6 +191,20 @@ pub fn fuzz_scan(data: &[u8]) {
     }
 }
 
+/// `input` with every secret a scan of the whole text finds replaced by its marker: what
+/// the streaming redactor must produce, however the stream is chunked or paused.
+pub(crate) fn redacted_whole(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut pos = 0;
+    for f in scanner().scan(input, TextKind::Stream, false) {
+        out.extend_from_slice(&input[pos..f.start]);
+        out.extend_from_slice(format!("[REDACTED:{}]", f.rule).as_bytes());
+        pos = f.end;
+    }
+    out.extend_from_slice(&input[pos..]);
+    out
+}
+
 /// Fuzz entry (fuzz/fuzz_targets/secrets_redact.rs): the first byte picks chunk sizes and
 /// whether lines are flushed between chunks; the redactor's output must be exactly the input
 /// with every secret the scanner finds in it replaced by its marker, however it was chunked.
@@ -200,14 +214,7 @@ pub fn fuzz_redact(data: &[u8]) {
     };
     let chunk = 1 + (sel as usize % 64) * 37;
     let flush = sel & 0x80 != 0;
-    let mut expected = Vec::with_capacity(input.len());
-    let mut pos = 0;
-    for f in scanner().scan(input, TextKind::Stream, false) {
-        expected.extend_from_slice(&input[pos..f.start]);
-        expected.extend_from_slice(format!("[REDACTED:{}]", f.rule).as_bytes());
-        pos = f.end;
-    }
-    expected.extend_from_slice(&input[pos..]);
+    let expected = redacted_whole(input);
     let mut out = Vec::new();
     let mut r = Redactor::new(TextKind::Stream);
     for c in input.chunks(chunk) {

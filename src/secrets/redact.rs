@@ -273,29 +273,7 @@ mod tests {
 
     /// A random alphanumeric string (no secret literal in the repository).
     fn random(seed: u64, n: usize) -> String {
-        const A: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                A[(x % A.len() as u64) as usize] as char
-            })
-            .collect()
-    }
-
-    /// What a scan of the whole text redacts.
-    fn whole(input: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut pos = 0;
-        for f in scanner().scan(input, TextKind::Stream, false) {
-            out.extend_from_slice(&input[pos..f.start]);
-            out.extend_from_slice(format!("[REDACTED:{}]", f.rule).as_bytes());
-            pos = f.end;
-        }
-        out.extend_from_slice(&input[pos..]);
-        out
+        Rng::new(seed).of(AN, n)
     }
 
     /// The text fed in pieces cut at `cuts`, the source pausing after each (`flush_lines`).
@@ -341,7 +319,7 @@ mod tests {
             ];
             for c in &cases {
                 let t = c.as_bytes();
-                let w = whole(t);
+                let w = super::super::redacted_whole(t);
                 assert!(
                     !String::from_utf8_lossy(&w).contains(&pw),
                     "the scan of the whole text finds the secret in {c:?}"
