@@ -494,6 +494,20 @@ pub enum Engine {
     Teddy,
 }
 
+/// Other names the keyword pass finds when it can at no extra cost (the Vectorscan engine
+/// holds them in its database): where the scanner would otherwise make passes of its own.
+#[derive(Default)]
+pub struct Names {
+    /// Whether the pass found them (every block searched by Vectorscan); if not, the lists
+    /// are empty and the caller searches for them itself.
+    pub found: bool,
+    /// Occurrences (start, end) of [`super::rules::CAMEL_SECRET_NAMES`], sorted.
+    pub camel: Vec<(usize, usize)>,
+    /// Starts of the program names the context tokenizer's lines are found by
+    /// ([`super::scan::program_trigger_names`]), sorted.
+    pub programs: Vec<usize>,
+}
+
 impl Prefilter {
     /// Builds the anchors and searchers (~0.1 ms; Vectorscan's database ~3 ms).
     pub fn new() -> Prefilter {
@@ -528,10 +542,21 @@ impl Prefilter {
         Engine::Teddy
     }
 
+    #[cfg(test)]
     /// Calls `hit(rule, start, end)` for every keyword occurrence in `text`, once each, in
     /// order of `start` within each block of the text (blocks overlap by at most a keyword's
     /// length: a hit may start up to [`MARGIN`] bytes before the previous block's last one).
     pub fn find(&self, text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
+        self.find_with_names(text, hit, &mut Names::default());
+    }
+
+    /// [`Prefilter::find`], also filling `names` (see [`Names`]).
+    pub fn find_with_names(
+        &self,
+        text: &[u8],
+        hit: &mut dyn FnMut(usize, usize, usize),
+        names: &mut Names,
+    ) {
         thread_local! {
             static FOLDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
             static HITS: RefCell<Vec<(usize, usize, usize)>> = const { RefCell::new(Vec::new()) };
@@ -543,6 +568,9 @@ impl Prefilter {
             let mut f = f.borrow_mut();
             let mut hits = HITS.with(|h| std::mem::take(&mut *h.borrow_mut()));
             let scratch = self.scratch();
+            names.camel.clear();
+            names.programs.clear();
+            names.found = scratch.is_some();
             let mut bs = 0;
             while bs < text.len() {
                 let be = (bs + BLOCK).min(text.len());
@@ -553,10 +581,12 @@ impl Prefilter {
                 // so that the caller can build its windows in one pass (work per hit bounded,
                 // not a rescan of the line per hit).
                 hits.clear();
-                if !self.fast_block(&scratch, orig, lo, bs - lo, be - lo, &mut hits) {
+                if !self.fast_block(&scratch, orig, lo, bs - lo, be - lo, &mut hits, names) {
                     // Teddy, also for a block Vectorscan failed on (fail closed: its hits so
-                    // far are dropped and the block searched again).
+                    // far are dropped and the block searched again; the names are left to
+                    // the caller).
                     hits.clear();
+                    names.found = false;
                     let mut local =
                         |rule: usize, s: usize, e: usize| hits.push((s + lo, e + lo, rule));
                     f.clear();
@@ -575,6 +605,13 @@ impl Prefilter {
             hits.clear();
             HITS.with(|h| *h.borrow_mut() = hits);
             self.give_back(scratch);
+            if names.found {
+                names.camel.sort_unstable();
+                names.programs.sort_unstable();
+            } else {
+                names.camel.clear();
+                names.programs.clear();
+            }
         });
     }
 
@@ -600,6 +637,7 @@ impl Prefilter {
     /// One block by Vectorscan: hits `(start, end, rule)` offset by `lo` into `hits`; false
     /// when it is not the engine or failed (the caller then searches the block with Teddy).
     #[cfg(feature = "vectorscan")]
+    #[allow(clippy::too_many_arguments)]
     fn fast_block(
         &self,
         scratch: &Option<hyperscan::Scratch>,
@@ -608,22 +646,22 @@ impl Prefilter {
         from: usize,
         to: usize,
         hits: &mut Vec<(usize, usize, usize)>,
+        names: &mut Names,
     ) -> bool {
         let (Some(vs), Some(scratch)) = (&self.vectorscan, scratch) else {
             return false;
         };
         let mut local = |rule: usize, s: usize, e: usize| hits.push((s + lo, e + lo, rule));
-        vs.find(
-            scratch,
-            &self.folded,
-            &self.exact,
-            orig,
-            from..to,
-            &mut local,
-        )
-        .is_ok()
+        let mut name = |n: vectorscan::Name, s: usize, e: usize| match n {
+            vectorscan::Name::Camel => names.camel.push((s + lo, e + lo)),
+            vectorscan::Name::Program => names.programs.push(s + lo),
+        };
+        let (spaces, block) = ((&self.folded, &self.exact), from..to);
+        vs.find(scratch, spaces, orig, block, &mut local, &mut name)
+            .is_ok()
     }
     #[cfg(not(feature = "vectorscan"))]
+    #[allow(clippy::too_many_arguments)]
     fn fast_block(
         &self,
         _: &Option<()>,
@@ -632,6 +670,7 @@ impl Prefilter {
         _: usize,
         _: usize,
         _: &mut Vec<(usize, usize, usize)>,
+        _: &mut Names,
     ) -> bool {
         false
     }
@@ -675,14 +714,29 @@ mod vectorscan {
     use hyperscan::prelude::*;
     use std::sync::Mutex;
 
-    /// What a pattern of the database is: its space, whether it is a run anchor's stand-in
-    /// (never: run anchors are not in the database) or a short one, its index, its length.
+    /// What a pattern of the database is, and its length.
     #[derive(Clone, Copy)]
     struct Target {
-        exact: bool,
-        short: bool,
-        index: usize,
+        what: What,
         len: usize,
+    }
+
+    #[derive(Clone, Copy)]
+    enum What {
+        /// An anchor of a space (exact or folded), or one of its short (`memmem`) ones.
+        Anchor {
+            exact: bool,
+            short: bool,
+            index: usize,
+        },
+        Name(Name),
+    }
+
+    /// The other names (see [`super::Names`]).
+    #[derive(Clone, Copy)]
+    pub enum Name {
+        Camel,
+        Program,
     }
 
     pub struct Engine {
@@ -744,14 +798,33 @@ mod vectorscan {
                         let mut p = Pattern::with_flags(literal(a), flags).ok()?;
                         p.id = Some(targets.len());
                         patterns.push(p);
+                        let exact = !space.folded;
                         targets.push(Target {
-                            exact: !space.folded,
-                            short,
-                            index,
+                            what: What::Anchor {
+                                exact,
+                                short,
+                                index,
+                            },
                             len: a.len(),
                         });
                     }
                 }
+            }
+            let camel = super::super::rules::CAMEL_SECRET_NAMES;
+            let programs = super::super::scan::program_trigger_names();
+            let named = camel
+                .iter()
+                .map(|n| (Name::Camel, n))
+                .chain(programs.iter().map(|n| (Name::Program, n)));
+            for (name, n) in named {
+                let mut p =
+                    Pattern::with_flags(literal(n.as_bytes()), CompileFlags::empty()).ok()?;
+                p.id = Some(targets.len());
+                patterns.push(p);
+                targets.push(Target {
+                    what: What::Name(name),
+                    len: n.len(),
+                });
             }
             let db: BlockDatabase = Patterns(patterns).build().ok()?;
             let first = db.alloc_scratch().ok()?;
@@ -774,28 +847,39 @@ mod vectorscan {
         }
 
         /// Reports every keyword occurrence whose anchor starts in `from..to` of `orig`.
+        /// Also reports the other names' occurrences (start in `block`) to `name`.
         pub fn find(
             &self,
             scratch: &Scratch,
-            folded: &Space,
-            exact: &Space,
+            (folded, exact): (&Space, &Space),
             orig: &[u8],
             block: std::ops::Range<usize>,
             hit: &mut dyn FnMut(usize, usize, usize),
+            name: &mut dyn FnMut(Name, usize, usize),
         ) -> Result<(), hyperscan::Error> {
             let (from, to) = (block.start, block.end);
             self.db.scan(orig, scratch, |id, _, end, _| {
                 let t = self.targets[id as usize];
                 let end = end as usize;
                 let at = end - t.len.min(end);
-                if (from..to).contains(&at) {
-                    let space = if t.exact { exact } else { folded };
-                    let list = if t.short {
-                        &space.short_anchors[t.index]
-                    } else {
-                        &space.anchors[t.index]
-                    };
-                    space.check(list, at, orig, hit);
+                if !(from..to).contains(&at) {
+                    return Matching::Continue;
+                }
+                match t.what {
+                    What::Anchor {
+                        exact: ex,
+                        short,
+                        index,
+                    } => {
+                        let space = if ex { exact } else { folded };
+                        let list = if short {
+                            &space.short_anchors[index]
+                        } else {
+                            &space.anchors[index]
+                        };
+                        space.check(list, at, orig, hit);
+                    }
+                    What::Name(n) => name(n, at, end),
                 }
                 Matching::Continue
             })?;
@@ -874,9 +958,14 @@ mod tests {
             x ^= x << 17;
             x
         };
+        let programs = super::super::scan::program_trigger_names();
+        let names = super::super::rules::CAMEL_SECRET_NAMES
+            .iter()
+            .chain(&programs);
         let keywords: Vec<(&[u8], bool)> = RULES
             .iter()
             .flat_map(|r| r.keywords.iter().map(|k| (k.as_bytes(), r.case_sensitive)))
+            .chain(names.map(|n| (n.as_bytes(), true)))
             .collect();
         let mut t = Vec::with_capacity(len + 64);
         while t.len() < len {
@@ -963,6 +1052,48 @@ mod tests {
             total > 5_000,
             "{total} hits: the texts do not exercise the engines"
         );
+    }
+
+    /// Issue 16: the names the scanner looked for in passes of its own (camelCase secret
+    /// names, the programs whose flags take a secret) are found in the Vectorscan pass, every
+    /// occurrence, across block edges; the Teddy engine leaves them to the scanner.
+    #[test]
+    fn the_one_pass_finds_every_other_name() {
+        let programs = super::super::scan::program_trigger_names();
+        let camel = super::super::rules::CAMEL_SECRET_NAMES;
+        let all = |text: &[u8], list: &[&str]| {
+            let mut v: Vec<(usize, usize)> = list
+                .iter()
+                .flat_map(|n| {
+                    memchr::memmem::find_iter(text, n.as_bytes()).map(move |i| (i, i + n.len()))
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut checked = 0;
+        for seed in 100..112u64 {
+            let text = mixed(seed, 70_000, b"abcdefXYZ \n=-_");
+            let mut names = Names::default();
+            Prefilter::teddy().find_with_names(&text, &mut |_, _, _| {}, &mut names);
+            assert!(!names.found && names.camel.is_empty() && names.programs.is_empty());
+            Prefilter::new().find_with_names(&text, &mut |_, _, _| {}, &mut names);
+            if Prefilter::new().engine() == Engine::Teddy {
+                assert!(!names.found);
+                continue;
+            }
+            assert!(names.found);
+            assert_eq!(names.camel, all(&text, camel), "seed {seed}");
+            let starts: Vec<usize> = all(&text, &programs).iter().map(|x| x.0).collect();
+            assert_eq!(names.programs, starts, "seed {seed}");
+            checked += names.camel.len() + names.programs.len();
+        }
+        #[cfg(feature = "vectorscan")]
+        assert!(
+            checked > 100,
+            "{checked} names: the texts do not exercise the pass"
+        );
+        let _ = checked;
     }
 
     /// With the `vectorscan` feature built in, Vectorscan is the engine in use (on hardware

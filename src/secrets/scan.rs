@@ -8,7 +8,7 @@ use super::TextKind;
 use super::context::{self, LexState, Trace};
 use super::entropy;
 use super::precision;
-use super::prefilter::Prefilter;
+use super::prefilter::{self, Prefilter};
 use super::rules::{RULES, Rule};
 use regex::bytes::{Regex, RegexBuilder};
 use std::sync::OnceLock;
@@ -151,9 +151,11 @@ impl Scanner {
     ) -> Vec<Finding> {
         let mut found = Vec::new();
         let mut generic_windows = Vec::new();
-        self.scan_rules(text, kind, &mut found, &mut generic_windows);
+        let names = self.scan_rules(text, kind, &mut found, &mut generic_windows);
         if kind != TextKind::Lock {
-            self.scan_contexts(text, kind, &generic_windows, start, trace, &mut found);
+            let programs = names.found.then_some(&names.programs[..]);
+            let regions = context_regions(text, &generic_windows, programs);
+            self.scan_contexts(text, kind, &regions, start, trace, &mut found);
         }
         if entropy && kind != TextKind::Lock {
             entropy::scan(text, kind, &mut found);
@@ -162,18 +164,20 @@ impl Scanner {
     }
 
     /// The rules' findings in `text`; `generic_windows` gets the windows (lines) searched
-    /// for the keyword rule, in order.
+    /// for the keyword rule, in order. Returns the other names the prefilter found in its
+    /// pass (see [`prefilter::Names`]).
     fn scan_rules(
         &self,
         text: &[u8],
         kind: TextKind,
         out: &mut Vec<(usize, Finding)>,
         generic_windows: &mut Vec<(usize, usize)>,
-    ) {
+    ) -> prefilter::Names {
         // Windows (rule, start, end) around keyword hits, built in one pass over hits that
         // come in order of their start (see `Windows`).
         let mut windows = Windows::new(text);
         let mut on_hit = |ri: usize, start: usize, end: usize| windows.hit(ri, start, end);
+        let mut names = prefilter::Names::default();
         if text.len() <= SMALL {
             let mut hits = Vec::new();
             find_keywords_naive(text, &mut |ri, s, e| hits.push((s, e, ri)));
@@ -182,12 +186,17 @@ impl Scanner {
                 on_hit(ri, s, e);
             }
         } else {
-            self.prefilter().find(text, &mut on_hit);
+            self.prefilter()
+                .find_with_names(text, &mut on_hit, &mut names);
         }
         let mut windows = windows.done();
-        windows.extend(camel_name_windows(text));
+        if names.found {
+            windows.extend(camel_windows(text, &names.camel));
+        } else {
+            windows.extend(camel_name_windows(text));
+        }
         if windows.is_empty() {
-            return;
+            return names;
         }
         windows.sort_unstable();
         let mut merged: Vec<(usize, usize, usize)> = Vec::with_capacity(windows.len());
@@ -246,6 +255,7 @@ impl Scanner {
                 continuation_values(ri, text, ws, we, kind, out);
             }
         }
+        names
     }
 }
 
@@ -257,9 +267,6 @@ impl Scanner {
 /// keyword hits. One pass per name; windows as the keyword hits get them.
 fn camel_name_windows(text: &[u8]) -> Vec<(usize, usize, usize)> {
     static FINDERS: OnceLock<Vec<memchr::memmem::Finder<'static>>> = OnceLock::new();
-    let Some(gi) = RULES.iter().position(|r| r.generic) else {
-        return Vec::new();
-    };
     let finders = FINDERS.get_or_init(|| {
         super::rules::CAMEL_SECRET_NAMES
             .iter()
@@ -268,21 +275,25 @@ fn camel_name_windows(text: &[u8]) -> Vec<(usize, usize, usize)> {
     });
     let mut hits = Vec::new();
     for f in finders {
-        let needle = f.needle();
-        hits.extend(f.find_iter(text).filter_map(|i| {
-            let camel = needle[0].is_ascii_uppercase();
-            let ok = i > 0
-                && (!camel || text[i - 1].is_ascii_lowercase() || text[i - 1].is_ascii_digit());
-            ok.then_some((i, i + needle.len()))
-        }));
-    }
-    if hits.is_empty() {
-        return Vec::new();
+        let n = f.needle().len();
+        hits.extend(f.find_iter(text).map(|i| (i, i + n)));
     }
     hits.sort_unstable();
+    camel_windows(text, &hits)
+}
+
+/// [`camel_name_windows`] from the names' occurrences (start, end), sorted: those with a
+/// lowercase letter or digit before a capital (`accessToken`), or any byte before `-token`.
+fn camel_windows(text: &[u8], occurrences: &[(usize, usize)]) -> Vec<(usize, usize, usize)> {
+    let Some(gi) = RULES.iter().position(|r| r.generic) else {
+        return Vec::new();
+    };
     let mut windows = Windows::new(text);
-    for (s, e) in hits {
-        windows.hit(gi, s, e);
+    for &(i, e) in occurrences {
+        let camel = text[i].is_ascii_uppercase();
+        if i > 0 && (!camel || text[i - 1].is_ascii_lowercase() || text[i - 1].is_ascii_digit()) {
+            windows.hit(gi, i, e);
+        }
     }
     windows.done()
 }
@@ -461,7 +472,11 @@ impl ProgramHits<'_> {
 /// Other lines can yield nothing: reading them would cost time on every stream. Sorted,
 /// disjoint; found in one pass per trigger, each line's edges searched once (a line is cut
 /// at [`MAX_BEFORE`] before and [`MAX_AFTER`] after its trigger, as the rules' windows are).
-fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usize, usize)> {
+fn context_regions(
+    text: &[u8],
+    generic_windows: &[(usize, usize)],
+    program_starts: Option<&[usize]>,
+) -> Vec<(usize, usize)> {
     let programs = program_trigger();
     let mut regions: Vec<(usize, usize)> = generic_windows.to_vec();
     // The line around `h`, searched back no further than `floor`.
@@ -483,8 +498,20 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
     };
     add(&mut |p| memchr::memchr2(b'\\', b'&', &text[p..]).map(|i| p + i));
     add(&mut |p| memchr::memmem::find(&text[p..], b"@\"").map(|i| p + i));
-    let mut names = programs.hits(text);
-    add(&mut |p| names.from(p));
+    match program_starts {
+        // Found by the prefilter's pass: the first start at or after `p`.
+        Some(starts) => {
+            let mut i = 0;
+            add(&mut |p| {
+                i += starts[i..].partition_point(|&h| h < p);
+                starts.get(i).copied()
+            });
+        }
+        None => {
+            let mut names = programs.hits(text);
+            add(&mut |p| names.from(p));
+        }
+    }
     regions.sort_unstable();
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(regions.len());
     for r in regions {
@@ -601,7 +628,7 @@ impl Scanner {
         &self,
         text: &[u8],
         kind: TextKind,
-        generic_windows: &[(usize, usize)],
+        regions: &[(usize, usize)],
         start: LexState,
         trace: &mut Trace,
         out: &mut Vec<(usize, Finding)>,
@@ -618,7 +645,6 @@ impl Scanner {
             kind
         };
         let mut side = Side::default();
-        let regions = context_regions(text, generic_windows);
         // Values the keyword rule's regex found already (accepted, same span): judged once.
         // Output dense with `password = '...'` assignments otherwise paid every finding's
         // checks twice (`secrets_time` fuzz finding).
@@ -667,7 +693,7 @@ impl Scanner {
                 ));
             }
         };
-        context::values_in(text, &regions, start, &mut on_value, trace);
+        context::values_in(text, regions, start, &mut on_value, trace);
         // Files that hold shell command lines (scripts, profiles, Makefiles, Dockerfiles,
         // CI workflows, Markdown): a token split by quoting is read joined.
         if matches!(kind, TextKind::Prose | TextKind::Config) {
@@ -1206,7 +1232,7 @@ mod tests {
             text.push(b'\n');
         }
         text.extend_from_slice(b"done\n");
-        assert_eq!(context_regions(&text, &[]), want);
+        assert_eq!(context_regions(&text, &[], None), want);
     }
 
     /// Issue 16, exec speed: the two-byte name `xh` narrowed Teddy's fingerprint of every
@@ -1239,6 +1265,6 @@ mod tests {
             text.push(b'\n');
         }
         text.pop();
-        assert_eq!(context_regions(&text, &[]), want);
+        assert_eq!(context_regions(&text, &[], None), want);
     }
 }
