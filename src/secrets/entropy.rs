@@ -178,6 +178,9 @@ pub fn is_repetitive(v: &[u8]) -> bool {
 }
 
 fn is_uuid(v: &[u8]) -> bool {
+    if v.len() != 36 {
+        return false;
+    }
     let parts: Vec<&[u8]> = v.split(|&b| b == b'-').collect();
     parts.len() == 5
         && parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])

@@ -287,6 +287,9 @@ fn names_itself(v: &[u8]) -> bool {
         b"bad",
         b"placeholder",
     ];
+    if !v.iter().any(|&b| b == b'-' || b == b'_') {
+        return false;
+    }
     let parts: Vec<&[u8]> = v.split(|&b| b == b'-' || b == b'_').collect();
     parts.len() >= 2
         && parts.iter().all(|p| {
@@ -503,6 +506,14 @@ fn names_an_object(key: &[String]) -> bool {
 /// (`istio-cni-token-pjpbw`, `web-7d4b9c8f6-x2k9q`).
 fn is_generated_object_name(v: &[u8]) -> bool {
     const K8S: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    // The suffix first (no list built for the values that have none).
+    if !v
+        .rsplit(|&b| b == b'-')
+        .next()
+        .is_some_and(|l| l.len() == 5 && l.iter().all(|b| K8S.contains(b)))
+    {
+        return false;
+    }
     let parts: Vec<&[u8]> = v.split(|&b| b == b'-').collect();
     let Some((last, words)) = parts.split_last() else {
         return false;
@@ -537,6 +548,10 @@ fn is_metavariable(v: &[u8]) -> bool {
 
 /// detect-secrets' `is_potential_uuid`: a UUID is an identifier.
 pub fn is_uuid(v: &[u8]) -> bool {
+    // 8-4-4-4-12 hex digits and four `-`: 36 bytes (checked first: no list built per value).
+    if v.len() != 36 {
+        return false;
+    }
     let parts: Vec<&[u8]> = v.split(|&b| b == b'-').collect();
     parts.len() == 5
         && parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
@@ -570,12 +585,11 @@ fn is_demo_value(v: &[u8]) -> bool {
         "default",
         "pass",
     ];
-    let l = v.to_ascii_lowercase();
-    let base = l
+    let base = v
         .iter()
         .rposition(|b| !(b.is_ascii_digit() || matches!(b, b'!' | b'_' | b'-')))
-        .map_or(&l[..0], |i| &l[..=i]);
-    DEMO.iter().any(|d| d.as_bytes() == base)
+        .map_or(&v[..0], |i| &v[..=i]);
+    DEMO.iter().any(|d| d.as_bytes().eq_ignore_ascii_case(base))
 }
 
 /// A value made of words joined by `-`/`_` (`xoxb-Slack_BOT_TOKEN`,
@@ -583,6 +597,9 @@ fn is_demo_value(v: &[u8]) -> bool {
 /// segments that read as words (letters only, one case or capitalised). A random token with
 /// `-`/`_` in its alphabet has long mixed-case segments with digits instead.
 pub fn is_wordy(v: &[u8]) -> bool {
+    if v.iter().filter(|&&b| b == b'-' || b == b'_').count() < 2 {
+        return false;
+    }
     let parts: Vec<&[u8]> = v.split(|&b| b == b'-' || b == b'_').collect();
     if parts.len() < 3 {
         return false;

@@ -1914,6 +1914,9 @@ pub static RULES: &[Rule] = &[
                 "_token",
                 "contrase",
             ],
+            // `scan::keyword_value` reads a match's value off its span by this shape (no
+            // capture pass per match); `keyword_values_read_off_the_span_are_the_captures`
+            // checks the two agree: change them together.
             concat!(
                 r#"(?i)[A-Za-z0-9_.-]{0,40}?"#,
                 secret_names!(),

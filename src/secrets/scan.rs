@@ -212,34 +212,17 @@ impl Scanner {
                 generic_windows.push((ws, we));
             }
             let Some(re) = self.regex(ri) else { continue };
-            for caps in re.captures_iter(&text[ws..we]) {
-                let Some(g) = caps
-                    .name("s")
-                    .or_else(|| caps.name("s2"))
-                    .or_else(|| caps.name("s3"))
-                    .or_else(|| caps.get(0))
-                else {
-                    continue;
-                };
-                let (s, e) = (ws + g.start(), ws + g.end());
+            let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
+                let (at, s, e) = (ws + at, ws + s, ws + e);
                 // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
                 // private key's body and a JWT's parts are bounded here): a longer match is
                 // not a finding, so the redactor's held-back tail always holds a finding
                 // whole and never waits on a match that grows with the input.
                 if e - s > MAX_TOKEN {
-                    continue;
+                    return;
                 }
-                let secret = &text[s..e];
-                let at = caps.get(0).map_or(s, |m| ws + m.start());
-                if !accept(
-                    rule,
-                    text,
-                    (at, s, e),
-                    secret,
-                    kind,
-                    caps.name("s3").is_some(),
-                ) {
-                    continue;
+                if !accept(rule, text, (at, s, e), &text[s..e], kind, unquoted) {
+                    return;
                 }
                 out.push((
                     ri,
@@ -250,12 +233,163 @@ impl Scanner {
                         specific: true,
                     },
                 ));
+            };
+            if rule.generic {
+                keyword_matches(re, &text[ws..we], &mut matched);
+            } else {
+                for caps in re.captures_iter(&text[ws..we]) {
+                    if let Some(m) = secret_of(&caps) {
+                        matched(m);
+                    }
+                }
             }
             if rule.generic && matches!(kind, TextKind::Config | TextKind::Stream) {
                 continuation_values(ri, text, ws, we, kind, out);
             }
         }
         names
+    }
+}
+
+/// A match's secret from its captures: the group `s`, `s2` or `s3` (the last one: an
+/// unquoted value), else the whole match; as (match start, secret start, end, unquoted).
+fn secret_of(caps: &regex::bytes::Captures) -> Option<(usize, usize, usize, bool)> {
+    let g = caps
+        .name("s")
+        .or_else(|| caps.name("s2"))
+        .or_else(|| caps.name("s3"))
+        .or_else(|| caps.get(0))?;
+    let at = caps.get(0).map_or(g.start(), |m| m.start());
+    Some((at, g.start(), g.end(), caps.name("s3").is_some()))
+}
+
+/// The keyword rule's matches in `hay`, each as [`secret_of`] gives it. The regex finds
+/// each match's span with its DFA; the value's group is read off the span by
+/// [`keyword_value`], the same as the regex's captures (leftmost-first) but without their
+/// pass: a capture pass per match falls back to the regex crate's bounded backtracker, and
+/// on output dense with findings (`password=  'x` repeated, one every 13 bytes) it was
+/// most of the time (`secrets_time` fuzz finding: 24x ordinary text in the fuzz build). A
+/// span the reading is not sure of gets the capture pass, as before.
+fn keyword_matches(re: &Regex, hay: &[u8], on: &mut dyn FnMut((usize, usize, usize, bool))) {
+    for m in re.find_iter(hay) {
+        #[cfg(test)]
+        tests::KEYWORD_MATCHES.with(|n| n.set(n.get() + 1));
+        let (ms, me) = (m.start(), m.end());
+        match keyword_value(&hay[ms..me]) {
+            Some((s, e, unquoted)) => on((ms, ms + s, ms + e, unquoted)),
+            None => {
+                #[cfg(test)]
+                tests::CAPTURE_PASSES.with(|n| n.set(n.get() + 1));
+                // The same match, whatever precedes it (the regex looks at nothing around).
+                if let Some(v) = re.captures_at(&hay[..me], ms).as_ref().and_then(secret_of) {
+                    on(v);
+                }
+            }
+        }
+    }
+}
+
+/// `\s` of the regexes (ASCII, Unicode off): space, `\t`, `\n`, `\v`, `\f`, `\r`.
+fn is_regex_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+/// A byte of the keyword rule's unquoted value (`s3`: `[^\s'",;)(\]\[{}<>]`).
+fn is_bare_value_byte(b: u8) -> bool {
+    !is_regex_space(b) && !b"'\",;)(][{}<>".contains(&b)
+}
+
+/// A byte of the keyword rule's name prefix and suffix (`[A-Za-z0-9_.-]`).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')
+}
+
+/// The keyword rule's operators, in the regex's order of preference.
+const KEYWORD_OPERATORS: [&[u8]; 5] = [b":=", b"=>", b"==", b"=", b":"];
+
+/// The value's group in `span`, one whole match of the keyword rule's regex
+/// ([`super::rules`]: name prefix, name, name suffix, optional quote, spaces, operator,
+/// spaces, then `"s"`, `'s2'` or bare `s3`): (start, end, unquoted) within `span`, as the
+/// regex's captures give it, or `None` where this reading is not sure (the caller then asks
+/// the captures). Linear in the span, no search.
+///
+/// Why it is the captures' answer: the captures are those of the first path, in the regex's
+/// order of preference, that matches the whole span.
+/// - The span ends in `"` (or `'`): only the group `s` (`s2`) ends so, and it holds no such
+///   quote: it runs from the last one before the end.
+/// - Otherwise the value is bare, and ends the span. Going back from the end over the bytes
+///   a bare value may hold, the first other byte `b` is a quote or a space (the prefix, the
+///   name, its suffix and the operators' `:` `=` are bare-value bytes; `>` ends `=>`):
+///   - `>`, or a space after an operator's last byte: the value starts just after `b`;
+///   - a quote after the name, or a space after the name or that quote: the operator starts
+///     just after `b`, and the regex takes the first operator in its order that leaves a
+///     value of 4 to 200 bytes (every path has the operator there, and the rest of the span
+///     depends on nothing before it).
+/// - No such byte: the span is the name token, the operator and the value, glued. The
+///   prefix, the name and the suffix are `[A-Za-z0-9_.-]` but for the `ñ` of a
+///   `contraseña`, so the operator starts at the first byte that is neither, whichever name
+///   occurrence a path takes; the operator is then chosen as above.
+fn keyword_value(span: &[u8]) -> Option<(usize, usize, bool)> {
+    let quoted =
+        |q: u8| -> Option<(usize, usize, bool)> {
+            let close = span.len() - 1;
+            let open = memchr::memrchr(q, &span[..close])?;
+            let v = &span[open + 1..close];
+            ((4..=200).contains(&v.len()) && !v.iter().any(|&b| b == b'\n' || b == b'\\'))
+                .then_some((open + 1, close, false))
+        };
+    match *span.last()? {
+        b'"' => return quoted(b'"'),
+        b'\'' => return quoted(b'\''),
+        _ => {}
+    }
+    let me = span.len();
+    let r = span
+        .iter()
+        .rposition(|&b| !is_bare_value_byte(b))
+        .map_or(0, |i| i + 1);
+    let bare = |st: usize| ((4..=200).contains(&(me - st))).then_some((st, me, true));
+    // The first operator at `o` that leaves a value of 4 to 200 bytes.
+    let operator_at = |o: usize| {
+        KEYWORD_OPERATORS.iter().find_map(|op| {
+            let st = o + op.len();
+            (span[o..].starts_with(op) && st <= me)
+                .then(|| bare(st))
+                .flatten()
+        })
+    };
+    if r == 0 {
+        // The operator starts at the first byte that is neither `[A-Za-z0-9_.-]` nor the `ñ`
+        // of a `contraseña` (only a name holds one).
+        let mut o = 0;
+        loop {
+            o += span[o..].iter().position(|&b| !is_name_byte(b))?;
+            let tail = span[o..].get(2).map(u8::to_ascii_lowercase);
+            let ene = span[o..].starts_with(b"\xC3\xB1")
+                && o >= 8
+                && span[o - 8..o].eq_ignore_ascii_case(b"contrase")
+                && tail == Some(b'a');
+            if !ene {
+                break;
+            }
+            o += 2;
+        }
+        return matches!(span[o], b':' | b'=')
+            .then(|| operator_at(o))
+            .flatten();
+    }
+    match span[r - 1] {
+        b'>' => bare(r),
+        b'\'' | b'"' => operator_at(r),
+        b if is_regex_space(b) => {
+            let before = span[..r - 1].iter().rposition(|&b| !is_regex_space(b))?;
+            if matches!(span[before], b'=' | b':' | b'>') {
+                bare(r)
+            } else {
+                operator_at(r)
+            }
+        }
+        _ => None,
     }
 }
 
@@ -846,10 +980,14 @@ fn accept(
         }
         // Punctuation only (`password = "****!!"`, `"----"`), or a URL (the URL rules judge
         // credentials inside one): not a keyword-assigned secret.
-        let lower = secret.to_ascii_lowercase();
+        let starts = |p: &[u8]| {
+            secret
+                .get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+        };
         if !secret.iter().any(u8::is_ascii_alphanumeric)
-            || lower.starts_with(b"http://")
-            || lower.starts_with(b"https://")
+            || starts(b"http://")
+            || starts(b"https://")
         {
             return false;
         }
@@ -1167,6 +1305,173 @@ impl<'a> Windows<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keyword rule's values read off each match's span ([`keyword_value`]) are the
+    /// regex's captures, on random texts made of the pieces its syntax is built from (names,
+    /// operators, quotes, spaces, `>`, `ñ`, separators, long runs): the same groups where
+    /// the reading is sure, and it is sure of almost every match; [`keyword_matches`] gives
+    /// what the captures give everywhere.
+    #[test]
+    fn keyword_values_read_off_the_span_are_the_captures() {
+        const PIECES: &[&[u8]] = &[
+            b"password",
+            b"PassWord",
+            b"pwd",
+            b"api_key",
+            b"Api-Token",
+            b"_token",
+            b"token",
+            b"secret",
+            b"contrase\xC3\xB1a",
+            b"contrasena",
+            b"privatekey",
+            b"db_pass",
+            b"x",
+            b"Ab",
+            b"9",
+            b"_",
+            b"-",
+            b".",
+            b":",
+            b"=",
+            b">",
+            b":=",
+            b"==",
+            b"=>",
+            b" ",
+            b"     ",
+            b"\t",
+            b"\x0b",
+            b"\r",
+            b"'",
+            b"\"",
+            b",",
+            b";",
+            b"\\",
+            b"\n",
+            b"(",
+            b"<",
+            b"]",
+            b"{",
+            b"\xC3",
+            b"\xB1",
+            b"\xC3\xB1a",
+            b"/",
+            b"+",
+            b"!",
+            b"`",
+            b"@",
+            b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_-.abcdefghij",
+        ];
+        let gi = RULES.iter().position(|r| r.generic).expect("keyword rule");
+        let re = scanner().regex(gi).expect("keyword regex");
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut matches, mut sure) = (0, 0);
+        for _ in 0..40_000 {
+            let mut text = Vec::new();
+            for _ in 0..1 + next(40) {
+                // Names and operators often, so that most texts hold matches.
+                let p = match next(3) {
+                    0 => next(12),
+                    1 => [18, 19, 21, 22, 24, 29, 30, 12, 13][next(9)],
+                    _ => next(PIECES.len()),
+                };
+                for _ in 0..if PIECES[p].len() == 1 { 1 + next(3) } else { 1 } {
+                    text.extend_from_slice(PIECES[p]);
+                }
+            }
+            let want: Vec<_> = re
+                .captures_iter(&text)
+                .filter_map(|c| secret_of(&c))
+                .collect();
+            for &(at, s, e, unquoted) in &want {
+                let m = re.find_at(&text, at).expect("the match");
+                matches += 1;
+                if let Some((vs, ve, u)) = keyword_value(&text[at..m.end()]) {
+                    sure += 1;
+                    assert_eq!(
+                        (at + vs, at + ve, u),
+                        (s, e, unquoted),
+                        "{:?}",
+                        String::from_utf8_lossy(&text[at..m.end()])
+                    );
+                }
+            }
+            let mut got = Vec::new();
+            keyword_matches(re, &text, &mut |v| got.push(v));
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&text));
+        }
+        assert!(
+            matches > 20_000 && sure * 100 >= matches * 99,
+            "{sure} of {matches}"
+        );
+    }
+
+    thread_local! {
+        /// The keyword rule's capture passes on this thread ([`keyword_matches`]).
+        pub(super) static CAPTURE_PASSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        /// The keyword rule's matches on this thread ([`keyword_matches`]).
+        pub(super) static KEYWORD_MATCHES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// `secrets_time` fuzz finding: output dense with keyword findings (`password=  'x`
+    /// repeated, one every 13 bytes) cost a capture pass of the keyword regex per match, the
+    /// regex crate's bounded backtracker over the match (half the fuzz build's time there,
+    /// 24x ordinary text's time in one fuzz run). The match's value is read off its span
+    /// instead: scanning such output three ways and redacting it runs no capture pass, for
+    /// the dense units of every form (quoted, bare, `:`/`=`/`:=`, `ñ`); the findings are those
+    /// of the captures (see above), and the fuzz target's budget holds on the artifact.
+    #[test]
+    fn fuzz_artifact_finding_dense_keyword_output_runs_no_capture_pass() {
+        scanner().compile_all().unwrap_or_else(|e| panic!("{e}"));
+        for unit in [
+            &b"password=  'x"[..],
+            b"password = 'x",
+            b"\x82password = 'x",
+            b"secret:\"",
+            b"password:\"x",
+            b"api_key: x",
+            b"api_key:=Xy3q ",
+            b"api_token=",
+            b"DB_PASSWORD=Xy3q ",
+            b"contrase\xC3\xB1a=Xy3q ",
+        ] {
+            let text: Vec<u8> = unit
+                .iter()
+                .copied()
+                .cycle()
+                .take(super::super::FUZZ_TIME_LEN)
+                .collect();
+            CAPTURE_PASSES.with(|n| n.set(0));
+            KEYWORD_MATCHES.with(|n| n.set(0));
+            for kind in [TextKind::Code, TextKind::Config, TextKind::Stream] {
+                scanner().scan(&text, kind, kind != TextKind::Stream);
+            }
+            let mut r = super::super::Redactor::new(TextKind::Stream);
+            let mut out = Vec::new();
+            for c in text.chunks(64 * 1024) {
+                r.feed(c, &mut out);
+            }
+            r.finish(&mut out);
+            let (passes, matches) = (
+                CAPTURE_PASSES.with(|n| n.get()),
+                KEYWORD_MATCHES.with(|n| n.get()),
+            );
+            let unit = String::from_utf8_lossy(unit);
+            // Dense: a match every 256 bytes at least (`api_token=`'s run into one 200-byte
+            // value).
+            assert!(matches >= text.len() / 256, "{unit:?}: {matches} matches");
+            assert_eq!(passes, 0, "{unit:?}: {passes} capture passes of {matches}");
+        }
+        // The fuzz run's artifact, held to the target's own budget.
+        super::super::fuzz_time_budget(b"password=  'x");
+    }
 
     #[test]
     fn naive_and_prefilter_find_the_same_keywords() {
