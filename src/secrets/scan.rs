@@ -39,6 +39,10 @@ const MAX_AFTER_MULTILINE: usize = 16 * 1024;
 /// when scanned.
 pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
 
+/// The furthest a keyword hit's line window reaches on either side of it: text kept this
+/// far before a point holds every hit whose window covers the point.
+pub const MAX_WINDOW: usize = MAX_BEFORE + MAX_AFTER;
+
 /// The longest secret reported: the multi-line window (a private key block), within
 /// [`MAX_EXTENT`].
 pub const MAX_TOKEN: usize = MAX_AFTER_MULTILINE;
@@ -461,7 +465,16 @@ impl ProgramHits<'_> {
 /// Other lines can yield nothing: reading them would cost time on every stream. Sorted,
 /// disjoint; found in one pass per trigger, each line's edges searched once (a line is cut
 /// at [`MAX_BEFORE`] before and [`MAX_AFTER`] after its trigger, as the rules' windows are).
-fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usize, usize)> {
+///
+/// `resume`: a checkpoint inside a region (a scan resumed there, see
+/// [`context::LexState`]): the region holding it goes on from it, read with the state the
+/// checkpoint holds, rather than begun at a start found here (which may lie before the
+/// text kept, or where the whole text's scan did not begin it).
+fn context_regions(
+    text: &[u8],
+    generic_windows: &[(usize, usize)],
+    resume: Option<usize>,
+) -> Vec<(usize, usize)> {
     let programs = program_trigger();
     let mut regions: Vec<(usize, usize)> = generic_windows.to_vec();
     // The line around `h`, searched back no further than `floor`.
@@ -494,7 +507,10 @@ fn context_regions(text: &[u8], generic_windows: &[(usize, usize)]) -> Vec<(usiz
         }
     }
     for r in &mut merged {
-        r.0 = resync(text, r.0, r.1);
+        r.0 = match resume {
+            Some(at) if r.0 <= at && at < r.1 => at,
+            _ => resync(text, r.0, r.1),
+        };
     }
     merged
 }
@@ -618,7 +634,7 @@ impl Scanner {
             kind
         };
         let mut side = Side::default();
-        let regions = context_regions(text, generic_windows);
+        let regions = context_regions(text, generic_windows, start.mid.then_some(start.at));
         // Values the keyword rule's regex found already (accepted, same span): judged once.
         // Output dense with `password = '...'` assignments otherwise paid every finding's
         // checks twice (`secrets_time` fuzz finding).
@@ -1206,7 +1222,7 @@ mod tests {
             text.push(b'\n');
         }
         text.extend_from_slice(b"done\n");
-        assert_eq!(context_regions(&text, &[]), want);
+        assert_eq!(context_regions(&text, &[], None), want);
     }
 
     /// Issue 16, exec speed: the two-byte name `xh` narrowed Teddy's fingerprint of every
@@ -1239,6 +1255,6 @@ mod tests {
             text.push(b'\n');
         }
         text.pop();
-        assert_eq!(context_regions(&text, &[]), want);
+        assert_eq!(context_regions(&text, &[], None), want);
     }
 }
