@@ -147,9 +147,11 @@ struct Lexer<'t, 'f> {
     assigned: bool,
     /// The assignment is prose's `to`/`is`: only a value without whitespace is the name's.
     prose_assigned: bool,
-    /// Words seen since the line (or a shell separator) began: the first is the command.
+    /// Words seen since the line (or a shell separator) began: the first is the command
+    /// (kept as the program of [`SECRET_FLAGS`] it names, if any: a checkpoint carries it
+    /// however far back the command was written).
     words: u32,
-    command: (usize, usize),
+    command: Option<&'static str>,
     /// The line's first word is Dockerfile `ENV`/`ARG`.
     env_line: bool,
     pending: Pending,
@@ -191,7 +193,7 @@ struct Line {
     assigned: bool,
     prose_assigned: bool,
     words: u32,
-    command: (usize, usize),
+    command: Option<&'static str>,
     env_line: bool,
     pending: Pending,
 }
@@ -220,10 +222,9 @@ pub struct LexState {
 }
 
 impl LexState {
-    /// The same state for the text with its first `n` bytes removed. A name or command
-    /// that began before the cut becomes an empty one (still there, naming nothing): the
-    /// redactor keeps [`REDO_NAMES`] bytes before a checkpoint, and no name or command
-    /// longer than that names a secret or a program.
+    /// The same state for the text with its first `n` bytes removed. A name that began
+    /// before the cut becomes an empty one (still there, naming nothing): the redactor keeps
+    /// the names a checkpoint refers to up to [`REDO_NAMES`] bytes back.
     pub fn shifted(self, n: usize) -> LexState {
         let range = |(s, e): (usize, usize)| {
             if s < n { (0, 0) } else { (s - n, e - n) }
@@ -240,11 +241,6 @@ impl LexState {
             mid: self.mid,
             line: Line {
                 key: l.key.map(range),
-                command: if l.command == (0, 0) {
-                    l.command
-                } else {
-                    range(l.command)
-                },
                 pending: match l.pending {
                     Pending::None => Pending::None,
                     Pending::Next(k, f) => Pending::Next(range(k), f),
@@ -255,16 +251,13 @@ impl LexState {
         }
     }
 
-    /// The earliest offset the line's state refers to (a name, a command, a flag): a
-    /// resumed scan keeps the text from there, up to [`REDO_NAMES`] bytes back.
+    /// The earliest offset the line's state refers to (a name, a flag): a resumed scan
+    /// keeps the text from there, up to [`REDO_NAMES`] bytes back.
     pub fn names_from(self) -> usize {
         let l = self.line;
         let mut from = self.at;
-        for r in [l.key, (l.command != (0, 0)).then_some(l.command)]
-            .into_iter()
-            .flatten()
-        {
-            from = from.min(r.0);
+        if let Some(k) = l.key {
+            from = from.min(k.0);
         }
         if let Pending::Next(k, _) | Pending::UserColon(k) = l.pending {
             from = from.min(k.0);
@@ -357,7 +350,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
             assigned: false,
             prose_assigned: false,
             words: 0,
-            command: (0, 0),
+            command: None,
             env_line: false,
             pending: Pending::None,
             dead_dq: 0,
@@ -434,7 +427,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
         // lexed, and a stream's resumed scan (whose state is [`LexState`], without the
         // command) would read a `-p` there as nobody's flag where the whole text read it as
         // the last region's program's (attack finding: `mysql` lines apart from `-p<value>`).
-        self.command = (0, 0);
+        self.command = None;
         self.env_line = false;
         self.pending = Pending::None;
     }
@@ -618,7 +611,11 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 w,
                 b"sudo" | b"env" | b"exec" | b"xargs" | b"time" | b"nohup"
             ) {
-                self.command = (i, j);
+                self.command = SECRET_FLAGS
+                    .iter()
+                    .flat_map(|f| f.programs.iter())
+                    .find(|p| p.as_bytes() == w)
+                    .copied();
             } else {
                 self.words = 0;
             }
@@ -672,11 +669,9 @@ impl<'t, 'f> Lexer<'t, 'f> {
         }
         self.key = None;
         self.assigned = false;
-        let cmd = &text[self.command.0..self.command.1];
-        let cmd = cmd.rsplit(|&b| b == b'/').next().unwrap_or(cmd);
         let e = self.shell_word_end(i);
         for f in SECRET_FLAGS {
-            if !f.programs.iter().any(|p| p.as_bytes() == cmd) {
+            if !self.command.is_some_and(|c| f.programs.contains(&c)) {
                 continue;
             }
             let fl = f.flag.as_bytes();

@@ -1015,6 +1015,36 @@ G<a key="PAS"#,
         assert!(leaks.is_empty(), "the stream leaks:\n{}", leaks.join("\n"));
     }
 
+    /// A program's flag 99 KiB along one line dense with triggers (`sshpass`, then
+    /// `password=x` runs, then `-p <value>`), fed in 1000-byte chunks, small batches: the whole text's scan
+    /// reads the value as sshpass's password. The old redactor resumed inside the line in
+    /// a fresh state and emitted it; a checkpoint that kept the command as a range of the
+    /// text lost it too once the command lay further back than the names it keeps. The
+    /// checkpoint now carries the program itself.
+    #[test]
+    fn a_program_far_back_on_a_long_line_still_owns_its_flag_after_a_resume() {
+        for seed in 1..4 {
+            let text = format!(
+                "sshpass {}-p {} host\n",
+                "password=x ".repeat(9000 + seed as usize),
+                pw(seed)
+            );
+            let t = text.as_bytes();
+            let found = scanner().scan(t, TextKind::Stream, false);
+            assert!(
+                found
+                    .iter()
+                    .any(|f| t[f.start..f.end] == *pw(seed).as_bytes()),
+                "the whole text's scan finds the flag's value"
+            );
+            let cuts: Vec<(usize, bool)> = (1..t.len() / 1000).map(|i| (i * 1000, false)).collect();
+            for batch in [3000, 9000, 40_000] {
+                let d = disagreement(t, &cuts, batch);
+                assert!(d.is_empty(), "batch {batch}: {d:?}");
+            }
+        }
+    }
+
     /// One line of 2 MiB dense with triggers (minified JSON, `token=` words, stray openers,
     /// `<add key="Password" … value=…/>` tags with hundreds of attributes), streamed in
     /// 64 KiB chunks with the real batch and with small ones, so that scans resume inside
