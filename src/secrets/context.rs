@@ -424,8 +424,8 @@ impl<'t, 'f> Lexer<'t, 'f> {
         self.assigned = false;
         self.words = 0;
         // A command does not run on into the next region read: the lines between are not
-        // lexed, and a stream's resumed scan (whose state is [`LexState`], without the
-        // command) would read a `-p` there as nobody's flag where the whole text read it as
+        // lexed, and a stream's scan resumed between regions (whose state is [`LexState`]
+        // without the line's) would read a `-p` there as nobody's flag where the whole text read it as
         // the last region's program's (attack finding: `mysql` lines apart from `-p<value>`).
         self.command = None;
         self.env_line = false;

@@ -525,8 +525,9 @@ fn context_regions(
 /// key/value sequence (`"a", "b"`, `"k": "v"`: read from the `,` or `:`) or at an object's or
 /// array's opening before a string (`{"`, `[ "`). In JSON an unescaped `"` always delimits
 /// a string, so a quote with such punctuation on both sides closes one and opens the next.
-/// The point depends only on the bytes after `s`, so a stream's scan, whose left context
-/// begins elsewhere on the line, picks the same one. None there: `s` (as before). Reads
+/// The point depends only on the bytes after `s`; a stream's resumed scan does not look for
+/// it again (its kept text may begin elsewhere on the line): it goes on from the
+/// tokenizer's checkpoint (see [`context::LexState`]). None there: `s` (as before). Reads
 /// at most [`MAX_BEFORE`] bytes backward once per region: linear.
 fn resync(text: &[u8], s: usize, e: usize) -> usize {
     if s == 0 || text[s - 1] == b'\n' {
