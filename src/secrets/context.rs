@@ -127,8 +127,9 @@ fn is_shell_word(b: u8) -> bool {
 }
 
 /// A flag waiting for its value in the next word.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Pending {
+    #[default]
     None,
     /// `--password v`, `sshpass -p v`, `ENV NAME v`: the next word is the value of `key`
     /// (a flag that takes a secret by the rules' data when `.1`).
@@ -146,9 +147,11 @@ struct Lexer<'t, 'f> {
     assigned: bool,
     /// The assignment is prose's `to`/`is`: only a value without whitespace is the name's.
     prose_assigned: bool,
-    /// Words seen since the line (or a shell separator) began: the first is the command.
+    /// Words seen since the line (or a shell separator) began: the first is the command
+    /// (kept as the program of [`SECRET_FLAGS`] it names, if any: a checkpoint carries it
+    /// however far back the command was written).
     words: u32,
-    command: (usize, usize),
+    command: Option<&'static str>,
     /// The line's first word is Dockerfile `ENV`/`ARG`.
     env_line: bool,
     pending: Pending,
@@ -168,6 +171,31 @@ struct Lexer<'t, 'f> {
     /// finds the word's end here instead of reading on again (a word of `-k-k-k…` would
     /// otherwise be read up to `MAX_VALUE` bytes at each flag: found by `secrets_time`).
     shell_run: (usize, usize),
+    /// An element's text searched for its closing tag up to the text's end without finding
+    /// it: where that search stopped (what follows may close it, and the lexer would then
+    /// have skipped the text rather than read it).
+    dead_el: usize,
+    /// Checkpoints: the whole state at the top of the loop every [`CHECKPOINT`] bytes read.
+    checkpoints: Vec<(usize, LexState)>,
+    next_checkpoint: usize,
+}
+
+/// Bytes lexed between checkpoints ([`Trace::checkpoints`]): a stream resumes from the last
+/// one before its kept context, so this bounds what it reads again.
+const CHECKPOINT: usize = 1024;
+
+/// The lexer's state within a line: the name seen, the assignment, the words and the
+/// command, the flag waiting for its value. Reset where a region begins; carried in a
+/// checkpoint taken inside one (a line of megabytes of JSON or prose).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Line {
+    key: Option<(usize, usize)>,
+    assigned: bool,
+    prose_assigned: bool,
+    words: u32,
+    command: Option<&'static str>,
+    env_line: bool,
+    pending: Pending,
 }
 
 /// What the tokenizer carries from one region to the next (offsets in the text lexed): where
@@ -175,6 +203,10 @@ struct Lexer<'t, 'f> {
 /// dead zones. Between regions nothing else survives (each region begins as a line). The
 /// streaming redactor takes it at the start of the text it keeps, so that a resumed scan
 /// starts from the state the scan of the whole text has there, not from a guess.
+///
+/// A checkpoint ([`Trace::checkpoints`]) is taken inside a region (`mid`): it also holds the
+/// line's state there (the name seen, the command, a flag waiting), and a scan started from
+/// it goes on reading that region from `at`, exactly as the whole text's scan did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LexState {
     pub at: usize,
@@ -183,11 +215,21 @@ pub struct LexState {
     dead_bt: usize,
     dead_vb: usize,
     dead_lt: usize,
+    dead_el: usize,
+    /// Taken inside a region, at `at`: the scan resumes that region there with `line`.
+    pub mid: bool,
+    line: Line,
 }
 
 impl LexState {
-    /// The same state for the text with its first `n` bytes removed.
+    /// The same state for the text with its first `n` bytes removed. A name that began
+    /// before the cut becomes an empty one (still there, naming nothing): the redactor keeps
+    /// the names a checkpoint refers to up to [`REDO_NAMES`] bytes back.
     pub fn shifted(self, n: usize) -> LexState {
+        let range = |(s, e): (usize, usize)| {
+            if s < n { (0, 0) } else { (s - n, e - n) }
+        };
+        let l = self.line;
         LexState {
             at: self.at.saturating_sub(n),
             dead_dq: self.dead_dq.saturating_sub(n),
@@ -195,7 +237,32 @@ impl LexState {
             dead_bt: self.dead_bt.saturating_sub(n),
             dead_vb: self.dead_vb.saturating_sub(n),
             dead_lt: self.dead_lt.saturating_sub(n),
+            dead_el: self.dead_el.saturating_sub(n),
+            mid: self.mid,
+            line: Line {
+                key: l.key.map(range),
+                pending: match l.pending {
+                    Pending::None => Pending::None,
+                    Pending::Next(k, f) => Pending::Next(range(k), f),
+                    Pending::UserColon(k) => Pending::UserColon(range(k)),
+                },
+                ..l
+            },
         }
+    }
+
+    /// The earliest offset the line's state refers to (a name, a flag): a resumed scan
+    /// keeps the text from there, up to [`REDO_NAMES`] bytes back.
+    pub fn names_from(self) -> usize {
+        let l = self.line;
+        let mut from = self.at;
+        if let Some(k) = l.key {
+            from = from.min(k.0);
+        }
+        if let Pending::Next(k, _) | Pending::UserColon(k) = l.pending {
+            from = from.min(k.0);
+        }
+        from
     }
 
     /// The furthest offset it depends on: at or past the end of the text lexed, a construct
@@ -207,14 +274,22 @@ impl LexState {
             .max(self.dead_bt)
             .max(self.dead_vb)
             .max(self.dead_lt)
+            .max(self.dead_el)
     }
 }
+
+/// How far back from a checkpoint a resumed scan keeps the names its line state refers to.
+pub const REDO_NAMES: usize = 4096;
 
 /// What a run of the tokenizer tells a streaming redactor about the text it read.
 #[derive(Debug, Default)]
 pub struct Trace {
     /// Each region read: its start, its end, and the state after it.
     pub regions: Vec<(usize, usize, LexState)>,
+    /// Checkpoints inside the regions read, in order: an offset and the whole state at it
+    /// (`mid`), taken every [`CHECKPOINT`] bytes lexed, so that a scan resumed there reads on
+    /// exactly as this one did, however long the line (no guessed start).
+    pub checkpoints: Vec<(usize, LexState)>,
     /// The earliest opening of a construct still open at the text's end whose value is
     /// judged only once it closes (a C# verbatim string, unescaped whole; the text of an
     /// element that names a secret or holds an entity): the redactor holds text back from
@@ -240,24 +315,29 @@ pub fn values_in(
     l.dead_bt = start.dead_bt;
     l.dead_vb = start.dead_vb;
     l.dead_lt = start.dead_lt;
+    l.dead_el = start.dead_el;
+    l.next_checkpoint = start.at;
     let mut at = start.at;
+    // A checkpoint's region goes on from it with the line's state it holds (the scanner
+    // begins that region at the checkpoint, see `scan.rs`).
+    let mut resume = start.mid.then_some(start.line);
     for &(s, e) in regions {
-        l.new_line();
+        match resume {
+            Some(line) if s <= at && at < e => {
+                l.set_line(line);
+                resume = None;
+            }
+            Some(_) if s > at => {
+                resume = None;
+                l.new_line();
+            }
+            _ => l.new_line(),
+        }
         at = l.run(at.max(s), e.min(text.len()));
-        trace.regions.push((
-            s,
-            e,
-            LexState {
-                at,
-                dead_dq: l.dead_dq,
-                dead_sq: l.dead_sq,
-                dead_bt: l.dead_bt,
-                dead_vb: l.dead_vb,
-                dead_lt: l.dead_lt,
-            },
-        ));
+        trace.regions.push((s, e, LexState { at, ..l.state(at) }));
     }
     trace.hold = l.hold;
+    trace.checkpoints = std::mem::take(&mut l.checkpoints);
 }
 
 impl<'t, 'f> Lexer<'t, 'f> {
@@ -270,7 +350,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
             assigned: false,
             prose_assigned: false,
             words: 0,
-            command: (0, 0),
+            command: None,
             env_line: false,
             pending: Pending::None,
             dead_dq: 0,
@@ -281,7 +361,43 @@ impl<'t, 'f> Lexer<'t, 'f> {
             scratch: Unescaped::default(),
             hold: None,
             shell_run: (0, 0),
+            dead_el: 0,
+            checkpoints: Vec::new(),
+            next_checkpoint: 0,
         }
+    }
+
+    /// The state at `at` between regions (`mid` false) or, as a checkpoint, inside one.
+    fn state(&self, at: usize) -> LexState {
+        LexState {
+            at,
+            dead_dq: self.dead_dq,
+            dead_sq: self.dead_sq,
+            dead_bt: self.dead_bt,
+            dead_vb: self.dead_vb,
+            dead_lt: self.dead_lt,
+            dead_el: self.dead_el,
+            mid: false,
+            line: Line {
+                key: self.key,
+                assigned: self.assigned,
+                prose_assigned: self.prose_assigned,
+                words: self.words,
+                command: self.command,
+                env_line: self.env_line,
+                pending: self.pending,
+            },
+        }
+    }
+
+    fn set_line(&mut self, l: Line) {
+        self.key = l.key;
+        self.assigned = l.assigned;
+        self.prose_assigned = l.prose_assigned;
+        self.words = l.words;
+        self.command = l.command;
+        self.env_line = l.env_line;
+        self.pending = l.pending;
     }
 
     /// The end of the shell word starting at `i` (at most `MAX_VALUE` bytes on). The run
@@ -308,10 +424,10 @@ impl<'t, 'f> Lexer<'t, 'f> {
         self.assigned = false;
         self.words = 0;
         // A command does not run on into the next region read: the lines between are not
-        // lexed, and a stream's resumed scan (whose state is [`LexState`], without the
-        // command) would read a `-p` there as nobody's flag where the whole text read it as
+        // lexed, and a stream's scan resumed between regions (whose state is [`LexState`]
+        // without the line's) would read a `-p` there as nobody's flag where the whole text read it as
         // the last region's program's (attack finding: `mysql` lines apart from `-p<value>`).
-        self.command = (0, 0);
+        self.command = None;
         self.env_line = false;
         self.pending = Pending::None;
     }
@@ -322,6 +438,16 @@ impl<'t, 'f> Lexer<'t, 'f> {
         let n = to;
         let mut i = from;
         while i < n {
+            if i >= self.next_checkpoint {
+                self.checkpoints.push((
+                    i,
+                    LexState {
+                        mid: true,
+                        ..self.state(i)
+                    },
+                ));
+                self.next_checkpoint = i + CHECKPOINT;
+            }
             let b = text[i];
             if is_space(b) {
                 i += 1;
@@ -442,8 +568,11 @@ impl<'t, 'f> Lexer<'t, 'f> {
     /// A word (`[A-Za-z0-9_.$-]+`) at `i`; returns where lexing goes on.
     fn word(&mut self, i: usize) -> usize {
         let text = self.text;
+        // At most MAX_VALUE bytes (the rest is the next word): the lexer's loop comes round
+        // to a checkpoint at least that often, however long a run of word bytes.
+        let limit = text.len().min(i + MAX_VALUE);
         let mut j = i;
-        while j < text.len() && is_word(text[j]) {
+        while j < limit && is_word(text[j]) {
             j += 1;
         }
         // A flag's value, or an `ENV NAME value` value: the whole shell word.
@@ -482,7 +611,11 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 w,
                 b"sudo" | b"env" | b"exec" | b"xargs" | b"time" | b"nohup"
             ) {
-                self.command = (i, j);
+                self.command = SECRET_FLAGS
+                    .iter()
+                    .flat_map(|f| f.programs.iter())
+                    .find(|p| p.as_bytes() == w)
+                    .copied();
             } else {
                 self.words = 0;
             }
@@ -536,11 +669,9 @@ impl<'t, 'f> Lexer<'t, 'f> {
         }
         self.key = None;
         self.assigned = false;
-        let cmd = &text[self.command.0..self.command.1];
-        let cmd = cmd.rsplit(|&b| b == b'/').next().unwrap_or(cmd);
         let e = self.shell_word_end(i);
         for f in SECRET_FLAGS {
-            if !f.programs.iter().any(|p| p.as_bytes() == cmd) {
+            if !self.command.is_some_and(|c| f.programs.contains(&c)) {
                 continue;
             }
             let fl = f.flag.as_bytes();
@@ -885,6 +1016,9 @@ impl<'t, 'f> Lexer<'t, 'f> {
         let Some(k) = memchr::memchr(b'<', &text[cs.min(climit)..climit]) else {
             // The element's text may go on past the end.
             self.hold_element(lt, nm, cs, climit);
+            if climit == text.len() {
+                self.dead_el = climit;
+            }
             return cs;
         };
         let ce = cs + k;
@@ -892,6 +1026,7 @@ impl<'t, 'f> Lexer<'t, 'f> {
         if end_tag.len() <= nm.len() + 2 {
             // The text ends in what may become the end tag.
             self.hold_element(lt, nm, cs, text.len());
+            self.dead_el = text.len();
         }
         if end_tag.len() > nm.len() + 2 && end_tag[1] == b'/' && &end_tag[2..2 + nm.len()] == nm {
             let raw = &text[cs..ce];

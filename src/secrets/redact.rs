@@ -7,8 +7,8 @@
 //! up to the last newline: single-line secrets cannot continue past it, and a private key
 //! block still open is held from its armour line on.
 
-use super::context::{LexState, Trace};
-use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, scanner};
+use super::context::{LexState, REDO_NAMES, Trace};
+use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, scanner};
 use super::{Confidence, TextKind};
 
 /// Bytes of emitted text kept as left context for the next scan.
@@ -35,9 +35,11 @@ pub struct Redactor {
     /// Pending bytes beyond the held-back tail before [`Redactor::feed`] scans ([`BATCH`];
     /// smaller in tests, to cut streams mid-line often).
     batch: usize,
-    /// The context tokenizer's state where `buf` begins, as the scan of the whole stream
-    /// has it there (taken from the scan before, at the region before the kept context).
+    /// The context tokenizer's state at `buf[lex_pos]`, as the scan of the whole stream has
+    /// it there (a checkpoint or a region's end the scan before noted; the bytes before
+    /// `lex_pos` are kept for the keyword windows and names that reach past it).
     lex: LexState,
+    lex_pos: usize,
     /// Bytes drained from the front of `buf` so far, and the spans redacted (offsets in
     /// the stream): what the property test compares with the whole text's findings.
     #[cfg(test)]
@@ -58,6 +60,7 @@ impl Redactor {
             min_confidence: Confidence::Low,
             batch: BATCH,
             lex: LexState::default(),
+            lex_pos: 0,
             #[cfg(test)]
             drained: 0,
             #[cfg(test)]
@@ -167,16 +170,19 @@ impl Redactor {
             pos = f.end;
         }
         out.extend_from_slice(&self.buf[pos..limit]);
-        // Keep CONTEXT bytes of what was emitted (from a line's start), more when the
-        // tokenizer's state there is not known yet, and everything pending.
+        // Keep CONTEXT bytes of what was emitted, from the last point before them where the
+        // tokenizer's state is known (`resume_at`), with the text the keyword windows and the
+        // names in that state reach back to, and everything pending.
         let keep = limit.saturating_sub(CONTEXT);
-        let keep = if keep > 0 {
-            line_start(&self.buf, keep)
+        let (pos, lex) = self.resume_at(keep, limit, &trace);
+        let names = if lex.mid {
+            lex.names_from().max(pos.saturating_sub(REDO_NAMES))
         } else {
-            keep
+            pos
         };
-        let (keep_from, lex) = self.resume_at(keep, limit, &trace.regions);
-        self.lex = lex;
+        let keep_from = pos.saturating_sub(MAX_WINDOW).min(names);
+        self.lex = lex.shifted(keep_from);
+        self.lex_pos = pos - keep_from;
         self.buf.drain(..keep_from);
         #[cfg(test)]
         {
@@ -185,57 +191,59 @@ impl Redactor {
         self.ctx = limit - keep_from;
     }
 
-    /// Where the next scan starts (at or before `keep`) and the tokenizer's state there
-    /// (relative to the text from there), from the regions this scan read (`regions`: each
-    /// one's start and end and the state after it). Nothing is lexed between regions, so
-    /// the state after the last region begun before `keep` is the state the scan of the
-    /// whole stream has at `keep`: the next scan resumes from it, not from a guess. Unless
-    /// one of those regions
-    /// - read a construct on to the end of the buffer (a tag, a raw or verbatim string, an
-    ///   element's text still open): what follows may close it or not, so its state is not
-    ///   known yet;
-    /// - read a construct on past `limit` (`<add key="Password"` closed after the cut): its
-    ///   values after `limit` are not emitted yet, and a scan resumed after it would skip
-    ///   them;
-    /// - reads on past `keep` (a line longer than the context).
+    /// Where the next scan resumes lexing (at or before `keep`) and the tokenizer's state
+    /// there, from this scan's `trace`: the last of
+    /// - a checkpoint taken inside a region (the whole state there, the line's included:
+    ///   a line of megabytes is resumed mid-line exactly as the whole text's scan read it);
+    /// - `keep` itself, between regions (the state after the region before it: nothing is
+    ///   lexed between regions, and each region begins as a line);
+    /// - where this scan resumed
     ///
-    /// Then the next scan starts at the first such region, in the state before it, and reads
-    /// it again with the text that followed. A construct reads at most [`super::context::MAX_VALUE`] bytes
-    /// and a region is one line cut around its trigger, so this goes back at most
-    /// [`REDO_MAX`] (regions merged along one long line of many triggers excepted).
-    fn resume_at(
-        &self,
-        keep: usize,
-        limit: usize,
-        regions: &[(usize, usize, LexState)],
-    ) -> (usize, LexState) {
-        let k = regions.partition_point(|&(s, _, _)| s < keep);
+    /// whose state is final: no construct read up to it was still open at the buffer's end
+    /// (what follows may close it: its state is not known yet) or read on past `limit` (its
+    /// values after `limit` are not emitted yet, and a scan resumed after it would skip them).
+    /// Constructs read at most [`super::context::MAX_VALUE`] bytes and checkpoints come every
+    /// 1 KiB of lexing, so this goes back at most [`REDO_MAX`]; past that (not seen), the
+    /// scan resumes at `keep` afresh rather than read megabytes again at each pause.
+    fn resume_at(&self, keep: usize, limit: usize, trace: &Trace) -> (usize, LexState) {
         let len = self.buf.len();
-        let redo = regions[..k]
-            .iter()
-            .position(|r| r.2.reach() >= len || r.2.at > limit)
-            .or_else(|| (k > 0 && regions[k - 1].1 > keep).then(|| k - 1));
-        let before = |j: usize| if j == 0 { self.lex } else { regions[j - 1].2 };
-        match redo {
-            Some(j) if keep - regions[j].0.min(keep) <= REDO_MAX => {
-                let from = regions[j].0.min(keep);
-                (from, before(j).shifted(from))
+        let fine = |st: &LexState| st.reach() < len && st.at <= limit;
+        let mut best = (self.lex_pos, self.lex);
+        let mut consider = |pos: usize, st: LexState| {
+            if pos <= keep && pos >= best.0 && fine(&st) {
+                best = (pos, st);
             }
-            // A region longer than any construct and line window: regions merged along one
-            // line of many triggers (megabytes of `token=` without a newline). Read again,
-            // it would cost its length at each pause; the scan resumes at `keep` afresh.
-            Some(_) => (keep, LexState::default()),
-            None => (keep, before(k).shifted(keep)),
+        };
+        for &(p, st) in &trace.checkpoints {
+            consider(p, st);
         }
+        let k = trace.regions.partition_point(|r| r.0 <= keep);
+        for &(_, e, st) in &trace.regions[..k] {
+            if e <= keep {
+                consider(e, st);
+            }
+        }
+        // `keep` between regions: the state after the last region begun before it.
+        match trace.regions[..k].last() {
+            Some(&(_, e, st)) if e <= keep => consider(keep, st),
+            None if !self.lex.mid => consider(keep, self.lex),
+            _ => {}
+        }
+        if keep - best.0.min(keep) > REDO_MAX {
+            return (keep, LexState::default());
+        }
+        best
     }
 }
 
 /// How far back before the kept context a resumed scan may start: a construct read whole
-/// ([`super::context::MAX_VALUE`]) and the line window around a trigger it opened in.
-const REDO_MAX: usize = super::context::MAX_VALUE + 4096;
+/// ([`super::context::MAX_VALUE`]) before the one open at the buffer's end, and the lexing
+/// between two checkpoints.
+const REDO_MAX: usize = 2 * super::context::MAX_VALUE + 8192;
 
-/// How far back from a construct's opening the kept context looks for its line's start (the
-/// scan's windows look back as far).
+/// How far back from a held construct's opening (`Trace::hold`) the text held back looks
+/// for its line's start. (It no longer decides where a resumed scan starts: that is a
+/// checkpoint of the tokenizer's, see `Redactor::resume_at`.)
 const MAX_LINE_BACK: usize = 1024;
 
 /// The start of the line holding `at`, looked for at most [`MAX_LINE_BACK`] bytes back.
@@ -920,6 +928,164 @@ G<a key="PAS"#,
             let cut = text.rfind('\n').unwrap_or(0) + 3;
             let d = disagreement(text.as_bytes(), &[(cut, true)], 4050);
             assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Found by the long-line property (first generator, seed 556, minimised; the real
+    /// batch): a minified JSON line, a line of stray openers (quotes, backticks, `@"`, `<`),
+    /// `password=x` runs, a YAML pair, a private key, then `<d key="DB_PASS"value="<pw>"0`
+    /// and, after a pause, a backtick. The whole text's scan finds the value; the stream,
+    /// which emits the tag's line at the pause, leaks it.
+    #[test]
+    fn a_tag_after_long_json_and_stray_openers_is_redacted_at_a_pause() {
+        let text = include_str!("../../tests/fixtures/stream_long_json_then_tag.txt");
+        for seed in 1..4 {
+            let text = text.replace("@PW@", &pw(seed)[..5]);
+            let d = disagreement(text.as_bytes(), &[(text.len() - 1, true)], BATCH);
+            assert!(d.is_empty(), "{d:?}");
+        }
+    }
+
+    /// Lines of 20 to 80 KiB dense with triggers (minified JSON, `token=` runs, XML tags
+    /// with hundreds of attributes, the property's fragments joined on one line): past
+    /// [`REDO_MAX`], where a resumed scan may no longer read again what a long line left
+    /// open. Random cuts and batches (the real one, a small one, one near `MAX_VALUE`).
+    /// `LONG_LINE_CASES` / `LONG_LINE_SEED` as for the property above.
+    #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test's own count and seed variables, not a caller's environment"
+    )]
+    fn streamed_redaction_agrees_with_the_whole_text_scan_on_long_dense_lines() {
+        let n: u64 = std::env::var_os("LONG_LINE_CASES")
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(160);
+        let base: u64 = std::env::var_os("LONG_LINE_SEED")
+            .and_then(|s| s.to_str()?.parse().ok())
+            .unwrap_or(2950);
+        let mut leaks = Vec::new();
+        for seed in base..base + n {
+            let mut r = Rng::new(seed);
+            let mut text = String::new();
+            for _ in 0..1 + r.below(4) {
+                let target = 20_000 + r.below(60_000);
+                let mut line = String::new();
+                while line.len() < target {
+                    match r.below(6) {
+                        0 => {
+                            let v = r.of(AN, 8);
+                            line.push_str(&format!("\"k{}\":\"{v}\",", r.below(99)));
+                        }
+                        1 => line.push_str(&format!("token={} ", r.of(AN, 6))),
+                        2 => {
+                            let sep = if r.chance(50) { " " } else { "\\n" };
+                            line.push_str(&fragment(&mut r).replace('\n', sep));
+                        }
+                        3 => line.push_str(&"password=x ".repeat(r.below(40))),
+                        4 => {
+                            let attrs = "a=\"b\" ".repeat(r.below(400));
+                            let v = value(&mut r);
+                            line.push_str(&format!(
+                                " <add key=\"Password\" {attrs} value=\"{v}\"/> "
+                            ));
+                        }
+                        _ => line.push_str(&fragment(&mut r)),
+                    }
+                }
+                text.push_str(&line);
+                text.push('\n');
+                if r.chance(50) {
+                    text.push_str(&fragment(&mut r));
+                }
+            }
+            let t = text.as_bytes();
+            let cuts = cuts(&mut r, t.len());
+            let batch = [BATCH, r.below(4096), 16 * 1024 + r.below(16 * 1024)][r.below(3)];
+            let (_, spans) = streamed_spans(t, &cuts, batch);
+            for f in scanner().scan(t, TextKind::Stream, false) {
+                if !spans.iter().any(|&(s, e)| s <= f.start && f.end <= e) {
+                    let v = String::from_utf8_lossy(&t[f.start..f.end]).into_owned();
+                    leaks.push(format!(
+                        "seed {seed} (batch {batch}): {} at {}: {v:?}",
+                        f.rule, f.start
+                    ));
+                }
+            }
+        }
+        assert!(leaks.is_empty(), "the stream leaks:\n{}", leaks.join("\n"));
+    }
+
+    /// A program's flag 99 KiB along one line dense with triggers (`sshpass`, then
+    /// `password=x` runs, then `-p <value>`), fed in 1000-byte chunks, small batches: the whole text's scan
+    /// reads the value as sshpass's password. The old redactor resumed inside the line in
+    /// a fresh state and emitted it; a checkpoint that kept the command as a range of the
+    /// text lost it too once the command lay further back than the names it keeps. The
+    /// checkpoint now carries the program itself.
+    #[test]
+    fn a_program_far_back_on_a_long_line_still_owns_its_flag_after_a_resume() {
+        for seed in 1..4 {
+            let text = format!(
+                "sshpass {}-p {} host\n",
+                "password=x ".repeat(9000 + seed as usize),
+                pw(seed)
+            );
+            let t = text.as_bytes();
+            let found = scanner().scan(t, TextKind::Stream, false);
+            assert!(
+                found
+                    .iter()
+                    .any(|f| t[f.start..f.end] == *pw(seed).as_bytes()),
+                "the whole text's scan finds the flag's value"
+            );
+            let cuts: Vec<(usize, bool)> = (1..t.len() / 1000).map(|i| (i * 1000, false)).collect();
+            for batch in [3000, 9000, 40_000] {
+                let d = disagreement(t, &cuts, batch);
+                assert!(d.is_empty(), "batch {batch}: {d:?}");
+            }
+        }
+    }
+
+    /// One line of 2 MiB dense with triggers (minified JSON, `token=` words, stray openers,
+    /// `<add key="Password" … value=…/>` tags with hundreds of attributes), streamed in
+    /// 64 KiB chunks with the real batch and with small ones, so that scans resume inside
+    /// the line again and again, megabytes from its start. The old redactor, past
+    /// [`REDO_MAX`] of one region, resumed at its kept context in a fresh state and read the
+    /// line's quotes and tags from there as the whole text's scan did not.
+    #[test]
+    fn a_line_of_megabytes_is_resumed_mid_line_as_the_whole_text_reads_it() {
+        let mut r = Rng::new(77);
+        let mut line = String::new();
+        while line.len() < 2 << 20 {
+            match r.below(5) {
+                0 => {
+                    let v = r.of(AN, 8);
+                    line.push_str(&format!("\"k{}\":\"{v}\",", r.below(99)));
+                }
+                1 => line.push_str(&format!("token={} ", r.of(AN, 6))),
+                2 => line.push_str(&fragment(&mut r).replace('\n', " ")),
+                3 => {
+                    let attrs = "a=\"b\" ".repeat(r.below(400));
+                    let v = value(&mut r);
+                    line.push_str(&format!(" <add key=\"Password\" {attrs} value=\"{v}\"/> "));
+                }
+                _ => line.push_str(["`x ", "@\" ", "\" ", "' ", "<b> ", "a < b "][r.below(6)]),
+            }
+        }
+        line.push('\n');
+        let t = line.as_bytes();
+        let found = scanner().scan(t, TextKind::Stream, false).len();
+        assert!(found > 500, "{found} findings in the line");
+        let cuts: Vec<(usize, bool)> = (1..t.len() / 65536)
+            .map(|i| (i * 65536, i % 2 == 0))
+            .collect();
+        for batch in [BATCH, 3000, 40_000] {
+            let d = disagreement(t, &cuts, batch);
+            assert!(
+                d.is_empty(),
+                "batch {batch}: {} disagreements: {:?}",
+                d.len(),
+                &d[..d.len().min(5)]
+            );
         }
     }
 

@@ -39,6 +39,10 @@ const MAX_AFTER_MULTILINE: usize = 16 * 1024;
 /// when scanned.
 pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
 
+/// The furthest a keyword hit's line window reaches on either side of it: text kept this
+/// far before a point holds every hit whose window covers the point.
+pub const MAX_WINDOW: usize = MAX_BEFORE + MAX_AFTER;
+
 /// The longest secret reported: the multi-line window (a private key block), within
 /// [`MAX_EXTENT`].
 pub const MAX_TOKEN: usize = MAX_AFTER_MULTILINE;
@@ -154,7 +158,8 @@ impl Scanner {
         let names = self.scan_rules(text, kind, &mut found, &mut generic_windows);
         if kind != TextKind::Lock {
             let programs = names.found.then_some(&names.programs[..]);
-            let regions = context_regions(text, &generic_windows, programs);
+            let resume = start.mid.then_some(start.at);
+            let regions = context_regions(text, &generic_windows, programs, resume);
             self.scan_contexts(text, kind, &regions, start, trace, &mut found);
         }
         if entropy && kind != TextKind::Lock {
@@ -606,10 +611,17 @@ impl ProgramHits<'_> {
 /// Other lines can yield nothing: reading them would cost time on every stream. Sorted,
 /// disjoint; found in one pass per trigger, each line's edges searched once (a line is cut
 /// at [`MAX_BEFORE`] before and [`MAX_AFTER`] after its trigger, as the rules' windows are).
+///
+/// `program_starts`: where the program names start, when the prefilter's pass found them
+/// (else they are searched for here). `resume`: a checkpoint inside a region (a scan resumed
+/// there, see [`context::LexState`]): the region holding it goes on from it, read with the
+/// state the checkpoint holds, rather than begun at a start found here (which may lie before
+/// the text kept, or where the whole text's scan did not begin it).
 fn context_regions(
     text: &[u8],
     generic_windows: &[(usize, usize)],
     program_starts: Option<&[usize]>,
+    resume: Option<usize>,
 ) -> Vec<(usize, usize)> {
     let programs = program_trigger();
     let mut regions: Vec<(usize, usize)> = generic_windows.to_vec();
@@ -655,7 +667,10 @@ fn context_regions(
         }
     }
     for r in &mut merged {
-        r.0 = resync(text, r.0, r.1);
+        r.0 = match resume {
+            Some(at) if r.0 <= at && at < r.1 => at,
+            _ => resync(text, r.0, r.1),
+        };
     }
     merged
 }
@@ -670,8 +685,9 @@ fn context_regions(
 /// key/value sequence (`"a", "b"`, `"k": "v"`: read from the `,` or `:`) or at an object's or
 /// array's opening before a string (`{"`, `[ "`). In JSON an unescaped `"` always delimits
 /// a string, so a quote with such punctuation on both sides closes one and opens the next.
-/// The point depends only on the bytes after `s`, so a stream's scan, whose left context
-/// begins elsewhere on the line, picks the same one. None there: `s` (as before). Reads
+/// The point depends only on the bytes after `s`; a stream's resumed scan does not look for
+/// it again (its kept text may begin elsewhere on the line): it goes on from the
+/// tokenizer's checkpoint (see [`context::LexState`]). None there: `s` (as before). Reads
 /// at most [`MAX_BEFORE`] bytes backward once per region: linear.
 fn resync(text: &[u8], s: usize, e: usize) -> usize {
     if s == 0 || text[s - 1] == b'\n' {
@@ -1537,7 +1553,7 @@ mod tests {
             text.push(b'\n');
         }
         text.extend_from_slice(b"done\n");
-        assert_eq!(context_regions(&text, &[], None), want);
+        assert_eq!(context_regions(&text, &[], None, None), want);
     }
 
     /// Issue 16, exec speed: the two-byte name `xh` narrowed Teddy's fingerprint of every
@@ -1570,6 +1586,6 @@ mod tests {
             text.push(b'\n');
         }
         text.pop();
-        assert_eq!(context_regions(&text, &[], None), want);
+        assert_eq!(context_regions(&text, &[], None, None), want);
     }
 }

@@ -115,6 +115,20 @@ fn cases(seed: u64) -> Vec<Case> {
                 secret: pw.clone(),
             }
         },
+        // Found by an attack round (minimised by the redactor's long-line property): a tag's
+        // `value=` after a 1,471-byte line of JSON and stray openers, a key block, and a
+        // pause before the closing backtick (the old redactor's kept context began inside
+        // that line and read the tag otherwise than the whole text's scan, and leaked).
+        {
+            let text =
+                include_str!("../fixtures/stream_long_json_then_tag.txt").replace("@PW@", &pw);
+            let cut = text.len() - 1;
+            Case {
+                name: "xml attribute pair after a long JSON line",
+                pieces: vec![text[..cut].to_string(), text[cut..].to_string()],
+                secret: pw.clone(),
+            }
+        },
     ];
     // Each line its own write is many pauses: keep the runs short by pausing every 16 lines.
     for c in &mut v {
