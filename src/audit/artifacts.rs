@@ -20,6 +20,51 @@ pub const COMPRESS_AT: usize = 64 << 10;
 /// zstd level of stored copies: the fastest, so that storing keeps up with a pipe.
 const LEVEL: i32 = 1;
 
+/// BLAKE3 takes its input in whole subtrees at aligned offsets: fed the relay's odd-sized
+/// chunks (whatever a read returned, less what redaction holds back) it hashed 256 MiB in
+/// 0.084 s of CPU, fed the same bytes in 64 KiB pieces at 64 KiB offsets in 0.036 s, the
+/// copy into this buffer included (issue 16: hashing was ~14% of a redacted exec's CPU).
+const HASH_BLOCK: usize = 64 << 10;
+
+/// A BLAKE3 hasher fed in [`HASH_BLOCK`] pieces at aligned offsets.
+#[derive(Clone)]
+struct Hasher {
+    h: blake3::Hasher,
+    /// Bytes not yet hashed: fewer than [`HASH_BLOCK`].
+    buf: Vec<u8>,
+}
+
+impl Hasher {
+    fn new() -> Hasher {
+        Hasher {
+            h: blake3::Hasher::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn update(&mut self, mut data: &[u8]) {
+        if !self.buf.is_empty() {
+            let k = (HASH_BLOCK - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..k]);
+            data = &data[k..];
+            if self.buf.len() < HASH_BLOCK {
+                return;
+            }
+            self.h.update(&self.buf);
+            self.buf.clear();
+        }
+        let whole = data.len() - data.len() % HASH_BLOCK;
+        self.h.update(&data[..whole]);
+        self.buf.extend_from_slice(&data[whole..]);
+    }
+
+    fn finalize(&self) -> blake3::Hash {
+        let mut h = self.h.clone();
+        h.update(&self.buf);
+        h.finalize()
+    }
+}
+
 /// Where the stored copy goes: held in memory until it reaches [`COMPRESS_AT`], then
 /// compressed into a temporary file.
 enum Sink {
@@ -32,10 +77,10 @@ pub struct ArtifactWriter {
     dir: PathBuf,
     cap: u64,
     sink: Sink,
-    full: blake3::Hasher,
+    full: Hasher,
     /// The hash of the stored part, once the stream is longer than the cap (until then the
     /// stored part is the whole stream: one hash serves both).
-    stored: Option<blake3::Hasher>,
+    stored: Option<blake3::Hash>,
     bytes: u64,
     kept: u64,
     failed: bool,
@@ -48,7 +93,7 @@ impl ArtifactWriter {
             dir: super::Paths::new(state_dir).artifacts,
             cap,
             sink: Sink::Buffer(Vec::new()),
-            full: blake3::Hasher::new(),
+            full: Hasher::new(),
             stored: None,
             bytes: 0,
             kept: 0,
@@ -65,7 +110,7 @@ impl ArtifactWriter {
         if part.len() < data.len() {
             // The cap is reached: what is stored ends here.
             if self.stored.is_none() {
-                self.stored = Some(self.full.clone());
+                self.stored = Some(self.full.finalize());
             }
             self.full.update(&data[part.len()..]);
         }
@@ -121,7 +166,7 @@ impl ArtifactWriter {
     pub fn finish(self) -> StreamDigest {
         let full = self.full.finalize().to_hex().to_string();
         let id = match &self.stored {
-            Some(h) => h.finalize().to_hex().to_string(),
+            Some(h) => h.to_hex().to_string(),
             None => full.clone(),
         };
         let mut artifact = None;
@@ -248,4 +293,47 @@ pub fn prune(state_dir: &Path, max_age: Option<Duration>, max_total: Option<u64>
         }
     }
     (removed, freed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The aligned hasher's digest is BLAKE3's of the whole input, however it is cut (pieces
+    /// of 0 bytes to several blocks, ends inside and on block edges), and the digest taken
+    /// midway is that of the input so far.
+    #[test]
+    fn the_aligned_hasher_hashes_what_blake3_hashes_whatever_the_pieces() {
+        let data: Vec<u8> = (0..700_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let mut x = 88_172_645_463_325_252u64;
+        for round in 0..40 {
+            let mut h = Hasher::new();
+            let mut at = 0;
+            while at < data.len() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let n = match x % 5 {
+                    0 => 0,
+                    1 => (x >> 8) as usize % 64,
+                    2 => HASH_BLOCK - at % HASH_BLOCK,
+                    3 => (x >> 8) as usize % (3 * HASH_BLOCK),
+                    _ => (x >> 8) as usize % 5000,
+                };
+                let e = (at + n).min(data.len());
+                h.update(&data[at..e]);
+                at = e;
+                if round % 4 == 0 && x % 7 == 0 {
+                    assert_eq!(
+                        h.finalize(),
+                        blake3::hash(&data[..at]),
+                        "round {round} at {at}"
+                    );
+                }
+            }
+            assert_eq!(h.finalize(), blake3::hash(&data), "round {round}");
+        }
+    }
 }
