@@ -106,3 +106,33 @@ fn ci_runs_the_readme_test_command_verbatim() {
         ".ci/run runs nextest itself instead of the test command"
     );
 }
+
+/// Issue 16: `GATEWAY_NO_VECTORSCAN=1` builds without Vectorscan everywhere in CI, not only in
+/// the test command: every cargo command of .ci/run that compiles the crate (clippy, the
+/// benchmarks) passes the features the variable chose, so that on a machine without
+/// libvectorscan-dev .ci/run does not stop in hyperscan-sys's build script after
+/// `scripts/test --bootstrap-only vectorscan` let it through.
+#[test]
+fn ci_builds_without_vectorscan_when_told() {
+    let ci = std::fs::read_to_string(format!("{ROOT}/.ci/run")).expect(".ci/run");
+    assert!(
+        ci.contains("[ \"${GATEWAY_NO_VECTORSCAN:-}\" = 1 ] && features=--no-default-features"),
+        ".ci/run does not read GATEWAY_NO_VECTORSCAN"
+    );
+    let builds: Vec<&str> = ci
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            !l.starts_with('#')
+                && ["clippy", "bench", "build", "test", "check", "run"]
+                    .iter()
+                    .any(|c| l.contains(&format!("cargo {c} ")))
+        })
+        .collect();
+    assert!(builds.len() >= 6, "{builds:?}");
+    let blind: Vec<&&str> = builds.iter().filter(|l| !l.contains("$features")).collect();
+    assert!(
+        blind.is_empty(),
+        "these builds ignore GATEWAY_NO_VECTORSCAN: {blind:?}"
+    );
+}
