@@ -6,7 +6,9 @@
 //! several GB/s: case-insensitive keywords in an ASCII-lowercased copy of the text, exact-case
 //! keywords (token prefixes) in the text itself. Each anchor hit is then checked against the
 //! keywords that contain the anchor. Where Teddy is unavailable (no SSSE3), a DFA over the
-//! keywords does the same job.
+//! keywords does the same job. With the `vectorscan` feature (the default), one Vectorscan
+//! pass per block finds every anchor of both spaces instead (module [`vectorscan`] below),
+//! and Teddy is its fallback.
 
 use super::rules::RULES;
 use aho_corasick::packed::{Config, MatchKind as PackedKind, Searcher};
