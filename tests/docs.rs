@@ -4,7 +4,8 @@
 use crate::util::*;
 
 /// Where a test named `a::b::name` in the seams table lives: `tests/a.rs` for an integration
-/// module, else `src/a/b.rs` or `src/a/b/mod.rs` (a unit test module `tests` beside the code).
+/// module, else `src/a/b.rs`, `src/a/b_tests.rs` or `src/a/b/mod.rs` (a unit test module
+/// `tests` beside the code, or in a file of its own).
 fn test_exists(qualified: &str) -> bool {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let parts: Vec<&str> = qualified.split("::").collect();
@@ -21,6 +22,10 @@ fn test_exists(qualified: &str) -> bool {
     if !src.is_empty() {
         let base = root.join("src").join(src.join("/"));
         candidates.push(base.with_extension("rs"));
+        if let Some(last) = src.last() {
+            // A module's tests kept in a file of their own beside it (`redact_tests.rs`).
+            candidates.push(base.with_file_name(format!("{last}_tests.rs")));
+        }
         candidates.push(base.join("mod.rs"));
         candidates.push(base.join("tests.rs"));
         if let Some(parent) = base.parent() {

@@ -11,6 +11,10 @@
 //! finding inside an unescaped value redacts the right bytes. The scanner hands a named
 //! value to the keyword rule and an unescaped one to every rule (see `scan.rs`).
 //!
+//! Over 1,000 lines: one lexer whose state (the line, the dead zones, the checkpoints a
+//! stream resumes from) is read and written by every construct it knows; split by construct,
+//! each file would need that whole state, so it stays one. Its tests are in `context_tests.rs`.
+//!
 //! Linear time by construction: each construct is read forward at most [`MAX_VALUE`] bytes;
 //! a string that does not close leaves a dead zone (its quote byte opens nothing before the
 //! point its search reached), so a run of quotes, backslashes, `<`, `@"` or backticks costs

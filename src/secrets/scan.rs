@@ -52,7 +52,7 @@ pub const MAX_TOKEN: usize = MAX_AFTER_MULTILINE;
 const SMALL: usize = 512;
 
 /// Every keyword occurrence in a small text, by direct comparison at each position.
-fn find_keywords_naive(text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
+pub(super) fn find_keywords_naive(text: &[u8], hit: &mut dyn FnMut(usize, usize, usize)) {
     for (ri, r) in RULES.iter().enumerate() {
         for k in r.keywords {
             let k = k.as_bytes();
