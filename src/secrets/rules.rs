@@ -9,9 +9,6 @@
 //!
 //! Over 1,000 lines: data — one entry per detector (176, covering gitleaks' rule families and
 //! detect-secrets' plugins, see docs/secrets-coverage.md) and the few checks they name.
-//!
-//! Over 1,000 lines: the rules are data, one table (~180 detectors with their keywords,
-//! regexes and examples); split, the table would need a second registry to keep ids unique.
 
 /// One detector.
 #[derive(Debug)]
