@@ -479,10 +479,18 @@ const MARGIN: usize = 64;
 pub struct Prefilter {
     folded: Space,
     exact: Space,
-    /// The one-pass engine, when built in and usable here; else the Teddy passes.
+    /// The one-pass engine, when built in and usable here, built once this prefilter has
+    /// searched [`VECTORSCAN_AFTER`] bytes; else (and until then) the Teddy passes.
     #[cfg(feature = "vectorscan")]
-    vectorscan: Option<vectorscan::Engine>,
+    vectorscan: vectorscan::Lazy,
 }
+
+/// Vectorscan's database takes ~3 ms to compile, which a one-shot `gateway exec` of a
+/// command with a page of output would pay on every call (measured: 8.5 → 11.3 ms per call of
+/// `exec -- seq 3000`); Teddy searches 4 MiB in about that time. So the first 4 MiB a process
+/// searches go to Teddy, and Vectorscan is built for what follows.
+#[cfg(feature = "vectorscan")]
+const VECTORSCAN_AFTER: usize = 4 << 20;
 
 /// Which engine finds the anchors.
 #[cfg(test)]
@@ -511,16 +519,27 @@ pub struct Names {
 }
 
 impl Prefilter {
-    /// Builds the anchors and searchers (~0.1 ms; Vectorscan's database ~3 ms).
+    /// Builds the anchors and searchers (~0.1 ms; Vectorscan's database, ~3 ms, once
+    /// [`VECTORSCAN_AFTER`] bytes have been searched).
     pub fn new() -> Prefilter {
-        let folded = Space::new(true);
-        let exact = Space::new(false);
         Prefilter {
             #[cfg(feature = "vectorscan")]
-            vectorscan: vectorscan::Engine::new(&folded, &exact),
-            folded,
-            exact,
+            vectorscan: vectorscan::Lazy::after(VECTORSCAN_AFTER),
+            folded: Space::new(true),
+            exact: Space::new(false),
         }
+    }
+
+    /// The same prefilter with Vectorscan (when built in and usable) from the first byte.
+    #[cfg(test)]
+    pub fn eager() -> Prefilter {
+        let p = Prefilter {
+            #[cfg(feature = "vectorscan")]
+            vectorscan: vectorscan::Lazy::after(0),
+            ..Prefilter::teddy()
+        };
+        p.find(b"", &mut |_, _, _| {});
+        p
     }
 
     /// The same prefilter on the Teddy engine only (the fallback), for comparing engines.
@@ -528,17 +547,17 @@ impl Prefilter {
     pub fn teddy() -> Prefilter {
         Prefilter {
             #[cfg(feature = "vectorscan")]
-            vectorscan: None,
+            vectorscan: vectorscan::Lazy::after(usize::MAX),
             folded: Space::new(true),
             exact: Space::new(false),
         }
     }
 
-    /// The engine in use.
+    /// The engine in use now.
     #[cfg(test)]
     pub fn engine(&self) -> Engine {
         #[cfg(feature = "vectorscan")]
-        if self.vectorscan.is_some() {
+        if self.vectorscan.get().is_some() {
             return Engine::Vectorscan;
         }
         Engine::Teddy
@@ -569,7 +588,7 @@ impl Prefilter {
         FOLDED.with(|f| {
             let mut f = f.borrow_mut();
             let mut hits = HITS.with(|h| std::mem::take(&mut *h.borrow_mut()));
-            let scratch = self.scratch();
+            let scratch = self.scratch(text.len());
             names.camel.clear();
             names.programs.clear();
             names.found = scratch.is_some();
@@ -619,17 +638,20 @@ impl Prefilter {
 
     /// Vectorscan's scratch space for one call, when it is the engine.
     #[cfg(feature = "vectorscan")]
-    fn scratch(&self) -> Option<hyperscan::Scratch> {
-        self.vectorscan.as_ref()?.scratch()
+    fn scratch(&self, len: usize) -> Option<hyperscan::Scratch> {
+        let (folded, exact) = (&self.folded, &self.exact);
+        self.vectorscan
+            .for_text(len, || vectorscan::Engine::new(folded, exact))?
+            .scratch()
     }
     #[cfg(not(feature = "vectorscan"))]
-    fn scratch(&self) -> Option<()> {
+    fn scratch(&self, _: usize) -> Option<()> {
         None
     }
 
     #[cfg(feature = "vectorscan")]
     fn give_back(&self, scratch: Option<hyperscan::Scratch>) {
-        if let (Some(vs), Some(s)) = (&self.vectorscan, scratch) {
+        if let (Some(vs), Some(s)) = (self.vectorscan.get(), scratch) {
             vs.give_back(s);
         }
     }
@@ -650,7 +672,7 @@ impl Prefilter {
         hits: &mut Vec<(usize, usize, usize)>,
         names: &mut Names,
     ) -> bool {
-        let (Some(vs), Some(scratch)) = (&self.vectorscan, scratch) else {
+        let (Some(vs), Some(scratch)) = (self.vectorscan.get(), scratch) else {
             return false;
         };
         let mut local = |rule: usize, s: usize, e: usize| hits.push((s + lo, e + lo, rule));
@@ -714,7 +736,48 @@ mod vectorscan {
 
     use super::Space;
     use hyperscan::prelude::*;
-    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Mutex, OnceLock};
+
+    /// The engine, built once `after` bytes have been searched (see
+    /// [`super::VECTORSCAN_AFTER`]); `None` inside when it cannot be built here.
+    pub struct Lazy {
+        engine: OnceLock<Option<Engine>>,
+        searched: AtomicUsize,
+        after: usize,
+    }
+
+    impl Lazy {
+        pub fn after(after: usize) -> Lazy {
+            Lazy {
+                engine: OnceLock::new(),
+                searched: AtomicUsize::new(0),
+                after,
+            }
+        }
+
+        /// The engine, if built.
+        pub fn get(&self) -> Option<&Engine> {
+            self.engine.get()?.as_ref()
+        }
+
+        /// The engine for a search of `len` more bytes: built (by `build`) once the bytes
+        /// searched reach the threshold.
+        pub fn for_text(
+            &self,
+            len: usize,
+            build: impl FnOnce() -> Option<Engine>,
+        ) -> Option<&Engine> {
+            if let Some(e) = self.engine.get() {
+                return e.as_ref();
+            }
+            let before = self.searched.fetch_add(len, Ordering::Relaxed);
+            if before.saturating_add(len) < self.after {
+                return None;
+            }
+            self.engine.get_or_init(build).as_ref()
+        }
+    }
 
     /// What a pattern of the database is, and its length.
     #[derive(Clone, Copy)]

@@ -71,7 +71,7 @@ fn mixed(seed: u64, len: usize, filler: &[u8]) -> Vec<u8> {
 /// agree with a direct comparison at every position.
 #[test]
 fn both_prefilter_engines_report_the_same_hits() {
-    let fast = Prefilter::new();
+    let fast = Prefilter::eager();
     let teddy = Prefilter::teddy();
     assert_eq!(teddy.engine(), Engine::Teddy);
     let fillers: [&[u8]; 3] = [
@@ -126,8 +126,8 @@ fn the_one_pass_finds_every_other_name() {
         let mut names = Names::default();
         Prefilter::teddy().find_with_names(&text, &mut |_, _, _| {}, &mut names);
         assert!(!names.found && names.camel.is_empty() && names.programs.is_empty());
-        Prefilter::new().find_with_names(&text, &mut |_, _, _| {}, &mut names);
-        if Prefilter::new().engine() == Engine::Teddy {
+        Prefilter::eager().find_with_names(&text, &mut |_, _, _| {}, &mut names);
+        if Prefilter::eager().engine() == Engine::Teddy {
             assert!(!names.found);
             continue;
         }
@@ -151,14 +151,14 @@ fn the_one_pass_finds_every_other_name() {
 #[cfg(feature = "vectorscan")]
 #[test]
 fn vectorscan_is_the_engine_when_built_in() {
-    assert_eq!(Prefilter::new().engine(), Engine::Vectorscan);
+    assert_eq!(Prefilter::eager().engine(), Engine::Vectorscan);
 }
 
 /// Many threads scanning at once each get a scratch space of their own and the hits of
 /// one thread alone.
 #[test]
 fn concurrent_scans_find_what_one_finds() {
-    let p = Prefilter::new();
+    let p = Prefilter::eager();
     let text = mixed(7, 100_000, b"abc xyz=\n");
     let want = hits(&p, &text);
     std::thread::scope(|s| {
@@ -170,4 +170,24 @@ fn concurrent_scans_find_what_one_finds() {
             });
         }
     });
+}
+
+/// A one-shot `gateway exec` of a command with a page of output must not pay for compiling
+/// Vectorscan's database (~3 ms a call): a prefilter searches its first
+/// [`super::VECTORSCAN_AFTER`] bytes with Teddy and builds Vectorscan for what follows.
+#[cfg(feature = "vectorscan")]
+#[test]
+fn vectorscan_is_built_only_past_the_first_mebibytes() {
+    let p = Prefilter::new();
+    let text = mixed(3, 64 << 10, b"abc xyz=\n");
+    let want = hits(&Prefilter::teddy(), &text);
+    let mut searched = 0;
+    while searched + text.len() < super::VECTORSCAN_AFTER {
+        assert_eq!(hits(&p, &text), want);
+        searched += text.len();
+        assert_eq!(p.engine(), Engine::Teddy, "built after {searched} bytes");
+    }
+    assert_eq!(hits(&p, &text), want);
+    assert_eq!(p.engine(), Engine::Vectorscan);
+    assert_eq!(hits(&p, &text), want);
 }
