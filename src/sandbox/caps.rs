@@ -8,6 +8,8 @@ use super::{LayerStatus, sys};
 
 /// Capability numbers (linux/capability.h) the sandbox's setup needs.
 pub(crate) const CAP_DAC_OVERRIDE: u32 = 1;
+pub(crate) const CAP_SETGID: u32 = 6;
+pub(crate) const CAP_SETUID: u32 = 7;
 pub(crate) const CAP_SETPCAP: u32 = 8;
 pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 

@@ -84,7 +84,7 @@ pub(crate) fn layer(
     }
     if !use_ns {
         return Ok(not_applied(
-            "memory total: needs namespaces (the per-process limit still applies)".into(),
+            "memory total: a memory cgroup needs a broker that may manage cgroups (root, or the daemon of contrib/gateway.service) and the run's namespaces; the per-process limit still applies".into(),
         ));
     }
     match join(mem) {
@@ -301,7 +301,7 @@ mod tests {
         let c = layer(&l, false, true, false).expect("layer");
         assert!(c.cgroup.is_none());
         assert!(
-            matches!(&c.status, LayerStatus::NotApplied { why } if why.contains("needs namespaces")),
+            matches!(&c.status, LayerStatus::NotApplied { why } if why.contains("manage cgroups")),
             "{:?}",
             c.status
         );

@@ -66,11 +66,12 @@ pub(crate) fn layer(
     spec: &Confinement,
     network: &Network,
     kernel_abi: i32,
+    pinned: &[(PathBuf, OwnedFd)],
 ) -> Result<(Option<OwnedFd>, LandlockStatus, LayerStatus), SandboxError> {
     if kernel_abi <= 0 && !spec.best_effort {
         return Err(SandboxError::LandlockUnsupported);
     }
-    let (fd, mut ll) = build(spec, network, kernel_abi)?;
+    let (fd, mut ll) = build(spec, network, kernel_abi, pinned)?;
     let net_needed = !matches!(network, Network::Loopback);
     ll.full = ll.fs && (ll.net || !net_needed) && ll.scoped;
     if fd.is_none() {
@@ -91,10 +92,13 @@ fn read_rights() -> BitFlags<AccessFs> {
     AccessFs::ReadFile | AccessFs::ReadDir
 }
 
+/// `pinned`: the writable areas' descriptors (the mounts layer's): their rules are added
+/// from those, not from their names.
 pub(crate) fn build(
     spec: &Confinement,
     network: &Network,
     kernel_abi: i32,
+    pinned: &[(PathBuf, OwnedFd)],
 ) -> Result<(Option<OwnedFd>, LandlockStatus), SandboxError> {
     let abi = ABI::from(kernel_abi);
     let mut status = LandlockStatus {
@@ -163,6 +167,24 @@ pub(crate) fn build(
     let mut count = 0usize;
     let file_rights = AccessFs::from_file(abi);
     for (p, rights) in wanted {
+        use std::os::unix::ffi::OsStrExt;
+        let pb = p.as_os_str().as_bytes();
+        if let Some((_, pin)) = pinned.iter().find(|(q, _)| q == p)
+            && !deny.iter().any(|d| *d == pb || below(d, pb))
+        {
+            let added = super::sys::add_landlock_rule_fd(
+                fd.as_fd(),
+                pin.as_fd(),
+                rights.bits(),
+                file_rights.bits(),
+            )
+            .map_err(|source| LandlockError::Rule {
+                path: p.clone(),
+                source,
+            })?;
+            count += usize::from(added);
+            continue;
+        }
         add_tree(fd.as_fd(), p, rights, file_rights, &deny, &mut count)?;
     }
     status.fs = true;
@@ -358,7 +380,7 @@ mod layer_tests {
         }
         let mut c = confinement();
         c.read = vec![inside.clone()];
-        let (fd, ll, status) = layer(&c, &Network::None, abi).expect("ruleset");
+        let (fd, ll, status) = layer(&c, &Network::None, abi, &[]).expect("ruleset");
         assert!(ll.fs && ll.rules >= 1 && ll.abi == abi as u32);
         if abi >= 6 {
             assert_eq!(status, LayerStatus::Enforced);
@@ -389,7 +411,7 @@ mod layer_tests {
         }
         let mut c = confinement();
         c.read = vec!["/usr".into()];
-        let (fd, ll, status) = layer(&c, &Network::None, 3).expect("ABI 3 ruleset");
+        let (fd, ll, status) = layer(&c, &Network::None, 3, &[]).expect("ABI 3 ruleset");
         assert!(fd.is_some() && ll.fs && !ll.net && !ll.scoped && !ll.full);
         let LayerStatus::Partial { why } = status else {
             panic!("{status:?}")
@@ -399,14 +421,14 @@ mod layer_tests {
             "{why}"
         );
         // Loopback needs no TCP rules: only scoping is missing.
-        let (_, _, status) = layer(&c, &Network::Loopback, 3).expect("ruleset");
+        let (_, _, status) = layer(&c, &Network::Loopback, 3, &[]).expect("ruleset");
         assert!(matches!(&status, LayerStatus::Partial { why } if !why.contains("TCP")));
         c.best_effort = false;
-        let e = layer(&c, &Network::None, 0).expect_err("refused");
+        let e = layer(&c, &Network::None, 0, &[]).expect_err("refused");
         assert!(matches!(e, SandboxError::LandlockUnsupported), "{e}");
         assert!(e.to_string().contains("best_effort"), "{e}");
         c.best_effort = true;
-        let (fd, ll, status) = layer(&c, &Network::None, 0).expect("best effort");
+        let (fd, ll, status) = layer(&c, &Network::None, 0, &[]).expect("best effort");
         assert!(fd.is_none() && !ll.fs);
         assert!(
             matches!(&status, LayerStatus::NotApplied { why } if why.contains("unsupported")),

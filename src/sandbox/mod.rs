@@ -183,10 +183,24 @@ pub fn seccomp_program(network: &Network) -> Result<Vec<u8>, SandboxError> {
     Ok(out)
 }
 
-/// Will `run` use namespaces (and so honour `Spec::private_tmp`)? When the broker is root, or
-/// has CAP_SYS_ADMIN (namespaces, mounts) and CAP_DAC_OVERRIDE (`/proc/sys` and the cgroup
-/// files belong to root): a daemon running as its own user with those capabilities.
+/// Does this host let gateway create a run's user namespace (and mount in it)? Probed once
+/// per process by a throwaway child; `None` when it does, else what refused it. Runs do not
+/// wait for this: they find out when their own clone fails; `policy explain`, and a
+/// best-effort policy (which must know before it starts), ask here.
+pub fn userns_refused() -> Option<String> {
+    static PROBE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PROBE.get_or_init(sys::probe_userns).clone()
+}
+
+/// Will runs get their namespaces (and so honour `Spec::private_tmp`)? On every host that
+/// allows unprivileged user namespaces, whoever runs the broker.
 pub fn namespaces_available() -> bool {
+    userns_refused().is_none()
+}
+
+/// May this broker manage cgroups (root, or CAP_SYS_ADMIN and CAP_DAC_OVERRIDE: the daemon
+/// of contrib/)? The memory cgroup that bounds a run's total needs it.
+fn host_privileged() -> bool {
     sys::euid() == 0
         || (caps::has_cap(caps::CAP_SYS_ADMIN) && caps::has_cap(caps::CAP_DAC_OVERRIDE))
 }
@@ -310,8 +324,38 @@ pub enum SandboxError {
         /// What it needs that is missing.
         why: String,
     },
+    /// A writable area, or a path the run's mount tree pins in one, is a symbolic link or
+    /// lies below one: never followed.
+    #[error(
+        "{what} {}: it is a symbolic link or lies below one, and the sandbox never follows a link in a tree the command could have written (a run may have replaced it to point elsewhere); refused, nothing ran. Check what it points to; if the link is yours, name its real location in the policy",
+        path.display()
+    )]
+    WritableLink {
+        /// What the path is (a writable area, a protected path, a denied path).
+        what: &'static str,
+        /// The path, as the policy gives it.
+        path: PathBuf,
+    },
+    /// A path of the run's mount tree could not be opened.
+    #[error("cannot open the {what} {}: {source}", path.display())]
+    Pin {
+        /// What the path is.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The run's user namespace cannot be created here, and the policy is not best-effort.
+    #[error(
+        "user namespaces are not available to gateway here ({why}), and every run needs one: its own user, mount, pid, ipc, uts and network namespaces, with the host read-only. Two ways out: let this binary create user namespaces (on Ubuntu 24.04 and later, install the AppArmor profile shipped in contrib/apparmor/gateway, as Ubuntu ships one for bwrap; elsewhere set the sysctl user.max_user_namespaces above 0), or run the daemon with the capabilities in contrib/gateway.service and point GATEWAY_SOCKET at it. To run with only landlock and seccomp instead, set `best_effort = true` in the policy's [sandbox] (reported as not enforced)"
+    )]
+    UserNamespaces {
+        /// What the kernel said.
+        why: String,
+    },
     /// Something the broker requires around the sandbox is unavailable (the broker's own
-    /// checks, e.g. its keeper of protected paths).
+    /// checks).
     #[error("{0} (set `best_effort = true` in the policy to run without it)")]
     Unavailable(String),
 }
@@ -374,23 +418,49 @@ pub fn stdin_is_null() -> bool {
 /// Runs `spec` confined; `sink` receives output chunks as they arrive. One function per
 /// layer prepares it and says what it enforces; the child applies them all or the run fails.
 pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError> {
+    let c = &spec.confine;
+    // A best-effort policy goes on without namespaces where they are refused, so it must
+    // know before it starts; the others find out from their own clone (fail closed).
+    let refused = if c.namespaces && c.best_effort {
+        userns_refused()
+    } else {
+        None
+    };
+    run_with(spec, sink, refused.as_deref())
+}
+
+fn run_with(
+    spec: &Spec,
+    sink: &mut dyn StreamIo,
+    refused: Option<&str>,
+) -> Result<Outcome, SandboxError> {
     let start = Instant::now();
     reap::reap_pending();
     let active = reap::ActiveRun::enter();
     let c = &spec.confine;
     let root = sys::euid() == 0;
-    let ns = ns::plan(c, namespaces_available());
+    let ns = ns::plan(c, refused);
     if !ns.use_ns {
         active.uncontained();
     }
     let abi = sys::landlock_abi();
-    let (ll_fd, landlock, landlock_status) = landlock::layer(c, &ns.network, abi)?;
-    let (bpf, seccomp_status) = seccomp::layer(&ns.network, c.danger_openat2)?;
-    let ll_bits = ll_fd.as_ref().map(|_| landlock::all_access_bits(abi));
+    let ll_bits = (abi > 0).then(|| landlock::all_access_bits(abi));
     let (mounts, mounts_status) = mounts::plan(c, ns.use_ns, ll_bits)?;
+    let (ll_fd, landlock, landlock_status) = landlock::layer(c, &ns.network, abi, &mounts.pinned)?;
+    let (bpf, seccomp_status) = seccomp::layer(&ns.network, c.danger_openat2)?;
     let (rlimits, rlimits_status) = rlimits::plan(&c.limits, ns.use_ns, root)?;
-    let (caps, caps_status) = caps::plan(root || caps::has_cap(caps::CAP_SETPCAP));
-    let cgroup = cgroup::layer(&c.limits, ns.use_ns, c.memory_cgroup, c.best_effort)?;
+    let (caps, caps_status) = caps::plan(ns.use_ns || root || caps::has_cap(caps::CAP_SETPCAP));
+    let cgroup = cgroup::layer(
+        &c.limits,
+        ns.use_ns && host_privileged(),
+        c.memory_cgroup,
+        c.best_effort,
+    )?;
+    let userns = if ns.use_ns {
+        Some(ns::user_maps(c.run_as.as_ref())?)
+    } else {
+        None
+    };
     let mut limits = rlimits.names.clone();
     if let Some(u) = &c.run_as {
         limits.push(format!("run as uid {} gid {} (the caller)", u.uid, u.gid));
@@ -412,12 +482,15 @@ pub fn run(spec: &Spec, sink: &mut dyn StreamIo) -> Result<Outcome, SandboxError
         mount_namespace: ns.use_ns,
         ipc_namespace: ns.use_ns,
         net_namespace: ns.net_ns,
+        user_namespace: ns.use_ns,
+        read_only_host: ns.use_ns && mounts.read_only_host,
         protected_read_only: mounts.protected_read_only,
         denied_masked: mounts.denied_masked,
         limits,
     };
     let layers = spawn::Layers {
         ns: ns.use_ns.then_some(ns.net_ns),
+        userns,
         loopback: matches!(ns.network, Network::Loopback),
         mounts,
         cgroup: cgroup.cgroup,
@@ -468,6 +541,18 @@ fn exit_of(
     for (st, val) in relay::records(&r.report) {
         if st == sys::stage::EXIT_STATUS {
             cmd_status = Some(val);
+        } else if (st == sys::stage::MOUNT_PRIVATE || st == sys::stage::USERNS)
+            && (val == libc::EPERM || val == libc::EACCES)
+        {
+            // The user namespace was created but gives no capability in it (Ubuntu's
+            // AppArmor restriction): it is refused all the same.
+            return Err(SandboxError::UserNamespaces {
+                why: format!(
+                    "{}: {}",
+                    sys::stage::name(st),
+                    std::io::Error::from_raw_os_error(val)
+                ),
+            });
         } else if st == sys::stage::EXEC {
             return Err(SandboxError::Exec {
                 path: spec.program.clone(),

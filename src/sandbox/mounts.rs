@@ -1,20 +1,40 @@
-//! The mounts layer, in the run's mount namespace: denied paths inside allowed trees masked
-//! (an empty read-only tmpfs on a directory, `/dev/null` on a file), protected paths bound
-//! read-only, the ancestors of protected paths pinned, a private TMPDIR and /dev/shm, and the
-//! landlock access for the fresh /proc. Applied by the helper (`sys::apply_mounts`).
+//! The mounts layer: the run's mount tree, built by the helper in the run's own user and
+//! mount namespaces (`sys::mount::apply`). The host is read-only (unless the policy writes
+//! `/`); the writable areas are bound read-write on top; ancestors of protected and denied
+//! paths inside them are pinned (a mount point cannot be renamed); protected paths are bound
+//! read-only; denied paths are masked (an empty read-only tmpfs on a directory, `/dev/null`
+//! on a file); then a private TMPDIR and /dev/shm, and the landlock access for the fresh
+//! /proc.
 //!
-//! Without a mount namespace: hidden paths are an error unless `best_effort`, protected paths
-//! are left to the broker's keeper (reported `NotApplied`), a private TMPDIR is an error.
+//! Pinned by descriptor, not by name: every path of the tree that lies in a writable area
+//! (and every writable area) is opened here with `openat2(RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS)`, and its identity (device, inode) goes to the helper, which opens
+//! it the same way in the new namespace and binds only that object. A writable area that is
+//! a link, or lies below one, is refused with its name ([`SandboxError::WritableLink`]) —
+//! never followed; the descriptors of the writable areas are also what landlock's write rules
+//! are added from.
+//!
+//! Without a mount namespace (best effort on a host that refuses user namespaces, or a policy
+//! with `namespaces = false`): denied paths inside the workspace and protected paths cannot
+//! be kept from the run, an error unless `best_effort`; a private TMPDIR is an error.
 
+use super::sys::mount::{Find, Identity, Step};
 use super::{Confinement, LayerStatus, SandboxError, cstr, sys};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// What the mounts layer prepared for the helper.
 #[derive(Default)]
 pub(crate) struct Mounts {
-    /// Pins, masks and read-only binds, in order.
-    pub steps: Vec<sys::MountStep>,
+    /// The tree, in order.
+    pub steps: Vec<Step>,
+    /// How many of the steps are writable areas (the helper's slots for their copies).
+    pub writable: usize,
+    /// The writable areas' descriptors, pinned here (landlock's write rules use them).
+    pub pinned: Vec<(PathBuf, OwnedFd)>,
+    /// The host is made read-only (not when the policy writes `/`).
+    pub read_only_host: bool,
     /// Fresh tmpfs mounts: path, options, landlock access bits to grant on them.
     pub tmpfs: Vec<(std::ffi::CString, std::ffi::CString, u64)>,
     /// Landlock access bits for the fresh /proc (0: none).
@@ -35,26 +55,75 @@ pub(crate) fn plan(
     if !use_ns {
         return without_namespace(c).map(|s| (Mounts::default(), s));
     }
-    let mut m = Mounts::default();
+    let mut m = Mounts {
+        read_only_host: !c.write.iter().any(|w| w.as_path() == Path::new("/")),
+        ..Mounts::default()
+    };
+    writable(c, &mut m)?;
     pins(c, &mut m.steps)?;
-    masks(c, &mut m.steps)?;
+    masks(c, &mut m)?;
     for p in &c.protected {
-        if std::fs::symlink_metadata(p).is_ok() {
-            let p = cstr(p.as_os_str().as_bytes(), "protected path")?;
-            m.steps.push(sys::MountStep::ReadOnly(p));
+        if let Some(id) = pinned(p, "protected path")? {
+            m.steps.push(Step::ReadOnly(
+                cstr(p.as_os_str().as_bytes(), "protected path")?,
+                id,
+            ));
             m.protected_read_only += 1;
         }
     }
-    m.denied_masked = m
-        .steps
-        .iter()
-        .filter(|s| matches!(s, sys::MountStep::MaskDir(_) | sys::MountStep::MaskFile(_)))
-        .count();
     m.proc_access = proc_access(c, landlock_bits.is_some());
     if let Some((path, size)) = &c.private_tmp {
         m.tmpfs = private_tmp(c, path, *size, landlock_bits.unwrap_or(0))?;
     }
     Ok((m, LayerStatus::Enforced))
+}
+
+/// Opens `path` following no link and returns what it is; `None` if it does not exist (or
+/// cannot be reached: then the command, with the same rights, cannot reach it either). A
+/// link on the way is refused: a path in a tree the agent writes is never followed.
+fn pinned(path: &Path, what: &'static str) -> Result<Option<Identity>, SandboxError> {
+    Ok(pin_fd(path, what)?.map(|(_, id)| id))
+}
+
+fn pin_fd(path: &Path, what: &'static str) -> Result<Option<(OwnedFd, Identity)>, SandboxError> {
+    let c = cstr(path.as_os_str().as_bytes(), what)?;
+    match sys::mount::pin(&c) {
+        Ok(x) => Ok(Some(x)),
+        Err(e) => match e.raw_os_error() {
+            Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES) => Ok(None),
+            Some(libc::ELOOP) => Err(SandboxError::WritableLink {
+                what,
+                path: path.to_path_buf(),
+            }),
+            _ => Err(SandboxError::Pin {
+                what,
+                path: path.to_path_buf(),
+                source: e,
+            }),
+        },
+    }
+}
+
+/// The writable areas, parents first, each pinned; a writable `/` stands for the host as it
+/// is (nothing to bind, and nothing made read-only).
+fn writable(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
+    if !m.read_only_host {
+        return Ok(());
+    }
+    let mut areas: Vec<&PathBuf> = c.write.iter().collect();
+    areas.sort_by_key(|p| p.as_os_str().len());
+    areas.dedup();
+    for w in areas {
+        if let Some((fd, id)) = pin_fd(w, "writable area")? {
+            m.steps.push(Step::Writable(
+                cstr(w.as_os_str().as_bytes(), "writable area")?,
+                id,
+            ));
+            m.pinned.push((w.clone(), fd));
+            m.writable += 1;
+        }
+    }
+    Ok(())
 }
 
 /// No mount namespace: what that costs, or an error where it cannot be done without.
@@ -67,43 +136,49 @@ fn without_namespace(c: &Confinement) -> Result<LayerStatus, SandboxError> {
                     .into(),
         });
     }
-    let mut missing = Vec::new();
+    let mut missing = vec![
+        "the host is not read-only: only landlock keeps the run from writing outside its writable areas, and landlock has no right for chmod, utimes or xattrs".to_string(),
+    ];
     if !c.hidden.is_empty() {
-        let why = format!(
-            "{} denied paths inside the workspace are hidden with a mount namespace, which needs a privileged broker",
+        missing.push(format!(
+            "{} denied paths inside the workspace are not hidden (they are hidden by the run's mount namespace)",
             c.hidden.len()
-        );
-        if !c.best_effort {
-            return Err(SandboxError::Required {
-                layer: super::Layer::Mounts,
-                why,
-            });
-        }
-        missing.push(why);
+        ));
     }
     if !c.protected.is_empty() {
         missing.push(format!(
-            "{} protected paths: read-only mounts need a mount namespace; the broker keeps them and puts back what the run changed after it (new ones are quarantined)",
+            "{} protected paths stay writable (they are read-only mounts in the run's mount namespace)",
             c.protected.len()
         ));
     }
-    Ok(if missing.is_empty() {
-        LayerStatus::NotRequested
-    } else {
-        LayerStatus::NotApplied {
-            why: missing.join("; "),
-        }
+    if !c.best_effort && (!c.hidden.is_empty() || !c.protected.is_empty()) {
+        return Err(SandboxError::Required {
+            layer: super::Layer::Mounts,
+            why: missing[1..].join("; "),
+        });
+    }
+    Ok(LayerStatus::NotApplied {
+        why: missing.join("; "),
     })
 }
 
-/// Ancestors of protected paths inside a writable tree are pinned (self-bind mounts):
-/// otherwise `mv .git .git2` would carry the read-only mounts away and a fresh `.git` with new
-/// hooks could take its place. Parents first, and before every other mount: a bind made later
-/// would cover the masks and read-only mounts beneath it.
-fn pins(c: &Confinement, steps: &mut Vec<sys::MountStep>) -> Result<(), SandboxError> {
+/// The writable area `p` lies strictly inside, if any.
+fn in_writable<'a>(c: &'a Confinement, p: &Path) -> Option<&'a PathBuf> {
+    c.write
+        .iter()
+        .filter(|w| p.starts_with(w) && p != w.as_path())
+        .max_by_key(|w| w.as_os_str().len())
+}
+
+/// Ancestors of protected and denied paths inside a writable tree are pinned (bound onto
+/// themselves): otherwise `mv .git .git2` would carry the read-only mounts away and a fresh
+/// `.git` with new hooks could take its place, and `mv config config2` would carry a denied
+/// file out from under its name for the next run. Parents first, and before every other
+/// mount: a bind made later would cover the masks and read-only mounts beneath it.
+fn pins(c: &Confinement, steps: &mut Vec<Step>) -> Result<(), SandboxError> {
     let mut pins: Vec<&Path> = Vec::new();
-    for p in &c.protected {
-        if let Some(root) = c.write.iter().find(|w| p.starts_with(w) && p != *w) {
+    for p in c.protected.iter().chain(&c.hidden).chain(&c.deny) {
+        if let Some(root) = in_writable(c, p) {
             let mut a = p.parent();
             while let Some(dir) = a {
                 if dir == root.as_path() || !dir.starts_with(root) {
@@ -117,14 +192,20 @@ fn pins(c: &Confinement, steps: &mut Vec<sys::MountStep>) -> Result<(), SandboxE
     pins.sort_by_key(|p| p.as_os_str().len());
     pins.dedup();
     for dir in pins {
-        let d = cstr(dir.as_os_str().as_bytes(), "protected path parent")?;
-        steps.push(sys::MountStep::Pin(d));
+        if let Some(id) = pinned(dir, "protected or denied path's parent")?
+            && id.dir
+        {
+            let d = cstr(dir.as_os_str().as_bytes(), "protected path parent")?;
+            steps.push(Step::Pin(d, id));
+        }
     }
     Ok(())
 }
 
 /// Denied paths inside an allowed tree, and hidden ones, masked (the others are unreachable).
-fn masks(c: &Confinement, steps: &mut Vec<sys::MountStep>) -> Result<(), SandboxError> {
+/// Those in a writable area are pinned by descriptor; the others are masked where their name
+/// leads (the agent cannot re-point a path outside every writable area).
+fn masks(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
     use std::os::unix::fs::FileTypeExt;
     let reachable = |d: &PathBuf| {
         c.read
@@ -134,20 +215,30 @@ fn masks(c: &Confinement, steps: &mut Vec<sys::MountStep>) -> Result<(), Sandbox
             .any(|r| d.starts_with(r))
     };
     for d in c.deny.iter().filter(|d| reachable(d)).chain(&c.hidden) {
-        let Ok(m) = std::fs::symlink_metadata(d) else {
-            continue;
-        };
-        // Device nodes are refused by landlock; masking each would cost a mount apiece.
-        let ft = m.file_type();
-        if ft.is_block_device() || ft.is_char_device() {
-            continue;
-        }
         let p = cstr(d.as_os_str().as_bytes(), "denied path")?;
-        steps.push(if m.is_dir() {
-            sys::MountStep::MaskDir(p)
+        let (find, dir) = if in_writable(c, d).is_some() {
+            match pinned(d, "denied path")? {
+                Some(id) => (Find::Pinned(id), id.dir),
+                None => continue,
+            }
         } else {
-            sys::MountStep::MaskFile(p)
+            // not-ws: a denied path outside every writable area, typed to choose its mask
+            let Ok(meta) = std::fs::metadata(d) else {
+                continue;
+            };
+            // Device nodes are refused by landlock; masking each would cost a mount apiece.
+            let ft = meta.file_type();
+            if ft.is_block_device() || ft.is_char_device() {
+                continue;
+            }
+            (Find::Named, meta.is_dir())
+        };
+        m.steps.push(if dir {
+            Step::MaskDir(p, find)
+        } else {
+            Step::MaskFile(p, find)
         });
+        m.denied_masked += 1;
     }
     Ok(())
 }
@@ -200,7 +291,7 @@ fn private_tmp(
 mod tests {
     use super::super::testing::{confinement, require_root, scratch};
     use super::super::{LayerStatus, SandboxError, sys};
-    use super::plan;
+    use super::{Step, plan};
 
     #[test]
     fn without_a_mount_namespace_hidden_paths_need_best_effort() {
@@ -227,9 +318,12 @@ mod tests {
         );
         c.hidden.clear();
         c.protected.clear();
-        assert_eq!(
-            plan(&c, false, None).expect("plan").1,
-            LayerStatus::NotRequested
+        c.best_effort = false;
+        // Nothing to hide or protect: it runs, reported as a host that is not read-only.
+        let (_, status) = plan(&c, false, None).expect("plan");
+        assert!(
+            matches!(&status, LayerStatus::NotApplied { why } if why.contains("not read-only")),
+            "{status:?}"
         );
         c.private_tmp = Some((dir.clone(), 1 << 20));
         assert!(matches!(
@@ -238,11 +332,12 @@ mod tests {
         ));
     }
 
-    /// The mounts alone, applied in a forked child's own mount namespace: the protected
-    /// directory refuses writes (read-only bind), the denied file cannot be opened (masked), the
-    /// host's view is untouched.
+    /// The mounts alone, applied in a forked child's own mount namespace: the host outside the
+    /// writable area refuses even a chmod (read-only), the writable area takes writes, the
+    /// protected directory refuses them (read-only bind), the denied file cannot be opened
+    /// (masked), the pinned parent cannot be renamed; the host's view is untouched.
     #[test]
-    fn mounts_alone_make_protected_read_only_and_mask_denied() {
+    fn mounts_alone_make_the_host_and_protected_read_only_and_mask_denied() {
         if !require_root() {
             return;
         }
@@ -250,44 +345,86 @@ mod tests {
         let ws = dir.join("ws");
         let prot = ws.join("sub").join("protected");
         std::fs::create_dir_all(&prot).expect("mkdir");
-        let secret = ws.join("secret");
+        let secret = ws.join("conf").join("secret");
+        std::fs::create_dir_all(ws.join("conf")).expect("mkdir");
         std::fs::write(&secret, "SECRET").expect("write");
+        let outside = dir.join("outside");
+        std::fs::write(&outside, "O").expect("write");
         let mut c = confinement();
         c.write = vec![ws.clone()];
         c.protected = vec![prot.clone()];
-        c.deny = vec![secret.clone()];
+        c.hidden = vec![secret.clone()];
         let (m, status) = plan(&c, true, None).expect("plan");
         assert_eq!(status, LayerStatus::Enforced);
-        assert_eq!((m.protected_read_only, m.denied_masked), (1, 1));
-        // The parent of the protected path is pinned, first.
-        assert!(
-            matches!(&m.steps[0], sys::MountStep::Pin(p) if p.to_bytes().ends_with(b"/ws/sub"))
+        assert_eq!(
+            (m.protected_read_only, m.denied_masked, m.writable),
+            (1, 1, 1)
         );
-        let ns = sys::NsPlan {
-            net: false,
-            loopback: false,
-            mounts: m.steps,
-            pid_max: None,
-            tmpfs: m.tmpfs,
-            cgroup_tasks: None,
-            cgroup_fd: None,
-            proc_access: m.proc_access,
-        };
+        assert!(matches!(&m.steps[0], Step::Writable(p, _) if p.to_bytes().ends_with(b"/ws")));
+        // The parents of the denied and protected paths are pinned, before the rest.
+        let pinned = |i: usize, name: &[u8]| matches!(&m.steps[i], Step::Pin(p, _) if p.to_bytes().ends_with(name));
+        assert!(pinned(1, b"/ws/sub") && pinned(2, b"/ws/conf"));
+        let ns = ns_plan(m);
         let code = sys::testing::in_fork(|| {
             sys::testing::unshare(libc::CLONE_NEWNS).expect("unshare");
             sys::apply_mounts(&ns, None).expect("mounts");
+            use std::os::unix::fs::PermissionsExt;
+            let e = std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600))
+                .expect_err("read-only host");
+            assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+            std::fs::write(ws.join("new"), "x").expect("the writable area takes writes");
             let e = std::fs::write(prot.join("f"), "x").expect_err("read-only");
             assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
             // Masked by /dev/null on a nodev mount: it cannot even be opened.
             let e = std::fs::read(&secret).expect_err("masked");
             assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
-            // The pinned parent cannot be moved away.
+            // Pinned parents cannot be moved away (nor the denied file out of its place).
             assert!(std::fs::rename(ws.join("sub"), ws.join("sub2")).is_err());
+            assert!(std::fs::rename(ws.join("conf"), ws.join("conf2")).is_err());
             0
         });
         assert_eq!(code, 0);
         // Outside the child's namespace nothing changed.
         std::fs::write(prot.join("f"), "x").expect("host view writable");
         assert_eq!(std::fs::read_to_string(&secret).expect("read"), "SECRET");
+        assert_eq!(std::fs::read_to_string(ws.join("new")).expect("read"), "x");
+    }
+
+    /// A writable area that is a link (a run replaced `target` by `target -> /elsewhere`),
+    /// or lies below one, is refused with its name, never followed.
+    #[test]
+    fn a_writable_area_that_is_a_link_is_refused_with_its_name() {
+        let dir = scratch("mounts-link");
+        let elsewhere = dir.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).expect("mkdir");
+        std::fs::create_dir_all(dir.join("ws")).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, dir.join("ws/target")).expect("symlink");
+        std::os::unix::fs::symlink(&elsewhere, dir.join("ws/up")).expect("symlink");
+        for w in [dir.join("ws/target"), dir.join("ws/up/below")] {
+            let mut c = confinement();
+            c.write = vec![dir.join("ws"), w.clone()];
+            let e = plan(&c, true, None).err().expect("refused");
+            assert!(
+                matches!(&e, SandboxError::WritableLink { path, .. } if *path == w),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&w.display().to_string()), "{e}");
+        }
+    }
+
+    fn ns_plan(m: super::Mounts) -> sys::NsPlan {
+        sys::NsPlan {
+            net: false,
+            loopback: false,
+            userns: None,
+            trees: (0..m.writable).map(|_| std::cell::Cell::new(-1)).collect(),
+            read_only_host: m.read_only_host,
+            mounts: m.steps,
+            pid_max: None,
+            tmpfs: m.tmpfs,
+            cgroup_tasks: None,
+            cgroup_fd: None,
+            proc_access: m.proc_access,
+        }
     }
 }

@@ -1,13 +1,22 @@
-//! The namespaces layer and the network mode it decides: with a privileged broker (root, or
-//! CAP_SYS_ADMIN and CAP_DAC_OVERRIDE) the command runs under a pid-1 helper in new pid, mount
-//! and ipc namespaces, and a new network namespace for `none` and `loopback`; the helper
-//! mounts a fresh /proc, sets `pid_max` and brings `lo` up (`sys::finish_namespaces`).
+//! The namespaces layer and the network mode it decides: every run, whoever starts the
+//! broker, runs under a pid-1 helper in its own user, pid, mount, ipc and uts namespaces, and
+//! a network namespace of its own for `none` and `loopback`; the helper mounts a fresh /proc,
+//! sets `pid_max` and brings `lo` up (`sys::finish_namespaces`).
 //!
-//! Without privileges the run goes on without them (reported `NotApplied`): landlock and
-//! seccomp still hold, and `loopback` (a private network namespace) becomes no network at all
-//! rather than the host's.
+//! The user namespace maps the caller to itself, as bubblewrap does without privileges: the
+//! command runs as the user and what it creates is the user's. A broker with CAP_SETUID and
+//! CAP_SETGID (root, the daemon of contrib/) maps itself and, for a daemon's client of another
+//! uid, that client's uid, gid and groups (the command takes them before dropping its
+//! capabilities); an unprivileged broker maps its own uid and gid, with `setgroups` denied as
+//! the kernel requires.
+//!
+//! Where user namespaces are refused (`user.max_user_namespaces = 0`, Ubuntu's AppArmor
+//! restriction, some containers), the run fails closed with what is missing
+//! ([`super::SandboxError::UserNamespaces`]) unless the policy says `best_effort`: then it
+//! goes on without namespaces (reported `NotApplied`), landlock and seccomp still hold, and
+//! `loopback` becomes no network at all rather than the host's.
 
-use super::{Confinement, LayerStatus, Network};
+use super::{Confinement, LayerStatus, Network, RunAs, SandboxError, caps, sys};
 
 /// What the namespaces layer decided.
 #[derive(Debug)]
@@ -25,17 +34,20 @@ pub(crate) struct Namespaces {
     pub network_status: LayerStatus,
 }
 
-/// The namespaces layer for `c`, on a broker that is (or not) `privileged`.
-pub(crate) fn plan(c: &Confinement, privileged: bool) -> Namespaces {
-    let use_ns = c.namespaces && privileged;
+/// The namespaces layer for `c`; `refused`: why this host refused the run's user namespace
+/// (a first attempt failed, and the policy is best-effort), `None` to have them.
+pub(crate) fn plan(c: &Confinement, refused: Option<&str>) -> Namespaces {
+    let use_ns = c.namespaces && refused.is_none();
     let status = if !c.namespaces {
         LayerStatus::NotRequested
-    } else if use_ns {
-        LayerStatus::Enforced
-    } else {
+    } else if let Some(why) = refused {
         LayerStatus::NotApplied {
-            why: "the broker is not privileged (pid, mount, ipc, net isolation off: the host's /proc, including the socket lists in /proc/net, stays readable where the policy reads /proc; descendants that leave the command's session are killed when it ends, by the broker as their subreaper)".into(),
+            why: format!(
+                "user namespaces are refused here ({why}; best_effort): no user, pid, mount, ipc, uts or net isolation, so the host is not read-only (only landlock confines writes, and it has no right for chmod, utimes or xattrs), the host's processes and /proc/net are visible where the policy reads /proc; descendants that leave the command's session are killed when it ends, by the broker as their subreaper"
+            ),
         }
+    } else {
+        LayerStatus::Enforced
     };
     let (network, network_status) = if matches!(c.network, Network::Loopback) && !use_ns {
         let why = "loopback: no network namespace, so no network at all (network = none)";
@@ -56,6 +68,55 @@ pub(crate) fn plan(c: &Confinement, privileged: bool) -> Namespaces {
     }
 }
 
+/// The uid and gid maps of the run's user namespace, for a command that runs as `run_as` (a
+/// daemon's client of another uid) or as the broker itself.
+pub(crate) fn user_maps(run_as: Option<&RunAs>) -> Result<sys::UserMaps, SandboxError> {
+    let (uid, gid) = (sys::euid(), sys::egid());
+    let privileged = caps::has_cap(caps::CAP_SETUID) && caps::has_cap(caps::CAP_SETGID);
+    if !privileged {
+        if let Some(u) = run_as.filter(|u| u.uid != uid) {
+            return Err(SandboxError::Required {
+                layer: super::Layer::Namespaces,
+                why: format!(
+                    "running a command as uid {} needs CAP_SETUID and CAP_SETGID (the daemon of contrib/gateway.service has them)",
+                    u.uid
+                ),
+            });
+        }
+        return Ok(sys::UserMaps {
+            uid: format!("{uid} {uid} 1\n"),
+            gid: format!("{gid} {gid} 1\n"),
+            deny_setgroups: true,
+        });
+    }
+    let mut uids = vec![uid];
+    let mut gids = vec![gid];
+    if let Some(u) = run_as {
+        uids.push(u.uid);
+        gids.push(u.gid);
+        gids.extend(&u.groups);
+    }
+    let lines = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v.dedup();
+        v.iter().map(|i| format!("{i} {i} 1\n")).collect::<String>()
+    };
+    if gids.len() > 340 {
+        return Err(SandboxError::Required {
+            layer: super::Layer::Namespaces,
+            why: format!(
+                "the caller has {} groups; a user namespace maps at most 340",
+                gids.len()
+            ),
+        });
+    }
+    Ok(sys::UserMaps {
+        uid: lines(uids),
+        gid: lines(gids),
+        deny_setgroups: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::{confinement, require_root};
@@ -63,13 +124,13 @@ mod tests {
     use super::plan;
 
     #[test]
-    fn unprivileged_namespaces_are_not_applied_and_loopback_becomes_none() {
+    fn refused_namespaces_are_not_applied_and_loopback_becomes_none() {
         let mut c = confinement();
         c.network = Network::Loopback;
-        let ns = plan(&c, false);
+        let ns = plan(&c, Some("clone: EPERM"));
         assert!(!ns.use_ns && !ns.net_ns);
         assert!(
-            matches!(&ns.status, LayerStatus::NotApplied { why } if why.contains("/proc/net")),
+            matches!(&ns.status, LayerStatus::NotApplied { why } if why.contains("/proc/net") && why.contains("EPERM")),
             "{:?}",
             ns.status
         );
@@ -78,12 +139,12 @@ mod tests {
             matches!(&ns.network_status, LayerStatus::Partial { why } if why.contains("loopback"))
         );
         c.namespaces = false;
-        let ns = plan(&c, true);
+        let ns = plan(&c, None);
         assert_eq!(ns.status, LayerStatus::NotRequested);
         assert!(!ns.use_ns);
         c.namespaces = true;
         c.network = Network::ConnectTcp(vec![443]);
-        let ns = plan(&c, true);
+        let ns = plan(&c, None);
         assert_eq!(ns.status, LayerStatus::Enforced);
         assert!(
             ns.use_ns && !ns.net_ns,
@@ -101,14 +162,14 @@ mod tests {
         }
         let mut c = confinement();
         c.network = Network::Loopback;
-        let ns = plan(&c, true);
+        let ns = plan(&c, None);
         assert_eq!(ns.status, LayerStatus::Enforced);
         assert_eq!(ns.network_status, LayerStatus::Enforced);
         assert!(ns.use_ns && ns.net_ns);
         let host_net = std::fs::read_link("/proc/self/ns/net").expect("ns");
         let host_ipc = std::fs::read_link("/proc/self/ns/ipc").expect("ns");
         let code = sys::testing::in_fork(|| {
-            sys::testing::unshare(sys::namespace_flags(ns.net_ns)).expect("unshare");
+            sys::testing::unshare(sys::namespace_flags(ns.net_ns, false)).expect("unshare");
             // A fresh network namespace: `lo` down, nothing reachable even on loopback.
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             let addr = l.local_addr().expect("addr");

@@ -14,6 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 pub(crate) struct Layers {
     /// Namespaces: `Some(net_ns)`; `None` without.
     pub ns: Option<bool>,
+    /// The run's user namespace maps (with namespaces).
+    pub userns: Option<sys::UserMaps>,
     /// Bring up `lo` (network `loopback` in its own namespace).
     pub loopback: bool,
     pub mounts: Mounts,
@@ -128,6 +130,9 @@ pub(crate) fn start(
         ns: layers.ns.map(|net| sys::NsPlan {
             net,
             loopback: layers.loopback,
+            userns: layers.userns,
+            trees: (0..m.writable).map(|_| std::cell::Cell::new(-1)).collect(),
+            read_only_host: m.read_only_host,
             mounts: m.steps,
             pid_max: layers.rlimits.pid_max,
             proc_access: m.proc_access,
@@ -148,10 +153,30 @@ pub(crate) fn start(
         broker_pidfd: sys::raw(&broker_pidfd),
         broker_only: p.stdin_w.iter().map(|w| w.as_raw_fd()).collect(),
     };
-    let (pid, pidfd) = sys::spawn(&plan).map_err(io("starting the sandboxed process"))?;
-    // The child's ends, the ruleset and the broker's pidfd close here: the pipes must end
-    // when the command's side does.
+    let (pid, pidfd) = sys::spawn(&plan).map_err(|e| match e {
+        sys::SpawnError::Clone(e)
+            if plan.ns.is_some()
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::ENOSPC | libc::EUSERS | libc::EINVAL | libc::EACCES)
+                ) =>
+        {
+            SandboxError::UserNamespaces {
+                why: format!("creating the run's namespaces: {e}"),
+            }
+        }
+        sys::SpawnError::UserMaps(e) => SandboxError::UserNamespaces {
+            why: format!("mapping the caller into the run's user namespace: {e}"),
+        },
+        sys::SpawnError::Clone(e) | sys::SpawnError::Other(e) => SandboxError::Io {
+            what: "starting the sandboxed process",
+            source: e,
+        },
+    })?;
+    // The child's ends, the ruleset, the pinned writable areas and the broker's pidfd close
+    // here: the pipes must end when the command's side does.
     drop((
+        m.pinned,
         plan,
         broker_pidfd,
         p.out.1,

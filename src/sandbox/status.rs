@@ -186,6 +186,10 @@ pub struct EnforcementStatus {
     pub ipc_namespace: bool,
     /// network namespace.
     pub net_namespace: bool,
+    /// The run's own user namespace (every namespace above is owned by it).
+    pub user_namespace: bool,
+    /// The host is read-only in the run's mount namespace, except its writable areas.
+    pub read_only_host: bool,
     /// Protected paths made read-only.
     pub protected_read_only: usize,
     /// Denied paths masked in the mount namespace.
@@ -238,6 +242,8 @@ struct Wire<'a> {
     mount_namespace: bool,
     ipc_namespace: bool,
     net_namespace: bool,
+    user_namespace: bool,
+    read_only_host: bool,
     protected_read_only: usize,
     denied_masked: usize,
     limits: &'a [String],
@@ -268,6 +274,8 @@ impl Serialize for EnforcementStatus {
             mount_namespace: self.mount_namespace,
             ipc_namespace: self.ipc_namespace,
             net_namespace: self.net_namespace,
+            user_namespace: self.user_namespace,
+            read_only_host: self.read_only_host,
             protected_read_only: self.protected_read_only,
             denied_masked: self.denied_masked,
             limits: &self.limits,

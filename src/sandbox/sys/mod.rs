@@ -11,6 +11,8 @@
 //! syscall lives here.
 #![allow(unsafe_code)]
 
+pub(crate) mod mount;
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -42,6 +44,11 @@ pub(crate) mod stage {
     pub const SETSID: u32 = 30;
     pub const EXEC: u32 = 31;
     pub const IDENTITY: u32 = 33;
+    pub const USERNS: u32 = 34;
+    pub const MOUNT_WRITABLE: u32 = 35;
+    pub const MOUNT_READONLY: u32 = 36;
+    pub const MOUNT_PIN: u32 = 37;
+    pub const MOUNT_MOVED: u32 = 38;
 
     /// Human name of a stage, for errors.
     pub fn name(s: u32) -> &'static str {
@@ -69,6 +76,15 @@ pub(crate) mod stage {
             SECCOMP => "installing the seccomp filter",
             SETSID => "starting a new session",
             EXEC => "executing the program",
+            USERNS => {
+                "entering the run's user namespace (the broker could not map the caller's uid and gid into it)"
+            }
+            MOUNT_WRITABLE => "binding a writable area read-write onto the read-only host",
+            MOUNT_READONLY => "making the host read-only in the run's mount namespace",
+            MOUNT_PIN => "pinning a directory above a protected or denied path",
+            MOUNT_MOVED => {
+                "binding a path the broker pinned: it was replaced (renamed, re-pointed) between the check and the mount; nothing ran, try again"
+            }
             IDENTITY => {
                 "taking the caller's uid and gid (the daemon needs CAP_SETUID and CAP_SETGID to serve other users)"
             }
@@ -101,18 +117,6 @@ struct CloneArgs {
 }
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-/// A mount to make in the child's mount namespace before the command starts.
-pub(crate) enum MountStep {
-    /// Hide a denied directory under an empty, read-only tmpfs.
-    MaskDir(CString),
-    /// Hide a denied file under `/dev/null`, read-only.
-    MaskFile(CString),
-    /// Bind a protected path onto itself and make it read-only.
-    ReadOnly(CString),
-    /// Bind a directory onto itself, writable: a mount point cannot be renamed or removed, so
-    /// the ancestors of protected paths stay in place.
-    Pin(CString),
-}
 
 /// Namespace work done by the pid-1 helper.
 pub(crate) struct NsPlan {
@@ -120,7 +124,14 @@ pub(crate) struct NsPlan {
     pub net: bool,
     /// Bring up its loopback interface (`loopback` network; `none` leaves it down).
     pub loopback: bool,
-    pub mounts: Vec<MountStep>,
+    /// The run's own user namespace, and the uid and gid maps the broker writes for it.
+    pub userns: Option<UserMaps>,
+    /// The run's mount tree, in order (see [`mount::apply`]).
+    pub mounts: Vec<mount::Step>,
+    /// One slot per writable area, for the helper's detached copies.
+    pub trees: Vec<std::cell::Cell<RawFd>>,
+    /// Make the host read-only (not when the policy writes `/`).
+    pub read_only_host: bool,
     pub pid_max: Option<CString>,
     /// Fresh tmpfs mounts (the private TMPDIR and /dev/shm): path, mount options, and the
     /// landlock access to grant on it (added after mounting, like /proc).
@@ -132,6 +143,17 @@ pub(crate) struct NsPlan {
     /// Landlock access (bits) to grant on the fresh /proc; 0 = none. A rule on the host's /proc
     /// inode does not cover the new procfs, so the helper adds it after mounting.
     pub proc_access: u64,
+}
+
+/// The maps of a run's user namespace, written by the broker into `/proc/PID/` once the
+/// helper exists (the helper waits for them on a pipe).
+pub(crate) struct UserMaps {
+    /// `uid_map`'s text.
+    pub uid: String,
+    /// `gid_map`'s text.
+    pub gid: String,
+    /// Write `deny` to `setgroups` first (required of an unprivileged broker for a gid map).
+    pub deny_setgroups: bool,
 }
 
 /// Everything the child needs, prepared by the parent so the child does not allocate.
@@ -204,16 +226,14 @@ fn spawn_command(
     }
 }
 
-const DEV_NULL: &std::ffi::CStr = c"/dev/null";
 const PROC: &std::ffi::CStr = c"/proc";
 const PID_MAX_PATH: &std::ffi::CStr = c"/proc/sys/kernel/pid_max";
 const TMPFS: &std::ffi::CStr = c"tmpfs";
-const TMPFS_OPTS: &std::ffi::CStr = c"size=0,mode=000";
 
 /// Starts the confined child. With `plan.ns`, the child is pid 1 of new pid, mount and ipc (and
 /// net) namespaces; it sets them up, forks the command and reports its wait status. Returns
 /// the direct child's pid and a pidfd for it.
-pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
+pub(crate) fn spawn(plan: &ChildPlan) -> Result<(libc::pid_t, OwnedFd), SpawnError> {
     let argv_ptrs: Vec<*const libc::c_char> = plan
         .argv
         .iter()
@@ -230,54 +250,47 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
         None => {
             let pid = spawn_command(plan, &argv_ptrs, &envp_ptrs);
             if pid < 0 {
-                return Err(io::Error::last_os_error());
+                return Err(SpawnError::Clone(io::Error::last_os_error()));
             }
             pid
         }
         Some(ns) => {
-            let flags = (libc::SIGCHLD | namespace_flags(ns.net)) as libc::c_ulong;
-            let pid = match ns.cgroup_fd {
-                None => {
-                    // SAFETY: clone with a NULL stack behaves like fork: the child gets a
-                    // copy-on-write copy of the address space and continues here. It then runs
-                    // only async-signal-safe code (raw syscalls on memory prepared above) and
-                    // never returns from `init_main`.
-                    unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) }
-                }
-                Some(cg) => {
-                    let args = CloneArgs {
-                        // clone3 takes the exit signal separately, not in the flags' low byte.
-                        flags: (flags & !0xff) | CLONE_INTO_CGROUP,
-                        pidfd: 0,
-                        child_tid: 0,
-                        parent_tid: 0,
-                        exit_signal: libc::SIGCHLD as u64,
-                        stack: 0,
-                        stack_size: 0,
-                        tls: 0,
-                        set_tid: 0,
-                        set_tid_size: 0,
-                        cgroup: cg as u64,
-                    };
-                    // SAFETY: clone3 without a stack behaves like fork (as above), starting the
-                    // child in the cgroup `cg`; `args` is a valid clone_args (version 2) on our
-                    // stack.
-                    unsafe {
-                        libc::syscall(
-                            libc::SYS_clone3,
-                            &args as *const CloneArgs,
-                            std::mem::size_of::<CloneArgs>(),
-                        )
-                    }
-                }
+            // The helper waits on this pipe until the broker has written its user
+            // namespace's maps (it can do nothing as an unmapped user).
+            let sync = match &ns.userns {
+                Some(_) => Some(pipe_cloexec().map_err(SpawnError::Other)?),
+                None => None,
             };
+            let flags =
+                (libc::SIGCHLD | namespace_flags(ns.net, ns.userns.is_some())) as libc::c_ulong;
+            let (pid, join_by_write) = clone_helper(flags, ns.cgroup_fd);
             if pid < 0 {
-                return Err(io::Error::last_os_error());
+                let e = io::Error::last_os_error();
+                if let Some((r, w)) = sync {
+                    close_fd(r);
+                    close_fd(w);
+                }
+                return Err(SpawnError::Clone(e));
             }
             if pid == 0 {
-                init_main(plan, ns, &argv_ptrs, &envp_ptrs);
+                init_main(plan, ns, sync, join_by_write, &argv_ptrs, &envp_ptrs);
             }
-            pid as libc::pid_t
+            let pid = pid as libc::pid_t;
+            if let (Some(maps), Some((r, w))) = (&ns.userns, sync) {
+                close_fd(r);
+                let written = write_maps(pid, maps);
+                if written.is_ok() {
+                    // SAFETY: a one-byte write from a static to the pipe's write end we own.
+                    unsafe { libc::write(w, b"1".as_ptr().cast(), 1) };
+                }
+                close_fd(w);
+                if let Err(e) = written {
+                    kill(pid, libc::SIGKILL);
+                    let _ = wait(pid);
+                    return Err(SpawnError::UserMaps(e));
+                }
+            }
+            pid
         }
     };
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is passed.
@@ -286,20 +299,106 @@ pub(crate) fn spawn(plan: &ChildPlan) -> io::Result<(libc::pid_t, OwnedFd)> {
         let e = io::Error::last_os_error();
         kill(pid, libc::SIGKILL);
         let _ = wait(pid);
-        return Err(e);
+        return Err(SpawnError::Other(e));
     }
     // SAFETY: `fd` was just returned by pidfd_open and is owned by nobody else.
     Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
-/// The namespaces the helper is cloned into: pid, mount, ipc, and net if `net`.
-pub(crate) fn namespace_flags(net: bool) -> libc::c_int {
-    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
-    if net {
-        flags | libc::CLONE_NEWNET
-    } else {
-        flags
+/// Why the child could not be started.
+#[derive(Debug)]
+pub(crate) enum SpawnError {
+    /// clone(2) failed: with namespaces, EPERM, ENOSPC or EUSERS say that user namespaces
+    /// are refused here.
+    Clone(io::Error),
+    /// The run's user namespace could not be given its uid and gid maps.
+    UserMaps(io::Error),
+    /// Anything else (a pipe, a pidfd).
+    Other(io::Error),
+}
+
+/// Clones the helper into the namespaces of `flags` (and the cgroup `cgroup`, a v2 directory
+/// fd, with clone3). Where clone3 is refused (ENOSYS: an old kernel, a seccomp filter), falls
+/// back to clone, and the helper joins the cgroup itself: then the second value is true.
+/// Returns (pid, 0 in the child, -1 with errno on failure; joins-by-write).
+fn clone_helper(flags: libc::c_ulong, cgroup: Option<RawFd>) -> (libc::c_long, bool) {
+    if let Some(cg) = cgroup {
+        let args = CloneArgs {
+            // clone3 takes the exit signal separately, not in the flags' low byte.
+            flags: (flags & !0xff) | CLONE_INTO_CGROUP,
+            pidfd: 0,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: 0,
+            stack_size: 0,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: cg as u64,
+        };
+        // SAFETY: clone3 without a stack behaves like fork: the child gets a copy-on-write
+        // copy of the address space and continues here, in the cgroup `cg`; `args` is a valid
+        // clone_args (version 2) on our stack. The child then runs only async-signal-safe code
+        // (raw syscalls on memory prepared by the parent) and never returns from `init_main`.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        if pid >= 0 || errno() != libc::ENOSYS {
+            return (pid, false);
+        }
     }
+    // SAFETY: clone with a NULL stack behaves like fork (as above).
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    (pid, cgroup.is_some())
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+fn pipe_cloexec() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two fds into a live array of two.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+fn close_fd(fd: RawFd) {
+    // SAFETY: closing a descriptor this function's caller owns.
+    unsafe { libc::close(fd) };
+}
+
+/// Writes the helper's user namespace maps (`setgroups` first when asked).
+fn write_maps(pid: libc::pid_t, maps: &UserMaps) -> io::Result<()> {
+    let write = |name: &str, text: &str| {
+        let path = format!("/proc/{pid}/{name}");
+        // not-ws: the run's own /proc/PID files, written once by the broker
+        std::fs::write(&path, text)
+            .map_err(|e| io::Error::new(e.kind(), format!("writing {path}: {e}")))
+    };
+    if maps.deny_setgroups {
+        write("setgroups", "deny")?;
+    }
+    write("uid_map", &maps.uid)?;
+    write("gid_map", &maps.gid)
+}
+
+/// The namespaces the helper is cloned into: pid, mount, ipc and uts, net if `net`, and its
+/// own user namespace if `user`.
+pub(crate) fn namespace_flags(net: bool, user: bool) -> libc::c_int {
+    let mut flags =
+        libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    if user {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    flags
 }
 
 /// Writes an 8-byte record (stage, value) to the report pipe. Async-signal-safe.
@@ -314,7 +413,7 @@ fn report(fd: RawFd, st: u32, value: i32) {
     }
 }
 
-fn errno() -> i32 {
+pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
@@ -329,10 +428,28 @@ fn fail(fd: RawFd, st: u32) -> ! {
 fn init_main(
     plan: &ChildPlan,
     ns: &NsPlan,
+    sync: Option<(RawFd, RawFd)>,
+    join_by_write: bool,
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
 ) -> ! {
     let r = plan.report;
+    // Wait for the broker to write this user namespace's maps: a byte, or end of file if it
+    // could not (it then kills us).
+    if let Some((sr, sw)) = sync {
+        let mut b = 0u8;
+        // SAFETY: close our copy of the write end, then a one-byte read into a live local.
+        let n = unsafe {
+            libc::close(sw);
+            let n = libc::read(sr, (&mut b as *mut u8).cast(), 1);
+            libc::close(sr);
+            n
+        };
+        if n != 1 {
+            // SAFETY: see `fail`.
+            unsafe { libc::_exit(1) };
+        }
+    }
     for &fd in &plan.broker_only {
         // SAFETY: closing our copy of an fd that belongs to the broker.
         unsafe { libc::close(fd) };
@@ -368,6 +485,12 @@ fn init_main(
     }
     if let Some(tasks) = ns.cgroup_tasks
         && let Err(st) = join_cgroup_v1(tasks)
+    {
+        fail(r, st);
+    }
+    if join_by_write
+        && let Some(cg) = ns.cgroup_fd
+        && let Err(st) = join_cgroup_v2(cg)
     {
         fail(r, st);
     }
@@ -435,71 +558,32 @@ fn join_cgroup_v1(tasks: RawFd) -> Result<(), u32> {
     if ok { Ok(()) } else { Err(stage::CGROUP) }
 }
 
-/// The mounts layer in the helper's (new, so far shared-propagation) mount namespace: made
-/// private, then the plan's pins, masks and read-only binds, then the fresh tmpfs mounts (each
-/// with its landlock rule on `landlock`, the ruleset not yet applied). Async-signal-safe; on
-/// failure, the stage (errno still set).
-pub(crate) fn apply_mounts(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
-    // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
-    // own (new) mount namespace so nothing below leaks to the host.
-    if unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    } != 0
-    {
-        return Err(stage::MOUNT_PRIVATE);
-    }
-    for m in &ns.mounts {
-        match m {
-            MountStep::MaskDir(p) => {
-                // SAFETY: mounts an empty tmpfs on a path prepared by the parent; all pointers
-                // are valid NUL-terminated strings owned by `plan`.
-                let rc = unsafe {
-                    libc::mount(
-                        TMPFS.as_ptr(),
-                        p.as_ptr(),
-                        TMPFS.as_ptr(),
-                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        TMPFS_OPTS.as_ptr().cast(),
-                    )
-                };
-                if rc != 0 {
-                    return Err(stage::MOUNT_DENY);
-                }
-            }
-            MountStep::MaskFile(p) => {
-                if bind_ro(DEV_NULL.as_ptr(), p.as_ptr()) != 0 {
-                    return Err(stage::MOUNT_DENY);
-                }
-            }
-            MountStep::ReadOnly(p) => {
-                if bind_ro(p.as_ptr(), p.as_ptr()) != 0 {
-                    return Err(stage::MOUNT_PROTECT);
-                }
-            }
-            MountStep::Pin(p) => {
-                // SAFETY: bind-mounts a prepared NUL-terminated path onto itself, with the
-                // mounts already below it.
-                let rc = unsafe {
-                    libc::mount(
-                        p.as_ptr(),
-                        p.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND | libc::MS_REC,
-                        std::ptr::null(),
-                    )
-                };
-                if rc != 0 {
-                    return Err(stage::MOUNT_PROTECT);
-                }
-            }
+/// The cgroup layer on cgroup v2 where clone3 was refused: the helper moves itself into the
+/// cgroup `cg` (a directory fd) by writing `0` to its `cgroup.procs`. Async-signal-safe.
+fn join_cgroup_v2(cg: RawFd) -> Result<(), u32> {
+    // SAFETY: openat of a static name under a directory fd we hold, a one-byte write, close.
+    let ok = unsafe {
+        let fd = libc::openat(
+            cg,
+            c"cgroup.procs".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        let ok = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+        if fd >= 0 {
+            libc::close(fd);
         }
-    }
+        ok
+    };
+    if ok { Ok(()) } else { Err(stage::CGROUP) }
+}
+
+/// The mounts layer in the helper's (new, so far shared-propagation) mount namespace: the
+/// run's tree ([`mount::apply`]: the host read-only, writable areas, pins, protected paths
+/// and masks by descriptor), then the fresh tmpfs mounts (each with its landlock rule on
+/// `landlock`, the ruleset not yet applied). Async-signal-safe; on failure, the stage (errno
+/// still set).
+pub(crate) fn apply_mounts(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
+    mount::apply(&ns.mounts, &ns.trees, ns.read_only_host)?;
     for (path, opts, access) in &ns.tmpfs {
         // SAFETY: mounts a tmpfs on a directory the parent made sure exists; all pointers are
         // NUL-terminated strings owned by `plan`.
@@ -594,6 +678,16 @@ pub(crate) fn add_landlock_rule(
     }
     // SAFETY: `fd` was just returned by open and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    add_landlock_rule_fd(ruleset, std::os::fd::AsFd::as_fd(&fd), access, file_access)
+}
+
+/// [`add_landlock_rule`] for an object already open (`O_PATH`): a pinned writable area.
+pub(crate) fn add_landlock_rule_fd(
+    ruleset: std::os::fd::BorrowedFd<'_>,
+    fd: std::os::fd::BorrowedFd<'_>,
+    access: u64,
+    file_access: u64,
+) -> io::Result<bool> {
     let add = |bits: u64| {
         let attr = PathBeneathAttr {
             allowed_access: bits,
@@ -653,30 +747,6 @@ fn add_path_rule(ruleset: RawFd, path: &std::ffi::CStr, access: u64) -> bool {
         );
         libc::close(fd);
         rc == 0
-    }
-}
-
-fn bind_ro(src: *const libc::c_char, dst: *const libc::c_char) -> libc::c_int {
-    // SAFETY: bind-mount then remount read-only; both pointers are NUL-terminated strings
-    // owned by the caller for the duration of the call.
-    unsafe {
-        let rc = libc::mount(
-            src,
-            dst,
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        );
-        if rc != 0 {
-            return rc;
-        }
-        libc::mount(
-            std::ptr::null(),
-            dst,
-            std::ptr::null(),
-            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
-            std::ptr::null(),
-        )
     }
 }
 
@@ -1101,6 +1171,50 @@ pub(crate) fn effective_caps() -> u64 {
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// Can this process create a user namespace and mount in it? A throwaway child is cloned into
+/// new user and mount namespaces and makes its mounts private (what every run's helper does
+/// first); `None` when that works, else what refused it.
+pub(crate) fn probe_userns() -> Option<String> {
+    let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: clone with a NULL stack behaves like fork; the child makes one mount(2) call
+    // with static arguments and leaves with _exit, never returning.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if pid < 0 {
+        return Some(format!(
+            "clone(CLONE_NEWUSER): {}",
+            io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let rc = libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            );
+            libc::_exit(if rc == 0 { 0 } else { errno().clamp(1, 255) });
+        }
+    }
+    match wait(pid as libc::pid_t) {
+        Ok(st) if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 => None,
+        Ok(st) if libc::WIFEXITED(st) => Some(format!(
+            "a mount in a new user namespace: {}",
+            io::Error::from_raw_os_error(libc::WEXITSTATUS(st))
+        )),
+        Ok(_) => Some("the probe of user namespaces was killed".into()),
+        Err(e) => Some(format!("waiting for the probe of user namespaces: {e}")),
+    }
+}
+
+/// Effective gid.
+pub(crate) fn egid() -> u32 {
+    // SAFETY: getegid cannot fail.
+    unsafe { libc::getegid() }
 }
 
 /// Whether `fd` is a terminal.

@@ -1,0 +1,413 @@
+//! The run's mount tree, by descriptor: the broker pins what it decided about (`pin`: an
+//! `openat2` that follows no link, and the object's identity), the helper builds the tree in
+//! the run's own user and mount namespaces from descriptors it opens the same way and checks
+//! against those identities (`apply`): writable areas cloned (`open_tree`) while the host is
+//! still writable, everything made read-only (`mount_setattr(AT_RECURSIVE)`), the writable
+//! clones moved back on top, then pins, read-only binds of protected paths and masks of
+//! denied ones, each moved onto the descriptor it was checked through.
+//!
+//! Written by hand with raw syscalls: the helper runs between clone and execve and may not
+//! allocate, and the new mount API (`open_tree`, `move_mount`, `mount_setattr`, `fsopen`) has
+//! no wrapper in `libc`; `rustix` has some, but they take `impl Arg` paths that may allocate.
+
+use super::stage;
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+const OPEN_TREE_CLONE: u32 = 1;
+const AT_RECURSIVE: u32 = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+/// `mount_setattr` attribute bits.
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const FSCONFIG_SET_STRING: u32 = 1;
+const FSOPEN_CLOEXEC: u32 = 1;
+const FSMOUNT_CLOEXEC: u32 = 1;
+const FSCONFIG_CMD_CREATE: u32 = 6;
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// What an object is: device and inode, as `fstat` gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+    pub dir: bool,
+    pub link: bool,
+}
+
+/// How the helper finds a path: following no link anywhere (it lies in a tree the agent can
+/// write) and checked against the broker's identity, or as the host names it (outside every
+/// writable tree: the agent cannot re-point it).
+pub(crate) enum Find {
+    /// `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`, then the identity must match.
+    Pinned(Identity),
+    /// `open(O_PATH)`, links followed (what the name reaches is what is masked).
+    Named,
+}
+
+/// A mount of the run's tree, made by the helper in order.
+pub(crate) enum Step {
+    /// A writable area: cloned before the host is made read-only, moved back on top after.
+    Writable(std::ffi::CString, Identity),
+    /// A directory bound onto itself, writable: a mount point cannot be renamed or removed,
+    /// so what lies below it (a protected path, a denied one) stays where it was decided.
+    Pin(std::ffi::CString, Identity),
+    /// A protected path: bound onto itself, read-only.
+    ReadOnly(std::ffi::CString, Identity),
+    /// A denied directory, hidden under an empty read-only tmpfs.
+    MaskDir(std::ffi::CString, Find),
+    /// A denied file (or other non-directory), hidden under `/dev/null` on a nodev mount.
+    MaskFile(std::ffi::CString, Find),
+}
+
+/// Opens `path` as `O_PATH`, following no symlink in any component (`openat2`), and returns
+/// the descriptor and what it is. `ELOOP`: a component is a link.
+pub(crate) fn pin(path: &CStr) -> io::Result<(OwnedFd, Identity)> {
+    let fd = open_nofollow(path);
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let id = identity(super::raw(&fd)).ok_or_else(io::Error::last_os_error)?;
+    if id.link {
+        // O_PATH | O_NOFOLLOW opens a trailing link itself: it is refused like one on the way.
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    Ok((fd, id))
+}
+
+/// `openat2(AT_FDCWD, path, O_PATH | O_NOFOLLOW | O_CLOEXEC, RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS)`: -1 and errno on failure. Async-signal-safe.
+fn open_nofollow(path: &CStr) -> RawFd {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 reads a NUL-terminated path and an open_how of the size given, both
+    // live for the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        ) as RawFd
+    }
+}
+
+/// `fstat` of a descriptor: its identity. Async-signal-safe.
+fn identity(fd: RawFd) -> Option<Identity> {
+    // SAFETY: fstat fills a zeroed stat struct on our stack.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `fd` is a descriptor we hold.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some(Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        dir: st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+        link: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
+    })
+}
+
+fn close(fd: RawFd) {
+    // SAFETY: closing a descriptor the helper opened and owns.
+    unsafe { libc::close(fd) };
+}
+
+/// Finds a step's path in the helper: the descriptor, `None` when it is gone or out of the
+/// helper's reach (the command, with the same uid and no capability, cannot reach it either),
+/// or the stage to report (errno set; an object other than the one the broker decided about
+/// is `MOUNT_MOVED` with `ESTALE`).
+fn find(path: &CStr, how: &Find, st: u32) -> Result<Option<RawFd>, u32> {
+    let fd = match how {
+        Find::Pinned(_) => open_nofollow(path),
+        // SAFETY: open(2) of a NUL-terminated path as O_PATH.
+        Find::Named => unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) },
+    };
+    if fd < 0 {
+        return match super::errno() {
+            libc::ENOENT | libc::EACCES => Ok(None),
+            _ => Err(st),
+        };
+    }
+    if let Find::Pinned(want) = how
+        && identity(fd) != Some(*want)
+    {
+        close(fd);
+        set_errno(libc::ESTALE);
+        return Err(stage::MOUNT_MOVED);
+    }
+    Ok(Some(fd))
+}
+
+fn set_errno(e: i32) {
+    // SAFETY: errno is this thread's.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `open_tree(fd, "", OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH)`: a detached copy of
+/// the mount tree at `fd`. Async-signal-safe; -1 on failure.
+fn clone_tree(fd: RawFd) -> RawFd {
+    // SAFETY: open_tree with a descriptor, an empty static path and flags.
+    unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd,
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32,
+        ) as RawFd
+    }
+}
+
+/// `mount_setattr` on the tree at `fd` (and below), setting `set`.
+fn set_attr(fd: RawFd, path: &CStr, set: u64) -> bool {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if path.is_empty() {
+        AT_RECURSIVE | libc::AT_EMPTY_PATH as u32
+    } else {
+        AT_RECURSIVE
+    };
+    // SAFETY: mount_setattr reads a mount_attr of the size given from our stack and a
+    // NUL-terminated path.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) == 0
+    }
+}
+
+/// Attaches the detached tree `tree` on top of what `target` refers to.
+fn move_onto(tree: RawFd, target: RawFd) -> bool {
+    // SAFETY: move_mount between two descriptors we hold, with empty static paths.
+    unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            target,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        ) == 0
+    }
+}
+
+/// A detached, empty, read-only tmpfs (`fsopen`, `fsmount`). -1 on failure.
+fn empty_tmpfs() -> RawFd {
+    // SAFETY: the fs-context syscalls with static NUL-terminated strings; every descriptor is
+    // closed on the way out except the mount's, which is returned.
+    unsafe {
+        let fs = libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let ok = libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            FSCONFIG_SET_STRING,
+            c"size".as_ptr(),
+            c"0".as_ptr(),
+            0,
+        ) == 0
+            && libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_SET_STRING,
+                c"mode".as_ptr(),
+                c"000".as_ptr(),
+                0,
+            ) == 0
+            && libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) == 0;
+        let m = if ok {
+            libc::syscall(
+                libc::SYS_fsmount,
+                fs,
+                FSMOUNT_CLOEXEC,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            ) as RawFd
+        } else {
+            -1
+        };
+        libc::close(fs);
+        m
+    }
+}
+
+/// Attaches the detached tree `tree`, with `attrs` set on it, onto `target`; closes `tree`.
+fn attach(tree: RawFd, attrs: u64, target: RawFd) -> bool {
+    let ok = (attrs == 0 || set_attr(tree, c"", attrs)) && move_onto(tree, target);
+    close(tree);
+    ok
+}
+
+/// The run's mount tree, in the helper's new (so far shared-propagation) mount namespace,
+/// owned by the run's user namespace. `trees` has one slot per [`Step::Writable`] (filled
+/// here: the helper has its own copy of memory and allocates nothing). Async-signal-safe; on
+/// failure, the stage (errno set).
+pub(crate) fn apply(
+    steps: &[Step],
+    trees: &[std::cell::Cell<RawFd>],
+    read_only_host: bool,
+) -> Result<(), u32> {
+    // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
+    // own (new) mount namespace so nothing below leaks to the host.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(stage::MOUNT_PRIVATE);
+    }
+    // The writable areas, cloned while the host's mounts are still writable.
+    let mut slot = 0;
+    for s in steps {
+        if let Step::Writable(p, id) = s {
+            if let Some(fd) = find(p, &Find::Pinned(*id), stage::MOUNT_WRITABLE)? {
+                let t = clone_tree(fd);
+                close(fd);
+                if t < 0 {
+                    return Err(stage::MOUNT_WRITABLE);
+                }
+                if let Some(c) = trees.get(slot) {
+                    c.set(t);
+                }
+            }
+            slot += 1;
+        }
+    }
+    // Everything read-only: a chmod, utimes, setxattr or rename outside the writable areas
+    // fails with EROFS, whoever runs.
+    if read_only_host && !set_attr(libc::AT_FDCWD, c"/", MOUNT_ATTR_RDONLY) {
+        return Err(stage::MOUNT_READONLY);
+    }
+    let mut slot = 0;
+    for s in steps {
+        let tree = if matches!(s, Step::Writable(..)) {
+            slot += 1;
+            trees.get(slot - 1).map_or(-1, |c| c.replace(-1))
+        } else {
+            -1
+        };
+        place(s, tree)?;
+    }
+    Ok(())
+}
+
+/// Makes one step's mount, after the host was made read-only (`tree`: a writable area's
+/// copy, taken before). Async-signal-safe; on failure, the stage.
+fn place(s: &Step, tree: RawFd) -> Result<(), u32> {
+    match s {
+        Step::Writable(p, id) => {
+            if tree < 0 {
+                return Ok(());
+            }
+            let Some(fd) = find(p, &Find::Pinned(*id), stage::MOUNT_WRITABLE)? else {
+                close(tree);
+                return Ok(());
+            };
+            let ok = attach(tree, 0, fd);
+            close(fd);
+            if !ok {
+                return Err(stage::MOUNT_WRITABLE);
+            }
+        }
+        Step::Pin(p, id) | Step::ReadOnly(p, id) => {
+            let ro = matches!(s, Step::ReadOnly(..));
+            let st = if ro {
+                stage::MOUNT_PROTECT
+            } else {
+                stage::MOUNT_PIN
+            };
+            let Some(fd) = find(p, &Find::Pinned(*id), st)? else {
+                return Ok(());
+            };
+            let t = clone_tree(fd);
+            let attrs = if ro {
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+            } else {
+                0
+            };
+            let ok = t >= 0 && attach(t, attrs, fd);
+            close(fd);
+            if !ok {
+                return Err(st);
+            }
+        }
+        Step::MaskDir(p, how) | Step::MaskFile(p, how) => {
+            let Some(fd) = find(p, how, stage::MOUNT_DENY)? else {
+                return Ok(());
+            };
+            let dir = matches!(s, Step::MaskDir(..));
+            let t = if dir {
+                empty_tmpfs()
+            } else {
+                // SAFETY: open_tree of a static path, a detached copy of /dev/null.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_open_tree,
+                        libc::AT_FDCWD,
+                        c"/dev/null".as_ptr(),
+                        OPEN_TREE_CLONE | libc::O_CLOEXEC as u32,
+                    ) as RawFd
+                }
+            };
+            let attrs = if dir {
+                0
+            } else {
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
+            };
+            let ok = t >= 0 && attach(t, attrs, fd);
+            close(fd);
+            if !ok {
+                return Err(stage::MOUNT_DENY);
+            }
+        }
+    }
+    Ok(())
+}
