@@ -72,9 +72,18 @@ pub(crate) fn plan(
         }
     }
     m.proc_access = proc_access(c, landlock_bits.is_some());
+    let access = landlock_bits.unwrap_or(0);
     if let Some((path, size)) = &c.private_tmp {
-        m.tmpfs = private_tmp(c, path, *size, landlock_bits.unwrap_or(0))?;
+        m.tmpfs = private_tmp(c, path, *size, access)?;
     }
+    // The minimal /dev's shm: private to the run, whatever its TMPDIR (POSIX semaphores and
+    // shared memory, e.g. Python's multiprocessing, live there).
+    let size = c
+        .private_tmp
+        .as_ref()
+        .map_or(c.limits.memory.unwrap_or(2 << 30), |t| t.1);
+    let shm_opts = cstr(format!("mode=1777,size={size}").as_bytes(), "tmpfs options")?;
+    m.tmpfs.push((c"/dev/shm".to_owned(), shm_opts, access));
     Ok((m, LayerStatus::Enforced))
 }
 
@@ -135,6 +144,11 @@ fn without_namespace(c: &Confinement) -> Result<LayerStatus, SandboxError> {
                 "a tmpfs TMPDIR needs a mount namespace; the broker must create a directory instead"
                     .into(),
         });
+    }
+    if !c.namespaces && c.hidden.is_empty() && c.protected.is_empty() {
+        // Not asked for (gateway's own file-tool worker, which resolves every path beneath
+        // a descriptor itself).
+        return Ok(LayerStatus::NotRequested);
     }
     let mut missing = vec![
         "the host is not read-only: only landlock keeps the run from writing outside its writable areas, and landlock has no right for chmod, utimes or xattrs".to_string(),
@@ -261,8 +275,7 @@ fn proc_access(c: &Confinement, landlock: bool) -> u64 {
     }
 }
 
-/// Private TMPDIR and /dev/shm: fresh tmpfs mounts (POSIX semaphores and shared memory, e.g.
-/// Python's multiprocessing, live in /dev/shm; the host's is shared with every other process).
+/// Private TMPDIR: a fresh tmpfs mount.
 fn private_tmp(
     c: &Confinement,
     path: &Path,
@@ -275,16 +288,11 @@ fn private_tmp(
         .as_ref()
         .map_or(String::new(), |u| format!(",uid={},gid={}", u.uid, u.gid));
     let opts = format!("mode=0700,size={size}{owner}");
-    let mut out = vec![(
+    Ok(vec![(
         cstr(path.as_os_str().as_bytes(), "the private TMPDIR")?,
         cstr(opts.as_bytes(), "tmpfs options")?,
         access,
-    )];
-    if Path::new("/dev/shm").is_dir() {
-        let shm_opts = cstr(format!("mode=1777,size={size}").as_bytes(), "tmpfs options")?;
-        out.push((c"/dev/shm".to_owned(), shm_opts, access));
-    }
-    Ok(out)
+    )])
 }
 
 #[cfg(test)]

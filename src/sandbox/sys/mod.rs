@@ -49,6 +49,7 @@ pub(crate) mod stage {
     pub const MOUNT_READONLY: u32 = 36;
     pub const MOUNT_PIN: u32 = 37;
     pub const MOUNT_MOVED: u32 = 38;
+    pub const MOUNT_DEV: u32 = 39;
 
     /// Human name of a stage, for errors.
     pub fn name(s: u32) -> &'static str {
@@ -85,6 +86,7 @@ pub(crate) mod stage {
             MOUNT_MOVED => {
                 "binding a path the broker pinned: it was replaced (renamed, re-pointed) between the check and the mount; nothing ran, try again"
             }
+            MOUNT_DEV => "building the run's minimal /dev",
             IDENTITY => {
                 "taking the caller's uid and gid (the daemon needs CAP_SETUID and CAP_SETGID to serve other users)"
             }

@@ -326,6 +326,7 @@ pub(crate) fn apply(
     if read_only_host && !set_attr(libc::AT_FDCWD, c"/", MOUNT_ATTR_RDONLY) {
         return Err(stage::MOUNT_READONLY);
     }
+    minimal_dev()?;
     let mut slot = 0;
     for s in steps {
         let tree = if matches!(s, Step::Writable(..)) {
@@ -410,4 +411,199 @@ fn place(s: &Step, tree: RawFd) -> Result<(), u32> {
         }
     }
     Ok(())
+}
+
+/// The devices of a run's minimal /dev, bound from the host's (the same inodes: the policy's
+/// landlock rules on them hold).
+const DEVICES: [&CStr; 6] = [c"null", c"zero", c"full", c"random", c"urandom", c"tty"];
+
+/// Replaces /dev with a minimal one, as bubblewrap's `--dev` does: a small tmpfs holding the
+/// [`DEVICES`] bound from the host's, a fresh devpts instance (`ptmx` a link into it), the
+/// usual links into /proc/self/fd and an empty `shm` (the private /dev/shm goes on it later);
+/// the tmpfs itself read-only. Disks, memory devices, consoles and every other node of the
+/// host are simply not there. Async-signal-safe; on failure, the stage.
+pub(crate) fn minimal_dev() -> Result<(), u32> {
+    let mut devs: [RawFd; DEVICES.len()] = [-1; DEVICES.len()];
+    let mut path = [0u8; 16];
+    for (slot, name) in devs.iter_mut().zip(DEVICES) {
+        let Some(p) = dev_path(&mut path, name) else {
+            continue;
+        };
+        // SAFETY: open_tree of a NUL-terminated path in a stack buffer: a detached copy of
+        // the host's device node (-1 when it does not exist, e.g. no /dev/tty in a container).
+        *slot = unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                libc::AT_FDCWD,
+                p.as_ptr(),
+                OPEN_TREE_CLONE | libc::O_CLOEXEC as u32,
+            ) as RawFd
+        };
+    }
+    let r = build_dev(&devs);
+    for fd in devs.into_iter().filter(|&f| f >= 0) {
+        close(fd);
+    }
+    r
+}
+
+/// "/dev/NAME" in `buf`, NUL-terminated.
+fn dev_path<'b>(buf: &'b mut [u8; 16], name: &CStr) -> Option<&'b CStr> {
+    let n = name.to_bytes();
+    if 5 + n.len() + 1 > buf.len() {
+        return None;
+    }
+    buf[..5].copy_from_slice(b"/dev/");
+    buf[5..5 + n.len()].copy_from_slice(n);
+    buf[5 + n.len()] = 0;
+    CStr::from_bytes_with_nul(&buf[..5 + n.len() + 1]).ok()
+}
+
+/// A detached mount of a fresh filesystem `fstype` configured with `opts` (key, value).
+fn new_fs(fstype: &CStr, opts: &[(&CStr, &CStr)], attrs: u64) -> RawFd {
+    // SAFETY: the fs-context syscalls with NUL-terminated strings that live for the calls;
+    // every descriptor but the mount's is closed.
+    unsafe {
+        let fs = libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let mut ok = true;
+        for (k, v) in opts {
+            ok = ok
+                && libc::syscall(
+                    libc::SYS_fsconfig,
+                    fs,
+                    FSCONFIG_SET_STRING,
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    0,
+                ) == 0;
+        }
+        ok = ok
+            && libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) == 0;
+        let m = if ok {
+            libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, attrs) as RawFd
+        } else {
+            -1
+        };
+        libc::close(fs);
+        m
+    }
+}
+
+fn build_dev(devs: &[RawFd]) -> Result<(), u32> {
+    let st = stage::MOUNT_DEV;
+    let dev = new_fs(
+        c"tmpfs",
+        &[(c"mode", c"0755"), (c"size", c"64k"), (c"nr_inodes", c"64")],
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+    );
+    if dev < 0 {
+        return Err(st);
+    }
+    // SAFETY: *at calls relative to the detached tmpfs we own, with static NUL-terminated
+    // names; each created file's descriptor is closed at once.
+    let ok = unsafe {
+        let mut ok = true;
+        for (name, &fd) in DEVICES.iter().zip(devs) {
+            if fd >= 0 {
+                let f = libc::openat(
+                    dev,
+                    name.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o666,
+                );
+                ok = ok && f >= 0;
+                if f >= 0 {
+                    libc::close(f);
+                }
+            }
+        }
+        for d in [c"pts", c"shm"] {
+            ok = ok && libc::mkdirat(dev, d.as_ptr(), 0o755) == 0;
+        }
+        for (target, name) in [
+            (c"pts/ptmx", c"ptmx"),
+            (c"/proc/self/fd", c"fd"),
+            (c"/proc/self/fd/0", c"stdin"),
+            (c"/proc/self/fd/1", c"stdout"),
+            (c"/proc/self/fd/2", c"stderr"),
+        ] {
+            ok = ok && libc::symlinkat(target.as_ptr(), dev, name.as_ptr()) == 0;
+        }
+        ok
+    };
+    // The device nodes, bound onto their empty files while the tmpfs is still detached.
+    let mut ok = ok;
+    for (name, &fd) in DEVICES.iter().zip(devs) {
+        if fd < 0 || !ok {
+            continue;
+        }
+        // SAFETY: openat of a static name under the tmpfs we own, as O_PATH.
+        let target = unsafe { libc::openat(dev, name.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        ok = target >= 0 && move_onto(fd, target);
+        if target >= 0 {
+            close(target);
+        }
+    }
+    // A devpts of the run's own (its ptys are not the host's).
+    if ok {
+        let pts = new_fs(
+            c"devpts",
+            &[(c"ptmxmode", c"0666"), (c"mode", c"0620")],
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        );
+        // SAFETY: openat of a static name under the tmpfs we own, as O_PATH.
+        let target = unsafe { libc::openat(dev, c"pts".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        ok = pts >= 0 && target >= 0 && move_onto(pts, target);
+        for fd in [pts, target] {
+            if fd >= 0 {
+                close(fd);
+            }
+        }
+    }
+    // SAFETY: move_mount of the detached tmpfs onto the static path /dev.
+    let ok = ok
+        && set_attr_one(dev, MOUNT_ATTR_RDONLY)
+        && unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                dev,
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                c"/dev".as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            ) == 0
+        };
+    close(dev);
+    if ok { Ok(()) } else { Err(st) }
+}
+
+/// `mount_setattr` on the one mount `fd` refers to (not below it).
+fn set_attr_one(fd: RawFd, set: u64) -> bool {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr reads a mount_attr of the size given from our stack.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as u32,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) == 0
+    }
 }
