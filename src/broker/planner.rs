@@ -189,7 +189,7 @@ pub(crate) fn plan_with(
     });
     let exec = list(&sb.exec);
     let (deny, hidden) = plan_denied(cx, policy, &vars, state_dir, [&read, &write, &exec])?;
-    let (protected, places) = plan_protected(cx, policy, &vars, &write, git);
+    let (protected, places) = plan_protected(cx, policy, &vars, &write, git)?;
     let env = plan_env(cx, policy, &vars, extra_env)?;
 
     Ok(SandboxPlan {
@@ -343,7 +343,7 @@ pub(super) fn plan_protected(
     vars: &Vars<'_>,
     write: &[PathBuf],
     git: bool,
-) -> (Vec<PathBuf>, GitPlaces) {
+) -> Result<(Vec<PathBuf>, GitPlaces), BrokerError> {
     let sb = &policy.sandbox;
     let (ws, tmpdir) = (vars.workspace, vars.tmpdir);
     // Relative protected paths apply in every writable directory. The private TMPDIR is new
@@ -411,6 +411,29 @@ pub(super) fn plan_protected(
         }
     }
     protected.extend(places.refs.iter().cloned());
+    // Anything under a protected directory is protected whatever it links to: a hook
+    // installed as `.git/hooks/pre-commit -> ../../scripts/hook.sh` protects the script
+    // (bounded; past the bound the run is refused rather than protected in part).
+    let mut targets = Vec::new();
+    for p in &protected {
+        if wsfs::is_link(p) || !wsfs::is_dir(p) {
+            continue;
+        }
+        let Some(real) = wsfs::resolve(p) else {
+            continue;
+        };
+        match wsfs::links_below(&real, MAX_PROTECTED_ENTRIES) {
+            Ok(links) => targets.extend(links),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(BrokerError::NextRunInReach(format!(
+                    "the protected directory {} cannot be searched for the links it holds ({e}); what they point to would stay writable: make it smaller, or remove it from the policy's protected paths",
+                    p.display()
+                )));
+            }
+        }
+    }
+    protected.extend(targets);
     // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
     // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
     // canonical form when that lies in a writable tree (elsewhere the run cannot write it
@@ -429,8 +452,11 @@ pub(super) fn plan_protected(
         v
     };
 
-    (protected, places)
+    Ok((protected, places))
 }
+
+/// Most entries looked at below one protected directory for the links it holds.
+const MAX_PROTECTED_ENTRIES: usize = 10_000;
 
 /// The run's environment: the caller's, allowlisted minus what is always scrubbed, then the
 /// policy's settings, then `--env` (a scrubbed name asked for is refused).

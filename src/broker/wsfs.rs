@@ -682,6 +682,40 @@ pub fn read_nolinks(p: &Path, max: u64) -> Option<Vec<u8>> {
     read_at(&d, &n, max).ok().flatten()
 }
 
+/// The symbolic links anywhere below the directory `p` (absolute, no link on the way), as
+/// paths under `p`; at most `max` entries are looked at (more: an error, so that a caller
+/// protecting what they lead to fails closed rather than protect part of them).
+pub fn links_below(p: &Path, max: usize) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut seen = 0usize;
+    let mut stack = vec![(open_dir_nolinks(p)?, p.to_path_buf())];
+    while let Some((d, path)) = stack.pop() {
+        for (name, kind) in list_at(&d, max.saturating_sub(seen).max(1))? {
+            seen += 1;
+            if seen > max {
+                return Err(io::Error::other(format!(
+                    "more than {max} entries below {}",
+                    p.display()
+                )));
+            }
+            match kind {
+                Kind::Link(_) => out.push(path.join(&name)),
+                Kind::Dir { .. } => {
+                    let sub = rustix::fs::openat(
+                        &d,
+                        name.as_os_str(),
+                        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NONBLOCK | NOFOLLOW,
+                        Mode::empty(),
+                    )?;
+                    stack.push((sub, path.join(&name)));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Removes the file (not a directory) `name` of the open directory `dir`.
 pub fn unlink_at(dir: &impl AsFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
