@@ -637,6 +637,52 @@ pub struct Explanation {
     pub secrets_in_argv: Vec<InputSecret>,
 }
 
+/// The mounts a run will have, one line each (for `policy explain`).
+fn mounts_explained(c: &sandbox::Confinement) -> Vec<String> {
+    let list = |v: &[PathBuf]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let writes_root = c.write.iter().any(|w| w.as_path() == Path::new("/"));
+    let mut out = vec![if writes_root {
+        "mounts: the host as it is (the policy writes /)".to_string()
+    } else {
+        format!(
+            "mounts: the host read-only; read-write on top (opened without following links): {}",
+            list(&c.write)
+        )
+    }];
+    out.push(format!(
+        "mounts: read-only (protected): {}",
+        list(&c.protected)
+    ));
+    let masked: Vec<PathBuf> = c
+        .hidden
+        .iter()
+        .chain(c.deny.iter().filter(|d| {
+            c.read
+                .iter()
+                .chain(&c.write)
+                .chain(&c.exec)
+                .any(|r| d.starts_with(r))
+                && !d.starts_with("/dev")
+        }))
+        .filter(|d| wsfs::exists_nofollow(d))
+        .cloned()
+        .collect();
+    out.push(format!("mounts: masked (denied): {}", list(&masked)));
+    out.push(
+        "mounts: /dev minimal (null, zero, full, random, urandom, tty, its own devpts), /dev/shm a private tmpfs, /proc the run's own".into(),
+    );
+    out
+}
+
 /// Explains what would happen to a command, without running it.
 pub fn explain(
     cx: &client::Context,
@@ -662,17 +708,23 @@ pub fn explain(
         "landlock ABI {}, seccomp, capabilities cleared, no_new_privs",
         sandbox::landlock_abi()
     )];
-    layers.push(if sb.namespaces && privileged {
-        "namespaces: pid (own /proc), mount, ipc".to_string()
-            + if sb.network == crate::model::Network::Loopback {
-                ", net"
+    let refused = sandbox::userns_refused();
+    layers.push(match (&refused, sb.namespaces) {
+        (_, false) => "namespaces: off (policy)".to_string(),
+        (None, true) => format!(
+            "namespaces: user (you, mapped to yourself), pid (its own /proc), mount, ipc, uts{}",
+            if matches!(sb.network, crate::model::Network::ConnectTcp(_)) {
+                " (the host's network: connect_tcp)"
             } else {
-                ""
+                ", net"
             }
-    } else if sb.namespaces {
-        "namespaces: not available (the broker is not root)".into()
-    } else {
-        "namespaces: off (policy)".into()
+        ),
+        (Some(why), true) if sb.best_effort => format!(
+            "namespaces: refused on this host ({why}); best_effort: the run goes on without them"
+        ),
+        (Some(why), true) => format!(
+            "namespaces: refused on this host ({why}): runs are refused (see contrib/ for the two ways out, or set best_effort)"
+        ),
     });
     layers.push(if use_tmpfs {
         format!("TMPDIR: a fresh tmpfs per run at {}", tmp.display())
@@ -682,7 +734,8 @@ pub fn explain(
         "TMPDIR: the global one".into()
     });
     if sb.limits.memory.is_some() {
-        layers.push(if sb.cgroup && sb.namespaces && privileged {
+        let host_privileged = sandbox::effective_uid() == 0;
+        layers.push(if sb.cgroup && sb.namespaces && privileged && host_privileged {
             "memory: per process and in total (memory cgroup, when the kernel has the controller)"
                 .into()
         } else {
@@ -690,6 +743,9 @@ pub fn explain(
         });
     }
     let sandbox = plan(cx, policy, &ws, state_dir, &tmp, use_tmpfs, &[])?;
+    if sb.namespaces && refused.is_none() {
+        layers.extend(mounts_explained(&sandbox.confine));
+    }
     Ok(Explanation {
         policy: policy.name.clone(),
         decision,
