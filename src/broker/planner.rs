@@ -578,10 +578,12 @@ pub(super) fn tmp_plan(policy: &Policy) -> Result<(bool, Option<TempDir>), Broke
     Ok((use_tmpfs, dir))
 }
 
-/// Is the private TMPDIR a tmpfs mounted by the sandbox (private, with namespaces)?
+/// Is the private TMPDIR a tmpfs mounted by the sandbox (private, with namespaces)? A policy
+/// that is not best-effort counts on its namespaces (its run fails without them); a
+/// best-effort one asks whether this host has them.
 pub(super) fn uses_tmpfs(policy: &Policy) -> bool {
     let sb = &policy.sandbox;
-    sb.private_tmp && sb.namespaces && sandbox::namespaces_available()
+    sb.private_tmp && sb.namespaces && (!sb.best_effort || sandbox::namespaces_available())
 }
 
 /// The fixed mount point for per-run tmpfs TMPDIRs: `$TMPDIR/.gateway-private` (normally
