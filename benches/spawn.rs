@@ -5,7 +5,9 @@
 //!   - the C floor: the same confinement as gateway in a minimal static C program
 //!     (benches/floor.c `confined`, with gateway's own seccomp program and landlock paths),
 //!   - `gateway exec --policy strict -- true` (with and without the memory cgroup),
-//!   - `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`.
+//!   - `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true`,
+//!   - the strict exec and bwrap again as uid 65534 (both through `setpriv`): every run gets
+//!     the same namespaces whoever starts it (issue 34: no slower than bwrap for either user).
 //!
 //! All are measured side by side in one process, interleaved round-robin so that machine
 //! noise hits them alike. Goals (issue 2): gateway ≤ 2.5× direct, and ≥ 3× faster than bwrap.
@@ -28,6 +30,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DAEMON_ROW: &str = "gateway exec -- true through `gateway serve` (strict)";
+const NOBODY_ROW: &str = "gateway exec --policy strict -- true, as uid 65534 (setpriv)";
+const BWRAP_NOBODY_ROW: &str = "bwrap ... --unshare-all true, as uid 65534 (setpriv)";
 const CLIENT_ROW: &str = "the daemon call from a running client (MCP server, REPL)";
 
 fn time(cmd: &mut Command) -> Duration {
@@ -158,6 +162,32 @@ fn main() {
             }),
         );
     }
+    // The same call as a normal user (uid 65534, through setpriv), and bwrap the same way
+    // below: issue 34's aim is gateway no slower than bwrap for either user.
+    let setpriv = which("setpriv");
+    let nobody_ws = ws.with_extension("nobody");
+    let nobody_state = ws.with_extension("nobody-state");
+    if let Some(sp) = &setpriv {
+        for d in [&nobody_ws, &nobody_state] {
+            std::fs::create_dir_all(d).expect("nobody's dirs");
+            std::os::unix::fs::chown(d, Some(65534), Some(65534)).expect("chown");
+        }
+        let (sp, nws, nstate) = (sp.clone(), nobody_ws.clone(), nobody_state.clone());
+        add(
+            NOBODY_ROW,
+            Box::new(move || {
+                let mut c = Command::new(&sp);
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                    .arg(gateway)
+                    .args(["exec", "--policy", "strict", "--", "true"])
+                    .current_dir(&nws)
+                    .env("GATEWAY_SOCKET", "")
+                    .env("HOME", &nws)
+                    .env("GATEWAY_STATE_DIR", &nstate);
+                quiet(c)
+            }),
+        );
+    }
     // The same call through the daemon (issue 6: goal within 1.5x of a bare spawn).
     let dstate = ws.with_extension("daemon-state");
     let socket = ws.with_extension("sock");
@@ -216,6 +246,29 @@ fn main() {
             "bwrap not found: install bubblewrap to compare (apt-get install -y bubblewrap)"
         ),
     }
+    if let (Some(b), Some(sp)) = (&bwrap, &setpriv) {
+        let (b, sp) = (b.clone(), sp.clone());
+        add(
+            BWRAP_NOBODY_ROW,
+            Box::new(move || {
+                let mut c = Command::new(&sp);
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                    .arg(&b)
+                    .args([
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--dev",
+                        "/dev",
+                        "--proc",
+                        "/proc",
+                        "--unshare-all",
+                        "true",
+                    ]);
+                quiet(c)
+            }),
+        );
+    }
 
     {
         // A client that is already running (the MCP server, the REPL) pays no process start:
@@ -269,6 +322,8 @@ fn main() {
     let _ = std::fs::remove_dir_all(&ws);
     let _ = std::fs::remove_dir_all(&state);
     let _ = std::fs::remove_dir_all(&dstate);
+    let _ = std::fs::remove_dir_all(&nobody_ws);
+    let _ = std::fs::remove_dir_all(&nobody_state);
     let _ = std::fs::remove_file(&no_cg);
     let _ = std::fs::remove_file(ws.with_extension("bpf"));
 
@@ -297,6 +352,20 @@ fn main() {
             "bwrap / gateway: {:.2}x (goal >= 3x): {}",
             b / gw,
             verdict(b / gw >= 3.0)
+        );
+    }
+    if let Some(b) = get("bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true") {
+        println!(
+            "as root: bwrap / gateway: {:.2}x (issue 34's aim >= 1x): {}",
+            b / gw,
+            verdict(b / gw >= 1.0)
+        );
+    }
+    if let (Some(g), Some(b)) = (get(NOBODY_ROW), get(BWRAP_NOBODY_ROW)) {
+        println!(
+            "as uid 65534: bwrap / gateway: {:.2}x (issue 34's aim >= 1x): {}",
+            b / g,
+            verdict(b / g >= 1.0)
         );
     }
     if let Some(f) = get("C floor: gateway's confinement, minimal C (benches/floor.c)") {
