@@ -33,6 +33,7 @@ mod argv_secrets;
 mod audit;
 mod bootstrap;
 mod config;
+mod confine;
 mod consistency;
 mod credentials;
 mod daemon;

@@ -22,7 +22,52 @@ macro_rules! sandbox_test {
     };
 }
 
+/// A test of the escape suite, run twice with one body (issue 34: every attack held under both
+/// users, with the same assertions): `NAME::root` as this test's user (root), and
+/// `NAME::nobody`, where every `Env` made on the test's thread runs gateway as uid 65534
+/// (`Env::cmd` chowns the test's tree to 65534 before each command and runs gateway through
+/// `setpriv`). Skipped only when GATEWAY_TEST_NO_SANDBOX is set.
+macro_rules! escape_test {
+    ($(#[$attr:meta])* fn $name:ident() $body:block) => {
+        $(#[$attr])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body() $body
+
+            #[test]
+            fn root() {
+                if $crate::util::skip() {
+                    return;
+                }
+                body();
+            }
+
+            #[test]
+            fn nobody() {
+                if $crate::util::skip() {
+                    return;
+                }
+                $crate::util::run_as_nobody();
+                body();
+            }
+        }
+    };
+}
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_gateway");
+
+thread_local! {
+    /// Set by `escape_test!`'s `nobody` variant; read by `Env::new`. A thread-local, not a
+    /// process-global: `cargo test` runs tests as threads of one process, nextest as processes.
+    static AS_NOBODY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Every `Env` made on this thread from now on runs gateway as uid 65534.
+pub fn run_as_nobody() {
+    AS_NOBODY.with(|c| c.set(true));
+}
 
 pub fn skip() -> bool {
     if std::env::var_os("GATEWAY_TEST_NO_SANDBOX").is_some() {
@@ -44,6 +89,8 @@ pub struct Env {
     pub home: PathBuf,
     pub outside: PathBuf,
     pub state: PathBuf,
+    /// `Env::cmd` runs gateway as uid 65534 (made in an `escape_test!`'s `nobody` variant).
+    pub as_nobody: bool,
 }
 
 pub static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -66,10 +113,22 @@ impl Env {
             home,
             outside,
             state,
+            as_nobody: AS_NOBODY.with(std::cell::Cell::get),
         }
     }
 
+    /// `gateway` with this test's environment: as root, or, in an `escape_test!`'s `nobody`
+    /// variant, as uid 65534 with the test's tree given to it first.
     pub fn cmd(&self) -> Command {
+        if self.as_nobody {
+            self.give_to_nobody();
+            return self.nobody();
+        }
+        self.root_cmd()
+    }
+
+    /// `gateway` as this test's user (root), whatever the variant.
+    pub fn root_cmd(&self) -> Command {
         let mut c = Command::new(BIN);
         c.current_dir(&self.ws)
             .env("HOME", &self.home)
@@ -158,24 +217,28 @@ pub fn gcc(src: &Path, out: &Path, extra: &[&str]) {
     assert!(st.success(), "gcc failed for {}", src.display());
 }
 
+/// Builds tests/fixtures/NAME.c into the target's temporary directory when it is missing or
+/// older than its source.
+pub fn fixture_bin(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.c"));
+    let out = dir.join(name);
+    let stale = match (std::fs::metadata(&out), std::fs::metadata(&src)) {
+        (Ok(o), Ok(s)) => o.modified().ok() < s.modified().ok(),
+        _ => true,
+    };
+    if stale {
+        let tmp = dir.join(format!("{name}-{}", std::process::id()));
+        gcc(&src, &tmp, &[]);
+        std::fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("rename {name}: {e}"));
+    }
+    out
+}
+
 /// Builds tests/fixtures/attack.c once per test binary version.
 pub fn attack_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attack.c");
-        let out = dir.join("attack");
-        let stale = match (std::fs::metadata(&out), std::fs::metadata(&src)) {
-            (Ok(o), Ok(s)) => o.modified().ok() < s.modified().ok(),
-            _ => true,
-        };
-        if stale {
-            let tmp = dir.join(format!("attack-{}", std::process::id()));
-            gcc(&src, &tmp, &[]);
-            std::fs::rename(&tmp, &out).expect("rename attack");
-        }
-        out
-    })
+    BIN.get_or_init(|| fixture_bin("attack"))
 }
 
 /// Runs an attack mode under `policy` and asserts that it was blocked.
@@ -199,6 +262,14 @@ pub fn assert_attack_blocked(policy: &str, mode: &str, arg: Option<&str>) {
 pub struct Outside(std::process::Child);
 
 impl Outside {
+    /// Any program, started now.
+    pub fn spawn(mut c: Command) -> Outside {
+        Outside(
+            c.stdin(Stdio::null())
+                .spawn()
+                .expect("spawn an outside process"),
+        )
+    }
     pub fn sleep(marker_env: &str) -> Outside {
         Outside(
             Command::new("sleep")
@@ -337,36 +408,72 @@ impl Env {
         self.cmd().args(args).output().expect("run gateway")
     }
 
-    /// Gives this test's whole tree to uid 65534 (for `nobody`).
+    /// Gives this test's whole tree to uid 65534 (for `nobody`): every entry not yet its, links
+    /// themselves (never their targets). What is already its is left alone, so its times stay.
     pub fn give_to_nobody(&self) {
-        let st = Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(&self.root)
-            .status()
-            .expect("chown");
-        assert!(st.success());
+        fn give(p: &Path) {
+            use std::os::unix::fs::MetadataExt;
+            // An entry gone meanwhile (a run in progress) is skipped.
+            let Ok(m) = std::fs::symlink_metadata(p) else {
+                return;
+            };
+            if m.uid() != 65534 || m.gid() != 65534 {
+                match std::os::unix::fs::lchown(p, Some(65534), Some(65534)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        panic!("chown {}: {e}", p.display())
+                    }
+                    _ => {}
+                }
+            }
+            if m.is_dir() {
+                for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+                    give(&e.path());
+                }
+            }
+        }
+        give(&self.root);
     }
 
     /// `gateway` run as uid 65534 (no capabilities, no namespaces) with this test's
     /// environment; add the arguments.
     pub fn nobody(&self) -> Command {
-        let mut c = self.raw("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            BIN,
-        ])
-        .stdin(Stdio::null());
+        let mut c = self.raw(NOBODY[0]);
+        c.args(&NOBODY[1..]).args(["--", BIN]).stdin(Stdio::null());
         c
     }
 
     /// `gateway` as uid 65534 when `nobody`, else as this test's user (root).
     pub fn as_user(&self, nobody: bool) -> Command {
-        if nobody { self.nobody() } else { self.cmd() }
+        if nobody {
+            self.nobody()
+        } else {
+            self.root_cmd()
+        }
+    }
+
+    /// The argv that starts gateway as `Env::cmd` would (`setpriv ... -- gateway` in a
+    /// `nobody` variant, after giving it the tree), for tests that start it through another
+    /// program (a shell, a pty driver, a wrapper).
+    pub fn gateway_argv(&self) -> Vec<String> {
+        if self.as_nobody {
+            self.give_to_nobody();
+            return [NOBODY.as_slice(), &["--", BIN]]
+                .concat()
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect();
+        }
+        vec![BIN.to_string()]
     }
 }
+
+/// `setpriv` to uid 65534 (no capabilities, no supplementary groups); add `--` and a program.
+pub const NOBODY: [&str; 4] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+];
 
 /// `gateway --json --policy P fs probe PATH`: (read, append) results and the worker's status.
 pub fn probe(env: &Env, policy: &str, path: &Path) -> (String, String, String) {

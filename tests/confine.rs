@@ -1,0 +1,469 @@
+//! Issue 34: one sandbox for every user. A test per class of attack that worked on main as a
+//! normal user (and several as root) because protection was built from root's privileges and
+//! from names: each runs as root and as uid 65534 (`escape_test!`) with the same assertions.
+//!
+//! The promise behind all of them: every run gets user, mount, pid, ipc, uts and network
+//! namespaces; the host is read-only, the writable areas are bound from descriptors (a
+//! writable area that is a symlink is refused with its name), protected paths are read-only,
+//! denied paths are masked with their ancestors pinned, and nothing is put back after a run.
+
+use crate::util::*;
+use std::os::unix::fs::MetadataExt;
+
+/// git outside any sandbox, with the test's HOME, as the owner of the test's tree (uid 65534
+/// in a `nobody` variant: git ignores a repository another user owns).
+fn git(env: &Env, args: &[&str]) -> Output {
+    let mut c = if env.as_nobody {
+        env.give_to_nobody();
+        let mut c = env.raw(NOBODY[0]);
+        c.args(&NOBODY[1..]).args(["--", "git"]);
+        c
+    } else {
+        env.raw("git")
+    };
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("git")
+}
+
+/// A repository in the workspace, made by the test.
+fn git_init(env: &Env) {
+    let o = env
+        .raw("git")
+        .args(["init", "-q"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git init");
+    assert!(o.status.success(), "git init: {}", text(&o));
+}
+
+/// What a run must not change about a file it may not write: mode, owner, times (ctime
+/// moves with any change of metadata, chown to the same owner included) and extended
+/// attributes.
+#[derive(Debug, PartialEq)]
+struct Meta {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    xattrs: String,
+}
+
+fn meta(p: &Path) -> Meta {
+    let m = std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let x = Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(sorted(os.listxattr(sys.argv[1], follow_symlinks=False)))",
+        ])
+        .arg(p)
+        .output()
+        .expect("python3");
+    assert!(x.status.success(), "listxattr: {}", text(&x));
+    Meta {
+        mode: m.mode(),
+        uid: m.uid(),
+        gid: m.gid(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        ctime: (m.ctime(), m.ctime_nsec()),
+        xattrs: stdout(&x),
+    }
+}
+
+escape_test! {
+    /// Attack: landlock has no right for chmod, chown, utimes or xattrs, so a run under
+    /// `strict` changed the metadata of files it may not write: `~/.ssh/id_ed25519` made 0644,
+    /// `~/.bashrc` back-dated, the gateway's own signing key made readable, a file elsewhere
+    /// given an xattr (as uid 65534, and as root where no read-only mount covers the path).
+    /// Promise: outside the writable areas the host is read-only (EROFS) for every user: each
+    /// operation fails and the file's mode, owner, times and xattrs are unchanged.
+    fn metadata_outside_the_writable_area_cannot_change() {
+        let env = Env::new("metadata");
+        // A run first, so the state directory holds the broker's signing key.
+        let o = env.exec("strict", &["true"]);
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+        let files = [
+            (env.home.join(".ssh/id_ed25519"), 0o600),
+            (env.home.join(".bashrc"), 0o644),
+            (env.outside.join("notes.txt"), 0o644),
+            (env.state.join("keys/epoch-0.key"), 0o600),
+        ];
+        for (f, mode) in &files {
+            if !f.exists() {
+                std::fs::write(f, "CONTENT\n").expect("write");
+            }
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(*mode)).expect("chmod");
+        }
+        if env.as_nobody {
+            env.give_to_nobody();
+        }
+        // The run's own uid: chown to oneself needs no capability, only ownership.
+        let uid = if env.as_nobody { 65534 } else { 0 };
+        let mut failures = Vec::new();
+        for (f, mode) in &files {
+            let p = f.display().to_string();
+            let chmod = format!("chmod {:o} '{p}'", if *mode == 0o600 { 0o644 } else { 0o666 });
+            for op in [
+                chmod.as_str(),
+                &format!("touch -d 2001-01-01 '{p}'"),
+                &format!("python3 -c \"import os, sys; os.setxattr(sys.argv[1], 'user.x', b'1')\" '{p}'"),
+                &format!("chown {uid} '{p}'"),
+                &format!("chown {uid}:{uid} '{p}'"),
+                &format!("mv '{p}' '{p}.moved'"),
+            ] {
+                let before = meta(f);
+                // `rc=` shows the run happened (not a refusal by a rule) and how the
+                // operation ended.
+                let o = env.sh("strict", &format!("{op}; echo rc=$?"));
+                let what = format!("nobody={} `{op}`", env.as_nobody);
+                let out = stdout(&o);
+                if !out.contains("rc=") || out.contains("rc=0") {
+                    failures.push(format!("{what}: {}", text(&o)));
+                }
+                if !f.exists() {
+                    failures.push(format!("{what}: the file was moved"));
+                    let _ = std::fs::rename(format!("{p}.moved"), f);
+                    continue;
+                }
+                let after = meta(f);
+                if after != before {
+                    failures.push(format!("{what}: {before:?} -> {after:?}"));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+escape_test! {
+    /// Attack: a run plants `core.fsmonitor` in `.git/config` and then makes `.git` (or the
+    /// workspace itself) read-only, so that the broker cannot put the config back (without a
+    /// mount namespace the put-back failed with a warning shown only to the agent); the user's
+    /// next `git status` runs the planted command unconfined. Promise: `.git/config` is
+    /// read-only during the run, nothing needs putting back, and `git status` afterwards runs
+    /// nothing the run chose.
+    fn a_run_that_makes_git_read_only_cannot_leave_a_planted_fsmonitor() {
+        for policy in ["strict", "standard"] {
+            for dir in [".git", "."] {
+                let env = Env::new("ro-git");
+                git_init(&env);
+                let marker = env.outside.join("fsmonitor-ran");
+                let script = format!(
+                    "printf '[core]\\n\\tfsmonitor = touch {}\\n' >> .git/config; chmod a-w {dir}; echo ran",
+                    marker.display()
+                );
+                let o = env.sh(policy, &script);
+                let what = format!("{policy} nobody={} chmod a-w {dir}", env.as_nobody);
+                assert!(stdout(&o).contains("ran"), "{what}: the run happened: {}", text(&o));
+                let config = std::fs::read_to_string(env.ws.join(".git/config")).expect("config");
+                let g = git(&env, &["status", "--short"]);
+                // Make the tree removable again (uid 65534 cannot write a 0555 directory).
+                for d in [env.ws.clone(), env.ws.join(".git")] {
+                    let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755));
+                }
+                assert!(!config.contains("fsmonitor"), "{what}: planted: {config}\n{}", text(&o));
+                assert!(g.status.success(), "{what}: git status: {}", text(&g));
+                assert!(!marker.exists(), "{what}: git status ran the planted fsmonitor");
+            }
+        }
+        // Control: the same config written by the test does make `git status` run it.
+        let env = Env::new("ro-git-control");
+        git_init(&env);
+        let marker = env.outside.join("fsmonitor-ran");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(env.ws.join(".git/config"))
+            .expect("config");
+        write!(f, "[core]\n\tfsmonitor = touch {}\n", marker.display()).expect("w");
+        let g = git(&env, &["status", "--short"]);
+        assert!(marker.exists(), "the control's fsmonitor did not run: {}", text(&g));
+    }
+}
+
+escape_test! {
+    /// Attack: a hook installed as a symlink to a script of the repository
+    /// (`.git/hooks/pre-commit -> ../../scripts/hook.sh`, as husky-like setups do) was
+    /// protected only as a link: the run rewrote the script, which the user's next
+    /// `git commit` runs. Promise: a protected path that is a symlink protects its target;
+    /// the script is unchanged and the rest of `scripts/` stays writable.
+    fn a_hook_linked_to_a_script_in_the_repository_protects_the_script() {
+        for policy in ["strict", "standard"] {
+            let env = Env::new("hook-link");
+            git_init(&env);
+            let hook = env.write("scripts/hook.sh", "#!/bin/sh\nexit 0\n");
+            std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            std::os::unix::fs::symlink("../../scripts/hook.sh", env.ws.join(".git/hooks/pre-commit"))
+                .expect("link");
+            for script in [
+                "echo 'touch /tmp/pwned' >> scripts/hook.sh",
+                "echo 'touch /tmp/pwned' >> .git/hooks/pre-commit",
+                "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > scripts/hook.new && mv scripts/hook.new scripts/hook.sh",
+            ] {
+                let o = env.sh(policy, &format!("{script}; echo ok > scripts/other.txt; echo ran"));
+                let what = format!("{policy} nobody={} `{script}`", env.as_nobody);
+                assert!(stdout(&o).contains("ran"), "{what}: the run happened: {}", text(&o));
+                assert_eq!(
+                    std::fs::read_to_string(&hook).expect("hook"),
+                    "#!/bin/sh\nexit 0\n",
+                    "{what}: the hook's script was rewritten: {}",
+                    text(&o)
+                );
+                assert_eq!(
+                    std::fs::read_link(env.ws.join(".git/hooks/pre-commit")).ok(),
+                    Some(PathBuf::from("../../scripts/hook.sh")),
+                    "{what}"
+                );
+                assert_eq!(
+                    std::fs::read_to_string(env.ws.join("scripts/other.txt")).ok().as_deref(),
+                    Some("ok\n"),
+                    "{what}: the rest of scripts/ stays writable: {}",
+                    text(&o)
+                );
+            }
+        }
+    }
+}
+
+/// README's example policy ("Writing a policy"): strict plus a writable `target`.
+const TARGET_POLICY: &str =
+    "extends = \"strict\"\n\n[sandbox]\nwrite = [\"${WORKSPACE}/target\"]\n";
+
+/// A refusal of a writable area that is a symlink: exit 125, naming it.
+fn refused_as_a_symlink(o: &Output) -> bool {
+    let err = stderr(o).to_lowercase();
+    o.status.code() == Some(125)
+        && err.contains("target")
+        && (err.contains("symlink") || err.contains("symbolic link"))
+}
+
+escape_test! {
+    /// Attack: with README's own example policy (`extends = "strict"`, `write =
+    /// ["${WORKSPACE}/target"]`), one run replaces `target` with a symlink to any directory;
+    /// the next run's writable area follows the link and the run writes there. Promise:
+    /// writable areas are opened without following links and bound from descriptors: either
+    /// the first run cannot replace `target` (it is a mount point in its namespace) or the
+    /// second run is refused with an error naming `target` as a symlink; nothing is written
+    /// outside.
+    fn a_writable_area_repointed_between_runs_is_never_followed() {
+        let env = Env::new("target-repoint");
+        let policy = env.policy_file(TARGET_POLICY);
+        std::fs::create_dir_all(env.ws.join("target")).expect("mkdir");
+        let o = env.sh(
+            &policy,
+            &format!("rmdir target; ln -s '{}' target; echo ran", env.outside.display()),
+        );
+        assert!(stdout(&o).contains("ran"), "run 1 happened: {}", text(&o));
+        let repointed = std::fs::symlink_metadata(env.ws.join("target"))
+            .is_ok_and(|m| m.file_type().is_symlink());
+        let o = env.sh(&policy, "echo pwned > target/planted; echo ran");
+        let what = format!("nobody={} repointed={repointed}", env.as_nobody);
+        assert!(
+            !env.outside.join("planted").exists(),
+            "{what}: run 2 wrote through the link: {}",
+            text(&o)
+        );
+        if repointed {
+            assert!(refused_as_a_symlink(&o), "{what}: run 2 is refused naming target: {}", text(&o));
+            assert!(!stdout(&o).contains("ran"), "{what}: {}", text(&o));
+        } else {
+            assert!(stdout(&o).contains("ran"), "{what}: {}", text(&o));
+        }
+    }
+}
+
+escape_test! {
+    /// Attack: a writable area that is already a symlink (`target -> elsewhere`) silently
+    /// made `elsewhere` writable. Promise: it is refused before anything runs, with an error
+    /// naming it (exit 125): the command's marker is not created and nothing is written
+    /// through the link.
+    fn a_writable_area_that_is_a_symlink_is_refused_with_its_name() {
+        let env = Env::new("target-link");
+        let policy = env.policy_file(TARGET_POLICY);
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("target")).expect("link");
+        let o = env.sh(&policy, "touch ran.txt; echo pwned > target/planted; echo ran");
+        let what = format!("nobody={}", env.as_nobody);
+        assert!(!env.outside.join("planted").exists(), "{what}: wrote through the link: {}", text(&o));
+        assert!(!env.ws.join("ran.txt").exists(), "{what}: the command ran: {}", text(&o));
+        assert!(refused_as_a_symlink(&o), "{what}: refused naming target: {}", text(&o));
+    }
+}
+
+escape_test! {
+    /// Attack: a policy denies `${WORKSPACE}/config/secret.txt`; as root it was masked by a
+    /// mount, which a run carried away by renaming its parent (`mv config config2`): the next
+    /// run read `config2/secret.txt`, which no rule names. (As a normal user such a policy
+    /// was refused outright: no run at all.) Promise: denied paths are masked for every user
+    /// and their ancestors inside a writable area pinned: either the rename fails or the next
+    /// run still cannot read the file; runs under the policy do run.
+    fn a_denied_path_cannot_be_carried_away_by_renaming_its_parent() {
+        let env = Env::new("deny-rename");
+        let policy = env.policy_file(
+            "extends = \"strict\"\n\n[sandbox]\ndeny = [\"${WORKSPACE}/config/secret.txt\"]\n",
+        );
+        env.write("config/secret.txt", "DENIED-SECRET\n");
+        env.write("config/app.toml", "name = \"app\"\n");
+        env.write("control.txt", "CONTROL-READ\n");
+        let what = format!("nobody={}", env.as_nobody);
+        let o = env.sh(&policy, "cat control.txt; cat config/secret.txt");
+        assert!(stdout(&o).contains("CONTROL-READ"), "{what}: the run happened: {}", text(&o));
+        assert_stdout_lacks(&o, "DENIED-SECRET", &format!("{what}: before the rename"));
+        let o1 = env.sh(&policy, "mv config config2; echo ran");
+        assert!(stdout(&o1).contains("ran"), "{what}: run 1 happened: {}", text(&o1));
+        let o = env.sh(&policy, "cat control.txt; cat config2/secret.txt config/secret.txt");
+        assert!(stdout(&o).contains("CONTROL-READ"), "{what}: run 2 happened: {}", text(&o));
+        assert!(
+            !stdout(&o).contains("DENIED-SECRET"),
+            "{what}: the denied file was read under its new name:\nrun 1: {}\nrun 2: {}",
+            text(&o1),
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack: without a pid namespace a run read every process's command line (the user's
+    /// other tools' `--password=...`), and without a network namespace `/proc/net/unix`
+    /// listed every socket on the host (the daemons to aim at). Promise: every run has its
+    /// own pid and network namespaces: no host process, no host socket is visible.
+    fn host_processes_and_sockets_are_invisible() {
+        let env = Env::new("host-visible");
+        // The marker is no secret: the output redactor would hide `--password=...` itself and
+        // make the check vacuous (it did on main), so the command line carries both.
+        let marker = format!("gw-visible-{}-MARKER", std::process::id());
+        // The interpreter itself, not a wrapper script (pyenv's) that would outlive a kill.
+        let python = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3");
+        let mut c = Command::new(stdout(&python).trim());
+        c.args(["-c", "import time; time.sleep(300)", &format!("--profile={marker}"), "--password=hunter2"]);
+        let _victim = Outside::spawn(c);
+        let sock = env.outside.join("host-daemon.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        let sock = sock.display().to_string();
+        // Controls: the host shows both.
+        let t = std::time::Instant::now();
+        while processes_with(&marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!processes_with(&marker).is_empty(), "the outside process is not running");
+        assert!(
+            std::fs::read_to_string("/proc/net/unix").expect("proc").contains(&sock),
+            "the host lists its socket"
+        );
+        // The script names neither the marker nor the socket: it must not find itself.
+        let script = "ps -eo args; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; cat /proc/net/unix; echo done";
+        for policy in ["strict", "standard"] {
+            let o = env.sh(policy, script);
+            let what = format!("{policy} nobody={}", env.as_nobody);
+            assert!(stdout(&o).contains("done"), "{what}: the run happened: {}", text(&o));
+            assert!(stdout(&o).contains("Inode"), "{what}: /proc/net/unix was read: {}", text(&o));
+            // Only the offending lines: the rest is the host's process list.
+            let seen: Vec<String> = stdout(&o)
+                .lines()
+                .filter(|l| l.contains(&marker) || l.contains(&sock))
+                .map(str::to_string)
+                .collect();
+            assert!(seen.is_empty(), "{what}: the run sees the host's:\n{}", seen.join("\n"));
+        }
+    }
+}
+
+escape_test! {
+    /// Attack: without a mount namespace the broker kept protected paths before a run and
+    /// put back after it whatever had changed, so a change the user made themselves during
+    /// the run (`git remote add`, an edit of `.envrc`, a new hook) was reverted, moved to the
+    /// quarantine. Promise: nothing is put back; what the run cannot write is read-only during
+    /// it, so the user's own changes made outside the run are never reverted or quarantined.
+    fn a_users_own_changes_during_a_run_are_never_reverted() {
+        for policy in ["strict", "standard"] {
+            let env = Env::new("user-changes");
+            git_init(&env);
+            env.write(".envrc", "export A=1\n");
+            let run = env
+                .cmd()
+                .args(["exec", "--policy", policy, "--", "sh", "-c", "sleep 2"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn gateway");
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            // The user, meanwhile, outside the run.
+            let g = git(&env, &["remote", "add", "origin", "https://example.invalid/repo.git"]);
+            assert!(g.status.success(), "git remote add: {}", text(&g));
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(env.ws.join(".envrc"))
+                .expect("envrc");
+            f.write_all(b"export USER_CHANGE=1\n").expect("w");
+            drop(f);
+            std::fs::write(env.ws.join(".git/hooks/pre-commit"), "#!/bin/sh\nexec lint\n").expect("hook");
+            if env.as_nobody {
+                env.give_to_nobody();
+            }
+            let o = run.wait_with_output().expect("wait");
+            let what = format!("{policy} nobody={}", env.as_nobody);
+            assert!(o.status.success(), "{what}: {}", text(&o));
+            let config = std::fs::read_to_string(env.ws.join(".git/config")).expect("config");
+            assert!(config.contains("[remote \"origin\"]"), "{what}: git remote add was reverted: {config}\n{}", text(&o));
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".envrc")).expect("envrc"),
+                "export A=1\nexport USER_CHANGE=1\n",
+                "{what}: .envrc was reverted: {}",
+                text(&o)
+            );
+            assert_eq!(
+                std::fs::read_to_string(env.ws.join(".git/hooks/pre-commit")).ok().as_deref(),
+                Some("#!/bin/sh\nexec lint\n"),
+                "{what}: the user's new hook was moved away: {}",
+                text(&o)
+            );
+            let quarantined: Vec<_> = std::fs::read_dir(env.state.join("quarantine"))
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            assert!(quarantined.is_empty(), "{what}: quarantined {quarantined:?}: {}", text(&o));
+        }
+    }
+}
+
+escape_test! {
+    /// Attack surface: where unprivileged user namespaces are refused (Ubuntu 24.04's
+    /// `kernel.apparmor_restrict_unprivileged_userns`, some containers,
+    /// `user.max_user_namespaces = 0`) a run silently got less than the policy promises.
+    /// Simulated here with a seccomp filter (tests/fixtures/nouserns.c: `unshare` and `clone`
+    /// with CLONE_NEWUSER fail with EPERM, `clone3` with ENOSYS). Promise: the run fails closed
+    /// (exit 125, the command does not run) with a message naming user namespaces and the two
+    /// ways out in contrib/ (the AppArmor profile, the daemon), and `best_effort`; with
+    /// `best_effort = true` it runs and stderr says which layers are missing.
+    fn without_user_namespaces_a_run_fails_closed_and_says_why() {
+        let env = Env::new("no-userns");
+        let wrapper = fixture_bin("nouserns");
+        let run = |policy: &str| {
+            env.raw(&wrapper)
+                .args(env.gateway_argv())
+                .args(["exec", "--policy", policy, "--", "sh", "-c", "echo ran"])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run gateway under nouserns")
+        };
+        let what = format!("nobody={}", env.as_nobody);
+        let o = run("strict");
+        let err = stderr(&o).to_lowercase();
+        assert!(!stdout(&o).contains("ran"), "{what}: the command ran without user namespaces: {}", text(&o));
+        assert_eq!(o.status.code(), Some(125), "{what}: {}", text(&o));
+        for needle in ["user namespace", "contrib/", "best_effort"] {
+            assert!(err.contains(needle), "{what}: the refusal does not mention {needle:?}: {}", text(&o));
+        }
+        let policy = env.policy_file("extends = \"strict\"\n\n[sandbox]\nbest_effort = true\n");
+        let o = run(&policy);
+        let err = stderr(&o).to_lowercase();
+        assert!(stdout(&o).contains("ran"), "{what}: best_effort runs: {}", text(&o));
+        for needle in ["namespace", "mount"] {
+            assert!(err.contains(needle), "{what}: best_effort does not say {needle:?} is missing: {}", text(&o));
+        }
+    }
+}
