@@ -256,6 +256,16 @@ fn protected_notes(res: &broker::ExecResult) {
     if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
         errln!("gateway: warning: {w}");
     }
+    // A best-effort run on a host that refused its namespaces: the person reading stderr,
+    // not only the record and `--json`, learns which layers the command ran without.
+    if let Some(e) = res.outcome.as_ref().map(|o| &o.enforcement)
+        && !e.layers.namespaces.is_complete()
+    {
+        errln!(
+            "gateway: warning: the command ran without these layers (best_effort): {}",
+            e.not_applied().join("; ")
+        );
+    }
     if let Some(n) = res
         .outcome
         .as_ref()
