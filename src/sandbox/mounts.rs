@@ -176,6 +176,12 @@ fn without_namespace(c: &Confinement) -> Result<LayerStatus, SandboxError> {
     })
 }
 
+/// Is `p` in /dev? The run's /dev is a minimal one of its own (`sys::mount::minimal_dev`):
+/// what the host has there is not in it, so nothing there is masked or pinned.
+fn under_dev(p: &Path) -> bool {
+    p.starts_with("/dev")
+}
+
 /// The writable area `p` lies strictly inside, if any.
 fn in_writable<'a>(c: &'a Confinement, p: &Path) -> Option<&'a PathBuf> {
     c.write
@@ -191,7 +197,13 @@ fn in_writable<'a>(c: &'a Confinement, p: &Path) -> Option<&'a PathBuf> {
 /// mount: a bind made later would cover the masks and read-only mounts beneath it.
 fn pins(c: &Confinement, steps: &mut Vec<Step>) -> Result<(), SandboxError> {
     let mut pins: Vec<&Path> = Vec::new();
-    for p in c.protected.iter().chain(&c.hidden).chain(&c.deny) {
+    for p in c
+        .protected
+        .iter()
+        .chain(&c.hidden)
+        .chain(&c.deny)
+        .filter(|p| !under_dev(p))
+    {
         if let Some(root) = in_writable(c, p) {
             let mut a = p.parent();
             while let Some(dir) = a {
@@ -228,7 +240,13 @@ fn masks(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
             .chain(&c.exec)
             .any(|r| d.starts_with(r))
     };
-    for d in c.deny.iter().filter(|d| reachable(d)).chain(&c.hidden) {
+    for d in c
+        .deny
+        .iter()
+        .filter(|d| reachable(d))
+        .chain(&c.hidden)
+        .filter(|d| !under_dev(d))
+    {
         let p = cstr(d.as_os_str().as_bytes(), "denied path")?;
         let (find, dir) = if in_writable(c, d).is_some() {
             match pinned(d, "denied path")? {
