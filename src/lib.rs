@@ -63,9 +63,12 @@
 //! # Compatibility
 //!
 //! Linux only. Landlock ABI ≥ 1 is required unless a policy says `best_effort = true`; ABI 4
-//! adds TCP rules and ABI 6 signal/abstract-socket scoping (reported when missing). Namespaces
-//! need a privileged broker; without one, landlock/seccomp/capabilities/rlimits still apply and
-//! `EnforcementStatus` says, one `LayerStatus` per `sandbox::Layer` (enforced, partial, not
+//! adds TCP rules and ABI 6 signal/abstract-socket scoping (reported when missing). Every run
+//! gets its namespaces through a user namespace, whoever starts the broker (unprivileged user
+//! namespaces: Linux 3.8+, open_tree/move_mount 5.2+, mount_setattr 5.12+, openat2 5.6+); a
+//! host that refuses them (sysctl, Ubuntu's AppArmor restriction, a container) refuses the run
+//! with the two ways out, unless `best_effort`, where landlock/seccomp/capabilities/rlimits
+//! still apply and `EnforcementStatus` says, one `LayerStatus` per `sandbox::Layer` (enforced, partial, not
 //! applied with why, not requested, as rust-landlock's `RestrictionStatus`), what did not.
 //! Each layer is a function returning its status (`sandbox::run` only calls them, then spawn
 //! and relay), unit-tested alone in a forked child. Seccomp filters are built for x86_64
@@ -74,10 +77,24 @@
 //! # Design decisions (beyond DESIGN.md)
 //!
 //! - The child between `clone` and `execve` runs only raw syscalls on memory the parent
-//!   prepared (`sandbox/sys.rs`): it must be async-signal-safe. The landlock ruleset is built in
+//!   prepared (`sandbox/sys/`): it must be async-signal-safe. The landlock ruleset is built in
 //!   the parent with the `landlock` crate and applied in the child with one syscall; the
 //!   rule for the pid namespace's fresh `/proc` is added by the namespace helper after it
 //!   mounts it (landlock ignores rules on covered mount points).
+//! - One sandbox for every user (issue 34): the helper is cloned into new user, mount, pid,
+//!   ipc, uts (and net) namespaces; the broker writes its uid/gid maps (the caller to itself;
+//!   a broker with CAP_SETUID/CAP_SETGID also maps a daemon client) while it waits on a pipe.
+//!   The mount tree is built from descriptors, not names (`sandbox::mounts`,
+//!   `sandbox/sys/mount.rs`): the broker opens every writable area and every path it pins,
+//!   protects or masks inside one with `openat2(RESOLVE_NO_SYMLINKS)` and records its (device,
+//!   inode); the helper opens each the same way, refuses another object (`ESTALE`), clones the
+//!   writable areas (`open_tree`) before making the whole host read-only
+//!   (`mount_setattr(AT_RECURSIVE)`) and moves them back on top, then pins, read-only binds
+//!   and masks onto the descriptors it checked. Landlock's write rules use the broker's same
+//!   descriptors. A writable area that is, or lies below, a link is refused by name: a run
+//!   cannot re-point the next run's writable area. Nothing is put back after a run: what must
+//!   not change is read-only during it. The memory cgroup still needs a broker that may manage
+//!   cgroups; a normal user's runs are bounded per process.
 //! - The command is started with `clone(CLONE_VM | CLONE_VFORK)` (posix_spawn's technique) by
 //!   a pid-1 helper that, when the command ends, kills and reaps everything else in the
 //!   namespace before reporting: the broker returns without waiting for namespace teardown.
@@ -90,8 +107,9 @@
 //!   around denied paths; protected paths inside writable trees are read-only bind mounts in the
 //!   mount namespace (landlock alone cannot express them), their ancestors pinned by self-bind
 //!   mounts, and protected paths a run creates are quarantined afterwards; denied paths inside
-//!   the workspace are hidden by mounts only. Device nodes under `/dev` are denied except a
-//!   short safe list wherever a policy reads `/dev`.
+//!   the workspace are hidden by mounts only. The run's `/dev` is a minimal one of its own
+//!   (null, zero, full, random, urandom, tty, its own devpts); landlock still denies the host's
+//!   other device nodes wherever a policy reads `/dev` (defense in depth).
 //! - `sandbox::Confinement` (paths, network, limits, layers) is what the broker derives from a
 //!   policy; `sandbox::Spec` is a Confinement plus what to run. `Network` and `Limits` live in
 //!   `model` because both `policy` and `sandbox` use them.

@@ -2,7 +2,7 @@
 //! nothing), empties its bounding and ambient sets, takes the caller's identity if it runs as
 //! another user, clears its effective, permitted and inheritable sets and sets no_new_privs
 //! (`sys::lock_capabilities`, `sys::clear_capabilities`, `sys::set_no_new_privs`). The `caps`
-//! crate allocates, so the child's side is raw `prctl`/`capset` in `sys.rs`.
+//! crate allocates, so the child's side is raw `prctl`/`capset` in `sys/`.
 
 use super::{LayerStatus, sys};
 
