@@ -4,8 +4,9 @@
 //! (and standard where it should), and controls prove that ordinary work still works and that
 //! the attack fixtures do detect an escape when not confined.
 //!
-//! These tests need what the sandbox needs: Linux with landlock, seccomp, and a privileged
-//! (root) broker for namespaces. A test that cannot run fails. Set GATEWAY_TEST_NO_SANDBOX=1
+//! These tests need what the sandbox needs: Linux with landlock, seccomp and user namespaces;
+//! they run as root, and the escape suite again as uid 65534 (`setpriv`), so root is needed
+//! to switch. A test that cannot run fails. Set GATEWAY_TEST_NO_SANDBOX=1
 //! to skip the sandbox tests explicitly (CI does not set it).
 //!
 //! One test binary (as ripgrep's `tests/`): a module per area and a shared `util` module

@@ -3,9 +3,10 @@
 //! [`EnforcementStatus`], what was really enforced.
 //!
 //! Layers, each enforced on its own:
-//! - **namespaces** (when privileged): pid (own /proc; everything dies with the command),
-//!   mount (denied paths masked, protected paths read-only), ipc, and net for `loopback` and
-//!   `none`;
+//! - **namespaces**, for every run whoever starts the broker: user (the caller mapped to
+//!   itself), pid (own /proc; everything dies with the command), mount (the host read-only,
+//!   writable areas bound on top from pinned descriptors, denied paths masked, protected paths
+//!   read-only, a minimal /dev), ipc, uts, and net for `loopback` and `none`;
 //! - **capabilities** all cleared, securebits locked, **no_new_privs**;
 //! - **landlock**: filesystem rights of the kernel's ABI, TCP bind/connect (ABI ≥ 4), abstract
 //!   unix socket and signal scoping (ABI ≥ 6);
@@ -122,7 +123,7 @@ pub struct Confinement {
     pub network: Network,
     /// Limits.
     pub limits: Limits,
-    /// Use namespaces when privileged.
+    /// Run in the run's own user, mount, pid, ipc, uts (and net) namespaces.
     pub namespaces: bool,
     /// Run even if a layer cannot be applied.
     pub best_effort: bool,
@@ -348,7 +349,7 @@ pub enum SandboxError {
     },
     /// The run's user namespace cannot be created here, and the policy is not best-effort.
     #[error(
-        "user namespaces are not available to gateway here ({why}), and every run needs one: its own user, mount, pid, ipc, uts and network namespaces, with the host read-only. Two ways out: let this binary create user namespaces (on Ubuntu 24.04 and later, install the AppArmor profile shipped in contrib/apparmor/gateway, as Ubuntu ships one for bwrap; elsewhere set the sysctl user.max_user_namespaces above 0), or run the daemon with the capabilities in contrib/gateway.service and point GATEWAY_SOCKET at it. To run with only landlock and seccomp instead, set `best_effort = true` in the policy's [sandbox] (reported as not enforced)"
+        "user namespaces are not available to gateway here ({why}), and every run needs one: its own user, mount, pid, ipc, uts and network namespaces, with the host read-only. Two ways out: let this binary create user namespaces (on Ubuntu 23.10 and later, install the AppArmor profile shipped in contrib/apparmor/gateway, as Ubuntu ships one for bwrap; elsewhere set the sysctl user.max_user_namespaces above 0), or run the daemon with the capabilities in contrib/gateway.service and point GATEWAY_SOCKET at it. To run with only landlock and seccomp instead, set `best_effort = true` in the policy's [sandbox] (reported as not enforced)"
     )]
     UserNamespaces {
         /// What the kernel said.
