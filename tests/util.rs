@@ -762,13 +762,12 @@ pub fn check_mcp_roots_run(env: &Env, root: &Path, v: &serde_json::Value) {
         root.join("in.txt").display().to_string()
     );
     assert_eq!(ok("pwd")["stdout"], format!("{root_s}\n"));
-    // A command writes inside the roots only (landlock), and runs only inside them.
+    // A command writes inside the roots only (the read-only host, and landlock), and runs
+    // only inside them.
     let e = ok("escape");
+    let err = e["stderr"].as_str().expect("stderr");
     assert!(
-        e["stderr"]
-            .as_str()
-            .expect("stderr")
-            .contains("Permission denied"),
+        err.contains("Read-only file system") || err.contains("Permission denied"),
         "{e}"
     );
     assert!(!env.ws.join("escape.txt").exists());
