@@ -39,9 +39,6 @@
 //! - **Snapshot** (`broker::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
 //!   `.git` never entered, git's ignore rules read beneath like any file; a directory whose
 //!   ignore file is not a small regular file is skipped, contents unknown) and bounded reads.
-//! - **Protected paths** (`broker::keep`, as a normal user): each component opened relative to
-//!   its parent with `O_NOFOLLOW`, typed before any read, bounded in bytes, entries and depth;
-//!   put back the same way.
 //! - **Quarantine** of protected paths a run created: searched and moved beneath each writable
 //!   tree's descriptor; a link or file that stands where a directory should be is reported
 //!   and moved as itself, never looked through.
@@ -226,10 +223,10 @@
 //!   `denied-path` and `protected-path`; relative protected patterns match at any depth and
 //!   also refuse the paths that would hold them (a `.git` file or directory). The worker's
 //!   landlock domain and its check of the file it opened remain the second wall. Commands
-//!   are held by mounts (root) or by `broker::keep` (a normal user: protected paths are
-//!   copied before the run, bounded, without following links or opening special files, and
-//!   put back after it — landlock cannot keep a subtree of a writable tree read-only, and
-//!   failing closed would refuse every git repository to every normal user).
+//!   are held by read-only mounts in the run's mount namespace, for every user; nothing is
+//!   copied or put back after a run, so a change made outside the run while it runs is never
+//!   reverted. Without a mount namespace the run is refused unless `best_effort`, which leaves
+//!   protected paths writable and says so.
 //! - A long-lived session pins the policy it loaded (`broker::pin`, issue 25): the MCP
 //!   server, the REPL and each daemon session (keyed by `GATEWAY_SESSION` and the policy as
 //!   named) decide every call by the copy loaded first; its content hash (`Policy::sha256`,
@@ -263,7 +260,7 @@
 //!   record) driven by one function that owns the log, the decision, the approval, the error
 //!   and the refusal of the record — no tool can forget one, and a call that fails anywhere
 //!   after the log opens is recorded once. Exec's perform step is `broker::exec` (plan, hold
-//!   the protected paths, relay, put back, snapshot).
+//!   the protected paths, relay, quarantine, snapshot).
 //! - Results are typed (`broker::report`): `ExecReport`, `FsReport`, `ErrorReport` and the
 //!   small reports of `cd`, `history`, `undo --skip`, `trash`; the CLI's `--json`, the daemon
 //!   and MCP (`structuredContent`) render the same values, so a field has one name everywhere

@@ -934,16 +934,19 @@ escape_test! {
 // uid 65534 only: the keep/put-back fallback of a broker without a mount namespace, which
 // issue 34 removes (its attacks are in `escape_write_git_hooks_and_config`, both users).
 sandbox_test! {
-    fn unprivileged_protected_paths_are_put_back_after_the_run() {
-        // Issue 14 item 4: as uid 65534 (no mount namespace) strict and standard left
-        // `.git/hooks` and `.git/config` writable, silently. Now the broker keeps them and
-        // puts back whatever the run changed, before anything else reads them, and says so.
+    fn unprivileged_protected_paths_are_read_only_during_the_run() {
+        // Issue 14 item 4: as uid 65534 strict and standard left `.git/hooks` and `.git/config`
+        // writable, silently; then (issue 34) the broker kept them and put back what the run
+        // changed, which the run could defeat. Now a normal user's run has a mount namespace
+        // like root's: protected paths are read-only during it, nothing is kept or put back,
+        // and the size of what is protected no longer matters.
         for policy in ["strict", "standard"] {
             let env = Env::new("unpriv-protected");
             env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
             env.write(".git/config", "[core]\n");
             env.write(".envrc", "export A=1\n");
             env.give_to_nobody();
+            let mode = std::fs::metadata(env.ws.join(".envrc")).expect("envrc").permissions().mode() & 0o7777;
             let run = |script: &str| {
                 env.nobody()
                     .args(["exec", "--policy", policy, "--", "sh", "-c", script])
@@ -955,13 +958,16 @@ sandbox_test! {
                 "printf '[core]\\n\\tfsmonitor = evil\\n' > .git/config",
                 "rm -f .git/hooks/pre-commit.sample",
                 "echo evil >> .envrc",
+                "chmod 0666 .envrc",
                 "mv .git .git-moved && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit",
                 "mv .git/hooks hooks-away && ln -s /tmp .git/hooks",
                 "mv .git git-away && mkdir .git-moved && ln -s .git-moved .git",
+                "mkfifo .git/hooks/pre-commit",
             ] {
                 let o = run(script);
                 let t = text(&o);
-                assert!(!env.ws.join(".git/hooks/pre-commit").exists(), "{policy} `{script}`: {t}");
+                assert_ne!(o.status.code(), Some(0), "{policy} `{script}` succeeded: {t}");
+                assert!(std::fs::symlink_metadata(env.ws.join(".git/hooks/pre-commit")).is_err(), "{policy} `{script}`: {t}");
                 assert!(
                     std::fs::symlink_metadata(env.ws.join(".git")).expect(".git").is_dir()
                         && std::fs::symlink_metadata(env.ws.join(".git/hooks")).expect("hooks").is_dir(),
@@ -978,23 +984,132 @@ sandbox_test! {
                     "export A=1\n",
                     "{policy} `{script}`: {t}"
                 );
-                assert!(t.contains("protected path"), "said so: {policy} `{script}`: {t}");
+                assert_eq!(
+                    std::fs::metadata(env.ws.join(".envrc")).expect("envrc").permissions().mode() & 0o7777,
+                    mode,
+                    "{policy} `{script}`: {t}"
+                );
+                // Nothing is kept, so nothing is put back or said to be.
+                assert!(!t.contains("put back"), "{policy} `{script}`: {t}");
+                assert!(!env.state.join("keep").exists(), "{policy} `{script}`");
                 for d in [".git-moved", "hooks-away", "git-away"] {
                     let _ = std::fs::remove_dir_all(env.ws.join(d));
                 }
             }
-            // A FIFO planted where a hook was expected is moved away, never opened (the
-            // broker would block on it forever).
-            let o = run("mkfifo .git/hooks/pre-commit");
-            assert!(!env.ws.join(".git/hooks/pre-commit").exists(), "{policy}: {}", text(&o));
-            // Too large to keep: refused (fail closed), with how to proceed.
+            // What used to be too large to keep and refused the run is simply read-only.
             let big = std::fs::File::create(env.ws.join(".git/hooks/big")).expect("big");
             big.set_len(64 << 20).expect("sparse");
             drop(big);
             env.give_to_nobody();
-            let o = run("echo ran");
-            assert_eq!(o.status.code(), Some(125), "{policy}: {}", text(&o));
-            assert!(!stdout(&o).contains("ran") && text(&o).contains("best_effort"), "{}", text(&o));
+            let o = run("echo ran; echo evil > .git/hooks/big");
+            assert!(stdout(&o).contains("ran"), "{policy}: {}", text(&o));
+            assert_eq!(std::fs::metadata(env.ws.join(".git/hooks/big")).expect("big").len(), 64 << 20, "{policy}: {}", text(&o));
+        }
+    }
+}
+
+sandbox_test! {
+    fn without_a_mount_namespace_best_effort_says_protected_paths_were_writable() {
+        // Issue 34: nothing is put back any more. A run without a mount namespace (here the
+        // policy's `namespaces = false`; on a machine that refuses user namespaces, the
+        // same) under `best_effort` has its protected paths simply unprotected, and says so
+        // on stderr and in `--json` every time, naming them; what it created is still
+        // quarantined.
+        let env = Env::new("best-effort-writable");
+        env.write(".git/HEAD", "ref: refs/heads/main\n");
+        env.write(".git/config", "[core]\n");
+        std::fs::write(
+            env.outside.join("be.toml"),
+            "extends = \"standard\"\n[sandbox]\nnamespaces = false\nbest_effort = true\n",
+        )
+        .expect("policy");
+        let policy = env.outside.join("be.toml");
+        let script = "echo '[x]' >> .git/config; echo '{}' > .mcp.json; echo ran";
+        let o = env
+            .cmd()
+            .arg("--policy")
+            .arg(&policy)
+            .args(["exec", "--", "sh", "-c", script])
+            .output()
+            .expect("run");
+        let t = text(&o);
+        assert!(stdout(&o).contains("ran"), "{t}");
+        assert!(stderr(&o).contains("protected paths were writable"), "{t}");
+        assert!(stderr(&o).contains(&env.ws.join(".git/config").display().to_string()), "{t}");
+        assert!(!env.ws.join(".mcp.json").exists(), "a created protected path stayed: {t}");
+        // Not put back: best effort means not protected, and the result says so.
+        assert_eq!(std::fs::read_to_string(env.ws.join(".git/config")).expect("r"), "[core]\n[x]\n", "{t}");
+        let o = env
+            .cmd()
+            .arg("--json")
+            .arg("--policy")
+            .arg(&policy)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("run");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert!(v.get("protected_restored").is_none(), "{v}");
+        assert!(
+            v["protected_warnings"].as_array().is_some_and(|w| w.iter().any(|w| w.as_str().is_some_and(|w| w.contains("were writable")))),
+            "{v}"
+        );
+    }
+}
+
+sandbox_test! {
+    fn a_users_own_changes_during_a_run_are_never_reverted() {
+        // Issue 34: a user's own `git remote add` (an edit of the existing `.git/config`),
+        // made in another terminal while a run was in progress, was reverted into the
+        // quarantine after it. Protected paths that existed before the run are read-only to
+        // it, so a change there is someone else's and stays; only what the run could create
+        // is quarantined. As root and uid 65534.
+        for nobody in [false, true] {
+            let env = Env::new("user-changes");
+            let g = env.raw("git").args(["init", "-q"]).output().expect("git");
+            assert!(g.status.success(), "git init: {}", text(&g));
+            env.write(".envrc", "export A=1\n");
+            env.write("envrc.mine", "export A=2\n");
+            if nobody {
+                env.give_to_nobody();
+            }
+            let child = env
+                .as_user(nobody)
+                .args(["exec", "--policy", "standard", "--", "sh", "-c", "touch started; echo '{}' > .mcp.json; sleep 3; echo ran"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let up = (0..200).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                env.ws.join("started").exists()
+            });
+            assert!(up, "the run did not start");
+            // The user, outside the run: `git remote add`, a new hook, `.envrc` made a link.
+            let g = env
+                .raw("git")
+                .args(["-c", "safe.directory=*", "remote", "add", "origin", "https://example.com/r.git"])
+                .output()
+                .expect("git");
+            assert!(g.status.success(), "git: {}", text(&g));
+            std::fs::write(env.ws.join(".git/hooks/pre-push"), "#!/bin/sh\nmine\n").expect("hook");
+            std::fs::remove_file(env.ws.join(".envrc")).expect("rm");
+            std::os::unix::fs::symlink("envrc.mine", env.ws.join(".envrc")).expect("ln");
+            let o = child.wait_with_output().expect("wait");
+            let t = text(&o);
+            assert!(stdout(&o).contains("ran"), "the run happened: {t}");
+            let config = std::fs::read_to_string(env.ws.join(".git/config")).expect("config");
+            assert!(config.contains("[remote \"origin\"]"), "nobody={nobody}: the user's `git remote add` was reverted: {config}\n{t}");
+            assert_eq!(std::fs::read_to_string(env.ws.join(".git/hooks/pre-push")).ok().as_deref(), Some("#!/bin/sh\nmine\n"), "nobody={nobody}: {t}");
+            assert_eq!(std::fs::read_link(env.ws.join(".envrc")).ok(), Some(PathBuf::from("envrc.mine")), "nobody={nobody}: {t}");
+            // What the run created is still quarantined, and only that.
+            assert!(!env.ws.join(".mcp.json").exists(), "nobody={nobody}: {t}");
+            let quarantined: Vec<String> = std::fs::read_dir(env.state.join("quarantine"))
+                .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            assert!(
+                quarantined.len() == 1 && quarantined[0].ends_with(".mcp.json"),
+                "nobody={nobody}: {quarantined:?}\n{t}"
+            );
         }
     }
 }
@@ -1026,9 +1141,8 @@ escape_test! {
 escape_test! {
     fn unprivileged_overlapping_runs_cannot_launder_a_hook() {
         // A second run that started while the first had planted a hook used to keep the
-        // planted hook as "the original" and put it back after the first run removed it. Runs
-        // of one workspace that overlap share the first one's copy. (Named for uid 65534,
-        // where it was found; run as both users.)
+        // planted hook as "the original" and put it back after the first run removed it. Now
+        // nothing is kept: protected paths are read-only to every run, overlapping or not.
         let env = Env::new("unpriv-overlap");
         env.write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
         env.write(".git/config", "[core]\n");
@@ -1052,12 +1166,7 @@ escape_test! {
             text(&a),
             text(&b)
         );
-        // The shared record is gone once no run is in progress.
-        let keep = env.state.join("keep");
-        let left: Vec<_> = std::fs::read_dir(&keep)
-            .map(|d| d.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")).collect())
-            .unwrap_or_default();
-        assert!(left.is_empty(), "{left:?}");
+        assert!(!env.state.join("keep").exists(), "nothing is kept");
     }
 }
 
@@ -1193,6 +1302,13 @@ escape_test! {
         }
         assert_eq!(std::fs::read_to_string(env.ws.join("my-policy.toml")).expect("r"), "extends = \"base.toml\"\n", "nobody={nobody}");
         assert_eq!(std::fs::read_to_string(env.ws.join("base.toml")).expect("r"), "extends = \"strict\"\n", "nobody={nobody}");
+        // Without a mount namespace the file would be writable during the run: refused, even
+        // under `best_effort`.
+        let env = Env::new("policy-rewrite-nons");
+        env.write("my-policy.toml", "extends = \"strict\"\n[sandbox]\nnamespaces = false\nbest_effort = true\n");
+        let o = env.gw(&["--policy", env.ws.join("my-policy.toml").to_str().expect("utf-8"), "exec", "--", "sh", "-c", "echo ran"]);
+        assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+        assert!(!stdout(&o).contains("ran") && text(&o).contains("move it out of the workspace"), "{}", text(&o));
     }
 }
 
@@ -1340,7 +1456,7 @@ sandbox_test! {
         // git run inside `sub/` reads `sub/.git/config` and runs `sub/.git/hooks/*`: a run
         // that writes them (or plants a whole `.git` in a subdirectory) would run code at the
         // user's next `cd sub && git status`. Nested repositories get the same protection as
-        // the top one, as root (read-only mounts, quarantine) and uid 65534 (kept, put back).
+        // the top one (read-only mounts, quarantine), as root and uid 65534.
         for nobody in [false, true] {
             let env = Env::new("git-nested");
             env.write(".git/HEAD", "ref: refs/heads/main\n");
@@ -1372,8 +1488,8 @@ sandbox_test! {
 sandbox_test! {
     fn a_missing_file_gits_config_includes_cannot_be_planted() {
         // Attack on issue 22 item 3c: included configs are protected only when they exist
-        // (`wsfs::resolve` drops the others), and only existing ones are kept (uid 65534) or
-        // mounted read-only (root). git ignores a missing include, so `[include] path =
+        // (`wsfs::resolve` drops the others), and only existing ones are mounted read-only.
+        // git ignores a missing include, so `[include] path =
         // ../.gitconfig.local` (an optional local override) is common; a run that creates
         // the file with `core.fsmonitor` runs code at the user's next `git status`.
         for nobody in [false, true] {
@@ -1495,10 +1611,9 @@ sandbox_test! {
 }
 
 sandbox_test! {
-    fn quarantine_and_keep_never_act_outside_through_a_racing_git_link() {
+    fn quarantine_never_acts_outside_through_a_racing_git_link() {
         // Issue 22 item 2, raced: after each run the broker moves away protected paths the run
-        // created (`.git/hooks/...`, `.git/config`) and, as a normal user, puts back what it
-        // kept. For 10 seconds a thread swaps `.git` between a real directory and a link to
+        // created (`.git/hooks/...`, `.git/config`). For 10 seconds a thread swaps `.git` between a real directory and a link to
         // another repository's git directory outside the workspace while runs plant hooks;
         // the outside repository must never lose or change a file.
         for nobody in [false, true] {
@@ -1589,20 +1704,55 @@ sandbox_test! {
 
 escape_test! {
     fn a_run_that_makes_more_directories_than_are_searched_cannot_plant_a_repository_silently() {
-        // Second attack on issue 22's fix: nested `.git` entries are searched in at most
-        // 100,000 directories, depth first in name order, with a warning when a tree has more
-        // — but only for the search before the run. A run that creates 100,001 directories
-        // under `aaaa/` and then `zzz/.git/config` is searched after the run, the search
-        // stops inside `aaaa/`, and the planted config stays, without a word.
+        // Second attack on issue 22's fix: nested `.git` entries were searched in at most
+        // 100,000 directories, depth first in name order — also after the run. A run that
+        // creates 100,001 directories under `aaaa/` and then `zzz/.git/config` hid it from
+        // that search, and (issue 34) a warning was all that said so. After a run whose
+        // search before it was complete, every directory is searched: the planted repository
+        // is quarantined.
         let env = Env::new("many-dirs");
         let script = "mkdir aaaa && cd aaaa && seq 1 100001 | xargs mkdir && cd .. && mkdir -p zzz/.git/objects zzz/.git/refs && echo 'ref: refs/heads/main' > zzz/.git/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > zzz/.git/config; echo ran";
         let o = env.sh("standard", script);
         assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
-        assert!(
-            !env.ws.join("zzz/.git/config").exists() || stderr(&o).contains("were not all found"),
-            "a planted config stays and nothing says so: {}",
-            text(&o)
-        );
+        assert!(!env.ws.join("zzz/.git/config").exists(), "a planted config stayed: {}", text(&o));
+        assert!(stderr(&o).contains("created protected path"), "{}", text(&o));
+    }
+}
+
+sandbox_test! {
+    fn a_tree_too_large_to_search_for_repositories_refuses_the_run() {
+        // Issue 34: a writable tree with more directories than the search for nested
+        // repositories lists (100,000) ran with a warning: a repository deeper in it had a
+        // writable config and hooks, and one the command planted there was not found. Now the
+        // run is refused (exit 125), naming the tree and what to do; `best_effort` runs it
+        // and says what was not protected.
+        let env = Env::new("tree-too-large");
+        env.write(".git/HEAD", "ref: refs/heads/main\n");
+        env.write(".git/config", "[core]\n");
+        let many = env.ws.join("aaaa");
+        std::fs::create_dir(&many).expect("mkdir");
+        for i in 0..100_001 {
+            std::fs::create_dir(many.join(i.to_string())).expect("mkdir");
+        }
+        env.write("zzz/lib/.git/config", "[core]\n");
+        let o = env.sh("standard", "echo '[core] fsmonitor = evil' >> zzz/lib/.git/config; echo ran");
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(125), "{t}");
+        assert!(!stdout(&o).contains("ran"), "{t}");
+        assert!(t.contains(&env.ws.display().to_string()) && t.contains("more than 100000 directories"), "names the tree: {t}");
+        assert!(t.contains("--cwd") && t.contains("best_effort"), "says what to do: {t}");
+        assert_eq!(std::fs::read_to_string(env.ws.join("zzz/lib/.git/config")).expect("r"), "[core]\n");
+        // Recorded as a run that could not be set up.
+        let recs = log_records(&env);
+        assert!(recs.last().is_some_and(|r| r["exit_code"].is_null()), "{recs:?}");
+        // A subdirectory is small enough.
+        let o = env.cmd().args(["exec", "--policy", "standard", "--cwd", "zzz", "--", "sh", "-c", "echo ran"]).output().expect("run");
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        // Best effort: it runs, and says that nested repositories were not all protected.
+        std::fs::write(env.outside.join("be.toml"), "extends = \"standard\"\n[sandbox]\nbest_effort = true\n").expect("policy");
+        let o = env.cmd().arg("--policy").arg(env.outside.join("be.toml")).args(["exec", "--", "sh", "-c", "echo ran"]).output().expect("run");
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        assert!(stderr(&o).contains("were not all found"), "{}", text(&o));
     }
 }
 

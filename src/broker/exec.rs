@@ -1,7 +1,8 @@
 //! The exec tool on the invocation skeleton ([`super::invoke`]): its decision (secrets in
 //! argv first), its question, and its "perform" step — the sandbox plan, the protected paths
-//! held around the run, the run itself, and what is put back, quarantined and snapshotted
-//! after it.
+//! held around the run (read-only in its mount namespace; git's places searched in full), the
+//! run itself, and what is quarantined and snapshotted after it. Nothing is put back: what
+//! existed before the run was read-only to it, so a change there is someone else's and stays.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -173,7 +174,6 @@ impl Tool for ExecTool<'_, '_> {
             approved,
             outcome: None,
             protected_created: vec![],
-            protected_restored: vec![],
             protected_warnings: vec![],
             secrets: std::mem::take(&mut self.report),
             audit: None,
@@ -197,7 +197,6 @@ impl Tool for ExecTool<'_, '_> {
             approved,
             outcome: Some(run.outcome),
             protected_created: run.created,
-            protected_restored: run.restored,
             protected_warnings: run.warnings,
             secrets: std::mem::take(&mut self.report),
             audit: None,
@@ -277,7 +276,6 @@ fn record_result(r: &ExecResult, rec: &mut audit::Record) {
 struct Ran {
     outcome: Outcome,
     created: Vec<Quarantined>,
-    restored: Vec<keep::Restored>,
     warnings: Vec<String>,
     snapshot: Option<snapshot::SnapshotReport>,
 }
@@ -288,15 +286,27 @@ struct Held {
     globals: [PathBuf; 3],
     places: GitPlaces,
     before: Vec<(PathBuf, Found)>,
-    kept: Option<keep::Kept>,
+    /// The protected paths that existed when the run started: bound read-only in its mount
+    /// namespace, so what changed there during the run was changed by someone else (the
+    /// user's own `git remote add`) and is never moved or reverted.
+    read_only: Vec<PathBuf>,
+    /// The run was planned with a mount namespace (protected paths read-only).
+    mounted: bool,
+    /// How many directories of each tree the search for git's places after the run lists:
+    /// all of them when the search before it was complete (a run cannot hide a planted
+    /// repository behind directories it made); the bound when it was not (`best_effort`).
+    max_dirs: usize,
     warnings: Vec<String>,
 }
 
 impl ExecTool<'_, '_> {
-    /// The "perform" step: plan, hold, run, put back, report.
+    /// The "perform" step: plan, hold, run, quarantine, report.
     fn run(&mut self, approved: Option<bool>) -> Result<Ran, BrokerError> {
         let req = self.req;
         let (spec, tmp, places) = self.spec()?;
+        // Refused before anything else is read or written when the trees are too large to
+        // search (`search_bound`).
+        let bound = search_bound(&places, spec.confine.best_effort)?;
         // A git command that discards work (what strict's `deny-git-destructive` denies) runs
         // with a snapshot even where the policy takes none (permissive, a user's own): the
         // uncommitted work it throws away stays recoverable with `gateway undo`.
@@ -331,11 +341,11 @@ impl ExecTool<'_, '_> {
         } else {
             None
         };
-        let mut held = self.hold(&spec, places)?;
+        let mut held = self.hold(&spec, places, bound)?;
         self.trace
             .begin_run(req, &ws, approved, pre.as_ref(), max_file)?;
         let outcome = self.relay(&spec);
-        let (created, restored) = self.put_back(&mut held);
+        let created = self.quarantine(&mut held, outcome.as_ref().ok());
         let snapshot_report = match &pre {
             Some(pre) => Some(snapshot::after(
                 &req.state_dir,
@@ -361,7 +371,6 @@ impl ExecTool<'_, '_> {
         Ok(shown(Ran {
             outcome,
             created,
-            restored,
             warnings: held.warnings,
             snapshot: snapshot_report,
         }))
@@ -423,28 +432,28 @@ impl ExecTool<'_, '_> {
         Ok((spec, tmp, plan.git))
     }
 
-    /// Holds the protected paths for the run: finds what exists before it, refuses a run
-    /// that could rewrite what the next one obeys, and keeps (to put back) what cannot be
-    /// mounted read-only.
-    fn hold(&self, spec: &Spec, places: GitPlaces) -> Result<Held, BrokerError> {
+    /// Holds the protected paths for the run: finds what exists before it (read-only to it in
+    /// its mount namespace), and refuses a run that could rewrite what the next one obeys or
+    /// plant a repository where the search for them does not reach.
+    fn hold(
+        &self,
+        spec: &Spec,
+        places: GitPlaces,
+        (max_dirs, warnings): (usize, Vec<String>),
+    ) -> Result<Held, BrokerError> {
         let req = self.req;
         let ws = &self.ws;
         let trees = protected_trees(&spec.confine, ws);
         let globals = global_git_configs(&home(&req.context));
         let before = protected_present(&trees, req.policy, &places);
-        // Without a mount namespace protected paths cannot be read-only: the broker keeps
-        // them and puts them back after the run (`keep`), or refuses to run (unless best
-        // effort).
-        let mut warnings: Vec<String> = places
-            .incomplete
-            .iter()
-            .map(|t| nested_warning(t))
-            .collect();
-        let mounted = spec.confine.namespaces && sandbox::namespaces_available();
-        let unmounted = !mounted && !spec.confine.protected.is_empty();
-        // Without a mount namespace a policy file inside the writable area would be writable
-        // during the run, and another gateway started meanwhile would load what the run
-        // wrote: refused, with how to fix it.
+        // A run that is not best-effort has its mount namespace or does not run at all (the
+        // sandbox refuses it): only a best-effort one asks this host (a probe, once).
+        let mounted = spec.confine.namespaces
+            && (!spec.confine.best_effort || sandbox::namespaces_available());
+        // Without a mount namespace (`best_effort` on a machine that refuses the run's user
+        // namespace, or `namespaces = false`) a policy file inside the writable area would be
+        // writable during the run, and the next run would obey what the run wrote: refused,
+        // best effort or not, with how to fix it.
         if !mounted
             && let Some(f) = req
                 .policy
@@ -453,7 +462,7 @@ impl ExecTool<'_, '_> {
                 .find(|f| spec.confine.protected.contains(f))
         {
             return Err(BrokerError::NextRunInReach(format!(
-                "the policy file {} lies where this command may write, and without a mount namespace (not root) it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
+                "the policy file {} lies where this command may write, and without a mount namespace it cannot be kept read-only while the command runs: move it out of the workspace (e.g. to ~/.config/gateway/) and pass that path to --policy",
                 f.display()
             )));
         }
@@ -464,33 +473,24 @@ impl ExecTool<'_, '_> {
         if let Some(why) = next_run::in_reach(req.policy, &config_path(), &spec.confine.write) {
             return Err(BrokerError::NextRunInReach(why));
         }
-        let kept = if unmounted {
-            match keep::keep(
-                &spec.confine.protected,
-                &protected_roots(&spec.confine, ws),
-                &req.state_dir,
-                ws,
-            ) {
-                Ok(k) => Some(k),
-                Err(e) if spec.confine.best_effort => {
-                    warnings.push(format!("{e} (best_effort: it stayed writable)"));
-                    None
-                }
-                Err(e) => {
-                    return Err(BrokerError::Sandbox(SandboxError::Unavailable(
-                        e.to_string(),
-                    )));
-                }
-            }
-        } else {
-            None
-        };
+        // What the sandbox binds read-only: the protected paths that exist as it starts.
+        let read_only = spec
+            .confine
+            .protected
+            .iter()
+            .filter(|p| {
+                tree_of(&trees, p).is_none_or(|(t, rel)| t.kind(rel).is_ok_and(|k| k.is_some()))
+            })
+            .cloned()
+            .collect();
         Ok(Held {
             trees,
             globals,
             places,
             before,
-            kept,
+            read_only,
+            mounted,
+            max_dirs,
             warnings,
         })
     }
@@ -538,24 +538,12 @@ impl ExecTool<'_, '_> {
         outcome
     }
 
-    /// After the run: kept protected paths it changed put back (first, before anything reads
-    /// them), and protected paths it created — including git places it planted, judged
-    /// against what was found before (`GitPlaces::after_run`) — quarantined, whatever the
-    /// outcome.
-    fn put_back(&self, held: &mut Held) -> (Vec<Quarantined>, Vec<keep::Restored>) {
+    /// After the run, whatever its outcome: the protected paths it created — including git
+    /// places it planted, judged against what was found before (`GitPlaces::after_run`) —
+    /// quarantined. What existed before is never moved or reverted (`Held::read_only`); without
+    /// a mount namespace (best effort) it was writable, and the warnings say so.
+    fn quarantine(&self, held: &mut Held, outcome: Option<&Outcome>) -> Vec<Quarantined> {
         let req = self.req;
-        let restored = match &held.kept {
-            Some(k) => {
-                let (done, failed) = keep::restore(k, &req.state_dir.join("quarantine"));
-                held.warnings.extend(
-                    failed
-                        .into_iter()
-                        .map(|f| format!("a protected path could not be put back: {f}")),
-                );
-                done
-            }
-            None => vec![],
-        };
         let cx = &req.context;
         let places_now = git_places(
             &held.trees,
@@ -563,6 +551,7 @@ impl ExecTool<'_, '_> {
             &home(cx),
             &self.ws,
             cx.fs_identity().as_ref(),
+            held.max_dirs,
         );
         held.warnings.extend(
             places_now
@@ -571,6 +560,15 @@ impl ExecTool<'_, '_> {
                 .filter(|t| !held.places.incomplete.contains(t))
                 .map(|t| nested_warning(t)),
         );
+        // The sandbox says whether the mounts were made; a run that did not start, what was
+        // planned.
+        let unmounted = outcome.map_or(!held.mounted, |o| !o.enforcement.mount_namespace);
+        if unmounted && !held.read_only.is_empty() {
+            held.warnings.push(writable_warning(
+                &held.read_only,
+                self.req.policy.sandbox.best_effort,
+            ));
+        }
         let places = std::mem::take(&mut held.places);
         let (places_after, new_heads) = places.after_run(places_now);
         let mut after = protected_present(&held.trees, req.policy, &places_after);
@@ -581,9 +579,66 @@ impl ExecTool<'_, '_> {
                 after.push((h, Found::from(k)));
             }
         }
-        let created = quarantine_new(&held.trees, &held.before, after, &req.state_dir);
-        (created, restored)
+        quarantine_new(
+            &held.trees,
+            &held.before,
+            after,
+            &held.read_only,
+            &req.state_dir,
+        )
     }
+}
+
+/// How many directories of each tree the search for git's places after the run lists, and
+/// the warnings for the search before it. Nested repositories are found by listing the
+/// writable trees, bounded ([`NESTED_MAX_DIRS`]). A tree with more directories is not
+/// searched in full: a repository deeper in it would have a writable config and hooks, and
+/// one the run planted could not be told from the user's after it. Refused, naming the tree
+/// and what to do (fail closed), unless the policy says `best_effort`; then the search after
+/// the run has the same bound, and the warnings say what was not protected.
+fn search_bound(
+    places: &GitPlaces,
+    best_effort: bool,
+) -> Result<(usize, Vec<String>), BrokerError> {
+    if places.incomplete.is_empty() {
+        Ok((usize::MAX, vec![]))
+    } else if best_effort {
+        Ok((
+            NESTED_MAX_DIRS,
+            places
+                .incomplete
+                .iter()
+                .map(|t| nested_warning(t))
+                .collect(),
+        ))
+    } else {
+        Err(BrokerError::Sandbox(SandboxError::Unavailable(
+            nested_refusal(&places.incomplete),
+        )))
+    }
+}
+
+/// The warning for a run whose protected paths were not read-only (no mount namespace: the
+/// policy's `best_effort`): which existed, and that nothing was put back.
+fn writable_warning(paths: &[PathBuf], best_effort: bool) -> String {
+    const SHOWN: usize = 5;
+    let mut list: Vec<String> = paths
+        .iter()
+        .take(SHOWN)
+        .map(|p| p.display().to_string())
+        .collect();
+    if paths.len() > SHOWN {
+        list.push(format!("and {} more", paths.len() - SHOWN));
+    }
+    format!(
+        "protected paths were writable during this run (no mount namespace{}): whatever the command changed in {} stays as it left it; check them before git, your shell or an editor reads them",
+        if best_effort {
+            "; `best_effort = true`"
+        } else {
+            ""
+        },
+        list.join(", ")
+    )
 }
 
 /// The child's stdin. "Inherit" is the caller's stdin: a daemon client's is the fd it
@@ -620,10 +675,6 @@ fn shown(mut r: Ran) -> Ran {
     for q in &mut r.created {
         q.path = shown(std::mem::take(&mut q.path));
         q.to = q.to.take().map(shown);
-    }
-    for x in &mut r.restored {
-        x.path = shown(std::mem::take(&mut x.path));
-        x.moved_to = x.moved_to.take().map(shown);
     }
     for w in &mut r.warnings {
         *w = redact_text(w);

@@ -12,7 +12,6 @@ pub mod fs;
 mod guard;
 pub mod intent;
 mod invoke;
-pub mod keep;
 pub mod log;
 pub mod mutation;
 mod next_run;
@@ -380,12 +379,11 @@ pub struct ExecResult {
     pub outcome: Option<Outcome>,
     /// Protected paths that did not exist before the run and were created by it; each was
     /// moved to the quarantine in the state directory (`to`), or left in place if that failed.
+    /// A protected path that existed before the run is never moved: it was read-only to the
+    /// run, so a change to it is someone else's.
     pub protected_created: Vec<Quarantined>,
-    /// Without a mount namespace: protected paths the run changed, put back as they were
-    /// before it (the run's version moved to the quarantine).
-    pub protected_restored: Vec<keep::Restored>,
-    /// Protected paths that were not held (kept and restored, or mounted read-only), and why:
-    /// shown on stderr every time.
+    /// Protected paths that were not held (mounted read-only, searched), and why: shown on
+    /// stderr every time.
     pub protected_warnings: Vec<String>,
     /// What the secrets policy found (rules and places, never values).
     pub secrets: SecretsReport,

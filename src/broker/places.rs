@@ -59,7 +59,10 @@ pub(super) fn protected_trees(c: &sandbox::Confinement, ws: &Path) -> Vec<wsfs::
         .collect()
 }
 
-/// At most this many directories of a writable tree are listed to find nested repositories.
+/// At most this many directories of a writable tree are listed to find nested repositories
+/// before a run; a tree with more refuses the run unless the policy says `best_effort`
+/// (`nested_refusal`). After a run whose search was complete, every directory is listed: the
+/// run cannot hide a planted repository behind directories it made.
 pub(super) const NESTED_MAX_DIRS: usize = 100_000;
 
 /// Where git reads config and hooks from in the writable trees, and what that config makes
@@ -80,7 +83,7 @@ pub(crate) struct GitPlaces {
     pub(super) dot_git_dirs: Vec<PathBuf>,
     /// The bare repositories among `dirs` (a directory holding `HEAD`, `objects/`, `refs/`).
     pub(super) bare: Vec<PathBuf>,
-    /// Trees with more directories than were searched.
+    /// Trees with more directories than were searched (`max_dirs` of [`git_places`]).
     pub(super) incomplete: Vec<PathBuf>,
 }
 
@@ -131,21 +134,23 @@ pub(super) fn place_of(dir: &Path, rel: &str) -> PathBuf {
     PathBuf::from(policy::normalize(&p.to_string_lossy()))
 }
 
-/// Finds [`GitPlaces`] in `trees`; `globals` are the user's and the system's git config files
-/// (their relative program paths taken from `ws`).
+/// Finds [`GitPlaces`] in `trees`, listing at most `max_dirs` directories of each; `globals`
+/// are the user's and the system's git config files (their relative program paths taken from
+/// `ws`).
 pub(super) fn git_places(
     trees: &[wsfs::Tree],
     globals: &[PathBuf],
     home: &Path,
     ws: &Path,
     who: Option<&wsfs::Identity>,
+    max_dirs: usize,
 ) -> GitPlaces {
     let mut g = GitPlaces::default();
     let inside = |p: &Path| tree_of(trees, p).is_some();
     // (config file, the work tree its relative program paths are relative to)
     let mut configs: Vec<(PathBuf, PathBuf)> = Vec::new();
     for tree in trees {
-        let found = tree.find_git(NESTED_MAX_DIRS);
+        let found = tree.find_git(max_dirs);
         if found.incomplete {
             g.incomplete.push(tree.path().to_path_buf());
         }
@@ -212,11 +217,21 @@ pub(super) fn git_places(
     g
 }
 
-/// The warning for a tree whose nested repositories were not all found.
+/// The warning for a tree whose nested repositories were not all found (`best_effort`).
 pub(super) fn nested_warning(tree: &Path) -> String {
     format!(
-        "{} has more than {NESTED_MAX_DIRS} directories: git repositories nested deeper in it were not all found, and their config and hooks are not protected",
+        "{} has more than {NESTED_MAX_DIRS} directories (`best_effort = true`): git repositories nested deeper in it were not all found; their config and hooks were writable and one the command planted there was not quarantined",
         tree.display()
+    )
+}
+
+/// Why a run is refused when the writable trees `trees` are too large to search for nested
+/// repositories, and what to do.
+pub(super) fn nested_refusal(trees: &[PathBuf]) -> String {
+    let names: Vec<String> = trees.iter().map(|t| t.display().to_string()).collect();
+    format!(
+        "the writable tree {} has more than {NESTED_MAX_DIRS} directories, too many to search for nested git repositories before the run: the config and hooks of one deeper in it could not be kept read-only, nor one the command planted there found after it. Run the command in a smaller workspace (a subdirectory: `--cwd DIR`), or narrow the policy's `write` to the directories it needs",
+        names.join(" and ")
     )
 }
 
@@ -311,13 +326,16 @@ pub(super) fn tree_of<'a>(
 }
 
 /// Moves protected paths that a run created (or whose link, file or directory it swapped)
-/// into `<state>/quarantine/`; a link that was there before is put back as it was. Every
-/// step acts on the name beneath its tree (`broker::wsfs`): a parent swapped for a link makes
-/// the step fail, never act elsewhere.
+/// into `<state>/quarantine/`; a link that was there before is put back as it was. Nothing at
+/// or under `read_only` (the protected paths that existed when the run started, read-only to
+/// it) is moved or put back: a change there was made outside the run (the user's own `git
+/// remote add` while the command ran). Every step acts on the name beneath its tree
+/// (`broker::wsfs`): a parent swapped for a link makes the step fail, never act elsewhere.
 pub(super) fn quarantine_new(
     trees: &[wsfs::Tree],
     before: &[(PathBuf, Found)],
     after: Vec<(PathBuf, Found)>,
+    read_only: &[PathBuf],
     state_dir: &Path,
 ) -> Vec<Quarantined> {
     let mut out = Vec::new();
@@ -332,16 +350,18 @@ pub(super) fn quarantine_new(
             let _ = t.symlink(rel, target);
         }
     };
+    let held = |p: &Path| read_only.iter().any(|r| p.starts_with(r));
     // What the run created or swapped, and the links that stood for a holder before the run
     // and are gone or replaced now (a `.git -> elsewhere` link turned into a planted `.git`
     // directory): those are moved away and the link put back.
     let mut moved: Vec<PathBuf> = after
         .iter()
-        .filter(|a| !before.contains(a))
+        .filter(|(p, f)| !before.contains(&(p.clone(), f.clone())) && !held(p))
         .map(|(p, _)| p.clone())
         .collect();
     for (p, f) in before {
         if matches!(f, Found::Link(_))
+            && !held(p)
             && !after.contains(&(p.clone(), f.clone()))
             && !moved.contains(p)
         {
@@ -518,4 +538,118 @@ pub(super) fn git_config_entries(text: &str) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gw-places-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::canonicalize(&d).expect("canon")
+    }
+
+    fn found(trees: &[wsfs::Tree], ps: &[PathBuf]) -> Vec<(PathBuf, Found)> {
+        ps.iter()
+            .filter_map(|p| {
+                let (t, rel) = tree_of(trees, p)?;
+                Some((p.clone(), Found::from(t.kind(rel).ok()??)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn what_existed_read_only_before_the_run_is_never_moved_what_the_run_created_is() {
+        // Issue 34: protected paths that existed when the run started were read-only to it, so
+        // a change there during the run is the user's own (`git remote add`, `.envrc` made a
+        // link, a hook replaced by a link): never moved, never put back. A protected path
+        // that did not exist, in a place the run could write, is quarantined.
+        let ws = tmp("ws");
+        let state = tmp("state");
+        std::fs::create_dir_all(ws.join(".git/hooks")).expect("hooks");
+        std::fs::write(ws.join(".git/config"), "[core]\n").expect("w");
+        std::fs::write(ws.join(".envrc"), "export A=1\n").expect("w");
+        std::fs::write(ws.join("envrc.mine"), "export A=2\n").expect("w");
+        std::os::unix::fs::symlink("../../hooks.d", ws.join(".git/hooks/pre-push")).expect("ln");
+        let trees = vec![wsfs::Tree::open(&ws).expect("tree")];
+        let watched = [
+            ws.join(".git/config"),
+            ws.join(".envrc"),
+            ws.join(".git/hooks/pre-push"),
+            ws.join(".mcp.json"),
+        ];
+        let before = found(&trees, &watched);
+        let read_only = vec![
+            ws.join(".git/config"),
+            ws.join(".envrc"),
+            ws.join(".git/hooks"),
+        ];
+        // During the run, outside it: the config rewritten as a link, `.envrc` made a link,
+        // the hook link removed; by the run: `.mcp.json`.
+        std::fs::remove_file(ws.join(".git/config")).expect("rm");
+        std::os::unix::fs::symlink("config.shared", ws.join(".git/config")).expect("ln");
+        std::fs::remove_file(ws.join(".envrc")).expect("rm");
+        std::os::unix::fs::symlink("envrc.mine", ws.join(".envrc")).expect("ln");
+        std::fs::remove_file(ws.join(".git/hooks/pre-push")).expect("rm");
+        std::fs::write(ws.join(".mcp.json"), "{}\n").expect("w");
+        let after = found(&trees, &watched);
+        let q = quarantine_new(&trees, &before, after.clone(), &read_only, &state);
+        let moved: Vec<&Path> = q.iter().map(|q| q.path.as_path()).collect();
+        assert_eq!(moved, [ws.join(".mcp.json").as_path()], "{q:?}");
+        assert!(q[0].to.as_ref().is_some_and(|t| t.exists()), "{q:?}");
+        assert_eq!(
+            std::fs::read_link(ws.join(".git/config")).ok(),
+            Some(PathBuf::from("config.shared"))
+        );
+        assert_eq!(
+            std::fs::read_link(ws.join(".envrc")).ok(),
+            Some(PathBuf::from("envrc.mine"))
+        );
+        assert!(std::fs::symlink_metadata(ws.join(".git/hooks/pre-push")).is_err());
+        // The control: without the read-only set, the same changes would be moved away (and
+        // the hook link put back) — the revert issue 34 removes.
+        let q = quarantine_new(&trees, &before, after, &[], &state);
+        let moved: Vec<&Path> = q
+            .iter()
+            .filter(|q| q.to.is_some())
+            .map(|q| q.path.as_path())
+            .collect();
+        assert_eq!(
+            moved,
+            [
+                ws.join(".git/config").as_path(),
+                ws.join(".envrc").as_path()
+            ],
+            "{q:?}"
+        );
+        assert!(std::fs::symlink_metadata(ws.join(".git/hooks/pre-push")).is_ok());
+        for d in [ws, state] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+
+    #[test]
+    fn the_search_after_a_run_lists_every_directory() {
+        // Issue 34: the search for nested repositories stopped at its bound, before and after
+        // the run alike; a run could hide a planted repository behind directories it made.
+        let ws = tmp("many");
+        for i in 0..50 {
+            std::fs::create_dir_all(ws.join(format!("aaaa/{i:02}"))).expect("mkdir");
+        }
+        std::fs::create_dir_all(ws.join("zzz/.git")).expect("mkdir");
+        std::fs::write(ws.join("zzz/.git/config"), "[core]\n").expect("w");
+        let trees = vec![wsfs::Tree::open(&ws).expect("tree")];
+        let home = ws.join("no-home");
+        let bounded = git_places(&trees, &[], &home, &ws, None, 10);
+        assert_eq!(bounded.incomplete, std::slice::from_ref(&ws));
+        assert!(bounded.dot_git_dirs.is_empty(), "{bounded:?}");
+        let all = git_places(&trees, &[], &home, &ws, None, usize::MAX);
+        assert!(all.incomplete.is_empty(), "{all:?}");
+        assert_eq!(all.dot_git_dirs, [ws.join("zzz/.git")]);
+        let refused = nested_refusal(&bounded.incomplete);
+        assert!(refused.contains(&ws.display().to_string()) && refused.contains("--cwd"));
+        let _ = std::fs::remove_dir_all(ws);
+    }
 }

@@ -395,6 +395,7 @@ pub(super) fn plan_protected(
             &vars.home,
             ws,
             cx.fs_identity().as_ref(),
+            NESTED_MAX_DIRS,
         )
     } else {
         GitPlaces::default()

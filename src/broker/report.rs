@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::fs::{FsOutput, FsResult};
-use super::{AuditInfo, ExecResult, Quarantined, SecretsReport, keep, snapshot};
+use super::{AuditInfo, ExecResult, Quarantined, SecretsReport, snapshot};
 use crate::model::Decision;
 use crate::sandbox::EnforcementStatus;
 
@@ -41,15 +41,15 @@ pub struct ExecReport<'a> {
     pub duration_ms: Option<f64>,
     /// How it was confined, layer by layer.
     pub enforcement: Option<&'a EnforcementStatus>,
-    /// Protected paths it created, moved to the quarantine.
+    /// Protected paths it created, moved to the quarantine (protected paths that existed
+    /// before it were read-only to it and are never moved).
     pub protected_created: &'a [Quarantined],
-    /// Protected paths it changed, put back as they were.
-    pub protected_restored: &'a [keep::Restored],
     /// Without a pid namespace: processes it left running, killed when it ended.
     pub leftovers_killed: Option<usize>,
     /// Without a pid namespace: why leftovers may survive.
     pub leftovers_warning: Option<&'static str>,
-    /// Protected paths that were not held, and why.
+    /// Protected paths that were not held (not read-only during the run, or not searched), and
+    /// why.
     pub protected_warnings: &'a [String],
     /// What the secrets policy found (rules and places, never values).
     pub secrets: &'a SecretsReport,
@@ -85,7 +85,6 @@ impl ExecResult {
             duration_ms: o.map(|o| o.duration.as_secs_f64() * 1000.0),
             enforcement: o.map(|o| &o.enforcement),
             protected_created: &self.protected_created,
-            protected_restored: &self.protected_restored,
             leftovers_killed: o.and_then(|o| o.leftovers_killed),
             leftovers_warning: super::leftovers_warning(o),
             protected_warnings: &self.protected_warnings,

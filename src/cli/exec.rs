@@ -185,7 +185,7 @@ pub(super) fn run_exec_at(
 }
 
 /// What a run's report says on stderr beside the command's own output (not under `--json`):
-/// protected paths put back, moved or left, leftovers, secrets found, what the snapshot could
+/// protected paths moved or not held, leftovers, secrets found, what the snapshot could
 /// not keep, what changed.
 fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
     protected_notes(res);
@@ -237,19 +237,6 @@ fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
 
 /// What the run did to protected paths, and the processes it left.
 fn protected_notes(res: &broker::ExecResult) {
-    for r in &res.protected_restored {
-        match &r.moved_to {
-            Some(to) => errln!(
-                "gateway: the command changed protected path {}; put back as it was, the command's version moved to {}",
-                r.path.display(),
-                to.display()
-            ),
-            None => errln!(
-                "gateway: the command removed protected path {}; put back as it was",
-                r.path.display()
-            ),
-        }
-    }
     for w in &res.protected_warnings {
         errln!("gateway: warning: {w}");
     }
