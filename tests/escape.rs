@@ -1234,14 +1234,21 @@ sandbox_test! {
 
 sandbox_test! {
     fn unprivileged_descendants_never_outlive_their_run() {
-        // Issue 25 item 3: as a normal user (no pid namespace) a `setsid` descendant that
-        // ignores SIGTERM and SIGHUP outlived `exec` and changed the workspace unrecorded. The
-        // broker is now its subreaper and kills what the command left when it ends — before
-        // the snapshot — and records how many. As root the pid namespace does it.
+        // Issue 25 item 3: as a normal user (then without a pid namespace) a `setsid`
+        // descendant that ignores SIGTERM and SIGHUP outlived `exec` and changed the workspace
+        // unrecorded. Every run now has its pid namespace, whose end kills everything; a run
+        // without one (a policy that turns namespaces off, best effort) has the broker as its
+        // subreaper, which kills what the command left when it ends — before the snapshot —
+        // and records how many.
         let survivor = "setsid -f sh -c 'trap \"\" TERM HUP; sleep 2; echo evil > late.txt; echo changed > keep.txt' </dev/null >/dev/null 2>&1";
-        for nobody in [true, false] {
+        for (nobody, no_ns) in [(true, true), (true, false), (false, true), (false, false)] {
             let env = Env::new("unpriv-leftover");
             env.write("keep.txt", "original\n");
+            let policy = if no_ns {
+                env.policy_file("extends = \"standard\"\n[sandbox]\nnamespaces = false\nbest_effort = true\n")
+            } else {
+                "standard".to_string()
+            };
             if nobody {
                 env.give_to_nobody();
             }
@@ -1253,20 +1260,22 @@ sandbox_test! {
                 };
                 let o = env
                     .as_user(nobody)
-                    .args(["--json", "exec", "--policy", "standard"])
+                    .args(["--json", "exec", "--policy", &policy])
                     .args(extra)
                     .args(["--", "sh", "-c", &script])
                     .output()
                     .expect("run");
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+                assert_eq!(v["ran"], true, "nobody={nobody} no_ns={no_ns}: {}", text(&o));
+                assert_eq!(v["enforcement"]["pid_namespace"], !no_ns, "{v}");
                 std::thread::sleep(std::time::Duration::from_secs(3));
-                assert!(!env.ws.join("late.txt").exists(), "nobody={nobody} {extra:?}: {}", text(&o));
+                assert!(!env.ws.join("late.txt").exists(), "nobody={nobody} no_ns={no_ns} {extra:?}: {}", text(&o));
                 assert_eq!(std::fs::read_to_string(env.ws.join("keep.txt")).expect("keep"), "original\n");
-                if nobody {
+                if no_ns {
                     assert!(v["leftovers_killed"].as_u64().unwrap_or(0) >= 1, "{extra:?}: {v}");
                 }
             }
-            if nobody {
+            if no_ns {
                 let recs = log_records(&env);
                 assert!(recs.iter().any(|r| r["leftovers_killed"].as_u64().unwrap_or(0) >= 1), "{recs:?}");
             }
@@ -1811,19 +1820,22 @@ escape_test! {
     }
 }
 
-// uid 65534 daemon by nature: a broker without a pid namespace (goes with issue 34's core).
+// uid 65534 daemon by nature, running a policy without namespaces.
 sandbox_test! {
     fn a_daemon_serving_uid_65534_says_when_a_runs_leftovers_outlive_it() {
-        // Issue 25 item 3, the layer that cannot guarantee it: a daemon running as uid 65534
-        // (no pid namespace) with another run in progress cannot kill what one run left when
-        // it ends (the other run's processes are its children too). It must say so — in the
-        // result and on stderr — and kill them when the last run ends.
+        // Issue 25 item 3, the layer that cannot guarantee it: a run without a pid namespace
+        // (since issue 34 only a policy that turns namespaces off, or best effort on a host
+        // that refuses them), in a daemon running as uid 65534 with another run in progress,
+        // cannot kill what it left when it ends (the other run's processes are its children
+        // too). It must say so — in the result and on stderr — and kill them when the last
+        // run ends.
         let env = Env::new("leftover-daemon");
+        let no_ns = env.policy_file("extends = \"standard\"\n[sandbox]\nnamespaces = false\nbest_effort = true\n");
         env.give_to_nobody();
         let socket = env.root.join("gw.sock");
         let mut d = env
             .nobody()
-            .args(["serve", "--policy", "standard", "--socket"])
+            .args(["serve", "--policy", &no_ns, "--socket"])
             .arg(&socket)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
