@@ -467,3 +467,456 @@ escape_test! {
         }
     }
 }
+
+// Attacks found by an independent review of issue 34's change (branch wt-atk). Each is a
+// failing test until fixed; each says what it does, what happened and what was promised.
+
+/// git as this test's user with a commit, so `git status` consults the fsmonitor.
+fn git_commit(env: &Env) {
+    let o = env
+        .raw("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git commit");
+    assert!(o.status.success(), "git commit: {}", text(&o));
+}
+
+escape_test! {
+    /// Attack: the workspace's `.git` is a `gitdir:` file (`git init --separate-git-dir`, a
+    /// linked worktree, every submodule checkout). The file that tells git where its config
+    /// is is not protected: the run rewrites it to `gitdir: evil`, with `evil/HEAD`,
+    /// `evil/commondir` = `../evil2` and `evil2/{config,objects/,refs/}` (no `HEAD`: the
+    /// search does not take evil2 for a bare repository, and evil is no `.git` directory, so
+    /// nothing is quarantined). The user's next `git status` runs the planted
+    /// `core.fsmonitor` unconfined (as root and as uid 65534, strict and standard). Promise:
+    /// the places git reads config from are read-only during the run (the `.git` file is one:
+    /// it names them), or a run that changed it has it quarantined; `git status` afterwards
+    /// runs nothing the run chose.
+    fn a_gitdir_file_cannot_be_repointed_to_a_planted_repository() {
+        for policy in ["strict", "standard"] {
+            let env = Env::new("gitfile");
+            let o = env
+                .raw("git")
+                .args(["init", "-q", "--separate-git-dir"])
+                .arg(env.ws.join("realgit"))
+                .arg(".")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .expect("git init");
+            assert!(o.status.success(), "git init: {}", text(&o));
+            git_commit(&env);
+            let marker = env.outside.join("fsmonitor-ran");
+            let script = format!(
+                "mkdir -p evil evil2/objects evil2/refs && cp realgit/HEAD evil/ && echo ../evil2 > evil/commondir && \
+                 printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = touch {}\\n' > evil2/config && \
+                 echo 'gitdir: evil' > .git; echo ran",
+                marker.display()
+            );
+            let o = env.sh(policy, &script);
+            let what = format!("{policy} nobody={}", env.as_nobody);
+            assert!(stdout(&o).contains("ran"), "{what}: the run happened: {}", text(&o));
+            let g = git(&env, &["status", "--short"]);
+            assert!(
+                !marker.exists(),
+                "{what}: the user's git status ran the fsmonitor planted through the `.git` file (now {:?}):\nrun: {}\ngit: {}",
+                std::fs::read_to_string(env.ws.join(".git")).ok(),
+                text(&o),
+                text(&g)
+            );
+        }
+    }
+}
+
+escape_test! {
+    /// Attack (uid 65534; root's broker reads through the mode): a policy denies
+    /// `${WORKSPACE}/config/secret.txt`. Run 1 makes its parent unsearchable (`chmod 000
+    /// config`: the run owns it). The next run's broker cannot reach the denied file, takes
+    /// it for absent (EACCES is read as "not there, so the command cannot reach it either")
+    /// and masks nothing; the run does `chmod 755 config` and reads the file. Promise: a
+    /// denied path in a writable area is masked (or the run is refused); what the command
+    /// owns it can make reachable again, so an unreachable denied path must fail closed.
+    fn a_denied_path_stays_hidden_when_a_run_makes_its_parent_unsearchable() {
+        let env = Env::new("deny-chmod");
+        let policy = env.policy_file(
+            "extends = \"strict\"\n\n[sandbox]\ndeny = [\"${WORKSPACE}/config/secret.txt\"]\n",
+        );
+        env.write("config/secret.txt", "DENIED-SECRET\n");
+        let what = format!("nobody={}", env.as_nobody);
+        let o1 = env.sh(&policy, "chmod 000 config; echo ran");
+        assert!(stdout(&o1).contains("ran"), "{what}: run 1 happened: {}", text(&o1));
+        // `rev`: the redactor does not hide the secret's mirror image.
+        let o = env.sh(&policy, "chmod 755 config; rev config/secret.txt; echo ran");
+        let _ = std::fs::set_permissions(env.ws.join("config"), std::fs::Permissions::from_mode(0o755));
+        assert!(
+            !stdout(&o).contains("TERCES-DEINED"),
+            "{what}: the denied file was read after its parent was made unsearchable:\nrun 1: {}\nrun 2: {}",
+            text(&o1),
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack (uid 65534): a hook installed as `.git/hooks/pre-commit ->
+    /// ../../scripts/hook.sh` protects the script. Run 1 cannot write it, but makes
+    /// `scripts` unsearchable (`chmod 000 scripts`); the next run's broker cannot resolve the
+    /// link's target, so the script is not protected, and the run restores the mode and
+    /// rewrites the hook the user's next `git commit` runs. Nothing is quarantined (a link's
+    /// target is no protected name). Promise: anything a protected hook links to is
+    /// protected; a target the broker cannot reach must refuse the run, not go unprotected.
+    fn a_protected_hook_target_stays_protected_when_a_run_makes_its_parent_unsearchable() {
+        let env = Env::new("hook-chmod");
+        git_init(&env);
+        let hook = env.write("scripts/hook.sh", "#!/bin/sh\nexit 0\n");
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::os::unix::fs::symlink("../../scripts/hook.sh", env.ws.join(".git/hooks/pre-commit"))
+            .expect("link");
+        let what = format!("nobody={}", env.as_nobody);
+        let o1 = env.sh("strict", "chmod 000 scripts; echo ran");
+        assert!(stdout(&o1).contains("ran"), "{what}: run 1 happened: {}", text(&o1));
+        let o = env.sh("strict", "chmod 755 scripts; echo 'touch /tmp/pwned' >> scripts/hook.sh; echo ran");
+        let _ = std::fs::set_permissions(env.ws.join("scripts"), std::fs::Permissions::from_mode(0o755));
+        assert_eq!(
+            std::fs::read_to_string(&hook).expect("hook"),
+            "#!/bin/sh\nexit 0\n",
+            "{what}: the hook's script was rewritten:\nrun 1: {}\nrun 2: {}",
+            text(&o1),
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack: run 1 writes `scripts/hook.sh` and a hard link to it, `scripts/.cache-hook`
+    /// (as any build step may). The user reviews the script and installs it as a hook
+    /// (`.git/hooks/pre-commit -> ../../scripts/hook.sh`). The next run cannot write
+    /// `scripts/hook.sh` (a read-only bind of that name) but appends to `.cache-hook`, the
+    /// same inode: the hook the user's next `git commit` runs is rewritten. Promise: a
+    /// protected path is read-only whatever name the run uses; a protected file with other
+    /// links (st_nlink > 1) inside a writable area must refuse the run or be protected under
+    /// every name.
+    fn a_protected_file_cannot_be_written_through_a_hard_link_an_earlier_run_made() {
+        let env = Env::new("hook-hardlink");
+        git_init(&env);
+        let what = format!("nobody={}", env.as_nobody);
+        let o1 = env.sh(
+            "strict",
+            "mkdir scripts && printf '#!/bin/sh\\nexit 0\\n' > scripts/hook.sh && chmod +x scripts/hook.sh && ln scripts/hook.sh scripts/.cache-hook; echo ran",
+        );
+        assert!(stdout(&o1).contains("ran"), "{what}: run 1 happened: {}", text(&o1));
+        // The user installs the reviewed script as the pre-commit hook.
+        std::os::unix::fs::symlink("../../scripts/hook.sh", env.ws.join(".git/hooks/pre-commit"))
+            .expect("link");
+        let o = env.sh("strict", "echo 'touch /tmp/pwned' >> scripts/.cache-hook; echo ran");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("scripts/hook.sh")).expect("hook"),
+            "#!/bin/sh\nexit 0\n",
+            "{what}: the protected hook script was rewritten through its other name: {}",
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack: a policy denies `${WORKSPACE}/config/secret.txt`, which does not exist yet.
+    /// Run 1 creates `config/notes` and `config/secret.txt` as a hard link to it (a
+    /// placeholder "for you to fill in"). The user writes the secret in place (`echo ... >
+    /// config/secret.txt`, `cp` over it, vim on a file with links). The next run cannot open
+    /// `config/secret.txt` (masked) but reads `config/notes`, the same inode. Promise: a
+    /// denied path is not readable by a run; a denied file with other links inside a writable
+    /// area (st_nlink > 1) must refuse the run or be hidden under every name.
+    fn a_denied_file_cannot_be_read_through_a_hard_link_an_earlier_run_made() {
+        let env = Env::new("deny-hardlink");
+        let policy = env.policy_file(
+            "extends = \"strict\"\n\n[sandbox]\ndeny = [\"${WORKSPACE}/config/secret.txt\"]\n",
+        );
+        std::fs::create_dir_all(env.ws.join("config")).expect("mkdir");
+        let what = format!("nobody={}", env.as_nobody);
+        let o1 = env.sh(&policy, "touch config/notes && ln config/notes config/secret.txt; echo ran");
+        assert!(stdout(&o1).contains("ran"), "{what}: run 1 happened: {}", text(&o1));
+        // The user fills the placeholder in, in place (as `>`, `cp` and vim do).
+        std::fs::write(env.ws.join("config/secret.txt"), "DENIED-SECRET\n").expect("write");
+        let o = env.sh(&policy, "rev config/notes; echo ran");
+        assert!(stdout(&o).contains("ran"), "{what}: run 2 happened: {}", text(&o));
+        assert!(
+            !stdout(&o).contains("TERCES-DEINED"),
+            "{what}: the denied file was read through its other name: {}",
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack: a policy reads a directory inside a writable one (`write = ["~/work"]`, `read
+    /// = ["~/work/lib"]`). Run 1 replaces `lib` with a link to the user's home; the next
+    /// run's landlock read rule is opened by name, following the link, and the run reads
+    /// `~/notes.txt`, which the policy never exposes. Promise: nothing in a tree the command
+    /// could have written is followed (writable areas are; read and exec areas inside one are
+    /// not): a read or exec area below a writable one must be opened without following links
+    /// (refused, like a writable area that is a link).
+    fn a_read_area_inside_a_writable_area_repointed_between_runs_is_never_followed() {
+        let env = Env::new("read-repoint");
+        std::fs::create_dir_all(env.home.join("work/lib")).expect("mkdir");
+        std::fs::write(env.home.join("notes.txt"), "HOME-PRIVATE-NOTES\n").expect("write");
+        let policy = env.policy_file(
+            "extends = \"strict\"\n\n[sandbox]\nwrite = [\"~/work\"]\nread = [\"~/work/lib\"]\n",
+        );
+        let home = env.home.display().to_string();
+        let what = format!("nobody={}", env.as_nobody);
+        let o = env.sh(&policy, &format!("cat '{home}/notes.txt'; echo ran"));
+        assert!(stdout(&o).contains("ran"), "{what}: the run happened: {}", text(&o));
+        assert!(!stdout(&o).contains("HOME-PRIVATE"), "{what}: control: home is not readable: {}", text(&o));
+        let o1 = env.sh(
+            &policy,
+            &format!("rmdir '{home}/work/lib' && ln -s '{home}' '{home}/work/lib'; echo ran"),
+        );
+        assert!(stdout(&o1).contains("ran"), "{what}: run 1 happened: {}", text(&o1));
+        let o = env.sh(&policy, &format!("cat '{home}/work/lib/notes.txt'; echo ran"));
+        assert!(
+            !stdout(&o).contains("HOME-PRIVATE"),
+            "{what}: the re-pointed read area was followed:\nrun 1: {}\nrun 2: {}",
+            text(&o1),
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack: `gateway exec` in a terminal hands the caller's terminal to the command as its
+    /// stdin (a person typing). The terminal is a file of the host's devpts, outside every
+    /// writable area, and the descriptor was opened outside the run's read-only tree: the
+    /// command `fchmod`s it to 0666 (any local user may then write to the user's terminal)
+    /// and sets its times, as root and as uid 65534. Promise: a chmod, chown, utimes or
+    /// setxattr of anything outside the writable areas fails, for every user; the command
+    /// should get a terminal of its own (relayed), not the caller's.
+    fn the_callers_terminal_cannot_be_chmodded() {
+        const DRIVER: &str = r#"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+out = b""
+while True:
+    try:
+        d = os.read(fd, 4096)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+os.waitpid(pid, 0)
+sys.stdout.buffer.write(out)
+"#;
+        const PROBE: &str = r#"
+import os
+print("isatty=%s" % os.isatty(0))
+try:
+    os.fchmod(0, 0o666); print("CHMOD-DONE")
+except OSError as e: print("chmod refused", e.errno)
+try:
+    os.utime("/proc/self/fd/0", (0, 0)); print("UTIME-DONE")
+except OSError as e: print("utime refused", e.errno)
+"#;
+        let env = Env::new("tty-chmod");
+        std::fs::write(env.ws.join("probe.py"), PROBE).expect("write");
+        // The terminal belongs to whoever runs gateway: the driver runs as that user too.
+        if env.as_nobody {
+            env.give_to_nobody();
+        }
+        let mut c = if env.as_nobody {
+            let mut c = env.raw(NOBODY[0]);
+            // The system's interpreter: a per-user one (pyenv's shims under /root) is not
+            // uid 65534's to run.
+            c.args(&NOBODY[1..]).args(["--", "/usr/bin/python3", "-c", DRIVER]);
+            c
+        } else {
+            let mut c = env.raw("python3");
+            c.args(["-c", DRIVER]);
+            c
+        };
+        c.arg(BIN).args(["exec", "--policy", "strict", "--", "python3", "probe.py"]);
+        let o = c.output().expect("pty driver");
+        let out = stdout(&o);
+        let what = format!("nobody={}", env.as_nobody);
+        assert!(out.contains("isatty=True"), "{what}: the command's stdin is the terminal: {}", text(&o));
+        assert!(
+            !out.contains("CHMOD-DONE") && !out.contains("UTIME-DONE"),
+            "{what}: the run changed the mode or times of the caller's terminal: {}",
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack: a workspace with more than 100 000 directories (a `node_modules`, a data set)
+    /// and a nested repository found after them. The search for nested repositories stops
+    /// at its bound with a warning (shown to the agent), so the nested repository's config
+    /// is not protected: the run plants `core.fsmonitor` in it and the user's next `git
+    /// status` there runs it. Promise (issue 34, "No put-back"): the nested-repository search
+    /// fails closed (the run is refused, or git's places are protected by construction), it
+    /// does not stop at a bound with a warning.
+    fn a_nested_repository_beyond_the_search_bound_is_not_left_writable() {
+        let env = Env::new("nested-bound");
+        let many = env.ws.join("a");
+        std::fs::create_dir_all(&many).expect("mkdir");
+        for i in 0..100_001 {
+            std::fs::create_dir(many.join(i.to_string())).expect("mkdir");
+        }
+        let nested = env.ws.join("z");
+        std::fs::create_dir_all(&nested).expect("mkdir");
+        let o = env.raw("git").args(["init", "-q"]).current_dir(&nested).output().expect("git init");
+        assert!(o.status.success(), "git init: {}", text(&o));
+        let marker = env.outside.join("fsmonitor-ran");
+        let o = env.sh(
+            "strict",
+            &format!("printf '[core]\\n\\tfsmonitor = touch {}\\n' >> z/.git/config; echo ran", marker.display()),
+        );
+        let what = format!("nobody={}", env.as_nobody);
+        let config = std::fs::read_to_string(nested.join(".git/config")).unwrap_or_default();
+        assert!(
+            !config.contains("fsmonitor"),
+            "{what}: the nested repository's config was planted (ran: {}): {}",
+            stdout(&o).contains("ran"),
+            text(&o)
+        );
+    }
+}
+
+escape_test! {
+    /// Attack surface: the user, outside the run and during it, creates `.envrc` and
+    /// `.vscode/settings.json` in the workspace (paths the policy protects, absent before the
+    /// run). After the run the broker moves both to its quarantine, saying "the command
+    /// created protected path": the user's own work is reverted and blamed on the agent.
+    /// Promise (issue 34): git's places a run created are quarantined, but never by reverting
+    /// what the user changed outside the run during it.
+    fn a_users_new_protected_files_during_a_run_are_never_quarantined() {
+        let env = Env::new("user-creates");
+        git_init(&env);
+        let run = env
+            .cmd()
+            .args(["exec", "--policy", "strict", "--", "sh", "-c", "sleep 2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gateway");
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        std::fs::write(env.ws.join(".envrc"), "export MINE=1\n").expect("envrc");
+        std::fs::create_dir_all(env.ws.join(".vscode")).expect("mkdir");
+        std::fs::write(env.ws.join(".vscode/settings.json"), "{}\n").expect("settings");
+        if env.as_nobody {
+            env.give_to_nobody();
+        }
+        let o = run.wait_with_output().expect("wait");
+        let what = format!("nobody={}", env.as_nobody);
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join(".envrc")).ok().as_deref(),
+            Some("export MINE=1\n"),
+            "{what}: the user's new .envrc was moved away: {}",
+            text(&o)
+        );
+        assert!(env.ws.join(".vscode/settings.json").exists(), "{what}: .vscode was moved away: {}", text(&o));
+    }
+}
+
+escape_test! {
+    /// Robustness: a policy's writable area lies below a symbolic link that no run can
+    /// write (HOME reached through a link, as `/home -> var/home` on Fedora's atomic
+    /// desktops; here `write = ["~/cache"]` with HOME through a link outside every writable
+    /// area). Every run is refused, "a symbolic link ... in a tree the command could have
+    /// written", which is not so. Promise: what is refused is a link in a tree the agent can
+    /// write; a link outside every writable tree cannot be re-pointed by a run and should be
+    /// resolved (or the area taken in its canonical form, as the workspace is).
+    fn a_writable_area_below_a_link_no_run_can_write_is_not_refused() {
+        let env = Env::new("home-link");
+        std::fs::create_dir_all(env.home.join("cache")).expect("mkdir");
+        let link = env.root.join("home-link");
+        std::os::unix::fs::symlink(&env.home, &link).expect("link");
+        let policy = env.policy_file("extends = \"strict\"\n\n[sandbox]\nwrite = [\"~/cache\"]\n");
+        let o = env
+            .cmd()
+            .env("HOME", &link)
+            .args(["exec", "--policy", &policy, "--", "sh", "-c"])
+            .arg(format!("echo ok > '{}/cache/f'; echo ran", link.display()))
+            .output()
+            .expect("run gateway");
+        let what = format!("nobody={}", env.as_nobody);
+        assert!(stdout(&o).contains("ran"), "{what}: the run was refused: {}", text(&o));
+        assert!(env.home.join("cache/f").exists(), "{what}: the writable area took no write: {}", text(&o));
+    }
+}
+
+escape_test! {
+    /// Audit: a run refused because its writable area is a link ("refused, nothing ran",
+    /// exit 125) is recorded with `decision.effect = "allow"` and an error: `gateway log
+    /// query --decision deny` ("every refusal") and `--decision error` both miss it, so a
+    /// user looking for refused runs never sees the one that says a run re-pointed a
+    /// writable area. Promise: a refused run leaves a deny or error record.
+    fn a_run_refused_for_a_linked_writable_area_is_found_as_a_refusal() {
+        let env = Env::new("refused-record");
+        let policy = env.policy_file(TARGET_POLICY);
+        std::os::unix::fs::symlink(&env.outside, env.ws.join("target")).expect("link");
+        let o = env.sh(&policy, "echo ran");
+        let what = format!("nobody={}", env.as_nobody);
+        assert!(refused_as_a_symlink(&o), "{what}: refused: {}", text(&o));
+        assert_eq!(log_records(&env).len(), 1, "{what}: the refusal is recorded");
+        let found = ["deny", "error"].iter().any(|d| {
+            let o = env
+                .cmd()
+                .args(["log", "query", "--json", "--limit", "0", "--decision", d])
+                .output()
+                .expect("query");
+            json_of(&o)["records"].as_array().is_some_and(|r| !r.is_empty())
+        });
+        assert!(found, "{what}: neither --decision deny nor --decision error lists the refused run");
+    }
+}
+
+escape_test! {
+    /// Denial of service between users: a normal user's runs mount their private TMPDIR on
+    /// a fixed name in the shared temporary directory, `$TMPDIR/.gateway-private-<uid>`
+    /// (root's: `.gateway-private`), refused when it is not the user's own. Any other local
+    /// user can create that name first (mode 1777 /tmp): every strict and standard run of
+    /// the victim is then refused ("remove it", which the victim cannot). Before this change
+    /// a normal user's private TMPDIR was a fresh random directory. Promise: every user's
+    /// runs get their namespaces and a private TMPDIR; no other user can stop them.
+    fn another_user_cannot_stop_runs_by_taking_the_tmpdir_mount_point() {
+        let env = Env::new("tmpdir-squat");
+        // A temporary directory of the test's own (not under the test's tree, which
+        // `give_to_nobody` would hand to uid 65534 whole).
+        let tmp = PathBuf::from(format!("{}-tmp", env.root.display()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).expect("mkdir");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        // Another user got there first.
+        let (name, squatter) = if env.as_nobody {
+            (".gateway-private-65534", 0)
+        } else {
+            (".gateway-private", 65534)
+        };
+        let squat = tmp.join(name);
+        std::fs::create_dir(&squat).expect("mkdir");
+        std::fs::set_permissions(&squat, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::os::unix::fs::lchown(&squat, Some(squatter), Some(squatter)).expect("chown");
+        let o = env
+            .cmd()
+            .env("TMPDIR", &tmp)
+            .args(["exec", "--policy", "strict", "--", "sh", "-c", "echo ran"])
+            .output()
+            .expect("run gateway");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let what = format!("nobody={}", env.as_nobody);
+        assert!(stdout(&o).contains("ran"), "{what}: another user's directory stopped the run: {}", text(&o));
+    }
+}
