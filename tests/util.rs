@@ -28,7 +28,10 @@ macro_rules! sandbox_test {
 /// (`Env::cmd` chowns the test's tree to 65534 before each command and runs gateway through
 /// `setpriv`). Skipped only when GATEWAY_TEST_NO_SANDBOX is set.
 macro_rules! escape_test {
-    ($(#[$attr:meta])* fn $name:ident() $body:block) => {
+    ($(#[doc = $doc:expr])* $(#[ignore = $why:literal])? fn $name:ident() $body:block) => {
+        escape_test!(@ [$(#[doc = $doc])*] [$(#[ignore = $why])?] $name $body);
+    };
+    (@ [$(#[$attr:meta])*] [$(#[$ignore:meta])?] $name:ident $body:block) => {
         $(#[$attr])*
         mod $name {
             #[allow(unused_imports)]
@@ -37,6 +40,7 @@ macro_rules! escape_test {
             fn body() $body
 
             #[test]
+            $(#[$ignore])?
             fn root() {
                 if $crate::util::skip() {
                     return;
@@ -45,6 +49,7 @@ macro_rules! escape_test {
             }
 
             #[test]
+            $(#[$ignore])?
             fn nobody() {
                 if $crate::util::skip() {
                     return;

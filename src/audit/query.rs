@@ -113,7 +113,8 @@ impl Compiled {
         if let Some([t]) = tools.as_deref() {
             add(format!("\"tool\":\"{}\"", String::from_utf8_lossy(&json_body(t))).into_bytes());
         }
-        if let Some(d) = &f.decision {
+        // `error` also finds decided calls that then failed (no needle: either of two fields).
+        if let Some(d) = f.decision.as_ref().filter(|d| *d != "error") {
             add(format!(
                 "\"decision\":{{\"effect\":\"{}\"",
                 String::from_utf8_lossy(&json_body(d))
@@ -158,7 +159,9 @@ impl Compiled {
         }
         f.uid.is_none_or(|u| r.caller.uid == u)
             && self.tools.as_ref().is_none_or(|ts| ts.contains(&r.tool))
-            && f.decision.as_ref().is_none_or(|d| *d == r.decision.effect)
+            && f.decision
+                .as_ref()
+                .is_none_or(|d| *d == r.decision.effect || (d == "error" && r.error.is_some()))
             && f.session.as_ref().is_none_or(|s| *s == r.session)
             && f.exit_code.is_none_or(|e| r.exit_code == Some(e))
             && f.since.as_ref().is_none_or(|s| r.time >= *s)

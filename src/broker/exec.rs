@@ -345,7 +345,14 @@ impl ExecTool<'_, '_> {
         self.trace
             .begin_run(req, &ws, approved, pre.as_ref(), max_file)?;
         let outcome = self.relay(&spec);
-        let created = self.quarantine(&mut held, outcome.as_ref().ok());
+        // A run refused before its command started (a linked writable area, a host that
+        // refuses user namespaces, a failed setup) changed nothing: nothing to quarantine,
+        // and what a person made meanwhile is theirs.
+        let created = if outcome.as_ref().is_err_and(nothing_ran) {
+            vec![]
+        } else {
+            self.quarantine(&mut held, outcome.as_ref().ok())
+        };
         let snapshot_report = match &pre {
             Some(pre) => Some(snapshot::after(
                 &req.state_dir,
@@ -380,10 +387,21 @@ impl ExecTool<'_, '_> {
     /// the program, the confinement and stdin.
     fn spec(&mut self) -> Result<(Spec, Option<TempDir>, GitPlaces), BrokerError> {
         let req = self.req;
-        let (use_tmpfs, tmp) = tmp_plan(req.policy)?;
+        let (use_tmpfs, mut tmp) = tmp_plan(req.policy)?;
         let tmpdir = match &tmp {
             Some(t) => t.0.clone(),
-            None if use_tmpfs => tmpfs_mountpoint()?,
+            // The fixed mount point is not ours (another user made that name first in the
+            // shared temporary directory): a fresh one for this run, removed after it, so
+            // that no other user can stop this user's runs.
+            None if use_tmpfs => match tmpfs_mountpoint() {
+                Ok(p) => p,
+                Err(_) => {
+                    let t = TempDir::new()?;
+                    let p = t.0.clone();
+                    tmp = Some(t);
+                    p
+                }
+            },
             None => std::env::temp_dir(),
         };
         let plan = plan(
@@ -638,6 +656,25 @@ fn writable_warning(paths: &[PathBuf], best_effort: bool) -> String {
             ""
         },
         list.join(", ")
+    )
+}
+
+/// Did the sandbox refuse the run before its command started?
+fn nothing_ran(e: &SandboxError) -> bool {
+    matches!(
+        e,
+        SandboxError::WritableLink { .. }
+            | SandboxError::Unsearchable { .. }
+            | SandboxError::Pin { .. }
+            | SandboxError::UserNamespaces { .. }
+            | SandboxError::Setup { .. }
+            | SandboxError::Exec { .. }
+            | SandboxError::Required { .. }
+            | SandboxError::LandlockUnsupported
+            | SandboxError::Landlock(_)
+            | SandboxError::Seccomp(_)
+            | SandboxError::Cgroup(_)
+            | SandboxError::Nul { .. }
     )
 }
 

@@ -175,7 +175,12 @@ pub(crate) fn plan_with(
     let sb = &policy.sandbox;
     let vars = Vars {
         workspace: ws,
-        home: home(cx),
+        // Canonical: a home reached through a link outside every writable area (`/home ->
+        // var/home`) is not a link a run could have re-pointed.
+        home: {
+            let h = home(cx);
+            wsfs::resolve(&h).unwrap_or(h)
+        },
         tmpdir,
     };
     let list = |v: &[String]| -> Vec<PathBuf> {
@@ -371,11 +376,11 @@ pub(super) fn plan_protected(
             );
         } else {
             for root in &roots {
-                protected.extend(
-                    expand_glob(&root.join(&e).display().to_string())
-                        .into_iter()
-                        .filter(|p| wsfs::exists_nofollow(p)),
-                );
+                for p in expand_glob(&root.join(&e).display().to_string()) {
+                    if present(&p)? {
+                        protected.push(p);
+                    }
+                }
             }
         }
     }
@@ -403,15 +408,23 @@ pub(super) fn plan_protected(
     for d in &places.dirs {
         for t in &sb.protected {
             if let Some(rest) = t.strip_prefix(".git/") {
-                protected.extend(
-                    expand_glob(&d.join(rest).display().to_string())
-                        .into_iter()
-                        .filter(|p| wsfs::exists_nofollow(p)),
-                );
+                for p in expand_glob(&d.join(rest).display().to_string()) {
+                    if present(&p)? {
+                        protected.push(p);
+                    }
+                }
             }
         }
     }
     protected.extend(places.refs.iter().cloned());
+    // A `.git` that is a file (`gitdir: DIR`, as a submodule's or a worktree's, or
+    // `--separate-git-dir`) says where git reads its config: re-pointed, the user's next git
+    // command would obey a repository the run planted. It is read-only like the config.
+    for e in &places.entries {
+        if matches!(wsfs::kind_nolinks(e), Ok(Some(wsfs::Kind::File { .. }))) {
+            protected.push(e.clone());
+        }
+    }
     // Anything under a protected directory is protected whatever it links to: a hook
     // installed as `.git/hooks/pre-commit -> ../../scripts/hook.sh` protects the script
     // (bounded; past the bound the run is refused rather than protected in part).
@@ -443,17 +456,32 @@ pub(super) fn plan_protected(
     // force and every file it extends (the config is out of reach entirely, `config_guard`).
     protected.extend(policy.loaded_from.iter().cloned());
     let protected: Vec<PathBuf> = {
-        let mut v: Vec<PathBuf> = protected
-            .into_iter()
-            .filter_map(|p| wsfs::resolve(&p))
-            .filter(|c| write.iter().any(|w| c.starts_with(w) && c != w))
-            .collect();
+        let mut v: Vec<PathBuf> = Vec::new();
+        for p in protected {
+            let real = wsfs::resolve_checked(&p).map_err(|e| unsearchable(&p, &e))?;
+            if let Some(c) = real.filter(|c| write.iter().any(|w| c.starts_with(w) && c != w)) {
+                v.push(c);
+            }
+        }
         v.sort();
         v.dedup();
         v
     };
 
     Ok((protected, places))
+}
+
+/// Is anything at the protected path `p`? A directory above it that cannot be searched (a run
+/// may have done `chmod 000` on it to hide what it planted there) refuses the run.
+fn present(p: &Path) -> Result<bool, BrokerError> {
+    wsfs::presence(p).map_err(|e| unsearchable(p, &e))
+}
+
+fn unsearchable(p: &Path, e: &std::io::Error) -> BrokerError {
+    BrokerError::NextRunInReach(format!(
+        "the protected path {} cannot be looked at ({e}): a directory above it has no search permission, and a run may have done that to hide what it planted there from the sandbox; restore the directory's mode (chmod u+rwx) and run again",
+        p.display()
+    ))
 }
 
 /// Most entries looked at below one protected directory for the links it holds.
@@ -640,7 +668,7 @@ pub(super) fn tmpfs_size(l: &sandbox::Limits) -> u64 {
 pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn new() -> Result<TempDir, BrokerError> {
+    pub(super) fn new() -> Result<TempDir, BrokerError> {
         use std::os::unix::fs::DirBuilderExt;
         let base = std::env::temp_dir();
         for i in 0..100u32 {

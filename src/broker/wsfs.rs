@@ -733,6 +733,25 @@ pub fn exists_nofollow(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()
 }
 
+/// Whether anything stands at `p` (links not followed), telling "cannot be searched" (a
+/// directory above it without search permission) apart from absent: metadata only.
+pub fn presence(p: &Path) -> io::Result<bool> {
+    match std::fs::symlink_metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(e),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Where `p` really is, as [`resolve`], telling "cannot be searched" apart from absent.
+pub fn resolve_checked(p: &Path) -> io::Result<Option<PathBuf>> {
+    match std::fs::canonicalize(p) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
 /// Whether `p` itself is a symbolic link: metadata only.
 pub fn is_link(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())

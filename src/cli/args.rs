@@ -503,8 +503,8 @@ pub(crate) struct FilterArgs {
     /// (read, write, edit, rm, delete, purge, mkdir, mv, ls, glob, grep, search, cd, restore).
     #[arg(long)]
     pub(crate) tool: Option<String>,
-    /// Decision: allow, deny (every refusal), ask, or error (a call that failed before it
-    /// could be decided).
+    /// Decision: allow, deny (every refusal), ask, or error (a call that failed: before it
+    /// could be decided, or after, e.g. a sandbox that refused to start it).
     #[arg(long, value_parser = ["allow", "deny", "ask", "error"])]
     pub(crate) decision: Option<String>,
     /// Records at or after: RFC 3339 time or a duration ago (90s, 15m, 2h, 3d).

@@ -337,6 +337,33 @@ pub enum SandboxError {
         /// The path, as the policy gives it.
         path: PathBuf,
     },
+    /// A path the run's mount tree must protect, mask or bind cannot be searched by the
+    /// broker (a run made a directory above it unsearchable): failing closed.
+    #[error(
+        "the {what} {} cannot be searched (a directory above it has no search permission: a run may have done `chmod 000` on it to hide it from the sandbox); refused, nothing ran. Restore its mode (chmod u+rwx on the directory) and run again",
+        path.display()
+    )]
+    Unsearchable {
+        /// What the path is.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A protected or denied file in a writable area has other hard links: its content would
+    /// be reachable, writable, under another name.
+    #[error(
+        "the {what} {} has {links} hard links: a run may have made one to reach it under another name; refused, nothing ran. Find them with `find / -xdev -samefile {}` and remove the ones you did not make",
+        path.display(),
+        path.display()
+    )]
+    HardLinked {
+        /// What the path is.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Its link count.
+        links: u64,
+    },
     /// A path of the run's mount tree could not be opened.
     #[error("cannot open the {what} {}: {source}", path.display())]
     Pin {

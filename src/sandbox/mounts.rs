@@ -60,10 +60,12 @@ pub(crate) fn plan(
         ..Mounts::default()
     };
     writable(c, &mut m)?;
+    readable_in_writable(c, &mut m)?;
     pins(c, &mut m.steps)?;
     masks(c, &mut m)?;
     for p in &c.protected {
-        if let Some(id) = pinned(p, "protected path")? {
+        if let Some(id) = pinned_in(c, p, "protected path")? {
+            single_link(p, &id, "protected path")?;
             m.steps.push(Step::ReadOnly(
                 cstr(p.as_os_str().as_bytes(), "protected path")?,
                 id,
@@ -87,18 +89,45 @@ pub(crate) fn plan(
     Ok((m, LayerStatus::Enforced))
 }
 
-/// Opens `path` following no link and returns what it is; `None` if it does not exist (or
-/// cannot be reached: then the command, with the same rights, cannot reach it either). A
-/// link on the way is refused: a path in a tree the agent writes is never followed.
-fn pinned(path: &Path, what: &'static str) -> Result<Option<Identity>, SandboxError> {
-    Ok(pin_fd(path, what)?.map(|(_, id)| id))
+/// Opens `path` following no link and returns what it is; `None` if it does not exist. A
+/// link on the way is refused: a path in a tree the agent writes is never followed. One that
+/// cannot be searched is `None` outside every writable area (the command, with the same
+/// rights, cannot reach it either) and refused inside one (the command could `chmod` its way
+/// back to what the broker could not see).
+fn pinned_in(
+    c: &Confinement,
+    path: &Path,
+    what: &'static str,
+) -> Result<Option<Identity>, SandboxError> {
+    Ok(pin_fd(path, what, in_writable(c, path).is_some())?.map(|(_, id)| id))
 }
 
-fn pin_fd(path: &Path, what: &'static str) -> Result<Option<(OwnedFd, Identity)>, SandboxError> {
+/// A protected or denied file must have no other name: a hard link made by an earlier run
+/// would reach its content from outside the mount that protects or hides it.
+fn single_link(path: &Path, id: &Identity, what: &'static str) -> Result<(), SandboxError> {
+    if !id.dir && id.nlink > 1 {
+        return Err(SandboxError::HardLinked {
+            what,
+            path: path.to_path_buf(),
+            links: id.nlink,
+        });
+    }
+    Ok(())
+}
+
+fn pin_fd(
+    path: &Path,
+    what: &'static str,
+    inside_writable: bool,
+) -> Result<Option<(OwnedFd, Identity)>, SandboxError> {
     let c = cstr(path.as_os_str().as_bytes(), what)?;
     match sys::mount::pin(&c) {
         Ok(x) => Ok(Some(x)),
         Err(e) => match e.raw_os_error() {
+            Some(libc::EACCES) if inside_writable => Err(SandboxError::Unsearchable {
+                what,
+                path: path.to_path_buf(),
+            }),
             Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES) => Ok(None),
             Some(libc::ELOOP) => Err(SandboxError::WritableLink {
                 what,
@@ -123,13 +152,31 @@ fn writable(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
     areas.sort_by_key(|p| p.as_os_str().len());
     areas.dedup();
     for w in areas {
-        if let Some((fd, id)) = pin_fd(w, "writable area")? {
+        if let Some((fd, id)) = pin_fd(w, "writable area", in_writable(c, w).is_some())? {
             m.steps.push(Step::Writable(
                 cstr(w.as_os_str().as_bytes(), "writable area")?,
                 id,
             ));
             m.pinned.push((w.clone(), fd));
             m.writable += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Readable and executable areas inside a writable area are pinned too: landlock's rules for
+/// them are added from these descriptors, so that a run that replaced one by a link (`lib ->
+/// ~`) cannot make the next run read through it; a link is refused by name.
+fn readable_in_writable(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
+    if !m.read_only_host {
+        return Ok(());
+    }
+    for r in c.read.iter().chain(&c.exec) {
+        if in_writable(c, r).is_none() || m.pinned.iter().any(|(p, _)| p == r) {
+            continue;
+        }
+        if let Some((fd, _)) = pin_fd(r, "readable area", true)? {
+            m.pinned.push((r.clone(), fd));
         }
     }
     Ok(())
@@ -218,7 +265,7 @@ fn pins(c: &Confinement, steps: &mut Vec<Step>) -> Result<(), SandboxError> {
     pins.sort_by_key(|p| p.as_os_str().len());
     pins.dedup();
     for dir in pins {
-        if let Some(id) = pinned(dir, "protected or denied path's parent")?
+        if let Some(id) = pinned_in(c, dir, "protected or denied path's parent")?
             && id.dir
         {
             let d = cstr(dir.as_os_str().as_bytes(), "protected path parent")?;
@@ -249,8 +296,11 @@ fn masks(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
     {
         let p = cstr(d.as_os_str().as_bytes(), "denied path")?;
         let (find, dir) = if in_writable(c, d).is_some() {
-            match pinned(d, "denied path")? {
-                Some(id) => (Find::Pinned(id), id.dir),
+            match pinned_in(c, d, "denied path")? {
+                Some(id) => {
+                    single_link(d, &id, "denied path")?;
+                    (Find::Pinned(id), id.dir)
+                }
                 None => continue,
             }
         } else {

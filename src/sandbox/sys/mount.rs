@@ -47,12 +47,21 @@ struct MountAttr {
 }
 
 /// What an object is: device and inode, as `fstat` gives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Identity {
     pub dev: u64,
     pub ino: u64,
     pub dir: bool,
     pub link: bool,
+    /// Hard links (not part of what the object is: compared only by the broker).
+    pub nlink: u64,
+}
+
+impl Identity {
+    /// The same object (device, inode, type)?
+    fn same(&self, o: &Identity) -> bool {
+        (self.dev, self.ino, self.dir, self.link) == (o.dev, o.ino, o.dir, o.link)
+    }
 }
 
 /// How the helper finds a path: following no link anywhere (it lies in a tree the agent can
@@ -131,6 +140,7 @@ fn identity(fd: RawFd) -> Option<Identity> {
         ino: st.st_ino,
         dir: st.st_mode & libc::S_IFMT == libc::S_IFDIR,
         link: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
+        nlink: st.st_nlink,
     })
 }
 
@@ -156,7 +166,7 @@ fn find(path: &CStr, how: &Find, st: u32) -> Result<Option<RawFd>, u32> {
         };
     }
     if let Find::Pinned(want) = how
-        && identity(fd) != Some(*want)
+        && !identity(fd).is_some_and(|id| id.same(want))
     {
         close(fd);
         set_errno(libc::ESTALE);
