@@ -167,12 +167,18 @@ fn main() {
     let setpriv = which("setpriv");
     let nobody_ws = ws.with_extension("nobody");
     let nobody_state = ws.with_extension("nobody-state");
+    let nobody_home = ws.with_extension("nobody-home");
     if let Some(sp) = &setpriv {
-        for d in [&nobody_ws, &nobody_state] {
+        for d in [&nobody_ws, &nobody_state, &nobody_home] {
             std::fs::create_dir_all(d).expect("nobody's dirs");
             std::os::unix::fs::chown(d, Some(65534), Some(65534)).expect("chown");
         }
-        let (sp, nws, nstate) = (sp.clone(), nobody_ws.clone(), nobody_state.clone());
+        let (sp, nws, nstate, nhome) = (
+            sp.clone(),
+            nobody_ws.clone(),
+            nobody_state.clone(),
+            nobody_home.clone(),
+        );
         add(
             NOBODY_ROW,
             Box::new(move || {
@@ -182,7 +188,7 @@ fn main() {
                     .args(["exec", "--policy", "strict", "--", "true"])
                     .current_dir(&nws)
                     .env("GATEWAY_SOCKET", "")
-                    .env("HOME", &nws)
+                    .env("HOME", &nhome)
                     .env("GATEWAY_STATE_DIR", &nstate);
                 quiet(c)
             }),
@@ -324,6 +330,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dstate);
     let _ = std::fs::remove_dir_all(&nobody_ws);
     let _ = std::fs::remove_dir_all(&nobody_state);
+    let _ = std::fs::remove_dir_all(&nobody_home);
     let _ = std::fs::remove_file(&no_cg);
     let _ = std::fs::remove_file(ws.with_extension("bpf"));
 
