@@ -588,6 +588,7 @@ impl ExecTool<'_, '_> {
             ));
         }
         let places = std::mem::take(&mut held.places);
+        let unsearched = places.incomplete.clone();
         let (places_after, new_heads) = places.after_run(places_now);
         let mut after = protected_present(&held.trees, req.policy, &places_after);
         for h in new_heads {
@@ -597,6 +598,10 @@ impl ExecTool<'_, '_> {
                 after.push((h, Found::from(k)));
             }
         }
+        // A tree too large to search before the run (best effort; the warnings say so): what
+        // is found in it after cannot be told from what was there, and moving a repository's
+        // config that merely came into view would revert the user's. Left alone.
+        after.retain(|(p, _)| !unsearched.iter().any(|t| p.starts_with(t)));
         quarantine_new(
             &held.trees,
             &held.before,
