@@ -351,6 +351,9 @@ pub(super) fn plan_protected(
 ) -> Result<(Vec<PathBuf>, GitPlaces), BrokerError> {
     let sb = &policy.sandbox;
     let (ws, tmpdir) = (vars.workspace, vars.tmpdir);
+    // Who the command runs as: a directory of theirs it cannot search is one it could open
+    // again (`chmod`), so what it hides refuses the run.
+    let uid = cx.run_as().map_or_else(sandbox::effective_uid, |u| u.uid);
     // Relative protected paths apply in every writable directory. The private TMPDIR is new
     // and empty: nothing in it to protect. A writable `/` (permissive) stands for the
     // workspace.
@@ -377,7 +380,7 @@ pub(super) fn plan_protected(
         } else {
             for root in &roots {
                 for p in expand_glob(&root.join(&e).display().to_string()) {
-                    if present(&p)? {
+                    if present(&p, uid)? {
                         protected.push(p);
                     }
                 }
@@ -409,7 +412,7 @@ pub(super) fn plan_protected(
         for t in &sb.protected {
             if let Some(rest) = t.strip_prefix(".git/") {
                 for p in expand_glob(&d.join(rest).display().to_string()) {
-                    if present(&p)? {
+                    if present(&p, uid)? {
                         protected.push(p);
                     }
                 }
@@ -458,7 +461,13 @@ pub(super) fn plan_protected(
     let protected: Vec<PathBuf> = {
         let mut v: Vec<PathBuf> = Vec::new();
         for p in protected {
-            let real = wsfs::resolve_checked(&p).map_err(|e| unsearchable(&p, &e))?;
+            let real = match wsfs::resolve_checked(&p) {
+                Ok(r) => r,
+                Err(e) if wsfs::hidden_by_owner(&p, uid) => {
+                    return Err(unsearchable(&p, &e));
+                }
+                Err(_) => None,
+            };
             if let Some(c) = real.filter(|c| write.iter().any(|w| c.starts_with(w) && c != w)) {
                 v.push(c);
             }
@@ -473,8 +482,14 @@ pub(super) fn plan_protected(
 
 /// Is anything at the protected path `p`? A directory above it that cannot be searched (a run
 /// may have done `chmod 000` on it to hide what it planted there) refuses the run.
-fn present(p: &Path) -> Result<bool, BrokerError> {
-    wsfs::presence(p).map_err(|e| unsearchable(p, &e))
+/// One another user's directory hides (`/root` from a normal user) keeps the command out as
+/// it keeps the broker out: absent. `uid`: the command's.
+fn present(p: &Path, uid: u32) -> Result<bool, BrokerError> {
+    match wsfs::presence(p) {
+        Ok(b) => Ok(b),
+        Err(e) if wsfs::hidden_by_owner(p, uid) => Err(unsearchable(p, &e)),
+        Err(_) => Ok(false),
+    }
 }
 
 fn unsearchable(p: &Path, e: &std::io::Error) -> BrokerError {

@@ -99,7 +99,25 @@ fn pinned_in(
     path: &Path,
     what: &'static str,
 ) -> Result<Option<Identity>, SandboxError> {
-    Ok(pin_fd(path, what, in_writable(c, path).is_some())?.map(|(_, id)| id))
+    let inside = in_writable(c, path).map(|_| command_uid(c));
+    Ok(pin_fd(path, what, inside)?.map(|(_, id)| id))
+}
+
+/// The uid the command runs as.
+fn command_uid(c: &Confinement) -> u32 {
+    c.run_as.as_ref().map_or_else(sys::euid, |u| u.uid)
+}
+
+/// Is a directory above `path` one the command's user owns and cannot search (a run's
+/// `chmod 000`, which the run could undo)? One of another user's (`/root` for a normal user)
+/// keeps the command out as it keeps the broker out.
+fn hidden_by_caller(path: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    path.ancestors().skip(1).any(|a| {
+        // not-ws: metadata only, of the directories above a path the broker could not open
+        std::fs::symlink_metadata(a)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o100 == 0)
+    })
 }
 
 /// A protected or denied file must have no other name: a hard link made by an earlier run
@@ -115,19 +133,24 @@ fn single_link(path: &Path, id: &Identity, what: &'static str) -> Result<(), San
     Ok(())
 }
 
+/// `inside_writable`: the uid the command runs as, when `path` lies in a writable area.
 fn pin_fd(
     path: &Path,
     what: &'static str,
-    inside_writable: bool,
+    inside_writable: Option<u32>,
 ) -> Result<Option<(OwnedFd, Identity)>, SandboxError> {
     let c = cstr(path.as_os_str().as_bytes(), what)?;
     match sys::mount::pin(&c) {
         Ok(x) => Ok(Some(x)),
         Err(e) => match e.raw_os_error() {
-            Some(libc::EACCES) if inside_writable => Err(SandboxError::Unsearchable {
-                what,
-                path: path.to_path_buf(),
-            }),
+            Some(libc::EACCES)
+                if inside_writable.is_some_and(|uid| hidden_by_caller(path, uid)) =>
+            {
+                Err(SandboxError::Unsearchable {
+                    what,
+                    path: path.to_path_buf(),
+                })
+            }
             Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES) => Ok(None),
             Some(libc::ELOOP) => Err(SandboxError::WritableLink {
                 what,
@@ -152,7 +175,8 @@ fn writable(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
     areas.sort_by_key(|p| p.as_os_str().len());
     areas.dedup();
     for w in areas {
-        if let Some((fd, id)) = pin_fd(w, "writable area", in_writable(c, w).is_some())? {
+        let inside = in_writable(c, w).map(|_| command_uid(c));
+        if let Some((fd, id)) = pin_fd(w, "writable area", inside)? {
             m.steps.push(Step::Writable(
                 cstr(w.as_os_str().as_bytes(), "writable area")?,
                 id,
@@ -175,7 +199,7 @@ fn readable_in_writable(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxEr
         if in_writable(c, r).is_none() || m.pinned.iter().any(|(p, _)| p == r) {
             continue;
         }
-        if let Some((fd, _)) = pin_fd(r, "readable area", true)? {
+        if let Some((fd, _)) = pin_fd(r, "readable area", Some(command_uid(c)))? {
             m.pinned.push((r.clone(), fd));
         }
     }
