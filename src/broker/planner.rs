@@ -428,28 +428,7 @@ pub(super) fn plan_protected(
             protected.push(e.clone());
         }
     }
-    // Anything under a protected directory is protected whatever it links to: a hook
-    // installed as `.git/hooks/pre-commit -> ../../scripts/hook.sh` protects the script
-    // (bounded; past the bound the run is refused rather than protected in part).
-    let mut targets = Vec::new();
-    for p in &protected {
-        if wsfs::is_link(p) || !wsfs::is_dir(p) {
-            continue;
-        }
-        let Some(real) = wsfs::resolve(p) else {
-            continue;
-        };
-        match wsfs::links_below(&real, MAX_PROTECTED_ENTRIES) {
-            Ok(links) => targets.extend(links),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(BrokerError::NextRunInReach(format!(
-                    "the protected directory {} cannot be searched for the links it holds ({e}); what they point to would stay writable: make it smaller, or remove it from the policy's protected paths",
-                    p.display()
-                )));
-            }
-        }
-    }
+    let targets = link_targets(&protected)?;
     protected.extend(targets);
     // Protected by what is read, not by how it is spelled: `.envrc -> envrc.local` or
     // `.git -> realgit` protect `envrc.local` and `realgit/config`. Each is taken in its
@@ -478,6 +457,34 @@ pub(super) fn plan_protected(
     };
 
     Ok((protected, places))
+}
+
+/// Anything under a protected directory is protected whatever it links to: the links below
+/// each protected directory of `protected`, to be protected by their targets.
+fn link_targets(protected: &[PathBuf]) -> Result<Vec<PathBuf>, BrokerError> {
+    // Anything under a protected directory is protected whatever it links to: a hook
+    // installed as `.git/hooks/pre-commit -> ../../scripts/hook.sh` protects the script
+    // (bounded; past the bound the run is refused rather than protected in part).
+    let mut targets = Vec::new();
+    for p in protected {
+        if wsfs::is_link(p) || !wsfs::is_dir(p) {
+            continue;
+        }
+        let Some(real) = wsfs::resolve(p) else {
+            continue;
+        };
+        match wsfs::links_below(&real, MAX_PROTECTED_ENTRIES) {
+            Ok(links) => targets.extend(links),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(BrokerError::NextRunInReach(format!(
+                    "the protected directory {} cannot be searched for the links it holds ({e}); what they point to would stay writable: make it smaller, or remove it from the policy's protected paths",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(targets)
 }
 
 /// Is anything at the protected path `p`? A directory above it that cannot be searched (a run
