@@ -950,3 +950,32 @@ escape_test! {
         assert!(stdout(&o).contains("ran"), "{what}: another user's directory stopped the run: {}", text(&o));
     }
 }
+
+escape_test! {
+    /// Every run gets a private /tmp (and TMPDIR) of its own when no policy path lies under
+    /// the host's /tmp: tools that ignore TMPDIR write there, and the host's /tmp (other
+    /// users' and the user's own files, socket names) is neither seen nor changed. A
+    /// workspace under /tmp keeps the host's /tmp, read-only outside the workspace.
+    fn a_run_gets_a_private_tmp() {
+        let env = Env::new("private-tmp");
+        let ws = PathBuf::from(format!("/var/tmp/gwt-private-tmp-{}-{}", std::process::id(), env.as_nobody));
+        let _ = std::fs::remove_dir_all(&ws);
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        let marker = format!("/tmp/gwt-host-marker-{}", std::process::id());
+        std::fs::write(&marker, "host").expect("marker");
+        if env.as_nobody {
+            std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).expect("chown");
+        }
+        let what = format!("nobody={}", env.as_nobody);
+        let script = format!(
+            "ls -A /tmp | grep -c gwt-host-marker; echo made > /tmp/gwt-made; cat /tmp/gwt-made; test -d \"$TMPDIR\" && echo tmpdir-ok"
+        );
+        let o = env.cmd().current_dir(&ws).args(["exec", "--policy", "strict", "--", "sh", "-c", &script]).output().expect("run");
+        let _ = std::fs::remove_dir_all(&ws);
+        let _ = std::fs::remove_file(&marker);
+        let out = stdout(&o);
+        assert!(out.starts_with("0\n"), "{what}: the host's /tmp is seen: {}", text(&o));
+        assert!(out.contains("made\n") && out.contains("tmpdir-ok"), "{what}: {}", text(&o));
+        assert!(!Path::new("/tmp/gwt-made").exists(), "{what}: the run wrote the host's /tmp");
+    }
+}

@@ -37,6 +37,8 @@ pub(crate) struct Mounts {
     pub read_only_host: bool,
     /// Fresh tmpfs mounts: path, options, landlock access bits to grant on them.
     pub tmpfs: Vec<(std::ffi::CString, std::ffi::CString, u64)>,
+    /// /tmp is a fresh tmpfs of the run's own.
+    pub private_slash_tmp: bool,
     /// Landlock access bits for the fresh /proc (0: none).
     pub proc_access: u64,
     /// Denied paths masked.
@@ -76,7 +78,22 @@ pub(crate) fn plan(
     m.proc_access = proc_access(c, landlock_bits.is_some());
     let access = landlock_bits.unwrap_or(0);
     if let Some((path, size)) = &c.private_tmp {
-        m.tmpfs = private_tmp(c, path, *size, access)?;
+        // /tmp itself is the run's own too, unless the policy reads or writes something
+        // there (a workspace under /tmp): tools that ignore TMPDIR write there. Mounted
+        // before the TMPDIR, whose mount point the helper then makes in it.
+        let slash_tmp = Path::new("/tmp");
+        let in_tmp = c
+            .read
+            .iter()
+            .chain(&c.write)
+            .chain(&c.exec)
+            .any(|p| p.starts_with(slash_tmp) && p != path);
+        if m.read_only_host && !in_tmp && path.starts_with(slash_tmp) {
+            let opts = cstr(format!("mode=1777,size={size}").as_bytes(), "tmpfs options")?;
+            m.tmpfs.push((c"/tmp".to_owned(), opts, access));
+            m.private_slash_tmp = true;
+        }
+        m.tmpfs.extend(private_tmp(c, path, *size, access)?);
     }
     // The minimal /dev's shm: private to the run, whatever its TMPDIR (POSIX semaphores and
     // shared memory, e.g. Python's multiprocessing, live there).

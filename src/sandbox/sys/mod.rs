@@ -587,8 +587,12 @@ fn join_cgroup_v2(cg: RawFd) -> Result<(), u32> {
 pub(crate) fn apply_mounts(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
     mount::apply(&ns.mounts, &ns.trees, ns.read_only_host)?;
     for (path, opts, access) in &ns.tmpfs {
-        // SAFETY: mounts a tmpfs on a directory the parent made sure exists; all pointers are
-        // NUL-terminated strings owned by `plan`.
+        // A mount point inside a fresh tmpfs mounted just before (the TMPDIR's in the run's
+        // own /tmp) is made here; one that exists is left as it is (EEXIST, EROFS ignored).
+        // SAFETY: mkdir(2) of a NUL-terminated path owned by `plan`.
+        unsafe { libc::mkdir(path.as_ptr(), 0o700) };
+        // SAFETY: mounts a tmpfs on a directory that exists; all pointers are NUL-terminated
+        // strings owned by `plan`.
         let rc = unsafe {
             libc::mount(
                 TMPFS.as_ptr(),
