@@ -967,10 +967,8 @@ escape_test! {
             std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).expect("chown");
         }
         let what = format!("nobody={}", env.as_nobody);
-        let script = format!(
-            "ls -A /tmp | grep -c gwt-host-marker; echo made > /tmp/gwt-made; cat /tmp/gwt-made; test -d \"$TMPDIR\" && echo tmpdir-ok"
-        );
-        let o = env.cmd().current_dir(&ws).args(["exec", "--policy", "strict", "--", "sh", "-c", &script]).output().expect("run");
+        let script = "ls -A /tmp | grep -c gwt-host-marker; echo made > /tmp/gwt-made; cat /tmp/gwt-made; test -d \"$TMPDIR\" && echo tmpdir-ok";
+        let o = env.cmd().current_dir(&ws).args(["exec", "--policy", "strict", "--", "sh", "-c", script]).output().expect("run");
         let _ = std::fs::remove_dir_all(&ws);
         let _ = std::fs::remove_file(&marker);
         let out = stdout(&o);
