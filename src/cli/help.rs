@@ -109,7 +109,8 @@ pub(crate) const EXIT_CODES: &[(&str, &str)] = &[
     ),
     (
         "125",
-        "the sandbox could not be set up, or the daemon could not be reached or refused the \
+        "the sandbox could not be set up, nothing ran (user namespaces refused, a writable \
+         area that is a symbolic link, ...), or the daemon could not be reached or refused the \
          call",
     ),
     ("126", "the program exists but cannot be executed"),
