@@ -30,6 +30,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DAEMON_ROW: &str = "gateway exec -- true through `gateway serve` (strict)";
+/// bwrap's arguments in both of its rows.
+const BWRAP_ARGS: [&str; 9] = [
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-all",
+    "true",
+];
 const NOBODY_ROW: &str = "gateway exec --policy strict -- true, as uid 65534 (setpriv)";
 const BWRAP_NOBODY_ROW: &str = "bwrap ... --unshare-all true, as uid 65534 (setpriv)";
 const CLIENT_ROW: &str = "the daemon call from a running client (MCP server, REPL)";
@@ -233,17 +245,7 @@ fn main() {
                 "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all true",
                 Box::new(move || {
                     let mut c = Command::new(&b);
-                    c.args([
-                        "--ro-bind",
-                        "/",
-                        "/",
-                        "--dev",
-                        "/dev",
-                        "--proc",
-                        "/proc",
-                        "--unshare-all",
-                        "true",
-                    ]);
+                    c.args(BWRAP_ARGS);
                     quiet(c)
                 }),
             );
@@ -260,17 +262,7 @@ fn main() {
                 let mut c = Command::new(&sp);
                 c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
                     .arg(&b)
-                    .args([
-                        "--ro-bind",
-                        "/",
-                        "/",
-                        "--dev",
-                        "/dev",
-                        "--proc",
-                        "/proc",
-                        "--unshare-all",
-                        "true",
-                    ]);
+                    .args(BWRAP_ARGS);
                 quiet(c)
             }),
         );

@@ -1,5 +1,9 @@
 //! Shared helpers: a fresh directory tree per test (`Env`), command builders for the real
 //! binary, attack fixtures, and readers of records and output.
+//!
+//! Over 1,000 lines: every module's fixtures in one place (the `escape_test!` macro and its
+//! uid 65534 mode, the daemon and MCP client drivers, the REPL's tmux driver); splitting it
+//! into `util/` by fixture is the layout DESIGN.md names for a later pass.
 
 pub(crate) use crate::corpus;
 pub use std::io::Write;

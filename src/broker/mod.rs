@@ -678,17 +678,10 @@ fn mounts_explained(c: &sandbox::Confinement) -> Vec<String> {
     out.push(
         "mounts: /dev minimal (null, zero, full, random, urandom, tty, its own devpts), /dev/shm a private tmpfs, /proc the run's own".into(),
     );
-    let tmpdir = c.private_tmp.as_ref().map(|(p, _)| p.as_path());
-    let in_tmp = c
-        .read
-        .iter()
-        .chain(&c.write)
-        .chain(&c.exec)
-        .any(|p| p.starts_with("/tmp") && Some(p.as_path()) != tmpdir);
     out.push(
-        match (tmpdir.is_some_and(|t| t.starts_with("/tmp")), in_tmp) {
-            (true, false) => "mounts: /tmp a private tmpfs of the run's own",
-            (true, true) => "mounts: /tmp the host's, read-only (the policy reads or writes under /tmp: the workspace lies there); TMPDIR private",
+        match (sandbox::private_slash_tmp(c), c.private_tmp.is_some()) {
+            (true, _) => "mounts: /tmp a private tmpfs of the run's own",
+            (false, true) => "mounts: /tmp the host's, read-only (the policy reads or writes under /tmp: the workspace lies there); TMPDIR private",
             _ => "mounts: /tmp the host's (no private TMPDIR)",
         }
         .to_string(),

@@ -743,30 +743,10 @@ pub fn presence(p: &Path) -> io::Result<bool> {
     }
 }
 
-/// Is a directory above `p` owned by `uid` and not searchable by it (a `chmod 000` its
-/// commands could have made, and could undo)? Metadata only.
-/// A link's target (lexically, a few levels) counts: `pre-commit -> ../../scripts/hook.sh`
-/// is hidden when `scripts` is.
+/// Is a directory above `p` (or above a link's target) owned by `uid` and not searchable by
+/// it? See [`crate::sandbox::hidden_by_owner`].
 pub fn hidden_by_owner(p: &Path, uid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let mut at = p.to_path_buf();
-    for _ in 0..8 {
-        let hidden = at.ancestors().skip(1).any(|a| {
-            std::fs::symlink_metadata(a)
-                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o100 == 0)
-        });
-        if hidden {
-            return true;
-        }
-        let Ok(t) = std::fs::read_link(&at) else {
-            return false;
-        };
-        at = match at.parent() {
-            Some(d) => d.join(t),
-            None => return false,
-        };
-    }
-    false
+    crate::sandbox::hidden_by_owner(p, uid)
 }
 
 /// Where `p` really is, as [`resolve`], telling "cannot be searched" apart from absent.

@@ -41,7 +41,7 @@ pub use status::{EnforcementStatus, Layer, LayerStatus, Layers};
 use serde::Serialize;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use crate::model::{Limits, Network};
@@ -204,6 +204,52 @@ pub fn namespaces_available() -> bool {
 fn host_privileged() -> bool {
     sys::euid() == 0
         || (caps::has_cap(caps::CAP_SYS_ADMIN) && caps::has_cap(caps::CAP_DAC_OVERRIDE))
+}
+
+/// Is a directory above `path` one `uid` owns and cannot search (a `chmod 000` its commands
+/// could have made, and could undo)? A link's target counts (lexically, a few levels):
+/// `pre-commit -> ../../scripts/hook.sh` is hidden when `scripts` is. One of another user's
+/// (`/root` for a normal user) keeps the command out as it keeps the broker out: not hidden
+/// by the caller. Metadata only.
+pub fn hidden_by_owner(path: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mut at = path.to_path_buf();
+    for _ in 0..8 {
+        // not-ws: metadata only, of the directories above a path the broker could not open
+        let hidden = at.ancestors().skip(1).any(|a| {
+            std::fs::symlink_metadata(a)
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o100 == 0)
+        });
+        if hidden {
+            return true;
+        }
+        let Ok(t) = std::fs::read_link(&at) else {
+            return false;
+        };
+        at = match at.parent() {
+            Some(d) => d.join(t),
+            None => return false,
+        };
+    }
+    false
+}
+
+/// Does the run get a `/tmp` of its own? With a private TMPDIR under `/tmp`, whenever no path
+/// the policy reads, writes or executes (but the TMPDIR) lies under the host's `/tmp` (a
+/// workspace there keeps the host's, read-only).
+pub fn private_slash_tmp(c: &Confinement) -> bool {
+    let slash_tmp = Path::new("/tmp");
+    let Some((tmpdir, _)) = &c.private_tmp else {
+        return false;
+    };
+    tmpdir.starts_with(slash_tmp)
+        && !c.write.iter().any(|w| w.as_path() == Path::new("/"))
+        && !c
+            .read
+            .iter()
+            .chain(&c.write)
+            .chain(&c.exec)
+            .any(|p| p.starts_with(slash_tmp) && p != tmpdir)
 }
 
 /// What landlock really enforced.

@@ -78,17 +78,9 @@ pub(crate) fn plan(
     m.proc_access = proc_access(c, landlock_bits.is_some());
     let access = landlock_bits.unwrap_or(0);
     if let Some((path, size)) = &c.private_tmp {
-        // /tmp itself is the run's own too, unless the policy reads or writes something
-        // there (a workspace under /tmp): tools that ignore TMPDIR write there. Mounted
+        // /tmp itself is the run's own too (tools that ignore TMPDIR write there); mounted
         // before the TMPDIR, whose mount point the helper then makes in it.
-        let slash_tmp = Path::new("/tmp");
-        let in_tmp = c
-            .read
-            .iter()
-            .chain(&c.write)
-            .chain(&c.exec)
-            .any(|p| p.starts_with(slash_tmp) && p != path);
-        if m.read_only_host && !in_tmp && path.starts_with(slash_tmp) {
+        if super::private_slash_tmp(c) {
             let opts = cstr(format!("mode=1777,size={size}").as_bytes(), "tmpfs options")?;
             m.tmpfs.push((c"/tmp".to_owned(), opts, access));
             m.private_slash_tmp = true;
@@ -125,18 +117,6 @@ fn command_uid(c: &Confinement) -> u32 {
     c.run_as.as_ref().map_or_else(sys::euid, |u| u.uid)
 }
 
-/// Is a directory above `path` one the command's user owns and cannot search (a run's
-/// `chmod 000`, which the run could undo)? One of another user's (`/root` for a normal user)
-/// keeps the command out as it keeps the broker out.
-fn hidden_by_caller(path: &Path, uid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    path.ancestors().skip(1).any(|a| {
-        // not-ws: metadata only, of the directories above a path the broker could not open
-        std::fs::symlink_metadata(a)
-            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o100 == 0)
-    })
-}
-
 /// A protected or denied file must have no other name: a hard link made by an earlier run
 /// would reach its content from outside the mount that protects or hides it.
 fn single_link(path: &Path, id: &Identity, what: &'static str) -> Result<(), SandboxError> {
@@ -161,7 +141,7 @@ fn pin_fd(
         Ok(x) => Ok(Some(x)),
         Err(e) => match e.raw_os_error() {
             Some(libc::EACCES)
-                if inside_writable.is_some_and(|uid| hidden_by_caller(path, uid)) =>
+                if inside_writable.is_some_and(|uid| super::hidden_by_owner(path, uid)) =>
             {
                 Err(SandboxError::Unsearchable {
                     what,

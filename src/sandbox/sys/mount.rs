@@ -236,52 +236,13 @@ fn move_onto(tree: RawFd, target: RawFd) -> bool {
     }
 }
 
-/// A detached, empty, read-only tmpfs (`fsopen`, `fsmount`). -1 on failure.
+/// A detached, empty, read-only tmpfs (a mask for a denied directory). -1 on failure.
 fn empty_tmpfs() -> RawFd {
-    // SAFETY: the fs-context syscalls with static NUL-terminated strings; every descriptor is
-    // closed on the way out except the mount's, which is returned.
-    unsafe {
-        let fs = libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
-        if fs < 0 {
-            return -1;
-        }
-        let ok = libc::syscall(
-            libc::SYS_fsconfig,
-            fs,
-            FSCONFIG_SET_STRING,
-            c"size".as_ptr(),
-            c"0".as_ptr(),
-            0,
-        ) == 0
-            && libc::syscall(
-                libc::SYS_fsconfig,
-                fs,
-                FSCONFIG_SET_STRING,
-                c"mode".as_ptr(),
-                c"000".as_ptr(),
-                0,
-            ) == 0
-            && libc::syscall(
-                libc::SYS_fsconfig,
-                fs,
-                FSCONFIG_CMD_CREATE,
-                std::ptr::null::<libc::c_char>(),
-                std::ptr::null::<libc::c_char>(),
-                0,
-            ) == 0;
-        let m = if ok {
-            libc::syscall(
-                libc::SYS_fsmount,
-                fs,
-                FSMOUNT_CLOEXEC,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-            ) as RawFd
-        } else {
-            -1
-        };
-        libc::close(fs);
-        m
-    }
+    new_fs(
+        c"tmpfs",
+        &[(c"size", c"0"), (c"mode", c"000")],
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+    )
 }
 
 /// Attaches the detached tree `tree`, with `attrs` set on it, onto `target`; closes `tree`.
