@@ -33,6 +33,7 @@ mod agents;
 mod argv_secrets;
 mod audit;
 mod bootstrap;
+mod calls;
 mod config;
 mod confine;
 mod consistency;

@@ -29,6 +29,48 @@ pub struct Roles {
     pub auditors: Vec<u32>,
     /// The policies a client may name (`--policy`, `GATEWAY_POLICY`); `None`: any.
     pub allow_client_policy: Option<Vec<String>>,
+    /// The state every client shares, as the admin governs it: the daemon's own policy's
+    /// `[undo]` and `[audit]` settings. `None`: each call's policy (no daemon).
+    pub shared: Option<Shared>,
+}
+
+/// What governs the state all of a daemon's clients share (the backup store's quota and
+/// retention, the artifact store's retention): the admin's configuration, never a client's
+/// policy, which may narrow what its own calls get but not what others keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shared {
+    /// The daemon's policy's `[undo]`.
+    pub undo: crate::model::UndoProfile,
+    /// The daemon's policy's `[audit]`.
+    pub audit: crate::model::AuditProfile,
+}
+
+/// `policy` as it applies to a call of `ctx`: for a daemon client, the shared state's bounds
+/// are the admin's ([`Roles::shared`]): the store's quota (`max_state_bytes`), retention
+/// (`keep_versions`, `backups_max_total`, the artifacts' age and total) come from the
+/// daemon's policy; the client's own workspace share and stored output may only be smaller
+/// than the admin's. (A one-shot front end's state is its own user's: its policy governs.)
+pub fn govern(ctx: &Context, policy: &mut crate::policy::Policy) {
+    let (Some(_), Some(admin)) = (ctx.client(), roles().shared) else {
+        return;
+    };
+    let own = policy.undo;
+    policy.undo = crate::model::UndoProfile {
+        snapshot: own.snapshot,
+        snapshot_max_file: own.snapshot_max_file.min(admin.undo.snapshot_max_file),
+        keep_versions: admin.undo.keep_versions,
+        backups_max_total: admin.undo.backups_max_total,
+        max_state_bytes: admin.undo.max_state_bytes,
+        max_workspace_bytes: Some(own.workspace_quota().min(admin.undo.workspace_quota())),
+    };
+    let own = policy.audit;
+    policy.audit = crate::model::AuditProfile {
+        store_output: own.store_output,
+        artifact_max: own.artifact_max.min(admin.audit.artifact_max),
+        inline_output: own.inline_output,
+        artifacts_max_age: admin.audit.artifacts_max_age,
+        artifacts_max_total: admin.audit.artifacts_max_total,
+    };
 }
 
 /// A group named in the daemon's config that does not exist.

@@ -29,6 +29,30 @@ pub struct ScanRequest {
     /// Findings below this confidence are neither reported nor redacted (`low`, the default:
     /// every finding); the baseline still lists them.
     pub min_confidence: secrets::Confidence,
+    /// An agent's scan (the MCP `scan` tool, `gateway tool scan`): decided by this policy as
+    /// a search, its paths judged like the file tools' (a denied path is refused, a path
+    /// outside the readable trees too) and its walk kept out of the denied paths and the
+    /// state directory. `None`: a person's `gateway scan`, which reads what its caller's own
+    /// rights read.
+    pub confined: Option<std::sync::Arc<crate::policy::Policy>>,
+}
+
+/// Where a confined scan may read (see [`ScanRequest::confined`]).
+#[derive(Clone, Debug, Default)]
+struct Reach {
+    read: Vec<PathBuf>,
+    deny: Vec<PathBuf>,
+}
+
+impl Reach {
+    /// May a file at `p` (absolute) be read: every form of it (as written, as resolved)
+    /// inside a readable tree and outside every denied path?
+    fn allows(&self, p: &Path) -> bool {
+        super::paths::forms(p).iter().all(|f| {
+            !self.deny.iter().any(|d| f.starts_with(d))
+                && self.read.iter().any(|r| f.starts_with(r))
+        })
+    }
 }
 
 /// One finding: where, which rule, and a hash of the secret (never the secret).
@@ -96,6 +120,16 @@ pub fn scan(
     req: &ScanRequest,
     progress: Progress<'_>,
 ) -> Result<ScanReport, BrokerError> {
+    scan_within(cx, req, progress, None)
+}
+
+/// [`scan`], reading only where `reach` allows when given.
+fn scan_within(
+    cx: &super::client::Context,
+    req: &ScanRequest,
+    progress: Progress<'_>,
+    reach: Option<&Reach>,
+) -> Result<ScanReport, BrokerError> {
     let start = Instant::now();
     if req.paths.is_empty() {
         return Err(BrokerError::Usage(
@@ -105,7 +139,7 @@ pub fn scan(
     // Everything read from the caller's paths is read with the caller's rights (under the
     // daemon: its client's; the walker's threads inherit them).
     let gathered = cx
-        .as_client(|| gather(req, progress))
+        .as_client(|| gather(req, progress, reach))
         .map_err(|e| BrokerError::Io {
             what: "reading the files to scan with the caller's rights".into(),
             source: e,
@@ -127,12 +161,56 @@ type Gathered = (
     u64,
 );
 
+/// The content of the file `path` that a walk found: read whole (a person's scan), or, for a
+/// confined scan, only a regular file opened without following a link whose location (as
+/// written and as resolved) `reach` allows and which is the very file found there (device
+/// and inode compared after the open, so a file swapped for a link or moved in between is
+/// not read).
+fn read_file(path: &Path, reach: Option<&Reach>) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Some(reach) = reach else {
+        // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
+        return std::fs::read(path);
+    };
+    let refused = || {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "outside what the policy lets a tool read (not scanned)",
+        )
+    };
+    let abs = std::path::absolute(path)?;
+    if !reach.allows(&abs) {
+        return Err(refused());
+    }
+    // not-ws: an agent's scan; opened without following a link, checked against the policy's reach below
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&abs)?;
+    let m = f.metadata()?;
+    let resolved = super::wsfs::resolve(&abs).ok_or_else(refused)?;
+    // not-ws: the resolved location, compared with the file opened
+    let there = std::fs::metadata(&resolved)?;
+    if !m.is_file() || (m.dev(), m.ino()) != (there.dev(), there.ino()) || !reach.allows(&resolved)
+    {
+        return Err(refused());
+    }
+    let mut data = Vec::with_capacity(m.len().min(MAX_FILE) as usize);
+    f.take(MAX_FILE).read_to_end(&mut data)?;
+    Ok(data)
+}
+
 /// The reading half of [`scan`]: the baseline and the walk.
 #[allow(
     clippy::too_many_lines,
     reason = "the baseline, the walk (ignore rules, progress, the caller's rights) and each file's scan, in one pass"
 )]
-fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerError> {
+fn gather(
+    req: &ScanRequest,
+    progress: Progress<'_>,
+    reach: Option<&Reach>,
+) -> Result<Gathered, BrokerError> {
     for p in &req.paths {
         // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         if std::fs::symlink_metadata(p).is_err() {
@@ -164,6 +242,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
         _ => vec![],
     };
 
+    let denied: Option<Vec<PathBuf>> = reach.map(|r| r.deny.clone());
     // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
     let mut wb = ignore::WalkBuilder::new(&req.paths[0]);
     for p in &req.paths[1..] {
@@ -173,7 +252,16 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
     wb.hidden(false)
         .follow_links(false)
         .threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .filter_entry(|e| e.file_name() != ".git");
+        .filter_entry(move |e| {
+            e.file_name() != ".git"
+                && denied.as_ref().is_none_or(|deny| {
+                    // A directory only needs to lie outside the denied paths (a readable
+                    // tree may lie below it); files are judged whole when read.
+                    super::paths::forms(e.path())
+                        .iter()
+                        .all(|f| !deny.iter().any(|d| f.starts_with(d)))
+                })
+        });
     if req.no_ignore {
         wb.git_ignore(false)
             .git_exclude(false)
@@ -230,8 +318,7 @@ fn gather(req: &ScanRequest, progress: Progress<'_>) -> Result<Gathered, BrokerE
                 }
                 return ignore::WalkState::Continue;
             }
-            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
-            let data = match std::fs::read(path) {
+            let data = match read_file(path, reach) {
                 Ok(d) => d,
                 Err(e) => {
                     if let Ok(mut v) = errors.lock() {
@@ -579,13 +666,24 @@ pub fn scan_audited(
     caller: crate::audit::Caller,
 ) -> Result<ScanReport, BrokerError> {
     let call = super::invoke::Call {
-        policy: "",
+        policy: req.confined.as_ref().map_or("", |p| p.name.as_str()),
         state_dir: &req.state_dir,
         session,
         caller: &caller,
     };
-    let mut t = ScanTool { cx, req, progress };
-    super::invoke::invoke(&call, &mut t).map(|d| d.output)
+    let mut t = ScanTool {
+        cx,
+        req,
+        progress,
+        reach: None,
+        refused: None,
+    };
+    let out = super::invoke::invoke(&call, &mut t).map(|d| d.output)?;
+    // A refused scan is the caller's error (the rule and its reason), not an empty report.
+    match t.refused {
+        Some(r) => Err(r.into()),
+        None => Ok(out),
+    }
 }
 
 /// `scan` on the invocation skeleton: allowed by the built-in rule (it reads with the
@@ -594,6 +692,10 @@ struct ScanTool<'a, 'p> {
     cx: &'a super::client::Context,
     req: &'a ScanRequest,
     progress: Progress<'p>,
+    /// A confined scan's reach (set by `decide`).
+    reach: Option<Reach>,
+    /// Why it was not performed, if it was not.
+    refused: Option<super::refusal::Refusal>,
 }
 
 impl super::invoke::Tool for ScanTool<'_, '_> {
@@ -626,6 +728,9 @@ impl super::invoke::Tool for ScanTool<'_, '_> {
             .cwd()
             .map(|d| d.display().to_string())
             .unwrap_or_default();
+        if let Some(policy) = &req.confined {
+            return self.decide_confined(&policy.clone());
+        }
         Ok(Decision {
             effect: Effect::Allow,
             rules: vec![RuleMatch {
@@ -643,12 +748,13 @@ impl super::invoke::Tool for ScanTool<'_, '_> {
         false
     }
 
-    fn not_performed(&mut self, _d: Decision, _a: Option<bool>) -> ScanReport {
+    fn not_performed(&mut self, d: Decision, a: Option<bool>) -> ScanReport {
+        self.refused = super::refusal::Refusal::of_decision(&d, a);
         ScanReport::default()
     }
 
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<ScanReport, BrokerError> {
-        scan(self.cx, self.req, self.progress)
+        scan_within(self.cx, self.req, self.progress, self.reach.as_ref())
     }
 
     fn record(&mut self, res: &Result<ScanReport, BrokerError>, rec: &mut crate::audit::Record) {
@@ -662,5 +768,88 @@ impl super::invoke::Tool for ScanTool<'_, '_> {
                 .map(|f| format!("{}:{}:{}", f.path, f.line, f.rule))
                 .collect();
         }
+    }
+}
+
+impl ScanTool<'_, '_> {
+    /// An agent's scan, decided by `policy` as a search of its paths (its rules, the client's
+    /// roots), each path judged like the file tools' (`broker::paths`): a denied path, or one
+    /// outside the trees the policy lets a tool read, refuses the call. What the walk may
+    /// read is kept for `perform`.
+    fn decide_confined(&mut self, policy: &crate::policy::Policy) -> Result<Decision, BrokerError> {
+        let cwd = self.cx.cwd().map_err(|source| BrokerError::Io {
+            what: "reading the caller's working directory".into(),
+            source,
+        })?;
+        let ws = super::workspace(&cwd)?;
+        let paths: Vec<PathBuf> = self
+            .req
+            .paths
+            .iter()
+            .map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    cwd.join(p)
+                }
+            })
+            .collect();
+        let mut decision = policy.evaluate(
+            &crate::model::ToolCall {
+                tool: crate::model::Tool::Search,
+                argv: vec![],
+                paths: paths.clone(),
+                cwd: ws.clone(),
+            },
+            &super::shell_env(self.cx, &ws),
+        );
+        let rp = super::fs::root_paths(self.cx, policy, &self.req.state_dir, &ws, true)?;
+        let reach = Reach {
+            read: rp.read,
+            deny: rp.deny,
+        };
+        for p in &paths {
+            let forms = super::paths::forms(p);
+            let rule = if let Some(d) = forms
+                .iter()
+                .find_map(|f| reach.deny.iter().find(|d| f.starts_with(d)))
+            {
+                Some((
+                    "denied-path",
+                    format!(
+                        "{} is denied by policy `{}` ({}): credentials and gateway's state are never read by a tool",
+                        p.display(),
+                        policy.name,
+                        d.display()
+                    ),
+                ))
+            } else if !forms
+                .iter()
+                .all(|f| reach.read.iter().any(|r| f.starts_with(r)))
+            {
+                Some((
+                    "unreadable-path",
+                    format!(
+                        "{} is outside the trees policy `{}` lets a tool read; scan a path in the workspace",
+                        p.display(),
+                        policy.name
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some((id, reason)) = rule {
+                decision.effect = Effect::Deny;
+                decision.rules.push(RuleMatch {
+                    id: id.into(),
+                    effect: Effect::Deny,
+                    reason,
+                    subject: super::redact_text(&p.display().to_string()),
+                });
+            }
+        }
+        super::guard::redact_decision(&mut decision);
+        self.reach = Some(reach);
+        Ok(decision)
     }
 }

@@ -30,7 +30,10 @@ pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 /// `gateway sh`: runs `argv` (from `sh_command`) as `gateway exec` does, Claude Code's
-/// wrapper and snapshot rewritten as this module says.
+/// wrapper and snapshot rewritten as this module says. Served by a daemon, the script runs
+/// as it came: the rewriting and the delivery of the agent's files belong to the client
+/// ([`via_daemon`]), which writes them as itself — never the daemon, with its own uid, home
+/// and TMPDIR.
 pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
     let policy = match load_policy(cli) {
         Ok(p) => p,
@@ -38,6 +41,7 @@ pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
     };
     let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
     let agent = script
+        .filter(|_| crate::broker::client::current().is_none())
         .and_then(|i| argv.get(i))
         .and_then(|s| prepare(s, policy.sandbox.private_tmp));
     if let (Some(p), Some(s)) = (&agent, script.and_then(|i| argv.get_mut(i))) {
@@ -49,6 +53,81 @@ pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
         ..RunAt::default()
     };
     run_exec_at(cli, None, &[], &argv, None, at)
+}
+
+/// `gateway sh` through the daemon at `socket` (`argv`: the command line after the program
+/// name): Claude Code's wrapper is rewritten here, the daemon runs it like any script, and
+/// this process — the agent's own, with its rights, home and TMPDIR — reads the command's
+/// stdout through a pipe, keeps the marker and what follows out of it, and writes the
+/// agent's file. Anything else is sent as it is.
+pub(super) fn via_daemon(
+    socket: &Path,
+    mut argv: Vec<String>,
+    sh_args: &[String],
+) -> Result<u8, String> {
+    use std::os::fd::AsFd;
+    // The script, as `gateway sh` reads its options; then where it stands in the command line.
+    let shell = super::sh_command(sh_args).unwrap_or_default();
+    let script = shell
+        .iter()
+        .position(|a| a == "-c")
+        .and_then(|i| shell.get(i + 1));
+    let at = script.and_then(|s| argv.iter().rposition(|a| a == s));
+    // The run's TMPDIR is private under every built-in policy; where a policy has none, the
+    // snapshot script writes its temporary file where that policy lets it, and still prints
+    // it after the marker.
+    let prepared = at.and_then(|i| argv.get(i)).and_then(|s| prepare(s, true));
+    let (Some(i), Some(p)) = (at, prepared) else {
+        return crate::serve::daemon::call(socket, argv);
+    };
+    argv[i].clone_from(&p.script);
+    let (r, w) = std::io::pipe().map_err(|e| format!("a pipe for the command's output: {e}"))?;
+    let marker = p.marker.clone();
+    let relay = std::thread::Builder::new()
+        .name("gateway-sh-out".into())
+        .spawn(move || {
+            let mut out = std::io::stdout().lock();
+            let mut t = TailFilter::new(marker);
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut show = |b: &[u8]| {
+                let _ = out.write_all(b).and_then(|()| out.flush());
+            };
+            let mut r = r;
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => t.feed(&buf[..n], &mut show),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            t.finish(&mut show)
+        })
+        .map_err(|e| format!("starting the output filter: {e}"))?;
+    let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
+    let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
+    let code = crate::serve::daemon::call_with(
+        socket,
+        argv,
+        crate::serve::daemon::CallIo {
+            cwd,
+            env: crate::serve::daemon::own_env(),
+            stdio: [stdin.as_fd(), w.as_fd(), stderr.as_fd()],
+            ask_here: true,
+        },
+    );
+    drop(w);
+    let payload = relay
+        .join()
+        .map_err(|_| "the output filter failed".to_string())?;
+    let code = code?;
+    if let (0, Some(payload)) = (code, payload)
+        && let Err(e) = deliver(&p.deliver, &payload)
+    {
+        errln!("gateway: {e}");
+        return Ok(1);
+    }
+    Ok(code)
 }
 
 /// What a recognised script leaves behind for the agent.

@@ -212,14 +212,20 @@ pub(super) fn serve(
         Ok(c) => c,
         Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
     };
-    if let Err(e) = load_policy(cli) {
-        return fail(exit::POLICY, e);
-    }
+    let own = match load_policy(cli) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::POLICY, e),
+    };
     let roles = broker::authz::resolve_groups("approvers", &cfg.approvers).and_then(|approvers| {
         Ok(broker::authz::Roles {
             approvers,
             auditors: broker::authz::resolve_groups("auditors", &cfg.auditors)?,
             allow_client_policy: cfg.allow_client_policy.clone(),
+            // The state all clients share is governed by the daemon's own policy.
+            shared: Some(broker::authz::Shared {
+                undo: own.undo,
+                audit: own.audit,
+            }),
         })
     });
     match roles {

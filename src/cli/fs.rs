@@ -458,12 +458,12 @@ pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>
         bfs::Scope::Workspace(&ws)
     };
     // Through the daemon, a client sees its own changes (an auditor or the admin all).
-    let seen = authz::seen_uid(&crate::broker::client::Context::current());
-    match bfs::history(&state_dir(cli), scope) {
+    match bfs::history(
+        &state_dir(cli),
+        scope,
+        &crate::broker::client::Context::current(),
+    ) {
         Ok(mut list) => {
-            if let Some(u) = seen {
-                list.retain(|e| e.change.uid == Some(u));
-            }
             if let Some(t) = since {
                 list.retain(|e| e.change.time >= t);
             }
@@ -691,10 +691,10 @@ fn own_trash(
     items: Result<Vec<crate::journal::TrashItem>, crate::broker::BrokerError>,
 ) -> Result<Vec<crate::journal::TrashItem>, crate::broker::BrokerError> {
     let mut items = items?;
-    if let Some(u) = authz::seen_uid(&crate::broker::client::Context::current()) {
-        let own: std::collections::HashSet<String> = bfs::history(state, bfs::Scope::All)?
+    let cx = crate::broker::client::Context::current();
+    if authz::seen_uid(&cx).is_some() {
+        let own: std::collections::HashSet<String> = bfs::history(state, bfs::Scope::All, &cx)?
             .into_iter()
-            .filter(|e| e.change.uid == Some(u))
             .filter_map(|e| e.change.trash)
             .collect();
         items.retain(|i| own.contains(&i.name));

@@ -235,16 +235,19 @@ fn pin_owner() -> u32 {
 /// The policy and, once per change of its files, the notice that the pinned copy is in force.
 fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
     let spec = policy_name(cli);
-    match daemon_session() {
-        None => Ok((load_named(&spec)?, None)),
+    let cx = crate::broker::client::Context::current();
+    let (mut policy, notice) = match daemon_session() {
+        None => (load_named(&spec)?, None),
         Some(session) => {
             let pinned =
                 broker::pin::in_session(pin_owner(), &session, &spec, || load_named(&spec))?;
-            let notice =
-                pinned.changed_notice(&crate::broker::client::Context::current(), SESSION_RELOAD);
-            Ok((pinned.policy().clone(), notice))
+            let notice = pinned.changed_notice(&cx, SESSION_RELOAD);
+            (pinned.policy().clone(), notice)
         }
-    }
+    };
+    // A daemon client's policy governs its own calls, not the state all clients share.
+    broker::authz::govern(&cx, &mut policy);
+    Ok((policy, notice))
 }
 
 /// `gateway policy reload [NAME]`: a daemon session's pinned policy loaded again (from NAME,
@@ -403,7 +406,12 @@ pub fn main() -> ExitCode {
                     .skip(1)
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect();
-                return match serve::daemon::call(&sock, argv) {
+                let called = match &cli.cmd {
+                    // Claude Code's wrapper: its files are written here, as this user.
+                    Cmd::Sh { args } => agent_shell::via_daemon(&sock, argv, args),
+                    _ => serve::daemon::call(&sock, argv),
+                };
+                return match called {
                     Ok(code) => ExitCode::from(code),
                     Err(e) => fail(exit::SANDBOX, e),
                 };
@@ -480,8 +488,17 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
     } else if !roots.is_empty() {
         let mut dirs = Vec::new();
         for r in roots {
-            match std::fs::canonicalize(r) {
-                Ok(c) if c.is_dir() => dirs.push(c),
+            // With the caller's rights: through a daemon running as another user (root),
+            // a client must not learn what lies in directories it cannot search itself.
+            let resolved = broker::client::as_client(|| {
+                std::fs::canonicalize(r).map(|c| {
+                    let dir = c.is_dir();
+                    (c, dir)
+                })
+            })
+            .and_then(|r| r);
+            match resolved {
+                Ok((c, true)) => dirs.push(c),
                 Ok(_) => {
                     return fail(
                         exit::USAGE,
@@ -597,6 +614,7 @@ fn dispatch(cli: Cli) -> ExitCode {
                 redact: *redact,
                 state_dir: state_dir(&cli),
                 min_confidence: *min_confidence,
+                confined: None,
             };
             run_scan(&req, format)
         }

@@ -765,7 +765,7 @@ pub fn env_for_session(session: &str) -> Vec<(String, String)> {
 }
 
 /// This process's environment, as the protocol carries it.
-fn own_env() -> Vec<(String, String)> {
+pub fn own_env() -> Vec<(String, String)> {
     std::env::vars_os()
         .map(|(k, v)| {
             (

@@ -841,7 +841,11 @@ impl ToolSession<'_> {
         } else {
             bfs::Scope::Workspace(&ws)
         };
-        match bfs::history(self.state_dir, scope) {
+        match bfs::history(
+            self.state_dir,
+            scope,
+            &crate::broker::client::Context::current(),
+        ) {
             Ok(all) => {
                 let n = p.limit.unwrap_or(50);
                 let skip = all.len().saturating_sub(n);
@@ -883,6 +887,7 @@ impl ToolSession<'_> {
             redact: false,
             state_dir: self.state_dir.to_path_buf(),
             min_confidence: p.min_confidence.unwrap_or_default(),
+            confined: Some(Arc::new(self.policy.clone())),
         };
         match crate::broker::scan::scan_audited(
             &crate::broker::client::Context::current(),

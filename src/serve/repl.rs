@@ -217,7 +217,11 @@ impl Repl<'_> {
         } else {
             bfs::Scope::Workspace(&ws)
         };
-        match bfs::history(&self.state, scope) {
+        match bfs::history(
+            &self.state,
+            scope,
+            &crate::broker::client::Context::current(),
+        ) {
             Ok(list) => {
                 let skip = list.len().saturating_sub(20);
                 for e in list.into_iter().skip(skip) {

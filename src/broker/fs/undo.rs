@@ -44,12 +44,20 @@ pub struct HistoryEntry {
     pub backup_missing: Option<String>,
 }
 
-/// The journal's changes in `scope`, oldest first.
-pub fn history(state_dir: &Path, scope: Scope<'_>) -> Result<Vec<HistoryEntry>, BrokerError> {
+/// The journal's changes in `scope` that `cx` may see, oldest first: a daemon client that is
+/// neither auditor nor admin sees its own changes only (`authz::seen_uid`), whichever front
+/// end asks (the CLI, the MCP `history` tool, the REPL).
+pub fn history(
+    state_dir: &Path,
+    scope: Scope<'_>,
+    cx: &crate::broker::client::Context,
+) -> Result<Vec<HistoryEntry>, BrokerError> {
+    let seen = crate::broker::authz::seen_uid(cx);
     let j = journal::read(state_dir).map_err(j_err)?;
     Ok(j.changes
         .into_iter()
         .filter(|(c, _)| scope.holds(c))
+        .filter(|(c, _)| seen.is_none_or(|u| c.uid == Some(u)))
         .map(|(mut change, phase)| {
             let backup_missing = match &change.before {
                 PathState::File { sha256, .. } if !journal::has_backup(state_dir, sha256) => {

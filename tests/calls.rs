@@ -1,0 +1,338 @@
+//! Issue 35: a call's authority comes from its request and its caller, never from the process
+//! that serves it. Each test drives the real binary (the daemon, `gateway tool`, MCP) as
+//! another uid or as an agent, and checks what the call could read, list, hash or change.
+
+use crate::util::*;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+/// A root daemon whose socket every uid may reach (as a socket group gives its members).
+fn open_daemon(env: &Env, policy: &str) -> Daemon {
+    let d = Daemon::start(env, policy, &[]);
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+        .expect("chmod socket");
+    d
+}
+
+/// `gateway` as uid 65534 (no groups) through daemon `d`, in `dir`.
+fn nobody_via(d: &Daemon, dir: &std::path::Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        BIN,
+    ])
+    .current_dir(dir)
+    .env("GATEWAY_SOCKET", &d.socket)
+    .env_remove("GATEWAY_STATE_DIR")
+    .env_remove("GATEWAY_POLICY")
+    .env("HOME", "/nonexistent")
+    .stdin(Stdio::null());
+    c
+}
+
+/// The JSON a `gateway tool` call printed, and the tool's own report (its first text
+/// content, parsed).
+fn tool_result(o: &std::process::Output) -> (serde_json::Value, serde_json::Value) {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("tool output is not JSON ({e}): {}", text(o)));
+    let inner = v["content"][0]["text"]
+        .as_str()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (v, inner)
+}
+
+sandbox_test!(
+    fn an_agents_scan_reads_nothing_the_policy_denies() {
+        // Issue 35: the MCP `scan` tool was allowed by a built-in rule with no policy
+        // decision and read, with the server's rights, the files the policy denies to every
+        // tool (`~/.git-credentials`), returning a hash of each secret it found there.
+        let env = Env::new("scan-denied");
+        let secret = gh_token(35);
+        let creds = env.home.join(".git-credentials");
+        std::fs::write(&creds, format!("https://me:{secret}@github.com\n")).expect("creds");
+        std::os::unix::fs::symlink(&creds, env.ws.join("creds-link")).expect("symlink");
+        let mine = gh_token(36);
+        env.write("config.env", &format!("GITHUB_TOKEN={mine}\n"));
+        let tool = |args: &str| {
+            env.cmd()
+                .args(["--policy", "standard", "tool", "scan", args])
+                .output()
+                .expect("tool scan")
+        };
+        // Named directly, or through a link in the workspace: refused with the rule.
+        for path in [creds.display().to_string(), "creds-link".into()] {
+            let o = tool(&format!(r#"{{"path":"{path}"}}"#));
+            let (v, inner) = tool_result(&o);
+            assert_eq!(o.status.code(), Some(1), "{path}: {}", text(&o));
+            assert_eq!(v["isError"], true, "{path}: {v}");
+            assert!(inner.to_string().contains("denied-path"), "{path}: {inner}");
+            assert!(
+                !text(&o).contains(".git-credentials\",\"line"),
+                "{}",
+                text(&o)
+            );
+        }
+        // A walk of the home and of the workspace finds nothing of the denied file, and the
+        // workspace's own secret still.
+        for (path, want) in [(env.home.display().to_string(), 0), (".".into(), 1)] {
+            let o = tool(&format!(r#"{{"path":"{path}"}}"#));
+            let (v, inner) = tool_result(&o);
+            assert_eq!(v["isError"], false, "{path}: {}", text(&o));
+            let findings = inner["findings"].as_array().cloned().unwrap_or_default();
+            assert!(
+                findings
+                    .iter()
+                    .all(|f| !f["path"].as_str().unwrap_or("").contains("cred")),
+                "{path}: a finding in the denied file: {findings:?}"
+            );
+            assert_eq!(findings.len(), want, "{path}: {findings:?}");
+        }
+        // Each refusal is recorded as a deny of `scan` naming the rule.
+        let denies: Vec<_> = log_records(&env)
+            .into_iter()
+            .filter(|r| r["tool"] == "scan" && r["decision"]["effect"] == "deny")
+            .collect();
+        assert_eq!(denies.len(), 2, "{denies:?}");
+        assert!(
+            denies
+                .iter()
+                .all(|r| r["decision"]["rules"].to_string().contains("denied-path")),
+            "{denies:?}"
+        );
+        // A person's own `gateway scan` reads what its caller can (it is not an agent's tool).
+        let o = env
+            .cmd()
+            .args(["--json", "scan"])
+            .arg(&creds)
+            .output()
+            .expect("scan");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(stdout(&o).contains("github"), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn another_uid_sees_none_of_roots_history_through_any_front_end() {
+        // Issue 35: through the daemon, the MCP `history` tool with `all` listed another
+        // user's changes (paths, times, content hashes): the uid filter lived in the CLI's
+        // `history` alone.
+        let env = Env::new("history-uid");
+        let d = open_daemon(&env, "standard");
+        env.write("root-secret-name.txt", "x\n");
+        let o = d
+            .cmd(&env)
+            .args(["fs", "rm", "root-secret-name.txt"])
+            .output()
+            .expect("rm");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["tool", "history", r#"{"all":true}"#])
+            .output()
+            .expect("root's history");
+        assert!(
+            stdout(&o).contains("root-secret-name"),
+            "root sees its own change: {}",
+            text(&o)
+        );
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        for args in [
+            &["tool", "history", r#"{"all":true}"#][..],
+            &["tool", "history", "{}"][..],
+            &["--json", "history", "--all"][..],
+        ] {
+            let o = nobody_via(&d, &env.outside)
+                .args(args)
+                .output()
+                .expect("history as 65534");
+            assert!(o.status.success(), "{args:?}: {}", text(&o));
+            assert!(
+                !stdout(&o).contains("root-secret-name"),
+                "{args:?}: uid 65534 sees root's change: {}",
+                text(&o)
+            );
+        }
+    }
+);
+
+sandbox_test!(
+    fn a_tool_root_is_resolved_with_the_clients_rights() {
+        // Issue 35: `tool --root PATH` resolved PATH with the daemon's rights, so another
+        // uid learnt what lies in a directory it cannot search (a root that exists there
+        // answered differently from one that does not).
+        let env = Env::new("tool-root");
+        let d = open_daemon(&env, "standard");
+        let private = env.root.join("private");
+        std::fs::create_dir_all(private.join("exists")).expect("mkdir");
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let answer = |name: &str| {
+            let o = nobody_via(&d, &env.outside)
+                .args(["tool", "list_directory", "{}", "--root"])
+                .arg(private.join(name))
+                .output()
+                .expect("tool as 65534");
+            (o.status.code(), stderr(&o).replace(name, "NAME"))
+        };
+        let (a, b) = (answer("exists"), answer("nothere"));
+        assert_eq!(a.0, Some(122), "{a:?}");
+        assert!(a.1.contains("Permission denied"), "{a:?}");
+        assert_eq!(
+            a, b,
+            "an existing root answers otherwise than a missing one"
+        );
+    }
+);
+
+/// `n` bytes of text that does not compress (base64 of random bytes).
+fn incompressible(n: usize) -> String {
+    use std::io::Read;
+    let mut raw = vec![0u8; n * 3 / 4 + 3];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .expect("urandom");
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s: String = raw.iter().map(|b| A[(*b & 63) as usize] as char).collect();
+    s.truncate(n);
+    s
+}
+
+sandbox_test!(
+    fn a_clients_policy_cannot_expire_another_users_backups() {
+        // Issue 35: the backup store is shared by every client of a daemon, and a client's
+        // own 4-line policy set its quota: a tiny `max_state_bytes` expired root's backups.
+        let env = Env::new("shared-quota");
+        let d = open_daemon(&env, "standard");
+        let v1 = incompressible(700_000);
+        let f1 = env.root.join("v1.txt");
+        std::fs::write(&f1, &v1).expect("v1");
+        let write = |cmd: &mut Command, path: &str, content: &std::path::Path| {
+            let o = cmd
+                .args(["fs", "write", path, "--content-file"])
+                .arg(content)
+                .output()
+                .expect("fs write");
+            assert!(o.status.success(), "{path}: {}", text(&o));
+        };
+        // Root: a file, then its new content (v1 backed up), then a newer change elsewhere in
+        // its workspace (so v1's backup is not its workspace's newest, which is never expired).
+        write(&mut d.cmd(&env), "big.txt", &f1);
+        let f2 = env.root.join("v2.txt");
+        std::fs::write(&f2, "v2\n").expect("v2");
+        write(&mut d.cmd(&env), "big.txt", &f2);
+        write(&mut d.cmd(&env), "other.txt", &f2);
+        let backups = || {
+            let mut all = Vec::new();
+            walk(&env.state.join("backups"), &mut all);
+            all.len()
+        };
+        let before = backups();
+        assert!(before >= 1, "root's v1 is backed up");
+        // uid 65534, with a policy of its own whose store is 1 MiB, overwrites two large files
+        // in its own workspace.
+        for p in [&env.outside, &env.root] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        }
+        let tiny = env.root.join("tiny.toml");
+        std::fs::write(
+            &tiny,
+            "extends = \"standard\"\n[undo]\nmax_state_bytes = \"1MiB\"\nmax_workspace_bytes = \"1MiB\"\nkeep_versions = 1\n",
+        )
+        .expect("policy");
+        std::fs::set_permissions(&tiny, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        for i in 0..2 {
+            let name = format!("n{i}.txt");
+            let n = env.outside.join(&name);
+            std::fs::write(&n, incompressible(700_000)).expect("n");
+            std::os::unix::fs::chown(&n, Some(65534), Some(65534)).expect("chown");
+            // Its run changes the file: the snapshot backs up its content before.
+            let o = nobody_via(&d, &env.outside)
+                .arg("--policy")
+                .arg(&tiny)
+                .args(["exec", "--snapshot", "--", "sh", "-c"])
+                .arg(format!("echo b > {name}"))
+                .output()
+                .expect("exec as 65534");
+            assert!(o.status.success(), "{}", text(&o));
+        }
+        // Root's undo of big.txt still has v1 to bring back.
+        let o = d
+            .cmd(&env)
+            .args(["--json", "history", "--all", "--limit", "0"])
+            .output()
+            .expect("history");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let missing: Vec<_> = v["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .filter(|c| c["change"]["uid"].is_null() && !c["backup_missing"].is_null())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "another client's policy expired root's backups: {missing:?}"
+        );
+        let o = d.cmd(&env).arg("undo").output().expect("undo other.txt");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = d.cmd(&env).arg("undo").output().expect("undo big");
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("big.txt")).expect("big"),
+            v1,
+            "root's v1 came back"
+        );
+    }
+);
+
+sandbox_test!(
+    fn claude_codes_files_are_written_by_the_client_as_itself() {
+        // Issue 35: `gateway sh`'s Claude Code wrapper step ran in the daemon, with the
+        // daemon's uid, $HOME and $TMPDIR: a normal user's client made a root daemon write a
+        // root-owned file with content of the client's choosing, and the client's own
+        // TMPDIR and home were not where the daemon looked.
+        let env = Env::new("sh-client-side");
+        let d = open_daemon(&env, "standard");
+        std::fs::create_dir_all(env.outside.join("sub")).expect("mkdir");
+        let tmp = env.root.join("tmp-of-65534");
+        std::fs::create_dir_all(&tmp).expect("mkdir");
+        for p in [&env.outside, &env.outside.join("sub"), &tmp] {
+            std::os::unix::fs::chown(p, Some(65534), Some(65534)).expect("chown");
+        }
+        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let link = env.root.join("bin/gateway-bash");
+        std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
+        std::os::unix::fs::symlink(BIN, &link).expect("link");
+        let f = tmp.join("claude-35ab-cwd");
+        let wrapper = format!(
+            "shopt -u extglob 2>/dev/null || true && eval 'cd sub && echo hi' < /dev/null && pwd -P >| {}",
+            f.display()
+        );
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&link)
+            .args(["-c", "-l", &wrapper])
+            .current_dir(&env.outside)
+            .env("GATEWAY_SOCKET", &d.socket)
+            .env("TMPDIR", &tmp)
+            .env("HOME", &tmp)
+            .env_remove("GATEWAY_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("gateway-bash as 65534");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o), "hi\n", "the marker stays out of the output");
+        let meta = std::fs::symlink_metadata(&f).expect("the cwd file is written");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(meta.uid(), 65534, "written as the client, not the daemon");
+        assert_eq!(
+            std::fs::read_to_string(&f).expect("cwd file"),
+            format!("{}\n", env.outside.join("sub").display())
+        );
+    }
+);
