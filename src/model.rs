@@ -36,6 +36,13 @@ pub struct Limits {
     pub file_size: Option<u64>,
     /// stdout + stderr bytes before the run is stopped.
     pub output: Option<u64>,
+    /// The caller's own resource limits, as (resource, soft, hard) — a daemon client's, read
+    /// from its process — which nothing in the run may exceed: the daemon's own (possibly
+    /// higher) limits are not what its child inherits, and a policy value above them is
+    /// lowered to them. Empty: the run inherits this process's.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub ceiling: Vec<(u32, u64, u64)>,
 }
 
 /// The tools a call can name. `exec` runs a program; the others are file tools.

@@ -336,3 +336,102 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn a_run_through_the_daemon_cannot_rewrite_its_clients_config() {
+        // Issue 35: the config kept out of a run's reach was the daemon's own; a client's
+        // (its XDG_CONFIG_HOME or ~/.config/gateway) could be rewritten by its own confined
+        // command, pointing its later calls at another socket, policy or state directory.
+        let env = Env::new("client-config");
+        let d = open_daemon(&env, "standard");
+        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::os::unix::fs::chown(&env.outside, Some(65534), Some(65534)).expect("chown");
+        // (the client's XDG_CONFIG_HOME, its HOME, the config's directory under the workspace)
+        let cases = [
+            (env.outside.join("cfg"), env.root.clone(), "cfg/gateway"),
+            (
+                std::path::PathBuf::new(),
+                env.outside.clone(),
+                ".config/gateway",
+            ),
+        ];
+        for (xdg, home, dir) in cases {
+            let o = nobody_via(&d, &env.outside)
+                .env("XDG_CONFIG_HOME", &xdg)
+                .env("HOME", &home)
+                .args(["exec", "--", "sh", "-c"])
+                .arg(format!(
+                    "mkdir -p {dir} && echo 'policy = \"permissive\"' > {dir}/config.toml"
+                ))
+                .output()
+                .expect("exec as 65534");
+            assert_ne!(o.status.code(), Some(0), "{dir}: {}", text(&o));
+            assert!(
+                !env.outside.join(dir).join("config.toml").exists(),
+                "{dir}: the client's config was written: {}",
+                text(&o)
+            );
+        }
+    }
+);
+
+sandbox_test!(
+    fn a_daemon_clients_run_gets_no_more_than_the_clients_own_limits() {
+        // Issue 35: a root daemon set a client's resource limits with its own powers: what the
+        // policy left alone was the daemon's (higher) limits, and a client's policy could
+        // raise its own above its hard limits.
+        let env = Env::new("client-rlimits");
+        let d = open_daemon(&env, "standard");
+        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::os::unix::fs::chown(&env.outside, Some(65534), Some(65534)).expect("chown");
+        let raise = env.root.join("raise.toml");
+        std::fs::write(
+            &raise,
+            "extends = \"standard\"\n[sandbox.limits]\nopen_files = 4096\nfile_size = \"1GiB\"\n",
+        )
+        .expect("policy");
+        std::fs::set_permissions(&raise, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        for policy in [None, Some(&raise)] {
+            let mut c = Command::new("prlimit");
+            c.args([
+                "--nofile=100:100",
+                "--core=0:0",
+                "--fsize=1000000:1000000",
+                "--",
+            ])
+            .args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+            ])
+            .arg(BIN)
+            .current_dir(&env.outside)
+            .env("GATEWAY_SOCKET", &d.socket)
+            .env_remove("GATEWAY_STATE_DIR")
+            .env("HOME", "/nonexistent")
+            .stdin(Stdio::null());
+            if let Some(p) = policy {
+                c.arg("--policy").arg(p);
+            }
+            let o = c
+                .args([
+                    "exec",
+                    "--",
+                    "sh",
+                    "-c",
+                    "ulimit -Sn; ulimit -Hn; ulimit -Hc; ulimit -Hf",
+                ])
+                .output()
+                .expect("exec as 65534 with low limits");
+            assert!(o.status.success(), "{policy:?}: {}", text(&o));
+            // (`ulimit -f` counts 512-byte blocks)
+            assert_eq!(
+                stdout(&o),
+                "100\n100\n0\n1953\n",
+                "{policy:?}: the run's limits are not the client's"
+            );
+        }
+    }
+);

@@ -423,6 +423,18 @@ impl ExecTool<'_, '_> {
         // A daemon's client of another uid: its command runs as the client, not as the
         // daemon (whose uid owns other files), with its private TMPDIR.
         confine.run_as = req.context.run_as();
+        // A daemon client's run gets no more than the client's own resource limits (the
+        // daemon's may be higher): read from its process, which waits for this call's reply.
+        if let Some(c) = req.context.client() {
+            confine.limits.ceiling =
+                crate::sandbox::caller_rlimits(c.caller.pid).map_err(|e| BrokerError::Io {
+                    what: format!(
+                        "reading the resource limits of the client (pid {}), which the run may not exceed",
+                        c.caller.pid
+                    ),
+                    source: e,
+                })?;
+        }
         if let (Some(u), Some(t)) = (&confine.run_as, &tmp) {
             // not-ws: the private TMPDIR the broker makes for a run, under the system's temporary directory
             std::os::unix::fs::chown(&t.0, Some(u.uid), Some(u.gid)).map_err(|e| {

@@ -253,6 +253,27 @@ pub fn config_path() -> PathBuf {
     base.join("gateway/config.toml")
 }
 
+/// A daemon client's own config: its `$GATEWAY_CONFIG`, else `$XDG_CONFIG_HOME/gateway`, else
+/// `~/.config/gateway`, from the client's environment. A run for the client must not change
+/// it (it points the client's later calls at a socket, a policy, a state directory), and the
+/// daemon's own config (`config_guard`) is somewhere else. `None`: no daemon client.
+pub(crate) fn caller_config(cx: &client::Context) -> Option<PathBuf> {
+    let c = cx.client()?;
+    let var = |k: &str| {
+        cx.env_var(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .map(|p| c.cwd.join(p))
+    };
+    let p = match var("GATEWAY_CONFIG") {
+        Some(f) => f,
+        None => var("XDG_CONFIG_HOME")
+            .unwrap_or_else(|| home(cx).join(".config"))
+            .join("gateway"),
+    };
+    Some(PathBuf::from(policy::normalize(&p.to_string_lossy())))
+}
+
 /// What of the config must stay out of every child's reach: the file named by
 /// `$GATEWAY_CONFIG`, or the default's directory — created (empty, 0700) when missing, since
 /// only an existing path can be excluded, and a run that could create the config could

@@ -265,7 +265,8 @@ pub(super) fn plan_denied(
             .copied()
             .chain(catalogue.iter().map(String::as_str)),
     );
-    for p in [state_dir.to_path_buf(), config_guard()] {
+    let own = [state_dir.to_path_buf(), config_guard()];
+    for p in own.into_iter().chain(super::caller_config(cx)) {
         // not-ws: the state directory and the config guard, the broker's own
         if let Ok(c) = std::fs::canonicalize(&p)
             && c != p

@@ -443,6 +443,62 @@ pub fn landlock_abi() -> i32 {
     sys::landlock_abi()
 }
 
+/// The resource limits of process `pid` (a daemon's client), as [`Limits::ceiling`] holds
+/// them: what a run for it may not exceed. Read from `/proc/PID/limits` (readable by every
+/// user; prlimit(2) would need CAP_SYS_RESOURCE, which a daemon thread acting with a client's
+/// identity does not have).
+pub fn caller_rlimits(pid: u32) -> std::io::Result<Vec<(u32, u64, u64)>> {
+    // not-ws: procfs, the client's own process
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits"))?;
+    parse_limits(&text).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("/proc/{pid}/limits: not in the kernel's format"),
+        )
+    })
+}
+
+/// `/proc/PID/limits`' table (a header, then `Max <name>  <soft>  <hard>  [units]`, the
+/// values a number or `unlimited`): every resource named, or `None`.
+fn parse_limits(text: &str) -> Option<Vec<(u32, u64, u64)>> {
+    const NAMES: [(&str, libc::c_int); 16] = [
+        ("Max cpu time", libc::RLIMIT_CPU as libc::c_int),
+        ("Max file size", libc::RLIMIT_FSIZE as libc::c_int),
+        ("Max data size", libc::RLIMIT_DATA as libc::c_int),
+        ("Max stack size", libc::RLIMIT_STACK as libc::c_int),
+        ("Max core file size", libc::RLIMIT_CORE as libc::c_int),
+        ("Max resident set", libc::RLIMIT_RSS as libc::c_int),
+        ("Max processes", libc::RLIMIT_NPROC as libc::c_int),
+        ("Max open files", libc::RLIMIT_NOFILE as libc::c_int),
+        ("Max locked memory", libc::RLIMIT_MEMLOCK as libc::c_int),
+        ("Max address space", libc::RLIMIT_AS as libc::c_int),
+        ("Max file locks", libc::RLIMIT_LOCKS as libc::c_int),
+        (
+            "Max pending signals",
+            libc::RLIMIT_SIGPENDING as libc::c_int,
+        ),
+        ("Max msgqueue size", libc::RLIMIT_MSGQUEUE as libc::c_int),
+        ("Max nice priority", libc::RLIMIT_NICE as libc::c_int),
+        ("Max realtime priority", libc::RLIMIT_RTPRIO as libc::c_int),
+        ("Max realtime timeout", libc::RLIMIT_RTTIME as libc::c_int),
+    ];
+    let value = |v: &str| match v {
+        "unlimited" => Some(libc::RLIM_INFINITY),
+        n => n.parse::<u64>().ok(),
+    };
+    let mut out = Vec::with_capacity(NAMES.len());
+    for (name, res) in NAMES {
+        let line = text.lines().find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with("  ") || rest.starts_with(' '))
+        })?;
+        let mut f = line[name.len()..].split_whitespace();
+        let (soft, hard) = (value(f.next()?)?, value(f.next()?)?);
+        out.push((u32::try_from(res).ok()?, soft, hard));
+    }
+    Some(out)
+}
+
 /// This process's effective uid.
 pub fn effective_uid() -> u32 {
     sys::euid()
@@ -843,5 +899,31 @@ pub(crate) mod testing {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("scratch dir");
         d
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    #[test]
+    fn the_kernels_limits_table_is_read_whole_or_not_at_all() {
+        let own = super::caller_rlimits(std::process::id()).expect("own limits");
+        assert_eq!(own.len(), 16);
+        let nofile = own
+            .iter()
+            .find(|r| r.0 == libc::RLIMIT_NOFILE as u32)
+            .expect("nofile");
+        assert_eq!(
+            super::sys::testing::getrlimit(libc::RLIMIT_NOFILE),
+            (nofile.1, nofile.2)
+        );
+        let text = "Limit                     Soft Limit           Hard Limit           Units\nMax cpu time              unlimited            unlimited            seconds\n";
+        assert_eq!(super::parse_limits(text), None, "a resource missing");
+        let full = std::fs::read_to_string("/proc/self/limits").expect("limits");
+        let broken = full.replace("Max open files            ", "Max open files            x");
+        assert_eq!(
+            super::parse_limits(&broken),
+            None,
+            "a value that is not one"
+        );
     }
 }

@@ -11,8 +11,8 @@ const PID_MAX_MIN: u64 = 301;
 /// What the rlimits layer prepared.
 #[derive(Debug, Default)]
 pub(crate) struct Rlimits {
-    /// (resource, value): soft and hard limit alike.
-    pub set: Vec<(sys::RlimitResource, libc::rlim_t)>,
+    /// (resource, soft, hard).
+    pub set: Vec<(sys::RlimitResource, libc::rlim_t, libc::rlim_t)>,
     /// The pid namespace's `pid_max`, written by the helper.
     pub pid_max: Option<std::ffi::CString>,
     /// What is limited, by name, for `EnforcementStatus::limits`.
@@ -28,25 +28,27 @@ pub(crate) fn plan(
 ) -> Result<(Rlimits, LayerStatus), SandboxError> {
     let mut r = Rlimits::default();
     let mut missing = Vec::new();
+    // (resource, value) the policy sets, soft and hard alike.
+    let mut want: Vec<(sys::RlimitResource, u64)> = Vec::new();
     if let Some(v) = l.cpu {
-        r.set.push((libc::RLIMIT_CPU, v));
+        want.push((libc::RLIMIT_CPU, v));
         r.names.push(format!("cpu={v}s"));
     }
     if let Some(v) = l.memory {
-        r.set.push((libc::RLIMIT_AS, v));
+        want.push((libc::RLIMIT_AS, v));
         r.names
             .push(format!("memory={v}B (address space per process)"));
     }
     if let Some(v) = l.open_files {
-        r.set.push((libc::RLIMIT_NOFILE, v));
+        want.push((libc::RLIMIT_NOFILE, v));
         r.names.push(format!("open_files={v}"));
     }
     if let Some(v) = l.file_size {
-        r.set.push((libc::RLIMIT_FSIZE, v));
+        want.push((libc::RLIMIT_FSIZE, v));
         r.names.push(format!("file_size={v}B"));
     }
     if let Some(v) = l.pids {
-        r.set.push((libc::RLIMIT_NPROC, v));
+        want.push((libc::RLIMIT_NPROC, v));
         if use_ns {
             // Pids are numbered from 1 in the namespace; pid_max bounds how many exist at once.
             let pm = (v + 1).max(PID_MAX_MIN);
@@ -67,7 +69,28 @@ pub(crate) fn plan(
     if let Some(o) = l.output {
         r.names.push(format!("output={o}B"));
     }
-    let status = if r.set.is_empty() {
+    // Never above the caller's own limits; and what the policy leaves alone is the caller's
+    // own, not this process's (a daemon's may be higher than its client's).
+    let ceiling = |res: sys::RlimitResource| {
+        l.ceiling
+            .iter()
+            .find(|c| c.0 as sys::RlimitResource == res)
+            .map(|c| (c.1, c.2))
+    };
+    for &(res, v) in &want {
+        let (soft, hard) = match ceiling(res) {
+            Some((cs, ch)) => (v.min(cs).min(ch), v.min(ch)),
+            None => (v, v),
+        };
+        r.set.push((res, soft, hard));
+    }
+    for &(res, cs, ch) in &l.ceiling {
+        let res = res as sys::RlimitResource;
+        if !want.iter().any(|w| w.0 == res) {
+            r.set.push((res, cs, ch));
+        }
+    }
+    let status = if want.is_empty() {
         LayerStatus::NotRequested
     } else {
         LayerStatus::partial_unless_empty(missing)

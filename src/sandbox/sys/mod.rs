@@ -170,7 +170,7 @@ pub(crate) struct ChildPlan {
     pub report: RawFd,
     pub landlock: Option<RawFd>,
     pub bpf: Vec<libc::sock_filter>,
-    pub rlimits: Vec<(RlimitResource, libc::rlim_t)>,
+    pub rlimits: Vec<(RlimitResource, libc::rlim_t, libc::rlim_t)>,
     pub ns: Option<NsPlan>,
     pub cap_last: u32,
     pub privileged: bool,
@@ -890,11 +890,13 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
 
 /// The rlimits layer, in the command: each limit as both soft and hard limit.
 /// Async-signal-safe; on failure, the stage (errno still set).
-pub(crate) fn set_rlimits(limits: &[(RlimitResource, libc::rlim_t)]) -> Result<(), u32> {
-    for &(res, v) in limits {
+pub(crate) fn set_rlimits(
+    limits: &[(RlimitResource, libc::rlim_t, libc::rlim_t)],
+) -> Result<(), u32> {
+    for &(res, soft, hard) in limits {
         let lim = libc::rlimit {
-            rlim_cur: v,
-            rlim_max: v,
+            rlim_cur: soft,
+            rlim_max: hard,
         };
         // SAFETY: setrlimit reads a struct on our stack.
         if unsafe { libc::setrlimit(res, &lim) } != 0 {
