@@ -435,3 +435,92 @@ sandbox_test!(
         }
     }
 );
+
+/// The daemon's pending requests as root sees them.
+fn pending_now(d: &Daemon, env: &Env) -> Vec<serde_json::Value> {
+    let o = d
+        .cmd(env)
+        .args(["--json", "pending"])
+        .output()
+        .expect("pending");
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    v["requests"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits for the one pending request of `child` (None: the child ended without one).
+fn wait_pending(
+    d: &Daemon,
+    env: &Env,
+    child: &mut std::process::Child,
+) -> Option<serde_json::Value> {
+    for _ in 0..500 {
+        if let Some(p) = pending_now(d, env).into_iter().next() {
+            return Some(p);
+        }
+        if child.try_wait().expect("try_wait").is_some() {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
+}
+
+sandbox_test!(
+    fn a_standing_approval_does_not_carry_to_another_directory() {
+        // Issue 35: standing approvals were keyed by the argv string: `rm -r build`
+        // approved once in one directory then ran without asking in another.
+        let env = Env::new("standing-dir");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        for dir in ["a/build/x", "b/build/x"] {
+            std::fs::create_dir_all(env.ws.join(dir)).expect("mkdir");
+        }
+        let rm_in = |dir: &str| {
+            d.cmd(&env)
+                .current_dir(env.ws.join(dir))
+                .env("GATEWAY_SESSION", "s35")
+                .args(["--cwd", "."])
+                .args(["exec", "--", "rm", "-r", "build"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        let mut first = rm_in("a");
+        let p = wait_pending(&d, &env, &mut first).expect("the first rm is asked");
+        assert!(
+            p["cwd"].as_str().unwrap_or("").ends_with("/a"),
+            "pending names the directory: {p}"
+        );
+        let o = d
+            .cmd(&env)
+            .args(["approve", &p["id"].to_string(), "--always-for-session"])
+            .output()
+            .expect("approve");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = first.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("a/build").exists());
+        // The same command in the same session, in another directory: asked again.
+        let mut second = rm_in("b");
+        let asked = wait_pending(&d, &env, &mut second);
+        let Some(p) = asked else {
+            let o = second.wait_with_output().expect("wait");
+            panic!(
+                "the standing approval of `rm -r build` in a/ ran it in b/ without asking: {}",
+                text(&o)
+            );
+        };
+        assert!(p["cwd"].as_str().unwrap_or("").ends_with("/b"), "{p}");
+        let o = d
+            .cmd(&env)
+            .args(["deny", &p["id"].to_string()])
+            .output()
+            .expect("deny");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = second.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.ws.join("b/build").exists());
+    }
+);

@@ -29,6 +29,14 @@ pub struct Request<'a> {
     pub risk: &'static str,
     /// The question shown on a terminal.
     pub question: String,
+    /// Where it runs: the workspace and the working directory (`rm -r build` approved in one
+    /// directory is another call in the next).
+    pub workspace: &'a Path,
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// A digest of the environment the call gets (what the policy passes of the caller's,
+    /// and what it asks for itself): the same command with other variables is another call.
+    pub env_digest: String,
 }
 
 /// A pending request, as `gateway pending` lists it.
@@ -46,6 +54,8 @@ pub struct Pending {
     pub tool: String,
     /// The command, redacted.
     pub command: String,
+    /// The directory it runs in (redacted).
+    pub cwd: String,
     /// The deciding rules: `id: reason`.
     pub rules: Vec<String>,
     /// `high` or `medium`.
@@ -77,13 +87,31 @@ struct Entry {
 struct Queue {
     next: u64,
     entries: HashMap<u64, Entry>,
-    /// (asking uid, session, tool, command) approved with `--always-for-session`: keyed by
-    /// the uid too, so that another uid naming the same session inherits nothing.
+    /// The calls approved with `--always-for-session`, keyed by the uid too (another uid
+    /// naming the same session inherits nothing) and by where and with what environment
+    /// they run (another directory is another call).
     always: HashSet<Key>,
 }
 
-/// A standing approval's key: (asking uid, session, tool, command).
-type Key = (u32, String, String, String);
+/// A standing approval's key: what a call is, wherever it comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    uid: u32,
+    session: String,
+    workspace: std::path::PathBuf,
+    cwd: std::path::PathBuf,
+    tool: String,
+    command: String,
+    env_digest: String,
+}
+
+/// The most standing approvals kept (all clients together); past it, the oldest is
+/// forgotten (asked again), so that a client approving endless distinct calls cannot grow
+/// the daemon without bound.
+const MAX_STANDING: usize = 4096;
+/// The most requests one uid may have waiting at once: beyond, a request is denied at once
+/// (naming the bound).
+pub const MAX_PENDING_PER_UID: usize = 64;
 
 static QUEUE: LazyLock<(Mutex<Queue>, Condvar)> =
     LazyLock::new(|| (Mutex::new(Queue::default()), Condvar::new()));
@@ -101,20 +129,39 @@ pub fn ask(
     timeout: Duration,
     prompt: &dyn Fn(u64, &str) -> bool,
 ) -> Outcome {
-    let key = (
-        req.caller.uid,
-        req.session.to_string(),
-        req.tool.to_string(),
-        req.command.clone(),
-    );
+    let key = Key {
+        uid: req.caller.uid,
+        session: req.session.to_string(),
+        workspace: req.workspace.to_path_buf(),
+        cwd: req.cwd.to_path_buf(),
+        tool: req.tool.to_string(),
+        command: req.command.clone(),
+        env_digest: req.env_digest.clone(),
+    };
     let (id, outcome) = {
         let mut q = lock();
+        let waiting = q
+            .entries
+            .values()
+            .filter(|e| e.info.uid == req.caller.uid && e.answer.is_none())
+            .count();
         if q.always.contains(&key) {
             (
                 0,
                 Some(Outcome {
                     approved: true,
                     by: "approved earlier for this session (--always-for-session)".into(),
+                }),
+            )
+        } else if waiting >= MAX_PENDING_PER_UID {
+            (
+                0,
+                Some(Outcome {
+                    approved: false,
+                    by: format!(
+                        "the daemon's bound: uid {} already has {MAX_PENDING_PER_UID} requests waiting (answer or deny them: `gateway pending`)",
+                        req.caller.uid
+                    ),
                 }),
             )
         } else {
@@ -130,6 +177,7 @@ pub fn ask(
                         pid: req.caller.pid,
                         tool: req.tool.into(),
                         command: req.command.clone(),
+                        cwd: super::redact_text(&req.cwd.display().to_string()),
                         rules: req.rules.clone(),
                         risk: req.risk.into(),
                         asked: audit::now_rfc3339(),
@@ -202,6 +250,12 @@ fn wait(id: u64, key: &Key) -> Outcome {
             let always = e.always;
             q.entries.remove(&id);
             if always && a.approved {
+                if q.always.len() >= MAX_STANDING {
+                    // Forget one (a set has no age; any one is as good as asking again).
+                    if let Some(k) = q.always.iter().next().cloned() {
+                        q.always.remove(&k);
+                    }
+                }
                 q.always.insert(key.clone());
             }
             return a;
@@ -322,6 +376,9 @@ mod tests {
             rules: vec!["r1: because".into()],
             risk: "medium",
             question: "run it?".into(),
+            workspace: Path::new("/w"),
+            cwd: Path::new("/w/a"),
+            env_digest: String::new(),
         }
     }
 
@@ -362,6 +419,21 @@ mod tests {
             &|_, _| panic!("not asked again"),
         );
         assert!(o.approved);
+        // ... not in another directory of the same workspace, nor with another
+        // environment ...
+        for r in [
+            Request {
+                cwd: Path::new("/w/b"),
+                ..req(&c, "s-a", "make deploy")
+            },
+            Request {
+                env_digest: "other".into(),
+                ..req(&c, "s-a", "make deploy")
+            },
+        ] {
+            let o = ask(&dir, r, Duration::from_millis(50), &|_, _| true);
+            assert!(!o.approved, "a standing approval carried over: {}", o.by);
+        }
         // ... nor for another uid naming the same session (standing approvals are keyed by
         // (uid, session)) ...
         let other = Caller {

@@ -146,6 +146,9 @@ impl Tool for ExecTool<'_, '_> {
                         command: crate::shown::argv_shown(&self.trace.argv),
                         decision,
                         required: true,
+                        workspace: &self.ws,
+                        cwd: &self.trace.cwd,
+                        env_digest: super::planner::env_digest(&req.context, req.policy, &req.env),
                     },
                     &format!(
                         "this command needs approval:\n  $ {}{}\nRun it?",

@@ -898,6 +898,9 @@ fn confirm(
             command: super::redact_text(&subject.display().to_string()),
             decision,
             required,
+            workspace: &super::workspace(&ctx.workspace).unwrap_or_else(|_| ctx.workspace.clone()),
+            cwd: &super::workspace(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
+            env_digest: String::new(),
         },
         question,
     )

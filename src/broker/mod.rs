@@ -79,6 +79,12 @@ pub(crate) struct Asking<'a> {
     /// An `ask` decision (queued for `gateway approve`) rather than a confirmation of what
     /// is allowed (put only to a terminal).
     pub required: bool,
+    /// The call's workspace.
+    pub workspace: &'a Path,
+    /// Its working directory.
+    pub cwd: &'a Path,
+    /// A digest of the environment it gets (see `approvals::Request::env_digest`).
+    pub env_digest: String,
 }
 
 /// Asks a person on behalf of the daemon client this thread serves: a pending request that
@@ -105,6 +111,9 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
                 .collect(),
             risk: risk(a.tool, a.decision),
             question: question.into(),
+            workspace: a.workspace,
+            cwd: a.cwd,
+            env_digest: a.env_digest.clone(),
         },
         Duration::from_secs(a.policy.approval.timeout),
         &|id, q| tty && (c.prompt)(id, q),

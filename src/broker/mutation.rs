@@ -188,6 +188,10 @@ impl<T> MutationTool<'_, '_, '_, T> {
                 command: format!("gateway {}", self.name),
                 decision,
                 required,
+                workspace: &super::workspace(&ctx.workspace)
+                    .unwrap_or_else(|_| ctx.workspace.clone()),
+                cwd: &super::workspace(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
+                env_digest: String::new(),
             },
             question,
         )

@@ -510,6 +510,59 @@ fn unsearchable(p: &Path, e: &std::io::Error) -> BrokerError {
 /// Most entries looked at below one protected directory for the links it holds.
 const MAX_PROTECTED_ENTRIES: usize = 10_000;
 
+/// Whether the variable `k` is kept from every run (always, by the credential catalogue, or
+/// by the policy's `scrub`).
+fn scrubbed(policy: &Policy, k: &str) -> bool {
+    policy::ALWAYS_SCRUB.iter().any(|p| policy::env_match(p, k))
+        || policy::credentials::env_scrubbed(k)
+        || policy
+            .sandbox
+            .env_scrub
+            .iter()
+            .any(|p| policy::env_match(p, k))
+}
+
+/// What of the caller's environment a run gets: the policy's allowlist, minus what is
+/// scrubbed.
+fn passed_env(cx: &client::Context, policy: &Policy) -> Vec<(OsString, OsString)> {
+    let allowed = |k: &str| {
+        policy
+            .sandbox
+            .env_allow
+            .iter()
+            .any(|p| policy::env_match(p, k))
+    };
+    cx.env_vars()
+        .into_iter()
+        .filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            allowed(&k) && !scrubbed(policy, &k)
+        })
+        .collect()
+}
+
+/// A digest of the environment a run of `cx` would get from the caller and `--env`
+/// (`extra_env`), for standing approvals: the same command with other variables is another
+/// call. (The policy's own settings are the same for every call under it.)
+pub(crate) fn env_digest(
+    cx: &client::Context,
+    policy: &Policy,
+    extra_env: &[(String, String)],
+) -> String {
+    use sha2::Digest;
+    let mut env = passed_env(cx, policy);
+    env.extend(extra_env.iter().map(|(k, v)| (k.into(), v.into())));
+    env.sort();
+    let mut h = sha2::Sha256::new();
+    for (k, v) in &env {
+        for part in [k.as_encoded_bytes(), v.as_encoded_bytes()] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+    }
+    crate::audit::hex(&h.finalize())
+}
+
 /// The run's environment: the caller's, allowlisted minus what is always scrubbed, then the
 /// policy's settings, then `--env` (a scrubbed name asked for is refused).
 pub(super) fn plan_env(
@@ -519,21 +572,9 @@ pub(super) fn plan_env(
     extra_env: &[(String, String)],
 ) -> Result<Vec<(OsString, OsString)>, BrokerError> {
     let sb = &policy.sandbox;
+    let scrubbed = |k: &str| scrubbed(policy, k);
     // Environment: allowlist minus always-scrubbed, then the policy's settings, then --env.
-    let scrubbed = |k: &str| {
-        policy::ALWAYS_SCRUB.iter().any(|p| policy::env_match(p, k))
-            || policy::credentials::env_scrubbed(k)
-            || sb.env_scrub.iter().any(|p| policy::env_match(p, k))
-    };
-    let allowed = |k: &str| sb.env_allow.iter().any(|p| policy::env_match(p, k));
-    let mut env: Vec<(OsString, OsString)> = cx
-        .env_vars()
-        .into_iter()
-        .filter(|(k, _)| {
-            let k = k.to_string_lossy();
-            allowed(&k) && !scrubbed(&k)
-        })
-        .collect();
+    let mut env = passed_env(cx, policy);
     let mut set = |k: &str, v: String| {
         env.retain(|(ek, _)| ek != k);
         env.push((k.into(), v.into()));

@@ -311,8 +311,9 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
                 Cell::new(visible(&p.tool)),
                 Cell::styled(format!("{} risk", p.risk), risk_style(&p.risk)),
                 Cell::new(format!(
-                    "{}  (session {}, uid {} pid {}, denied in {})",
+                    "{}  (in {}, session {}, uid {} pid {}, denied in {})",
                     visible(&p.command),
+                    visible(&p.cwd),
                     visible(&p.session),
                     p.uid,
                     p.pid,
