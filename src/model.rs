@@ -377,6 +377,74 @@ impl Default for UndoProfile {
     }
 }
 
+/// The longest session name (`GATEWAY_SESSION`, a daemon request's `session`), in bytes.
+pub const MAX_SESSION: usize = 128;
+
+/// A field of a request that is not what it must be: refused before anything is decided
+/// (exit 122, usage), whichever front end carried it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// An environment variable's name is not a POSIX name.
+    #[error(
+        "environment variable {name:?}: not a variable name (letters, digits and `_`, not beginning with a digit; no `=`, no NUL)"
+    )]
+    EnvName {
+        /// The name given.
+        name: String,
+    },
+    /// An environment variable's value holds a NUL byte.
+    #[error(
+        "environment variable {name}: its value holds a NUL byte, which no environment can carry"
+    )]
+    EnvValue {
+        /// The variable.
+        name: String,
+    },
+    /// A session name too long, empty, or with control characters.
+    #[error(
+        "the session name ({len} bytes) is not one: at most {max} bytes, none of them control characters (GATEWAY_SESSION)"
+    )]
+    SessionName {
+        /// Its length in bytes.
+        len: usize,
+        /// [`MAX_SESSION`].
+        max: usize,
+    },
+}
+
+/// Is `k` a POSIX environment variable name (`[A-Za-z_][A-Za-z0-9_]*`)?
+pub fn is_env_name(k: &str) -> bool {
+    let mut b = k.bytes();
+    b.next()
+        .is_some_and(|c| c == b'_' || c.is_ascii_alphabetic())
+        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
+}
+
+/// Checks the variables a request sets (`--env`, MCP's `env`): POSIX names, values without
+/// NUL.
+pub fn check_env(env: &[(String, String)]) -> Result<(), RequestError> {
+    for (k, v) in env {
+        if !is_env_name(k) {
+            return Err(RequestError::EnvName { name: k.clone() });
+        }
+        if v.contains('\0') {
+            return Err(RequestError::EnvValue { name: k.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Checks a session name: 1 to [`MAX_SESSION`] bytes, no control characters.
+pub fn check_session(s: &str) -> Result<(), RequestError> {
+    if s.is_empty() || s.len() > MAX_SESSION || s.chars().any(char::is_control) {
+        return Err(RequestError::SessionName {
+            len: s.len(),
+            max: MAX_SESSION,
+        });
+    }
+    Ok(())
+}
+
 /// Human units for what people read (issue 15): durations and sizes as a policy spells them,
 /// never Rust's debug text.
 pub mod units {

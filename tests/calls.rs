@@ -524,3 +524,107 @@ sandbox_test!(
         assert!(env.ws.join("b/build").exists());
     }
 );
+
+/// Sends one frames-mode request (`session`, `argv`) to the daemon at `socket` as this
+/// process, and returns the frames it answered (as JSON values).
+fn raw_call(
+    socket: &std::path::Path,
+    cwd: &std::path::Path,
+    session: &str,
+    env: &[(String, String)],
+    argv: &[&str],
+) -> Vec<serde_json::Value> {
+    use std::io::{Read, Write};
+    let msg = serde_json::json!({
+        "type": "request",
+        "version": 2,
+        "context": {
+            "cwd": cwd.display().to_string(),
+            "env": env,
+            "session": session,
+            "stdio": "frames",
+            "prompts": false,
+        },
+        "body": { "argv": argv },
+    });
+    let body = msg.to_string().into_bytes();
+    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+    s.write_all(&(body.len() as u32).to_be_bytes())
+        .expect("len");
+    s.write_all(&body).expect("body");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 4 <= buf.len() {
+        let n = u32::from_be_bytes(buf[at..at + 4].try_into().expect("4")) as usize;
+        let Some(frame) = buf.get(at + 4..at + 4 + n) else {
+            break;
+        };
+        out.push(serde_json::from_slice(frame).expect("frame"));
+        at += 4 + n;
+    }
+    out
+}
+
+sandbox_test!(
+    fn the_daemons_memory_stays_bounded_whatever_its_clients_send() {
+        // Issue 35: session names were kept unbounded (twelve calls with 4 MB names left the
+        // daemon 110 MiB larger, unrecorded). Now a name over the bound is refused, and
+        // 1,000 calls with the largest names and fields the daemon accepts leave it within a
+        // stated bound (8 MiB over its size after a warm-up).
+        let env = Env::new("daemon-memory");
+        let d = Daemon::start(&env, "standard", &[]);
+        let argv = ["--json", "policy", "explain", "--", "true"];
+        let big_env: Vec<(String, String)> = (0..16)
+            .map(|i| (format!("V{i}"), "v".repeat(1024)))
+            .collect();
+        let call = |session: &str| raw_call(&d.socket, &env.ws, session, &big_env, &argv);
+        for i in 0..50 {
+            let f = call(&format!("warm-{i}"));
+            assert!(
+                f.iter().any(|f| f["type"] == "exit" && f["code"] == 0),
+                "{f:?}"
+            );
+        }
+        let (before, _) = rss_and_fds(d.pid());
+        // Names of 4 MB: refused, naming the bound, and recorded.
+        let huge = "s".repeat(4 << 20);
+        for i in 0..12 {
+            let f = call(&format!("{huge}{i}"));
+            let err = f.iter().find(|f| f["type"] == "error").unwrap_or_else(|| {
+                panic!("a 4 MB session name was served: {:?}", &f[..f.len().min(3)])
+            });
+            assert!(
+                err["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("at most 128 bytes"),
+                "{err}"
+            );
+        }
+        let refused = log_records(&env)
+            .into_iter()
+            .filter(|r| r["tool"] == "daemon.request" && r["decision"]["effect"] == "deny")
+            .count();
+        assert_eq!(refused, 12, "each refusal is recorded");
+        let (mid, _) = rss_and_fds(d.pid());
+        // 1,000 calls, each its own session of the longest name accepted.
+        for i in 0..1000 {
+            let name = format!("{i:0>128}");
+            let f = call(&name);
+            assert!(
+                f.iter().any(|f| f["type"] == "exit" && f["code"] == 0),
+                "call {i}: {f:?}"
+            );
+        }
+        let (after, _) = rss_and_fds(d.pid());
+        eprintln!(
+            "daemon RSS: {before} KiB after warm-up, {mid} KiB after 12 refused, {after} KiB after 1,000 calls more"
+        );
+        assert!(
+            mid < before + 8 * 1024 && after < before + 8 * 1024,
+            "the daemon grew from {before} KiB to {mid} KiB, then {after} KiB"
+        );
+    }
+);

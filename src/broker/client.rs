@@ -100,22 +100,40 @@ impl Client {
     /// The client `peer` (its identity, from the socket), calling with `context` and
     /// `stdio`: the only way the daemon builds one, so that the identity the broker acts
     /// for is the socket's, whatever the request says.
-    pub fn new(peer: Peer, context: CallContext, stdio: Stdio, prompt: Prompt) -> Client {
+    ///
+    /// Refused: a session name that is not one (`model::check_session`: bounded, so that what
+    /// the daemon keeps per session stays bounded). Entries that cannot be environment
+    /// variables (an empty name, `=` or NUL in the name) are dropped.
+    pub fn new(
+        peer: Peer,
+        context: CallContext,
+        stdio: Stdio,
+        prompt: Prompt,
+    ) -> Result<Client, crate::model::RequestError> {
         let CallContext {
             cwd,
             mut env,
             session,
         } = context;
+        env.retain(|(k, _)| {
+            let k = k.as_encoded_bytes();
+            !k.is_empty() && !k.contains(&b'=') && !k.contains(&0)
+        });
         if let Some(s) = session {
             env.retain(|(k, _)| k != "GATEWAY_SESSION");
             env.push(("GATEWAY_SESSION".into(), s.into()));
+        }
+        if let Some((_, s)) = env.iter().find(|(k, _)| k == "GATEWAY_SESSION")
+            && !s.is_empty()
+        {
+            crate::model::check_session(&s.to_string_lossy())?;
         }
         let tty = TtyFlags {
             stdin: crate::sandbox::fd_is_tty(stdio.stdin.as_fd()),
             stdout: crate::sandbox::fd_is_tty(stdio.stdout.as_fd()),
             stderr: crate::sandbox::fd_is_tty(stdio.stderr.as_fd()),
         };
-        Client {
+        Ok(Client {
             caller: Caller {
                 uid: peer.uid,
                 pid: peer.pid,
@@ -130,7 +148,7 @@ impl Client {
             stderr: stdio.stderr,
             tty,
             prompt,
-        }
+        })
     }
 }
 

@@ -110,6 +110,7 @@ impl Tool for ExecTool<'_, '_> {
         let req = self.req;
         rec.args = self.trace.argv.clone();
         rec.cwd = self.trace.cwd.display().to_string();
+        crate::model::check_env(&req.env)?;
         self.ws = workspace(&req.workspace)?;
         let cwd = workspace(&req.cwd)?;
         self.trace.cwd = cwd.clone();

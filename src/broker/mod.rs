@@ -316,6 +316,10 @@ pub enum BrokerError {
     /// The request itself is wrong (missing command, bad cwd, bad --env).
     #[error("{0}")]
     Usage(String),
+    /// A field of the request is not what it must be (an environment variable's name, a
+    /// session name): exit 122, as a usage error.
+    #[error(transparent)]
+    Request(#[from] crate::model::RequestError),
     /// The program was not found.
     #[error("command not found: {program} (searched PATH={path})")]
     NotFound {

@@ -255,6 +255,9 @@ static SESSIONS: Mutex<Option<Sessions>> = Mutex::new(None);
 /// call pins what is on disk then, recorded as its first record again).
 const MAX_SESSIONS: usize = 16384;
 
+/// Pins one uid's sessions hold at most (each may pin a policy of its own).
+const MAX_SESSIONS_PER_UID: usize = 256;
+
 /// The pinned policy of a daemon session for the policy named `spec`: pinned on first use
 /// (`load`), the same copy after that. Sessions are keyed by their client's uid (`owner`)
 /// and name: another uid naming the same session shares nothing with it.
@@ -284,10 +287,26 @@ pub fn in_session(
         }
     };
     let pinned = Arc::new(Pinned::shared(session, policy));
-    if s.pins.len() >= MAX_SESSIONS
+    // Bounded in all and per uid: the least recently used pin goes (of this uid, when it
+    // holds its share), so that one client cannot take the others' places.
+    let prefix = format!("{owner}:");
+    let own = s
+        .pins
+        .keys()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .count();
+    let evict = if own >= MAX_SESSIONS_PER_UID {
+        Some(true)
+    } else if s.pins.len() >= MAX_SESSIONS {
+        Some(false)
+    } else {
+        None
+    };
+    if let Some(only_own) = evict
         && let Some(oldest) = s
             .pins
             .iter()
+            .filter(|((k, _), _)| !only_own || k.starts_with(&prefix))
             .min_by_key(|(_, (_, used))| *used)
             .map(|(k, _)| k.clone())
     {

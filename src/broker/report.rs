@@ -196,7 +196,7 @@ impl ErrorCode {
     pub fn of(e: &super::BrokerError) -> ErrorCode {
         use super::BrokerError as E;
         match e {
-            E::Usage(_) => ErrorCode::Usage,
+            E::Usage(_) | E::Request(_) => ErrorCode::Usage,
             E::NotFound { .. } => ErrorCode::NotFound,
             E::Policy(_) => ErrorCode::Policy,
             E::Refused(super::refusal::Refusal::NotApproved { .. }) => ErrorCode::NotApproved,

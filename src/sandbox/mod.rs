@@ -499,6 +499,12 @@ fn parse_limits(text: &str) -> Option<Vec<(u32, u64, u64)>> {
     Some(out)
 }
 
+/// A long-lived server's large buffers (a client's message of megabytes) go back to the
+/// kernel when freed (see `sys::map_large_allocations`): its memory follows what it holds.
+pub fn map_large_allocations() -> bool {
+    sys::map_large_allocations(256 << 10)
+}
+
 /// This process's effective uid.
 pub fn effective_uid() -> u32 {
     sys::euid()

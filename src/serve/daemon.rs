@@ -152,6 +152,8 @@ fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
 
 /// Serves until SIGTERM or SIGINT.
 pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
+    // A client's message of megabytes must not leave the daemon megabytes larger.
+    crate::sandbox::map_large_allocations();
     crate::broker::ensure_state_dir(&cfg.state_dir)?;
     let log = audit::AuditLog::open(&cfg.state_dir, BATCH)?;
     crate::broker::share_log(&cfg.state_dir, log);
@@ -535,6 +537,7 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
             "cannot enter the client's directory {cwd}: {e}"
         )));
     }
+    let who = peer.clone();
     let ran = run_call(&stream, peer, context, stdio, body, &tx, handler);
     if let Some((t, mut stop)) = relay {
         let _ = stop.write_all(b"x");
@@ -546,6 +549,22 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
             listener
         }
         Err(message) => {
+            // Refused before it ran (a session name over its bound, ...): recorded too.
+            let mut rec = Record {
+                caller: Caller {
+                    uid: who.uid,
+                    pid: who.pid,
+                    client: "daemon".into(),
+                },
+                tool: "daemon.request".into(),
+                decision: RecordDecision {
+                    effect: "deny".into(),
+                    rules: vec!["daemon.request".into()],
+                    reasons: vec![crate::broker::redact_text(&message)],
+                },
+                ..Record::default()
+            };
+            let _ = crate::broker::append_record(&cfg.state_dir, &mut rec);
             tx.send(&ServerMsg::Error { message });
             None
         }
@@ -609,7 +628,8 @@ fn run_call(
             .collect(),
         session: context.session,
     };
-    let _serving = client::serve(client::Client::new(peer, context, stdio, prompt));
+    let client = client::Client::new(peer, context, stdio, prompt).map_err(|e| e.to_string())?;
+    let _serving = client::serve(client);
     let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(body))) {
         Ok(c) => c,

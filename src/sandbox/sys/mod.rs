@@ -906,6 +906,27 @@ pub(crate) fn set_rlimits(
     Ok(())
 }
 
+/// Makes every allocation of `bytes` or more its own mapping, returned to the kernel when
+/// freed (glibc's `M_MMAP_THRESHOLD`, which also stops glibc from raising the threshold after
+/// a large free and keeping later large buffers in its arenas). For a long-lived server whose
+/// clients may send messages of megabytes: its size then follows what it holds, not the
+/// largest message it ever read. False where the allocator is not glibc's, or it refused.
+pub(crate) fn map_large_allocations(bytes: usize) -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        let Ok(n) = libc::c_int::try_from(bytes) else {
+            return false;
+        };
+        // SAFETY: mallopt sets an allocator parameter; it takes two integers.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, n) == 1 }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = bytes;
+        false
+    }
+}
+
 /// The first half of the capabilities layer, in the command: with `privileged` (root or
 /// CAP_SETPCAP), lock securebits so that exec as uid 0 regains nothing and empty the bounding
 /// set (capabilities 0..=`cap_last`); in every case clear the ambient set.
