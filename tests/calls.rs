@@ -346,32 +346,38 @@ sandbox_test!(
         let d = open_daemon(&env, "standard");
         std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         std::os::unix::fs::chown(&env.outside, Some(65534), Some(65534)).expect("chown");
-        // (the client's XDG_CONFIG_HOME, its HOME, the config's directory under the workspace)
-        let cases = [
-            (env.outside.join("cfg"), env.root.clone(), "cfg/gateway"),
-            (
-                std::path::PathBuf::new(),
-                env.outside.clone(),
-                ".config/gateway",
-            ),
-        ];
-        for (xdg, home, dir) in cases {
-            let o = nobody_via(&d, &env.outside)
-                .env("XDG_CONFIG_HOME", &xdg)
-                .env("HOME", &home)
-                .args(["exec", "--", "sh", "-c"])
-                .arg(format!(
-                    "mkdir -p {dir} && echo 'policy = \"permissive\"' > {dir}/config.toml"
-                ))
-                .output()
-                .expect("exec as 65534");
-            assert_ne!(o.status.code(), Some(0), "{dir}: {}", text(&o));
-            assert!(
-                !env.outside.join(dir).join("config.toml").exists(),
-                "{dir}: the client's config was written: {}",
-                text(&o)
-            );
-        }
+        // The client's config named by its GATEWAY_CONFIG, in its workspace: the daemon's
+        // own config lies elsewhere, and the client's was left writable.
+        let cfg = env.outside.join("gw.toml");
+        std::fs::write(&cfg, "policy = \"standard\"\n").expect("config");
+        std::os::unix::fs::chown(&cfg, Some(65534), Some(65534)).expect("chown");
+        let o = nobody_via(&d, &env.outside)
+            .env("GATEWAY_CONFIG", &cfg)
+            .args([
+                "exec",
+                "--",
+                "sh",
+                "-c",
+                "echo 'policy = \"permissive\"' > gw.toml",
+            ])
+            .output()
+            .expect("exec as 65534");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(&cfg).expect("config"),
+            "policy = \"standard\"\n",
+            "the client's config was rewritten by its own run: {}",
+            text(&o)
+        );
+        // Nor under its XDG_CONFIG_HOME.
+        let o = nobody_via(&d, &env.outside)
+            .env("XDG_CONFIG_HOME", env.outside.join("cfg"))
+            .args(["exec", "--", "sh", "-c"])
+            .arg("mkdir -p cfg/gateway && echo 'policy = \"permissive\"' > cfg/gateway/config.toml")
+            .output()
+            .expect("exec as 65534");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!env.outside.join("cfg/gateway/config.toml").exists());
     }
 );
 
