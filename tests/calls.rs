@@ -634,3 +634,446 @@ sandbox_test!(
         );
     }
 );
+
+/// The subcommands of `gateway [SUB] --help` (its `Commands:` section), without `help`.
+fn subcommands(sub: &[&str]) -> Vec<String> {
+    let o = Command::new(BIN)
+        .args(sub)
+        .arg("--help")
+        .output()
+        .expect("help");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+sandbox_test!(
+    fn another_uid_gets_nothing_of_roots_through_any_command_or_tool() {
+        // Issue 35: every command and every MCP tool, through the daemon, as another uid:
+        // nothing of root's can be read, listed, hashed, approved, undone, restored or
+        // probed. The walk covers every subcommand `gateway --help` lists and every tool
+        // `gateway tool` names (a new one fails this test until it is walked here).
+        let env = Env::new("walk-uid");
+        let d = open_daemon(&env, "standard");
+        let ws = env.ws.display().to_string();
+        // Root's things: a private file and a record of its content, a journalled change,
+        // a trash item.
+        let secret = env.write("secret-root.txt", "ROOTCONTENT-35\n");
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let root = |args: &[&str]| {
+            let o = d.cmd(&env).args(args).output().expect("root call");
+            assert!(o.status.success(), "{args:?}: {}", text(&o));
+            o
+        };
+        root(&["exec", "--", "cat", "secret-root.txt"]);
+        root(&[
+            "fs",
+            "write",
+            "rootfile-35.txt",
+            "--content",
+            "v1 ROOTCONTENT-35\n",
+        ]);
+        root(&["fs", "write", "rootfile-35.txt", "--content", "v2\n"]);
+        env.write("rootgone-35.txt", "ROOTCONTENT-35\n");
+        root(&["fs", "rm", "rootgone-35.txt"]);
+        let seq = log_records(&env)
+            .into_iter()
+            .find(|r| r["tool"] == "exec")
+            .and_then(|r| r["seq"].as_u64())
+            .expect("root's exec record")
+            .to_string();
+        let history = |c: &mut Command| {
+            let o = c
+                .args(["--json", "history", "--all", "--limit", "0"])
+                .output()
+                .expect("history");
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")["changes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        };
+        let roots_history = history(&mut d.cmd(&env));
+        assert!(roots_history.len() >= 3, "{roots_history:?}");
+        let change = roots_history[0]["change"]["id"].to_string();
+        let trash_name = {
+            let o = root(&["--json", "trash", "list"]);
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+            v["items"][0]["name"]
+                .as_str()
+                .expect("trash item")
+                .to_string()
+        };
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let in_ws = |f: &str| format!("{ws}/{f}");
+        let secret_p = in_ws("secret-root.txt");
+        let tool_args = |json: String| json;
+        // Every command, as uid 65534, aimed at root's things.
+        let walk: Vec<(&str, Vec<String>)> = vec![
+            (
+                "exec",
+                vec!["exec".into(), "--".into(), "cat".into(), secret_p.clone()],
+            ),
+            (
+                "sh",
+                vec!["sh".into(), "-c".into(), format!("cat {secret_p}")],
+            ),
+            ("pending", vec!["--json".into(), "pending".into()]),
+            ("approve", vec!["approve".into(), "1".into()]),
+            ("deny", vec!["deny".into(), "1".into()]),
+            ("config show", vec!["config".into(), "show".into()]),
+            ("scan", vec!["--json".into(), "scan".into(), ws.clone()]),
+            (
+                "policy check",
+                vec!["policy".into(), "check".into(), secret_p.clone()],
+            ),
+            (
+                "policy explain",
+                vec![
+                    "policy".into(),
+                    "explain".into(),
+                    "--".into(),
+                    "cat".into(),
+                    secret_p.clone(),
+                ],
+            ),
+            ("policy list", vec!["policy".into(), "list".into()]),
+            ("policy reload", vec!["policy".into(), "reload".into()]),
+            ("log verify", vec!["log".into(), "verify".into()]),
+            (
+                "log query",
+                vec![
+                    "--json".into(),
+                    "log".into(),
+                    "query".into(),
+                    "--limit".into(),
+                    "0".into(),
+                ],
+            ),
+            (
+                "log tail",
+                vec![
+                    "--json".into(),
+                    "log".into(),
+                    "tail".into(),
+                    "-n".into(),
+                    "1000".into(),
+                ],
+            ),
+            ("log show", vec!["log".into(), "show".into(), seq.clone()]),
+            ("log checkpoint", vec!["log".into(), "checkpoint".into()]),
+            ("log gc", vec!["log".into(), "gc".into()]),
+            ("keys export", vec!["keys".into(), "export".into()]),
+            ("keys rotate", vec!["keys".into(), "rotate".into()]),
+            ("fs rm", vec!["fs".into(), "rm".into(), secret_p.clone()]),
+            (
+                "fs mkdir",
+                vec!["fs".into(), "mkdir".into(), in_ws("made-by-65534")],
+            ),
+            (
+                "fs mv",
+                vec![
+                    "fs".into(),
+                    "mv".into(),
+                    secret_p.clone(),
+                    env.outside.join("moved").display().to_string(),
+                ],
+            ),
+            ("fs cd", vec!["fs".into(), "cd".into(), ws.clone()]),
+            (
+                "fs ls",
+                vec!["--json".into(), "fs".into(), "ls".into(), ws.clone()],
+            ),
+            (
+                "fs glob",
+                vec![
+                    "--json".into(),
+                    "fs".into(),
+                    "glob".into(),
+                    "**".into(),
+                    "--path".into(),
+                    ws.clone(),
+                ],
+            ),
+            (
+                "fs grep",
+                vec![
+                    "--json".into(),
+                    "fs".into(),
+                    "grep".into(),
+                    "ROOT".into(),
+                    ws.clone(),
+                ],
+            ),
+            (
+                "fs read",
+                vec!["fs".into(), "read".into(), secret_p.clone()],
+            ),
+            (
+                "fs write",
+                vec![
+                    "fs".into(),
+                    "write".into(),
+                    secret_p.clone(),
+                    "--content".into(),
+                    "x".into(),
+                ],
+            ),
+            (
+                "fs edit",
+                vec![
+                    "fs".into(),
+                    "edit".into(),
+                    secret_p.clone(),
+                    "--old".into(),
+                    "ROOT".into(),
+                    "--new".into(),
+                    "x".into(),
+                ],
+            ),
+            (
+                "history",
+                vec![
+                    "--json".into(),
+                    "history".into(),
+                    "--all".into(),
+                    "--limit".into(),
+                    "0".into(),
+                ],
+            ),
+            (
+                "trash list",
+                vec!["--json".into(), "trash".into(), "list".into()],
+            ),
+            (
+                "trash restore",
+                vec!["trash".into(), "restore".into(), trash_name.clone()],
+            ),
+            (
+                "trash empty",
+                vec!["trash".into(), "empty".into(), "--yes".into()],
+            ),
+            ("undo", vec!["undo".into(), "--all".into()]),
+            ("undo", vec!["undo".into(), change.clone()]),
+            ("undo", vec!["undo".into(), "--skip".into(), change.clone()]),
+            ("completions", vec!["completions".into(), "bash".into()]),
+            ("man", vec!["man".into()]),
+            (
+                "tool exec",
+                vec![
+                    "tool".into(),
+                    "exec".into(),
+                    tool_args(format!(r#"{{"command":"cat {secret_p}"}}"#)),
+                ],
+            ),
+            (
+                "tool read_file",
+                vec![
+                    "tool".into(),
+                    "read_file".into(),
+                    format!(r#"{{"path":"{secret_p}"}}"#),
+                ],
+            ),
+            (
+                "tool write_file",
+                vec![
+                    "tool".into(),
+                    "write_file".into(),
+                    format!(r#"{{"path":"{secret_p}","content":"x"}}"#),
+                ],
+            ),
+            (
+                "tool edit_file",
+                vec![
+                    "tool".into(),
+                    "edit_file".into(),
+                    format!(r#"{{"path":"{secret_p}","edits":[{{"old":"ROOT","new":"x"}}]}}"#),
+                ],
+            ),
+            (
+                "tool glob",
+                vec![
+                    "tool".into(),
+                    "glob".into(),
+                    format!(r#"{{"pattern":"**","path":"{ws}"}}"#),
+                ],
+            ),
+            (
+                "tool grep",
+                vec![
+                    "tool".into(),
+                    "grep".into(),
+                    format!(r#"{{"pattern":"ROOT","path":"{ws}"}}"#),
+                ],
+            ),
+            (
+                "tool list_directory",
+                vec![
+                    "tool".into(),
+                    "list_directory".into(),
+                    format!(r#"{{"path":"{ws}"}}"#),
+                ],
+            ),
+            (
+                "tool move",
+                vec![
+                    "tool".into(),
+                    "move".into(),
+                    format!(
+                        r#"{{"src":"{secret_p}","dst":"{}"}}"#,
+                        env.outside.join("m2").display()
+                    ),
+                ],
+            ),
+            (
+                "tool delete",
+                vec![
+                    "tool".into(),
+                    "delete".into(),
+                    format!(r#"{{"path":"{secret_p}"}}"#),
+                ],
+            ),
+            (
+                "tool mkdir",
+                vec![
+                    "tool".into(),
+                    "mkdir".into(),
+                    format!(r#"{{"path":"{}"}}"#, in_ws("made-by-tool")),
+                ],
+            ),
+            (
+                "tool cd",
+                vec!["tool".into(), "cd".into(), format!(r#"{{"path":"{ws}"}}"#)],
+            ),
+            (
+                "tool undo",
+                vec!["tool".into(), "undo".into(), r#"{"all":true}"#.into()],
+            ),
+            (
+                "tool undo",
+                vec![
+                    "tool".into(),
+                    "undo".into(),
+                    format!(r#"{{"id":{change}}}"#),
+                ],
+            ),
+            (
+                "tool history",
+                vec!["tool".into(), "history".into(), r#"{"all":true}"#.into()],
+            ),
+            (
+                "tool scan",
+                vec![
+                    "tool".into(),
+                    "scan".into(),
+                    format!(r#"{{"path":"{ws}"}}"#),
+                ],
+            ),
+        ];
+        // Not walked, each with its reason: they run in the client, as the client, and
+        // reach root's state only through the calls walked above.
+        let not_walked = [
+            (
+                "repl",
+                "an interactive front end: each of its lines is one of the calls above",
+            ),
+            (
+                "mcp",
+                "a front end: each of its tool calls is a `tool` call above",
+            ),
+            ("serve", "starts a daemon of the caller's own"),
+        ];
+        // Completeness: every subcommand and tool is walked or excused.
+        let walked: std::collections::HashSet<&str> = walk.iter().map(|(n, _)| *n).collect();
+        for c in subcommands(&[]) {
+            let subs = subcommands(&[c.as_str()]);
+            let names: Vec<String> = if subs.is_empty() {
+                vec![c.clone()]
+            } else {
+                subs.iter().map(|s| format!("{c} {s}")).collect()
+            };
+            for n in names {
+                assert!(
+                    walked
+                        .iter()
+                        .any(|w| *w == n || w.starts_with(&format!("{n} ")))
+                        || not_walked.iter().any(|(x, _)| *x == n),
+                    "`{n}` is not walked as another uid"
+                );
+            }
+        }
+        let tools = Command::new(BIN)
+            .args(["tool", "frobnicate"])
+            .output()
+            .expect("tool");
+        let listed = stdout(&tools);
+        let list = listed
+            .split("the tools are ")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .expect("the tools are listed");
+        for t in list.split(", ") {
+            let t = t.trim_end_matches('\\');
+            assert!(
+                walked.contains(format!("tool {t}").as_str()),
+                "tool `{t}` is not walked"
+            );
+        }
+        for (name, args) in &walk {
+            let o = nobody_via(&d, &env.outside)
+                .args(args)
+                .output()
+                .expect("as 65534");
+            let all = text(&o);
+            // The listings are served (filtered to the caller's own), not refused: the walk
+            // reaches the daemon.
+            if [
+                "pending",
+                "history",
+                "log query",
+                "log tail",
+                "trash list",
+                "tool history",
+            ]
+            .contains(name)
+            {
+                assert!(o.status.success(), "`{name}` as 65534: {all}");
+            }
+            for marker in ["ROOTCONTENT-35", "rootfile-35", "rootgone-35"] {
+                assert!(
+                    !all.contains(marker),
+                    "`{name}` ({args:?}) shows uid 65534 root's {marker}: {all}"
+                );
+            }
+        }
+        // Root's things are as they were.
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("secret"),
+            "ROOTCONTENT-35\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("rootfile-35.txt")).expect("rootfile"),
+            "v2\n"
+        );
+        assert!(!env.ws.join("made-by-65534").exists() && !env.ws.join("made-by-tool").exists());
+        let after = history(&mut d.cmd(&env));
+        assert_eq!(
+            after.len(),
+            roots_history.len(),
+            "root's journal changed: {after:?}"
+        );
+        let o = root(&["--json", "trash", "list"]);
+        assert!(
+            stdout(&o).contains(&trash_name),
+            "root's trash item is gone"
+        );
+        let o = root(&["log", "verify"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);
