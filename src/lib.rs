@@ -273,6 +273,21 @@
 //!   (`broker::client::tests::the_broker_reads_its_caller_from_the_request_only`). The
 //!   thread-local stays as the front ends' carrier: the daemon runs the CLI's own dispatch for
 //!   a client, whose output goes to the client's streams.
+//! - Authority from the caller, not the process (issue 35): what a daemon client may see is
+//!   filtered in the broker (`history` for every front end, not one CLI path); an agent's
+//!   `scan` is decided by its policy as a search and its walk reads only what the file tools
+//!   could (`broker::scan`, a regular file opened without following a link and checked to be
+//!   the file at its resolved, allowed place); files a client names are resolved with its
+//!   rights (`tool --root`); Claude Code's cwd and snapshot files are written by the client
+//!   process (`cli::agent_shell::via_daemon`), never by the daemon. What all clients share is
+//!   the admin's: the store's quota and retention come from the daemon's own policy
+//!   (`authz::govern`: a client's policy narrows its own share only), and a client's run is
+//!   capped at the client's own resource limits (`Limits::ceiling`, from `/proc/PID/limits`,
+//!   which every user may read; prlimit(2) would need a capability a client-identity thread
+//!   lacks). Standing approvals are keyed by what the call is — uid, session, workspace,
+//!   directory, command, a digest of the environment it gets — and bounded, as are session
+//!   names (128 bytes) and pins per uid; the daemon returns large buffers to the kernel
+//!   (`M_MMAP_THRESHOLD`), so a client's megabyte message does not leave it larger.
 //!
 //! # Test strategy
 //!

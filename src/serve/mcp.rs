@@ -863,9 +863,10 @@ impl ToolSession<'_> {
 
 impl ToolSession<'_> {
     /// `gateway scan --json` (or `--format sarif`) of one path: the same broker call
-    /// (`broker::scan::scan_audited`, decided and recorded as the CLI's), reading with the
-    /// caller's rights; never redacts and writes no baseline. Under roots the path must lie
-    /// within them.
+    /// (`broker::scan::scan_audited`, recorded as the CLI's), but an agent's: decided by the
+    /// session's policy as a search, its walk kept to what the file tools may read
+    /// (`ScanRequest::confined`), reading with the caller's rights; never redacts and writes
+    /// no baseline. Under roots the path must lie within them.
     fn scan(&self, p: ScanParams) -> CallToolResult {
         let sarif = match p.format.as_deref().unwrap_or("json") {
             "json" => false,
