@@ -203,6 +203,11 @@ pub fn ask(
             wait(id, &key)
         }
     };
+    record(state_dir, id, req, outcome)
+}
+
+/// Records how request `id` ended (a failure to record denies).
+fn record(state_dir: &Path, id: u64, req: Request<'_>, outcome: Outcome) -> Outcome {
     let mut rec = Record {
         session: req.session.into(),
         caller: req.caller.clone(),

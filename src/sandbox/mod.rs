@@ -461,26 +461,23 @@ pub fn caller_rlimits(pid: u32) -> std::io::Result<Vec<(u32, u64, u64)>> {
 /// `/proc/PID/limits`' table (a header, then `Max <name>  <soft>  <hard>  [units]`, the
 /// values a number or `unlimited`): every resource named, or `None`.
 fn parse_limits(text: &str) -> Option<Vec<(u32, u64, u64)>> {
-    const NAMES: [(&str, libc::c_int); 16] = [
-        ("Max cpu time", libc::RLIMIT_CPU as libc::c_int),
-        ("Max file size", libc::RLIMIT_FSIZE as libc::c_int),
-        ("Max data size", libc::RLIMIT_DATA as libc::c_int),
-        ("Max stack size", libc::RLIMIT_STACK as libc::c_int),
-        ("Max core file size", libc::RLIMIT_CORE as libc::c_int),
-        ("Max resident set", libc::RLIMIT_RSS as libc::c_int),
-        ("Max processes", libc::RLIMIT_NPROC as libc::c_int),
-        ("Max open files", libc::RLIMIT_NOFILE as libc::c_int),
-        ("Max locked memory", libc::RLIMIT_MEMLOCK as libc::c_int),
-        ("Max address space", libc::RLIMIT_AS as libc::c_int),
-        ("Max file locks", libc::RLIMIT_LOCKS as libc::c_int),
-        (
-            "Max pending signals",
-            libc::RLIMIT_SIGPENDING as libc::c_int,
-        ),
-        ("Max msgqueue size", libc::RLIMIT_MSGQUEUE as libc::c_int),
-        ("Max nice priority", libc::RLIMIT_NICE as libc::c_int),
-        ("Max realtime priority", libc::RLIMIT_RTPRIO as libc::c_int),
-        ("Max realtime timeout", libc::RLIMIT_RTTIME as libc::c_int),
+    const NAMES: [(&str, sys::RlimitResource); 16] = [
+        ("Max cpu time", libc::RLIMIT_CPU),
+        ("Max file size", libc::RLIMIT_FSIZE),
+        ("Max data size", libc::RLIMIT_DATA),
+        ("Max stack size", libc::RLIMIT_STACK),
+        ("Max core file size", libc::RLIMIT_CORE),
+        ("Max resident set", libc::RLIMIT_RSS),
+        ("Max processes", libc::RLIMIT_NPROC),
+        ("Max open files", libc::RLIMIT_NOFILE),
+        ("Max locked memory", libc::RLIMIT_MEMLOCK),
+        ("Max address space", libc::RLIMIT_AS),
+        ("Max file locks", libc::RLIMIT_LOCKS),
+        ("Max pending signals", libc::RLIMIT_SIGPENDING),
+        ("Max msgqueue size", libc::RLIMIT_MSGQUEUE),
+        ("Max nice priority", libc::RLIMIT_NICE),
+        ("Max realtime priority", libc::RLIMIT_RTPRIO),
+        ("Max realtime timeout", libc::RLIMIT_RTTIME),
     ];
     let value = |v: &str| match v {
         "unlimited" => Some(libc::RLIM_INFINITY),
@@ -494,7 +491,7 @@ fn parse_limits(text: &str) -> Option<Vec<(u32, u64, u64)>> {
         })?;
         let mut f = line[name.len()..].split_whitespace();
         let (soft, hard) = (value(f.next()?)?, value(f.next()?)?);
-        out.push((u32::try_from(res).ok()?, soft, hard));
+        out.push((sys::resource_id(res), soft, hard));
     }
     Some(out)
 }
@@ -916,7 +913,7 @@ mod limits_tests {
         assert_eq!(own.len(), 16);
         let nofile = own
             .iter()
-            .find(|r| r.0 == libc::RLIMIT_NOFILE as u32)
+            .find(|r| r.0 == super::sys::resource_id(libc::RLIMIT_NOFILE))
             .expect("nofile");
         assert_eq!(
             super::sys::testing::getrlimit(libc::RLIMIT_NOFILE),

@@ -74,7 +74,7 @@ pub(crate) fn plan(
     let ceiling = |res: sys::RlimitResource| {
         l.ceiling
             .iter()
-            .find(|c| c.0 as sys::RlimitResource == res)
+            .find(|c| sys::resource_of(c.0) == res)
             .map(|c| (c.1, c.2))
     };
     for &(res, v) in &want {
@@ -85,7 +85,7 @@ pub(crate) fn plan(
         r.set.push((res, soft, hard));
     }
     for &(res, cs, ch) in &l.ceiling {
-        let res = res as sys::RlimitResource;
+        let res = sys::resource_of(res);
         if !want.iter().any(|w| w.0 == res) {
             r.set.push((res, cs, ch));
         }

@@ -906,6 +906,28 @@ pub(crate) fn set_rlimits(
     Ok(())
 }
 
+/// A resource limit's number as `Limits::ceiling` keeps it, and back (the type is `u32` under
+/// glibc, `c_int` elsewhere).
+#[allow(
+    clippy::unnecessary_cast,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    reason = "the resource type differs between C libraries; the numbers are small"
+)]
+pub(crate) fn resource_id(r: RlimitResource) -> u32 {
+    r as u32
+}
+
+/// See [`resource_id`].
+#[allow(
+    clippy::unnecessary_cast,
+    clippy::cast_possible_wrap,
+    reason = "the resource type differs between C libraries; the numbers are small"
+)]
+pub(crate) fn resource_of(id: u32) -> RlimitResource {
+    id as RlimitResource
+}
+
 /// Makes every allocation of `bytes` or more its own mapping, returned to the kernel when
 /// freed (glibc's `M_MMAP_THRESHOLD`, which also stops glibc from raising the threshold after
 /// a large free and keeping later large buffers in its arenas). For a long-lived server whose
