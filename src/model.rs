@@ -345,7 +345,7 @@ impl Default for OutputProfile {
 }
 
 /// How `ask` decisions wait for a person (policy `[approval]`).
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ApprovalProfile {
     /// Seconds a pending request waits for `gateway approve` (or the terminal) before it is
     /// denied.

@@ -55,6 +55,8 @@ sandbox_test!(
         let creds = env.home.join(".git-credentials");
         std::fs::write(&creds, format!("https://me:{secret}@github.com\n")).expect("creds");
         std::os::unix::fs::symlink(&creds, env.ws.join("creds-link")).expect("symlink");
+        // A hard link to it in the workspace (the home and the workspace share a file system).
+        std::fs::hard_link(&creds, env.ws.join("creds-hard")).expect("hard link");
         let mine = gh_token(36);
         env.write("config.env", &format!("GITHUB_TOKEN={mine}\n"));
         let tool = |args: &str| {
@@ -78,7 +80,11 @@ sandbox_test!(
         }
         // A walk of the home and of the workspace finds nothing of the denied file, and the
         // workspace's own secret still.
-        for (path, want) in [(env.home.display().to_string(), 0), (".".into(), 1)] {
+        for (path, want) in [
+            (env.home.display().to_string(), 0),
+            (".".into(), 1),
+            ("creds-hard".into(), 0),
+        ] {
             let o = tool(&format!(r#"{{"path":"{path}"}}"#));
             let (v, inner) = tool_result(&o);
             assert_eq!(v["isError"], false, "{path}: {}", text(&o));
@@ -187,6 +193,46 @@ sandbox_test!(
             a, b,
             "an existing root answers otherwise than a missing one"
         );
+        // `tool cd` and `--cwd` likewise: a directory, a file, a link and nothing inside the
+        // private directory all answer alike.
+        std::fs::write(private.join("file"), "x").expect("file");
+        std::os::unix::fs::symlink(private.join("exists"), private.join("link")).expect("link");
+        let probe = |args: &[String]| {
+            let o = nobody_via(&d, &env.outside)
+                .args(args)
+                .output()
+                .expect("probe");
+            let out = format!("{}{}", stdout(&o), stderr(&o));
+            (
+                o.status.code(),
+                out.contains("exists"),
+                out.contains("not a directory"),
+            )
+        };
+        for name in ["exists", "file", "link", "nothere"] {
+            let p = private.join(name).display().to_string();
+            for args in [
+                vec![
+                    "tool".to_string(),
+                    "cd".into(),
+                    format!(r#"{{"path":"{p}"}}"#),
+                ],
+                vec![
+                    "--cwd".to_string(),
+                    p.clone(),
+                    "--json".into(),
+                    "history".into(),
+                ],
+            ] {
+                let (code, named_target, not_dir) = probe(&args);
+                assert_ne!(code, Some(0), "{args:?} succeeded");
+                assert!(!not_dir, "{args:?} says what is there");
+                assert!(
+                    name == "exists" || !named_target,
+                    "{args:?} shows where the link leads"
+                );
+            }
+        }
     }
 );
 
@@ -369,6 +415,36 @@ sandbox_test!(
             "the client's config was rewritten by its own run: {}",
             text(&o)
         );
+        // Nor when its config's directory is a link into the workspace and the file is not
+        // made yet (a dotfiles repository).
+        std::fs::create_dir_all(env.outside.join("dots")).expect("mkdir");
+        std::os::unix::fs::chown(env.outside.join("dots"), Some(65534), Some(65534))
+            .expect("chown");
+        let link = env.root.join("cfglink");
+        std::os::unix::fs::symlink(env.outside.join("dots"), &link).expect("link");
+        for (var, file, written) in [
+            (
+                "GATEWAY_CONFIG",
+                link.join("config.toml"),
+                "dots/config.toml",
+            ),
+            ("XDG_CONFIG_HOME", link.clone(), "dots/gateway/config.toml"),
+        ] {
+            let o = nobody_via(&d, &env.outside)
+                .env(var, &file)
+                .args(["exec", "--", "sh", "-c"])
+                .arg(format!(
+                    "mkdir -p $(dirname {written}) && echo 'policy = \"permissive\"' > {written}"
+                ))
+                .output()
+                .expect("exec as 65534");
+            assert_ne!(o.status.code(), Some(0), "{var}: {}", text(&o));
+            assert!(
+                !env.outside.join(written).exists(),
+                "{var}: the client's config was made through a link: {}",
+                text(&o)
+            );
+        }
         // Nor under its XDG_CONFIG_HOME.
         let o = nobody_via(&d, &env.outside)
             .env("XDG_CONFIG_HOME", env.outside.join("cfg"))
@@ -439,6 +515,27 @@ sandbox_test!(
                 "{policy:?}: the run's limits are not the client's"
             );
         }
+        // The file tools' worker too (a root client: other uids' file tools are refused by a
+        // root daemon).
+        let big = "a".repeat(50_000);
+        let o = Command::new("prlimit")
+            .args(["--fsize=10000:10000", "--"])
+            .arg(BIN)
+            .current_dir(&env.ws)
+            .env("GATEWAY_SOCKET", &d.socket)
+            .env("GATEWAY_STATE_DIR", &env.state)
+            .env("HOME", &env.home)
+            .stdin(Stdio::null())
+            .args(["tool", "write_file"])
+            .arg(format!(r#"{{"path":"big.txt","content":"{big}"}}"#))
+            .output()
+            .expect("tool write_file with a low file size limit");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        let len = std::fs::metadata(env.ws.join("big.txt")).map_or(0, |m| m.len());
+        assert!(
+            len <= 10_000,
+            "the worker wrote {len} bytes past the client's limit"
+        );
     }
 );
 
@@ -1030,7 +1127,10 @@ sandbox_test!(
                 .args(args)
                 .output()
                 .expect("as 65534");
-            let all = text(&o);
+            // What the caller named itself may be said back to it (`no trash item NAME`).
+            let all = args
+                .iter()
+                .fold(text(&o), |t, a| t.replace(a.as_str(), "<ARG>"));
             // The listings are served (filtered to the caller's own), not refused: the walk
             // reaches the daemon.
             if [
@@ -1052,6 +1152,27 @@ sandbox_test!(
                 );
             }
         }
+        // Probes answer as for nothing at all: root's trash item as a name nobody removed,
+        // and `undo` counts none of root's changes.
+        let answer = |args: &[&str]| {
+            let o = nobody_via(&d, &env.outside)
+                .args(args)
+                .output()
+                .expect("probe");
+            (o.status.code(), stderr(&o))
+        };
+        let (code, theirs) = answer(&["trash", "restore", &trash_name]);
+        let (code2, none) = answer(&["trash", "restore", "no-such-item"]);
+        assert_eq!(
+            (code, theirs.replace(&trash_name, "NAME")),
+            (code2, none.replace("no-such-item", "NAME")),
+            "root's trash item answers otherwise than a missing one"
+        );
+        let (_, undo) = answer(&["undo"]);
+        assert!(
+            !undo.contains("change(s) of other workspaces"),
+            "`undo` counts root's changes for uid 65534: {undo}"
+        );
         // Root's things are as they were.
         assert_eq!(
             std::fs::read_to_string(&secret).expect("secret"),
@@ -1075,5 +1196,35 @@ sandbox_test!(
         );
         let o = root(&["log", "verify"]);
         assert!(o.status.success(), "{}", text(&o));
+    }
+);
+
+sandbox_test!(
+    fn a_clients_policy_cannot_hold_a_request_longer_than_the_daemons() {
+        // Issue 35 (attack review): a client's own policy set how long its request holds its
+        // place in the daemon (`[approval] timeout = "100d"`): a few of them kept every other
+        // user out. The daemon's own policy bounds it.
+        let env = Env::new("approval-bound");
+        let d = Daemon::start(&env, "standard", &[]);
+        let long = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"100d\"\n");
+        std::fs::create_dir_all(env.ws.join("x/y")).expect("mkdir");
+        let mut child = d
+            .cmd(&env)
+            .args(["--policy", &long, "exec", "--", "rm", "-r", "x"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let p = wait_pending(&d, &env, &mut child).expect("the rm is asked");
+        let left = p["expires_in"].as_u64().expect("expires_in");
+        assert!(left <= 300, "the request holds its place for {left} s: {p}");
+        let o = d
+            .cmd(&env)
+            .args(["deny", &p["id"].to_string()])
+            .output()
+            .expect("deny");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = child.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
     }
 );

@@ -10,7 +10,7 @@ use crate::audit::{self, Caller, Record, RecordDecision};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Condvar, LazyLock, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What needs approving.
@@ -109,101 +109,237 @@ struct Key {
 /// forgotten (asked again), so that a client approving endless distinct calls cannot grow
 /// the daemon without bound.
 const MAX_STANDING: usize = 4096;
+/// The most standing approvals one uid keeps.
+const MAX_STANDING_PER_UID: usize = 256;
 /// The most requests one uid may have waiting at once: beyond, a request is denied at once
 /// (naming the bound).
 pub const MAX_PENDING_PER_UID: usize = 64;
 
-static QUEUE: LazyLock<(Mutex<Queue>, Condvar)> =
-    LazyLock::new(|| (Mutex::new(Queue::default()), Condvar::new()));
-
-fn lock() -> std::sync::MutexGuard<'static, Queue> {
-    QUEUE.0.lock().unwrap_or_else(|p| p.into_inner())
+/// An answer given (`gateway approve|deny ID`).
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Answered {
+    /// The request's id.
+    pub id: u64,
+    /// Approved (`true`) or denied.
+    pub approved: bool,
+    /// The request answered.
+    pub request: Pending,
 }
 
-/// Asks: queues `req`, calls `prompt(id, question)` (the client's terminal, if it has one),
-/// and waits until someone answers or `timeout` passes. The outcome is recorded in the audit
-/// log of `state_dir` (a failure to record denies).
-pub fn ask(
-    state_dir: &Path,
-    req: Request<'_>,
-    timeout: Duration,
-    prompt: &dyn Fn(u64, &str) -> bool,
-) -> Outcome {
-    let key = Key {
-        uid: req.caller.uid,
-        session: req.session.to_string(),
-        workspace: req.workspace.to_path_buf(),
-        cwd: req.cwd.to_path_buf(),
-        tool: req.tool.to_string(),
-        command: req.command.clone(),
-        env_digest: req.env_digest.clone(),
-    };
-    let (id, outcome) = {
-        let mut q = lock();
-        let waiting = q
+/// Why a request was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The one answering may not answer it (`may` said no).
+    #[error(transparent)]
+    Refused(#[from] super::refusal::Refusal),
+    /// No such request, or already answered.
+    #[error("{0}")]
+    Gone(String),
+}
+
+/// A daemon's approvals: its requests waiting for a person and its standing approvals (one
+/// value, owned by the daemon's [`super::server::Server`]).
+#[derive(Default)]
+pub struct Approvals {
+    queue: Mutex<Queue>,
+    answered: Condvar,
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks: queues `req`, calls `prompt(id, question)` (the client's terminal, if it has one),
+    /// and waits until someone answers or `timeout` passes. The outcome is recorded in the audit
+    /// log of `state_dir` (a failure to record denies).
+    pub fn ask(
+        &self,
+        state_dir: &Path,
+        req: Request<'_>,
+        timeout: Duration,
+        prompt: &dyn Fn(u64, &str) -> bool,
+    ) -> Outcome {
+        let key = Key {
+            uid: req.caller.uid,
+            session: req.session.to_string(),
+            workspace: req.workspace.to_path_buf(),
+            cwd: req.cwd.to_path_buf(),
+            tool: req.tool.to_string(),
+            command: req.command.clone(),
+            env_digest: req.env_digest.clone(),
+        };
+        let (id, outcome) = {
+            let mut q = self.lock();
+            let waiting = q
+                .entries
+                .values()
+                .filter(|e| e.info.uid == req.caller.uid && e.answer.is_none())
+                .count();
+            if q.always.contains(&key) {
+                (
+                    0,
+                    Some(Outcome {
+                        approved: true,
+                        by: "approved earlier for this session (--always-for-session)".into(),
+                    }),
+                )
+            } else if waiting >= MAX_PENDING_PER_UID {
+                (
+                    0,
+                    Some(Outcome {
+                        approved: false,
+                        by: format!(
+                            "the daemon's bound: uid {} already has {MAX_PENDING_PER_UID} requests waiting (answer or deny them: `gateway pending`)",
+                            req.caller.uid
+                        ),
+                    }),
+                )
+            } else {
+                q.next += 1;
+                let id = q.next;
+                q.entries.insert(
+                    id,
+                    Entry {
+                        info: Pending {
+                            id,
+                            session: req.session.into(),
+                            uid: req.caller.uid,
+                            pid: req.caller.pid,
+                            tool: req.tool.into(),
+                            command: req.command.clone(),
+                            cwd: super::redact_text(&req.cwd.display().to_string()),
+                            rules: req.rules.clone(),
+                            risk: req.risk.into(),
+                            asked: audit::now_rfc3339(),
+                            expires_in: timeout.as_secs(),
+                        },
+                        deadline: Instant::now() + timeout,
+                        answer: None,
+                        always: false,
+                    },
+                );
+                (id, None)
+            }
+        };
+        let outcome = match outcome {
+            Some(o) => o,
+            None => {
+                let question = format!(
+                    "{}\n(pending request {id}; `gateway approve {id}` or `gateway deny {id}` answer it too; denied in {} s without an answer)",
+                    req.question,
+                    timeout.as_secs()
+                );
+                prompt(id, &question);
+                self.wait(id, &key)
+            }
+        };
+        record(state_dir, id, req, outcome)
+    }
+
+    fn wait(&self, id: u64, key: &Key) -> Outcome {
+        let mut q = self.lock();
+        loop {
+            let Some(e) = q.entries.get(&id) else {
+                return Outcome {
+                    approved: false,
+                    by: "the request vanished".into(),
+                };
+            };
+            if let Some(a) = e.answer.clone() {
+                let always = e.always;
+                q.entries.remove(&id);
+                if always && a.approved {
+                    // Bounded per uid and in all: past a bound one is forgotten (asked again) —
+                    // the uid's own first (a set has no age; any one is as good as another).
+                    let own = q.always.iter().filter(|k| k.uid == key.uid).count();
+                    let forget = if own >= MAX_STANDING_PER_UID {
+                        q.always.iter().find(|k| k.uid == key.uid).cloned()
+                    } else if q.always.len() >= MAX_STANDING {
+                        q.always.iter().next().cloned()
+                    } else {
+                        None
+                    };
+                    if let Some(k) = forget {
+                        q.always.remove(&k);
+                    }
+                    q.always.insert(key.clone());
+                }
+                return a;
+            }
+            let now = Instant::now();
+            if now >= e.deadline {
+                let secs = e.info.expires_in;
+                q.entries.remove(&id);
+                return Outcome {
+                    approved: false,
+                    by: format!("no answer within {secs} s"),
+                };
+            }
+            let left = e.deadline - now;
+            q = self
+                .answered
+                .wait_timeout(q, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    /// The pending requests, oldest first; with `uid`, only those that uid asked.
+    pub fn list(&self, uid: Option<u32>) -> Vec<Pending> {
+        let q = self.lock();
+        let now = Instant::now();
+        let mut v: Vec<Pending> = q
             .entries
             .values()
-            .filter(|e| e.info.uid == req.caller.uid && e.answer.is_none())
-            .count();
-        if q.always.contains(&key) {
-            (
-                0,
-                Some(Outcome {
-                    approved: true,
-                    by: "approved earlier for this session (--always-for-session)".into(),
-                }),
-            )
-        } else if waiting >= MAX_PENDING_PER_UID {
-            (
-                0,
-                Some(Outcome {
-                    approved: false,
-                    by: format!(
-                        "the daemon's bound: uid {} already has {MAX_PENDING_PER_UID} requests waiting (answer or deny them: `gateway pending`)",
-                        req.caller.uid
-                    ),
-                }),
-            )
-        } else {
-            q.next += 1;
-            let id = q.next;
-            q.entries.insert(
-                id,
-                Entry {
-                    info: Pending {
-                        id,
-                        session: req.session.into(),
-                        uid: req.caller.uid,
-                        pid: req.caller.pid,
-                        tool: req.tool.into(),
-                        command: req.command.clone(),
-                        cwd: super::redact_text(&req.cwd.display().to_string()),
-                        rules: req.rules.clone(),
-                        risk: req.risk.into(),
-                        asked: audit::now_rfc3339(),
-                        expires_in: timeout.as_secs(),
-                    },
-                    deadline: Instant::now() + timeout,
-                    answer: None,
-                    always: false,
-                },
-            );
-            (id, None)
+            .filter(|e| e.answer.is_none() && uid.is_none_or(|u| e.info.uid == u))
+            .map(|e| {
+                let mut p = e.info.clone();
+                p.expires_in = e.deadline.saturating_duration_since(now).as_secs();
+                p
+            })
+            .collect();
+        v.sort_by_key(|p| p.id);
+        v
+    }
+
+    /// Answers request `id` (`always`: approve the same call again for the rest of its session
+    /// without asking), if `may` allows the one answering to answer that request — decided under
+    /// the queue's lock, on the request as it is. Returns the answer given, or why not.
+    pub fn answer(
+        &self,
+        id: u64,
+        approve: bool,
+        always: bool,
+        by: String,
+        may: impl FnOnce(&Pending) -> Result<(), super::refusal::Refusal>,
+    ) -> Result<Answered, AnswerError> {
+        let mut q = self.lock();
+        let Some(e) = q.entries.get_mut(&id) else {
+            return Err(AnswerError::Gone(format!(
+                "no pending request {id} (answered, timed out, or never asked: see `gateway pending`)"
+            )));
+        };
+        may(&e.info)?;
+        if e.answer.is_some() {
+            return Err(AnswerError::Gone(format!(
+                "request {id} was already answered"
+            )));
         }
-    };
-    let outcome = match outcome {
-        Some(o) => o,
-        None => {
-            let question = format!(
-                "{}\n(pending request {id}; `gateway approve {id}` or `gateway deny {id}` answer it too; denied in {} s without an answer)",
-                req.question,
-                timeout.as_secs()
-            );
-            prompt(id, &question);
-            wait(id, &key)
-        }
-    };
-    record(state_dir, id, req, outcome)
+        e.answer = Some(Outcome {
+            approved: approve,
+            by,
+        });
+        e.always = always;
+        let info = e.info.clone();
+        drop(q);
+        self.answered.notify_all();
+        Ok(Answered {
+            id,
+            approved: approve,
+            request: info,
+        })
+    }
 }
 
 /// Records how request `id` ended (a failure to record denies).
@@ -242,124 +378,6 @@ fn record(state_dir: &Path, id: u64, req: Request<'_>, outcome: Outcome) -> Outc
     }
 }
 
-fn wait(id: u64, key: &Key) -> Outcome {
-    let mut q = lock();
-    loop {
-        let Some(e) = q.entries.get(&id) else {
-            return Outcome {
-                approved: false,
-                by: "the request vanished".into(),
-            };
-        };
-        if let Some(a) = e.answer.clone() {
-            let always = e.always;
-            q.entries.remove(&id);
-            if always && a.approved {
-                if q.always.len() >= MAX_STANDING {
-                    // Forget one (a set has no age; any one is as good as asking again).
-                    if let Some(k) = q.always.iter().next().cloned() {
-                        q.always.remove(&k);
-                    }
-                }
-                q.always.insert(key.clone());
-            }
-            return a;
-        }
-        let now = Instant::now();
-        if now >= e.deadline {
-            let secs = e.info.expires_in;
-            q.entries.remove(&id);
-            return Outcome {
-                approved: false,
-                by: format!("no answer within {secs} s"),
-            };
-        }
-        let left = e.deadline - now;
-        q = QUEUE
-            .1
-            .wait_timeout(q, left)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|p| p.into_inner().0);
-    }
-}
-
-/// The pending requests, oldest first; with `uid`, only those that uid asked.
-pub fn list(uid: Option<u32>) -> Vec<Pending> {
-    let q = lock();
-    let now = Instant::now();
-    let mut v: Vec<Pending> = q
-        .entries
-        .values()
-        .filter(|e| e.answer.is_none() && uid.is_none_or(|u| e.info.uid == u))
-        .map(|e| {
-            let mut p = e.info.clone();
-            p.expires_in = e.deadline.saturating_duration_since(now).as_secs();
-            p
-        })
-        .collect();
-    v.sort_by_key(|p| p.id);
-    v
-}
-
-/// An answer given (`gateway approve|deny ID`).
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct Answered {
-    /// The request's id.
-    pub id: u64,
-    /// Approved (`true`) or denied.
-    pub approved: bool,
-    /// The request answered.
-    pub request: Pending,
-}
-
-/// Why a request was not answered.
-#[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
-    /// The one answering may not answer it (`may` said no).
-    #[error(transparent)]
-    Refused(#[from] super::refusal::Refusal),
-    /// No such request, or already answered.
-    #[error("{0}")]
-    Gone(String),
-}
-
-/// Answers request `id` (`always`: approve the same call again for the rest of its session
-/// without asking), if `may` allows the one answering to answer that request — decided under
-/// the queue's lock, on the request as it is. Returns the answer given, or why not.
-pub fn answer(
-    id: u64,
-    approve: bool,
-    always: bool,
-    by: String,
-    may: impl FnOnce(&Pending) -> Result<(), super::refusal::Refusal>,
-) -> Result<Answered, AnswerError> {
-    let mut q = lock();
-    let Some(e) = q.entries.get_mut(&id) else {
-        return Err(AnswerError::Gone(format!(
-            "no pending request {id} (answered, timed out, or never asked: see `gateway pending`)"
-        )));
-    };
-    may(&e.info)?;
-    if e.answer.is_some() {
-        return Err(AnswerError::Gone(format!(
-            "request {id} was already answered"
-        )));
-    }
-    e.answer = Some(Outcome {
-        approved: approve,
-        by,
-    });
-    e.always = always;
-    let info = e.info.clone();
-    drop(q);
-    QUEUE.1.notify_all();
-    Ok(Answered {
-        id,
-        approved: approve,
-        request: info,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,11 +409,13 @@ mod tests {
     fn answered_from_elsewhere_timed_out_and_always() {
         let dir = std::env::temp_dir().join(format!("gw-approvals-{}", std::process::id()));
         let c = caller();
+        let a = std::sync::Arc::new(Approvals::default());
+        let a2 = a.clone();
         // Answered by another thread through the queue.
         let d = dir.clone();
         let t = std::thread::spawn(move || {
             let c = caller();
-            ask(
+            a2.ask(
                 &d,
                 req(&c, "s-a", "make deploy"),
                 Duration::from_secs(20),
@@ -403,21 +423,29 @@ mod tests {
             )
         });
         let id = loop {
-            if let Some(p) = list(None).into_iter().find(|p| p.session == "s-a") {
+            if let Some(p) = a.list(None).into_iter().find(|p| p.session == "s-a") {
                 break p.id;
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        assert!(answer(id + 1000, true, false, "x".into(), |_| Ok(())).is_err());
-        let p = answer(id, true, true, "uid 0 (test)".into(), |_| Ok(())).expect("answer");
+        assert!(
+            a.answer(id + 1000, true, false, "x".into(), |_| Ok(()))
+                .is_err()
+        );
+        let p = a
+            .answer(id, true, true, "uid 0 (test)".into(), |_| Ok(()))
+            .expect("answer");
         assert_eq!(p.request.command, "make deploy");
         assert_eq!((p.id, p.approved), (id, true));
         let o = t.join().expect("thread");
         assert!(o.approved);
         assert_eq!(o.by, "uid 0 (test)");
-        assert!(answer(id, false, false, "again".into(), |_| Ok(())).is_err());
+        assert!(
+            a.answer(id, false, false, "again".into(), |_| Ok(()))
+                .is_err()
+        );
         // Always for this session: the same call is approved without a request...
-        let o = ask(
+        let o = a.ask(
             &dir,
             req(&c, "s-a", "make deploy"),
             Duration::from_secs(5),
@@ -436,7 +464,7 @@ mod tests {
                 ..req(&c, "s-a", "make deploy")
             },
         ] {
-            let o = ask(&dir, r, Duration::from_millis(50), &|_, _| true);
+            let o = a.ask(&dir, r, Duration::from_millis(50), &|_, _| true);
             assert!(!o.approved, "a standing approval carried over: {}", o.by);
         }
         // ... nor for another uid naming the same session (standing approvals are keyed by
@@ -445,7 +473,7 @@ mod tests {
             uid: 65534,
             ..caller()
         };
-        let o = ask(
+        let o = a.ask(
             &dir,
             req(&other, "s-a", "make deploy"),
             Duration::from_millis(50),
@@ -457,7 +485,7 @@ mod tests {
             o.by
         );
         // ... but not in another session, where no answer in time is a deny.
-        let o = ask(
+        let o = a.ask(
             &dir,
             req(&c, "s-b", "make deploy"),
             Duration::from_millis(50),

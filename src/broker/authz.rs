@@ -43,6 +43,9 @@ pub struct Shared {
     pub undo: crate::model::UndoProfile,
     /// The daemon's policy's `[audit]`.
     pub audit: crate::model::AuditProfile,
+    /// The daemon's policy's `[approval]`: how long a request may hold its place in the
+    /// daemon (a client's policy may only shorten it).
+    pub approval: crate::model::ApprovalProfile,
 }
 
 /// `policy` as it applies to a call of `ctx`: for a daemon client, the shared state's bounds
@@ -51,7 +54,7 @@ pub struct Shared {
 /// daemon's policy; the client's own workspace share and stored output may only be smaller
 /// than the admin's. (A one-shot front end's state is its own user's: its policy governs.)
 pub fn govern(ctx: &Context, policy: &mut crate::policy::Policy) {
-    let (Some(_), Some(admin)) = (ctx.client(), roles().shared) else {
+    let (Some(_), Some(admin)) = (ctx.client(), roles(ctx).shared) else {
         return;
     };
     let own = policy.undo;
@@ -63,6 +66,7 @@ pub fn govern(ctx: &Context, policy: &mut crate::policy::Policy) {
         max_state_bytes: admin.undo.max_state_bytes,
         max_workspace_bytes: Some(own.workspace_quota().min(admin.undo.workspace_quota())),
     };
+    policy.approval.timeout = policy.approval.timeout.min(admin.approval.timeout);
     let own = policy.audit;
     policy.audit = crate::model::AuditProfile {
         store_output: own.store_output,
@@ -116,18 +120,13 @@ fn group_gid(table: &str, name: &str) -> Option<u32> {
     })
 }
 
-static ROLES: OnceLock<Roles> = OnceLock::new();
-
-/// Sets the daemon's roles (once, before it serves; later calls are ignored).
-pub fn configure(roles: Roles) {
-    let _ = ROLES.set(roles);
-}
-
-fn roles() -> &'static Roles {
+/// The roles of the server serving `ctx` (none for a one-shot front end: it is its own admin).
+fn roles(ctx: &Context) -> &Roles {
     static NONE: OnceLock<Roles> = OnceLock::new();
-    ROLES
-        .get()
-        .unwrap_or_else(|| NONE.get_or_init(Roles::default))
+    match ctx.client() {
+        Some(c) => &c.server.roles,
+        None => NONE.get_or_init(Roles::default),
+    }
 }
 
 fn in_any(c: &Client, gids: &[u32]) -> bool {
@@ -145,12 +144,18 @@ pub fn is_admin(ctx: &Context) -> bool {
 
 /// May the caller see every client's records, outputs and history (admin or auditor)?
 pub fn sees_all(ctx: &Context) -> bool {
-    is_admin(ctx) || ctx.client().is_some_and(|c| in_any(c, &roles().auditors))
+    is_admin(ctx)
+        || ctx
+            .client()
+            .is_some_and(|c| in_any(c, &roles(ctx).auditors))
 }
 
 /// May the caller list and answer every client's requests (admin or approver)?
 pub fn answers_all(ctx: &Context) -> bool {
-    is_admin(ctx) || ctx.client().is_some_and(|c| in_any(c, &roles().approvers))
+    is_admin(ctx)
+        || ctx
+            .client()
+            .is_some_and(|c| in_any(c, &roles(ctx).approvers))
 }
 
 /// The uid whose things the caller is limited to; `None`: it sees all.
@@ -207,7 +212,7 @@ pub fn require_admin(ctx: &Context, what: &str) -> Result<(), Refusal> {
 /// May a daemon client use `policy` (a name or a path) it named itself? `daemon_default`:
 /// the daemon's own policy, always allowed.
 pub fn may_use_policy(ctx: &Context, policy: &str, daemon_default: &str) -> Result<(), Refusal> {
-    let Some(allowed) = &roles().allow_client_policy else {
+    let Some(allowed) = &roles(ctx).allow_client_policy else {
         return Ok(());
     };
     if ctx.client().is_none() || policy == daemon_default || allowed.iter().any(|a| a == policy) {

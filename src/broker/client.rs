@@ -94,6 +94,8 @@ pub struct Client {
     /// Sends an approval question (pending id, text) to the client, which asks on its
     /// terminal and answers over the socket. False: it could not be sent.
     pub prompt: Prompt,
+    /// The daemon serving it: its roles, approvals and pins.
+    pub server: std::sync::Arc<super::server::Server>,
 }
 
 impl Client {
@@ -109,6 +111,7 @@ impl Client {
         context: CallContext,
         stdio: Stdio,
         prompt: Prompt,
+        server: std::sync::Arc<super::server::Server>,
     ) -> Result<Client, crate::model::RequestError> {
         let CallContext {
             cwd,
@@ -148,6 +151,7 @@ impl Client {
             stderr: stdio.stderr,
             tty,
             prompt,
+            server,
         })
     }
 }

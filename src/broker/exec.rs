@@ -111,8 +111,8 @@ impl Tool for ExecTool<'_, '_> {
         rec.args = self.trace.argv.clone();
         rec.cwd = self.trace.cwd.display().to_string();
         crate::model::check_env(&req.env)?;
-        self.ws = workspace(&req.workspace)?;
-        let cwd = workspace(&req.cwd)?;
+        self.ws = super::workspace_of(&req.context, &req.workspace)?;
+        let cwd = super::workspace_of(&req.context, &req.cwd)?;
         self.trace.cwd = cwd.clone();
         rec.cwd = cwd.display().to_string();
         // Secrets in the command line: refused, redacted or reported before anything else,

@@ -20,7 +20,7 @@
 //! the leaves ──> fs/roots.rs (the allowed directories), fs/types.rs (Tools, StateOps, errors)
 //! ```
 
-use super::{BrokerError, redact_text, workspace};
+use super::{BrokerError, redact_text};
 use crate::audit;
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;
@@ -243,8 +243,8 @@ impl super::invoke::Tool for FsTool<'_, '_> {
             }
             .into());
         }
-        self.ws = workspace(&ctx.workspace)?;
-        self.base = workspace(&ctx.cwd)?;
+        self.ws = super::workspace_of(&ctx.client, &ctx.workspace)?;
+        self.base = super::workspace_of(&ctx.client, &ctx.cwd)?;
         rec.cwd = self.base.display().to_string();
         let base = &self.base;
         let abs_of = |p: &Path| {
@@ -266,7 +266,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
                 },
                 &|c: &Change| super::authz::may_revert(&ctx.client, c.uid, String::new).is_ok(),
             )?),
-            FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name)?),
+            FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name, &ctx.client)?),
             _ => None,
         };
         // A daemon client undoes and restores only its own changes (the admin anyone's).
@@ -622,7 +622,26 @@ fn perform(
         undo_target,
         uid: ctx.client.fs_identity().map(|i| i.uid),
     };
-    super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req)
+    // A daemon client's worker, as its commands, gets no more than the client's own limits.
+    let ceiling = match ctx.client.client() {
+        None => vec![],
+        Some(c) => match crate::sandbox::caller_rlimits(c.caller.pid) {
+            Ok(v) => v,
+            Err(e) => {
+                return (
+                    Err(BrokerError::Io {
+                        what: format!(
+                            "reading the resource limits of the client (pid {}), which the file tool may not exceed",
+                            c.caller.pid
+                        ),
+                        source: e,
+                    }),
+                    None,
+                );
+            }
+        },
+    };
+    super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req, ceiling)
 }
 
 /// The record's arguments: paths and sizes, never contents.
@@ -689,7 +708,14 @@ fn describe(op: &FsOp) -> Vec<String> {
 }
 
 /// The removal (rm) that put trash item `name` there and was not undone.
-fn find_removal(state_dir: &Path, name: &str) -> Result<Change, BrokerError> {
+fn find_removal(
+    state_dir: &Path,
+    name: &str,
+    cx: &super::client::Context,
+) -> Result<Change, BrokerError> {
+    // A daemon client that does not see everyone's trash finds only its own items: another
+    // user's is "no trash item", as a name nobody removed (not an oracle for what they did).
+    let seen = super::authz::seen_uid(cx);
     let all = journal::changes(state_dir).map_err(j_err)?;
     let committed: Vec<&Change> = all
         .iter()
@@ -704,6 +730,7 @@ fn find_removal(state_dir: &Path, name: &str) -> Result<Change, BrokerError> {
             c.trash.as_deref() == Some(name)
                 && c.after == PathState::Absent
                 && !undone.contains(&c.id)
+                && seen.is_none_or(|u| c.uid == Some(u))
         })
         .map(|c| (*c).clone())
         .ok_or_else(|| usage(format!("no trash item {name} (see `gateway trash list`)")))
@@ -757,8 +784,8 @@ impl super::invoke::Tool for CdTool<'_, '_> {
     fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
         rec.args = vec![redact_text(self.target)];
         rec.cwd = self.ctx.cwd.display().to_string();
-        self.ws = workspace(&self.ctx.workspace)?;
-        self.base = workspace(&self.ctx.cwd)?;
+        self.ws = super::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
+        self.base = super::workspace_of(&self.ctx.client, &self.ctx.cwd)?;
         rec.cwd = self.base.display().to_string();
         Ok(Decision {
             effect: Effect::Allow,
@@ -796,11 +823,30 @@ impl super::invoke::Tool for CdTool<'_, '_> {
         };
         // The readable roots are those of the session's workspace: `cd` moves the base of
         // relative paths, never the writable area.
-        let real = super::wsfs::resolve(&wanted)
-            .ok_or_else(|| usage(format!("cd {target}: no such directory")))?;
-        if !super::wsfs::is_dir(&real) {
-            return Err(usage(format!("cd {target}: not a directory")));
-        }
+        // Resolved with the caller's rights: a client learns nothing of a directory it
+        // could not enter itself.
+        let look = || {
+            super::wsfs::resolve(&wanted).map(|r| {
+                let dir = super::wsfs::is_dir(&r);
+                (r, dir)
+            })
+        };
+        // (A daemon running as a normal user cannot take another identity: its own rights.)
+        let real = if crate::sandbox::effective_uid() == 0 {
+            ctx.client
+                .as_client(look)
+                .map_err(|source| BrokerError::Io {
+                    what: format!("cd {target}: resolving it with the caller's rights"),
+                    source,
+                })?
+        } else {
+            look()
+        };
+        let real = match real {
+            Some((r, true)) => r,
+            Some(_) => return Err(usage(format!("cd {target}: not a directory"))),
+            None => return Err(usage(format!("cd {target}: no such directory"))),
+        };
         let rs = roots(ctx, &self.ws)?;
         pick_read(&rs, &real, base)?;
         dirs.previous = Some(base.clone());

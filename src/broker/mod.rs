@@ -22,6 +22,7 @@ mod planner;
 pub mod refusal;
 pub mod report;
 pub mod scan;
+pub mod server;
 pub mod session;
 pub mod snapshot;
 pub mod worker;
@@ -97,7 +98,7 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
     if !a.required && !tty {
         return None;
     }
-    let o = approvals::ask(
+    let o = c.server.approvals.ask(
         a.state_dir,
         approvals::Request {
             session: a.session,
@@ -560,6 +561,23 @@ pub fn workspace(cwd: &Path) -> Result<PathBuf, BrokerError> {
         )));
     }
     Ok(c)
+}
+
+/// [`workspace`] with the rights of `cx`'s caller: a daemon client learns nothing of a
+/// directory it could not reach itself (whether a path exists, is a directory, where a link in
+/// a directory it cannot search leads).
+///
+/// (A daemon running as a normal user cannot take another user's identity: it resolves with
+/// its own rights, which are no more than its user's, as its clients' runs have.)
+pub fn workspace_of(cx: &client::Context, p: &Path) -> Result<PathBuf, BrokerError> {
+    if cx.fs_identity().is_none() || sandbox::effective_uid() != 0 {
+        return workspace(p);
+    }
+    cx.as_client(|| workspace(p))
+        .map_err(|source| BrokerError::Io {
+            what: format!("resolving {} with the caller's rights", p.display()),
+            source,
+        })?
 }
 
 /// Whether `argv` runs a git command that discards work or history, as strict's

@@ -23,20 +23,22 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 
-/// Sessions whose next record carries the hash of the policy they pinned: (session, hash).
-static FIRST: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+/// Sessions whose next record carries the hash of the policy they pinned: (uid, session,
+/// hash) — keyed by the uid too, so that another uid's record under the same session name is
+/// not stamped with this one's policy.
+static FIRST: Mutex<Vec<(u32, String, String)>> = Mutex::new(Vec::new());
 
 /// Pending first records kept at most (a session that pins and never records).
 const MAX_FIRST: usize = 4096;
 
-/// The next record of `session` carries `sha256` (the policy it pinned).
-pub fn announce(session: &str, sha256: &str) {
+/// The next record of `uid`'s `session` carries `sha256` (the policy it pinned).
+pub fn announce(uid: u32, session: &str, sha256: &str) {
     let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-    f.retain(|(s, _)| s != session);
+    f.retain(|(u, s, _)| !(*u == uid && s == session));
     if f.len() >= MAX_FIRST {
         f.remove(0);
     }
-    f.push((session.to_string(), sha256.to_string()));
+    f.push((uid, session.to_string(), sha256.to_string()));
 }
 
 /// Sets the pinned hash on a session's first record (before it is appended).
@@ -45,7 +47,10 @@ pub(crate) fn stamp(rec: &mut Record) {
         return;
     }
     let f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, h)) = f.iter().find(|(s, _)| *s == rec.session) {
+    if let Some((_, _, h)) = f
+        .iter()
+        .find(|(u, s, _)| *u == rec.caller.uid && *s == rec.session)
+    {
         rec.policy_sha256 = Some(h.clone());
     }
 }
@@ -53,7 +58,7 @@ pub(crate) fn stamp(rec: &mut Record) {
 /// The record was appended: the session's first record is written.
 pub(crate) fn stamped(rec: &Record) {
     let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-    f.retain(|(s, _)| *s != rec.session);
+    f.retain(|(u, s, _)| !(*u == rec.caller.uid && *s == rec.session));
 }
 
 /// A session's pinned policy.
@@ -67,11 +72,11 @@ pub struct Pinned {
 impl Pinned {
     /// Pins `policy` for `session`: its next record carries the policy's hash.
     pub fn new(session: &str, policy: Policy) -> Pinned {
-        Pinned::shared(session, Arc::new(policy))
+        Pinned::shared(crate::sandbox::effective_uid(), session, Arc::new(policy))
     }
 
-    fn shared(session: &str, policy: Arc<Policy>) -> Pinned {
-        announce(session, &policy.sha256);
+    fn shared(uid: u32, session: &str, policy: Arc<Policy>) -> Pinned {
+        announce(uid, session, &policy.sha256);
         Pinned {
             policy,
             reported: Mutex::new(None),
@@ -241,15 +246,17 @@ impl Pinned {
 
 // ---------- the daemon's sessions ----------
 
-/// The daemon's pinned sessions: (session, policy as named) → pin; policies shared by hash.
+/// A daemon's pinned sessions (owned by its [`super::server::Server`]): (uid:session, policy
+/// as named) → pin; policies shared by hash. Bounded in all and per uid.
+#[derive(Default)]
+pub struct Pins(Mutex<Option<Sessions>>);
+
 #[derive(Default)]
 struct Sessions {
     pins: HashMap<(String, String), (Arc<Pinned>, u64)>,
     by_hash: HashMap<String, Weak<Policy>>,
     tick: u64,
 }
-
-static SESSIONS: Mutex<Option<Sessions>> = Mutex::new(None);
 
 /// Sessions the daemon holds pins for; the least recently used is dropped beyond (its next
 /// call pins what is on disk then, recorded as its first record again).
@@ -258,83 +265,86 @@ const MAX_SESSIONS: usize = 16384;
 /// Pins one uid's sessions hold at most (each may pin a policy of its own).
 const MAX_SESSIONS_PER_UID: usize = 256;
 
-/// The pinned policy of a daemon session for the policy named `spec`: pinned on first use
-/// (`load`), the same copy after that. Sessions are keyed by their client's uid (`owner`)
-/// and name: another uid naming the same session shares nothing with it.
-pub fn in_session(
-    owner: u32,
-    session: &str,
-    spec: &str,
-    load: impl FnOnce() -> Result<Policy, String>,
-) -> Result<Arc<Pinned>, String> {
-    let mut g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
-    let s = g.get_or_insert_with(Sessions::default);
-    s.tick += 1;
-    let tick = s.tick;
-    let key = (format!("{owner}:{session}"), spec.to_string());
-    if let Some((p, used)) = s.pins.get_mut(&key) {
-        *used = tick;
-        return Ok(p.clone());
-    }
-    let p = load()?;
-    let policy = match s.by_hash.get(&p.sha256).and_then(Weak::upgrade) {
-        Some(same) => same,
-        None => {
-            let a = Arc::new(p);
-            s.by_hash.retain(|_, w| w.strong_count() > 0);
-            s.by_hash.insert(a.sha256.clone(), Arc::downgrade(&a));
-            a
+impl Pins {
+    /// The pinned policy of a daemon session for the policy named `spec`: pinned on first use
+    /// (`load`), the same copy after that. Sessions are keyed by their client's uid (`owner`)
+    /// and name: another uid naming the same session shares nothing with it.
+    pub fn in_session(
+        &self,
+        owner: u32,
+        session: &str,
+        spec: &str,
+        load: impl FnOnce() -> Result<Policy, String>,
+    ) -> Result<Arc<Pinned>, String> {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s = g.get_or_insert_with(Sessions::default);
+        s.tick += 1;
+        let tick = s.tick;
+        let key = (format!("{owner}:{session}"), spec.to_string());
+        if let Some((p, used)) = s.pins.get_mut(&key) {
+            *used = tick;
+            return Ok(p.clone());
         }
-    };
-    let pinned = Arc::new(Pinned::shared(session, policy));
-    // Bounded in all and per uid: the least recently used pin goes (of this uid, when it
-    // holds its share), so that one client cannot take the others' places.
-    let prefix = format!("{owner}:");
-    let own = s
-        .pins
-        .keys()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .count();
-    let evict = if own >= MAX_SESSIONS_PER_UID {
-        Some(true)
-    } else if s.pins.len() >= MAX_SESSIONS {
-        Some(false)
-    } else {
-        None
-    };
-    if let Some(only_own) = evict
-        && let Some(oldest) = s
+        let p = load()?;
+        let policy = match s.by_hash.get(&p.sha256).and_then(Weak::upgrade) {
+            Some(same) => same,
+            None => {
+                let a = Arc::new(p);
+                s.by_hash.retain(|_, w| w.strong_count() > 0);
+                s.by_hash.insert(a.sha256.clone(), Arc::downgrade(&a));
+                a
+            }
+        };
+        let pinned = Arc::new(Pinned::shared(owner, session, policy));
+        // Bounded in all and per uid: the least recently used pin goes (of this uid, when it
+        // holds its share), so that one client cannot take the others' places.
+        let prefix = format!("{owner}:");
+        let own = s
             .pins
-            .iter()
-            .filter(|((k, _), _)| !only_own || k.starts_with(&prefix))
-            .min_by_key(|(_, (_, used))| *used)
-            .map(|(k, _)| k.clone())
-    {
-        s.pins.remove(&oldest);
+            .keys()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .count();
+        let evict = if own >= MAX_SESSIONS_PER_UID {
+            Some(true)
+        } else if s.pins.len() >= MAX_SESSIONS {
+            Some(false)
+        } else {
+            None
+        };
+        if let Some(only_own) = evict
+            && let Some(oldest) = s
+                .pins
+                .iter()
+                .filter(|((k, _), _)| !only_own || k.starts_with(&prefix))
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            s.pins.remove(&oldest);
+        }
+        s.pins.insert(key, (pinned.clone(), tick));
+        Ok(pinned)
     }
-    s.pins.insert(key, (pinned.clone(), tick));
-    Ok(pinned)
-}
 
-/// The pin a daemon session holds for `spec`, if any.
-pub fn session_pin(owner: u32, session: &str, spec: &str) -> Option<Arc<Pinned>> {
-    let g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
-    g.as_ref()?
-        .pins
-        .get(&(format!("{owner}:{session}"), spec.to_string()))
-        .map(|(p, _)| p.clone())
-}
+    /// The pin a daemon session holds for `spec`, if any.
+    pub fn session_pin(&self, owner: u32, session: &str, spec: &str) -> Option<Arc<Pinned>> {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref()?
+            .pins
+            .get(&(format!("{owner}:{session}"), spec.to_string()))
+            .map(|(p, _)| p.clone())
+    }
 
-/// Replaces a daemon session's pin for `spec` (after a reload).
-pub fn set_session_pin(owner: u32, session: &str, spec: &str, pinned: Arc<Pinned>) {
-    let mut g = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
-    let s = g.get_or_insert_with(Sessions::default);
-    s.tick += 1;
-    let tick = s.tick;
-    s.by_hash
-        .insert(pinned.policy.sha256.clone(), Arc::downgrade(&pinned.policy));
-    s.pins.insert(
-        (format!("{owner}:{session}"), spec.to_string()),
-        (pinned, tick),
-    );
+    /// Replaces a daemon session's pin for `spec` (after a reload).
+    pub fn set_session_pin(&self, owner: u32, session: &str, spec: &str, pinned: Arc<Pinned>) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s = g.get_or_insert_with(Sessions::default);
+        s.tick += 1;
+        let tick = s.tick;
+        s.by_hash
+            .insert(pinned.policy.sha256.clone(), Arc::downgrade(&pinned.policy));
+        s.pins.insert(
+            (format!("{owner}:{session}"), spec.to_string()),
+            (pinned, tick),
+        );
+    }
 }

@@ -265,8 +265,13 @@ pub(super) fn plan_denied(
             .copied()
             .chain(catalogue.iter().map(String::as_str)),
     );
+    // The client's config, also where a link on its way leads (a config dir linked into the
+    // workspace, the file not made yet): every form of it is out of reach.
+    let client_config: Vec<PathBuf> = super::caller_config(cx)
+        .map(|c| super::paths::forms(&c))
+        .unwrap_or_default();
     let own = [state_dir.to_path_buf(), config_guard()];
-    for p in own.into_iter().chain(super::caller_config(cx)) {
+    for p in own.into_iter().chain(client_config) {
         // not-ws: the state directory and the config guard, the broker's own
         if let Ok(c) = std::fs::canonicalize(&p)
             && c != p

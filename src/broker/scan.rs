@@ -42,6 +42,45 @@ pub struct ScanRequest {
 struct Reach {
     read: Vec<PathBuf>,
     deny: Vec<PathBuf>,
+    /// The (device, inode) of the files in the denied paths: another name of one (a hard
+    /// link in the workspace) is not read either.
+    denied_files: std::collections::HashSet<(u64, u64)>,
+}
+
+/// Files looked at in the denied paths for their identities, at most.
+const MAX_DENIED_FILES: usize = 10_000;
+
+/// The (device, inode) of every regular file in `deny` (directories walked, without
+/// following links, up to [`MAX_DENIED_FILES`] entries in all; `skip`, the state directory,
+/// is not walked: what it holds is the broker's, stored compressed).
+fn denied_files(deny: &[PathBuf], skip: &Path) -> std::collections::HashSet<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::HashSet::new();
+    let mut stack: Vec<PathBuf> = deny
+        .iter()
+        .filter(|d| !d.starts_with(skip))
+        .cloned()
+        .collect();
+    let mut seen = 0usize;
+    while let Some(p) = stack.pop() {
+        seen += 1;
+        if seen > MAX_DENIED_FILES {
+            break;
+        }
+        // not-ws: a denied path's identity, never its content
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.is_file() {
+            out.insert((m.dev(), m.ino()));
+        } else if m.is_dir() {
+            // not-ws: a denied directory's entries, for their identities
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    out
 }
 
 impl Reach {
@@ -188,11 +227,15 @@ fn read_file(path: &Path, reach: Option<&Reach>) -> std::io::Result<Vec<u8>> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(&abs)?;
+    // not-ws: the descriptor just opened, for its type and identity
     let m = f.metadata()?;
     let resolved = super::wsfs::resolve(&abs).ok_or_else(refused)?;
     // not-ws: the resolved location, compared with the file opened
     let there = std::fs::metadata(&resolved)?;
-    if !m.is_file() || (m.dev(), m.ino()) != (there.dev(), there.ino()) || !reach.allows(&resolved)
+    if !m.is_file()
+        || (m.dev(), m.ino()) != (there.dev(), there.ino())
+        || !reach.allows(&resolved)
+        || reach.denied_files.contains(&(m.dev(), m.ino()))
     {
         return Err(refused());
     }
@@ -781,7 +824,7 @@ impl ScanTool<'_, '_> {
             what: "reading the caller's working directory".into(),
             source,
         })?;
-        let ws = super::workspace(&cwd)?;
+        let ws = super::workspace_of(self.cx, &cwd)?;
         let paths: Vec<PathBuf> = self
             .req
             .paths
@@ -805,6 +848,7 @@ impl ScanTool<'_, '_> {
         );
         let rp = super::fs::root_paths(self.cx, policy, &self.req.state_dir, &ws, true)?;
         let reach = Reach {
+            denied_files: denied_files(&rp.deny, &self.req.state_dir),
             read: rp.read,
             deny: rp.deny,
         };

@@ -226,6 +226,7 @@ pub(crate) fn run(
     state_dir: &Path,
     lock: Option<&journal::Lock>,
     req: Request,
+    ceiling: Vec<(u32, u64, u64)>,
 ) -> (Result<FsOutput, BrokerError>, Option<EnforcementStatus>) {
     let workspace = req.workspace.clone();
     let uid = req.uid;
@@ -254,6 +255,7 @@ pub(crate) fn run(
     limits.output = None;
     limits.pids = None;
     limits.timeout = Some(limits.timeout.unwrap_or(DEFAULT_TIMEOUT));
+    limits.ceiling = ceiling;
     // Only undo and restore read the journal and old contents: another call's worker, were it
     // subverted, could otherwise list every change and read what other workspaces held.
     let history = req.op.reads_history();

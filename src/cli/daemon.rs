@@ -225,13 +225,14 @@ pub(super) fn serve(
             shared: Some(broker::authz::Shared {
                 undo: own.undo,
                 audit: own.audit,
+                approval: own.approval,
             }),
         })
     });
-    match roles {
-        Ok(r) => broker::authz::configure(r),
+    let server = match roles {
+        Ok(r) => broker::server::Server::new(r),
         Err(e) => return fail(exit::POLICY, e.to_string()),
-    }
+    };
     let socket = socket
         .or_else(|| {
             std::env::var_os("GATEWAY_SOCKET")
@@ -264,6 +265,7 @@ pub(super) fn serve(
             max_clients: max_clients.max(1),
             first_message: Duration::from_secs_f64(call_timeout),
             grace: Duration::from_secs(10),
+            server,
         },
         handler,
     ) {
@@ -286,7 +288,10 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
         .client()
         .filter(|_| !broker::authz::answers_all(&ctx))
         .map(|c| c.caller.uid);
-    let v = broker::approvals::list(uid);
+    let v = ctx
+        .client()
+        .map(|c| c.server.approvals.list(uid))
+        .unwrap_or_default();
     if cli.json {
         outln!(
             "{}",
@@ -350,7 +355,7 @@ pub(super) fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCod
     let may = |p: &broker::approvals::Pending| {
         broker::authz::may_answer(&ctx, p.uid, || format!("pending request {id}"))
     };
-    match broker::approvals::answer(id, approve, always, by, may) {
+    match c.server.approvals.answer(id, approve, always, by, may) {
         Ok(a) => {
             if cli.json {
                 outln!("{}", to_json(&a));

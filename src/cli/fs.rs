@@ -448,7 +448,10 @@ pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>
             );
         }
     };
-    let ws = match crate::broker::workspace(&super::effective_place(cli).workspace) {
+    let ws = match crate::broker::workspace_of(
+        &crate::broker::client::Context::current(),
+        &super::effective_place(cli).workspace,
+    ) {
         Ok(w) => w,
         Err(e) => return broker_fail(cli, e),
     };

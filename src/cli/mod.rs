@@ -219,12 +219,13 @@ fn load_policy(cli: &Cli) -> Result<Policy, String> {
 /// How a daemon session's policy is reloaded, for the notice that its file changed.
 const SESSION_RELOAD: &str = "the session reloads it (`/reload-policy` in the REPL; `gateway policy reload` with this GATEWAY_SESSION; an MCP server: restart it)";
 
-/// The daemon session this call belongs to (its client's `GATEWAY_SESSION`), if any.
-fn daemon_session() -> Option<String> {
-    broker::client::current()?;
+/// The daemon session this call belongs to (its client's `GATEWAY_SESSION`), if any, with
+/// the daemon client (whose server holds the session's pins).
+fn daemon_session() -> Option<(std::rc::Rc<broker::client::Client>, String)> {
+    let c = broker::client::current()?;
     broker::client::env_var("GATEWAY_SESSION")
         .filter(|s| !s.is_empty())
-        .map(|s| s.to_string_lossy().into_owned())
+        .map(|s| (c, s.to_string_lossy().into_owned()))
 }
 
 /// Whose a daemon session's pinned policy is: the client's uid (issue 24).
@@ -238,9 +239,11 @@ fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
     let cx = crate::broker::client::Context::current();
     let (mut policy, notice) = match daemon_session() {
         None => (load_named(&spec)?, None),
-        Some(session) => {
-            let pinned =
-                broker::pin::in_session(pin_owner(), &session, &spec, || load_named(&spec))?;
+        Some((client, session)) => {
+            let pinned = client
+                .server
+                .pins
+                .in_session(pin_owner(), &session, &spec, || load_named(&spec))?;
             let notice = pinned.changed_notice(&cx, SESSION_RELOAD);
             (pinned.policy().clone(), notice)
         }
@@ -253,7 +256,7 @@ fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
 /// `gateway policy reload [NAME]`: a daemon session's pinned policy loaded again (from NAME,
 /// else as it is named), recorded as `policy.reload` with the old and new hashes.
 fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
-    let Some(session) = daemon_session() else {
+    let Some((client, session)) = daemon_session() else {
         return fail(
             exit::USAGE,
             "policy reload: nothing is pinned here: without a daemon session (GATEWAY_SESSION, through `gateway serve`) every call loads the policy itself; in the REPL use /reload-policy, and restart an MCP server to load a changed policy",
@@ -261,9 +264,10 @@ fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
     };
     let spec = policy_name(cli);
     let owner = pin_owner();
-    let old = match broker::pin::session_pin(owner, &session, &spec) {
+    let pins = &client.server.pins;
+    let old = match pins.session_pin(owner, &session, &spec) {
         Some(p) => p,
-        None => match broker::pin::in_session(owner, &session, &spec, || load_named(&spec)) {
+        None => match pins.in_session(owner, &session, &spec, || load_named(&spec)) {
             Ok(p) => p,
             Err(e) => return fail(exit::POLICY, e),
         },
@@ -304,7 +308,7 @@ fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
             }
             // The session's policy from now on: its later calls name it as before (`spec`),
             // and find what was reloaded, from NAME or from the same file.
-            broker::pin::set_session_pin(owner, &session, &spec, r.pinned);
+            pins.set_session_pin(owner, &session, &spec, r.pinned);
             ExitCode::SUCCESS
         }
         Err(e) => broker_fail(cli, e),

@@ -50,6 +50,8 @@ pub struct ServeConfig {
     pub first_message: Duration,
     /// How long calls in flight may take to finish after SIGTERM.
     pub grace: Duration,
+    /// The daemon's state: roles, approvals, pins (every call carries it).
+    pub server: Arc<crate::broker::server::Server>,
 }
 
 /// The daemon to go through: `GATEWAY_SOCKET` (empty: none), else `configured` (the config
@@ -538,7 +540,15 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
         )));
     }
     let who = peer.clone();
-    let ran = run_call(&stream, peer, context, stdio, body, &tx, handler);
+    let ran = run_call(
+        &stream,
+        peer,
+        context,
+        stdio,
+        body,
+        &tx,
+        (handler, &cfg.server),
+    );
     if let Some((t, mut stop)) = relay {
         let _ = stop.write_all(b"x");
         let _ = t.join();
@@ -585,7 +595,7 @@ fn run_call(
     stdio: client::Stdio,
     body: proto::RequestBody,
     tx: &Sender,
-    handler: &Handler,
+    (handler, server): (&Handler, &Arc<crate::broker::server::Server>),
 ) -> Result<(u8, Option<std::thread::JoinHandle<()>>), String> {
     // Approval questions go to the client (if it puts them to a person), whose answers (read
     // by a second thread) answer only the questions this connection was asked.
@@ -612,10 +622,11 @@ fn run_call(
     let Ok((gone_r, mut gone_w)) = std::io::pipe() else {
         return Err("cannot make a pipe for the call".into());
     };
+    let answers = server.clone();
     let listener = std::thread::Builder::new()
         .name("gateway-answers".into())
         .spawn(move || {
-            read_answers(reader, &prompted, &who);
+            read_answers(reader, &prompted, &who, &answers.approvals);
             let _ = gone_w.write_all(b"x");
         })
         .ok();
@@ -628,7 +639,8 @@ fn run_call(
             .collect(),
         session: context.session,
     };
-    let client = client::Client::new(peer, context, stdio, prompt).map_err(|e| e.to_string())?;
+    let client = client::Client::new(peer, context, stdio, prompt, server.clone())
+        .map_err(|e| e.to_string())?;
     let _serving = client::serve(client);
     let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(body))) {
@@ -648,7 +660,12 @@ fn run_call(
 
 /// Reads [`ClientMsg::Answer`]s until the connection ends; when it ends early, the questions
 /// still open are denied (nobody is left to answer them there).
-fn read_answers(stream: UnixStream, asked: &Mutex<HashSet<u64>>, who: &str) {
+fn read_answers(
+    stream: UnixStream,
+    asked: &Mutex<HashSet<u64>>,
+    who: &str,
+    approvals: &approvals::Approvals,
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -669,20 +686,20 @@ fn read_answers(stream: UnixStream, asked: &Mutex<HashSet<u64>>, who: &str) {
                     {
                         // Asked of this connection: its own request (the prompt goes to
                         // the client whose call it is).
-                        let _ = approvals::answer(id, approve, false, who.into(), |_| Ok(()));
+                        let _ = approvals.answer(id, approve, false, who.into(), |_| Ok(()));
                     }
                 }
                 Ok(None) => break,
-                Err(_) => return deny_open(asked),
+                Err(_) => return deny_open(asked, approvals),
             }
         }
     }
-    deny_open(asked);
+    deny_open(asked, approvals);
 }
 
-fn deny_open(asked: &Mutex<HashSet<u64>>) {
+fn deny_open(asked: &Mutex<HashSet<u64>>, approvals: &approvals::Approvals) {
     for id in asked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        let _ = approvals::answer(
+        let _ = approvals.answer(
             *id,
             false,
             false,

@@ -832,10 +832,12 @@ impl ToolSession<'_> {
     fn history(&self, p: HistoryParams) -> CallToolResult {
         // The session's workspace: where it started (`cd` moves only the base of relative
         // paths), as in `fs::run`.
-        let ws = match crate::broker::workspace(self.cwd) {
-            Ok(w) => w,
-            Err(e) => return broker_err(e),
-        };
+        let ws =
+            match crate::broker::workspace_of(&crate::broker::client::Context::current(), self.cwd)
+            {
+                Ok(w) => w,
+                Err(e) => return broker_err(e),
+            };
         let scope = if p.all {
             bfs::Scope::All
         } else {

@@ -118,7 +118,8 @@ pub(super) fn find_change(
     {
         return Ok((*c).clone());
     }
-    let elsewhere = committed.iter().filter(open).count();
+    // Only the caller's own (another user's changes are not counted for it).
+    let elsewhere = committed.iter().filter(open).filter(|c| mine(c)).count();
     Err(usage(match scope {
         Scope::Workspace(ws) if elsewhere > 0 => format!(
             "nothing to undo in {} ({elsewhere} change(s) of other workspaces: see `gateway history --all`; `gateway undo --all` or `gateway undo ID` reverts one)",
@@ -170,7 +171,7 @@ impl crate::broker::invoke::Tool for SkipTool<'_, '_> {
             format!("id={}", self.id.map_or("last".into(), |i| i.to_string())),
             format!("all={}", self.all),
         ];
-        self.ws = crate::broker::workspace(&self.ctx.workspace)?;
+        self.ws = crate::broker::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
         rec.cwd = self.ws.display().to_string();
         Ok(Decision {
             effect: Effect::Allow,
