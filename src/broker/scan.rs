@@ -71,8 +71,10 @@ fn denied_files(deny: &[PathBuf], skip: &Path) -> std::collections::HashSet<(u64
         let Ok(m) = std::fs::symlink_metadata(&p) else {
             continue;
         };
+        // not-ws: the metadata just read, of a denied path
         if m.is_file() {
             out.insert((m.dev(), m.ino()));
+        // not-ws: the metadata just read, of a denied path
         } else if m.is_dir() {
             // not-ws: a denied directory's entries, for their identities
             if let Ok(rd) = std::fs::read_dir(&p) {
