@@ -110,6 +110,8 @@ impl Tool for ExecTool<'_, '_> {
         let req = self.req;
         rec.args = self.trace.argv.clone();
         rec.cwd = self.trace.cwd.display().to_string();
+        // A request may only narrow the policy's timeout: refused before anything else.
+        refusal::Refusal::check_timeout(req.timeout, req.policy.sandbox.limits.timeout)?;
         self.ws = workspace(&req.workspace)?;
         let cwd = workspace(&req.cwd)?;
         self.trace.cwd = cwd.clone();

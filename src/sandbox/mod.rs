@@ -577,7 +577,7 @@ fn run_with(
     let watch = relay::Watch {
         deadline: c.limits.timeout.map(|t| start + t),
         output_limit: c.limits.output,
-        cancel_fd: CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd())),
+        cancel_fd: cancel_fd(),
         interrupt_fd: interrupt_fd(),
     };
     let r = relay::relay(child, spec, sink, ns.use_ns, watch)?;
@@ -668,6 +668,29 @@ thread_local! {
 pub fn cancel_on_hangup(fd: OwnedFd) -> CancelGuard {
     CANCEL.with(|c| *c.borrow_mut() = Some(fd));
     CancelGuard(())
+}
+
+/// Whether the call this thread serves was cancelled (its client went away, its server is
+/// stopping: see [`cancel_on_hangup`]): what long operations that are not commands (`log
+/// tail -f`, waiting for a client's output to drain) check between steps.
+pub fn call_cancelled() -> bool {
+    CANCEL.with(|c| {
+        c.borrow().as_ref().is_some_and(|f| {
+            let mut p = [sys::PollFd {
+                fd: f.as_raw_fd(),
+                out: false,
+                ready: false,
+                hangup: false,
+            }];
+            sys::poll(&mut p, 0).is_ok() && (p[0].ready || p[0].hangup)
+        })
+    })
+}
+
+/// The fd [`cancel_on_hangup`] watches on this thread (-1: none), for a wait that must end
+/// when the call does.
+pub fn cancel_fd() -> i32 {
+    CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd()))
 }
 
 /// Ends [`cancel_on_hangup`] for this thread.

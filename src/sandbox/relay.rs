@@ -115,8 +115,40 @@ pub(crate) fn relay(
             raw_status: None,
         },
     };
+    // A panic while the run is relayed (in the stream handler, say) kills the whole run on
+    // its way out: no command outlives the call that started it.
+    let unwinding = KillOnUnwind {
+        pid: relay.child.pid,
+        use_ns,
+    };
     while relay.step()? {}
+    std::mem::forget(unwinding);
     relay.finish()
+}
+
+/// Kills a run whose relay unwinds (see [`relay`]); forgotten when the relay ends normally.
+struct KillOnUnwind {
+    pid: libc::pid_t,
+    use_ns: bool,
+}
+
+impl Drop for KillOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            kill_run(self.pid, self.use_ns);
+        }
+    }
+}
+
+/// Kills the whole run of `pid`: the helper (pid 1 of its namespace), or the command's
+/// process group and the command.
+fn kill_run(pid: libc::pid_t, use_ns: bool) {
+    if use_ns {
+        sys::kill(pid, libc::SIGKILL);
+    } else {
+        sys::killpg(pid, libc::SIGKILL);
+        sys::kill(pid, libc::SIGKILL);
+    }
 }
 
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> SandboxError {
@@ -131,13 +163,7 @@ impl Relay<'_> {
     /// Kills the whole run: the helper (pid 1 of its namespace), or the command's process
     /// group and the command.
     fn kill_all(&self) {
-        let pid = self.child.pid;
-        if self.use_ns {
-            sys::kill(pid, libc::SIGKILL);
-        } else {
-            sys::killpg(pid, libc::SIGKILL);
-            sys::kill(pid, libc::SIGKILL);
-        }
+        kill_run(self.child.pid, self.use_ns);
     }
 
     fn abort(&mut self) {

@@ -12,17 +12,25 @@
 //!
 //! Robustness: a call must arrive whole within [`ServeConfig::first_message`] (slow and
 //! silent clients are dropped), messages are bounded by [`proto::MAX_MESSAGE`], anything
-//! malformed is answered with [`ServerMsg::Error`] and the connection closed; a panic in a
-//! call ends that call (exit 125), never the daemon. SIGTERM/SIGINT: no new connections, the
-//! socket is removed, calls in flight get [`ServeConfig::grace`] to finish, a final
-//! checkpoint is signed, and what is still running is killed with the daemon (its sandboxes
-//! die with their spawning thread: `PR_SET_PDEATHSIG`).
+//! malformed is answered with [`ServerMsg::Error`] and the connection closed.
+//!
+//! One life per call: a call ends when its command ends, its deadline passes, its client goes
+//! away (the socket hangs up) or the daemon stops — whichever comes first — and then its
+//! command is killed and its record written once: by the tool that ran (an exec's record says
+//! `cancelled`), or, for a call that records nothing of its own (`log tail -f`), by the daemon
+//! (tool `daemon.call`, `cancelled`, why). A panic in a call ends that call (exit 125, its run
+//! killed, recorded with the error), never the daemon. Writing to a slow or stuck client never
+//! holds a call past its deadline or its client's hang-up (`broker::client::Outlet`); relayed
+//! frames the client does not read are given up when the call ends. SIGTERM/SIGINT: no new
+//! connections, the socket is removed, every call in flight is ended as if its client had
+//! gone (its command killed, recorded), [`ServeConfig::grace`] is the longest the daemon waits
+//! for their records, a final checkpoint is signed, and the daemon exits.
 
 use super::proto::{self, ClientMsg, ServerMsg};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
 use crate::broker::{BrokerError, approvals, client};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{IoSliceMut, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
@@ -48,8 +56,83 @@ pub struct ServeConfig {
     pub max_clients: usize,
     /// How long a client has to send its call.
     pub first_message: Duration,
-    /// How long calls in flight may take to finish after SIGTERM.
+    /// After SIGTERM, how long the calls in flight (ended at once) may take to be recorded.
     pub grace: Duration,
+}
+
+/// Why the daemon ended a call before it ended by itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The client went away: its connection hung up.
+    ClientGone,
+    /// The daemon was told to stop (SIGTERM, SIGINT).
+    ServerStopping,
+}
+
+impl Ended {
+    fn reason(self) -> &'static str {
+        match self {
+            Ended::ClientGone => {
+                "the client went away (its connection closed) before the call ended: the call was ended"
+            }
+            Ended::ServerStopping => {
+                "the daemon was stopped (SIGTERM or SIGINT) while the call ran: the call was ended"
+            }
+        }
+    }
+}
+
+/// A call in flight, as the daemon can end it: the first reason wins, and a byte on the
+/// call's cancel pipe (see `sandbox::cancel_on_hangup`) kills its command and ends its loops.
+struct CallEnd {
+    why: Mutex<Option<Ended>>,
+    wake: Mutex<std::io::PipeWriter>,
+}
+
+impl CallEnd {
+    fn end(&self, why: Ended) {
+        self.why
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        // A byte, not closing the write end: the sandbox's helper, a fork of this process,
+        // holds a copy of it.
+        let _ = self
+            .wake
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_all(b"x");
+    }
+
+    fn why(&self) -> Option<Ended> {
+        *self.why.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The calls in flight, by connection number: what SIGTERM ends.
+#[derive(Clone, Default)]
+struct InFlight(Arc<Mutex<HashMap<u64, Arc<CallEnd>>>>);
+
+impl InFlight {
+    fn add(&self, id: u64, end: Arc<CallEnd>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, end);
+    }
+
+    fn remove(&self, id: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    /// Ends every call in flight; how many there were.
+    fn end_all(&self, why: Ended) -> usize {
+        let calls = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for c in calls.values() {
+            c.end(why);
+        }
+        calls.len()
+    }
 }
 
 /// The daemon to go through: `GATEWAY_SOCKET` (empty: none), else `configured` (the config
@@ -170,10 +253,19 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
         .build()
         .map_err(io_err("starting the runtime".into()))?;
     let active = Arc::new(AtomicUsize::new(0));
-    let served = rt.block_on(accept_loop(listener, &cfg, handler, active.clone()))?;
+    let calls = InFlight::default();
+    let served = rt.block_on(accept_loop(
+        listener,
+        &cfg,
+        handler,
+        active.clone(),
+        calls.clone(),
+    ))?;
     // not-ws: the daemon's own socket, from its configuration
     let _ = std::fs::remove_file(&cfg.socket);
-    // Calls in flight get the grace period to finish.
+    // The server stops: so does every call in flight (its command killed), each recorded by
+    // its own thread; the grace bounds the wait for those records.
+    let ended = calls.end_all(Ended::ServerStopping);
     let until = Instant::now() + cfg.grace;
     while active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
@@ -183,7 +275,12 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
         &cfg.state_dir,
         "daemon.stop",
         format!(
-            "stopped by a signal after {served} connection(s); {left} call(s) still running were killed"
+            "stopped by a signal after {served} connection(s); {ended} call(s) in flight were ended{}",
+            if left > 0 {
+                format!(", {left} of them not yet recorded when the daemon exited")
+            } else {
+                String::new()
+            }
         ),
     )?;
     crate::broker::with_shared_log(|l| l.checkpoint()).transpose()?;
@@ -195,6 +292,7 @@ async fn accept_loop(
     cfg: &ServeConfig,
     handler: Handler,
     active: Arc<AtomicUsize>,
+    calls: InFlight,
 ) -> Result<u64, BrokerError> {
     use tokio::signal::unix::{SignalKind, signal};
     let listener = tokio::net::UnixListener::from_std(listener)
@@ -231,6 +329,7 @@ async fn accept_loop(
                 }
                 active.fetch_add(1, Ordering::SeqCst);
                 let (h, a, c) = (handler.clone(), active.clone(), cfg.clone());
+                let (calls, id) = (calls.clone(), served);
                 let spawned = std::thread::Builder::new()
                     .name("gateway-call".into())
                     .spawn(move || {
@@ -241,7 +340,7 @@ async fn accept_loop(
                             }
                         }
                         let _done = Done(a);
-                        connection(stream, &c, &h);
+                        connection(stream, &c, &h, (&calls, id));
                     });
                 if spawned.is_err() {
                     active.fetch_sub(1, Ordering::SeqCst);
@@ -357,8 +456,33 @@ fn peer_of(stream: &UnixStream) -> Result<client::Peer, String> {
 /// replaces the client's stdin with a pipe a thread fills.
 struct CallStdio {
     stdio: client::Stdio,
-    /// Frames: the relay, and the pipe that tells it the call is over.
-    relay: Option<(std::thread::JoinHandle<()>, std::io::PipeWriter)>,
+    /// Frames: the relay.
+    relay: Option<FrameRelay>,
+}
+
+/// The thread relaying a call's output as frames, the pipe that tells it the call is over,
+/// and what says it has ended.
+struct FrameRelay {
+    thread: std::thread::JoinHandle<()>,
+    stop: std::io::PipeWriter,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+/// How long the frames of a call that has ended may take to reach a client that does not
+/// read them, before they are given up.
+const FRAMES_AFTER_END: Duration = Duration::from_secs(2);
+
+impl FrameRelay {
+    /// Tells the relay the call is over and waits for it to send what is left — at most
+    /// [`FRAMES_AFTER_END`]: a client that stops reading gets its connection's writing side
+    /// shut (what it did not take is in the call's artifacts) and holds nothing.
+    fn finish(mut self, stream: &UnixStream) {
+        let _ = self.stop.write_all(b"x");
+        if self.done.recv_timeout(FRAMES_AFTER_END).is_err() {
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+        }
+        let _ = self.thread.join();
+    }
 }
 
 fn call_stdio(
@@ -380,15 +504,23 @@ fn call_stdio(
             let (err_r, err_w) = pipe()?;
             let (stop_r, stop_w) = pipe()?;
             let tx = out.clone();
+            let (done_tx, done) = std::sync::mpsc::channel();
             let t = std::thread::Builder::new()
                 .name("gateway-output".into())
-                .spawn(move || relay_output(out_r, err_r, stop_r, &tx))
+                .spawn(move || {
+                    relay_output(out_r, err_r, stop_r, &tx);
+                    let _ = done_tx.send(());
+                })
                 .map_err(|e| Refused::Other(format!("cannot start the output relay: {e}")))?;
             (
                 in_r.into(),
                 OwnedFd::from(out_w).into(),
                 OwnedFd::from(err_w).into(),
-                Some((t, stop_w)),
+                Some(FrameRelay {
+                    thread: t,
+                    stop: stop_w,
+                    done,
+                }),
             )
         }
         _ => return Err(proto::RequestError::Stdio(n).into()),
@@ -487,8 +619,9 @@ fn relay_output(
     }
 }
 
-/// Serves one connection (one call) on this thread.
-fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
+/// Serves one connection (one call) on this thread; `calls` (with this connection's number)
+/// is where the daemon finds it to end it.
+fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (&InFlight, u64)) {
     let fail = |e: Refused| {
         send(
             &stream,
@@ -535,15 +668,21 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
             "cannot enter the client's directory {cwd}: {e}"
         )));
     }
-    let ran = run_call(&stream, peer, context, stdio, body, &tx, handler);
-    if let Some((t, mut stop)) = relay {
-        let _ = stop.write_all(b"x");
-        let _ = t.join();
+    let started = Instant::now();
+    let what = Unrecorded::of(&peer, &context, &body);
+    let ran = run_call(&stream, peer, context, stdio, body, &tx, handler, calls);
+    if let Some(r) = relay {
+        r.finish(&stream);
     }
+    // The end goes to a client that may not read it: never waited on for long.
+    let _ = stream.set_write_timeout(Some(FRAMES_AFTER_END));
     let listener = match ran {
-        Ok((code, listener)) => {
-            tx.send(&ServerMsg::Exit { code });
-            listener
+        Ok(ran) => {
+            if ran.ended.is_some() || ran.panicked {
+                what.record(&cfg.state_dir, &ran, started.elapsed());
+            }
+            tx.send(&ServerMsg::Exit { code: ran.code });
+            ran.listener
         }
         Err(message) => {
             tx.send(&ServerMsg::Error { message });
@@ -556,9 +695,101 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
     }
 }
 
+/// How a call ran: its exit code, the thread reading its answers, whether the daemon ended
+/// it (and why) or it panicked, and whether it recorded itself.
+struct Ran {
+    code: u8,
+    listener: Option<std::thread::JoinHandle<()>>,
+    ended: Option<Ended>,
+    panicked: bool,
+    recorded_itself: bool,
+}
+
+/// What the daemon records of a call it ended, or that panicked, when the call recorded
+/// nothing itself (a tool call records its own end, once): who, what, and why.
+struct Unrecorded {
+    caller: Caller,
+    session: String,
+    cwd: String,
+    args: Vec<String>,
+}
+
+impl Unrecorded {
+    fn of(peer: &client::Peer, context: &proto::RequestContext, body: &proto::RequestBody) -> Self {
+        let args = match body {
+            proto::RequestBody::Argv(argv) => crate::broker::redact_argv(argv),
+            proto::RequestBody::Exec { argv, .. } => {
+                let mut a = vec!["exec".to_string(), "--".to_string()];
+                a.extend(crate::broker::redact_argv(argv));
+                a
+            }
+            proto::RequestBody::PolicyReload { .. } => vec!["policy".into(), "reload".into()],
+            proto::RequestBody::Hello => vec![],
+        };
+        let session = context
+            .session
+            .clone()
+            .or_else(|| {
+                context
+                    .env
+                    .iter()
+                    .find(|(k, _)| k == "GATEWAY_SESSION")
+                    .map(|(_, v)| v.clone())
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "daemon".into());
+        Unrecorded {
+            caller: Caller {
+                uid: peer.uid,
+                pid: peer.pid,
+                client: "daemon".into(),
+            },
+            session: crate::broker::redact_text(&session),
+            cwd: crate::broker::redact_text(&context.cwd),
+            args,
+        }
+    }
+
+    /// Records the call as `daemon.call` unless it recorded itself.
+    fn record(self, state_dir: &Path, ran: &Ran, took: Duration) {
+        if ran.recorded_itself {
+            return;
+        }
+        let mut reasons: Vec<String> = ran.ended.iter().map(|e| e.reason().into()).collect();
+        let error = ran.panicked.then(|| {
+            "internal error: the call panicked; it was abandoned (its command, if one ran, was killed) and the daemon went on".to_string()
+        });
+        reasons.extend(error.clone());
+        let mut rec = Record {
+            session: self.session,
+            caller: self.caller,
+            tool: "daemon.call".into(),
+            args: self.args,
+            cwd: self.cwd,
+            decision: RecordDecision {
+                effect: "allow".into(),
+                rules: vec!["builtin".into()],
+                reasons,
+            },
+            exit_code: Some(i32::from(ran.code)),
+            cancelled: ran.ended.is_some(),
+            duration_ms: Some((took.as_secs_f64() * 1e6).round() / 1e3),
+            error,
+            ..Record::default()
+        };
+        if let Err(e) = crate::broker::append_record(state_dir, &mut rec) {
+            eprintln!("gateway serve: recording a call that was ended failed: {e}");
+        }
+    }
+}
+
 /// Runs the call for the client `peer` (identity from the socket) with the request's
-/// `context`: its answers read on a thread of their own, a hang-up killing its command.
-/// Returns the exit code and the answers' thread, or why the call could not start.
+/// `context`: its answers read on a thread of their own, a hang-up (or the daemon stopping:
+/// `calls`) ending it. Returns how it ran, or why the call could not start.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call's parts, each from a different stage of the connection"
+)]
 fn run_call(
     stream: &UnixStream,
     peer: client::Peer,
@@ -567,7 +798,8 @@ fn run_call(
     body: proto::RequestBody,
     tx: &Sender,
     handler: &Handler,
-) -> Result<(u8, Option<std::thread::JoinHandle<()>>), String> {
+    (calls, id): (&InFlight, u64),
+) -> Result<Ran, String> {
     // Approval questions go to the client (if it puts them to a person), whose answers (read
     // by a second thread) answer only the questions this connection was asked.
     let prompted: Arc<Mutex<HashSet<u64>>> = Arc::default();
@@ -587,17 +819,29 @@ fn run_call(
         })
     });
     let who = format!("the terminal of uid {} pid {}", peer.uid, peer.pid);
-    // When the client goes away (Ctrl-C, a crash), a byte on this pipe says so and the call's
-    // command is killed: nobody is left to see its output. (A byte, not closing the write
-    // end: the sandbox's helper, a fork of this process, holds a copy of it.)
-    let Ok((gone_r, mut gone_w)) = std::io::pipe() else {
+    // When the client goes away (Ctrl-C, a crash) or the daemon stops, a byte on this pipe
+    // says so and the call ends: its command is killed, its loops stop.
+    let Ok((gone_r, gone_w)) = std::io::pipe() else {
         return Err("cannot make a pipe for the call".into());
     };
+    let end = Arc::new(CallEnd {
+        why: Mutex::new(None),
+        wake: Mutex::new(gone_w),
+    });
+    calls.add(id, end.clone());
+    struct Leave<'a>(&'a InFlight, u64);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            self.0.remove(self.1);
+        }
+    }
+    let _leave = Leave(calls, id);
+    let gone = end.clone();
     let listener = std::thread::Builder::new()
         .name("gateway-answers".into())
         .spawn(move || {
             read_answers(reader, &prompted, &who);
-            let _ = gone_w.write_all(b"x");
+            gone.end(Ended::ClientGone);
         })
         .ok();
     let context = client::CallContext {
@@ -611,19 +855,34 @@ fn run_call(
     };
     let _serving = client::serve(client::Client::new(peer, context, stdio, prompt));
     let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
-    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(body))) {
-        Ok(c) => c,
-        Err(_) => {
-            client::err(|w| {
-                writeln!(
-                    w,
-                    "gateway: internal error in the daemon (the call was abandoned; the daemon goes on)"
-                )
-            });
-            125
-        }
-    };
-    Ok((code, listener))
+    let before = crate::broker::records_appended_here();
+    let (code, panicked) = run_caught(|| handler(body));
+    if panicked {
+        client::err(|w| {
+            writeln!(
+                w,
+                "gateway: internal error in the daemon (the call was abandoned and recorded; the daemon goes on)"
+            )
+        });
+    }
+    // Read once the call is over: a hang-up after it ended does not make it ended.
+    let ended = end.why();
+    Ok(Ran {
+        code,
+        listener,
+        ended,
+        panicked,
+        recorded_itself: crate::broker::records_appended_here() > before,
+    })
+}
+
+/// Runs one call, catching a panic in it: its exit code, or 125 and true when it panicked
+/// (a run it had started is killed as the panic unwinds through the relay).
+fn run_caught(call: impl FnOnce() -> u8) -> (u8, bool) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        Ok(c) => (c, false),
+        Err(_) => (125, true),
+    }
 }
 
 /// Reads [`ClientMsg::Answer`]s until the connection ends; when it ends early, the questions

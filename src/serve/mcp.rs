@@ -668,7 +668,10 @@ impl ToolSession<'_> {
         };
         let timeout = match p.timeout {
             None => None,
-            Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+            // Longer than any clock: the longest, which the broker refuses and records.
+            Some(t) if t.is_finite() && t > 0.0 => {
+                Some(Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX))
+            }
             Some(t) => {
                 return err_text(format!("timeout {t}: must be a positive number of seconds"));
             }
