@@ -693,6 +693,59 @@ pub fn cancel_fd() -> i32 {
     CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd()))
 }
 
+/// How [`wait_writable`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// The fd takes more (or reports an error the next write will see).
+    Ready,
+    /// The deadline passed first.
+    Deadline,
+    /// The call this thread serves was cancelled first (see [`cancel_on_hangup`]).
+    Cancelled,
+}
+
+/// Waits until `fd` is writable, `deadline` passes (None: no deadline) or this thread's call
+/// is cancelled, whichever comes first: a write to a slow reader that must not outlive its
+/// call.
+pub fn wait_writable(fd: std::os::fd::BorrowedFd<'_>, deadline: Option<Instant>) -> Room {
+    loop {
+        let timeout_ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Room::Deadline;
+                }
+                // Rounded up: a wait that ends just before the deadline would spin.
+                left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32
+            }
+        };
+        let mut p = [
+            sys::PollFd {
+                fd: fd.as_raw_fd(),
+                out: true,
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: cancel_fd(),
+                out: false,
+                ready: false,
+                hangup: false,
+            },
+        ];
+        if sys::poll(&mut p, timeout_ms).is_err() {
+            return Room::Ready;
+        }
+        if p[1].ready || p[1].hangup {
+            return Room::Cancelled;
+        }
+        if p[0].ready || p[0].hangup {
+            return Room::Ready;
+        }
+    }
+}
+
 /// Ends [`cancel_on_hangup`] for this thread.
 pub struct CancelGuard(());
 

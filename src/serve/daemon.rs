@@ -1054,6 +1054,20 @@ fn daemon_error(message: &str) -> String {
     }
 }
 
+/// The daemon's [`ServerMsg::Error`] already sent on `stream`, if there is one.
+fn refusal_of(stream: &UnixStream) -> Option<String> {
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+    let mut buf = Vec::new();
+    let _ = std::io::Read::read_to_end(
+        &mut std::io::Read::take(stream, proto::MAX_MESSAGE as u64 + 4),
+        &mut buf,
+    );
+    match proto::decode::<ServerMsg>(&buf) {
+        Ok(Some((ServerMsg::Error { message }, _))) => Some(daemon_error(&message)),
+        _ => None,
+    }
+}
+
 /// Sends one request with `io` as its context and streams (passed with it); asks the
 /// terminal when the daemon asks (if `io.ask_here`); returns the call's exit code.
 pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<u8, String> {
@@ -1092,16 +1106,21 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     anc.push(SendAncillaryMessage::ScmRights(&fds));
-    let n = sendmsg(
+    let sent = sendmsg(
         &stream,
         &[std::io::IoSlice::new(&frame)],
         &mut anc,
         SendFlags::empty(),
     )
-    .map_err(|e| format!("sending the call to the daemon: {e}"))?;
-    (&stream)
-        .write_all(&frame[n..])
-        .map_err(|e| format!("sending the call to the daemon: {e}"))?;
+    .map_err(std::io::Error::from)
+    .and_then(|n| (&stream).write_all(&frame[n..]));
+    if let Err(e) = sent {
+        // A daemon that refuses the call (busy) answers and closes without reading it: its
+        // answer says why better than the broken pipe.
+        return Err(
+            refusal_of(&stream).unwrap_or_else(|| format!("sending the call to the daemon: {e}"))
+        );
+    }
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
