@@ -1178,6 +1178,64 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_panicking_call_is_caught_and_recorded_once() {
+        // The catching wrapper turns a call's panic into exit 125, and the daemon records it
+        // (tool `daemon.call`, the error said) unless the call recorded itself.
+        let (code, panicked) = super::run_caught(|| panic!("a bug in a call"));
+        assert_eq!((code, panicked), (125, true));
+        assert_eq!(super::run_caught(|| 3), (3, false));
+        let dir = std::env::temp_dir().join(format!("gwu-daemon-panic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let peer = crate::broker::client::Peer {
+            uid: 1234,
+            gid: 1234,
+            pid: 42,
+            groups: vec![],
+        };
+        let context = super::proto::RequestContext {
+            cwd: "/w".into(),
+            env: vec![("GATEWAY_SESSION".into(), "s1".into())],
+            session: None,
+            stdio: super::proto::StdioMode::Frames,
+            prompts: false,
+        };
+        let body = super::proto::RequestBody::Argv(vec!["log".into(), "tail".into()]);
+        let ran = |recorded_itself| super::Ran {
+            code,
+            listener: None,
+            ended: None,
+            panicked,
+            recorded_itself,
+        };
+        // A call that recorded itself is not recorded again.
+        super::Unrecorded::of(&peer, &context, &body).record(
+            &dir,
+            &ran(true),
+            std::time::Duration::from_millis(5),
+        );
+        super::Unrecorded::of(&peer, &context, &body).record(
+            &dir,
+            &ran(false),
+            std::time::Duration::from_millis(5),
+        );
+        let r = crate::broker::log::query(&dir, &crate::audit::query::Filter::default())
+            .expect("query");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(r.records.len(), 1, "{:?}", r.records);
+        let rec = &r.records[0];
+        assert_eq!(rec.tool, "daemon.call");
+        assert_eq!(rec.args, ["log", "tail"]);
+        assert_eq!((rec.caller.uid, rec.caller.pid), (1234, 42));
+        assert_eq!(rec.session, "s1");
+        assert_eq!(rec.exit_code, Some(125));
+        assert!(!rec.cancelled);
+        assert!(
+            rec.error.as_deref().is_some_and(|e| e.contains("panicked")),
+            "{rec:?}"
+        );
+    }
+
+    #[test]
     fn a_daemon_of_protocol_1_refusing_a_request_is_explained() {
         // What a daemon of protocol 1 answers a request of this one (seen from gateway's
         // previous release).
