@@ -26,11 +26,14 @@
 //! gone (its command killed, recorded), [`ServeConfig::grace`] is the longest the daemon waits
 //! for their records, a final checkpoint is signed, and the daemon exits.
 
+use super::life::{
+    CallEnd, Ended, FRAMES_AFTER_END, FrameRelay, InFlight, Ran, Unrecorded, run_caught,
+};
 use super::proto::{self, ClientMsg, ServerMsg};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
 use crate::broker::{BrokerError, approvals, client};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::{IoSliceMut, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
@@ -58,81 +61,6 @@ pub struct ServeConfig {
     pub first_message: Duration,
     /// After SIGTERM, how long the calls in flight (ended at once) may take to be recorded.
     pub grace: Duration,
-}
-
-/// Why the daemon ended a call before it ended by itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ended {
-    /// The client went away: its connection hung up.
-    ClientGone,
-    /// The daemon was told to stop (SIGTERM, SIGINT).
-    ServerStopping,
-}
-
-impl Ended {
-    fn reason(self) -> &'static str {
-        match self {
-            Ended::ClientGone => {
-                "the client went away (its connection closed) before the call ended: the call was ended"
-            }
-            Ended::ServerStopping => {
-                "the daemon was stopped (SIGTERM or SIGINT) while the call ran: the call was ended"
-            }
-        }
-    }
-}
-
-/// A call in flight, as the daemon can end it: the first reason wins, and a byte on the
-/// call's cancel pipe (see `sandbox::cancel_on_hangup`) kills its command and ends its loops.
-struct CallEnd {
-    why: Mutex<Option<Ended>>,
-    wake: Mutex<std::io::PipeWriter>,
-}
-
-impl CallEnd {
-    fn end(&self, why: Ended) {
-        self.why
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(why);
-        // A byte, not closing the write end: the sandbox's helper, a fork of this process,
-        // holds a copy of it.
-        let _ = self
-            .wake
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write_all(b"x");
-    }
-
-    fn why(&self) -> Option<Ended> {
-        *self.why.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// The calls in flight, by connection number: what SIGTERM ends.
-#[derive(Clone, Default)]
-struct InFlight(Arc<Mutex<HashMap<u64, Arc<CallEnd>>>>);
-
-impl InFlight {
-    fn add(&self, id: u64, end: Arc<CallEnd>) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, end);
-    }
-
-    fn remove(&self, id: u64) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-    }
-
-    /// Ends every call in flight; how many there were.
-    fn end_all(&self, why: Ended) -> usize {
-        let calls = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for c in calls.values() {
-            c.end(why);
-        }
-        calls.len()
-    }
 }
 
 /// The daemon to go through: `GATEWAY_SOCKET` (empty: none), else `configured` (the config
@@ -357,12 +285,26 @@ fn send(stream: &UnixStream, msg: &ServerMsg) -> bool {
 
 /// The connection's writer once the call runs: approval questions, output frames and the
 /// end are written by several threads, each frame whole.
+/// It counts the messages it has sent: progress a client that still reads is making.
 #[derive(Clone)]
-struct Sender(Arc<Mutex<UnixStream>>);
+struct Sender(Arc<Mutex<UnixStream>>, Arc<AtomicUsize>);
 
 impl Sender {
+    fn new(stream: UnixStream) -> Sender {
+        Sender(Arc::new(Mutex::new(stream)), Arc::default())
+    }
+
     fn send(&self, msg: &ServerMsg) -> bool {
-        send(&self.0.lock().unwrap_or_else(|p| p.into_inner()), msg)
+        let sent = send(&self.0.lock().unwrap_or_else(|p| p.into_inner()), msg);
+        if sent {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+        sent
+    }
+
+    /// How many messages went out so far.
+    fn sent(&self) -> usize {
+        self.1.load(Ordering::SeqCst)
     }
 }
 
@@ -458,31 +400,6 @@ struct CallStdio {
     stdio: client::Stdio,
     /// Frames: the relay.
     relay: Option<FrameRelay>,
-}
-
-/// The thread relaying a call's output as frames, the pipe that tells it the call is over,
-/// and what says it has ended.
-struct FrameRelay {
-    thread: std::thread::JoinHandle<()>,
-    stop: std::io::PipeWriter,
-    done: std::sync::mpsc::Receiver<()>,
-}
-
-/// How long the frames of a call that has ended may take to reach a client that does not
-/// read them, before they are given up.
-const FRAMES_AFTER_END: Duration = Duration::from_secs(2);
-
-impl FrameRelay {
-    /// Tells the relay the call is over and waits for it to send what is left — at most
-    /// [`FRAMES_AFTER_END`]: a client that stops reading gets its connection's writing side
-    /// shut (what it did not take is in the call's artifacts) and holds nothing.
-    fn finish(mut self, stream: &UnixStream) {
-        let _ = self.stop.write_all(b"x");
-        if self.done.recv_timeout(FRAMES_AFTER_END).is_err() {
-            let _ = stream.shutdown(std::net::Shutdown::Write);
-        }
-        let _ = self.thread.join();
-    }
 }
 
 fn call_stdio(
@@ -653,7 +570,7 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
     let Ok(writer) = stream.try_clone() else {
         return fail(Refused::Other("cannot duplicate the connection".into()));
     };
-    let tx = Sender(Arc::new(Mutex::new(writer)));
+    let tx = Sender::new(writer);
     let stdin_text = match &body {
         proto::RequestBody::Exec { stdin, .. } => stdin.clone(),
         _ => None,
@@ -672,7 +589,7 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
     let what = Unrecorded::of(&peer, &context, &body);
     let ran = run_call(&stream, peer, context, stdio, body, &tx, handler, calls);
     if let Some(r) = relay {
-        r.finish(&stream);
+        r.finish(&stream, &|| tx.sent());
     }
     // The end goes to a client that may not read it: never waited on for long.
     let _ = stream.set_write_timeout(Some(FRAMES_AFTER_END));
@@ -692,94 +609,6 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
     let _ = stream.shutdown(std::net::Shutdown::Both);
     if let Some(t) = listener {
         let _ = t.join();
-    }
-}
-
-/// How a call ran: its exit code, the thread reading its answers, whether the daemon ended
-/// it (and why) or it panicked, and whether it recorded itself.
-struct Ran {
-    code: u8,
-    listener: Option<std::thread::JoinHandle<()>>,
-    ended: Option<Ended>,
-    panicked: bool,
-    recorded_itself: bool,
-}
-
-/// What the daemon records of a call it ended, or that panicked, when the call recorded
-/// nothing itself (a tool call records its own end, once): who, what, and why.
-struct Unrecorded {
-    caller: Caller,
-    session: String,
-    cwd: String,
-    args: Vec<String>,
-}
-
-impl Unrecorded {
-    fn of(peer: &client::Peer, context: &proto::RequestContext, body: &proto::RequestBody) -> Self {
-        let args = match body {
-            proto::RequestBody::Argv(argv) => crate::broker::redact_argv(argv),
-            proto::RequestBody::Exec { argv, .. } => {
-                let mut a = vec!["exec".to_string(), "--".to_string()];
-                a.extend(crate::broker::redact_argv(argv));
-                a
-            }
-            proto::RequestBody::PolicyReload { .. } => vec!["policy".into(), "reload".into()],
-            proto::RequestBody::Hello => vec![],
-        };
-        let session = context
-            .session
-            .clone()
-            .or_else(|| {
-                context
-                    .env
-                    .iter()
-                    .find(|(k, _)| k == "GATEWAY_SESSION")
-                    .map(|(_, v)| v.clone())
-            })
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "daemon".into());
-        Unrecorded {
-            caller: Caller {
-                uid: peer.uid,
-                pid: peer.pid,
-                client: "daemon".into(),
-            },
-            session: crate::broker::redact_text(&session),
-            cwd: crate::broker::redact_text(&context.cwd),
-            args,
-        }
-    }
-
-    /// Records the call as `daemon.call` unless it recorded itself.
-    fn record(self, state_dir: &Path, ran: &Ran, took: Duration) {
-        if ran.recorded_itself {
-            return;
-        }
-        let mut reasons: Vec<String> = ran.ended.iter().map(|e| e.reason().into()).collect();
-        let error = ran.panicked.then(|| {
-            "internal error: the call panicked; it was abandoned (its command, if one ran, was killed) and the daemon went on".to_string()
-        });
-        reasons.extend(error.clone());
-        let mut rec = Record {
-            session: self.session,
-            caller: self.caller,
-            tool: "daemon.call".into(),
-            args: self.args,
-            cwd: self.cwd,
-            decision: RecordDecision {
-                effect: "allow".into(),
-                rules: vec!["builtin".into()],
-                reasons,
-            },
-            exit_code: Some(i32::from(ran.code)),
-            cancelled: ran.ended.is_some(),
-            duration_ms: Some((took.as_secs_f64() * 1e6).round() / 1e3),
-            error,
-            ..Record::default()
-        };
-        if let Err(e) = crate::broker::append_record(state_dir, &mut rec) {
-            eprintln!("gateway serve: recording a call that was ended failed: {e}");
-        }
     }
 }
 
@@ -824,10 +653,7 @@ fn run_call(
     let Ok((gone_r, gone_w)) = std::io::pipe() else {
         return Err("cannot make a pipe for the call".into());
     };
-    let end = Arc::new(CallEnd {
-        why: Mutex::new(None),
-        wake: Mutex::new(gone_w),
-    });
+    let end = Arc::new(CallEnd::new(gone_w));
     calls.add(id, end.clone());
     struct Leave<'a>(&'a InFlight, u64);
     impl Drop for Leave<'_> {
@@ -874,15 +700,6 @@ fn run_call(
         panicked,
         recorded_itself: crate::broker::records_appended_here() > before,
     })
-}
-
-/// Runs one call, catching a panic in it: its exit code, or 125 and true when it panicked
-/// (a run it had started is killed as the panic unwinds through the relay).
-fn run_caught(call: impl FnOnce() -> u8) -> (u8, bool) {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
-        Ok(c) => (c, false),
-        Err(_) => (125, true),
-    }
 }
 
 /// Reads [`ClientMsg::Answer`]s until the connection ends; when it ends early, the questions
@@ -1177,64 +994,6 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_panicking_call_is_caught_and_recorded_once() {
-        // The catching wrapper turns a call's panic into exit 125, and the daemon records it
-        // (tool `daemon.call`, the error said) unless the call recorded itself.
-        let (code, panicked) = super::run_caught(|| panic!("a bug in a call"));
-        assert_eq!((code, panicked), (125, true));
-        assert_eq!(super::run_caught(|| 3), (3, false));
-        let dir = std::env::temp_dir().join(format!("gwu-daemon-panic-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let peer = crate::broker::client::Peer {
-            uid: 1234,
-            gid: 1234,
-            pid: 42,
-            groups: vec![],
-        };
-        let context = super::proto::RequestContext {
-            cwd: "/w".into(),
-            env: vec![("GATEWAY_SESSION".into(), "s1".into())],
-            session: None,
-            stdio: super::proto::StdioMode::Frames,
-            prompts: false,
-        };
-        let body = super::proto::RequestBody::Argv(vec!["log".into(), "tail".into()]);
-        let ran = |recorded_itself| super::Ran {
-            code,
-            listener: None,
-            ended: None,
-            panicked,
-            recorded_itself,
-        };
-        // A call that recorded itself is not recorded again.
-        super::Unrecorded::of(&peer, &context, &body).record(
-            &dir,
-            &ran(true),
-            std::time::Duration::from_millis(5),
-        );
-        super::Unrecorded::of(&peer, &context, &body).record(
-            &dir,
-            &ran(false),
-            std::time::Duration::from_millis(5),
-        );
-        let r = crate::broker::log::query(&dir, &crate::audit::query::Filter::default())
-            .expect("query");
-        let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(r.records.len(), 1, "{:?}", r.records);
-        let rec = &r.records[0];
-        assert_eq!(rec.tool, "daemon.call");
-        assert_eq!(rec.args, ["log", "tail"]);
-        assert_eq!((rec.caller.uid, rec.caller.pid), (1234, 42));
-        assert_eq!(rec.session, "s1");
-        assert_eq!(rec.exit_code, Some(125));
-        assert!(!rec.cancelled);
-        assert!(
-            rec.error.as_deref().is_some_and(|e| e.contains("panicked")),
-            "{rec:?}"
-        );
-    }
-
     #[test]
     fn a_daemon_of_protocol_1_refusing_a_request_is_explained() {
         // What a daemon of protocol 1 answers a request of this one (seen from gateway's
