@@ -138,7 +138,7 @@ struct ExecParams {
     command: String,
     /// Working directory (relative to the session's); default the session's.
     cwd: Option<String>,
-    /// Wall-clock limit in seconds (the policy's otherwise).
+    /// Wall-clock limit in seconds, at most the policy's (the policy's otherwise).
     timeout: Option<f64>,
     /// Extra environment variables (credential and loader variables are refused).
     env: Option<BTreeMap<String, String>>,
