@@ -331,6 +331,70 @@ sandbox_test! {
     }
 }
 
+sandbox_test! {
+    fn a_fifo_read_for_a_killed_client_ends_with_the_call_and_is_recorded() {
+        // Content read from a FIFO the caller names (`fs write --content-file`, `scan
+        // --baseline`, `log verify --anchor`) is waited for as `cat` would, but the wait
+        // ends with the call: three such calls fill a daemon of three slots; their clients
+        // are killed; within a second a new call is served, and each call is recorded once
+        // (scan records itself with the error; the others the daemon records, cancelled).
+        let env = Env::new("life-fiforead");
+        let fifo = env.root.join("in.fifo");
+        let st = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+        assert!(st.success());
+        let fifo = fifo.display().to_string();
+        let d = Daemon::start(&env, "standard", &["--max-clients", "3"]);
+        served_within(&env, &d, Duration::from_secs(5));
+        let mut calls: Vec<_> = [
+            vec!["fs", "write", "x.txt", "--content-file", fifo.as_str()],
+            vec!["scan", "--baseline", fifo.as_str(), "."],
+            vec!["log", "verify", "--anchor", fifo.as_str()],
+        ]
+        .into_iter()
+        .map(|args| {
+            let c = d
+                .cmd(&env)
+                .args(&args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn");
+            std::thread::sleep(Duration::from_millis(500));
+            c
+        })
+        .collect();
+        for c in &mut calls {
+            assert!(c.try_wait().expect("wait").is_none(), "a reader of the FIFO ended by itself");
+        }
+        let killed = Instant::now();
+        for c in &mut calls {
+            c.kill().expect("kill the client");
+            c.wait().expect("wait");
+        }
+        let took = served_within(&env, &d, Duration::from_secs(1));
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        loop {
+            let recs = log_records(&env);
+            let ended: Vec<_> = recs
+                .iter()
+                .filter(|r| r["tool"] == "daemon.call" && r["cancelled"] == true)
+                .map(|r| r["args"][0].clone())
+                .collect();
+            let scan = recs.iter().find(|r| r["tool"] == "scan");
+            if ended.len() == 2 && scan.is_some() {
+                assert!(ended.contains(&"fs".into()) && ended.contains(&"log".into()), "{ended:?}");
+                let err = scan.and_then(|r| r["error"].as_str()).unwrap_or_default();
+                assert!(err.contains("the call ended"), "{err}");
+                assert!(!recs.iter().any(|r| r["tool"] == "daemon.call" && r["args"][0] == "scan"), "scan recorded twice");
+                break;
+            }
+            assert!(killed.elapsed() < Duration::from_secs(1), "{recs:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!env.ws.join("x.txt").exists());
+    }
+}
+
 /// The record of the one exec in `env`'s log, waited for up to `limit`.
 fn exec_record_within(env: &Env, limit: Duration) -> serde_json::Value {
     let t = Instant::now();

@@ -746,6 +746,67 @@ pub fn wait_writable(fd: std::os::fd::BorrowedFd<'_>, deadline: Option<Instant>)
     }
 }
 
+/// Reads the file a caller names at `path` (`--content-file`, a baseline, an anchor): a
+/// regular file as it is; a FIFO or a pipe as `cat` would (waiting for a writer and its
+/// end), but never past the cancellation of the call this thread serves (see
+/// [`cancel_on_hangup`]; [`with_fs_identity`]'s thread inherits it). Opened without
+/// blocking, so a FIFO nobody writes to is never waited on in `open`. More than `max` bytes:
+/// the first `max` + 1 (the caller refuses what is over).
+pub fn read_named(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let cancel = cancel_fd();
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // not-ws: a file the caller names, opened with the caller's rights by the front end
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let mut out = Vec::new();
+    if !f.metadata()?.file_type().is_fifo() {
+        (&f).take(max.saturating_add(1)).read_to_end(&mut out)?;
+        return Ok(out);
+    }
+    let mut chunk = vec![0u8; 64 * 1024];
+    while (out.len() as u64) <= max {
+        let mut p = [
+            sys::PollFd {
+                fd: f.as_raw_fd(),
+                out: false,
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: cancel,
+                out: false,
+                ready: false,
+                hangup: false,
+            },
+        ];
+        sys::poll(&mut p, -1)?;
+        if p[1].ready || p[1].hangup {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "the call ended (its client went away or the daemon stopped) while waiting for the writer",
+            ));
+        }
+        if !(p[0].ready || p[0].hangup) {
+            continue;
+        }
+        match (&f).read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX));
+    Ok(out)
+}
+
 /// Ends [`cancel_on_hangup`] for this thread.
 pub struct CancelGuard(());
 
@@ -858,7 +919,12 @@ pub fn with_fs_identity<R: Send>(
     groups: &[u32],
     f: impl FnOnce() -> R + Send,
 ) -> std::io::Result<R> {
-    sys::with_fs_identity(uid, gid, groups, f)
+    // The thread with the caller's identity ends with the call, as this one does.
+    let cancel = CANCEL.with(|c| c.borrow().as_ref().and_then(|f| f.try_clone().ok()));
+    sys::with_fs_identity(uid, gid, groups, move || {
+        let _cancel = cancel.map(cancel_on_hangup);
+        f()
+    })
 }
 
 /// Gives the calling thread its own working directory (see [`sys::unshare_fs`]); then
