@@ -95,12 +95,6 @@ impl Outlet {
         self.undelivered.get()
     }
 
-    /// A copy of the fd as passed (blocking: for what is not the call's output, such as a
-    /// tty check).
-    pub fn try_clone(&self) -> std::io::Result<std::fs::File> {
-        self.file.try_clone()
-    }
-
     fn give_up(&self, n: usize) {
         self.given_up.set(true);
         self.undelivered

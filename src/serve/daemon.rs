@@ -284,8 +284,8 @@ fn send(stream: &UnixStream, msg: &ServerMsg) -> bool {
 }
 
 /// The connection's writer once the call runs: approval questions, output frames and the
-/// end are written by several threads, each frame whole.
-/// It counts the messages it has sent: progress a client that still reads is making.
+/// end are written by several threads, each frame whole. It counts the messages it has
+/// sent: the progress a client that still reads is making.
 #[derive(Clone)]
 struct Sender(Arc<Mutex<UnixStream>>, Arc<AtomicUsize>);
 
