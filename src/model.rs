@@ -19,6 +19,12 @@ pub enum Network {
     ConnectTcp(Vec<u16>),
 }
 
+/// The longest wall-clock timeout a run may have when its policy sets none, and the longest
+/// a policy may set (`[sandbox.limits] timeout`): 7 days. A request (`exec --timeout`, the
+/// daemon's `timeout_ms`, MCP's `timeout`) may only narrow the policy's timeout, or this
+/// when the policy sets none; a longer one is refused (rule `limits.timeout`).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Resource limits of a run. `None` = not limited.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Limits {

@@ -46,6 +46,7 @@ mod fs;
 mod help;
 mod human;
 mod json;
+mod life;
 mod mcp;
 mod next_run;
 mod policy;

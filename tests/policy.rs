@@ -547,10 +547,14 @@ sandbox_test! {
             args.extend_from_slice(cmd);
             env.cmd().args(&args).output().expect("run")
         };
-        for t in ["30s", "30", "2m", "1h 30m"] {
+        for t in ["30s", "30", "2m", "9m 30s"] {
             let o = run(t, &["true"]);
             assert_eq!(o.status.code(), Some(0), "--timeout {t}: {}", text(&o));
         }
+        // It may only narrow the policy's (strict: 10m): a longer one is refused.
+        let o = run("1h 30m", &["true"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("longer than 10m"), "{}", text(&o));
         let started = std::time::Instant::now();
         let o = run("1s", &["sleep", "30"]);
         assert_eq!(o.status.code(), Some(124), "{}", text(&o));

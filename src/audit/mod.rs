@@ -250,6 +250,12 @@ pub struct Record {
     /// namespace) that the broker killed when it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leftovers_killed: Option<u64>,
+    /// Bytes of the command's stdout and stderr the caller did not take (a daemon's client
+    /// that stopped reading until the run's deadline, or went away): never waited on past
+    /// the run's end; what the command wrote is in `stdout` and `stderr` (their artifacts,
+    /// within the policy's `[audit]` limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_undelivered: Option<u64>,
     /// Wall time of the run, milliseconds.
     pub duration_ms: Option<f64>,
     /// Why the broker could not run it (redacted).

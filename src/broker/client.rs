@@ -14,7 +14,7 @@ use crate::audit::Caller;
 use std::cell::RefCell;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
 
 /// Puts an approval question (pending id, text) to a client.
@@ -45,6 +45,155 @@ pub struct CallContext {
     pub env: Vec<(OsString, OsString)>,
     /// The call's session; when given, the environment's `GATEWAY_SESSION` is this.
     pub session: Option<String>,
+}
+
+/// How an [`Outlet`] writes.
+enum Way {
+    /// As given: a regular file, a device such as `/dev/null` (never held up for long).
+    Plain,
+    /// The same pipe, FIFO or terminal opened anew without blocking (its own open file
+    /// description: the client's own is left as it was).
+    Reopened(std::fs::File),
+    /// A socket, sent to without blocking.
+    Socket,
+}
+
+/// A daemon client's stdout or stderr as the call writes to it. Writing to a slow or stuck
+/// reader (a pipe or FIFO nobody reads, a relay the client stops taking frames from) waits
+/// for room, but never past the call's output deadline (its run's timeout) nor its
+/// cancellation (the client went away, the daemon stops): then the write is given up, and
+/// so is everything after it, counted in [`Outlet::undelivered`] (the run's output is in its
+/// artifacts). A slow reader is waited for: nothing it would read is dropped early.
+pub struct Outlet {
+    file: std::fs::File,
+    way: Way,
+    deadline: std::cell::Cell<Option<std::time::Instant>>,
+    undelivered: std::cell::Cell<u64>,
+    given_up: std::cell::Cell<bool>,
+}
+
+impl Outlet {
+    /// The client's stream `file`, as passed (or the daemon's relay pipe).
+    pub fn new(file: std::fs::File) -> Outlet {
+        Outlet {
+            way: Way::of(&file),
+            file,
+            deadline: std::cell::Cell::new(None),
+            undelivered: std::cell::Cell::new(0),
+            given_up: std::cell::Cell::new(false),
+        }
+    }
+
+    /// From now on, writing waits for room at most until `deadline` (None: until the call
+    /// is cancelled).
+    pub fn set_deadline(&self, deadline: Option<std::time::Instant>) {
+        self.deadline.set(deadline);
+    }
+
+    /// Bytes written to this outlet that the client did not get.
+    pub fn undelivered(&self) -> u64 {
+        self.undelivered.get()
+    }
+
+    fn give_up(&self, n: usize) {
+        self.given_up.set(true);
+        self.undelivered
+            .set(self.undelivered.get().saturating_add(n as u64));
+    }
+
+    /// One attempt to write without blocking.
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        use std::io::Write as _;
+        match &self.way {
+            Way::Plain => (&self.file).write(buf),
+            Way::Reopened(f) => (&*f).write(buf),
+            Way::Socket => rustix::net::send(
+                &self.file,
+                buf,
+                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+            )
+            .map_err(std::io::Error::from),
+        }
+    }
+
+    /// Waits until the outlet takes more: false when the deadline passed or the call was
+    /// cancelled first.
+    fn wait_for_room(&self) -> bool {
+        let fd = match &self.way {
+            Way::Reopened(f) => f.as_fd(),
+            _ => self.file.as_fd(),
+        };
+        crate::sandbox::wait_writable(fd, self.deadline.get()) == crate::sandbox::Room::Ready
+    }
+}
+
+impl Way {
+    /// How to write to `file` without blocking: a pipe, FIFO or terminal is opened anew
+    /// (only one passed for writing: the reopened one never has more rights than it), a
+    /// socket is sent to; anything else is written as given.
+    fn of(file: &std::fs::File) -> Way {
+        use rustix::fs::{FileType, OFlags};
+        let Ok(st) = rustix::fs::fstat(file) else {
+            return Way::Plain;
+        };
+        let writable = rustix::fs::fcntl_getfl(file)
+            .is_ok_and(|f| matches!(f & OFlags::RWMODE, OFlags::WRONLY | OFlags::RDWR));
+        let reopen = match FileType::from_raw_mode(st.st_mode) {
+            FileType::Socket => return Way::Socket,
+            FileType::Fifo => writable,
+            FileType::CharacterDevice => writable && crate::sandbox::fd_is_tty(file.as_fd()),
+            _ => false,
+        };
+        match reopen {
+            true => {
+                use std::os::unix::fs::OpenOptionsExt;
+                // not-ws: the client's own stream, reopened through this process's fd table
+                // (the same pipe or terminal, without blocking)
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                    .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
+                    .map_or(Way::Plain, Way::Reopened)
+            }
+            false => Way::Plain,
+        }
+    }
+}
+
+impl Write for &Outlet {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let o: &Outlet = self;
+        if o.given_up.get() {
+            o.give_up(buf.len());
+            return Ok(buf.len());
+        }
+        loop {
+            match o.try_write(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if !o.wait_for_room() {
+                        o.give_up(buf.len());
+                        return Ok(buf.len());
+                    }
+                }
+                Err(e) => {
+                    o.give_up(buf.len());
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsFd for Outlet {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
 }
 
 /// A daemon client's streams: the fds it passed, or pipes of the daemon's that relay them.
@@ -86,9 +235,9 @@ pub struct Client {
     /// Its stdin, stdout and stderr.
     pub stdin: OwnedFd,
     /// Its stdout.
-    pub stdout: std::fs::File,
+    pub stdout: Outlet,
     /// Its stderr.
-    pub stderr: std::fs::File,
+    pub stderr: Outlet,
     /// Which of them are terminals.
     pub tty: TtyFlags,
     /// Sends an approval question (pending id, text) to the client, which asks on its
@@ -147,8 +296,8 @@ impl Client {
             cwd,
             env,
             stdin: stdio.stdin,
-            stdout: stdio.stdout,
-            stderr: stdio.stderr,
+            stdout: Outlet::new(stdio.stdout),
+            stderr: Outlet::new(stdio.stderr),
             tty,
             prompt,
             server,
@@ -451,10 +600,18 @@ pub fn read_stdin_up_to(buf: &mut Vec<u8>, max: u64) -> std::io::Result<usize> {
 
 /// A writer to the caller's stdout (buffered for a client; flushed when dropped).
 pub fn stdout_writer() -> Box<dyn Write> {
-    if let Some(c) = current()
-        && let Ok(f) = c.stdout.try_clone()
-    {
-        return Box::new(std::io::BufWriter::new(f));
+    /// A client's stdout through its [`Outlet`].
+    struct ClientOut(Rc<Client>);
+    impl Write for ClientOut {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            (&self.0.stdout).write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    if let Some(c) = current() {
+        return Box::new(std::io::BufWriter::new(ClientOut(c)));
     }
     Box::new(std::io::stdout().lock())
 }

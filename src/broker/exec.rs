@@ -115,6 +115,9 @@ impl Tool for ExecTool<'_, '_> {
         let cwd = super::workspace_of(&req.context, &req.cwd)?;
         self.trace.cwd = cwd.clone();
         rec.cwd = cwd.display().to_string();
+        // A request may only narrow the policy's timeout: refused before anything is decided
+        // or run.
+        refusal::Refusal::check_timeout(req.timeout, req.policy.sandbox.limits.timeout)?;
         // Secrets in the command line: refused, redacted or reported before anything else,
         // so that the decision is about what would run.
         let mut argv = req.argv.clone();
@@ -218,6 +221,16 @@ impl Tool for ExecTool<'_, '_> {
         rec.stdout.clone_from(&stdout);
         rec.stderr.clone_from(&stderr);
         rec.stdin.clone_from(&self.trace.stdin);
+        rec.output_undelivered = self
+            .req
+            .context
+            .client()
+            .map(|c| {
+                c.stdout
+                    .undelivered()
+                    .saturating_add(c.stderr.undelivered())
+            })
+            .filter(|&n| n > 0);
         self.trace.stdout = stdout;
         self.trace.stderr = stderr;
         match res {
@@ -562,6 +575,17 @@ impl ExecTool<'_, '_> {
                 &req.state_dir,
                 if a.store_output { a.artifact_max } else { 0 },
             ));
+        }
+        // A daemon's client that does not take the output is waited for until the run's
+        // deadline at most, never past it (`client::Outlet`).
+        if let Some(c) = req.context.client() {
+            let deadline = spec
+                .confine
+                .limits
+                .timeout
+                .map(|t| std::time::Instant::now() + t);
+            c.stdout.set_deadline(deadline);
+            c.stderr.set_deadline(deadline);
         }
         let outcome = sandbox::run(spec, &mut g);
         g.finish();

@@ -19,15 +19,28 @@ pub use audit::query::{Filter, QueryResult, parse_time};
 pub use audit::verify::{Problem, VerifyReport};
 pub use audit::{Caller, Record, StreamDigest};
 
+/// The largest anchor or key file `log verify` reads (bytes).
+const MAX_NAMED: u64 = 1 << 20;
+
 fn read(
     cx: &super::client::Context,
     path: &Path,
     what: &'static str,
 ) -> Result<String, BrokerError> {
     // A file the caller names: read with the caller's rights.
-    // not-ws: a file the caller names, read with the caller's rights (Context::as_client)
-    cx.as_client(|| std::fs::read_to_string(path))
+    // Opened without blocking, a FIFO read as `cat` would but not past the call's end.
+    cx.as_client(|| crate::sandbox::read_named(path, MAX_NAMED))
         .and_then(|r| r)
+        .and_then(|b| {
+            if b.len() as u64 > MAX_NAMED {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("larger than {MAX_NAMED} bytes"),
+                ));
+            }
+            String::from_utf8(b)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
         .map_err(|source| BrokerError::Io {
             what: format!("reading {what} {}", path.display()),
             source,

@@ -162,6 +162,23 @@ pub enum Refusal {
         /// The policies allowed, comma-separated.
         allowed: String,
     },
+    /// The call asked for a longer wall-clock timeout than the policy's (`[sandbox.limits]
+    /// timeout`), or, where the policy sets none, than the longest a run may have
+    /// ([`crate::model::MAX_TIMEOUT`]): a request may only narrow it (rule `limits.timeout`).
+    #[error(
+        "refused: a timeout of {} is longer than {} ({}); ask for at most that",
+        shown_ms(*asked_ms),
+        shown_ms(*max_ms),
+        if *from_policy { "the policy's [sandbox.limits] timeout" } else { "the longest a run may have: the policy sets no timeout" }
+    )]
+    TimeoutOverLimit {
+        /// The timeout asked for, in milliseconds (saturated).
+        asked_ms: u64,
+        /// The longest allowed, in milliseconds.
+        max_ms: u64,
+        /// The limit is the policy's own (else the fixed ceiling).
+        from_policy: bool,
+    },
     /// A secret in the call's input — its command line, environment or stdin — under
     /// `secrets.input = "deny"` (rule `secrets.input`).
     #[error(
@@ -207,7 +224,27 @@ impl Refusal {
             Refusal::NotYours { .. } => "daemon.owner",
             Refusal::NotAdmin { .. } => "daemon.admin",
             Refusal::ClientPolicy { .. } => "daemon.client_policy",
+            Refusal::TimeoutOverLimit { .. } => "limits.timeout",
         }
+    }
+
+    /// Refuses a requested timeout `asked` longer than the policy's `policy` timeout, or than
+    /// [`crate::model::MAX_TIMEOUT`] when the policy sets none.
+    pub fn check_timeout(
+        asked: Option<std::time::Duration>,
+        policy: Option<std::time::Duration>,
+    ) -> Result<(), Refusal> {
+        let Some(asked) = asked else { return Ok(()) };
+        let max = policy.unwrap_or(crate::model::MAX_TIMEOUT);
+        if asked <= max {
+            return Ok(());
+        }
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Err(Refusal::TimeoutOverLimit {
+            asked_ms: ms(asked),
+            max_ms: ms(max),
+            from_policy: policy.is_some(),
+        })
     }
 
     /// The refusal as shown (`--json`, MCP): its fields, the rule, the message in words, and
@@ -245,6 +282,11 @@ impl Refusal {
             .map(str::to_string)
             .unwrap_or_else(|| super::redact_text(&self.to_string()))
     }
+}
+
+/// A duration in milliseconds as people read it (`10m`, `1h 30m 0.5s`).
+fn shown_ms(ms: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
 }
 
 #[cfg(test)]
@@ -287,6 +329,36 @@ mod tests {
         assert_eq!(
             o.to_string(),
             "refused: /etc/x: outside the directories this policy lets commands change"
+        );
+    }
+
+    #[test]
+    fn a_timeout_may_only_narrow_the_policys() {
+        use std::time::Duration;
+        let m = Duration::from_secs(600);
+        assert_eq!(Refusal::check_timeout(None, Some(m)), Ok(()));
+        assert_eq!(Refusal::check_timeout(Some(m), Some(m)), Ok(()));
+        let r = Refusal::check_timeout(Some(m + Duration::from_millis(1)), Some(m))
+            .expect_err("wider than the policy's");
+        assert_eq!(r.rule(), "limits.timeout");
+        assert!(
+            r.to_string().contains("10m 1ms") && r.to_string().contains("[sandbox.limits]"),
+            "{r}"
+        );
+        // No policy timeout: the fixed ceiling; a timeout too large for any clock saturates.
+        let r = Refusal::check_timeout(Some(Duration::MAX), None).expect_err("over the ceiling");
+        assert_eq!(
+            r,
+            Refusal::TimeoutOverLimit {
+                asked_ms: u64::MAX,
+                max_ms: 7 * 24 * 3600 * 1000,
+                from_policy: false
+            }
+        );
+        assert!(r.to_string().contains("7days"), "{r}");
+        assert_eq!(
+            Refusal::check_timeout(Some(crate::model::MAX_TIMEOUT), None),
+            Ok(())
         );
     }
 }

@@ -154,6 +154,9 @@ const MAX_FILE: u64 = 64 << 20;
 /// Progress callback: (files, bytes) so far.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
+/// The largest baseline `scan` reads (bytes).
+const MAX_BASELINE: u64 = 256 << 20;
+
 /// Scans. Errors: bad paths or globs, an unreadable or invalid baseline, failed redaction.
 /// `cx` is the caller: its files are read and written with its rights.
 pub fn scan(
@@ -268,11 +271,18 @@ fn gather(
     let known: Vec<BaselineEntry> = match &req.baseline {
         // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         Some(b) if b.exists() => {
-            // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
-            let text = std::fs::read(b).map_err(|e| BrokerError::Io {
-                what: format!("reading the baseline {}", b.display()),
-                source: e,
-            })?;
+            // A FIFO is read as `cat` would, but not past the call's end.
+            let text =
+                crate::sandbox::read_named(b, MAX_BASELINE).map_err(|e| BrokerError::Io {
+                    what: format!("reading the baseline {}", b.display()),
+                    source: e,
+                })?;
+            if text.len() as u64 > MAX_BASELINE {
+                return Err(BrokerError::Usage(format!(
+                    "baseline {}: larger than {MAX_BASELINE} bytes; give a smaller one",
+                    b.display()
+                )));
+            }
             // serde's message may quote the file's content: only the position is shown.
             let parsed: Baseline = serde_json::from_slice(&text).map_err(|e| {
                 BrokerError::Usage(format!(

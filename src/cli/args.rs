@@ -35,8 +35,9 @@ pub(crate) enum Cmd {
     /// Run a command confined by the policy's sandbox.
     #[command(after_help = help::ex::EXEC)]
     Exec {
-        /// Wall-clock limit (overrides the policy): seconds (`30`, `2.5`) or a duration
-        /// (`30s`, `10m`, `1h 30m`), as a policy's `timeout` takes it.
+        /// Wall-clock limit, at most the policy's (a longer one is refused, exit 120):
+        /// seconds (`30`, `2.5`) or a duration (`30s`, `10m`, `1h 30m`), as a policy's
+        /// `timeout` takes it.
         #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
         timeout: Option<String>,
         /// Set an environment variable in the sandbox (repeatable).

@@ -62,7 +62,9 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
                 ));
             }
             let cmd = Cmd::Exec {
-                timeout: timeout_ms.map(|ms| format!("{ms}ms")),
+                // Seconds with their milliseconds: any u64 of them parses (humantime's
+                // `ms` overflows), and one longer than the policy's is refused and recorded.
+                timeout: timeout_ms.map(|ms| format!("{}.{:03}", ms / 1000, ms % 1000)),
                 env: env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
                 snapshot: snapshot == Some(true),
                 no_snapshot: snapshot == Some(false),

@@ -34,11 +34,16 @@ fn tty_ask(command: &[String], d: &Decision) -> bool {
 
 /// `--timeout`'s value: plain seconds (`30`, `2.5`) or a humantime duration (`30s`, `10m`,
 /// `1h 30m`), so it takes what a policy's `timeout` takes. Zero, negative or unparsable
-/// values are refused with what is expected.
+/// values are refused with what is expected; one longer than the policy's is refused by the
+/// broker (rule `limits.timeout`, recorded).
 pub(super) fn parse_timeout(t: &str) -> Result<Duration, String> {
     let s = t.trim();
     let d = match s.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs > 0.0 => Duration::try_from_secs_f64(secs).ok(),
+        // Too long for any clock: kept as the longest, which the broker refuses (and records)
+        // as longer than the policy allows.
+        Ok(secs) if secs.is_finite() && secs > 0.0 => {
+            Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+        }
         Ok(_) => None,
         Err(_) => humantime::parse_duration(s).ok(),
     };
@@ -398,6 +403,8 @@ mod tests {
             ("10m", Duration::from_secs(600)),
             ("1h 30m", Duration::from_secs(5400)),
             ("500ms", Duration::from_millis(500)),
+            // Longer than any clock: the longest (the broker refuses it, rule limits.timeout).
+            ("1e20", Duration::MAX),
         ] {
             assert_eq!(parse_timeout(s), Ok(d), "{s}");
         }

@@ -147,16 +147,19 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                     v
                 }
                 (None, Some(f)) => {
-                    use std::io::Read;
-                    let mut v = Vec::new();
-                    let read = crate::broker::client::as_client(|| {
-                        std::fs::File::open(f).and_then(|h| h.take(max + 1).read_to_end(&mut v))
-                    })
-                    .and_then(|r| r);
-                    if let Err(e) = read {
-                        return fail(exit::USAGE, format!("--content-file {}: {e}", f.display()));
+                    // A FIFO is read as `cat` would, but not past the call's end.
+                    let read =
+                        crate::broker::client::as_client(|| crate::sandbox::read_named(f, max))
+                            .and_then(|r| r);
+                    match read {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return fail(
+                                exit::USAGE,
+                                format!("--content-file {}: {e}", f.display()),
+                            );
+                        }
                     }
-                    v
                 }
                 (None, None) => {
                     return fail(exit::USAGE, "fs write: give --content or --content-file");

@@ -86,8 +86,8 @@ pub(crate) const EXIT_CODES: &[(&str, &str)] = &[
     ),
     (
         "120",
-        "denied by policy (a rule, a secret in the inputs or output, a refused --env, a file \
-         tool's refusal)",
+        "denied by policy (a rule, a secret in the inputs or output, a refused --env, a \
+         --timeout longer than the policy's, a file tool's refusal)",
     ),
     (
         "121",

@@ -123,6 +123,11 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             loop {
+                // The call ends with its client (or its server): a daemon's client that went
+                // away leaves no follower behind holding a slot.
+                if crate::sandbox::call_cancelled() {
+                    return ExitCode::from(130);
+                }
                 match log::show(&state, last + 1) {
                     Ok(Some(s)) => {
                         last = s.record.seq;

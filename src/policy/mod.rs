@@ -654,10 +654,15 @@ pub fn env_match(pattern: &str, name: &str) -> bool {
 pub const MAX_POLICY_BYTES: u64 = 1 << 20;
 
 /// Reads a policy file: a regular file of at most [`MAX_POLICY_BYTES`] (not a device or a
-/// pipe that never ends).
+/// pipe that never ends). Opened without blocking: a FIFO nobody writes to is refused at
+/// once, never waited on (a call must not outlive its caller in `open`).
 pub(crate) fn read_policy_file(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
     let m = f.metadata()?;
     if !m.is_file() {
         return Err(std::io::Error::new(

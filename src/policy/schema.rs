@@ -797,11 +797,18 @@ fn compile(
         }
         let l = &s.limits;
         if let Some(v) = &l.timeout {
-            sb.limits.timeout = Some(Duration::from_secs(parse_duration(
-                &ctx,
-                v,
-                "limits.timeout",
-            )?));
+            let t = Duration::from_secs(parse_duration(&ctx, v, "limits.timeout")?);
+            if t > crate::model::MAX_TIMEOUT {
+                return Err(ctx.err(
+                    v.span(),
+                    format!(
+                        "`limits.timeout`: {} is longer than the longest a run may have ({}); set at most that, or no timeout",
+                        humantime::format_duration(t),
+                        humantime::format_duration(crate::model::MAX_TIMEOUT)
+                    ),
+                ));
+            }
+            sb.limits.timeout = Some(t);
         }
         if let Some(v) = &l.cpu {
             sb.limits.cpu = Some(parse_duration(&ctx, v, "limits.cpu")?);

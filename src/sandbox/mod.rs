@@ -636,7 +636,7 @@ fn run_with(
     let watch = relay::Watch {
         deadline: c.limits.timeout.map(|t| start + t),
         output_limit: c.limits.output,
-        cancel_fd: CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd())),
+        cancel_fd: cancel_fd(),
         interrupt_fd: interrupt_fd(),
     };
     let r = relay::relay(child, spec, sink, ns.use_ns, watch)?;
@@ -727,6 +727,143 @@ thread_local! {
 pub fn cancel_on_hangup(fd: OwnedFd) -> CancelGuard {
     CANCEL.with(|c| *c.borrow_mut() = Some(fd));
     CancelGuard(())
+}
+
+/// Whether the call this thread serves was cancelled (its client went away, its server is
+/// stopping: see [`cancel_on_hangup`]): what long operations that are not commands (`log
+/// tail -f`, waiting for a client's output to drain) check between steps.
+pub fn call_cancelled() -> bool {
+    CANCEL.with(|c| {
+        c.borrow().as_ref().is_some_and(|f| {
+            let mut p = [sys::PollFd {
+                fd: f.as_raw_fd(),
+                out: false,
+                ready: false,
+                hangup: false,
+            }];
+            sys::poll(&mut p, 0).is_ok() && (p[0].ready || p[0].hangup)
+        })
+    })
+}
+
+/// The fd [`cancel_on_hangup`] watches on this thread (-1: none), for a wait that must end
+/// when the call does.
+pub fn cancel_fd() -> i32 {
+    CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd()))
+}
+
+/// How [`wait_writable`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// The fd takes more (or reports an error the next write will see).
+    Ready,
+    /// The deadline passed first.
+    Deadline,
+    /// The call this thread serves was cancelled first (see [`cancel_on_hangup`]).
+    Cancelled,
+}
+
+/// Waits until `fd` is writable, `deadline` passes (None: no deadline) or this thread's call
+/// is cancelled, whichever comes first: a write to a slow reader that must not outlive its
+/// call.
+pub fn wait_writable(fd: std::os::fd::BorrowedFd<'_>, deadline: Option<Instant>) -> Room {
+    loop {
+        let timeout_ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Room::Deadline;
+                }
+                // Rounded up: a wait that ends just before the deadline would spin.
+                left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32
+            }
+        };
+        let mut p = [
+            sys::PollFd {
+                fd: fd.as_raw_fd(),
+                out: true,
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: cancel_fd(),
+                out: false,
+                ready: false,
+                hangup: false,
+            },
+        ];
+        if sys::poll(&mut p, timeout_ms).is_err() {
+            return Room::Ready;
+        }
+        if p[1].ready || p[1].hangup {
+            return Room::Cancelled;
+        }
+        if p[0].ready || p[0].hangup {
+            return Room::Ready;
+        }
+    }
+}
+
+/// Reads the file a caller names at `path` (`--content-file`, a baseline, an anchor): a
+/// regular file as it is; a FIFO or a pipe as `cat` would (waiting for a writer and its
+/// end), but never past the cancellation of the call this thread serves (see
+/// [`cancel_on_hangup`]; [`with_fs_identity`]'s thread inherits it). Opened without
+/// blocking, so a FIFO nobody writes to is never waited on in `open`. More than `max` bytes:
+/// the first `max` + 1 (the caller refuses what is over).
+pub fn read_named(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let cancel = cancel_fd();
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // not-ws: a file the caller names, opened with the caller's rights by the front end
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let mut out = Vec::new();
+    if !f.metadata()?.file_type().is_fifo() {
+        (&f).take(max.saturating_add(1)).read_to_end(&mut out)?;
+        return Ok(out);
+    }
+    let mut chunk = vec![0u8; 64 * 1024];
+    while (out.len() as u64) <= max {
+        let mut p = [
+            sys::PollFd {
+                fd: f.as_raw_fd(),
+                out: false,
+                ready: false,
+                hangup: false,
+            },
+            sys::PollFd {
+                fd: cancel,
+                out: false,
+                ready: false,
+                hangup: false,
+            },
+        ];
+        sys::poll(&mut p, -1)?;
+        if p[1].ready || p[1].hangup {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "the call ended (its client went away or the daemon stopped) while waiting for the writer",
+            ));
+        }
+        if !(p[0].ready || p[0].hangup) {
+            continue;
+        }
+        match (&f).read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX));
+    Ok(out)
 }
 
 /// Ends [`cancel_on_hangup`] for this thread.
@@ -841,7 +978,12 @@ pub fn with_fs_identity<R: Send>(
     groups: &[u32],
     f: impl FnOnce() -> R + Send,
 ) -> std::io::Result<R> {
-    sys::with_fs_identity(uid, gid, groups, f)
+    // The thread with the caller's identity ends with the call, as this one does.
+    let cancel = CANCEL.with(|c| c.borrow().as_ref().and_then(|f| f.try_clone().ok()));
+    sys::with_fs_identity(uid, gid, groups, move || {
+        let _cancel = cancel.map(cancel_on_hangup);
+        f()
+    })
 }
 
 /// Gives the calling thread its own working directory (see [`sys::unshare_fs`]); then

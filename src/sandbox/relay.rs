@@ -115,8 +115,40 @@ pub(crate) fn relay(
             raw_status: None,
         },
     };
+    // A panic while the run is relayed (in the stream handler, say) kills the whole run on
+    // its way out: no command outlives the call that started it.
+    let unwinding = KillOnUnwind {
+        pid: relay.child.pid,
+        use_ns,
+    };
     while relay.step()? {}
+    std::mem::forget(unwinding);
     relay.finish()
+}
+
+/// Kills a run whose relay unwinds (see [`relay`]); forgotten when the relay ends normally.
+struct KillOnUnwind {
+    pid: libc::pid_t,
+    use_ns: bool,
+}
+
+impl Drop for KillOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            kill_run(self.pid, self.use_ns);
+        }
+    }
+}
+
+/// Kills the whole run of `pid`: the helper (pid 1 of its namespace), or the command's
+/// process group and the command.
+fn kill_run(pid: libc::pid_t, use_ns: bool) {
+    if use_ns {
+        sys::kill(pid, libc::SIGKILL);
+    } else {
+        sys::killpg(pid, libc::SIGKILL);
+        sys::kill(pid, libc::SIGKILL);
+    }
 }
 
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> SandboxError {
@@ -131,13 +163,7 @@ impl Relay<'_> {
     /// Kills the whole run: the helper (pid 1 of its namespace), or the command's process
     /// group and the command.
     fn kill_all(&self) {
-        let pid = self.child.pid;
-        if self.use_ns {
-            sys::kill(pid, libc::SIGKILL);
-        } else {
-            sys::killpg(pid, libc::SIGKILL);
-            sys::kill(pid, libc::SIGKILL);
-        }
+        kill_run(self.child.pid, self.use_ns);
     }
 
     fn abort(&mut self) {
@@ -387,4 +413,73 @@ pub(crate) fn records(rep: &[u8]) -> impl Iterator<Item = (u32, i32)> + '_ {
             i32::from_ne_bytes([r[4], r[5], r[6], r[7]]),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{confinement, require_root};
+    use super::super::{Spec, Stdin, Stream, StreamIo};
+
+    /// Panics at the first output, as a bug in a stream handler would.
+    struct Panics;
+
+    impl StreamIo for Panics {
+        fn output(&mut self, _: Stream, _: &[u8]) -> bool {
+            panic!("a stream handler's bug");
+        }
+    }
+
+    /// The processes whose command line is exactly `argv`.
+    fn running(argv: &[&str]) -> Vec<String> {
+        let want = argv.join("\0") + "\0";
+        // not-ws: /proc, read by a unit test
+        std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter(|e| {
+                // not-ws: /proc, read by a unit test
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes())
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_panic_while_a_run_is_relayed_kills_the_run() {
+        // The daemon catches a call's panic and goes on; the run the call had started must
+        // not go on without it (its thread lives on, so PR_SET_PDEATHSIG never fires).
+        if !require_root() {
+            return;
+        }
+        let marker = format!("{}.5", 7000 + std::process::id() % 1000);
+        let mut confine = confinement();
+        confine.read = vec!["/".into()];
+        confine.exec = vec!["/".into()];
+        let spec = Spec {
+            program: "/bin/sh".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                // The sleep runs (its exec done) before the first output.
+                format!("sleep {marker} & sleep 0.3; echo started; wait").into(),
+            ],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: "/".into(),
+            stdin: Stdin::Null,
+            confine,
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::super::run(&spec, &mut Panics)
+        }));
+        assert!(r.is_err(), "the handler's panic unwinds out of the run");
+        let t = std::time::Instant::now();
+        while !running(&["sleep", &marker]).is_empty() {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(5),
+                "the run outlived the panic: {:?}",
+                running(&["sleep", &marker])
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }

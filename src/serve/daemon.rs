@@ -12,12 +12,23 @@
 //!
 //! Robustness: a call must arrive whole within [`ServeConfig::first_message`] (slow and
 //! silent clients are dropped), messages are bounded by [`proto::MAX_MESSAGE`], anything
-//! malformed is answered with [`ServerMsg::Error`] and the connection closed; a panic in a
-//! call ends that call (exit 125), never the daemon. SIGTERM/SIGINT: no new connections, the
-//! socket is removed, calls in flight get [`ServeConfig::grace`] to finish, a final
-//! checkpoint is signed, and what is still running is killed with the daemon (its sandboxes
-//! die with their spawning thread: `PR_SET_PDEATHSIG`).
+//! malformed is answered with [`ServerMsg::Error`] and the connection closed.
+//!
+//! One life per call: a call ends when its command ends, its deadline passes, its client goes
+//! away (the socket hangs up) or the daemon stops — whichever comes first — and then its
+//! command is killed and its record written once: by the tool that ran (an exec's record says
+//! `cancelled`), or, for a call that records nothing of its own (`log tail -f`), by the daemon
+//! (tool `daemon.call`, `cancelled`, why). A panic in a call ends that call (exit 125, its run
+//! killed, recorded with the error), never the daemon. Writing to a slow or stuck client never
+//! holds a call past its deadline or its client's hang-up (`broker::client::Outlet`); relayed
+//! frames the client does not read are given up when the call ends. SIGTERM/SIGINT: no new
+//! connections, the socket is removed, every call in flight is ended as if its client had
+//! gone (its command killed, recorded), [`ServeConfig::grace`] is the longest the daemon waits
+//! for their records, a final checkpoint is signed, and the daemon exits.
 
+use super::life::{
+    CallEnd, Ended, FRAMES_AFTER_END, FrameRelay, InFlight, Ran, Unrecorded, run_caught,
+};
 use super::proto::{self, ClientMsg, ServerMsg};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
@@ -48,7 +59,7 @@ pub struct ServeConfig {
     pub max_clients: usize,
     /// How long a client has to send its call.
     pub first_message: Duration,
-    /// How long calls in flight may take to finish after SIGTERM.
+    /// After SIGTERM, how long the calls in flight (ended at once) may take to be recorded.
     pub grace: Duration,
     /// The daemon's state: roles, approvals, pins (every call carries it).
     pub server: Arc<crate::broker::server::Server>,
@@ -174,10 +185,19 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
         .build()
         .map_err(io_err("starting the runtime".into()))?;
     let active = Arc::new(AtomicUsize::new(0));
-    let served = rt.block_on(accept_loop(listener, &cfg, handler, active.clone()))?;
+    let calls = InFlight::default();
+    let served = rt.block_on(accept_loop(
+        listener,
+        &cfg,
+        handler,
+        active.clone(),
+        calls.clone(),
+    ))?;
     // not-ws: the daemon's own socket, from its configuration
     let _ = std::fs::remove_file(&cfg.socket);
-    // Calls in flight get the grace period to finish.
+    // The server stops: so does every call in flight (its command killed), each recorded by
+    // its own thread; the grace bounds the wait for those records.
+    let ended = calls.end_all(Ended::ServerStopping);
     let until = Instant::now() + cfg.grace;
     while active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
@@ -187,7 +207,12 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
         &cfg.state_dir,
         "daemon.stop",
         format!(
-            "stopped by a signal after {served} connection(s); {left} call(s) still running were killed"
+            "stopped by a signal after {served} connection(s); {ended} call(s) in flight were ended{}",
+            if left > 0 {
+                format!(", {left} of them not yet recorded when the daemon exited")
+            } else {
+                String::new()
+            }
         ),
     )?;
     crate::broker::with_shared_log(|l| l.checkpoint()).transpose()?;
@@ -199,6 +224,7 @@ async fn accept_loop(
     cfg: &ServeConfig,
     handler: Handler,
     active: Arc<AtomicUsize>,
+    calls: InFlight,
 ) -> Result<u64, BrokerError> {
     use tokio::signal::unix::{SignalKind, signal};
     let listener = tokio::net::UnixListener::from_std(listener)
@@ -235,6 +261,7 @@ async fn accept_loop(
                 }
                 active.fetch_add(1, Ordering::SeqCst);
                 let (h, a, c) = (handler.clone(), active.clone(), cfg.clone());
+                let (calls, id) = (calls.clone(), served);
                 let spawned = std::thread::Builder::new()
                     .name("gateway-call".into())
                     .spawn(move || {
@@ -245,7 +272,7 @@ async fn accept_loop(
                             }
                         }
                         let _done = Done(a);
-                        connection(stream, &c, &h);
+                        connection(stream, &c, &h, (&calls, id));
                     });
                 if spawned.is_err() {
                     active.fetch_sub(1, Ordering::SeqCst);
@@ -261,13 +288,27 @@ fn send(stream: &UnixStream, msg: &ServerMsg) -> bool {
 }
 
 /// The connection's writer once the call runs: approval questions, output frames and the
-/// end are written by several threads, each frame whole.
+/// end are written by several threads, each frame whole. It counts the messages it has
+/// sent: the progress a client that still reads is making.
 #[derive(Clone)]
-struct Sender(Arc<Mutex<UnixStream>>);
+struct Sender(Arc<Mutex<UnixStream>>, Arc<AtomicUsize>);
 
 impl Sender {
+    fn new(stream: UnixStream) -> Sender {
+        Sender(Arc::new(Mutex::new(stream)), Arc::default())
+    }
+
     fn send(&self, msg: &ServerMsg) -> bool {
-        send(&self.0.lock().unwrap_or_else(|p| p.into_inner()), msg)
+        let sent = send(&self.0.lock().unwrap_or_else(|p| p.into_inner()), msg);
+        if sent {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+        sent
+    }
+
+    /// How many messages went out so far.
+    fn sent(&self) -> usize {
+        self.1.load(Ordering::SeqCst)
     }
 }
 
@@ -361,8 +402,8 @@ fn peer_of(stream: &UnixStream) -> Result<client::Peer, String> {
 /// replaces the client's stdin with a pipe a thread fills.
 struct CallStdio {
     stdio: client::Stdio,
-    /// Frames: the relay, and the pipe that tells it the call is over.
-    relay: Option<(std::thread::JoinHandle<()>, std::io::PipeWriter)>,
+    /// Frames: the relay.
+    relay: Option<FrameRelay>,
 }
 
 fn call_stdio(
@@ -384,15 +425,23 @@ fn call_stdio(
             let (err_r, err_w) = pipe()?;
             let (stop_r, stop_w) = pipe()?;
             let tx = out.clone();
+            let (done_tx, done) = std::sync::mpsc::channel();
             let t = std::thread::Builder::new()
                 .name("gateway-output".into())
-                .spawn(move || relay_output(out_r, err_r, stop_r, &tx))
+                .spawn(move || {
+                    relay_output(out_r, err_r, stop_r, &tx);
+                    let _ = done_tx.send(());
+                })
                 .map_err(|e| Refused::Other(format!("cannot start the output relay: {e}")))?;
             (
                 in_r.into(),
                 OwnedFd::from(out_w).into(),
                 OwnedFd::from(err_w).into(),
-                Some((t, stop_w)),
+                Some(FrameRelay {
+                    thread: t,
+                    stop: stop_w,
+                    done,
+                }),
             )
         }
         _ => return Err(proto::RequestError::Stdio(n).into()),
@@ -491,8 +540,9 @@ fn relay_output(
     }
 }
 
-/// Serves one connection (one call) on this thread.
-fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
+/// Serves one connection (one call) on this thread; `calls` (with this connection's number)
+/// is where the daemon finds it to end it.
+fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (&InFlight, u64)) {
     let fail = |e: Refused| {
         send(
             &stream,
@@ -524,7 +574,7 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
     let Ok(writer) = stream.try_clone() else {
         return fail(Refused::Other("cannot duplicate the connection".into()));
     };
-    let tx = Sender(Arc::new(Mutex::new(writer)));
+    let tx = Sender::new(writer);
     let stdin_text = match &body {
         proto::RequestBody::Exec { stdin, .. } => stdin.clone(),
         _ => None,
@@ -540,6 +590,8 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
         )));
     }
     let who = peer.clone();
+    let started = Instant::now();
+    let what = Unrecorded::of(&peer, &context, &body);
     let ran = run_call(
         &stream,
         peer,
@@ -548,15 +600,20 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
         body,
         &tx,
         (handler, &cfg.server),
+        calls,
     );
-    if let Some((t, mut stop)) = relay {
-        let _ = stop.write_all(b"x");
-        let _ = t.join();
+    if let Some(r) = relay {
+        r.finish(&stream, &|| tx.sent());
     }
+    // The end goes to a client that may not read it: never waited on for long.
+    let _ = stream.set_write_timeout(Some(FRAMES_AFTER_END));
     let listener = match ran {
-        Ok((code, listener)) => {
-            tx.send(&ServerMsg::Exit { code });
-            listener
+        Ok(ran) => {
+            if ran.ended.is_some() || ran.panicked {
+                what.record(&cfg.state_dir, &ran, started.elapsed());
+            }
+            tx.send(&ServerMsg::Exit { code: ran.code });
+            ran.listener
         }
         Err(message) => {
             // Refused before it ran (a session name over its bound, ...): recorded too.
@@ -586,8 +643,12 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler) {
 }
 
 /// Runs the call for the client `peer` (identity from the socket) with the request's
-/// `context`: its answers read on a thread of their own, a hang-up killing its command.
-/// Returns the exit code and the answers' thread, or why the call could not start.
+/// `context`: its answers read on a thread of their own, a hang-up (or the daemon stopping:
+/// `calls`) ending it. Returns how it ran, or why the call could not start.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call's parts, each from a different stage of the connection"
+)]
 fn run_call(
     stream: &UnixStream,
     peer: client::Peer,
@@ -596,7 +657,8 @@ fn run_call(
     body: proto::RequestBody,
     tx: &Sender,
     (handler, server): (&Handler, &Arc<crate::broker::server::Server>),
-) -> Result<(u8, Option<std::thread::JoinHandle<()>>), String> {
+    (calls, id): (&InFlight, u64),
+) -> Result<Ran, String> {
     // Approval questions go to the client (if it puts them to a person), whose answers (read
     // by a second thread) answer only the questions this connection was asked.
     let prompted: Arc<Mutex<HashSet<u64>>> = Arc::default();
@@ -616,18 +678,27 @@ fn run_call(
         })
     });
     let who = format!("the terminal of uid {} pid {}", peer.uid, peer.pid);
-    // When the client goes away (Ctrl-C, a crash), a byte on this pipe says so and the call's
-    // command is killed: nobody is left to see its output. (A byte, not closing the write
-    // end: the sandbox's helper, a fork of this process, holds a copy of it.)
-    let Ok((gone_r, mut gone_w)) = std::io::pipe() else {
+    // When the client goes away (Ctrl-C, a crash) or the daemon stops, a byte on this pipe
+    // says so and the call ends: its command is killed, its loops stop.
+    let Ok((gone_r, gone_w)) = std::io::pipe() else {
         return Err("cannot make a pipe for the call".into());
     };
+    let end = Arc::new(CallEnd::new(gone_w));
+    calls.add(id, end.clone());
+    struct Leave<'a>(&'a InFlight, u64);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            self.0.remove(self.1);
+        }
+    }
+    let _leave = Leave(calls, id);
+    let gone = end.clone();
     let answers = server.clone();
     let listener = std::thread::Builder::new()
         .name("gateway-answers".into())
         .spawn(move || {
             read_answers(reader, &prompted, &who, &answers.approvals);
-            let _ = gone_w.write_all(b"x");
+            gone.end(Ended::ClientGone);
         })
         .ok();
     let context = client::CallContext {
@@ -643,19 +714,25 @@ fn run_call(
         .map_err(|e| e.to_string())?;
     let _serving = client::serve(client);
     let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
-    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(body))) {
-        Ok(c) => c,
-        Err(_) => {
-            client::err(|w| {
-                writeln!(
-                    w,
-                    "gateway: internal error in the daemon (the call was abandoned; the daemon goes on)"
-                )
-            });
-            125
-        }
-    };
-    Ok((code, listener))
+    let before = crate::broker::records_appended_here();
+    let (code, panicked) = run_caught(|| handler(body));
+    if panicked {
+        client::err(|w| {
+            writeln!(
+                w,
+                "gateway: internal error in the daemon (the call was abandoned and recorded; the daemon goes on)"
+            )
+        });
+    }
+    // Read once the call is over: a hang-up after it ended does not make it ended.
+    let ended = end.why();
+    Ok(Ran {
+        code,
+        listener,
+        ended,
+        panicked,
+        recorded_itself: crate::broker::records_appended_here() > before,
+    })
 }
 
 /// Reads [`ClientMsg::Answer`]s until the connection ends; when it ends early, the questions
@@ -832,6 +909,20 @@ fn daemon_error(message: &str) -> String {
     }
 }
 
+/// The daemon's [`ServerMsg::Error`] already sent on `stream`, if there is one.
+fn refusal_of(stream: &UnixStream) -> Option<String> {
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+    let mut buf = Vec::new();
+    let _ = std::io::Read::read_to_end(
+        &mut std::io::Read::take(stream, proto::MAX_MESSAGE as u64 + 4),
+        &mut buf,
+    );
+    match proto::decode::<ServerMsg>(&buf) {
+        Ok(Some((ServerMsg::Error { message }, _))) => Some(daemon_error(&message)),
+        _ => None,
+    }
+}
+
 /// Sends one request with `io` as its context and streams (passed with it); asks the
 /// terminal when the daemon asks (if `io.ask_here`); returns the call's exit code.
 pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<u8, String> {
@@ -870,16 +961,21 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     anc.push(SendAncillaryMessage::ScmRights(&fds));
-    let n = sendmsg(
+    let sent = sendmsg(
         &stream,
         &[std::io::IoSlice::new(&frame)],
         &mut anc,
         SendFlags::empty(),
     )
-    .map_err(|e| format!("sending the call to the daemon: {e}"))?;
-    (&stream)
-        .write_all(&frame[n..])
-        .map_err(|e| format!("sending the call to the daemon: {e}"))?;
+    .map_err(std::io::Error::from)
+    .and_then(|n| (&stream).write_all(&frame[n..]));
+    if let Err(e) = sent {
+        // A daemon that refuses the call (busy) answers and closes without reading it: its
+        // answer says why better than the broken pipe.
+        return Err(
+            refusal_of(&stream).unwrap_or_else(|| format!("sending the call to the daemon: {e}"))
+        );
+    }
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {

@@ -138,7 +138,7 @@ struct ExecParams {
     command: String,
     /// Working directory (relative to the session's); default the session's.
     cwd: Option<String>,
-    /// Wall-clock limit in seconds (the policy's otherwise).
+    /// Wall-clock limit in seconds, at most the policy's (the policy's otherwise).
     timeout: Option<f64>,
     /// Extra environment variables (credential and loader variables are refused).
     env: Option<BTreeMap<String, String>>,
@@ -668,7 +668,10 @@ impl ToolSession<'_> {
         };
         let timeout = match p.timeout {
             None => None,
-            Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+            // Longer than any clock: the longest, which the broker refuses and records.
+            Some(t) if t.is_finite() && t > 0.0 => {
+                Some(Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX))
+            }
             Some(t) => {
                 return err_text(format!("timeout {t}: must be a positive number of seconds"));
             }

@@ -17,6 +17,7 @@
 
 pub mod budget;
 pub mod daemon;
+mod life;
 pub mod mcp;
 pub mod proto;
 pub mod repl;

@@ -129,7 +129,8 @@ pub enum RequestBody {
         argv: Vec<String>,
         /// The workspace, as `--cwd` (default: the context's `cwd`).
         cwd: Option<String>,
-        /// Wall-clock limit in milliseconds (overrides the policy).
+        /// Wall-clock limit in milliseconds: narrows the policy's (a longer one is refused,
+        /// rule `limits.timeout`).
         timeout_ms: Option<u64>,
         /// Snapshot the workspace for undo (None: the policy's `[undo] snapshot`).
         snapshot: Option<bool>,
