@@ -27,7 +27,9 @@ use crate::model::Decision;
 use crate::policy::Policy;
 use crate::sandbox::{Stdin, Stream};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Content, Implementation, ServerCapabilities, ServerInfo};
+use rmcp::model::{
+    CallToolResult, ContentBlock as Content, Implementation, ServerCapabilities, ServerConfig,
+};
 use rmcp::service::NotificationContext;
 use rmcp::{Peer, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
@@ -1264,7 +1266,7 @@ impl Gateway {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Gateway {
-    fn get_info(&self) -> ServerInfo {
+    fn get_info(&self) -> ServerConfig {
         let policy = match &self.cfg.backend {
             Backend::Embedded { pinned, .. } => format!("policy `{}`", pinned.policy().name),
             Backend::Daemon {
@@ -1272,7 +1274,7 @@ impl ServerHandler for Gateway {
             } => format!("policy `{p}` (in the gateway daemon)"),
             Backend::Daemon { policy: None, .. } => "the gateway daemon's policy".into(),
         };
-        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("gateway", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Every tool call is decided by {policy}, runs confined (landlock, seccomp, no capabilities), is recorded in a signed audit log, and file changes can be reverted with `undo`. A refused call is an error result naming the rule and its reason. Your roots, if you declare them, narrow what the tools may touch."
