@@ -570,16 +570,19 @@ fn perform(
 ) {
     let prepared = (|| {
         let lock = if !op.read_only() {
+            // A change waits for the command that captures this workspace (`journal::capture`),
+            // whose snapshot would otherwise claim it; then the journal's lock.
+            let capture = journal::capture_lock(&ctx.state_dir, ws).map_err(j_err)?;
             let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
             recover(&ctx.state_dir, &lock)?;
-            Some(lock)
+            Some((capture, lock))
         } else {
             None
         };
         let paths = narrow(paths?, &op, base);
         Ok::<_, BrokerError>((lock, paths))
     })();
-    let (lock, paths) = match prepared {
+    let (locks, paths) = match prepared {
         Ok(p) => p,
         Err(e) => return (Err(e), None),
     };
@@ -622,7 +625,12 @@ fn perform(
         undo_target,
         uid: ctx.client.fs_identity().map(|i| i.uid),
     };
-    super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req)
+    super::worker::run(
+        ctx.policy,
+        &ctx.state_dir,
+        locks.as_ref().map(|l| &l.1),
+        req,
+    )
 }
 
 /// The record's arguments: paths and sizes, never contents.

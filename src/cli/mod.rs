@@ -509,6 +509,8 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
             cwd: &cwd,
             session: &session,
             client: "tool",
+            // In the daemon, the connection's (`sandbox::cancel_on_hangup`).
+            cancel: None,
         },
         name,
         args,

@@ -168,6 +168,10 @@ pub struct Spec {
     pub stdin: Stdin,
     /// The confinement.
     pub confine: Confinement,
+    /// The call's own cancellation: a pipe's read end; the run is killed (and ends
+    /// `cancelled`) as soon as it becomes readable or its write end is closed. `None`: the
+    /// thread's [`cancel_on_hangup`], if any.
+    pub cancel: Option<OwnedFd>,
 }
 
 /// The seccomp program the sandbox installs for `network`, as raw `struct sock_filter` records
@@ -577,7 +581,10 @@ fn run_with(
     let watch = relay::Watch {
         deadline: c.limits.timeout.map(|t| start + t),
         output_limit: c.limits.output,
-        cancel_fd: CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd())),
+        cancel_fd: spec.cancel.as_ref().map_or_else(
+            || CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd())),
+            AsRawFd::as_raw_fd,
+        ),
         interrupt_fd: interrupt_fd(),
     };
     let r = relay::relay(child, spec, sink, ns.use_ns, watch)?;
