@@ -75,6 +75,9 @@ pub struct FsContext<'a> {
     pub confirm: &'a dyn Fn(&str, bool) -> Option<bool>,
     /// The caller: this process or a daemon client (its environment, rights, prompt).
     pub client: super::client::Context,
+    /// The call's cancellation (`sandbox::Spec::cancel`): a change waiting for another
+    /// call's capture of the workspace stops waiting when it fires.
+    pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
 }
 
 /// What a file tool call returned.
@@ -572,7 +575,7 @@ fn perform(
         let lock = if !op.read_only() {
             // A change waits for the command that captures this workspace (`journal::capture`),
             // whose snapshot would otherwise claim it; then the journal's lock.
-            let capture = journal::capture_lock(&ctx.state_dir, ws).map_err(j_err)?;
+            let capture = journal::capture_lock(&ctx.state_dir, ws, ctx.cancel).map_err(j_err)?;
             let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
             recover(&ctx.state_dir, &lock)?;
             Some((capture, lock))

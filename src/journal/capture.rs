@@ -17,6 +17,7 @@
 //! capture, which sees only what the run wrote, will make this unnecessary for commands.)
 
 use super::{JournalError, io, private_dir, sha256_hex};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
 /// Held while a call captures or changes a workspace; released when dropped.
@@ -26,8 +27,13 @@ pub struct CaptureLock {
 }
 
 /// Takes the capture lock of the workspace `ws` (absolute; canonical as the broker holds it):
-/// waits for the calls that hold it (or that of a directory above or below it) to end.
-pub fn capture_lock(state_dir: &Path, ws: &Path) -> Result<CaptureLock, JournalError> {
+/// waits for the calls that hold it (or that of a directory above or below it) to end, or
+/// for the call's `cancel` (`sandbox::Spec::cancel`) to fire.
+pub fn capture_lock(
+    state_dir: &Path,
+    ws: &Path,
+    cancel: Option<BorrowedFd<'_>>,
+) -> Result<CaptureLock, JournalError> {
     let dir = state_dir.join("journal").join("capture");
     private_dir(&dir)?;
     let chain: Vec<&Path> = {
@@ -50,15 +56,53 @@ pub fn capture_lock(state_dir: &Path, ws: &Path) -> Result<CaptureLock, JournalE
             .mode(0o600)
             .open(&p)
             .map_err(io("opening", &p))?;
-        let held = if i + 1 == chain.len() {
-            f.lock()
-        } else {
-            f.lock_shared()
-        };
-        held.map_err(io("locking", &p))?;
+        lock(&f, i + 1 == chain.len(), cancel, &p)?;
         files.push(f);
     }
     Ok(CaptureLock { _files: files })
+}
+
+/// Locks `f` (exclusively or shared); while another call holds it, until `cancel` fires.
+fn lock(
+    f: &std::fs::File,
+    exclusive: bool,
+    cancel: Option<BorrowedFd<'_>>,
+    p: &Path,
+) -> Result<(), JournalError> {
+    let Some(cancel) = cancel else {
+        return if exclusive { f.lock() } else { f.lock_shared() }.map_err(io("locking", p));
+    };
+    loop {
+        match if exclusive {
+            f.try_lock()
+        } else {
+            f.try_lock_shared()
+        } {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io("locking", p)(e)),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+        }
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut fds = [PollFd::from_borrowed_fd(cancel, PollFlags::IN)];
+        let wait = Timespec {
+            tv_sec: 0,
+            tv_nsec: 50_000_000,
+        };
+        match poll(&mut fds, Some(&wait)) {
+            Ok(0) => {}
+            Ok(_) => {
+                return Err(JournalError::Cancelled {
+                    path: p.to_path_buf(),
+                });
+            }
+            Err(e) if e == rustix::io::Errno::INTR => {}
+            Err(e) => {
+                return Err(io("waiting for", p)(std::io::Error::from_raw_os_error(
+                    e.raw_os_error(),
+                )));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -69,11 +113,11 @@ mod tests {
 
     /// Whether a second call in `b` waits while a call in `a` holds the lock.
     fn waits(state: &std::path::Path, a: &str, b: &str) -> bool {
-        let held = capture_lock(state, a.as_ref()).expect("lock");
+        let held = capture_lock(state, a.as_ref(), None).expect("lock");
         let (tx, rx) = mpsc::channel();
         let (state2, b2) = (state.to_path_buf(), b.to_string());
         let t = std::thread::spawn(move || {
-            let l = capture_lock(&state2, b2.as_ref()).expect("lock");
+            let l = capture_lock(&state2, b2.as_ref(), None).expect("lock");
             let _ = tx.send(());
             drop(l);
         });
@@ -92,6 +136,29 @@ mod tests {
         assert!(waits(&d, "/w", "/w/sub"), "a workspace inside it");
         assert!(waits(&d, "/w/sub", "/w"), "a workspace around it");
         assert!(!waits(&d, "/w/a", "/w/b"), "siblings");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_cancelled_call_stops_waiting() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let d = std::env::temp_dir().join(format!("gateway-capture-c-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let held = capture_lock(&d, "/w".as_ref(), None).expect("lock");
+        let (r, mut w) = std::io::pipe().expect("pipe");
+        let d2 = d.clone();
+        let t = std::thread::spawn(move || {
+            capture_lock(&d2, "/w/sub".as_ref(), Some(r.as_fd())).map(drop)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        w.write_all(b"x").expect("cancel");
+        let res = t.join().expect("thread");
+        assert!(
+            matches!(res, Err(super::JournalError::Cancelled { .. })),
+            "{res:?}"
+        );
+        drop(held);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -38,6 +38,12 @@ pub enum JournalError {
         /// Why, and what to do.
         reason: String,
     },
+    /// The call was cancelled (its client went away) while it waited for a lock.
+    #[error("cancelled while waiting for {path} (another call holds it)")]
+    Cancelled {
+        /// The lock.
+        path: PathBuf,
+    },
     /// A backup could not be read back.
     #[error("reading backup {path}: {source}")]
     Blob {

@@ -661,6 +661,7 @@ impl ToolSession<'_> {
             caller: self.caller(),
             confirm: &no_one,
             client: crate::broker::client::Context::current(),
+            cancel: self.cancel,
         }
     }
 
