@@ -1035,3 +1035,74 @@ sandbox_test!(
         assert_eq!(h["changes"].as_array().map(Vec::len), Some(8), "{h}");
     }
 );
+
+sandbox_test!(
+    fn a_2026_07_28_client_runs_the_tools_with_its_roots() {
+        // Issue 35: the Python SDK's newest `Client` (mode `auto`: `server/discover`, then
+        // self-contained requests) runs the tools; its roots, which the server may not ask
+        // for with a request of its own in this revision, are asked with each call (an
+        // input request, `roots/list`) and narrow it as in a 2025-11-25 session.
+        let env = Env::new("mcp-modern");
+        let root = env.ws.join("my root");
+        std::fs::create_dir(&root).expect("root");
+        env.write("out.txt", "out\n");
+        let root_s = root.display().to_string();
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_modern.py", &[&root_s], None) else {
+            return;
+        };
+        assert_eq!(v["protocol"], "2026-07-28", "{v}");
+        assert_eq!(v["server"], "gateway", "{v}");
+        let tools = v["tools"].as_array().expect("tools");
+        assert_eq!(tools.len(), 14, "{v}");
+        let result = |k: &str| -> (bool, serde_json::Value) {
+            let r = &v[k];
+            let t = r["text"].as_str().unwrap_or_else(|| panic!("{k}: {v}"));
+            (
+                r["is_error"] == true,
+                serde_json::from_str(t).unwrap_or_else(|e| panic!("{k}: {e}: {t}")),
+            )
+        };
+        let (err, exec) = result("exec");
+        assert!(!err, "{exec}");
+        assert_eq!(
+            exec["stdout"],
+            format!("hello modern\n{root_s}\n"),
+            "{exec}"
+        );
+        let (err, w) = result("write");
+        assert!(!err, "{w}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("new.txt")).expect("new"),
+            "n\n"
+        );
+        let (err, r) = result("read");
+        assert!(!err, "{r}");
+        let (err, o) = result("outside");
+        assert!(err, "outside the client's roots: {o}");
+        assert_eq!(o["refusal"]["rule"], "client-roots", "{o}");
+        assert!(v["roots_asked"].as_u64().is_some_and(|n| n >= 4), "{v}");
+        let recs = log_records(&env);
+        assert!(recs.iter().any(|r| r["tool"] == "exec"), "{recs:?}");
+    }
+);
+
+sandbox_test!(
+    fn mcp_roots_changed_while_they_are_listed_are_not_lost() {
+        // Issue 35: a `notifications/roots/list_changed` that arrives while the server is
+        // listing the roots (before the now stale answer) makes it list them again: the call
+        // runs within the new roots, not the old ones.
+        let env = Env::new("mcp-roots-race");
+        let (old, new) = (env.ws.join("old"), env.ws.join("new"));
+        std::fs::create_dir(&old).expect("old");
+        std::fs::create_dir(&new).expect("new");
+        let (o, n) = (old.display().to_string(), new.display().to_string());
+        let Some(v) = mcp_client(&env, "".as_ref(), "mcp_roots_race.py", &[&o, &n], None) else {
+            return;
+        };
+        assert_eq!(v["new"]["is_error"], false, "{v}");
+        assert!(new.join("x.txt").exists(), "{v}");
+        assert_eq!(v["old"]["is_error"], true, "{v}");
+        assert!(!old.join("y.txt").exists(), "{v}");
+        assert_eq!(v["asked"], serde_json::json!([o, n]), "{v}");
+    }
+);
