@@ -1106,3 +1106,56 @@ sandbox_test!(
         assert_eq!(v["asked"], serde_json::json!([o, n]), "{v}");
     }
 );
+
+sandbox_test!(
+    fn mcp_client_that_stops_reading_stops_its_commands_and_records_them() {
+        // Issue 35: a client that closes its end of the server's stdout (its stdin still
+        // open, nothing written meanwhile) is gone: its command is killed and recorded as
+        // cancelled, and the server ends.
+        use std::io::BufRead;
+        let env = Env::new("mcp-noreader");
+        let marker = format!("mcp-noreader-{}", std::process::id());
+        let mut child = env
+            .cmd()
+            .args(["--policy", "standard", "mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gateway mcp");
+        let mut input = child.stdin.take().expect("stdin");
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        writeln!(input, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#).expect("write");
+        let mut line = String::new();
+        out.read_line(&mut line).expect("initialize answer");
+        assert!(line.contains("\"id\":1"), "{line}");
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("write");
+        writeln!(input, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"exec","arguments":{{"command":"touch started; sleep 30; : {marker}"}}}}}}"#).expect("write");
+        wait_for_file(&env.ws.join("started"));
+        assert!(!processes_with(&marker).is_empty(), "the command runs");
+        let t = std::time::Instant::now();
+        drop(out);
+        assert_no_survivors(&marker, "an exec whose client stopped reading");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(3),
+            "killed after {:?}",
+            t.elapsed()
+        );
+        let r = exec_records(&env, 1);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
+        let t = std::time::Instant::now();
+        while child.try_wait().expect("wait").is_none() {
+            if t.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("the server outlived its client");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        drop(input);
+    }
+);

@@ -85,9 +85,10 @@ pub fn serve(cfg: McpConfig) -> Result<(), BrokerError> {
             what: "starting the MCP server's runtime".into(),
             source,
         })?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let server = Gateway::new(cfg);
         let gone = server.gone.clone();
+        let inflight = server.inflight.clone();
         let (stdin, stdout) = rmcp::transport::stdio();
         let io = (
             WatchedIn {
@@ -103,12 +104,45 @@ pub fn serve(cfg: McpConfig) -> Result<(), BrokerError> {
             what: "starting the MCP session".into(),
             source: std::io::Error::other(e.to_string()),
         })?;
-        running.waiting().await.map_err(|e| BrokerError::Io {
+        // A client that stops reading is gone even while nothing is written to it; once it
+        // is gone (that, or its stdin ended), the session ends when the calls in flight
+        // (cancelled) are recorded.
+        watch_stdout(gone.clone());
+        let stop = running.cancellation_token();
+        let mut left = gone.subscribe();
+        tokio::spawn(async move {
+            if left.wait_for(|g| *g).await.is_ok() {
+                stop.cancel();
+            }
+        });
+        let ended = running.waiting().await.map_err(|e| BrokerError::Io {
             what: "the MCP session".into(),
             source: std::io::Error::other(e.to_string()),
-        })?;
-        Ok(())
-    })
+        });
+        // Every call in flight ends (cancelled) and is recorded before the server does.
+        let _ = inflight.subscribe().wait_for(|n| *n == 0).await;
+        ended.map(drop)
+    });
+    // Not a drop, which would wait for the thread reading stdin: a client that stopped
+    // reading may keep it open.
+    rt.shutdown_background();
+    served
+}
+
+/// Counts a call in flight (`Gateway::inflight`) until it is dropped.
+struct InFlight(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl InFlight {
+    fn new(n: &Arc<tokio::sync::watch::Sender<usize>>) -> InFlight {
+        n.send_modify(|n| *n += 1);
+        InFlight(n.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 #[derive(Clone)]
@@ -119,6 +153,8 @@ struct Gateway {
     /// The client went away (its stdin ended, its stdout is closed): every call in flight
     /// is cancelled.
     gone: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The calls running on the blocking pool (the server waits for them to be recorded).
+    inflight: Arc<tokio::sync::watch::Sender<usize>>,
     tool_router: rmcp::handler::server::router::tool::ToolRouter<Gateway>,
 }
 
@@ -1014,6 +1050,7 @@ impl Gateway {
             cfg: Arc::new(cfg),
             roots: Arc::default(),
             gone: Arc::new(tokio::sync::watch::Sender::new(false)),
+            inflight: Arc::new(tokio::sync::watch::Sender::new(0)),
             tool_router: Self::tool_router(),
         }
     }
@@ -1120,52 +1157,10 @@ impl Gateway {
         };
         let cancel_r = std::os::fd::OwnedFd::from(cancel_r);
         let cfg = self.cfg.clone();
-        let job = tokio::task::spawn_blocking(move || match &cfg.backend {
-            Backend::Embedded { pinned, state_dir } => {
-                let notice =
-                    pinned.changed_notice(&crate::broker::client::Context::current(), RESTART);
-                let policy = pinned.policy();
-                let narrowed;
-                let policy = match roots {
-                    None => policy,
-                    Some(r) => {
-                        let mut p = policy.clone();
-                        p.narrow_to(r);
-                        narrowed = p;
-                        &narrowed
-                    }
-                };
-                let mut r = run_tool(
-                    &ToolSession {
-                        policy,
-                        state_dir,
-                        cwd: &cfg.cwd,
-                        session: &cfg.session,
-                        client: "mcp",
-                        cancel: Some(cancel_r.as_fd()),
-                    },
-                    name,
-                    args,
-                );
-                if let Some(n) = notice {
-                    // In the server's log too: the person who runs it may read that first.
-                    eprintln!("gateway mcp: {n}");
-                    add_notice(&mut r, &n);
-                }
-                r
-            }
-            Backend::Daemon {
-                socket,
-                policy,
-                state_dir,
-            } => forward(
-                socket,
-                (policy.as_deref(), state_dir.as_deref()),
-                &cfg,
-                name,
-                &args,
-                roots.as_deref(),
-            ),
+        let counted = InFlight::new(&self.inflight);
+        let job = tokio::task::spawn_blocking(move || {
+            let _counted = counted;
+            call_blocking(&cfg, roots, cancel_r, name, args)
         });
         tokio::pin!(job);
         let mut gone = self.gone.subscribe();
@@ -1184,12 +1179,99 @@ impl Gateway {
     }
 }
 
+/// A tool call on the blocking pool: run here (with the call's cancellation pipe), or
+/// forwarded to the daemon.
+fn call_blocking(
+    cfg: &McpConfig,
+    roots: Option<Vec<PathBuf>>,
+    cancel_r: std::os::fd::OwnedFd,
+    name: &'static str,
+    args: serde_json::Value,
+) -> CallToolResult {
+    match &cfg.backend {
+        Backend::Embedded { pinned, state_dir } => {
+            let notice = pinned.changed_notice(&crate::broker::client::Context::current(), RESTART);
+            let policy = pinned.policy();
+            let narrowed;
+            let policy = match roots {
+                None => policy,
+                Some(r) => {
+                    let mut p = policy.clone();
+                    p.narrow_to(r);
+                    narrowed = p;
+                    &narrowed
+                }
+            };
+            let mut r = run_tool(
+                &ToolSession {
+                    policy,
+                    state_dir,
+                    cwd: &cfg.cwd,
+                    session: &cfg.session,
+                    client: "mcp",
+                    cancel: Some(cancel_r.as_fd()),
+                },
+                name,
+                args,
+            );
+            if let Some(n) = notice {
+                // In the server's log too: the person who runs it may read that first.
+                eprintln!("gateway mcp: {n}");
+                add_notice(&mut r, &n);
+            }
+            r
+        }
+        Backend::Daemon {
+            socket,
+            policy,
+            state_dir,
+        } => forward(
+            socket,
+            (policy.as_deref(), state_dir.as_deref()),
+            &cfg,
+            name,
+            &args,
+            roots.as_deref(),
+        ),
+    }
+}
+
 /// Cancels a call: its pipe becomes readable and hangs up (`sandbox::Spec::cancel`).
 fn cancel(w: &mut Option<std::io::PipeWriter>) {
     use std::io::Write;
     if let Some(mut w) = w.take() {
         let _ = w.write_all(b"x");
     }
+}
+
+/// Sets `gone` when the client closes its end of the server's stdout, even while nothing
+/// is written to it: a thread waits for the pipe's error (no reader left) or hang-up. A
+/// stdout that never reports one (a file) is waited on for nothing.
+fn watch_stdout(gone: Arc<tokio::sync::watch::Sender<bool>>) {
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("mcp-stdout".into())
+        .spawn(move || {
+            use rustix::event::{PollFd, PollFlags, poll};
+            loop {
+                // No events asked: only an error or a hang-up ends the wait.
+                let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+                match poll(&mut fds, None) {
+                    Ok(_)
+                        if fds[0]
+                            .revents()
+                            .intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) =>
+                    {
+                        gone.send_replace(true);
+                        return;
+                    }
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(_) => return,
+                }
+            }
+        });
 }
 
 /// Stdin that says when it ends (the client closed it, or reading failed): every call in
