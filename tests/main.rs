@@ -46,6 +46,7 @@ mod help;
 mod human;
 mod json;
 mod mcp;
+mod mcp_calls;
 mod next_run;
 mod policy;
 mod repl;

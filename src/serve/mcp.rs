@@ -11,14 +11,31 @@
 //! reach), and an `ask` waits in its approval queue for `gateway approve`. Without a daemon
 //! nobody can approve, and `ask` is refused with the rule that asked.
 //!
+//! Protocol revisions: rmcp 3 serves both from one loop, chosen by the client's first
+//! request — 2025-11-25 (`initialize`, a session) and 2026-07-28 (stateless:
+//! `server/discover`, each request carrying its `_meta`: protocol version, client info and
+//! capabilities). Nothing here depends on a session but the roots cache (below) and `cd`,
+//! which is the server process's own session in either revision.
+//!
 //! Roots: when the client declares the `roots` capability, the server asks for its roots
-//! (again after `notifications/roots/list_changed`) and narrows the policy to them
-//! ([`Policy::narrow_to`]) for every call — never widening it. A client offering no roots
-//! leaves the policy as it is; roots that are not local directories narrow to nothing.
+//! (again after `notifications/roots/list_changed`, and again when that arrives during a
+//! fetch: `RootsCache`) and narrows the policy to them ([`Policy::narrow_to`]) for every
+//! call — never widening it. A 2026-07-28 client may not be sent requests: each of its calls
+//! is answered with an input request for `roots/list` (MRTR) and runs when the client sends
+//! it again with the answer. A client offering no roots leaves the policy as it is; roots
+//! that are not local directories narrow to nothing.
+//!
+//! Cancellation: each call has its own pipe, whose read end goes with the call to the
+//! broker (`ExecRequest::cancel`, `FsContext::cancel`); the server writes to it when the
+//! client cancels the request (`notifications/cancelled`) or goes away (stdin ends, stdout
+//! has no reader): the command is killed and recorded as cancelled, and a call waiting for
+//! another's capture of the workspace stops waiting. The server ends once every call in
+//! flight is recorded.
 //!
 //! Over 1,000 lines: the tool schemas (one parameter type per tool, each documented for the
 //! agent), their thin bodies (each builds one broker call and renders its typed report) and
 //! the server loop; the tools' substance is the broker's one invocation (`broker::invoke`).
+//! A call's life (roots cache, cancellation, the client going away) is in `serve::mcp_life`.
 
 use crate::audit::Caller;
 use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
@@ -43,6 +60,8 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use super::mcp_life::{InFlight, RootsCache, WatchedIn, WatchedOut, cancel, watch_stdout};
 
 /// Who decides and runs the MCP server's calls.
 pub enum Backend {
@@ -127,22 +146,6 @@ pub fn serve(cfg: McpConfig) -> Result<(), BrokerError> {
     // reading may keep it open.
     rt.shutdown_background();
     served
-}
-
-/// Counts a call in flight (`Gateway::inflight`) until it is dropped.
-struct InFlight(Arc<tokio::sync::watch::Sender<usize>>);
-
-impl InFlight {
-    fn new(n: &Arc<tokio::sync::watch::Sender<usize>>) -> InFlight {
-        n.send_modify(|n| *n += 1);
-        InFlight(n.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
 }
 
 #[derive(Clone)]
@@ -978,40 +981,6 @@ pub fn root_dir(uri: &str) -> Option<PathBuf> {
     crate::broker::wsfs::is_dir(&c).then_some(c)
 }
 
-/// The client's roots as last fetched, and a generation counted up by every
-/// `notifications/roots/list_changed`: a fetch is kept only if no change arrived while it
-/// was under way (else it is made again), so that a change is never lost.
-#[derive(Default)]
-struct RootsCache {
-    /// `None` until fetched (or after the client said they changed); `Some(None)`: the
-    /// client offers none.
-    known: Option<Option<Vec<PathBuf>>>,
-    generation: u64,
-}
-
-impl RootsCache {
-    /// The roots known, or the generation a fetch starts at.
-    fn begin(&self) -> Result<Option<Vec<PathBuf>>, u64> {
-        self.known.clone().ok_or(self.generation)
-    }
-
-    /// Keeps what a fetch begun at `generation` found, unless the roots changed meanwhile:
-    /// false then (fetch again).
-    fn finish(&mut self, generation: u64, roots: &Option<Vec<PathBuf>>) -> bool {
-        if self.generation != generation {
-            return false;
-        }
-        self.known = Some(roots.clone());
-        true
-    }
-
-    /// The client said its roots changed.
-    fn changed(&mut self) {
-        self.generation += 1;
-        self.known = None;
-    }
-}
-
 /// How often a fetch of the roots is made again because they changed while it was under
 /// way, before the call is refused.
 const ROOTS_REFETCHES: usize = 8;
@@ -1233,117 +1202,6 @@ fn call_blocking(
             &args,
             roots.as_deref(),
         ),
-    }
-}
-
-/// Cancels a call: its pipe becomes readable and hangs up (`sandbox::Spec::cancel`).
-fn cancel(w: &mut Option<std::io::PipeWriter>) {
-    use std::io::Write;
-    if let Some(mut w) = w.take() {
-        let _ = w.write_all(b"x");
-    }
-}
-
-/// Sets `gone` when the client closes its end of the server's stdout, even while nothing
-/// is written to it: a thread waits for the pipe's error (no reader left) or hang-up. A
-/// stdout that never reports one (a file) is waited on for nothing.
-fn watch_stdout(gone: Arc<tokio::sync::watch::Sender<bool>>) {
-    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
-        return;
-    };
-    let _ = std::thread::Builder::new()
-        .name("mcp-stdout".into())
-        .spawn(move || {
-            use rustix::event::{PollFd, PollFlags, poll};
-            loop {
-                // No events asked: only an error or a hang-up ends the wait.
-                let mut fds = [PollFd::new(&fd, PollFlags::empty())];
-                match poll(&mut fds, None) {
-                    Ok(_)
-                        if fds[0]
-                            .revents()
-                            .intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) =>
-                    {
-                        gone.send_replace(true);
-                        return;
-                    }
-                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                    Err(_) => return,
-                }
-            }
-        });
-}
-
-/// Stdin that says when it ends (the client closed it, or reading failed): every call in
-/// flight is then cancelled (`Gateway::gone`).
-struct WatchedIn<R> {
-    inner: R,
-    gone: Arc<tokio::sync::watch::Sender<bool>>,
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WatchedIn<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        let ended = match &r {
-            std::task::Poll::Ready(Ok(())) => buf.filled().len() == before && buf.remaining() > 0,
-            std::task::Poll::Ready(Err(_)) => true,
-            std::task::Poll::Pending => false,
-        };
-        if ended {
-            self.gone.send_replace(true);
-        }
-        r
-    }
-}
-
-/// Stdout that says when the client stopped reading it (a write fails): every call in
-/// flight is then cancelled.
-struct WatchedOut<W> {
-    inner: W,
-    gone: Arc<tokio::sync::watch::Sender<bool>>,
-}
-
-impl<W> WatchedOut<W> {
-    fn seen<T>(
-        &self,
-        r: std::task::Poll<std::io::Result<T>>,
-    ) -> std::task::Poll<std::io::Result<T>> {
-        if matches!(r, std::task::Poll::Ready(Err(_))) {
-            self.gone.send_replace(true);
-        }
-        r
-    }
-}
-
-impl<W: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WatchedOut<W> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
-        self.seen(r)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_flush(cx);
-        self.seen(r)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_shutdown(cx);
-        self.seen(r)
     }
 }
 

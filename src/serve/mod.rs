@@ -18,6 +18,7 @@
 pub mod budget;
 pub mod daemon;
 pub mod mcp;
+mod mcp_life;
 pub mod proto;
 pub mod repl;
 
