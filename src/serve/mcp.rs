@@ -1197,7 +1197,7 @@ fn call_blocking(
         } => forward(
             socket,
             (policy.as_deref(), state_dir.as_deref()),
-            &cfg,
+            cfg,
             name,
             &args,
             roots.as_deref(),
