@@ -210,8 +210,9 @@
 //! - A call's cancellation is its own pipe, not a thread-local: `serve::mcp` makes one per
 //!   call, passes its read end with the call (`ExecRequest::cancel` → `sandbox::Spec::cancel`,
 //!   and `FsContext::cancel` for a call waiting on a lock) and writes to it when the client
-//!   cancels the request or goes away (stdin EOF, a failed write to stdout). The daemon still
-//!   uses the thread's `sandbox::cancel_on_hangup`.
+//!   cancels the request or goes away (stdin EOF, stdout without a reader). The daemon still
+//!   uses the thread's `sandbox::cancel_on_hangup`; a broker step that waits (the capture
+//!   lock) takes whichever the call has (`sandbox::with_cancel`).
 //! - Capture scope: until captures come from an overlay (issue 37), a snapshot is a walk
 //!   before and after the run, so no other call may change the tree in between. A
 //!   per-workspace capture lock (`journal::capture_lock`: `flock`s on files in the state

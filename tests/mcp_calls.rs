@@ -464,3 +464,69 @@ sandbox_test!(
         drop(input);
     }
 );
+
+sandbox_test!(
+    fn a_daemon_call_waiting_for_the_workspaces_capture_ends_with_its_client() {
+        // A call that waits for another's capture of its workspace (the capture lock) is
+        // still its client's: through the daemon, a client killed while its call waits ends
+        // the wait, and the call never runs after its client left.
+        let env = Env::new("capture-wait-daemon");
+        let d = Daemon::start(&env, "standard", &[]);
+        let run = |script: &str| {
+            d.cmd(&env)
+                .args(["exec", "--", "sh", "-c", script])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("client")
+        };
+        let mut long = run("touch started; sleep 6");
+        wait_for_file(&env.ws.join("started"));
+        let mut waiting = run("echo b > b.txt");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(
+            !env.ws.join("b.txt").exists(),
+            "the second call waits for the first"
+        );
+        let _ = waiting.kill();
+        let _ = waiting.wait();
+        // Its call ends now and is recorded, while the first still runs.
+        let t = std::time::Instant::now();
+        let ended = loop {
+            let o = d
+                .cmd(&env)
+                .args(["log", "query", "--json", "--limit", "0"])
+                .output()
+                .expect("query");
+            let recs = json_of(&o)["records"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if let Some(r) = recs.into_iter().find(|r| r["tool"] == "exec") {
+                break r;
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(3),
+                "the waiting call did not end with its client"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(ended.to_string().contains("b.txt"), "{ended}");
+        assert!(
+            long.try_wait().expect("long").is_none(),
+            "the first still runs"
+        );
+        assert!(long.wait().expect("long").success());
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        assert!(
+            !env.ws.join("b.txt").exists(),
+            "the call ran after its client had gone"
+        );
+        let o = d
+            .cmd(&env)
+            .args(["log", "verify"])
+            .output()
+            .expect("verify");
+        assert!(o.status.success(), "{}", text(&o));
+    }
+);

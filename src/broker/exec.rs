@@ -333,13 +333,14 @@ impl ExecTool<'_, '_> {
         // The snapshot is this call's alone: no other call changes the workspace between its
         // before and its after (`journal::capture`).
         let _capture = if snap {
-            let cancel = req.cancel.as_ref().map(std::os::fd::AsFd::as_fd);
+            let own = req.cancel.as_ref().map(std::os::fd::AsFd::as_fd);
             Some(
-                crate::journal::capture_lock(&req.state_dir, &ws, cancel).map_err(|e| {
-                    BrokerError::Io {
-                        what: "the workspace's capture lock".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    }
+                sandbox::with_cancel(own, |cancel| {
+                    crate::journal::capture_lock(&req.state_dir, &ws, cancel)
+                })
+                .map_err(|e| BrokerError::Io {
+                    what: "the workspace's capture lock".into(),
+                    source: std::io::Error::other(e.to_string()),
                 })?,
             )
         } else {

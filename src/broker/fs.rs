@@ -575,7 +575,10 @@ fn perform(
         let lock = if !op.read_only() {
             // A change waits for the command that captures this workspace (`journal::capture`),
             // whose snapshot would otherwise claim it; then the journal's lock.
-            let capture = journal::capture_lock(&ctx.state_dir, ws, ctx.cancel).map_err(j_err)?;
+            let capture = crate::sandbox::with_cancel(ctx.cancel, |cancel| {
+                journal::capture_lock(&ctx.state_dir, ws, cancel)
+            })
+            .map_err(j_err)?;
             let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
             recover(&ctx.state_dir, &lock)?;
             Some((capture, lock))

@@ -677,6 +677,19 @@ pub fn cancel_on_hangup(fd: OwnedFd) -> CancelGuard {
     CancelGuard(())
 }
 
+/// Runs `f` with the call's cancellation: `own` (the call's, `Spec::cancel`) when given,
+/// else this thread's [`cancel_on_hangup`] pipe, if any — for a broker step that waits
+/// (another call's capture lock) and must stop when the call's client goes away.
+pub fn with_cancel<R>(
+    own: Option<BorrowedFd<'_>>,
+    f: impl FnOnce(Option<BorrowedFd<'_>>) -> R,
+) -> R {
+    if own.is_some() {
+        return f(own);
+    }
+    CANCEL.with(|c| f(c.borrow().as_ref().map(AsFd::as_fd)))
+}
+
 /// Ends [`cancel_on_hangup`] for this thread.
 pub struct CancelGuard(());
 
