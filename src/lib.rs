@@ -202,6 +202,25 @@
 //!   daemon runs the same `run_tool`. The client's roots narrow the policy
 //!   (`Policy::narrow_to`, the `client-roots` decision, `broker::narrow` for the sandbox's
 //!   writable paths and the file tools' roots). The REPL is a daemon front end the same way.
+//!   Both protocol revisions come from rmcp 3's one server loop: 2025-11-25 sessions
+//!   (`initialize`, then `roots/list` asked of the client, cached until
+//!   `roots/list_changed`, with a generation so that a change during a fetch is not lost)
+//!   and 2026-07-28 requests (`server/discover`, `_meta` per request; roots asked per call
+//!   with an MRTR input request, since the server may not send requests of its own).
+//! - A call's cancellation is its own pipe, not a thread-local: `serve::mcp` makes one per
+//!   call, passes its read end with the call (`ExecRequest::cancel` → `sandbox::Spec::cancel`,
+//!   and `FsContext::cancel` for a call waiting on a lock) and writes to it when the client
+//!   cancels the request or goes away (stdin EOF, stdout without a reader). The daemon still
+//!   uses the thread's `sandbox::cancel_on_hangup`; a broker step that waits (the capture
+//!   lock) takes whichever the call has (`sandbox::with_cancel`).
+//! - Capture scope: until captures come from an overlay (issue 37), a snapshot is a walk
+//!   before and after the run, so no other call may change the tree in between. A
+//!   per-workspace capture lock (`journal::capture_lock`: `flock`s on files in the state
+//!   directory, the workspace's exclusive and its ancestors' shared, taken root first) is
+//!   held by a snapshotted run from before to after and by each file tool that changes
+//!   files: overlapping calls in one tree run one after the other, in one process or several;
+//!   calls in sibling trees do not wait. Temporary files in the state directory have names
+//!   unique per call (`model::unique_suffix`: pid, counter, random).
 //! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
 //!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
 //!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed

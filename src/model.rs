@@ -581,3 +581,17 @@ impl fmt::Display for SecretsInput {
         })
     }
 }
+
+/// A temporary file name's suffix no other call uses: the process, a counter and a random
+/// number. Calls of one process (the MCP server's, the daemon's) write the same file at
+/// once, and a process may reuse a dead one's pid and find its files.
+pub fn unique_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // `RandomState`'s keys come from the OS's random source.
+    let r = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!("{}-{n}-{r:016x}", std::process::id())
+}

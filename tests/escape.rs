@@ -1857,7 +1857,18 @@ sandbox_test! {
                 .spawn()
                 .expect("client")
         };
-        let long = client(&["sleep 4"]);
+        // The run in progress is in another workspace: a run's snapshot holds its own
+        // workspace's capture lock (`journal::capture`), so two in one workspace do not overlap.
+        let long = {
+            env.nobody()
+                .current_dir(&env.outside)
+                .env("GATEWAY_SOCKET", &socket)
+                .args(["exec", "--", "sh", "-c", "sleep 4"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("client")
+        };
         std::thread::sleep(std::time::Duration::from_millis(500));
         let leave = "setsid -f sh -c 'trap \"\" TERM HUP; sleep 8; echo evil > late.txt' </dev/null >/dev/null 2>&1; echo left";
         let json = client(&["--json", leave]).wait_with_output().expect("client");

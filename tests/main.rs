@@ -48,6 +48,7 @@ mod human;
 mod json;
 mod life;
 mod mcp;
+mod mcp_calls;
 mod next_run;
 mod policy;
 mod repl;

@@ -347,6 +347,22 @@ impl ExecTool<'_, '_> {
                     ))
                 })?;
         }
+        // The snapshot is this call's alone: no other call changes the workspace between its
+        // before and its after (`journal::capture`).
+        let _capture = if snap {
+            let own = req.cancel.as_ref().map(std::os::fd::AsFd::as_fd);
+            Some(
+                sandbox::with_cancel(own, |cancel| {
+                    crate::journal::capture_lock(&req.state_dir, &ws, cancel)
+                })
+                .map_err(|e| BrokerError::Io {
+                    what: "the workspace's capture lock".into(),
+                    source: std::io::Error::other(e.to_string()),
+                })?,
+            )
+        } else {
+            None
+        };
         let pre = if snap {
             Some(snapshot::before(
                 &req.state_dir,
@@ -475,6 +491,13 @@ impl ExecTool<'_, '_> {
             cwd,
             stdin: stdin_of(&req.context, &req.stdin)?,
             confine,
+            cancel: match &req.cancel {
+                None => None,
+                Some(fd) => Some(fd.try_clone().map_err(|source| BrokerError::Io {
+                    what: "the call's cancellation pipe".into(),
+                    source,
+                })?),
+            },
         };
         Ok((spec, tmp, plan.git))
     }

@@ -75,6 +75,9 @@ pub struct FsContext<'a> {
     pub confirm: &'a dyn Fn(&str, bool) -> Option<bool>,
     /// The caller: this process or a daemon client (its environment, rights, prompt).
     pub client: super::client::Context,
+    /// The call's cancellation (`sandbox::Spec::cancel`): a change waiting for another
+    /// call's capture of the workspace stops waiting when it fires.
+    pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
 }
 
 /// What a file tool call returned.
@@ -570,16 +573,22 @@ fn perform(
 ) {
     let prepared = (|| {
         let lock = if !op.read_only() {
+            // A change waits for the command that captures this workspace (`journal::capture`),
+            // whose snapshot would otherwise claim it; then the journal's lock.
+            let capture = crate::sandbox::with_cancel(ctx.cancel, |cancel| {
+                journal::capture_lock(&ctx.state_dir, ws, cancel)
+            })
+            .map_err(j_err)?;
             let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
             recover(&ctx.state_dir, &lock)?;
-            Some(lock)
+            Some((capture, lock))
         } else {
             None
         };
         let paths = narrow(paths?, &op, base);
         Ok::<_, BrokerError>((lock, paths))
     })();
-    let (lock, paths) = match prepared {
+    let (locks, paths) = match prepared {
         Ok(p) => p,
         Err(e) => return (Err(e), None),
     };
@@ -641,7 +650,13 @@ fn perform(
             }
         },
     };
-    super::worker::run(ctx.policy, &ctx.state_dir, lock.as_ref(), req, ceiling)
+    super::worker::run(
+        ctx.policy,
+        &ctx.state_dir,
+        locks.as_ref().map(|l| &l.1),
+        req,
+        ceiling,
+    )
 }
 
 /// The record's arguments: paths and sizes, never contents.

@@ -413,6 +413,9 @@ pub struct ExecRequest<'a> {
     pub snapshot: Option<bool>,
     /// The caller: this process or a daemon client (its environment, rights, streams).
     pub context: client::Context,
+    /// The call's cancellation (`sandbox::Spec::cancel`): its client cancelled the call or
+    /// went away. The run is killed and recorded as cancelled.
+    pub cancel: Option<std::os::fd::OwnedFd>,
 }
 
 /// The result of an exec request.

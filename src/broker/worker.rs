@@ -289,6 +289,7 @@ pub(crate) fn run(
             danger_openat2: true,
             run_as: None,
         },
+        cancel: None,
     };
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;

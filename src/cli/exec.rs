@@ -118,6 +118,7 @@ pub(super) fn run_exec_at(
         caller: broker::log::this_caller("cli"),
         snapshot,
         context: broker::client::Context::current(),
+        cancel: None,
     };
     let json = cli.json;
     // In --json mode the report carries the first `inline_output` bytes of each stream; all

@@ -26,6 +26,7 @@ pub(super) fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
         caller: blog::this_caller("cli"),
         confirm: &|q, _| super::tty_confirm(q),
         client: crate::broker::client::Context::current(),
+        cancel: None,
     }
 }
 

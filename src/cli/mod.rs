@@ -530,6 +530,8 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
             cwd: &cwd,
             session: &session,
             client: "tool",
+            // In the daemon, the connection's (`sandbox::cancel_on_hangup`).
+            cancel: None,
         },
         name,
         args,
@@ -537,6 +539,9 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
     if let Some(n) = notice {
         serve::mcp::add_notice(&mut r, &n);
     }
+    // The tool's result, not a protocol revision's envelope: 2026-07-28's `resultType` is
+    // the MCP server's to add (rmcp does, for the clients that speak it).
+    r.result_type = None;
     match serde_json::to_string(&r) {
         Ok(s) => outln!("{s}"),
         Err(e) => return fail(exit::USAGE, format!("tool {name}: {e}")),

@@ -68,23 +68,34 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 pub fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), FsError> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = parent_dir(path);
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("creating", &tmp))?;
-    f.write_all(data).map_err(io("writing", &tmp))?;
-    f.sync_all().map_err(io("syncing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("renaming over", path))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    // A name of this call's own: two calls of one process may save the same file at once.
+    let (tmp, mut f) = loop {
+        let tmp = dir.join(format!(".{name}.tmp-{}", crate::model::unique_suffix()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("creating", &tmp)(e)),
+        }
+    };
+    let written = f
+        .write_all(data)
+        .map_err(io("writing", &tmp))
+        .and_then(|()| f.sync_all().map_err(io("syncing", &tmp)))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(io("renaming over", path)));
+    if let Err(e) = written {
+        // Nothing half-written left behind (the name is this call's alone).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io("syncing directory", dir))

@@ -7,7 +7,10 @@
 //! Blobs are compressed ([`blob`]); the store is bounded ([`quota`]).
 
 pub mod blob;
+mod capture;
 pub mod quota;
+
+pub use capture::{CaptureLock, capture_lock};
 
 use serde::Serialize;
 use std::io::Write;
@@ -34,6 +37,12 @@ pub enum JournalError {
         path: PathBuf,
         /// Why, and what to do.
         reason: String,
+    },
+    /// The call was cancelled (its client went away) while it waited for a lock.
+    #[error("cancelled while waiting for {path} (another call holds it)")]
+    Cancelled {
+        /// The lock.
+        path: PathBuf,
     },
     /// A backup could not be read back.
     #[error("reading backup {path}: {source}")]
@@ -130,14 +139,21 @@ pub(crate) fn write_whole(
 ) -> Result<(), JournalError> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("creating", &tmp))?;
+    // A name of this call's own: calls of one process (the MCP server's, the daemon's)
+    // write the same file at once.
+    let (tmp, mut f) = loop {
+        let tmp = dir.join(format!(".{name}.tmp-{}", crate::model::unique_suffix()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("creating", &tmp)(e)),
+        }
+    };
     if let Err(e) = f.write_all(data) {
         // Out of space, typically: leave nothing half-written behind.
         let _ = std::fs::remove_file(&tmp);

@@ -168,6 +168,10 @@ pub struct Spec {
     pub stdin: Stdin,
     /// The confinement.
     pub confine: Confinement,
+    /// The call's own cancellation: a pipe's read end; the run is killed (and ends
+    /// `cancelled`) as soon as it becomes readable or its write end is closed. `None`: the
+    /// thread's [`cancel_on_hangup`], if any.
+    pub cancel: Option<OwnedFd>,
 }
 
 /// The seccomp program the sandbox installs for `network`, as raw `struct sock_filter` records
@@ -636,7 +640,10 @@ fn run_with(
     let watch = relay::Watch {
         deadline: c.limits.timeout.map(|t| start + t),
         output_limit: c.limits.output,
-        cancel_fd: cancel_fd(),
+        cancel_fd: spec
+            .cancel
+            .as_ref()
+            .map_or_else(cancel_fd, AsRawFd::as_raw_fd),
         interrupt_fd: interrupt_fd(),
     };
     let r = relay::relay(child, spec, sink, ns.use_ns, watch)?;
@@ -864,6 +871,19 @@ pub fn read_named(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     }
     out.truncate(usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX));
     Ok(out)
+}
+
+/// Runs `f` with the call's cancellation: `own` (the call's, `Spec::cancel`) when given,
+/// else this thread's [`cancel_on_hangup`] pipe, if any — for a broker step that waits
+/// (another call's capture lock) and must stop when the call's client goes away.
+pub fn with_cancel<R>(
+    own: Option<BorrowedFd<'_>>,
+    f: impl FnOnce(Option<BorrowedFd<'_>>) -> R,
+) -> R {
+    if own.is_some() {
+        return f(own);
+    }
+    CANCEL.with(|c| f(c.borrow().as_ref().map(AsFd::as_fd)))
 }
 
 /// Ends [`cancel_on_hangup`] for this thread.

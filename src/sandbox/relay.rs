@@ -467,6 +467,7 @@ mod tests {
             cwd: "/".into(),
             stdin: Stdin::Null,
             confine,
+            cancel: None,
         };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             super::super::run(&spec, &mut Panics)

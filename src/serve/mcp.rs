@@ -11,14 +11,31 @@
 //! reach), and an `ask` waits in its approval queue for `gateway approve`. Without a daemon
 //! nobody can approve, and `ask` is refused with the rule that asked.
 //!
+//! Protocol revisions: rmcp 3 serves both from one loop, chosen by the client's first
+//! request — 2025-11-25 (`initialize`, a session) and 2026-07-28 (stateless:
+//! `server/discover`, each request carrying its `_meta`: protocol version, client info and
+//! capabilities). Nothing here depends on a session but the roots cache (below) and `cd`,
+//! which is the server process's own session in either revision.
+//!
 //! Roots: when the client declares the `roots` capability, the server asks for its roots
-//! (again after `notifications/roots/list_changed`) and narrows the policy to them
-//! ([`Policy::narrow_to`]) for every call — never widening it. A client offering no roots
-//! leaves the policy as it is; roots that are not local directories narrow to nothing.
+//! (again after `notifications/roots/list_changed`, and again when that arrives during a
+//! fetch: `RootsCache`) and narrows the policy to them ([`Policy::narrow_to`]) for every
+//! call — never widening it. A 2026-07-28 client may not be sent requests: each of its calls
+//! is answered with an input request for `roots/list` (MRTR) and runs when the client sends
+//! it again with the answer. A client offering no roots leaves the policy as it is; roots
+//! that are not local directories narrow to nothing.
+//!
+//! Cancellation: each call has its own pipe, whose read end goes with the call to the
+//! broker (`ExecRequest::cancel`, `FsContext::cancel`); the server writes to it when the
+//! client cancels the request (`notifications/cancelled`) or goes away (stdin ends, stdout
+//! has no reader): the command is killed and recorded as cancelled, and a call waiting for
+//! another's capture of the workspace stops waiting. The server ends once every call in
+//! flight is recorded.
 //!
 //! Over 1,000 lines: the tool schemas (one parameter type per tool, each documented for the
 //! agent), their thin bodies (each builds one broker call and renders its typed report) and
 //! the server loop; the tools' substance is the broker's one invocation (`broker::invoke`).
+//! A call's life (roots cache, cancellation, the client going away) is in `serve::mcp_life`.
 
 use crate::audit::Caller;
 use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
@@ -26,18 +43,25 @@ use crate::broker::{BrokerError, ExecRequest};
 use crate::model::Decision;
 use crate::policy::Policy;
 use crate::sandbox::{Stdin, Stream};
+use rmcp::handler::server::tool::InputResponses as Inputs;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Content, Implementation, ServerCapabilities, ServerInfo};
-use rmcp::service::NotificationContext;
-use rmcp::{Peer, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock as Content, Implementation, InputRequiredResult,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use schemars::transform::RecursiveTransform;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use super::mcp_life::{InFlight, RootsCache, WatchedIn, WatchedOut, cancel, watch_stdout};
 
 /// Who decides and runs the MCP server's calls.
 pub enum Backend {
@@ -80,30 +104,60 @@ pub fn serve(cfg: McpConfig) -> Result<(), BrokerError> {
             what: "starting the MCP server's runtime".into(),
             source,
         })?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let server = Gateway::new(cfg);
-        let running =
-            server
-                .serve(rmcp::transport::stdio())
-                .await
-                .map_err(|e| BrokerError::Io {
-                    what: "starting the MCP session".into(),
-                    source: std::io::Error::other(e.to_string()),
-                })?;
-        running.waiting().await.map_err(|e| BrokerError::Io {
-            what: "the MCP session".into(),
+        let gone = server.gone.clone();
+        let inflight = server.inflight.clone();
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let io = (
+            WatchedIn {
+                inner: stdin,
+                gone: gone.clone(),
+            },
+            WatchedOut {
+                inner: stdout,
+                gone: gone.clone(),
+            },
+        );
+        let running = server.serve(io).await.map_err(|e| BrokerError::Io {
+            what: "starting the MCP session".into(),
             source: std::io::Error::other(e.to_string()),
         })?;
-        Ok(())
-    })
+        // A client that stops reading is gone even while nothing is written to it; once it
+        // is gone (that, or its stdin ended), the session ends when the calls in flight
+        // (cancelled) are recorded.
+        watch_stdout(gone.clone());
+        let stop = running.cancellation_token();
+        let mut left = gone.subscribe();
+        tokio::spawn(async move {
+            if left.wait_for(|g| *g).await.is_ok() {
+                stop.cancel();
+            }
+        });
+        let ended = running.waiting().await.map_err(|e| BrokerError::Io {
+            what: "the MCP session".into(),
+            source: std::io::Error::other(e.to_string()),
+        });
+        // Every call in flight ends (cancelled) and is recorded before the server does.
+        let _ = inflight.subscribe().wait_for(|n| *n == 0).await;
+        ended.map(drop)
+    });
+    // Not a drop, which would wait for the thread reading stdin: a client that stopped
+    // reading may keep it open.
+    rt.shutdown_background();
+    served
 }
 
 #[derive(Clone)]
 struct Gateway {
     cfg: Arc<McpConfig>,
-    /// The client's roots as last fetched: `None` until fetched (or after the client said
-    /// they changed); `Some(None)`: the client offers none.
-    roots: Arc<Mutex<Option<Option<Vec<PathBuf>>>>>,
+    /// The client's roots (a 2025-11-25 session's).
+    roots: Arc<Mutex<RootsCache>>,
+    /// The client went away (its stdin ended, its stdout is closed): every call in flight
+    /// is cancelled.
+    gone: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The calls running on the blocking pool (the server waits for them to be recorded).
+    inflight: Arc<tokio::sync::watch::Sender<usize>>,
     tool_router: rmcp::handler::server::router::tool::ToolRouter<Gateway>,
 }
 
@@ -480,6 +534,9 @@ pub struct ToolSession<'a> {
     pub session: &'a str,
     /// The front end, for the record's caller (`mcp`, `tool`).
     pub client: &'a str,
+    /// The call's cancellation (a pipe's read end, `sandbox::Spec::cancel`); `None`: the
+    /// thread's (the daemon's `cancel_on_hangup`).
+    pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
 }
 
 /// Runs one tool call: `args` is the call's JSON arguments. The one code path of the MCP
@@ -643,6 +700,7 @@ impl ToolSession<'_> {
             caller: self.caller(),
             confirm: &no_one,
             client: crate::broker::client::Context::current(),
+            cancel: self.cancel,
         }
     }
 
@@ -676,6 +734,15 @@ impl ToolSession<'_> {
                 return err_text(format!("timeout {t}: must be a positive number of seconds"));
             }
         };
+        let cancel = match self.cancel.map(|c| c.try_clone_to_owned()).transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                return err_code(
+                    ErrorCode::Sandbox,
+                    format!("exec: the call's cancellation: {e}"),
+                );
+            }
+        };
         let mut sink = |_: Stream, _: &[u8]| {};
         // In the daemon the broker asks its queue; here no one can answer.
         let mut ask = |_: &Decision| false;
@@ -692,6 +759,7 @@ impl ToolSession<'_> {
             caller: self.caller(),
             snapshot: None,
             context: crate::broker::client::Context::current(),
+            cancel,
         };
         let r = crate::broker::exec(req, &mut ask, &mut sink);
         // A SIGINT, SIGTERM or SIGHUP that cancelled the runs in flight: once the last of
@@ -924,31 +992,92 @@ pub fn root_dir(uri: &str) -> Option<PathBuf> {
     crate::broker::wsfs::is_dir(&c).then_some(c)
 }
 
+/// How often a fetch of the roots is made again because they changed while it was under
+/// way, before the call is refused.
+const ROOTS_REFETCHES: usize = 8;
+
+/// The key of the `roots/list` input request a 2026-07-28 client is asked to fulfil.
+const ROOTS_INPUT: &str = "roots";
+
+/// Roots a client listed, as local directories (those that are not narrow to nothing,
+/// never to everything); `None`: it listed none.
+#[allow(deprecated)]
+fn listed_roots(listed: &rmcp::model::ListRootsResult) -> Option<Vec<PathBuf>> {
+    if listed.roots.is_empty() {
+        None
+    } else {
+        Some(
+            listed
+                .roots
+                .iter()
+                .filter_map(|r| root_dir(&r.uri))
+                .collect(),
+        )
+    }
+}
+
+/// The roots of a call, or what the call must wait for.
+enum CallRoots {
+    /// Known: `None` when the client offers none.
+    Known(Option<Vec<PathBuf>>),
+    /// A 2026-07-28 client that declared roots: asked to list them and call again (MRTR).
+    Ask(InputRequiredResult),
+}
+
 impl Gateway {
     fn new(cfg: McpConfig) -> Gateway {
         Gateway {
             cfg: Arc::new(cfg),
             roots: Arc::default(),
+            gone: Arc::new(tokio::sync::watch::Sender::new(false)),
+            inflight: Arc::new(tokio::sync::watch::Sender::new(0)),
             tool_router: Self::tool_router(),
         }
     }
 
-    /// The client's roots (fetched when not known): `Ok(None)` when it offers none; an error
-    /// result when it declared roots and could not say which (fail closed).
-    async fn roots(&self, peer: &Peer<RoleServer>) -> Result<Option<Vec<PathBuf>>, CallToolResult> {
-        if let Some(known) = self.roots.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-            return Ok(known);
+    /// The roots of a call. A 2025-11-25 client (a session that began with `initialize`)
+    /// is asked with `roots/list` when it declared them, once until it says they changed.
+    /// A 2026-07-28 client (no session: each request carries its `_meta`) cannot be asked
+    /// by the server; its call is answered with an input request for `roots/list` (MRTR),
+    /// and the same call sent again with the client's answer runs within them. An error
+    /// result when the client declared roots and could not say which (fail closed).
+    #[allow(deprecated)]
+    async fn roots(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        inputs: Option<rmcp::model::InputResponses>,
+    ) -> Result<CallRoots, CallToolResult> {
+        let modern = ctx.protocol_version().is_some_and(|v| !v.has_initialize());
+        let declared = ctx.client_capabilities().is_some_and(|c| c.roots.is_some());
+        if !declared {
+            return Ok(CallRoots::Known(None));
         }
-        let declared = peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.roots.is_some());
-        let roots = if declared {
+        if modern {
+            let Some(answer) = inputs.and_then(|mut i| i.remove(ROOTS_INPUT)) else {
+                let ask = rmcp::model::InputRequest::ListRoots(rmcp::model::ListRootsRequest {
+                    method: Default::default(),
+                    extensions: Default::default(),
+                });
+                return Ok(CallRoots::Ask(InputRequiredResult::from_input_requests(
+                    [(ROOTS_INPUT.to_string(), ask)].into(),
+                )));
+            };
+            return match serde_json::from_value::<rmcp::model::ListRootsResult>(answer) {
+                Ok(l) => Ok(CallRoots::Known(listed_roots(&l))),
+                Err(e) => Err(err_text(format!(
+                    "the client's answer to roots/list is not a list of roots ({e}); refusing the call rather than running without them"
+                ))),
+            };
+        }
+        for _ in 0..ROOTS_REFETCHES {
+            let generation = match self.roots.lock().unwrap_or_else(|p| p.into_inner()).begin() {
+                Ok(known) => return Ok(CallRoots::Known(known)),
+                Err(g) => g,
+            };
             // Roots are deprecated by SEP-2577, but the clients agents run in still send them,
             // and they are the user's own statement of what the agent may touch.
-            #[allow(deprecated)]
-            let asked = peer.list_roots();
-            let listed = tokio::time::timeout(Duration::from_secs(30), asked).await;
-            let listed = match listed {
+            let asked = ctx.peer.list_roots();
+            let listed = match tokio::time::timeout(Duration::from_secs(30), asked).await {
                 Ok(Ok(l)) => l,
                 Ok(Err(e)) => {
                     return Err(err_text(format!(
@@ -961,91 +1090,129 @@ impl Gateway {
                     ));
                 }
             };
-            if listed.roots.is_empty() {
-                None
-            } else {
-                // Roots that are not local directories narrow to nothing, never to everything.
-                Some(
-                    listed
-                        .roots
-                        .iter()
-                        .filter_map(|r| root_dir(&r.uri))
-                        .collect(),
-                )
+            let roots = listed_roots(&listed);
+            if self
+                .roots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .finish(generation, &roots)
+            {
+                return Ok(CallRoots::Known(roots));
             }
-        } else {
-            None
-        };
-        *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = Some(roots.clone());
-        Ok(roots)
+        }
+        Err(err_text(format!(
+            "the client's roots changed {ROOTS_REFETCHES} times while they were being listed; refusing the call rather than running with stale ones"
+        )))
     }
 
-    /// One tool call: run here, or forwarded to the daemon.
+    /// One tool call: run here, or forwarded to the daemon. The call ends when its tool
+    /// does, or when its client cancels it (`notifications/cancelled`) or goes away (its
+    /// stdin ends, its stdout is closed): then its command is killed through the call's own
+    /// cancellation pipe (`sandbox::Spec::cancel`) and recorded as cancelled.
     async fn call<P: Serialize>(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        inputs: Option<rmcp::model::InputResponses>,
         name: &'static str,
         p: P,
-    ) -> CallToolResult {
-        let roots = match self.roots(&peer).await {
-            Ok(r) => r,
-            Err(e) => return e,
+    ) -> CallToolResponse {
+        let roots = match self.roots(&ctx, inputs).await {
+            Ok(CallRoots::Known(r)) => r,
+            Ok(CallRoots::Ask(ask)) => return CallToolResponse::InputRequired(ask),
+            Err(e) => return e.into(),
         };
         let args = match serde_json::to_value(p) {
             Ok(a) => a,
-            Err(e) => return err_text(format!("{name}: {e}")),
+            Err(e) => return err_text(format!("{name}: {e}")).into(),
         };
-        let cfg = self.cfg.clone();
-        let job = tokio::task::spawn_blocking(move || match &cfg.backend {
-            Backend::Embedded { pinned, state_dir } => {
-                let notice =
-                    pinned.changed_notice(&crate::broker::client::Context::current(), RESTART);
-                let policy = pinned.policy();
-                let narrowed;
-                let policy = match roots {
-                    None => policy,
-                    Some(r) => {
-                        let mut p = policy.clone();
-                        p.narrow_to(r);
-                        narrowed = p;
-                        &narrowed
-                    }
-                };
-                let mut r = run_tool(
-                    &ToolSession {
-                        policy,
-                        state_dir,
-                        cwd: &cfg.cwd,
-                        session: &cfg.session,
-                        client: "mcp",
-                    },
-                    name,
-                    args,
-                );
-                if let Some(n) = notice {
-                    // In the server's log too: the person who runs it may read that first.
-                    eprintln!("gateway mcp: {n}");
-                    add_notice(&mut r, &n);
-                }
-                r
+        let (cancel_r, cancel_w) = match std::io::pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                return err_code(
+                    ErrorCode::Sandbox,
+                    format!("{name}: a cancellation pipe: {e}"),
+                )
+                .into();
             }
-            Backend::Daemon {
-                socket,
-                policy,
-                state_dir,
-            } => forward(
-                socket,
-                (policy.as_deref(), state_dir.as_deref()),
-                &cfg,
-                name,
-                &args,
-                roots.as_deref(),
-            ),
+        };
+        let cancel_r = std::os::fd::OwnedFd::from(cancel_r);
+        let cfg = self.cfg.clone();
+        let counted = InFlight::new(&self.inflight);
+        let job = tokio::task::spawn_blocking(move || {
+            let _counted = counted;
+            call_blocking(&cfg, roots, cancel_r, name, args)
         });
-        match job.await {
-            Ok(r) => r,
-            Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: the call failed: {e}")),
+        tokio::pin!(job);
+        let mut gone = self.gone.subscribe();
+        let mut cancel_w = Some(cancel_w);
+        let r = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                () = ctx.ct.cancelled(), if cancel_w.is_some() => cancel(&mut cancel_w),
+                _ = gone.wait_for(|g| *g), if cancel_w.is_some() => cancel(&mut cancel_w),
+            }
+        };
+        match r {
+            Ok(r) => r.into(),
+            Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: the call failed: {e}")).into(),
         }
+    }
+}
+
+/// A tool call on the blocking pool: run here (with the call's cancellation pipe), or
+/// forwarded to the daemon.
+fn call_blocking(
+    cfg: &McpConfig,
+    roots: Option<Vec<PathBuf>>,
+    cancel_r: std::os::fd::OwnedFd,
+    name: &'static str,
+    args: serde_json::Value,
+) -> CallToolResult {
+    match &cfg.backend {
+        Backend::Embedded { pinned, state_dir } => {
+            let notice = pinned.changed_notice(&crate::broker::client::Context::current(), RESTART);
+            let policy = pinned.policy();
+            let narrowed;
+            let policy = match roots {
+                None => policy,
+                Some(r) => {
+                    let mut p = policy.clone();
+                    p.narrow_to(r);
+                    narrowed = p;
+                    &narrowed
+                }
+            };
+            let mut r = run_tool(
+                &ToolSession {
+                    policy,
+                    state_dir,
+                    cwd: &cfg.cwd,
+                    session: &cfg.session,
+                    client: "mcp",
+                    cancel: Some(cancel_r.as_fd()),
+                },
+                name,
+                args,
+            );
+            if let Some(n) = notice {
+                // In the server's log too: the person who runs it may read that first.
+                eprintln!("gateway mcp: {n}");
+                add_notice(&mut r, &n);
+            }
+            r
+        }
+        Backend::Daemon {
+            socket,
+            policy,
+            state_dir,
+        } => forward(
+            socket,
+            (policy.as_deref(), state_dir.as_deref()),
+            cfg,
+            name,
+            &args,
+            roots.as_deref(),
+        ),
     }
 }
 
@@ -1134,30 +1301,33 @@ impl Gateway {
     #[tool(annotations(destructive_hint = true, open_world_hint = false))]
     async fn exec(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<ExecParams>,
-    ) -> CallToolResult {
-        self.call(peer, "exec", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "exec", p).await
     }
 
     /// Read a text file (line-numbered; secrets redacted).
     #[tool(annotations(read_only_hint = true))]
     async fn read_file(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<ReadParams>,
-    ) -> CallToolResult {
-        self.call(peer, "read_file", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "read_file", p).await
     }
 
     /// Create or replace a file (atomic; the old content is backed up; `undo` reverts it).
     #[tool(annotations(destructive_hint = true, idempotent_hint = true))]
     async fn write_file(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<WriteParams>,
-    ) -> CallToolResult {
-        self.call(peer, "write_file", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "write_file", p).await
     }
 
     /// Replace exact text in a file (unique unless `all`); keeps line endings, BOM and final
@@ -1165,100 +1335,110 @@ impl Gateway {
     #[tool(annotations(destructive_hint = true))]
     async fn edit_file(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<EditParams>,
-    ) -> CallToolResult {
-        self.call(peer, "edit_file", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "edit_file", p).await
     }
 
     /// Files matching a glob (.gitignore honoured).
     #[tool(annotations(read_only_hint = true))]
     async fn glob(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<GlobParams>,
-    ) -> CallToolResult {
-        self.call(peer, "glob", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "glob", p).await
     }
 
     /// Search file contents with a regular expression (.gitignore honoured; secrets redacted).
     #[tool(annotations(read_only_hint = true))]
     async fn grep(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<GrepParams>,
-    ) -> CallToolResult {
-        self.call(peer, "grep", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "grep", p).await
     }
 
     /// List a directory.
     #[tool(annotations(read_only_hint = true))]
     async fn list_directory(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<PathParam>,
-    ) -> CallToolResult {
-        self.call(peer, "list_directory", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "list_directory", p).await
     }
 
     /// Move or rename (never over an existing file; `undo` reverts it).
     #[tool(name = "move", annotations(destructive_hint = false))]
     async fn move_path(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<MoveParams>,
-    ) -> CallToolResult {
-        self.call(peer, "move", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "move", p).await
     }
 
     /// Move a file (or, with `recursive`, a directory) to the trash; `undo` restores it.
     #[tool(annotations(destructive_hint = true))]
     async fn delete(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<DeleteParams>,
-    ) -> CallToolResult {
-        self.call(peer, "delete", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "delete", p).await
     }
 
     /// Create a directory.
     #[tool(annotations(destructive_hint = false, idempotent_hint = false))]
     async fn mkdir(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<MkdirParams>,
-    ) -> CallToolResult {
-        self.call(peer, "mkdir", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "mkdir", p).await
     }
 
     /// Change the session's working directory (for the calls after this one).
     #[tool(annotations(read_only_hint = true))]
     async fn cd(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<CdParams>,
-    ) -> CallToolResult {
-        self.call(peer, "cd", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "cd", p).await
     }
 
     /// Revert a change of the file tools or of a command's snapshot (the newest by default).
     #[tool(annotations(destructive_hint = true))]
     async fn undo(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<UndoParams>,
-    ) -> CallToolResult {
-        self.call(peer, "undo", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "undo", p).await
     }
 
     /// The journal of changes (newest last): id, time, tool, path, phase.
     #[tool(annotations(read_only_hint = true))]
     async fn history(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<HistoryParams>,
-    ) -> CallToolResult {
-        self.call(peer, "history", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "history", p).await
     }
 
     /// Scan files for secrets (as `gateway scan --json`): each finding's path, line, rule,
@@ -1266,16 +1446,17 @@ impl Gateway {
     #[tool(annotations(read_only_hint = true))]
     async fn scan(
         &self,
-        peer: Peer<RoleServer>,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
         Parameters(p): Parameters<ScanParams>,
-    ) -> CallToolResult {
-        self.call(peer, "scan", p).await
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "scan", p).await
     }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Gateway {
-    fn get_info(&self) -> ServerInfo {
+    fn get_info(&self) -> ServerConfig {
         let policy = match &self.cfg.backend {
             Backend::Embedded { pinned, .. } => format!("policy `{}`", pinned.policy().name),
             Backend::Daemon {
@@ -1283,7 +1464,7 @@ impl ServerHandler for Gateway {
             } => format!("policy `{p}` (in the gateway daemon)"),
             Backend::Daemon { policy: None, .. } => "the gateway daemon's policy".into(),
         };
-        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("gateway", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Every tool call is decided by {policy}, runs confined (landlock, seccomp, no capabilities), is recorded in a signed audit log, and file changes can be reverted with `undo`. A refused call is an error result naming the rule and its reason. Your roots, if you declare them, narrow what the tools may touch."
@@ -1291,8 +1472,11 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
-        // Fetched again before the next call.
-        *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // Fetched again before the next call (and by a fetch under way).
+        self.roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .changed();
     }
 }
 

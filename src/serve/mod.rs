@@ -19,6 +19,7 @@ pub mod budget;
 pub mod daemon;
 mod life;
 pub mod mcp;
+mod mcp_life;
 pub mod proto;
 pub mod repl;
 

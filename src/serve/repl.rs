@@ -252,6 +252,7 @@ impl Repl<'_> {
             caller: crate::broker::log::this_caller("repl"),
             confirm,
             client: crate::broker::client::Context::current(),
+            cancel: None,
         }
     }
 
