@@ -1228,3 +1228,115 @@ sandbox_test!(
         assert_eq!(o.status.code(), Some(121), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn a_standing_approval_does_not_carry_to_other_input() {
+        // Issue 35 (attack review): approved once with `--always-for-session`, `xargs rm -r`
+        // then ran without asking on any other input piped to it.
+        let env = Env::new("standing-stdin");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"60s\"\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        for dir in ["a/x", "keep/precious"] {
+            std::fs::create_dir_all(env.ws.join(dir)).expect("mkdir");
+        }
+        let rm_of = |input: &str| {
+            let mut c = d
+                .cmd(&env)
+                .env("GATEWAY_SESSION", "s35-stdin")
+                .args(["exec", "--", "xargs", "rm", "-r"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            use std::io::Write;
+            let mut i = c.stdin.take().expect("stdin");
+            i.write_all(input.as_bytes()).expect("write");
+            drop(i);
+            c
+        };
+        let mut first = rm_of("a\n");
+        let p = wait_pending(&d, &env, &mut first).expect("the first rm is asked");
+        let o = d
+            .cmd(&env)
+            .args(["approve", &p["id"].to_string(), "--always-for-session"])
+            .output()
+            .expect("approve");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = first.wait_with_output().expect("wait");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!env.ws.join("a").exists());
+        let mut second = rm_of("keep\n");
+        let Some(p) = wait_pending(&d, &env, &mut second) else {
+            let o = second.wait_with_output().expect("wait");
+            panic!(
+                "the standing approval ran `xargs rm -r` on other input without asking: {}",
+                text(&o)
+            );
+        };
+        let o = d
+            .cmd(&env)
+            .args(["deny", &p["id"].to_string()])
+            .output()
+            .expect("deny");
+        assert!(o.status.success(), "{}", text(&o));
+        let o = second.wait_with_output().expect("wait");
+        assert_eq!(o.status.code(), Some(121), "{}", text(&o));
+        assert!(env.ws.join("keep/precious").exists());
+    }
+);
+
+sandbox_test!(
+    fn one_user_cannot_take_every_place_in_the_daemon() {
+        // Issue 35 (attack review): one uid held every `--max-clients` place (calls waiting
+        // for approval, or any long call), and every other user — the admin too — got
+        // "busy". A user may hold half of the places; the admin always has some.
+        let env = Env::new("per-uid-places");
+        let d = Daemon::start(&env, "standard", &["--max-clients", "4"]);
+        std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod socket");
+        std::fs::set_permissions(&env.outside, std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let long = |n: usize| -> Vec<std::process::Child> {
+            (0..n)
+                .map(|_| {
+                    nobody_via(&d, &env.outside)
+                        .args(["exec", "--", "sleep", "4"])
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .expect("spawn as 65534")
+                })
+                .collect()
+        };
+        let mut held = long(2);
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let o = nobody_via(&d, &env.outside)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("third call as 65534");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("uid 65534 has 2 calls in progress"),
+            "{}",
+            text(&o)
+        );
+        // Other users, and the admin, are still served.
+        let o = d
+            .cmd(&env)
+            .args(["--json", "pending"])
+            .output()
+            .expect("pending");
+        assert!(o.status.success(), "root was refused: {}", text(&o));
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "true"])
+            .output()
+            .expect("root exec");
+        assert!(o.status.success(), "root was refused: {}", text(&o));
+        for c in held.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+);

@@ -88,7 +88,7 @@ sandbox_test!(
         assert_escaped(&shown, "gateway pending");
         let line = shown.lines().next().expect("a pending line");
         let id = line.split_whitespace().next().expect("id").to_string();
-        assert_eq!(bash_words(between(line, " risk  ", "  (session")), argv());
+        assert_eq!(bash_words(between(line, " risk  ", "  (in ")), argv());
         let o = d.cmd(&env).args(["deny", &id]).output().expect("deny");
         assert!(o.status.success(), "{}", text(&o));
         assert_escaped(&stderr(&o), "gateway deny");

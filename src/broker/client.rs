@@ -204,6 +204,9 @@ pub struct Stdio {
     pub stdout: std::fs::File,
     /// Its stderr.
     pub stderr: std::fs::File,
+    /// What its stdin holds, when the daemon knows (a frames call's: empty, or the text it
+    /// gave, as a digest); `None`: a stream the client passed, unknown until read.
+    pub stdin_known: Option<String>,
 }
 
 /// Which of a client's streams are terminals, measured on the fds the daemon received (a
@@ -240,6 +243,8 @@ pub struct Client {
     pub stderr: Outlet,
     /// Which of them are terminals.
     pub tty: TtyFlags,
+    /// What its stdin holds, when known (see [`Stdio::stdin_known`]).
+    pub stdin_known: Option<String>,
     /// Sends an approval question (pending id, text) to the client, which asks on its
     /// terminal and answers over the socket. False: it could not be sent.
     pub prompt: Prompt,
@@ -295,6 +300,7 @@ impl Client {
             groups: peer.groups,
             cwd,
             env,
+            stdin_known: stdio.stdin_known,
             stdin: stdio.stdin,
             stdout: Outlet::new(stdio.stdout),
             stderr: Outlet::new(stdio.stderr),
@@ -399,6 +405,21 @@ impl Context {
             }
             _ => Ok(f()),
         }
+    }
+
+    /// What the caller's stdin holds, as far as a standing approval may rely on it:
+    /// `null` (/dev/null), `tty` (a person types it), a frames call's known content, or `None`
+    /// (a pipe or file the client passed, whose content a later call could change: a standing
+    /// approval never covers a call reading it).
+    pub fn stdin_identity(&self) -> Option<String> {
+        let c = self.client()?;
+        if let Some(k) = &c.stdin_known {
+            return Some(k.clone());
+        }
+        if c.tty.stdin {
+            return Some("tty".into());
+        }
+        crate::sandbox::fd_is_null(c.stdin.as_fd()).then(|| "null".into())
     }
 
     /// The filesystem identity the broker reads a workspace with for this caller (see

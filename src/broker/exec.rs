@@ -152,7 +152,18 @@ impl Tool for ExecTool<'_, '_> {
                         required: true,
                         workspace: &self.ws,
                         cwd: &self.trace.cwd,
-                        env_digest: super::planner::env_digest(&req.context, req.policy, &req.env),
+                        // The environment, and what stdin holds (a standing approval of
+                        // `xargs rm -r` must not carry to other input).
+                        env_digest: format!(
+                            "{}|stdin:{}",
+                            super::planner::env_digest(&req.context, req.policy, &req.env),
+                            match (&req.stdin, req.context.stdin_identity()) {
+                                (Stdin::Null, _) => "null".to_string(),
+                                (_, Some(k)) => k,
+                                // Unknown: a key no later call has.
+                                (_, None) => format!("unknown-{}", crate::model::unique_suffix()),
+                            }
+                        ),
                     },
                     &format!(
                         "this command needs approval:\n  $ {}{}\nRun it?",

@@ -233,6 +233,7 @@ async fn accept_loop(
     let mut int = signal(SignalKind::interrupt()).map_err(io_err("handling SIGINT".into()))?;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut served = 0u64;
+    let users = Users::default();
     loop {
         tokio::select! {
             _ = term.recv() => return Ok(served),
@@ -250,16 +251,15 @@ async fn accept_loop(
                 if stream.set_nonblocking(false).is_err() {
                     continue;
                 }
-                if active.load(Ordering::SeqCst) >= cfg.max_clients {
-                    let _ = (&stream).write_all(&proto::encode(&ServerMsg::Error {
-                        message: format!(
-                            "busy: {} calls in progress (the daemon's limit); try again",
-                            cfg.max_clients
-                        ),
-                    }));
+                let uid = rustix::net::sockopt::socket_peercred(&stream)
+                    .map_or(u32::MAX, |c| c.uid.as_raw());
+                let busy = busy(cfg.max_clients, active.load(Ordering::SeqCst), &users, uid);
+                if let Some(message) = busy {
+                    let _ = (&stream).write_all(&proto::encode(&ServerMsg::Error { message }));
                     continue;
                 }
                 active.fetch_add(1, Ordering::SeqCst);
+                let place = users.take(uid);
                 let (h, a, c) = (handler.clone(), active.clone(), cfg.clone());
                 let (calls, id) = (calls.clone(), served);
                 let spawned = std::thread::Builder::new()
@@ -272,6 +272,7 @@ async fn accept_loop(
                             }
                         }
                         let _done = Done(a);
+                        let _place = place;
                         connection(stream, &c, &h, (&calls, id));
                     });
                 if spawned.is_err() {
@@ -279,6 +280,63 @@ async fn accept_loop(
                 }
             }
         }
+    }
+}
+
+/// Places kept for the admin beyond `--max-clients` (root or the daemon's user can always
+/// list and answer what is pending, or stop what runs).
+const ADMIN_RESERVE: usize = 4;
+
+/// Why a connection of `uid` is not served now (None: it is): one user may hold at most half
+/// of the `max` places, and the admin (root, the daemon's own user) has a few kept for it, so
+/// that no client can lock the others — or the admin — out.
+fn busy(max: usize, active: usize, users: &Users, uid: u32) -> Option<String> {
+    let admin = uid == 0 || uid == crate::sandbox::effective_uid();
+    let all = || format!("busy: {max} calls in progress (the daemon's limit); try again");
+    if admin {
+        return (active >= max + ADMIN_RESERVE).then(all);
+    }
+    if active >= max {
+        return Some(all());
+    }
+    let per_uid = (max / 2).max(1);
+    let held = users.held(uid);
+    (held >= per_uid).then(|| {
+        format!(
+            "busy: uid {uid} has {held} calls in progress (at most {per_uid} per user: half of the daemon's --max-clients); try again when one ends"
+        )
+    })
+}
+
+/// The calls each uid has in progress.
+#[derive(Clone, Default)]
+struct Users(Arc<Mutex<std::collections::HashMap<u32, usize>>>);
+
+/// One call's place, given back when dropped.
+struct Place(Users, u32);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut m = (self.0).0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
+    }
+}
+
+impl Users {
+    fn held(&self, uid: u32) -> usize {
+        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&uid).copied().unwrap_or(0)
+    }
+
+    fn take(&self, uid: u32) -> Place {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry(uid).or_insert(0) += 1;
+        Place(self.clone(), uid)
     }
 }
 
@@ -446,6 +504,16 @@ fn call_stdio(
         }
         _ => return Err(proto::RequestError::Stdio(n).into()),
     };
+    let stdin_known = match (mode, &stdin_text) {
+        (_, Some(text)) => Some(format!(
+            "text:{}",
+            crate::audit::hex(
+                &ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref()[..16]
+            )
+        )),
+        (proto::StdioMode::Frames, None) => Some("empty".into()),
+        (proto::StdioMode::Passed, None) => None,
+    };
     let stdin = match stdin_text {
         None => stdin,
         Some(text) => {
@@ -466,6 +534,7 @@ fn call_stdio(
             stdin,
             stdout,
             stderr,
+            stdin_known,
         },
         relay,
     })
@@ -584,6 +653,11 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
         Err(e) => return fail(e),
     };
     let cwd = context.cwd.clone();
+    if let Err(e) = client_can_enter(&peer, &cwd) {
+        return fail(Refused::Other(format!(
+            "cannot enter the client's directory {cwd} with the client's rights: {e}"
+        )));
+    }
     if let Err(e) = crate::sandbox::thread_own_cwd().and_then(|_| std::env::set_current_dir(&cwd)) {
         return fail(Refused::Other(format!(
             "cannot enter the client's directory {cwd}: {e}"
@@ -616,22 +690,7 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
             ran.listener
         }
         Err(message) => {
-            // Refused before it ran (a session name over its bound, ...): recorded too.
-            let mut rec = Record {
-                caller: Caller {
-                    uid: who.uid,
-                    pid: who.pid,
-                    client: "daemon".into(),
-                },
-                tool: "daemon.request".into(),
-                decision: RecordDecision {
-                    effect: "deny".into(),
-                    rules: vec!["daemon.request".into()],
-                    reasons: vec![crate::broker::redact_text(&message)],
-                },
-                ..Record::default()
-            };
-            let _ = crate::broker::append_record(&cfg.state_dir, &mut rec);
+            record_refused(&cfg.state_dir, &who, &message);
             tx.send(&ServerMsg::Error { message });
             None
         }
@@ -640,6 +699,47 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
     if let Some(t) = listener {
         let _ = t.join();
     }
+}
+
+/// Whether the client `peer` can reach the directory `cwd` it says it is in, with its own
+/// rights: paths it names are resolved from there, and a root daemon could enter one the
+/// client cannot reach. (A daemon running as a normal user has no more rights than that
+/// user: nothing to check.)
+fn client_can_enter(peer: &client::Peer, cwd: &str) -> std::io::Result<()> {
+    if crate::sandbox::effective_uid() != 0 || peer.uid == 0 {
+        return Ok(());
+    }
+    crate::sandbox::with_fs_identity(peer.uid, peer.gid, &peer.groups, || {
+        // not-ws: the client's own directory, looked up with its rights
+        std::fs::metadata(cwd).and_then(|m| {
+            if m.is_dir() {
+                Ok(())
+            } else {
+                Err(std::io::Error::from(std::io::ErrorKind::NotADirectory))
+            }
+        })
+    })
+    .and_then(|r| r)
+}
+
+/// Records a call the daemon refused before it ran (a session name over its bound, a
+/// directory the client cannot enter, ...): a deny of `daemon.request` by its client.
+fn record_refused(state_dir: &Path, who: &client::Peer, message: &str) {
+    let mut rec = Record {
+        caller: Caller {
+            uid: who.uid,
+            pid: who.pid,
+            client: "daemon".into(),
+        },
+        tool: "daemon.request".into(),
+        decision: RecordDecision {
+            effect: "deny".into(),
+            rules: vec!["daemon.request".into()],
+            reasons: vec![crate::broker::redact_text(message)],
+        },
+        ..Record::default()
+    };
+    let _ = crate::broker::append_record(state_dir, &mut rec);
 }
 
 /// Runs the call for the client `peer` (identity from the socket) with the request's
