@@ -582,6 +582,30 @@ impl fmt::Display for SecretsInput {
     }
 }
 
+/// Creates a new file (0600) named `.NAME.tmp-<unique>` in `dir` for an atomic write of
+/// `name`: a name of this call's own, since calls of one process (the MCP server's, the
+/// daemon's) may write the same file at once. Err: the name tried, and why.
+pub fn create_temp(
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<(PathBuf, std::fs::File), (PathBuf, std::io::Error)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    loop {
+        let tmp = dir.join(format!(".{name}.tmp-{}", unique_suffix()));
+        // not-ws: a temporary file of the caller's own, created new
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err((tmp, e)),
+        }
+    }
+}
+
 /// A temporary file name's suffix no other call uses: the process, a counter and a random
 /// number. Calls of one process (the MCP server's, the daemon's) write the same file at
 /// once, and a process may reuse a dead one's pid and find its files.

@@ -66,26 +66,13 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 /// Creates or replaces a broker-owned file (in the state directory) atomically, mode 0600:
 /// a temporary file next to it, synced, renamed over it, the directory synced.
 pub fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), FsError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = parent_dir(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    // A name of this call's own: two calls of one process may save the same file at once.
-    let (tmp, mut f) = loop {
-        let tmp = dir.join(format!(".{name}.tmp-{}", crate::model::unique_suffix()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-        {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io("creating", &tmp)(e)),
-        }
-    };
+    let (tmp, mut f) =
+        crate::model::create_temp(dir, &name).map_err(|(tmp, e)| io("creating", &tmp)(e))?;
     let written = f
         .write_all(data)
         .map_err(io("writing", &tmp))

@@ -137,23 +137,9 @@ pub(crate) fn write_whole(
     data: &[u8],
     sync: bool,
 ) -> Result<(), JournalError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(name);
-    // A name of this call's own: calls of one process (the MCP server's, the daemon's)
-    // write the same file at once.
-    let (tmp, mut f) = loop {
-        let tmp = dir.join(format!(".{name}.tmp-{}", crate::model::unique_suffix()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-        {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io("creating", &tmp)(e)),
-        }
-    };
+    let (tmp, mut f) =
+        crate::model::create_temp(dir, name).map_err(|(tmp, e)| io("creating", &tmp)(e))?;
     if let Err(e) = f.write_all(data) {
         // Out of space, typically: leave nothing half-written behind.
         let _ = std::fs::remove_file(&tmp);

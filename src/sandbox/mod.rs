@@ -2,6 +2,10 @@
 //! [`Spec`] (paths, network, limits, env) and [`run`] applies it and reports, in
 //! [`EnforcementStatus`], what was really enforced.
 //!
+//! Over 1,000 lines: the run itself and, beside it, the small per-call helpers the front ends
+//! use on the same machinery (cancellation, non-blocking reads and writes of a caller's
+//! streams, the caller's rlimits); the seam, when it grows, is those helpers apart from `run`.
+//!
 //! Layers, each enforced on its own:
 //! - **namespaces**, for every run whoever starts the broker: user (the caller mapped to
 //!   itself), pid (own /proc; everything dies with the command), mount (the host read-only,

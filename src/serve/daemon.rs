@@ -1,5 +1,9 @@
 //! `gateway serve`: the broker as a long-running process on a Unix socket.
 //!
+//! Over 1,000 lines: the socket, the connection and its streams, and the client side of a
+//! call; a call's life (its end, its record) is already apart in `serve::life`, and the client
+//! side is the next seam.
+//!
 //! Each connection is one call: the client sends a [`proto::Request`] (its context — cwd,
 //! environment, session — and what to do) with its stdin, stdout and stderr attached
 //! (`SCM_RIGHTS`) or relayed as frames; the daemon identifies it by `SO_PEERCRED` (never by
