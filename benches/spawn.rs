@@ -288,12 +288,21 @@ fn main() {
                 let t = Instant::now();
                 let code = gateway::serve::daemon::call_with(
                     &socket,
-                    ["exec", "--", "true"].map(String::from).to_vec(),
+                    gateway::broker::request::Invocation {
+                        options: gateway::broker::request::Options::default(),
+                        request: gateway::broker::request::Request::Exec(
+                            gateway::broker::request::Exec {
+                                argv: vec!["true".into()],
+                                ..Default::default()
+                            },
+                        ),
+                    },
                     gateway::serve::daemon::CallIo {
                         cwd: ws.clone(),
                         env,
                         stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
                         ask_here: false,
+                        cancel: None,
                     },
                 );
                 let d = t.elapsed();

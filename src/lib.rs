@@ -255,9 +255,14 @@
 //!   hashes). The MCP server offers no reload: its client is the agent, and when a new policy
 //!   governs an agent is a person's decision (a restart); the REPL (`/reload-policy`) and
 //!   `gateway policy reload` are a person's or the session owner's commands.
-//! - The daemon's protocol is typed (`serve::proto`, issue 23): a `Request` of a version, a
-//!   context (cwd, environment, session, how stdio travels) and a body (`Argv` — the CLI's,
-//!   still parsed by clap while it migrates — or typed `Exec`, `PolicyReload`, `Hello`).
+//! - The daemon's protocol is typed (`serve::proto`, issues 23 and 35): a `Request` of a
+//!   version, a context (cwd, environment, session, how stdio travels) and a body (`Hello`,
+//!   or `Call`: a `broker::request::Invocation`, the options and one typed `Request` of every
+//!   tool and maintenance command). The CLI maps clap's parse to a `Request` once
+//!   (`cli::request`: durations, times, env vars checked there and again when decoded); the
+//!   MCP server and the REPL send the same type; the daemon parses no command line. Commands
+//!   that are processes of their own (serve, mcp, repl) and the binary's own documentation and
+//!   config are not requests.
 //!   Identity has no field: the daemon builds `broker::client::Client::new` from
 //!   `SO_PEERCRED` and the context, and measures tty-ness on the fds (a claimed terminal
 //!   stdin would skip its secret scan). `PROTOCOL_VERSION` is bumped on any change to the

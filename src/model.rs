@@ -406,6 +406,73 @@ pub enum RequestError {
         /// The variable.
         name: String,
     },
+    /// `--env` without `=`.
+    #[error("--env {given}: expected NAME=VALUE")]
+    EnvPair {
+        /// What was given.
+        given: String,
+    },
+    /// A tool that does not exist.
+    #[error("no tool `{name}`; the tools are {tools}")]
+    NoTool {
+        /// The name given.
+        name: String,
+        /// The tools there are.
+        tools: String,
+    },
+    /// A tool's arguments that are not one JSON object.
+    #[error("tool {name}: the arguments {why}")]
+    ToolArgs {
+        /// The tool.
+        name: String,
+        /// What is wrong with them.
+        why: String,
+    },
+    /// An exec with no command.
+    #[error("exec: the request names no command (argv is empty)")]
+    NoCommand,
+    /// A duration that is not one (or is zero where a positive one is needed).
+    #[error(
+        "{option} {given}: expected a positive duration (seconds like 30 or 2.5, or \"30s\", \"10m\", \"1h\")"
+    )]
+    Duration {
+        /// The option.
+        option: &'static str,
+        /// What was given.
+        given: String,
+    },
+    /// A time that is not one.
+    #[error(
+        "{option} {given}: expected an RFC 3339 time (2026-11-21T10:00:00Z) or a duration ago (90s, 15m, 2h, 3d)"
+    )]
+    Time {
+        /// The option.
+        option: &'static str,
+        /// What was given.
+        given: String,
+    },
+    /// `fs edit` with no edit.
+    #[error("fs edit: give --old/--new, --insert-at/--text, --append, --delete-lines or --edits")]
+    NoEdit,
+    /// `--delete-lines` that is not a range.
+    #[error("--delete-lines {given}: expected A-B (1-based line numbers)")]
+    LineRange {
+        /// What was given.
+        given: String,
+    },
+    /// `fs write` with no content.
+    #[error("fs write: give --content or --content-file")]
+    NoContent,
+    /// A command that runs in the client's own process (a front end, the binary's
+    /// documentation), asked for as a request.
+    #[error("this command runs in the client's own process, not as a request to a broker")]
+    NotARequest,
+    /// `gateway sh` with options it does not take.
+    #[error("sh: {why}")]
+    Shell {
+        /// What is wrong.
+        why: String,
+    },
     /// A session name too long, empty, or with control characters.
     #[error(
         "the session name ({len} bytes) is not one: at most {max} bytes, none of them control characters (GATEWAY_SESSION)"

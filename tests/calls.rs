@@ -631,19 +631,19 @@ sandbox_test!(
     }
 );
 
-/// Sends one frames-mode request (`session`, `argv`) to the daemon at `socket` as this
-/// process, and returns the frames it answered (as JSON values).
+/// Sends one frames-mode request (`session`, a typed `request` with `--json`) to the daemon at
+/// `socket` as this process, and returns the frames it answered (as JSON values).
 fn raw_call(
     socket: &std::path::Path,
     cwd: &std::path::Path,
     session: &str,
     env: &[(String, String)],
-    argv: &[&str],
+    request: &serde_json::Value,
 ) -> Vec<serde_json::Value> {
     use std::io::{Read, Write};
     let msg = serde_json::json!({
         "type": "request",
-        "version": 2,
+        "version": 3,
         "context": {
             "cwd": cwd.display().to_string(),
             "env": env,
@@ -651,7 +651,8 @@ fn raw_call(
             "stdio": "frames",
             "prompts": false,
         },
-        "body": { "argv": argv },
+        "body": { "call": { "options": { "state_dir": null, "policy": null, "cwd": null,
+            "json": true }, "request": request } },
     });
     let body = msg.to_string().into_bytes();
     let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect");
@@ -681,7 +682,8 @@ sandbox_test!(
         // stated bound (8 MiB over its size after a warm-up).
         let env = Env::new("daemon-memory");
         let d = Daemon::start(&env, "standard", &[]);
-        let argv = ["--json", "policy", "explain", "--", "true"];
+        let argv = serde_json::json!({"policy": {"explain": {"command": ["true"],
+            "credentials": false}}});
         let big_env: Vec<(String, String)> = (0..16)
             .map(|i| (format!("V{i}"), "v".repeat(1024)))
             .collect();

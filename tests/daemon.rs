@@ -179,7 +179,7 @@ sandbox_test!(
         // Truncated: half a message, then the client goes away.
         let mut s = UnixStream::connect(&d.socket).expect("connect");
         let f = frame(
-            br#"{"type":"request","version":2,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"argv":["exec","--","true"]}}"#,
+            br#"{"type":"request","version":3,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
         );
         s.write_all(&f[..f.len() / 2]).expect("send");
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
@@ -472,9 +472,12 @@ sandbox_test!(
             let o = env.gw(&bad);
             assert_eq!(o.status.code(), Some(122), "{bad:?}: {}", text(&o));
         }
+        // An unknown tool is a usage error, said as JSON (as every `tool` result).
         let o = env.gw(&["tool", "frobnicate"]);
-        assert_eq!(o.status.code(), Some(1));
-        assert!(text(&o).contains("exec, read_file"), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(122));
+        assert!(stdout(&o).contains("exec, read_file"), "{}", text(&o));
+        let e: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json");
+        assert_eq!(e["error"]["code"], "usage", "{e}");
     }
 );
 
@@ -954,26 +957,32 @@ sandbox_test!(
             ["GATEWAY_UID", "0"]
         ]);
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 2, "context": {
+            serde_json::json!({"type": "request", "version": 3, "context": {
                 "cwd": ws, "env": claims, "session": "id-test", "stdio": "frames",
-                "prompts": false}, "body": body})
+                "prompts": false}, "body": {"call": {"options": {"state_dir": null,
+                "policy": null, "cwd": null, "json": false}, "request": body}}})
         };
         let exec = |argv: &[&str], stdin: Option<&str>| {
-            serde_json::json!({"exec": {"argv": argv, "cwd": null, "timeout_ms": 30000,
-                "snapshot": false, "env": [["SUDO_UID", "0"]], "stdin": stdin, "json": false}})
+            serde_json::json!({"exec": {"argv": argv, "timeout": {"secs": 30, "nanos": 0},
+                "snapshot": false, "env": [{"name": "SUDO_UID", "value": "0"}],
+                "stdin": stdin}})
         };
         for (at, key) in [
             ("top", "uid"),
             ("context", "uid"),
             ("context", "caller"),
             ("context", "groups"),
+            ("options", "uid"),
             ("exec", "uid"),
+            ("env", "uid"),
         ] {
             let mut m = request(exec(&["touch", "claimed"], None));
             match at {
                 "top" => m[key] = 0.into(),
                 "context" => m["context"][key] = 0.into(),
-                _ => m["body"]["exec"][key] = 0.into(),
+                "options" => m["body"]["call"]["options"][key] = 0.into(),
+                "env" => m["body"]["call"]["request"]["exec"]["env"][0][key] = 0.into(),
+                _ => m["body"]["call"]["request"]["exec"][key] = 0.into(),
             }
             let f = wire(&env, &d.socket, true, &m, false);
             assert_eq!(f.len(), 1, "{at}.{key}: {f:?}");
@@ -1013,7 +1022,7 @@ sandbox_test!(
             &env,
             &d.socket,
             true,
-            &request(serde_json::json!({"policy_reload": {"policy": null}})),
+            &request(serde_json::json!({"policy": {"reload": {"name": null}}})),
             false,
         );
         let (out, code) = output_and_exit(&f, "stdout");
@@ -1059,31 +1068,49 @@ sandbox_test!(
         let msg = f[0]["message"].as_str().unwrap_or_default();
         for part in [
             "protocol version 1 is not spoken here",
-            "this daemon speaks 2",
+            "this daemon speaks 3",
             "restart `gateway serve`",
         ] {
             assert!(msg.contains(part), "{part}: {msg}");
         }
         assert!(!env.ws.join("v1-ran").exists());
-        let hello = serde_json::json!({"type": "request", "version": 2, "context": {
+        let hello = serde_json::json!({"type": "request", "version": 3, "context": {
             "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
             "body": "hello"});
         let f = wire(&env, &d.socket, false, &hello, false);
         let version = stdout(&env.gw(&["--version"]));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0]["type"], "hello", "{f:?}");
-        assert_eq!(f[0]["version"], 2, "{f:?}");
+        assert_eq!(f[0]["version"], 3, "{f:?}");
         let gw = f[0]["gateway"].as_str().unwrap_or_default();
         assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
         // A request of a later version, in this version's shape, is refused the same way.
         let mut later = hello.clone();
-        later["version"] = 3.into();
+        later["version"] = 4.into();
         let f = wire(&env, &d.socket, false, &later, false);
         let msg = f[0]["message"].as_str().unwrap_or_default();
         assert!(
-            msg.contains("protocol version 3 is not spoken here (this daemon speaks 2)"),
+            msg.contains("protocol version 4 is not spoken here (this daemon speaks 3)"),
             "{f:?}"
         );
+        // Version 2's command line (`argv`, which the daemon parsed with clap): refused as
+        // another version, and in this version's number too — no body is a command line.
+        for version in [2, 3] {
+            let argv = serde_json::json!({"type": "request", "version": version, "context": {
+                "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
+                "body": {"argv": ["exec", "--", "touch", "argv-ran"]}});
+            let f = wire(&env, &d.socket, false, &argv, false);
+            assert_eq!(f.len(), 1, "{f:?}");
+            assert_eq!(f[0]["type"], "error", "{f:?}");
+            let msg = f[0]["message"].as_str().unwrap_or_default();
+            let why = if version == 2 {
+                "protocol version 2 is not spoken here (this daemon speaks 3)"
+            } else {
+                "unknown variant `argv`"
+            };
+            assert!(msg.contains(why), "{version}: {msg}");
+        }
+        assert!(!env.ws.join("argv-ran").exists());
         // The CLI speaks this version.
         let o = d
             .cmd(&env)

@@ -36,10 +36,12 @@ fn frames(mut buf: &[u8]) -> Vec<serde_json::Value> {
 /// workspace of `env`.
 fn frames_request(env: &Env, body: serde_json::Value) -> Vec<u8> {
     frame(
-        &serde_json::json!({"type": "request", "version": 2, "context": {
+        &serde_json::json!({"type": "request", "version": 3, "context": {
         "cwd": env.ws.display().to_string(),
         "env": [["PATH", "/usr/bin:/bin"], ["HOME", env.home.display().to_string()]],
-        "session": null, "stdio": "frames", "prompts": false}, "body": body}),
+        "session": null, "stdio": "frames", "prompts": false}, "body": {"call": {
+        "options": {"state_dir": null, "policy": null, "cwd": null, "json": false},
+        "request": body}}}),
     )
 }
 
@@ -200,8 +202,8 @@ sandbox_test! {
         assert_eq!(r["caller"]["client"], "daemon", "{r}");
         let mut s = UnixStream::connect(&d.socket).expect("connect");
         s.write_all(&frames_request(&env, serde_json::json!({"exec": {"argv": ["touch", "ran"],
-            "cwd": null, "timeout_ms": u64::MAX, "snapshot": null, "env": [], "stdin": null,
-            "json": false}})))
+            "timeout": {"secs": u64::MAX, "nanos": 999_999_999}, "snapshot": null, "env": [],
+            "stdin": null}})))
             .expect("send");
         s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
         let mut buf = Vec::new();
@@ -478,8 +480,9 @@ sandbox_test! {
         let (mut s, started) = loop {
             let mut s = UnixStream::connect(&d.socket).expect("connect");
             let started = Instant::now();
-            let _ = s.write_all(&frames_request(&env, serde_json::json!({"argv":
-                ["exec", "--timeout", "2", "--", "sh", "-c", "sleep 1; yes"]})));
+            let _ = s.write_all(&frames_request(&env, serde_json::json!({"exec": {
+                "argv": ["sh", "-c", "sleep 1; yes"], "timeout": {"secs": 2, "nanos": 0},
+                "snapshot": null, "env": [], "stdin": null}})));
             s.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
             let mut b = Vec::new();
             match s.read_to_end(&mut b) {

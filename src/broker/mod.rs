@@ -21,6 +21,7 @@ mod places;
 mod planner;
 pub mod refusal;
 pub mod report;
+pub mod request;
 pub mod scan;
 pub mod server;
 pub mod session;

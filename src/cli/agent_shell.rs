@@ -19,7 +19,8 @@
 //! commands that run confined.
 
 use super::exec::{RunAt, run_exec_at};
-use super::{Cli, exit, fail, load_policy};
+use super::{Options, exit, fail, load_policy};
+use crate::broker::request::{Invocation, Request};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -34,7 +35,7 @@ pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
 /// as it came: the rewriting and the delivery of the agent's files belong to the client
 /// ([`via_daemon`]), which writes them as itself — never the daemon, with its own uid, home
 /// and TMPDIR.
-pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
+pub(super) fn run_sh(cli: &Options, mut argv: Vec<String>) -> ExitCode {
     let policy = match load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
@@ -52,33 +53,31 @@ pub(super) fn run_sh(cli: &Cli, mut argv: Vec<String>) -> ExitCode {
         policy: Some(policy),
         ..RunAt::default()
     };
-    run_exec_at(cli, None, &[], &argv, None, at)
+    let e = crate::broker::request::Exec {
+        argv,
+        ..Default::default()
+    };
+    run_exec_at(cli, &e, at)
 }
 
-/// `gateway sh` through the daemon at `socket` (`argv`: the command line after the program
-/// name): Claude Code's wrapper is rewritten here, the daemon runs it like any script, and
-/// this process — the agent's own, with its rights, home and TMPDIR — reads the command's
-/// stdout through a pipe, keeps the marker and what follows out of it, and writes the
-/// agent's file. Anything else is sent as it is.
-pub(super) fn via_daemon(
-    socket: &Path,
-    mut argv: Vec<String>,
-    sh_args: &[String],
-) -> Result<u8, String> {
+/// `gateway sh` through the daemon at `socket` (`call`: a [`Request::Sh`]): Claude Code's
+/// wrapper is rewritten here, the daemon runs it like any script, and this process — the
+/// agent's own, with its rights, home and TMPDIR — reads the command's stdout through a
+/// pipe, keeps the marker and what follows out of it, and writes the agent's file. Anything
+/// else is sent as it is.
+pub(super) fn via_daemon(socket: &Path, mut call: Invocation) -> Result<u8, String> {
     use std::os::fd::AsFd;
-    // The script, as `gateway sh` reads its options; then where it stands in the command line.
-    let shell = super::sh_command(sh_args).unwrap_or_default();
-    let script = shell
-        .iter()
-        .position(|a| a == "-c")
-        .and_then(|i| shell.get(i + 1));
-    let at = script.and_then(|s| argv.iter().rposition(|a| a == s));
+    // The script: after the shell's `-c`.
+    let Request::Sh { argv } = &mut call.request else {
+        return crate::serve::daemon::call(socket, call);
+    };
+    let at = argv.iter().position(|a| a == "-c").map(|i| i + 1);
     // The run's TMPDIR is private under every built-in policy; where a policy has none, the
     // snapshot script writes its temporary file where that policy lets it, and still prints
     // it after the marker.
     let prepared = at.and_then(|i| argv.get(i)).and_then(|s| prepare(s, true));
     let (Some(i), Some(p)) = (at, prepared) else {
-        return crate::serve::daemon::call(socket, argv);
+        return crate::serve::daemon::call(socket, call);
     };
     argv[i].clone_from(&p.script);
     let (r, w) = std::io::pipe().map_err(|e| format!("a pipe for the command's output: {e}"))?;
@@ -108,12 +107,13 @@ pub(super) fn via_daemon(
     let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
     let code = crate::serve::daemon::call_with(
         socket,
-        argv,
+        call,
         crate::serve::daemon::CallIo {
             cwd,
             env: crate::serve::daemon::own_env(),
             stdio: [stdin.as_fd(), w.as_fd(), stderr.as_fd()],
             ask_here: true,
+            cancel: None,
         },
     );
     drop(w);

@@ -3,6 +3,7 @@
 //! people answer through it (`pending`, `approve`, `deny`).
 
 use super::*;
+use broker::request::Invocation;
 
 /// The daemon to go through (`serve::daemon::socket_to_use`, with the config's `socket`).
 pub(super) fn daemon_socket() -> Result<Option<PathBuf>, String> {
@@ -16,72 +17,16 @@ pub(super) fn config_socket() -> Option<PathBuf> {
 
 /// Runs one call for the daemon's client this thread serves: the same dispatch as the CLI's,
 /// with the client's policy (its `--policy`, else its GATEWAY_POLICY) and the daemon's state
-/// directory (a client asking for another one is refused). A typed call is built into the
-/// command it stands for directly; only [`serve::proto::RequestBody::Argv`] is parsed.
-pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, policy: &str) -> u8 {
-    use serve::proto::RequestBody;
+/// directory (a client asking for another one is refused). The call comes typed: nothing
+/// is parsed here.
+pub fn daemon_call(call: Invocation, state: &std::path::Path, policy: &str) -> u8 {
     let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
-    let typed = |cmd: Cmd, cwd: Option<String>, json: bool| Cli {
-        state_dir: None,
-        policy: None,
-        cwd: cwd.map(PathBuf::from),
-        json,
-        cmd,
-    };
-    // The call, and the policy and state directory its command line names (typed calls
-    // name none: the client's environment, else the daemon's, decide).
-    set_json_errors(match &body {
-        RequestBody::Argv(argv) => argv_wants_json(argv),
-        RequestBody::Exec { json, .. } => *json,
-        _ => false,
-    });
-    let (mut cli, named_policy, named_state) = match body {
-        RequestBody::Argv(argv) => match parse_daemon_argv(argv) {
-            Ok(x) => x,
-            Err(code) => return code,
-        },
-        RequestBody::Exec {
-            argv,
-            cwd,
-            timeout_ms,
-            snapshot,
-            env,
-            stdin: _,
-            json,
-        } => {
-            if argv.is_empty() {
-                return to_u8(fail(
-                    exit::USAGE,
-                    "exec: the request names no command (argv is empty)",
-                ));
-            }
-            if let Some((k, _)) = env.iter().find(|(k, _)| k.is_empty() || k.contains('=')) {
-                return to_u8(fail(
-                    exit::USAGE,
-                    format!("exec: the environment variable name {k:?} is empty or holds '='"),
-                ));
-            }
-            let cmd = Cmd::Exec {
-                // Seconds with their milliseconds: any u64 of them parses (humantime's
-                // `ms` overflows), and one longer than the policy's is refused and recorded.
-                timeout: timeout_ms.map(|ms| format!("{}.{:03}", ms / 1000, ms % 1000)),
-                env: env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
-                snapshot: snapshot == Some(true),
-                no_snapshot: snapshot == Some(false),
-                command: argv,
-            };
-            (typed(cmd, cwd, json), None, None)
-        }
-        RequestBody::PolicyReload { policy } => {
-            let cmd = Cmd::Policy {
-                cmd: PolicyCmd::Reload { name: policy },
-            };
-            (typed(cmd, None, false), None, None)
-        }
-        // Answered by the daemon itself; never handed to a handler.
-        RequestBody::Hello => return 0,
-    };
-    let chosen = named_policy.or_else(|| {
+    let Invocation {
+        options: mut cli,
+        request,
+    } = call;
+    set_json_errors(cli.json || matches!(request, Request::Tool { .. }));
+    let chosen = cli.policy.take().or_else(|| {
         broker::client::env_var("GATEWAY_POLICY")
             .filter(|p| !p.is_empty())
             .map(|p| p.to_string_lossy().into_owned())
@@ -89,10 +34,8 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
     // A policy the client picks is one the daemon's config lets clients pick (an approval
     // gate the admin set up is not stepped around by `--policy permissive`).
     // ... and so is a policy a session reloads into (`gateway policy reload NAME`).
-    let reload_to = match &cli.cmd {
-        Cmd::Policy {
-            cmd: PolicyCmd::Reload { name: Some(n) },
-        } => Some(n.clone()),
+    let reload_to = match &request {
+        Request::Policy(PolicyRequest::Reload { name: Some(n) }) => Some(n.clone()),
         _ => None,
     };
     for p in chosen.iter().chain(reload_to.iter()) {
@@ -103,25 +46,11 @@ pub fn daemon_call(body: serve::proto::RequestBody, state: &std::path::Path, pol
         }
     }
     cli.policy = chosen.or_else(|| Some(policy.to_string()));
-    if let Err(code) = same_state_dir(named_state, state) {
+    if let Err(code) = same_state_dir(cli.state_dir.take(), state) {
         return code;
     }
     cli.state_dir = Some(state.to_path_buf());
-    if matches!(
-        cli.cmd,
-        Cmd::Serve { .. }
-            | Cmd::Mcp
-            | Cmd::Repl
-            | Cmd::Config { .. }
-            | Cmd::Completions { .. }
-            | Cmd::Man
-    ) {
-        return to_u8(fail(
-            exit::USAGE,
-            "this command runs in the client, not through the daemon",
-        ));
-    }
-    to_u8(dispatch(cli))
+    to_u8(dispatch(&cli, request))
 }
 
 /// Refuses (the exit code, said on the client's stderr and under `--json` as the error
@@ -150,65 +79,13 @@ fn same_state_dir(named: Option<PathBuf>, state: &std::path::Path) -> Result<(),
     Ok(())
 }
 
-/// A daemon client's command line, parsed as the CLI would: the call, and the policy and
-/// state directory it names on the command line (not through the environment); Err: the
-/// exit code of a usage error, said on the client's stderr.
-pub(super) fn parse_daemon_argv(
-    argv: Vec<String>,
-) -> Result<(Cli, Option<String>, Option<PathBuf>), u8> {
-    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
-    let args = std::iter::once("gateway".to_string()).chain(argv);
-    // Built once: building clap's command tree costs more than parsing with it.
-    static COMMAND: std::sync::OnceLock<std::sync::Mutex<clap::Command>> =
-        std::sync::OnceLock::new();
-    let parsed = COMMAND
-        .get_or_init(|| std::sync::Mutex::new(Cli::command()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .try_get_matches_from_mut(args);
-    let m = match parsed {
-        Ok(m) => m,
-        Err(e) => {
-            let code = fail(exit::USAGE, help::usage_error_line(&e));
-            return Err((0..=255u8)
-                .find(|&i| ExitCode::from(i) == code)
-                .unwrap_or(exit::USAGE));
-        }
-    };
-    let cli = match Cli::from_arg_matches(&m) {
-        Ok(c) => c,
-        Err(e) => {
-            fail(exit::USAGE, help::usage_error_line(&e));
-            return Err(exit::USAGE);
-        }
-    };
-    let on_line = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
-    let policy = if on_line("policy") {
-        cli.policy.clone()
-    } else {
-        None
-    };
-    let state = if on_line("state_dir") {
-        cli.state_dir.clone()
-    } else {
-        None
-    };
-    Ok((cli, policy, state))
-}
-
 /// `gateway serve`.
 pub(super) fn serve(
-    cli: &Cli,
+    cli: &Options,
     socket: Option<PathBuf>,
     max_clients: usize,
-    call_timeout: f64,
+    call_timeout: Duration,
 ) -> ExitCode {
-    if !(call_timeout.is_finite() && call_timeout > 0.0) {
-        return fail(
-            exit::USAGE,
-            "--call-timeout: must be a positive number of seconds",
-        );
-    }
     // The daemon's own settings are read now, before any client's thread could.
     let cfg = match config::get() {
         Ok(c) => c,
@@ -265,7 +142,7 @@ pub(super) fn serve(
             socket,
             state_dir: state,
             max_clients: max_clients.max(1),
-            first_message: Duration::from_secs_f64(call_timeout),
+            first_message: call_timeout,
             grace: Duration::from_secs(10),
             server,
         },
@@ -277,7 +154,7 @@ pub(super) fn serve(
 }
 
 /// `gateway pending`: only the daemon holds requests.
-pub(super) fn pending(cli: &Cli) -> ExitCode {
+pub(super) fn pending(cli: &Options) -> ExitCode {
     if broker::client::current().is_none() {
         return fail(
             exit::USAGE,
@@ -339,7 +216,7 @@ pub(super) fn pending(cli: &Cli) -> ExitCode {
 }
 
 /// `gateway approve|deny ID`.
-pub(super) fn answer(cli: &Cli, id: u64, approve: bool, always: bool) -> ExitCode {
+pub(super) fn answer(cli: &Options, id: u64, approve: bool, always: bool) -> ExitCode {
     let verb = if approve { "approve" } else { "deny" };
     let Some(c) = broker::client::current() else {
         return fail(

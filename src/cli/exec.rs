@@ -3,6 +3,7 @@
 //! typed `ExecReport` under `--json` — and its exit code.
 
 use super::*;
+use broker::request::Exec;
 
 /// Asks on the terminal about `command` (shown as the record keeps it, shell-quoted and
 /// escaped). Without a terminal, answers no.
@@ -32,30 +33,6 @@ fn tty_ask(command: &[String], d: &Decision) -> bool {
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
-/// `--timeout`'s value: plain seconds (`30`, `2.5`) or a humantime duration (`30s`, `10m`,
-/// `1h 30m`), so it takes what a policy's `timeout` takes. Zero, negative or unparsable
-/// values are refused with what is expected; one longer than the policy's is refused by the
-/// broker (rule `limits.timeout`, recorded).
-pub(super) fn parse_timeout(t: &str) -> Result<Duration, String> {
-    let s = t.trim();
-    let d = match s.parse::<f64>() {
-        // Too long for any clock: kept as the longest, which the broker refuses (and records)
-        // as longer than the policy allows.
-        Ok(secs) if secs.is_finite() && secs > 0.0 => {
-            Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
-        }
-        Ok(_) => None,
-        Err(_) => humantime::parse_duration(s).ok(),
-    };
-    match d {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!(
-            "--timeout {}: expected a positive duration (seconds like 30 or 2.5, or \"30s\", \"10m\", \"1h\")",
-            crate::shown::visible(t)
-        )),
-    }
-}
-
 /// Where and as whom a run happens, when not from the command line's options (the REPL).
 #[derive(Default)]
 pub(super) struct RunAt {
@@ -68,24 +45,13 @@ pub(super) struct RunAt {
     pub(super) agent: Option<super::agent_shell::Prepared>,
 }
 
-pub(super) fn run_exec(
-    cli: &Cli,
-    timeout: Option<&str>,
-    env: &[String],
-    command: &[String],
-    snapshot: Option<bool>,
-) -> ExitCode {
-    run_exec_at(cli, timeout, env, command, snapshot, RunAt::default())
+pub(super) fn run_exec(cli: &Options, e: &Exec) -> ExitCode {
+    run_exec_at(cli, e, RunAt::default())
 }
 
-pub(super) fn run_exec_at(
-    cli: &Cli,
-    timeout: Option<&str>,
-    env: &[String],
-    command: &[String],
-    snapshot: Option<bool>,
-    at: RunAt,
-) -> ExitCode {
+/// `e` (whose stdin, through the daemon, is already the call's: see `serve::daemon`) run
+/// `at` a place, session and policy (default: the options').
+pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
     let policy = match at.policy {
         Some(p) => p,
         None => match load_policy(cli) {
@@ -93,17 +59,15 @@ pub(super) fn run_exec_at(
             Err(e) => return fail(exit::POLICY, e),
         },
     };
-    let timeout = match timeout.map(parse_timeout).transpose() {
-        Ok(t) => t,
-        Err(e) => return fail(exit::USAGE, e),
-    };
-    let mut env_pairs = Vec::new();
-    for kv in env {
-        match kv.split_once('=') {
-            Some((k, v)) if !k.is_empty() => env_pairs.push((k.to_string(), v.to_string())),
-            _ => return fail(exit::USAGE, format!("--env {kv}: expected NAME=VALUE")),
-        }
+    if e.argv.is_empty() {
+        return fail(exit::USAGE, crate::model::RequestError::NoCommand);
     }
+    let command = &e.argv;
+    let env_pairs = e
+        .env
+        .iter()
+        .map(|v| (v.name().to_string(), v.value().to_string()))
+        .collect();
     let place = at.place.unwrap_or_else(|| effective_place(cli));
     let req = ExecRequest {
         argv: command.to_vec(),
@@ -112,11 +76,11 @@ pub(super) fn run_exec_at(
         policy: &policy,
         state_dir: state_dir(cli),
         env: env_pairs,
-        timeout,
+        timeout: e.timeout,
         stdin: Stdin::Inherit,
         session: at.session.unwrap_or_else(broker::log::session_id),
         caller: broker::log::this_caller("cli"),
-        snapshot,
+        snapshot: e.snapshot,
         context: broker::client::Context::current(),
         cancel: None,
     };
@@ -386,32 +350,6 @@ fn exec_code(
             } else {
                 128u8.saturating_add(o.signal.unwrap_or(0) as u8)
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_timeout;
-    use std::time::Duration;
-
-    #[test]
-    fn timeout_takes_seconds_and_durations() {
-        for (s, d) in [
-            ("30", Duration::from_secs(30)),
-            ("2.5", Duration::from_millis(2500)),
-            ("30s", Duration::from_secs(30)),
-            ("10m", Duration::from_secs(600)),
-            ("1h 30m", Duration::from_secs(5400)),
-            ("500ms", Duration::from_millis(500)),
-            // Longer than any clock: the longest (the broker refuses it, rule limits.timeout).
-            ("1e20", Duration::MAX),
-        ] {
-            assert_eq!(parse_timeout(s), Ok(d), "{s}");
-        }
-        for s in ["0", "-1", "0s", "abc", "", "inf", "NaN", "1e400", "30x"] {
-            let e = parse_timeout(s).expect_err(s);
-            assert!(e.contains("--timeout") && e.contains("30s"), "{s}: {e}");
         }
     }
 }

@@ -1,11 +1,12 @@
 //! `gateway fs ...`, `gateway history`, `gateway undo`.
 
-use super::{Cli, FsCmd, broker_fail, exit, fail, state_dir};
+use super::{Options, broker_fail, exit, fail, state_dir};
 use crate::broker::authz;
 use crate::broker::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
 };
 use crate::broker::log as blog;
+use crate::broker::request::{Content, FsRequest as FsCmd, Input, TrashRequest};
 use crate::policy::Policy;
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 /// refused, not held (through the daemon, its memory).
 const EDITS_MAX: u64 = 16 << 20;
 
-pub(super) fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
+pub(super) fn context<'a>(cli: &Options, policy: &'a Policy) -> FsContext<'a> {
     let place = super::effective_place(cli);
     FsContext {
         policy,
@@ -30,78 +31,41 @@ pub(super) fn context<'a>(cli: &Cli, policy: &'a Policy) -> FsContext<'a> {
     }
 }
 
-fn edits_of(cmd: &FsCmd) -> Result<Vec<Edit>, String> {
-    let FsCmd::Edit {
-        old,
-        new,
-        all,
-        insert_at,
-        text,
-        append,
-        delete_lines,
-        edits,
-        ..
-    } = cmd
-    else {
-        return Ok(vec![]);
-    };
-    let mut v = Vec::new();
-    if let (Some(old), Some(new)) = (old, new) {
-        v.push(Edit::Replace {
-            old: old.clone(),
-            new: new.clone(),
-            all: *all,
-        });
-    }
-    if let (Some(line), Some(text)) = (insert_at, text) {
-        v.push(Edit::InsertAt {
-            line: *line,
-            text: text.clone(),
-        });
-    }
-    if let Some(a) = append {
-        v.push(Edit::Append { text: a.clone() });
-    }
-    if let Some(r) = delete_lines {
-        let (a, b) = r.split_once('-').unwrap_or((r, r));
-        let (Ok(from), Ok(to)) = (a.trim().parse(), b.trim().parse()) else {
-            return Err(format!(
-                "--delete-lines {r}: expected A-B (1-based line numbers)"
-            ));
-        };
-        v.push(Edit::DeleteLines { from, to });
-    }
-    if let Some(f) = edits {
+/// The edits of an `fs edit`: those given inline, then those of its `--edits FILE|-`.
+fn edits_of(inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edit>, String> {
+    let mut v = inline.to_vec();
+    if let Some(f) = from {
         use std::io::Read;
         // Read within EDITS_MAX (in the daemon this is its memory): stdin or a FILE that
         // never ends (/dev/zero) or is huge and sparse is refused, not held.
         let mut data = Vec::new();
-        if f.as_os_str() == "-" {
-            crate::broker::client::read_stdin_up_to(&mut data, EDITS_MAX)
-                .map_err(|e| format!("--edits -: reading stdin: {e}"))?;
-        } else {
-            crate::broker::client::as_client(|| {
-                std::fs::File::open(f).and_then(|h| h.take(EDITS_MAX + 1).read_to_end(&mut data))
-            })
-            .and_then(|r| r)
-            .map_err(|e| format!("--edits {}: {e}", f.display()))?;
+        match f {
+            Input::Stdin => {
+                crate::broker::client::read_stdin_up_to(&mut data, EDITS_MAX)
+                    .map_err(|e| format!("--edits -: reading stdin: {e}"))?;
+            }
+            Input::File(f) => {
+                crate::broker::client::as_client(|| {
+                    std::fs::File::open(f)
+                        .and_then(|h| h.take(EDITS_MAX + 1).read_to_end(&mut data))
+                })
+                .and_then(|r| r)
+                .map_err(|e| format!("--edits {}: {e}", f.display()))?;
+            }
         }
         if data.len() as u64 > EDITS_MAX {
             return Err(format!(
                 "--edits {}: more than {} MiB of edits: not read (split them into several calls)",
-                f.display(),
+                f.shown(),
                 EDITS_MAX >> 20
             ));
         }
         let list: Vec<Edit> = serde_json::from_slice(&data)
-            .map_err(|e| format!("--edits {}: not a list of edits: {e}", f.display()))?;
+            .map_err(|e| format!("--edits {}: not a list of edits: {e}", f.shown()))?;
         v.extend(list);
     }
     if v.is_empty() {
-        return Err(
-            "fs edit: give --old/--new, --insert-at/--text, --append, --delete-lines or --edits"
-                .into(),
-        );
+        return Err(crate::model::RequestError::NoEdit.to_string());
     }
     Ok(v)
 }
@@ -110,7 +74,7 @@ fn edits_of(cmd: &FsCmd) -> Result<Vec<Edit>, String> {
     clippy::too_many_lines,
     reason = "one arm per file tool, turning its arguments into the call"
 )]
-pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
+pub(super) fn run(cli: &Options, cmd: &FsCmd) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
@@ -127,27 +91,22 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
             limit: *limit,
             binary: *binary,
         },
-        FsCmd::Write {
-            path,
-            content,
-            content_file,
-            ..
-        } => {
+        FsCmd::Write { path, content, .. } => {
             // Read within the policy's `[files] max_size` + 1 byte: through the daemon this is
             // the daemon's memory, and stdin or a FILE may never end (/dev/zero) or be huge
             // and sparse. A content over the bound reaches the broker, which refuses it
             // (`files.max_size`) and records the refusal.
             let max = policy.files.max_size;
-            let content = match (content, content_file) {
-                (Some(c), _) => c.clone().into_bytes(),
-                (None, Some(f)) if f.as_os_str() == "-" => {
+            let content = match content {
+                Content::Text(c) => c.clone().into_bytes(),
+                Content::From(Input::Stdin) => {
                     let mut v = Vec::new();
                     if let Err(e) = crate::broker::client::read_stdin_up_to(&mut v, max) {
                         return fail(exit::USAGE, format!("reading stdin: {e}"));
                     }
                     v
                 }
-                (None, Some(f)) => {
+                Content::From(Input::File(f)) => {
                     // A FIFO is read as `cat` would, but not past the call's end.
                     let read =
                         crate::broker::client::as_client(|| crate::sandbox::read_named(f, max))
@@ -161,9 +120,6 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                             );
                         }
                     }
-                }
-                (None, None) => {
-                    return fail(exit::USAGE, "fs write: give --content or --content-file");
                 }
             };
             FsOp::Write {
@@ -230,18 +186,20 @@ pub(super) fn run(cli: &Cli, cmd: &FsCmd) -> ExitCode {
                 glob: glob.clone(),
                 context: *context,
                 ignore_case: *ignore_case,
-                mode: match mode {
-                    super::GrepModeArg::Content => GrepMode::Content,
-                    super::GrepModeArg::Files => GrepMode::Files,
-                    super::GrepModeArg::Count => GrepMode::Count,
-                },
+                mode: *mode,
                 max: *max,
             },
         },
         FsCmd::Ls { path } => FsOp::List {
             path: path.clone().unwrap_or_else(|| PathBuf::from(".")),
         },
-        FsCmd::Edit { path, dry_run, .. } => match edits_of(cmd) {
+        FsCmd::Edit {
+            path,
+            edits,
+            edits_from,
+            dry_run,
+            ..
+        } => match edits_of(edits, edits_from.as_ref()) {
             Ok(edits) => FsOp::Edit {
                 path: path.clone(),
                 edits,
@@ -279,7 +237,7 @@ fn rules_of(d: &crate::model::Decision) -> String {
 )]
 /// `counts`: grep's count mode; `show_diff`: `--diff` (a dry run prints its diff anyway).
 fn report(
-    cli: &Cli,
+    cli: &Options,
     res: Result<FsResult, crate::broker::BrokerError>,
     (counts, show_diff): (bool, bool),
 ) -> ExitCode {
@@ -429,29 +387,17 @@ fn report(
     ExitCode::SUCCESS
 }
 
-/// `--since` of `history`: an RFC 3339 time or a duration ago, as seconds since the epoch.
-fn since_secs(s: &str) -> Option<u64> {
-    let t = match humantime::parse_rfc3339_weak(s) {
-        Ok(t) => t,
-        Err(_) => std::time::SystemTime::now().checked_sub(humantime::parse_duration(s).ok()?)?,
-    };
-    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
-}
-
 /// `gateway history [--all] [--limit N] [--since TIME]`.
-pub(super) fn history(cli: &Cli, all: bool, (limit, since): (usize, Option<&str>)) -> ExitCode {
-    let since = match since.map(|s| (s, since_secs(s))) {
-        None => None,
-        Some((_, Some(t))) => Some(t),
-        Some((s, None)) => {
-            return fail(
-                exit::USAGE,
-                format!(
-                    "--since {s}: expected an RFC 3339 time (2026-11-21T10:00:00Z) or a duration ago (90s, 15m, 2h, 3d)"
-                ),
-            );
-        }
-    };
+pub(super) fn history(
+    cli: &Options,
+    all: bool,
+    (limit, since): (usize, Option<std::time::SystemTime>),
+) -> ExitCode {
+    // Seconds since the epoch (a time before it: from the beginning).
+    let since = since.map(|t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
     let ws = match crate::broker::workspace_of(
         &crate::broker::client::Context::current(),
         &super::effective_place(cli).workspace,
@@ -555,7 +501,13 @@ fn history_table(list: Vec<bfs::HistoryEntry>) {
     }
 }
 
-pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool, all: bool) -> ExitCode {
+pub(super) fn undo(
+    cli: &Options,
+    id: Option<u64>,
+    dry_run: bool,
+    force: bool,
+    all: bool,
+) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
@@ -576,7 +528,7 @@ pub(super) fn undo(cli: &Cli, id: Option<u64>, dry_run: bool, force: bool, all: 
 }
 
 /// `gateway undo --skip [ID]`.
-pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
+pub(super) fn undo_skip(cli: &Options, id: Option<u64>, all: bool) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
@@ -603,10 +555,10 @@ pub(super) fn undo_skip(cli: &Cli, id: Option<u64>, all: bool) -> ExitCode {
     }
 }
 
-pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
+pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
-        super::TrashCmd::List => match own_trash(&state, bfs::trash_list(&state)) {
+        TrashRequest::List => match own_trash(&state, bfs::trash_list(&state)) {
             Ok(items) => {
                 if cli.json {
                     outln!(
@@ -631,7 +583,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
             }
             Err(e) => broker_fail(cli, e),
         },
-        super::TrashCmd::Restore { name } => {
+        TrashRequest::Restore { name } => {
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
@@ -645,7 +597,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 (false, false),
             )
         }
-        super::TrashCmd::Empty { older_than, yes } => {
+        TrashRequest::Empty { older_than, yes } => {
             // Emptying the trash destroys every client's removed files for good: the
             // daemon's admin only.
             let ctx = crate::broker::client::Context::current();
@@ -653,11 +605,7 @@ pub(super) fn trash(cli: &Cli, cmd: &super::TrashCmd) -> ExitCode {
                 let args = vec!["empty".into()];
                 return broker_fail(cli, authz::refused(&state, &ctx, "trash", args, r).into());
             }
-            let d = match older_than.as_deref().map(humantime::parse_duration) {
-                None => None,
-                Some(Ok(d)) => Some(d),
-                Some(Err(e)) => return fail(exit::USAGE, format!("--older-than: {e}")),
-            };
+            let d = *older_than;
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),

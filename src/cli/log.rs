@@ -1,15 +1,16 @@
 //! `gateway log ...` and `gateway keys ...`.
 
-use super::{Cli, KeysCmd, LogCmd, broker_fail, exit, fail, state_dir, to_json};
+use super::{Options, broker_fail, exit, fail, state_dir, to_json};
 use crate::broker::authz;
 use crate::broker::log::{self, Filter, Record, Stored};
 use crate::broker::refusal::Refusal;
+use crate::broker::request::{KeysRequest as KeysCmd, LogRequest as LogCmd};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[allow(clippy::too_many_lines, reason = "one arm per log subcommand")]
-pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
+pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
     let state = state_dir(cli);
     // Through the daemon, a client sees its own records (an auditor or the admin all).
     let ctx = crate::broker::client::Context::current();
@@ -66,35 +67,21 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             }
         }
         LogCmd::Query { filter, limit } => {
-            let mut f = Filter {
+            let time = |t: &Option<std::time::SystemTime>| {
+                t.map(|t| humantime::format_rfc3339_micros(t).to_string())
+            };
+            let f = Filter {
                 tool: filter.tool.clone(),
-                decision: filter.decision.clone(),
+                decision: filter.decision.map(|d| d.as_str().to_string()),
+                since: time(&filter.since),
+                until: time(&filter.until),
                 session: filter.session.clone(),
                 path: filter.path.clone(),
                 contains: filter.contains.clone(),
                 exit_code: filter.exit_code,
                 limit: *limit,
                 uid: seen_uid,
-                ..Filter::default()
             };
-            for (arg, name, slot) in [
-                (&filter.since, "--since", &mut f.since),
-                (&filter.until, "--until", &mut f.until),
-            ] {
-                if let Some(t) = arg {
-                    match log::parse_time(t) {
-                        Some(v) => *slot = Some(v),
-                        None => {
-                            return fail(
-                                exit::USAGE,
-                                format!(
-                                    "{name} {t}: expected an RFC 3339 time (2026-11-21T10:00:00Z) or a duration ago (90s, 15m, 2h, 3d)"
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
             match log::query(&state, &f) {
                 Ok(r) => {
                     if cli.json {
@@ -140,11 +127,7 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
                 }
             }
         }
-        LogCmd::Show {
-            seq,
-            no_output,
-            output_limit,
-        } => match log::show(&state, *seq) {
+        LogCmd::Show { seq, output_limit } => match log::show(&state, *seq) {
             Ok(None) => fail(1, format!("no record {seq} in {}", state.display())),
             Ok(Some(shown))
                 if authz::may_see(&ctx, shown.record.caller.uid, String::new).is_err() =>
@@ -157,10 +140,9 @@ pub(super) fn run(cli: &Cli, cmd: &LogCmd) -> ExitCode {
             }
             Ok(Some(mut shown)) => {
                 for a in &mut shown.artifacts {
-                    if *no_output {
-                        a.omit();
-                    } else {
-                        a.limit(*seq, *output_limit);
+                    match output_limit {
+                        None => a.omit(),
+                        Some(n) => a.limit(*seq, *n),
                     }
                 }
                 if cli.json {
@@ -316,7 +298,7 @@ fn print_table(records: &[Record]) {
     let _ = out.flush();
 }
 
-pub(super) fn keys(cli: &Cli, cmd: &KeysCmd) -> ExitCode {
+pub(super) fn keys(cli: &Options, cmd: KeysCmd) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
         KeysCmd::Export => {

@@ -145,12 +145,12 @@ mod human;
 mod json_check;
 mod log;
 mod repl_host;
+mod request;
 #[cfg(test)]
 mod schema;
 
-pub(crate) use args::{
-    Cli, Cmd, ConfigCmd, FsCmd, GrepModeArg, KeysCmd, LogCmd, PolicyCmd, ScanFormat, TrashCmd,
-};
+pub(crate) use args::{Cli, Cmd};
+use broker::request::{Options, PolicyRequest, Request, ScanFormat, UndoAction};
 
 /// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
 /// command was killed by signal N.
@@ -198,7 +198,7 @@ fn fail_text(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 
 /// The policy's name or path: `--policy` (or GATEWAY_POLICY), else the config file's, else
 /// standard.
-fn policy_name(cli: &Cli) -> String {
+fn policy_name(cli: &Options) -> String {
     cli.policy
         .clone()
         .or_else(|| config::get().ok().and_then(|c| c.policy.clone()))
@@ -208,7 +208,7 @@ fn policy_name(cli: &Cli) -> String {
 /// Loads the policy, with the config file's retention overrides. In the daemon, a call of a
 /// session (`GATEWAY_SESSION`) gets the policy its session pinned (`broker::pin`), and a
 /// change on disk since is said once on stderr.
-fn load_policy(cli: &Cli) -> Result<Policy, String> {
+fn load_policy(cli: &Options) -> Result<Policy, String> {
     let (p, notice) = load_pinned(cli)?;
     if let Some(n) = notice {
         errln!("gateway: {n}");
@@ -234,7 +234,7 @@ fn pin_owner() -> u32 {
 }
 
 /// The policy and, once per change of its files, the notice that the pinned copy is in force.
-fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
+fn load_pinned(cli: &Options) -> Result<(Policy, Option<String>), String> {
     let spec = policy_name(cli);
     let cx = crate::broker::client::Context::current();
     let (mut policy, notice) = match daemon_session() {
@@ -255,7 +255,7 @@ fn load_pinned(cli: &Cli) -> Result<(Policy, Option<String>), String> {
 
 /// `gateway policy reload [NAME]`: a daemon session's pinned policy loaded again (from NAME,
 /// else as it is named), recorded as `policy.reload` with the old and new hashes.
-fn policy_reload(cli: &Cli, name: Option<&str>) -> ExitCode {
+fn policy_reload(cli: &Options, name: Option<&str>) -> ExitCode {
     let Some((client, session)) = daemon_session() else {
         return fail(
             exit::USAGE,
@@ -330,7 +330,7 @@ fn load_named(name: &str) -> Result<Policy, String> {
     Ok(p)
 }
 
-fn state_dir(cli: &Cli) -> PathBuf {
+fn state_dir(cli: &Options) -> PathBuf {
     if let Some(d) = &cli.state_dir {
         return std::path::absolute(d).unwrap_or_else(|_| d.clone());
     }
@@ -390,44 +390,73 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    // Documentation of this binary: never through a daemon (which may be another version).
-    match &cli.cmd {
-        Cmd::Completions { shell } => return help::completions(*shell),
-        Cmd::Man => return help::man(),
-        _ => {}
+    // `tool` prints JSON whether or not `--json` is given: its usage errors too.
+    if matches!(cli.cmd, Cmd::Tool { .. }) {
+        set_json_errors(true);
     }
-    // Through the daemon when one is configured or running (except what must run here:
-    // the daemon itself, the stdio servers, the REPL, the local config).
-    if !matches!(
-        cli.cmd,
-        Cmd::Serve { .. } | Cmd::Mcp | Cmd::Repl | Cmd::Config { .. }
-    ) {
-        match daemon_socket() {
-            Ok(None) => {}
-            Ok(Some(sock)) => {
-                let argv = args
-                    .iter()
-                    .skip(1)
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect();
-                let called = match &cli.cmd {
-                    // Claude Code's wrapper: its files are written here, as this user.
-                    Cmd::Sh { args } => agent_shell::via_daemon(&sock, argv, args),
-                    _ => serve::daemon::call(&sock, argv),
-                };
-                return match called {
-                    Ok(code) => ExitCode::from(code),
-                    Err(e) => fail(exit::SANDBOX, e),
-                };
+    let (options, parsed) = match request::of(cli) {
+        Ok(x) => x,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let req = match parsed {
+        // Documentation of this binary: never through a daemon (which may be another
+        // version); the front ends and the local config run here.
+        request::Parsed::Local(l) => return local(&options, l),
+        request::Parsed::Call(r) => r,
+    };
+    // Through the daemon when one is configured or running.
+    match daemon_socket() {
+        Ok(None) => dispatch(&options, req),
+        Ok(Some(sock)) => {
+            let call = broker::request::Invocation {
+                options,
+                request: req,
+            };
+            let called = match &call.request {
+                // Claude Code's wrapper: its files are written here, as this user.
+                broker::request::Request::Sh { .. } => agent_shell::via_daemon(&sock, call),
+                _ => serve::daemon::call(&sock, call),
+            };
+            match called {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => fail(exit::SANDBOX, e),
             }
-            Err(e) => return fail(exit::SANDBOX, e),
+        }
+        Err(e) => fail(exit::SANDBOX, e),
+    }
+}
+
+/// What runs in this process whatever daemon there is.
+fn local(cli: &Options, l: request::Local) -> ExitCode {
+    use request::Local;
+    match l {
+        Local::Completions(shell) => help::completions(shell),
+        Local::Man => help::man(),
+        Local::Serve {
+            socket,
+            max_clients,
+            call_timeout,
+        } => {
+            recover_dead_runs(cli);
+            serve(cli, socket, max_clients, call_timeout)
+        }
+        Local::Repl => {
+            recover_dead_runs(cli);
+            repl_host::run(cli)
+        }
+        Local::Mcp => {
+            recover_dead_runs(cli);
+            mcp(cli)
+        }
+        Local::ConfigShow => {
+            recover_dead_runs(cli);
+            config_show(cli)
         }
     }
-    dispatch(cli)
 }
 
 /// `gateway mcp`: its own broker, or the daemon's front end when one runs.
-fn mcp(cli: &Cli) -> ExitCode {
+fn mcp(cli: &Options) -> ExitCode {
     // The server's directory is where its session starts: its workspace.
     let cwd = match std::path::absolute(effective_place(cli).workspace) {
         Ok(c) => c,
@@ -462,34 +491,21 @@ fn mcp(cli: &Cli) -> ExitCode {
 }
 
 /// `gateway tool NAME [ARGS]`: one MCP tool call, its result printed as JSON.
-fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: bool) -> ExitCode {
-    let args: serde_json::Value = match args {
-        // No arguments: the empty object (an argument, not a result).
-        None => serde_json::Value::Object(serde_json::Map::new()),
-        Some(a) => match serde_json::from_str(a) {
-            Ok(v @ serde_json::Value::Object(_)) => v,
-            Ok(_) => {
-                return fail(
-                    exit::USAGE,
-                    format!("tool {name}: the arguments must be a JSON object"),
-                );
-            }
-            Err(e) => {
-                return fail(
-                    exit::USAGE,
-                    format!("tool {name}: the arguments are not JSON: {e}"),
-                );
-            }
-        },
-    };
+fn tool(
+    cli: &Options,
+    tool: broker::request::ToolName,
+    args: serde_json::Map<String, serde_json::Value>,
+    roots: &broker::request::Roots,
+) -> ExitCode {
+    let name = tool.as_str();
     // A daemon session's pinned policy; a change of its file is said in the result.
     let (mut policy, notice) = match load_pinned(cli) {
         Ok(p) => p,
         Err(e) => return fail(exit::POLICY, e),
     };
-    if no_roots {
+    if *roots == broker::request::Roots::Nothing {
         policy.narrow_to(vec![]);
-    } else if !roots.is_empty() {
+    } else if let broker::request::Roots::Dirs(roots) = roots {
         let mut dirs = Vec::new();
         for r in roots {
             // With the caller's rights: through a daemon running as another user (root),
@@ -534,7 +550,7 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
             cancel: None,
         },
         name,
-        args,
+        serde_json::Value::Object(args),
     );
     if let Some(n) = notice {
         serve::mcp::add_notice(&mut r, &n);
@@ -554,7 +570,7 @@ fn tool(cli: &Cli, name: &str, args: Option<&str>, roots: &[PathBuf], no_roots: 
 }
 
 /// Records the runs of this state directory whose broker died (see `broker::intent`).
-fn recover_dead_runs(cli: &Cli) {
+fn recover_dead_runs(cli: &Options) {
     let sd = state_dir(cli);
     match broker::intent::recover(&sd) {
         Ok(seqs) if !seqs.is_empty() => errln!(
@@ -583,98 +599,78 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
+/// Runs one request here: the embedded broker's, or the daemon's for one of its clients
+/// (`daemon_call`). The one dispatch of every request, whichever front end made it.
 #[allow(
     clippy::too_many_lines,
-    reason = "one arm per subcommand (the definitions are in cli/args.rs)"
+    reason = "one arm per request (the requests are in broker/request.rs)"
 )]
-fn dispatch(cli: Cli) -> ExitCode {
+fn dispatch(cli: &Options, req: Request) -> ExitCode {
     // `tool` prints JSON whether or not `--json` is given: its failures too.
-    set_json_errors(cli.json || matches!(cli.cmd, Cmd::Tool { .. }));
-    recover_dead_runs(&cli);
-    match &cli.cmd {
-        Cmd::Serve {
-            socket,
-            max_clients,
-            call_timeout,
-        } => serve(&cli, socket.clone(), *max_clients, *call_timeout),
-        Cmd::Completions { shell } => help::completions(*shell),
-        Cmd::Man => help::man(),
-        Cmd::Pending => pending(&cli),
-        Cmd::Approve {
+    set_json_errors(cli.json || matches!(req, Request::Tool { .. }));
+    recover_dead_runs(cli);
+    match req {
+        Request::Pending => pending(cli),
+        Request::Answer {
             id,
+            approve,
             always_for_session,
-        } => answer(&cli, *id, true, *always_for_session),
-        Cmd::Deny { id } => answer(&cli, *id, false, false),
-        Cmd::Scan {
-            paths,
-            format,
-            redact,
-            baseline,
-            exclude,
-            no_ignore,
-            min_confidence,
-        } => {
-            let format = if cli.json { ScanFormat::Json } else { *format };
+        } => answer(cli, id, approve, always_for_session),
+        Request::Scan(s) => {
+            let format = if cli.json { ScanFormat::Json } else { s.format };
             let req = broker::scan::ScanRequest {
-                paths: paths.clone(),
-                exclude: exclude.clone(),
-                no_ignore: *no_ignore,
-                baseline: baseline.clone(),
-                redact: *redact,
-                state_dir: state_dir(&cli),
-                min_confidence: *min_confidence,
+                paths: s.paths,
+                exclude: s.exclude,
+                no_ignore: s.no_ignore,
+                baseline: s.baseline,
+                redact: s.redact,
+                state_dir: state_dir(cli),
+                min_confidence: s.min_confidence,
                 confined: None,
             };
             run_scan(&req, format)
         }
-        Cmd::Policy {
-            cmd: PolicyCmd::List,
-        } => policy_list(&cli),
-        Cmd::Policy {
-            cmd: PolicyCmd::Reload { name },
-        } => policy_reload(&cli, name.as_deref()),
-        Cmd::Policy {
-            cmd: PolicyCmd::Check { file },
-        } => match broker::client::as_client(|| Policy::load_file(file))
-            .map_err(|e| format!("policy {}: {e}", file.display()))
-            .and_then(|r| r.map_err(|e| e.to_string()))
-        {
-            Ok(p) => {
-                if cli.json {
-                    outln!("{}", to_json(&policy::report::Checked::loaded(&p)));
-                } else {
-                    outln!(
-                        "{}: ok ({} rules, extends resolved)",
-                        file.display(),
-                        p.rules.len()
-                    );
+        Request::Policy(PolicyRequest::List) => policy_list(cli),
+        Request::Policy(PolicyRequest::Reload { name }) => policy_reload(cli, name.as_deref()),
+        Request::Policy(PolicyRequest::Check { file }) => {
+            match broker::client::as_client(|| Policy::load_file(&file))
+                .map_err(|e| format!("policy {}: {e}", file.display()))
+                .and_then(|r| r.map_err(|e| e.to_string()))
+            {
+                Ok(p) => {
+                    if cli.json {
+                        outln!("{}", to_json(&policy::report::Checked::loaded(&p)));
+                    } else {
+                        outln!(
+                            "{}: ok ({} rules, extends resolved)",
+                            file.display(),
+                            p.rules.len()
+                        );
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
+                // Under `--json`, the error object (code `policy`), as every failure.
+                Err(e) => fail(exit::POLICY, e),
             }
-            // Under `--json`, the error object (code `policy`), as every failure.
-            Err(e) => fail(exit::POLICY, e),
-        },
-        Cmd::Policy {
-            cmd:
-                PolicyCmd::Explain {
-                    command,
-                    credentials,
-                },
-        } => {
-            let policy = match load_policy(&cli) {
+        }
+        Request::Policy(PolicyRequest::Explain {
+            command,
+            credentials,
+        }) => {
+            let policy = match load_policy(cli) {
                 Ok(p) => p,
                 Err(e) => return fail(exit::POLICY, e),
             };
-            if *credentials {
+            if credentials {
                 return credentials::explain(&policy, cli.json);
             }
             let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
             match broker::explain(
                 &broker::client::Context::current(),
                 &policy,
-                command,
+                &command,
                 &cwd,
-                &state_dir(&cli),
+                &state_dir(cli),
             ) {
                 Ok(x) => {
                     if cli.json {
@@ -684,56 +680,27 @@ fn dispatch(cli: Cli) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => broker_fail(&cli, e),
+                Err(e) => broker_fail(cli, e),
             }
         }
-        Cmd::Exec {
-            timeout,
-            env,
-            command,
-            snapshot,
-            no_snapshot,
-        } => {
-            let snap = match (snapshot, no_snapshot) {
-                (true, _) => Some(true),
-                (_, true) => Some(false),
-                _ => None,
-            };
-            run_exec(&cli, timeout.as_deref(), env, command, snap)
-        }
-        Cmd::Sh { args } => match sh_command(args) {
-            Ok(argv) => agent_shell::run_sh(&cli, argv),
-            Err(e) => fail(exit::USAGE, e),
-        },
-        Cmd::Config {
-            cmd: ConfigCmd::Show,
-        } => config_show(&cli),
-        Cmd::Repl => repl_host::run(&cli),
-        Cmd::Mcp => mcp(&cli),
-        Cmd::Tool {
-            name,
-            args,
-            root,
-            no_roots,
-        } => tool(&cli, name, args.as_deref(), root, *no_roots),
-        Cmd::Log { cmd } => log::run(&cli, cmd),
-        Cmd::Fs { cmd } => fs::run(&cli, cmd),
-        Cmd::History { all, limit, since } => fs::history(&cli, *all, (*limit, since.as_deref())),
-        Cmd::Trash { cmd } => fs::trash(&cli, cmd),
-        Cmd::Undo {
+        Request::Exec(e) => run_exec(cli, &e),
+        Request::Sh { argv } => agent_shell::run_sh(cli, argv),
+        Request::Tool { name, args, roots } => tool(cli, name, args, &roots),
+        Request::Log(cmd) => log::run(cli, &cmd),
+        Request::Fs(cmd) => fs::run(cli, &cmd),
+        Request::History { all, limit, since } => fs::history(cli, all, (limit, since)),
+        Request::Trash(cmd) => fs::trash(cli, &cmd),
+        Request::Undo {
             id,
-            dry_run,
-            force,
-            skip,
             all,
-        } => {
-            if *skip {
-                fs::undo_skip(&cli, *id, *all)
-            } else {
-                fs::undo(&cli, *id, *dry_run, *force, *all)
-            }
-        }
-        Cmd::Keys { cmd } => log::keys(&cli, cmd),
+            action: UndoAction::Skip,
+        } => fs::undo_skip(cli, id, all),
+        Request::Undo {
+            id,
+            all,
+            action: UndoAction::Undo { dry_run, force },
+        } => fs::undo(cli, id, dry_run, force, all),
+        Request::Keys(cmd) => log::keys(cli, cmd),
     }
 }
 
@@ -815,7 +782,7 @@ fn sh_command(args: &[String]) -> Result<Vec<String>, String> {
 }
 
 /// `gateway config show`.
-fn config_show(cli: &Cli) -> ExitCode {
+fn config_show(cli: &Options) -> ExitCode {
     let cfg = match config::get() {
         Ok(c) => c,
         Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
@@ -904,7 +871,7 @@ fn config_show(cli: &Cli) -> ExitCode {
 /// Where a call runs: `--cwd` is both its workspace and working directory; else a named
 /// session's (GATEWAY_SESSION) pinned workspace and `cd` (`broker::session`); else the
 /// current directory.
-fn effective_place(cli: &Cli) -> broker::session::Place {
+fn effective_place(cli: &Options) -> broker::session::Place {
     if let Some(c) = &cli.cwd {
         return broker::session::Place::at(c);
     }
@@ -920,7 +887,7 @@ fn effective_place(cli: &Cli) -> broker::session::Place {
     broker::session::Place::at(Path::new("."))
 }
 
-fn policy_list(cli: &Cli) -> ExitCode {
+fn policy_list(cli: &Options) -> ExitCode {
     let rows = match policy::report::builtins() {
         Ok(rows) => rows,
         Err(e) => return fail(exit::POLICY, e),
@@ -1028,7 +995,7 @@ pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
 
 /// A broker error as the command's result: under `--json` its report (`{"error": {"code",
 /// "message", "refusal"}}`) on stdout, the message on stderr, and the exit code of its class.
-fn broker_fail(_cli: &Cli, e: BrokerError) -> ExitCode {
+fn broker_fail(_cli: &Options, e: BrokerError) -> ExitCode {
     broker_error(e)
 }
 

@@ -3,7 +3,7 @@
 //! its `exec` with its output, `log query`, the config file's policy — as
 //! [`serve::repl::Host`]. The REPL itself is `serve::repl`.
 
-use super::{Cli, RunAt, exit, fail, load_policy, state_dir};
+use super::{Cli, Options, RunAt, exit, fail, load_policy, state_dir};
 use crate::broker::pin::Pinned;
 use crate::broker::session::Place;
 use crate::policy::Policy;
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 struct CliHost<'a> {
-    cli: &'a Cli,
+    cli: &'a Options,
 }
 
 impl serve::repl::Host for CliHost<'_> {
@@ -24,19 +24,23 @@ impl serve::repl::Host for CliHost<'_> {
             survive_sigint: true,
             agent: None,
         };
-        let _ = super::run_exec_at(self.cli, None, &[], argv, None, at);
+        let e = crate::broker::request::Exec {
+            argv: argv.to_vec(),
+            ..Default::default()
+        };
+        let _ = super::run_exec_at(self.cli, &e, at);
     }
 
     fn log_query(&self, args: &[&str]) {
         let mut argv = vec!["gateway", "log", "query"];
         argv.extend(args);
-        match <Cli as clap::Parser>::try_parse_from(&argv) {
-            Ok(sub) => {
-                if let super::Cmd::Log { cmd } = &sub.cmd {
-                    let _ = super::log::run(self.cli, cmd);
-                }
+        let argv: Vec<String> = argv.into_iter().skip(1).map(str::to_string).collect();
+        match <Self as serve::repl::Host>::request(self, &argv) {
+            Ok(crate::broker::request::Request::Log(cmd)) => {
+                let _ = super::log::run(self.cli, &cmd);
             }
-            Err(e) => eprintln!("/log: {}", e.render().to_string().trim()),
+            Ok(_) => {}
+            Err(e) => eprintln!("/log: {e}"),
         }
     }
 
@@ -47,10 +51,22 @@ impl serve::repl::Host for CliHost<'_> {
     fn policy_name(&self) -> String {
         super::policy_name(self.cli)
     }
+
+    fn request(&self, argv: &[String]) -> Result<crate::broker::request::Request, String> {
+        let args = std::iter::once("gateway").chain(argv.iter().map(String::as_str));
+        let cli = <Cli as clap::Parser>::try_parse_from(args)
+            .map_err(|e| e.render().to_string().trim().to_string())?;
+        match super::request::of(cli).map_err(|e| e.to_string())? {
+            (_, super::request::Parsed::Call(r)) => Ok(r),
+            (_, super::request::Parsed::Local(_)) => {
+                Err(crate::model::RequestError::NotARequest.to_string())
+            }
+        }
+    }
 }
 
 /// Runs the REPL until /exit or end of input.
-pub(super) fn run(cli: &Cli) -> ExitCode {
+pub(super) fn run(cli: &Options) -> ExitCode {
     let session = crate::broker::log::session_id_for("repl");
     // Pinned for the session: the session's first record carries its hash.
     let pinned = match load_policy(cli) {

@@ -36,6 +36,7 @@ use super::life::{
 use super::proto::{self, ClientMsg, ServerMsg};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
+use crate::broker::request::Invocation;
 use crate::broker::{BrokerError, approvals, client};
 use std::collections::HashSet;
 use std::io::{IoSliceMut, Write};
@@ -50,7 +51,7 @@ use std::time::{Duration, Instant};
 
 /// Runs one call (a request's body: never [`proto::RequestBody::Hello`], which the daemon
 /// answers itself) for the client this thread serves; returns the exit code.
-pub type Handler = Arc<dyn Fn(proto::RequestBody) -> u8 + Send + Sync>;
+pub type Handler = Arc<dyn Fn(crate::broker::request::Invocation) -> u8 + Send + Sync>;
 
 /// How the daemon runs.
 #[derive(Clone, Debug)]
@@ -648,10 +649,12 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
         return fail(Refused::Other("cannot duplicate the connection".into()));
     };
     let tx = Sender::new(writer);
-    let stdin_text = match &body {
-        proto::RequestBody::Exec { stdin, .. } => stdin.clone(),
-        _ => None,
+    let call = match body {
+        proto::RequestBody::Call(c) => *c,
+        // Answered above.
+        proto::RequestBody::Hello => return,
     };
+    let stdin_text = call.request.stdin_text().map(str::to_string);
     let CallStdio { stdio, relay } = match call_stdio(context.stdio, fds, stdin_text, &tx) {
         Ok(s) => s,
         Err(e) => return fail(e),
@@ -669,13 +672,13 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
     }
     let who = peer.clone();
     let started = Instant::now();
-    let what = Unrecorded::of(&peer, &context, &body);
+    let what = Unrecorded::of(&peer, &context, &call.request);
     let ran = run_call(
         &stream,
         peer,
         context,
         stdio,
-        body,
+        call,
         &tx,
         (handler, &cfg.server),
         calls,
@@ -758,7 +761,7 @@ fn run_call(
     peer: client::Peer,
     context: proto::RequestContext,
     stdio: client::Stdio,
-    body: proto::RequestBody,
+    call: crate::broker::request::Invocation,
     tx: &Sender,
     (handler, server): (&Handler, &Arc<crate::broker::server::Server>),
     (calls, id): (&InFlight, u64),
@@ -819,7 +822,7 @@ fn run_call(
     let _serving = client::serve(client);
     let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
     let before = crate::broker::records_appended_here();
-    let (code, panicked) = run_caught(|| handler(body));
+    let (code, panicked) = run_caught(|| handler(call));
     if panicked {
         client::err(|w| {
             writeln!(
@@ -901,38 +904,54 @@ pub struct CallIo<'a> {
     /// Ask this process's terminal when the daemon asks (else the question waits for
     /// `gateway approve|deny`).
     pub ask_here: bool,
+    /// The call ends when this becomes readable or hangs up (an MCP call's cancellation):
+    /// the connection is closed, so the daemon ends the call — kills its run, records it —
+    /// and this side returns at once.
+    pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
 }
 
-/// The client side: sends `argv` (without the program name) to the daemon at `socket` with
-/// this process's stdio, cwd and environment; asks the terminal when the daemon asks;
-/// returns the call's exit code.
-pub fn call(socket: &Path, argv: Vec<String>) -> Result<u8, String> {
+/// The client side: sends `call` to the daemon at `socket` with this process's stdio, cwd
+/// and environment; asks the terminal when the daemon asks; returns the call's exit code.
+pub fn call(socket: &Path, inv: Invocation) -> Result<u8, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
     let env = own_env();
     let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
     call_with(
         socket,
-        argv,
+        inv,
         CallIo {
             cwd,
             env,
             stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
             ask_here: true,
+            cancel: None,
         },
     )
 }
 
-/// [`call_with`] with the call's stdout — and its stderr, unless `stderr` is given — captured
-/// through pipes that are read while the call runs (the MCP server's calls, the REPL's
-/// `/cd`). Returns the exit code, stdout and captured stderr.
+/// How a captured call is made ([`call_captured`]).
+pub struct Captured<'a> {
+    /// The working directory the call runs in (absolute).
+    pub cwd: PathBuf,
+    /// The environment the call sees.
+    pub env: Vec<(String, String)>,
+    /// The call's stdin.
+    pub stdin: std::os::fd::BorrowedFd<'a>,
+    /// Where its stderr goes (None: captured too).
+    pub stderr: Option<std::os::fd::BorrowedFd<'a>>,
+    /// Ask this process's terminal when the daemon asks.
+    pub ask_here: bool,
+    /// The call ends when this becomes readable (see [`CallIo::cancel`]).
+    pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
+}
+
+/// [`call_with`] with the call's stdout — and its stderr, unless `how.stderr` is given —
+/// captured through pipes that are read while the call runs (the MCP server's calls, the
+/// REPL's `/cd`). Returns the exit code, stdout and captured stderr.
 pub fn call_captured(
     socket: &Path,
-    argv: Vec<String>,
-    cwd: PathBuf,
-    env: Vec<(String, String)>,
-    stdin: std::os::fd::BorrowedFd<'_>,
-    stderr: Option<std::os::fd::BorrowedFd<'_>>,
-    ask_here: bool,
+    call: Invocation,
+    how: Captured<'_>,
 ) -> Result<(u8, Vec<u8>, Vec<u8>), String> {
     let drain = |mut r: std::io::PipeReader| {
         std::thread::spawn(move || {
@@ -943,7 +962,7 @@ pub fn call_captured(
     };
     let pipe = || std::io::pipe().map_err(|e| format!("a pipe for the daemon call: {e}"));
     let (out_r, out_w) = pipe()?;
-    let (err_t, err_w) = match stderr {
+    let (err_t, err_w) = match how.stderr {
         Some(_) => (None, None),
         None => {
             let (r, w) = pipe()?;
@@ -951,17 +970,19 @@ pub fn call_captured(
         }
     };
     let out_t = drain(out_r);
-    let err_fd = stderr
+    let err_fd = how
+        .stderr
         .or_else(|| err_w.as_ref().map(|w| w.as_fd()))
         .ok_or("no stderr for the daemon call")?;
     let code = call_with(
         socket,
-        argv,
+        call,
         CallIo {
-            cwd,
-            env,
-            stdio: [stdin, out_w.as_fd(), err_fd],
-            ask_here,
+            cwd: how.cwd,
+            env: how.env,
+            stdio: [how.stdin, out_w.as_fd(), err_fd],
+            ask_here: how.ask_here,
+            cancel: how.cancel,
         },
     );
     // Our write ends go: the readers end when the daemon has closed its copies.
@@ -996,8 +1017,33 @@ pub fn own_env() -> Vec<(String, String)> {
 
 /// [`call`] with the working directory, environment and streams given (the MCP server's
 /// and the REPL's calls).
-pub fn call_with(socket: &Path, argv: Vec<String>, io: CallIo<'_>) -> Result<u8, String> {
-    request(socket, proto::RequestBody::Argv(argv), io)
+pub fn call_with(socket: &Path, call: Invocation, io: CallIo<'_>) -> Result<u8, String> {
+    request(socket, proto::RequestBody::Call(Box::new(call)), io)
+}
+
+/// Waits until the daemon has something to say on `stream` (false) or `cancel` becomes
+/// readable or hangs up (true).
+fn cancelled_before_answer(stream: &UnixStream, cancel: std::os::fd::BorrowedFd<'_>) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    loop {
+        let mut fds = [
+            PollFd::new(stream, PollFlags::IN),
+            PollFd::from_borrowed_fd(cancel, PollFlags::IN),
+        ];
+        match poll(&mut fds, None) {
+            Ok(_) => {
+                if !fds[1].revents().is_empty() {
+                    return true;
+                }
+                if !fds[0].revents().is_empty() {
+                    return false;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            // Reading the stream says what is wrong.
+            Err(_) => return false,
+        }
+    }
 }
 
 /// The daemon's error, said by the client: a daemon of protocol 1 cannot name this client's
@@ -1027,10 +1073,28 @@ fn refusal_of(stream: &UnixStream) -> Option<String> {
     }
 }
 
+/// Sends `frame` on `stream` with `fds` passed in the same `sendmsg` (`SCM_RIGHTS`).
+fn send_with_fds(
+    stream: &UnixStream,
+    frame: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>; 3],
+) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    anc.push(SendAncillaryMessage::ScmRights(fds));
+    let n = sendmsg(
+        stream,
+        &[std::io::IoSlice::new(frame)],
+        &mut anc,
+        SendFlags::empty(),
+    )?;
+    (&*stream).write_all(&frame[n..])
+}
+
 /// Sends one request with `io` as its context and streams (passed with it); asks the
 /// terminal when the daemon asks (if `io.ask_here`); returns the call's exit code.
 pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<u8, String> {
-    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
     let stream = UnixStream::connect(socket).map_err(|e| {
         format!(
             "cannot reach the daemon at {}: {e} (start `gateway serve`, or set GATEWAY_SOCKET= to run the embedded broker)",
@@ -1042,6 +1106,7 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
         env,
         stdio: fds,
         ask_here,
+        cancel,
     } = io;
     let session = env
         .iter()
@@ -1062,18 +1127,7 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
     if frame.len() > proto::MAX_MESSAGE + 4 {
         return Err("the command line and environment are too large for the daemon".into());
     }
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-    let mut anc = SendAncillaryBuffer::new(&mut space);
-    anc.push(SendAncillaryMessage::ScmRights(&fds));
-    let sent = sendmsg(
-        &stream,
-        &[std::io::IoSlice::new(&frame)],
-        &mut anc,
-        SendFlags::empty(),
-    )
-    .map_err(std::io::Error::from)
-    .and_then(|n| (&stream).write_all(&frame[n..]));
-    if let Err(e) = sent {
+    if let Err(e) = send_with_fds(&stream, &frame, &fds) {
         // A daemon that refuses the call (busy) answers and closes without reading it: its
         // answer says why better than the broken pipe.
         return Err(
@@ -1122,6 +1176,13 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
                 }
             }
         }
+        if let Some(c) = cancel
+            && cancelled_before_answer(&stream, c)
+        {
+            // The daemon sees the hang-up and ends the call (kills, records).
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return Err("the call was cancelled".into());
+        }
         let n = std::io::Read::read(&mut &stream, &mut chunk)
             .map_err(|e| format!("reading the daemon's answer: {e}"))?;
         if n == 0 {
@@ -1144,7 +1205,10 @@ mod tests {
         let m = super::daemon_error(old);
         assert!(
             m.starts_with(&format!("the daemon: {old}"))
-                && m.contains("older protocol than this client's 2")
+                && m.contains(&format!(
+                    "older protocol than this client's {}",
+                    super::proto::PROTOCOL_VERSION
+                ))
                 && m.contains("restart `gateway serve`"),
             "{m}"
         );

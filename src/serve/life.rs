@@ -152,18 +152,9 @@ impl Unrecorded {
     pub(super) fn of(
         peer: &client::Peer,
         context: &proto::RequestContext,
-        body: &proto::RequestBody,
+        request: &crate::broker::request::Request,
     ) -> Self {
-        let args = match body {
-            proto::RequestBody::Argv(argv) => crate::broker::redact_argv(argv),
-            proto::RequestBody::Exec { argv, .. } => {
-                let mut a = vec!["exec".to_string(), "--".to_string()];
-                a.extend(crate::broker::redact_argv(argv));
-                a
-            }
-            proto::RequestBody::PolicyReload { .. } => vec!["policy".into(), "reload".into()],
-            proto::RequestBody::Hello => vec![],
-        };
+        let args = request.words();
         let session = context
             .session
             .clone()
@@ -254,7 +245,10 @@ mod tests {
             stdio: crate::serve::proto::StdioMode::Frames,
             prompts: false,
         };
-        let body = crate::serve::proto::RequestBody::Argv(vec!["log".into(), "tail".into()]);
+        let body = crate::broker::request::Request::Log(crate::broker::request::LogRequest::Tail {
+            lines: 10,
+            follow: false,
+        });
         let ran = |recorded_itself| super::Ran {
             code,
             listener: None,

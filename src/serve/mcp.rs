@@ -1208,9 +1208,9 @@ fn call_blocking(
         } => forward(
             socket,
             (policy.as_deref(), state_dir.as_deref()),
-            cfg,
+            (cfg, cancel_r.as_fd()),
             name,
-            &args,
+            args,
             roots.as_deref(),
         ),
     }
@@ -1231,34 +1231,43 @@ pub fn add_notice(r: &mut CallToolResult, notice: &str) {
     ));
 }
 
-/// Sends one tool call to the daemon as `gateway tool NAME ARGS [--root DIR]...` with pipes
-/// for its output, and returns the result it printed.
+/// Sends one tool call to the daemon as a typed [`Request::Tool`] with pipes for its output,
+/// and returns the result it printed. The call ends, in the daemon too, when `cancel` (the
+/// call's cancellation pipe) becomes readable: the connection is closed, the daemon kills
+/// the run and records it.
 fn forward(
     socket: &Path,
     (policy, state_dir): (Option<&str>, Option<&Path>),
-    cfg: &McpConfig,
+    (cfg, cancel): (&McpConfig, std::os::fd::BorrowedFd<'_>),
     name: &str,
-    args: &serde_json::Value,
+    args: serde_json::Value,
     roots: Option<&[PathBuf]>,
 ) -> CallToolResult {
+    use crate::broker::request::{Invocation, Options, Request, Roots, ToolName};
     use std::os::fd::AsFd;
-    let mut argv: Vec<String> = Vec::new();
-    if let Some(p) = policy {
-        argv.extend(["--policy".into(), p.into()]);
-    }
-    if let Some(d) = state_dir {
-        argv.extend(["--state-dir".into(), d.display().to_string()]);
-    }
-    argv.extend(["tool".into(), name.into(), args.to_string()]);
-    match roots {
-        None => {}
-        Some([]) => argv.push("--no-roots".into()),
-        Some(roots) => {
-            for r in roots {
-                argv.extend(["--root".into(), r.display().to_string()]);
-            }
-        }
-    }
+    let tool = match ToolName::of(name) {
+        Ok(t) => t,
+        Err(e) => return err_text(e.to_string()),
+    };
+    let serde_json::Value::Object(args) = args else {
+        return err_text(format!("{name}: bad arguments: not a JSON object"));
+    };
+    let call = Invocation {
+        options: Options {
+            policy: policy.map(str::to_string),
+            state_dir: state_dir.map(Path::to_path_buf),
+            ..Options::default()
+        },
+        request: Request::Tool {
+            name: tool,
+            args,
+            roots: match roots {
+                None => Roots::Policy,
+                Some([]) => Roots::Nothing,
+                Some(r) => Roots::Dirs(r.to_vec()),
+            },
+        },
+    };
     // not-ws: /dev/null
     let null = match std::fs::File::open("/dev/null") {
         Ok(f) => f,
@@ -1266,12 +1275,15 @@ fn forward(
     };
     let res = crate::serve::daemon::call_captured(
         socket,
-        argv,
-        cfg.cwd.clone(),
-        crate::serve::daemon::env_for_session(&cfg.session),
-        null.as_fd(),
-        None,
-        false,
+        call,
+        crate::serve::daemon::Captured {
+            cwd: cfg.cwd.clone(),
+            env: crate::serve::daemon::env_for_session(&cfg.session),
+            stdin: null.as_fd(),
+            stderr: None,
+            ask_here: false,
+            cancel: Some(cancel),
+        },
     );
     match res {
         Ok((0 | 1, out, err)) => match serde_json::from_slice::<CallToolResult>(&out) {

@@ -7,9 +7,8 @@
 //! with a `type`). The client's first message is a [`ClientMsg::Request`]: the protocol
 //! [`PROTOCOL_VERSION`], a [`RequestContext`] (working directory, environment, session, how
 //! its streams travel, whether it answers approval prompts) and a [`RequestBody`] (what to
-//! do: today's CLI arguments as [`RequestBody::Argv`], which the CLI keeps sending while it
-//! migrates, or a typed call — [`RequestBody::Exec`], [`RequestBody::PolicyReload`],
-//! [`RequestBody::Hello`]). With [`StdioMode::Passed`], the client's stdin, stdout and
+//! do: a typed [`RequestBody::Call`] — every tool and maintenance command, see
+//! [`crate::broker::request`] — or [`RequestBody::Hello`]). With [`StdioMode::Passed`], the client's stdin, stdout and
 //! stderr travel in the same `sendmsg` (`SCM_RIGHTS`), so that the command's streams are the
 //! client's own (a terminal stays a terminal, a pipe a pipe) and nothing is copied through
 //! the daemon; with [`StdioMode::Frames`] none do, stdin is empty (or the call's `stdin`
@@ -48,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version a client speaks in its request; bumped on any change to the types of
 /// this module (see the module's documentation).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The largest message either side accepts (a command line is at most ~2 MiB on Linux; its
 /// environment counts too).
@@ -120,32 +119,10 @@ pub enum StdioMode {
 pub enum RequestBody {
     /// Are you there, and which version? Answered with [`ServerMsg::Hello`]; runs nothing.
     Hello,
-    /// A CLI command (the arguments after `gateway`), parsed and run as the CLI would: what
-    /// the CLI sends while it migrates to the typed calls.
-    Argv(Vec<String>),
-    /// Run a command confined by the policy (`gateway exec`).
-    Exec {
-        /// The command and its arguments.
-        argv: Vec<String>,
-        /// The workspace, as `--cwd` (default: the context's `cwd`).
-        cwd: Option<String>,
-        /// Wall-clock limit in milliseconds: narrows the policy's (a longer one is refused,
-        /// rule `limits.timeout`).
-        timeout_ms: Option<u64>,
-        /// Snapshot the workspace for undo (None: the policy's `[undo] snapshot`).
-        snapshot: Option<bool>,
-        /// Variables set in the sandbox (`--env K=V`).
-        env: Vec<(String, String)>,
-        /// Text given to the command on its stdin instead of the client's stdin.
-        stdin: Option<String>,
-        /// Print one JSON object instead of human output (`--json`).
-        json: bool,
-    },
-    /// Reload the session's pinned policy (`gateway policy reload [NAME]`).
-    PolicyReload {
-        /// Load this policy (name or path) instead of the one in force.
-        policy: Option<String>,
-    },
+    /// A typed call: every tool and maintenance command, with the options of its command
+    /// line ([`crate::broker::request`]). The daemon runs it as it is: it parses no command
+    /// line.
+    Call(Box<crate::broker::request::Invocation>),
 }
 
 /// The daemon's message.
@@ -390,32 +367,40 @@ mod tests {
         }
     }
 
+    /// A call with every option set.
+    fn call_of(request: crate::broker::request::Request) -> RequestBody {
+        RequestBody::Call(Box::new(crate::broker::request::Invocation {
+            options: crate::broker::request::Options {
+                state_dir: Some("/s".into()),
+                policy: Some("strict".into()),
+                cwd: Some("/w".into()),
+                json: true,
+            },
+            request,
+        }))
+    }
+
     fn call() -> ClientMsg {
         ClientMsg::Request(Request {
             version: PROTOCOL_VERSION,
             context: context(),
-            body: RequestBody::Argv(vec!["exec".into(), "--".into(), "true".into()]),
+            body: call_of(crate::broker::request::Request::Exec(
+                crate::broker::request::Exec {
+                    argv: vec!["true".into()],
+                    ..Default::default()
+                },
+            )),
         })
     }
 
     /// A sample of every variant of every type on the wire, in a fixed order.
     fn samples() -> (Vec<ClientMsg>, Vec<ServerMsg>) {
-        let bodies = vec![
-            RequestBody::Hello,
-            RequestBody::Argv(vec!["log".into(), "query".into()]),
-            RequestBody::Exec {
-                argv: vec!["make".into(), "test".into()],
-                cwd: Some("/w".into()),
-                timeout_ms: Some(1500),
-                snapshot: Some(false),
-                env: vec![("K".into(), "V".into())],
-                stdin: Some("in\n".into()),
-                json: true,
-            },
-            RequestBody::PolicyReload {
-                policy: Some("strict".into()),
-            },
-        ];
+        let mut bodies = vec![RequestBody::Hello];
+        bodies.extend(
+            crate::broker::request::Request::samples()
+                .into_iter()
+                .map(call_of),
+        );
         let mut client: Vec<ClientMsg> = bodies
             .into_iter()
             .zip([StdioMode::Passed, StdioMode::Frames].into_iter().cycle())
@@ -462,9 +447,7 @@ mod tests {
         match (c, s) {
             (Some(ClientMsg::Request(r)), _) => match (&r.body, r.context.stdio) {
                 (RequestBody::Hello, _) => "hello",
-                (RequestBody::Argv(_), _) => "argv",
-                (RequestBody::Exec { .. }, _) => "exec",
-                (RequestBody::PolicyReload { .. }, _) => "policy_reload",
+                (RequestBody::Call(c), _) => c.request.kind(),
             },
             (Some(ClientMsg::Answer { .. }), _) => "answer",
             (None, Some(m)) => match m {
@@ -494,7 +477,7 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), names.len(), "one sample per variant: {names:?}");
-        assert_eq!(names.len(), 11, "{names:?}");
+        assert_eq!(names.len(), 1 + 36 + 1 + 6, "{names:?}");
         let modes: Vec<StdioMode> = c
             .iter()
             .filter_map(|m| match m {
@@ -531,10 +514,16 @@ mod tests {
 
     /// The digest of the samples' JSON recorded for each protocol version. A change to the
     /// types changes it: bump [`PROTOCOL_VERSION`] and add a line; never edit a line.
-    const SCHEMA_PINS: &[(u32, &str)] = &[(
-        2,
-        "bd8374ac039c1996d5e58d7ed05bcf9369ddfd3c19d3420a302648176fc328ec",
-    )];
+    const SCHEMA_PINS: &[(u32, &str)] = &[
+        (
+            2,
+            "bd8374ac039c1996d5e58d7ed05bcf9369ddfd3c19d3420a302648176fc328ec",
+        ),
+        (
+            3,
+            "afb9bc8180a76ff1944e2b18af634b8a8c69c427f430b85f4d6fdbac002e1b63",
+        ),
+    ];
 
     #[test]
     fn the_schema_is_pinned_to_its_version() {
@@ -734,17 +723,19 @@ mod tests {
         // Whatever key a client uses to claim who it is, at the top, in the context or in a
         // typed body, the request is refused whole: identity comes from SO_PEERCRED alone.
         for key in ["uid", "gid", "pid", "groups", "caller", "user"] {
-            for at in ["top", "context", "exec"] {
+            for at in ["top", "context", "options", "exec", "env"] {
                 let body = edited(|j| {
-                    if at == "exec" {
-                        j["body"] = serde_json::json!({"exec": {
-                            "argv": ["id"], "cwd": null, "timeout_ms": null, "snapshot": null,
-                            "env": [], "stdin": null, "json": false}});
-                    }
+                    j["body"] = serde_json::json!({"call": {
+                        "options": {"state_dir": null, "policy": null, "cwd": null, "json": false},
+                        "request": {"exec": {
+                            "argv": ["id"], "timeout": null, "snapshot": null,
+                            "env": [{"name": "A", "value": "b"}], "stdin": null}}}});
                     let target = match at {
                         "top" => &mut *j,
                         "context" => &mut j["context"],
-                        _ => &mut j["body"]["exec"],
+                        "options" => &mut j["body"]["call"]["options"],
+                        "env" => &mut j["body"]["call"]["request"]["exec"]["env"][0],
+                        _ => &mut j["body"]["call"]["request"]["exec"],
                     };
                     target[key] = 0.into();
                 });

@@ -111,6 +111,9 @@ pub trait Host {
     /// The policy's name as the command line and config name it (`--policy`, else the
     /// config's, else standard).
     fn policy_name(&self) -> String;
+    /// A CLI command line (without the program name), typed as the CLI types it; Err: what
+    /// is wrong with it, said as the CLI says it.
+    fn request(&self, argv: &[String]) -> Result<crate::broker::request::Request, String>;
 }
 
 /// What the REPL starts with (the CLI resolves it from its options and config).
@@ -256,8 +259,9 @@ impl Repl<'_> {
         }
     }
 
-    /// A call to the daemon: `argv` (a CLI command line) with this terminal, the REPL's
-    /// directory and session. `capture`: its stdout is returned instead of shown.
+    /// A call to the daemon: `argv` (a CLI command line, typed by the CLI) with this
+    /// terminal, the REPL's directory and session. `capture`: its stdout is returned instead
+    /// of shown.
     fn daemon_call(
         &self,
         sock: &std::path::Path,
@@ -265,33 +269,39 @@ impl Repl<'_> {
         capture: bool,
     ) -> Result<(u8, String), String> {
         use std::os::fd::AsFd;
-        let mut full = Vec::new();
-        if let Some(p) = &self.policy_spec {
-            full.extend(["--policy".to_string(), p.clone()]);
-        }
-        full.extend(argv);
+        let call = crate::broker::request::Invocation {
+            options: crate::broker::request::Options {
+                policy: self.policy_spec.clone(),
+                ..Default::default()
+            },
+            request: self.host.request(&argv)?,
+        };
         let env = super::daemon::env_for_session(&self.session);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
         if capture {
             let (code, out, _) = super::daemon::call_captured(
                 sock,
-                full,
-                self.workspace.clone(),
-                env,
-                i.as_fd(),
-                Some(e.as_fd()),
-                true,
+                call,
+                super::daemon::Captured {
+                    cwd: self.workspace.clone(),
+                    env,
+                    stdin: i.as_fd(),
+                    stderr: Some(e.as_fd()),
+                    ask_here: true,
+                    cancel: None,
+                },
             )?;
             return Ok((code, String::from_utf8_lossy(&out).into_owned()));
         }
         let code = super::daemon::call_with(
             sock,
-            full,
+            call,
             super::daemon::CallIo {
                 cwd: self.workspace.clone(),
                 env,
                 stdio: [i.as_fd(), o.as_fd(), e.as_fd()],
                 ask_here: true,
+                cancel: None,
             },
         )?;
         Ok((code, String::new()))
