@@ -248,7 +248,9 @@ pub fn refused(
         },
         ..Record::default()
     };
-    let _ = super::append_record(state_dir, &mut rec);
+    if super::append_record(state_dir, &mut rec).is_ok() {
+        ctx.note_recorded();
+    }
     r
 }
 

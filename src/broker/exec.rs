@@ -70,6 +70,7 @@ pub fn exec(
         state_dir: &req.state_dir,
         session: &req.session,
         caller: &req.caller,
+        context: &req.context,
     };
     let done = invoke::invoke(&call, &mut tool)?;
     let t = tool.trace;
@@ -361,14 +362,17 @@ impl ExecTool<'_, '_> {
         // The snapshot is this call's alone: no other call changes the workspace between its
         // before and its after (`journal::capture`).
         let _capture = if snap {
-            let own = req.cancel.as_ref().map(std::os::fd::AsFd::as_fd);
+            let cancel = req
+                .cancel
+                .as_ref()
+                .map(std::os::fd::AsFd::as_fd)
+                .or_else(|| req.context.cancel());
             Some(
-                sandbox::with_cancel(own, |cancel| {
-                    crate::journal::capture_lock(&req.state_dir, &ws, cancel)
-                })
-                .map_err(|e| BrokerError::Io {
-                    what: "the workspace's capture lock".into(),
-                    source: std::io::Error::other(e.to_string()),
+                crate::journal::capture_lock(&req.state_dir, &ws, cancel).map_err(|e| {
+                    BrokerError::Io {
+                        what: "the workspace's capture lock".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    }
                 })?,
             )
         } else {
@@ -502,9 +506,15 @@ impl ExecTool<'_, '_> {
             cwd,
             stdin: stdin_of(&req.context, &req.stdin)?,
             confine,
-            cancel: match &req.cancel {
+            // The call's own, else its caller's (a daemon client's: it ends with it).
+            cancel: match req
+                .cancel
+                .as_ref()
+                .map(std::os::fd::AsFd::as_fd)
+                .or_else(|| req.context.cancel())
+            {
                 None => None,
-                Some(fd) => Some(fd.try_clone().map_err(|source| BrokerError::Io {
+                Some(fd) => Some(fd.try_clone_to_owned().map_err(|source| BrokerError::Io {
                     what: "the call's cancellation pipe".into(),
                     source,
                 })?),

@@ -112,6 +112,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         state_dir: &ctx.state_dir,
         session: &ctx.session,
         caller: &ctx.caller,
+        context: &ctx.client,
     };
     let (tool, name) = op.tool();
     let mut t = FsTool {
@@ -575,10 +576,8 @@ fn perform(
         let lock = if !op.read_only() {
             // A change waits for the command that captures this workspace (`journal::capture`),
             // whose snapshot would otherwise claim it; then the journal's lock.
-            let capture = crate::sandbox::with_cancel(ctx.cancel, |cancel| {
-                journal::capture_lock(&ctx.state_dir, ws, cancel)
-            })
-            .map_err(j_err)?;
+            let cancel = ctx.cancel.or_else(|| ctx.client.cancel());
+            let capture = journal::capture_lock(&ctx.state_dir, ws, cancel).map_err(j_err)?;
             let lock = journal::lock(&ctx.state_dir).map_err(j_err)?;
             recover(&ctx.state_dir, &lock)?;
             Some((capture, lock))
@@ -655,7 +654,7 @@ fn perform(
         &ctx.state_dir,
         locks.as_ref().map(|l| &l.1),
         req,
-        ceiling,
+        (ceiling, ctx.cancel.or_else(|| ctx.client.cancel())),
     )
 }
 
@@ -769,6 +768,7 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         state_dir: &ctx.state_dir,
         session: &ctx.session,
         caller: &ctx.caller,
+        context: &ctx.client,
     };
     let mut t = CdTool {
         ctx,

@@ -35,6 +35,9 @@ pub(crate) struct Call<'a> {
     pub session: &'a str,
     /// Who asked, recorded.
     pub caller: &'a audit::Caller,
+    /// Who calls: told when the call's record is written (the daemon records a call it
+    /// ends only if the call did not).
+    pub context: &'a super::client::Context,
 }
 
 /// What one tool brings to the skeleton.
@@ -115,6 +118,7 @@ pub(crate) fn invoke<T: Tool>(
         };
     }
     let seq = log.append(&mut rec)?;
+    call.context.note_recorded();
     tool.recorded(&res, &rec);
     res.map(|output| Invoked { output, seq })
 }

@@ -29,7 +29,8 @@ fn read(
 ) -> Result<String, BrokerError> {
     // A file the caller names: read with the caller's rights.
     // Opened without blocking, a FIFO read as `cat` would but not past the call's end.
-    cx.as_client(|| crate::sandbox::read_named(path, MAX_NAMED))
+    let cancel = cx.cancel();
+    cx.as_client(|| crate::sandbox::read_named(path, MAX_NAMED, cancel))
         .and_then(|r| r)
         .and_then(|b| {
             if b.len() as u64 > MAX_NAMED {
@@ -390,5 +391,3 @@ pub fn gc(ctx: &super::fs::FsContext<'_>) -> Result<Collected, BrokerError> {
     )?;
     Ok(done.output)
 }
-
-pub use super::client::{session_id, session_id_for, this_caller};

@@ -223,21 +223,8 @@ impl LogWriter {
             LogWriter::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),
         }?;
         pin::stamped(rec);
-        APPENDED_HERE.with(|n| n.set(n.get() + 1));
         Ok(seq)
     }
-}
-
-thread_local! {
-    /// Records appended by this thread (see [`records_appended_here`]).
-    static APPENDED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many audit records this thread has appended so far: the daemon compares it before and
-/// after a call to tell whether the call recorded itself (a tool call does, once), so that a
-/// call it ends (client gone, server stopping, a panic) is recorded exactly once.
-pub fn records_appended_here() -> u64 {
-    APPENDED_HERE.with(std::cell::Cell::get)
 }
 
 /// Opens the audit log of `state_dir` for a call (opening is also the check that it can be

@@ -65,6 +65,7 @@ pub(crate) fn run<T>(ctx: &FsContext<'_>, m: Mutation<'_, T>) -> Result<Done<T>,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
         caller: &ctx.caller,
+        context: &ctx.client,
     };
     let mut t = MutationTool {
         ctx,

@@ -182,8 +182,9 @@ fn scan_within(
     }
     // Everything read from the caller's paths is read with the caller's rights (under the
     // daemon: its client's; the walker's threads inherit them).
+    let cancel = cx.cancel();
     let gathered = cx
-        .as_client(|| gather(req, progress, reach))
+        .as_client(|| gather(req, progress, (reach, cancel)))
         .map_err(|e| BrokerError::Io {
             what: "reading the files to scan with the caller's rights".into(),
             source: e,
@@ -257,7 +258,7 @@ fn read_file(path: &Path, reach: Option<&Reach>) -> std::io::Result<Vec<u8>> {
 fn gather(
     req: &ScanRequest,
     progress: Progress<'_>,
-    reach: Option<&Reach>,
+    (reach, cancel): (Option<&Reach>, Option<std::os::fd::BorrowedFd<'_>>),
 ) -> Result<Gathered, BrokerError> {
     for p in &req.paths {
         // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
@@ -272,11 +273,12 @@ fn gather(
         // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         Some(b) if b.exists() => {
             // A FIFO is read as `cat` would, but not past the call's end.
-            let text =
-                crate::sandbox::read_named(b, MAX_BASELINE).map_err(|e| BrokerError::Io {
+            let text = crate::sandbox::read_named(b, MAX_BASELINE, cancel).map_err(|e| {
+                BrokerError::Io {
                     what: format!("reading the baseline {}", b.display()),
                     source: e,
-                })?;
+                }
+            })?;
             if text.len() as u64 > MAX_BASELINE {
                 return Err(BrokerError::Usage(format!(
                     "baseline {}: larger than {MAX_BASELINE} bytes; give a smaller one",
@@ -725,6 +727,7 @@ pub fn scan_audited(
         state_dir: &req.state_dir,
         session,
         caller: &caller,
+        context: cx,
     };
     let mut t = ScanTool {
         cx,

@@ -226,7 +226,7 @@ pub(crate) fn run(
     state_dir: &Path,
     lock: Option<&journal::Lock>,
     req: Request,
-    ceiling: Vec<(u32, u64, u64)>,
+    (ceiling, cancel): (Vec<(u32, u64, u64)>, Option<std::os::fd::BorrowedFd<'_>>),
 ) -> (Result<FsOutput, BrokerError>, Option<EnforcementStatus>) {
     let workspace = req.workspace.clone();
     let uid = req.uid;
@@ -289,7 +289,8 @@ pub(crate) fn run(
             danger_openat2: true,
             run_as: None,
         },
-        cancel: None,
+        // The worker ends with its call (a copy: the spec owns its fd).
+        cancel: cancel.and_then(|c| c.try_clone_to_owned().ok()),
     };
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;

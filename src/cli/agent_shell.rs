@@ -19,7 +19,7 @@
 //! commands that run confined.
 
 use super::exec::{RunAt, run_exec_at};
-use super::{Options, exit, fail, load_policy};
+use super::{Call, exit, fail, load_policy};
 use crate::broker::request::{Invocation, Request};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -35,14 +35,14 @@ pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
 /// as it came: the rewriting and the delivery of the agent's files belong to the client
 /// ([`via_daemon`]), which writes them as itself — never the daemon, with its own uid, home
 /// and TMPDIR.
-pub(super) fn run_sh(cli: &Options, mut argv: Vec<String>) -> ExitCode {
+pub(super) fn run_sh(cli: &Call, mut argv: Vec<String>) -> ExitCode {
     let policy = match load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
     let agent = script
-        .filter(|_| crate::broker::client::current().is_none())
+        .filter(|_| cli.cx.client().is_none())
         .and_then(|i| argv.get(i))
         .and_then(|s| prepare(s, policy.sandbox.private_tmp));
     if let (Some(p), Some(s)) = (&agent, script.and_then(|i| argv.get_mut(i))) {
@@ -65,7 +65,7 @@ pub(super) fn run_sh(cli: &Options, mut argv: Vec<String>) -> ExitCode {
 /// agent's own, with its rights, home and TMPDIR — reads the command's stdout through a
 /// pipe, keeps the marker and what follows out of it, and writes the agent's file. Anything
 /// else is sent as it is.
-pub(super) fn via_daemon(socket: &Path, mut call: Invocation) -> Result<u8, String> {
+pub(super) fn via_daemon(cli: &Call, socket: &Path, mut call: Invocation) -> Result<u8, String> {
     use std::os::fd::AsFd;
     // The script: after the shell's `-c`.
     let Request::Sh { argv } = &mut call.request else {
@@ -124,7 +124,7 @@ pub(super) fn via_daemon(socket: &Path, mut call: Invocation) -> Result<u8, Stri
     if let (0, Some(payload)) = (code, payload)
         && let Err(e) = deliver(&p.deliver, &payload)
     {
-        errln!("gateway: {e}");
+        errln!(cli, "gateway: {e}");
         return Ok(1);
     }
     Ok(code)

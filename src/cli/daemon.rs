@@ -19,15 +19,19 @@ pub(super) fn config_socket() -> Option<PathBuf> {
 /// with the client's policy (its `--policy`, else its GATEWAY_POLICY) and the daemon's state
 /// directory (a client asking for another one is refused). The call comes typed: nothing
 /// is parsed here.
-pub fn daemon_call(call: Invocation, state: &std::path::Path, policy: &str) -> u8 {
+pub fn daemon_call(
+    call: Invocation,
+    cx: broker::client::Context,
+    state: &std::path::Path,
+    policy: &str,
+) -> u8 {
     let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
-    let Invocation {
-        options: mut cli,
-        request,
-    } = call;
-    set_json_errors(cli.json || matches!(request, Request::Tool { .. }));
-    let chosen = cli.policy.take().or_else(|| {
-        broker::client::env_var("GATEWAY_POLICY")
+    let Invocation { options, request } = call;
+    let mut cli = Call::new(options, cx);
+    cli.set_json_errors(cli.json || matches!(request, Request::Tool { .. }));
+    let chosen = cli.options.policy.take().or_else(|| {
+        cli.cx
+            .env_var("GATEWAY_POLICY")
             .filter(|p| !p.is_empty())
             .map(|p| p.to_string_lossy().into_owned())
     });
@@ -39,27 +43,28 @@ pub fn daemon_call(call: Invocation, state: &std::path::Path, policy: &str) -> u
         _ => None,
     };
     for p in chosen.iter().chain(reload_to.iter()) {
-        let ctx = broker::client::Context::current();
-        if let Err(r) = broker::authz::may_use_policy(&ctx, p, policy) {
-            let r = broker::authz::refused(state, &ctx, "policy", vec![p.clone()], r);
-            return to_u8(broker_error(r.into()));
+        if let Err(r) = broker::authz::may_use_policy(&cli.cx, p, policy) {
+            let r = broker::authz::refused(state, &cli.cx, "policy", vec![p.clone()], r);
+            return to_u8(broker_error(&cli, r.into()));
         }
     }
-    cli.policy = chosen.or_else(|| Some(policy.to_string()));
-    if let Err(code) = same_state_dir(cli.state_dir.take(), state) {
+    cli.options.policy = chosen.or_else(|| Some(policy.to_string()));
+    let named = cli.options.state_dir.take();
+    if let Err(code) = same_state_dir(&cli, named, state) {
         return code;
     }
-    cli.state_dir = Some(state.to_path_buf());
+    cli.options.state_dir = Some(state.to_path_buf());
     to_u8(dispatch(&cli, request))
 }
 
 /// Refuses (the exit code, said on the client's stderr and under `--json` as the error
 /// object) a call that names another state directory than the daemon's: on its command line
 /// (`named`), else in its GATEWAY_STATE_DIR.
-fn same_state_dir(named: Option<PathBuf>, state: &std::path::Path) -> Result<(), u8> {
+fn same_state_dir(cli: &Call, named: Option<PathBuf>, state: &std::path::Path) -> Result<(), u8> {
     let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
     let asked = named.or_else(|| {
-        broker::client::env_var("GATEWAY_STATE_DIR")
+        cli.cx
+            .env_var("GATEWAY_STATE_DIR")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
     });
@@ -67,6 +72,7 @@ fn same_state_dir(named: Option<PathBuf>, state: &std::path::Path) -> Result<(),
         let d = std::path::absolute(&d).unwrap_or(d);
         if d != state {
             return Err(to_u8(fail(
+                cli,
                 exit::USAGE,
                 format!(
                     "this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
@@ -81,7 +87,7 @@ fn same_state_dir(named: Option<PathBuf>, state: &std::path::Path) -> Result<(),
 
 /// `gateway serve`.
 pub(super) fn serve(
-    cli: &Options,
+    cli: &Call,
     socket: Option<PathBuf>,
     max_clients: usize,
     call_timeout: Duration,
@@ -89,11 +95,11 @@ pub(super) fn serve(
     // The daemon's own settings are read now, before any client's thread could.
     let cfg = match config::get() {
         Ok(c) => c,
-        Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
+        Err(e) => return fail(cli, exit::POLICY, format!("config file: {e}")),
     };
     let own = match load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     let roles = broker::authz::resolve_groups("approvers", &cfg.approvers).and_then(|approvers| {
         Ok(broker::authz::Roles {
@@ -110,7 +116,7 @@ pub(super) fn serve(
     });
     let server = match roles {
         Ok(r) => broker::server::Server::new(r),
-        Err(e) => return fail(exit::POLICY, e.to_string()),
+        Err(e) => return fail(cli, exit::POLICY, e.to_string()),
     };
     let socket = socket
         .or_else(|| {
@@ -131,8 +137,9 @@ pub(super) fn serve(
         policy = p.display().to_string();
     }
     let handler: serve::daemon::Handler =
-        std::sync::Arc::new(move |argv| daemon_call(argv, &st, &policy));
+        std::sync::Arc::new(move |call, cx| daemon_call(call, cx, &st, &policy));
     errln!(
+        cli,
         "gateway serve: serving on {} (state {}); SIGTERM or Ctrl-C stops",
         socket.display(),
         state.display()
@@ -154,15 +161,16 @@ pub(super) fn serve(
 }
 
 /// `gateway pending`: only the daemon holds requests.
-pub(super) fn pending(cli: &Options) -> ExitCode {
-    if broker::client::current().is_none() {
+pub(super) fn pending(cli: &Call) -> ExitCode {
+    if cli.cx.client().is_none() {
         return fail(
+            cli,
             exit::USAGE,
             "pending: no daemon is running (approvals are queued by `gateway serve`; without it, `ask` is answered at the terminal)",
         );
     }
     // A client sees its own requests; an approver (or the admin) everyone's.
-    let ctx = broker::client::Context::current();
+    let ctx = cli.cx.clone();
     let uid = ctx
         .client()
         .filter(|_| !broker::authz::answers_all(&ctx))
@@ -173,11 +181,12 @@ pub(super) fn pending(cli: &Options) -> ExitCode {
         .unwrap_or_default();
     if cli.json {
         outln!(
+            cli,
             "{}",
             to_json(&broker::report::PendingReport { requests: &v })
         );
     } else if v.is_empty() {
-        errln!("gateway: nothing is waiting for approval");
+        errln!(cli, "gateway: nothing is waiting for approval");
     } else {
         use super::human::{Cell, Table, colour};
         use crate::shown::visible;
@@ -205,10 +214,10 @@ pub(super) fn pending(cli: &Options) -> ExitCode {
                 )),
             ]);
         }
-        for (l, p) in t.lines(colour()).into_iter().zip(&v) {
-            outln!("{l}");
+        for (l, p) in t.lines(colour(cli)).into_iter().zip(&v) {
+            outln!(cli, "{l}");
             for r in &p.rules {
-                outln!("      rule {}", visible(r));
+                outln!(cli, "      rule {}", visible(r));
             }
         }
     }
@@ -216,10 +225,11 @@ pub(super) fn pending(cli: &Options) -> ExitCode {
 }
 
 /// `gateway approve|deny ID`.
-pub(super) fn answer(cli: &Options, id: u64, approve: bool, always: bool) -> ExitCode {
+pub(super) fn answer(cli: &Call, id: u64, approve: bool, always: bool) -> ExitCode {
     let verb = if approve { "approve" } else { "deny" };
-    let Some(c) = broker::client::current() else {
+    let Some(c) = cli.cx.client() else {
         return fail(
+            cli,
             exit::USAGE,
             format!("{verb}: no daemon is running (approvals are queued by `gateway serve`)"),
         );
@@ -230,16 +240,17 @@ pub(super) fn answer(cli: &Options, id: u64, approve: bool, always: bool) -> Exi
         c.caller.pid,
         if always { " --always-for-session" } else { "" }
     );
-    let ctx = broker::client::Context::current();
+    let ctx = cli.cx.clone();
     let may = |p: &broker::approvals::Pending| {
         broker::authz::may_answer(&ctx, p.uid, || format!("pending request {id}"))
     };
     match c.server.approvals.answer(id, approve, always, by, may) {
         Ok(a) => {
             if cli.json {
-                outln!("{}", to_json(&a));
+                outln!(cli, "{}", to_json(&a));
             } else {
                 errln!(
+                    cli,
                     "gateway: {} request {id}: {} {}",
                     if a.approved { "approved" } else { "denied" },
                     crate::shown::visible(&a.request.tool),
@@ -250,8 +261,8 @@ pub(super) fn answer(cli: &Options, id: u64, approve: bool, always: bool) -> Exi
         }
         Err(broker::approvals::AnswerError::Refused(r)) => {
             let r = broker::authz::refused(&state_dir(cli), &ctx, verb, vec![id.to_string()], r);
-            broker_error(r.into())
+            broker_error(cli, r.into())
         }
-        Err(e) => fail(exit::USAGE, format!("{verb}: {e}")),
+        Err(e) => fail(cli, exit::USAGE, format!("{verb}: {e}")),
     }
 }

@@ -45,22 +45,22 @@ pub(super) struct RunAt {
     pub(super) agent: Option<super::agent_shell::Prepared>,
 }
 
-pub(super) fn run_exec(cli: &Options, e: &Exec) -> ExitCode {
+pub(super) fn run_exec(cli: &Call, e: &Exec) -> ExitCode {
     run_exec_at(cli, e, RunAt::default())
 }
 
 /// `e` (whose stdin, through the daemon, is already the call's: see `serve::daemon`) run
 /// `at` a place, session and policy (default: the options').
-pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
+pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> ExitCode {
     let policy = match at.policy {
         Some(p) => p,
         None => match load_policy(cli) {
             Ok(p) => p,
-            Err(e) => return fail(exit::POLICY, e),
+            Err(e) => return fail(cli, exit::POLICY, e),
         },
     };
     if e.argv.is_empty() {
-        return fail(exit::USAGE, crate::model::RequestError::NoCommand);
+        return fail(cli, exit::USAGE, crate::model::RequestError::NoCommand);
     }
     let command = &e.argv;
     let env_pairs = e
@@ -78,10 +78,10 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
         env: env_pairs,
         timeout: e.timeout,
         stdin: Stdin::Inherit,
-        session: at.session.unwrap_or_else(broker::log::session_id),
-        caller: broker::log::this_caller("cli"),
+        session: at.session.unwrap_or_else(|| cli.cx.session_id()),
+        caller: cli.cx.caller("cli"),
         snapshot: e.snapshot,
-        context: broker::client::Context::current(),
+        context: cli.cx.clone(),
         cancel: None,
     };
     let json = cli.json;
@@ -93,7 +93,7 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
         .map(|p| super::agent_shell::TailFilter::new(p.marker.clone()));
     let mut show = |b: &[u8]| {
         if !json {
-            broker::client::out(|o| o.write_all(b));
+            cli.cx.out(|o| o.write_all(b));
         }
     };
     let mut sink = |s: Stream, b: &[u8]| match s {
@@ -101,11 +101,11 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
             Some(t) => t.feed(b, &mut show),
             None => show(b),
         },
-        Stream::Stderr if !json => broker::client::err(|o| o.write_all(b)),
+        Stream::Stderr if !json => cli.cx.err(|o| o.write_all(b)),
         Stream::Stderr => {}
     };
     let mut ask = |d: &Decision| tty_ask(command, d);
-    if broker::client::current().is_none() {
+    if cli.cx.client().is_none() {
         crate::sandbox::enlarge_output_pipes();
     }
     let res = broker::exec(req, &mut ask, &mut sink);
@@ -124,6 +124,7 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
     };
     if let (Some(sig), false) = (interrupt, json) {
         errln!(
+            cli,
             "gateway: interrupted by {}: the command was killed{}",
             signal_name(sig),
             match &res.audit {
@@ -133,9 +134,9 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
         );
     }
     if !json {
-        exec_notes(&res, &policy);
+        exec_notes(cli, &res, &policy);
     }
-    let mut code = exec_code(&res, &policy, &super::policy_name(cli), command, json);
+    let mut code = exec_code(cli, &res, &policy, &super::policy_name(cli), command, json);
     // What Claude Code's wrapper would have written itself (agent_shell): only after a run
     // that got there (its `&&` chain printed the marker last).
     if let (Some(t), Some(p)) = (tail, &at.agent) {
@@ -143,13 +144,13 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
         if let (0, Some(payload)) = (code, payload)
             && let Err(e) = super::agent_shell::deliver(&p.deliver, &payload)
         {
-            errln!("gateway: {e}");
+            errln!(cli, "gateway: {e}");
             code = 1;
         }
     }
     if json {
         let report = res.report(policy.audit.inline_output as usize);
-        outln!("{}", to_json(&report));
+        outln!(cli, "{}", to_json(&report));
     }
     end(ExitCode::from(code))
 }
@@ -157,30 +158,34 @@ pub(super) fn run_exec_at(cli: &Options, e: &Exec, at: RunAt) -> ExitCode {
 /// What a run's report says on stderr beside the command's own output (not under `--json`):
 /// protected paths moved or not held, leftovers, secrets found, what the snapshot could
 /// not keep, what changed.
-fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
-    protected_notes(res);
-    secret_notes(res, policy);
+fn exec_notes(cli: &Call, res: &broker::ExecResult, policy: &Policy) {
+    protected_notes(cli, res);
+    secret_notes(cli, res, policy);
     if let Some(sn) = &res.snapshot {
         for d in sn.unread_dirs.iter().take(10) {
             errln!(
+                cli,
                 "gateway: warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
                 broker::redact_text(&d.display().to_string())
             );
         }
         for (p, why) in sn.not_backed_up.iter().take(10) {
             errln!(
+                cli,
                 "gateway: not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
                 p.display()
             );
         }
         if sn.not_backed_up.len() > 10 {
             errln!(
+                cli,
                 "gateway: and {} more file(s) not backed up (--json lists them)",
                 sn.not_backed_up.len() - 10
             );
         }
         if sn.expired > 0 {
             errln!(
+                cli,
                 "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and max_workspace_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
                 sn.expired
             );
@@ -192,26 +197,30 @@ fn exec_notes(res: &broker::ExecResult, policy: &Policy) {
     // nothing else.
     if let Some(sn) = &res.snapshot
         && !sn.changes.is_empty()
-        && broker::client::stderr_is_tty()
+        && cli.cx.stderr_is_tty()
     {
         errln!(
+            cli,
             "gateway: the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",
             sn.changes.len(),
             sn.changes[0].2
         );
     }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) {
-        errln!("gateway: the run hit its memory limit; the kernel killed processes of it");
+        errln!(
+            cli,
+            "gateway: the run hit its memory limit; the kernel killed processes of it"
+        );
     }
 }
 
 /// What the run did to protected paths, and the processes it left.
-fn protected_notes(res: &broker::ExecResult) {
+fn protected_notes(cli: &Call, res: &broker::ExecResult) {
     for w in &res.protected_warnings {
-        errln!("gateway: warning: {w}");
+        errln!(cli, "gateway: warning: {w}");
     }
     if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
-        errln!("gateway: warning: {w}");
+        errln!(cli, "gateway: warning: {w}");
     }
     // A best-effort run on a host that refused its namespaces: the person reading stderr,
     // not only the record and `--json`, learns which layers the command ran without.
@@ -219,6 +228,7 @@ fn protected_notes(res: &broker::ExecResult) {
         && !e.layers.namespaces.is_complete()
     {
         errln!(
+            cli,
             "gateway: warning: the command ran without these layers (best_effort): {}",
             e.not_applied().join("; ")
         );
@@ -230,17 +240,20 @@ fn protected_notes(res: &broker::ExecResult) {
         .filter(|&n| n > 0)
     {
         errln!(
+            cli,
             "gateway: killed {n} process(es) the command left running (they had left its process group)"
         );
     }
     for q in &res.protected_created {
         match &q.to {
             Some(to) => errln!(
+                cli,
                 "gateway: the command created protected path {}; moved it to {}",
                 q.path.display(),
                 to.display()
             ),
             None => errln!(
+                cli,
                 "gateway: the command created protected path {} and it could not be moved; inspect it",
                 q.path.display()
             ),
@@ -249,9 +262,10 @@ fn protected_notes(res: &broker::ExecResult) {
 }
 
 /// The secrets the run's inputs and output held (rules and places, never values).
-fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
+fn secret_notes(cli: &Call, res: &broker::ExecResult, policy: &Policy) {
     for s in &res.secrets.input {
         errln!(
+            cli,
             "gateway: warning: {} contains a secret (rule {}){}",
             s.place,
             s.rule,
@@ -267,6 +281,7 @@ fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
         rules.sort();
         rules.dedup();
         errln!(
+            cli,
             "gateway: {} secret(s) in the output ({}){}",
             out.len(),
             rules.join(", "),
@@ -278,6 +293,7 @@ fn secret_notes(res: &broker::ExecResult, policy: &Policy) {
     }
     if let Some(b) = &res.secrets.blocked {
         errln!(
+            cli,
             "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
             b.place,
             b.rule
@@ -295,6 +311,7 @@ fn shown_argv(command: &[String]) -> String {
 /// config file, else standard): the hint to explain the decision names it, so that the line,
 /// pasted into a shell, runs the same check.
 fn exec_code(
+    cli: &Call,
     res: &broker::ExecResult,
     policy: &Policy,
     spec: &str,
@@ -306,6 +323,7 @@ fn exec_code(
         (None, Effect::Deny) => {
             if !json {
                 errln!(
+                    cli,
                     "gateway: denied by policy `{}`: {}{}",
                     policy.name,
                     shown_argv(command),
@@ -317,8 +335,9 @@ fn exec_code(
         (None, _) => {
             if !json {
                 errln!(
+                    cli,
                     "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain --policy {} -- {})",
-                    if broker::client::stdin_is_tty() || broker::client::current().is_some() {
+                    if cli.cx.stdin_is_tty() || cli.cx.client().is_some() {
                         "it was not approved"
                     } else {
                         "there is no terminal to ask on"
@@ -335,6 +354,7 @@ fn exec_code(
             if o.timed_out {
                 if !json {
                     errln!(
+                        cli,
                         "gateway: timed out after {:.1}s; the sandbox and every process in it were killed",
                         o.duration.as_secs_f64()
                     );
@@ -342,7 +362,10 @@ fn exec_code(
                 exit::TIMEOUT
             } else if o.output_limit_exceeded {
                 if !json {
-                    errln!("gateway: output exceeded the policy's limit; the sandbox was killed");
+                    errln!(
+                        cli,
+                        "gateway: output exceeded the policy's limit; the sandbox was killed"
+                    );
                 }
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {

@@ -1,11 +1,10 @@
 //! `gateway fs ...`, `gateway history`, `gateway undo`.
 
-use super::{Options, broker_fail, exit, fail, state_dir};
+use super::{Call, broker_fail, exit, fail, state_dir};
 use crate::broker::authz;
 use crate::broker::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
 };
-use crate::broker::log as blog;
 use crate::broker::request::{Content, FsRequest as FsCmd, Input, TrashRequest};
 use crate::policy::Policy;
 use std::io::Write;
@@ -16,23 +15,23 @@ use std::process::ExitCode;
 /// refused, not held (through the daemon, its memory).
 const EDITS_MAX: u64 = 16 << 20;
 
-pub(super) fn context<'a>(cli: &Options, policy: &'a Policy) -> FsContext<'a> {
+pub(super) fn context<'a>(cli: &Call, policy: &'a Policy) -> FsContext<'a> {
     let place = super::effective_place(cli);
     FsContext {
         policy,
         workspace: place.workspace,
         cwd: place.cwd,
         state_dir: state_dir(cli),
-        session: blog::session_id(),
-        caller: blog::this_caller("cli"),
+        session: cli.cx.session_id(),
+        caller: cli.cx.caller("cli"),
         confirm: &|q, _| super::tty_confirm(q),
-        client: crate::broker::client::Context::current(),
+        client: cli.cx.clone(),
         cancel: None,
     }
 }
 
 /// The edits of an `fs edit`: those given inline, then those of its `--edits FILE|-`.
-fn edits_of(inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edit>, String> {
+fn edits_of(cli: &Call, inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edit>, String> {
     let mut v = inline.to_vec();
     if let Some(f) = from {
         use std::io::Read;
@@ -41,16 +40,18 @@ fn edits_of(inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edit>, String> 
         let mut data = Vec::new();
         match f {
             Input::Stdin => {
-                crate::broker::client::read_stdin_up_to(&mut data, EDITS_MAX)
+                cli.cx
+                    .read_stdin_up_to(&mut data, EDITS_MAX)
                     .map_err(|e| format!("--edits -: reading stdin: {e}"))?;
             }
             Input::File(f) => {
-                crate::broker::client::as_client(|| {
-                    std::fs::File::open(f)
-                        .and_then(|h| h.take(EDITS_MAX + 1).read_to_end(&mut data))
-                })
-                .and_then(|r| r)
-                .map_err(|e| format!("--edits {}: {e}", f.display()))?;
+                cli.cx
+                    .as_client(|| {
+                        std::fs::File::open(f)
+                            .and_then(|h| h.take(EDITS_MAX + 1).read_to_end(&mut data))
+                    })
+                    .and_then(|r| r)
+                    .map_err(|e| format!("--edits {}: {e}", f.display()))?;
             }
         }
         if data.len() as u64 > EDITS_MAX {
@@ -74,10 +75,10 @@ fn edits_of(inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edit>, String> 
     clippy::too_many_lines,
     reason = "one arm per file tool, turning its arguments into the call"
 )]
-pub(super) fn run(cli: &Options, cmd: &FsCmd) -> ExitCode {
+pub(super) fn run(cli: &Call, cmd: &FsCmd) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     let op = match cmd {
         FsCmd::Read {
@@ -101,20 +102,22 @@ pub(super) fn run(cli: &Options, cmd: &FsCmd) -> ExitCode {
                 Content::Text(c) => c.clone().into_bytes(),
                 Content::From(Input::Stdin) => {
                     let mut v = Vec::new();
-                    if let Err(e) = crate::broker::client::read_stdin_up_to(&mut v, max) {
-                        return fail(exit::USAGE, format!("reading stdin: {e}"));
+                    if let Err(e) = cli.cx.read_stdin_up_to(&mut v, max) {
+                        return fail(cli, exit::USAGE, format!("reading stdin: {e}"));
                     }
                     v
                 }
                 Content::From(Input::File(f)) => {
                     // A FIFO is read as `cat` would, but not past the call's end.
-                    let read =
-                        crate::broker::client::as_client(|| crate::sandbox::read_named(f, max))
-                            .and_then(|r| r);
+                    let read = cli
+                        .cx
+                        .as_client(|| crate::sandbox::read_named(f, max, cli.cx.cancel()))
+                        .and_then(|r| r);
                     match read {
                         Ok(v) => v,
                         Err(e) => {
                             return fail(
+                                cli,
                                 exit::USAGE,
                                 format!("--content-file {}: {e}", f.display()),
                             );
@@ -146,8 +149,13 @@ pub(super) fn run(cli: &Options, cmd: &FsCmd) -> ExitCode {
             dst: dst.clone(),
         },
         FsCmd::Cd { path } => {
-            if crate::broker::client::env_var("GATEWAY_SESSION").is_none_or(|s| s.is_empty()) {
+            if cli
+                .cx
+                .env_var("GATEWAY_SESSION")
+                .is_none_or(|s| s.is_empty())
+            {
                 return fail(
+                    cli,
                     exit::USAGE,
                     "fs cd: set GATEWAY_SESSION to name the session whose directory changes (each gateway process is otherwise a session of its own)",
                 );
@@ -156,11 +164,12 @@ pub(super) fn run(cli: &Options, cmd: &FsCmd) -> ExitCode {
                 Ok(d) => {
                     if cli.json {
                         outln!(
+                            cli,
                             "{}",
                             super::to_json(&crate::broker::report::CdReport { cwd: &d })
                         );
                     } else {
-                        outln!("{}", d.display());
+                        outln!(cli, "{}", d.display());
                     }
                     ExitCode::SUCCESS
                 }
@@ -199,13 +208,13 @@ pub(super) fn run(cli: &Options, cmd: &FsCmd) -> ExitCode {
             edits_from,
             dry_run,
             ..
-        } => match edits_of(edits, edits_from.as_ref()) {
+        } => match edits_of(cli, edits, edits_from.as_ref()) {
             Ok(edits) => FsOp::Edit {
                 path: path.clone(),
                 edits,
                 dry_run: *dry_run,
             },
-            Err(e) => return fail(exit::USAGE, e),
+            Err(e) => return fail(cli, exit::USAGE, e),
         },
     };
     let counts = matches!(
@@ -237,7 +246,7 @@ fn rules_of(d: &crate::model::Decision) -> String {
 )]
 /// `counts`: grep's count mode; `show_diff`: `--diff` (a dry run prints its diff anyway).
 fn report(
-    cli: &Options,
+    cli: &Call,
     res: Result<FsResult, crate::broker::BrokerError>,
     (counts, show_diff): (bool, bool),
 ) -> ExitCode {
@@ -248,9 +257,9 @@ fn report(
         }
     };
     if cli.json {
-        outln!("{}", super::to_json(&r.report()));
+        outln!(cli, "{}", super::to_json(&r.report()));
     } else {
-        let mut out = crate::broker::client::stdout_writer();
+        let mut out = cli.cx.stdout_writer();
         match &r.output {
             FsOutput::Denied | FsOutput::NotApproved => {}
             FsOutput::Done {
@@ -259,17 +268,20 @@ fn report(
                 undoable,
             } => match change {
                 Some(id) if *undoable => {
-                    errln!("gateway: {what} (change {id}; `gateway undo {id}` reverts it)")
+                    errln!(
+                        cli,
+                        "gateway: {what} (change {id}; `gateway undo {id}` reverts it)"
+                    )
                 }
-                Some(id) => errln!("gateway: {what} (change {id}; it cannot be undone)"),
-                None => errln!("gateway: {what}"),
+                Some(id) => errln!(cli, "gateway: {what} (change {id}; it cannot be undone)"),
+                None => errln!(cli, "gateway: {what}"),
             },
             FsOutput::Glob { paths, truncated } => {
                 for p in paths {
                     let _ = writeln!(out, "{p}");
                 }
                 if *truncated {
-                    errln!("gateway: more matches not shown");
+                    errln!(cli, "gateway: more matches not shown");
                 }
             }
             FsOutput::Grep(g) => {
@@ -289,7 +301,7 @@ fn report(
                     }
                 }
                 if g.truncated {
-                    errln!("gateway: more results not shown (--max)");
+                    errln!(cli, "gateway: more results not shown (--max)");
                 }
             }
             FsOutput::List { entries, .. } => {
@@ -342,6 +354,7 @@ fn report(
                 }
                 match change {
                     Some(id) => errln!(
+                        cli,
                         "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
                         if *created {
                             "created"
@@ -353,28 +366,30 @@ fn report(
                         path.display()
                     ),
                     None if diff.is_empty() => {
-                        errln!("gateway: {}: nothing to change", path.display())
+                        errln!(cli, "gateway: {}: nothing to change", path.display())
                     }
-                    None => errln!("gateway: dry run: nothing was changed"),
+                    None => errln!(cli, "gateway: dry run: nothing was changed"),
                 }
             }
         }
     }
     if matches!(r.output, FsOutput::Denied) {
         if !cli.json {
-            errln!("gateway: denied by policy: {}", rules_of(&r.decision));
+            errln!(cli, "gateway: denied by policy: {}", rules_of(&r.decision));
         }
         return ExitCode::from(exit::DENIED);
     }
     if matches!(r.output, FsOutput::NotApproved) {
         if !cli.json && r.decision.effect == crate::model::Effect::Allow {
-            errln!("gateway: not done: the permanent deletion was not confirmed");
+            errln!(
+                cli,
+                "gateway: not done: the permanent deletion was not confirmed"
+            );
         } else if !cli.json {
             errln!(
+                cli,
                 "gateway: not done: it needs approval and {}: {}\n  to do it: approve at a terminal prompt, or use a policy whose rules allow it",
-                if crate::broker::client::stdin_is_tty()
-                    || crate::broker::client::current().is_some()
-                {
+                if cli.cx.stdin_is_tty() || cli.cx.client().is_some() {
                     "it was not approved"
                 } else {
                     "there is no terminal to ask on"
@@ -389,7 +404,7 @@ fn report(
 
 /// `gateway history [--all] [--limit N] [--since TIME]`.
 pub(super) fn history(
-    cli: &Options,
+    cli: &Call,
     all: bool,
     (limit, since): (usize, Option<std::time::SystemTime>),
 ) -> ExitCode {
@@ -398,10 +413,7 @@ pub(super) fn history(
         t.duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
     });
-    let ws = match crate::broker::workspace_of(
-        &crate::broker::client::Context::current(),
-        &super::effective_place(cli).workspace,
-    ) {
+    let ws = match crate::broker::workspace_of(&cli.cx, &super::effective_place(cli).workspace) {
         Ok(w) => w,
         Err(e) => return broker_fail(cli, e),
     };
@@ -411,11 +423,7 @@ pub(super) fn history(
         bfs::Scope::Workspace(&ws)
     };
     // Through the daemon, a client sees its own changes (an auditor or the admin all).
-    match bfs::history(
-        &state_dir(cli),
-        scope,
-        &crate::broker::client::Context::current(),
-    ) {
+    match bfs::history(&state_dir(cli), scope, &cli.cx) {
         Ok(mut list) => {
             if let Some(t) = since {
                 list.retain(|e| e.change.time >= t);
@@ -429,6 +437,7 @@ pub(super) fn history(
             list.drain(..omitted);
             if omitted > 0 && !cli.json {
                 errln!(
+                    cli,
                     "gateway: {omitted} older change(s) not shown (--limit {limit}; `--limit 0` shows all, `--since` a time)"
                 );
             }
@@ -438,9 +447,9 @@ pub(super) fn history(
                     workspace: (!all).then_some(ws.as_path()),
                     omitted,
                 };
-                outln!("{}", super::to_json(&r));
+                outln!(cli, "{}", super::to_json(&r));
             } else {
-                history_table(list);
+                history_table(cli, list);
             }
             ExitCode::SUCCESS
         }
@@ -450,7 +459,7 @@ pub(super) fn history(
 
 /// `history`'s human view: one aligned line per change, and under it why undo cannot restore
 /// it, if so.
-fn history_table(list: Vec<bfs::HistoryEntry>) {
+fn history_table(cli: &Call, list: Vec<bfs::HistoryEntry>) {
     use super::human::{Cell, Table, colour};
     let mut t = Table::new(&[true, false, false, true, false]);
     // A change's line, then (not aligned) why undo cannot restore it.
@@ -493,24 +502,18 @@ fn history_table(list: Vec<bfs::HistoryEntry>) {
             )
         }));
     }
-    for (l, n) in t.lines(colour()).into_iter().zip(notes) {
-        outln!("{l}");
+    for (l, n) in t.lines(colour(cli)).into_iter().zip(notes) {
+        outln!(cli, "{l}");
         if let Some(n) = n {
-            outln!("{n}");
+            outln!(cli, "{n}");
         }
     }
 }
 
-pub(super) fn undo(
-    cli: &Options,
-    id: Option<u64>,
-    dry_run: bool,
-    force: bool,
-    all: bool,
-) -> ExitCode {
+pub(super) fn undo(cli: &Call, id: Option<u64>, dry_run: bool, force: bool, all: bool) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     report(
         cli,
@@ -528,20 +531,22 @@ pub(super) fn undo(
 }
 
 /// `gateway undo --skip [ID]`.
-pub(super) fn undo_skip(cli: &Options, id: Option<u64>, all: bool) -> ExitCode {
+pub(super) fn undo_skip(cli: &Call, id: Option<u64>, all: bool) -> ExitCode {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     match bfs::skip(&context(cli, &policy), id, all) {
         Ok(ids) => {
             if cli.json {
                 outln!(
+                    cli,
                     "{}",
                     super::to_json(&crate::broker::report::SkipReport { skipped: &ids })
                 );
             } else {
                 errln!(
+                    cli,
                     "gateway: passed over change(s) {}: `gateway undo` takes the one before from now on (`gateway undo ID` still reverts them)",
                     ids.iter()
                         .map(u64::to_string)
@@ -555,13 +560,14 @@ pub(super) fn undo_skip(cli: &Options, id: Option<u64>, all: bool) -> ExitCode {
     }
 }
 
-pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
+pub(super) fn trash(cli: &Call, cmd: &TrashRequest) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
-        TrashRequest::List => match own_trash(&state, bfs::trash_list(&state)) {
+        TrashRequest::List => match own_trash(cli, &state, bfs::trash_list(&state)) {
             Ok(items) => {
                 if cli.json {
                     outln!(
+                        cli,
                         "{}",
                         super::to_json(&crate::broker::report::TrashListReport { items: &items })
                     );
@@ -575,8 +581,8 @@ pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
                             Cell::new(crate::shown::arg_shown(&i.original.to_string_lossy())),
                         ]);
                     }
-                    for l in t.lines(colour()) {
-                        outln!("{l}");
+                    for l in t.lines(colour(cli)) {
+                        outln!(cli, "{l}");
                     }
                 }
                 ExitCode::SUCCESS
@@ -586,7 +592,7 @@ pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
         TrashRequest::Restore { name } => {
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(exit::POLICY, e),
+                Err(e) => return fail(cli, exit::POLICY, e),
             };
             report(
                 cli,
@@ -600,7 +606,7 @@ pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
         TrashRequest::Empty { older_than, yes } => {
             // Emptying the trash destroys every client's removed files for good: the
             // daemon's admin only.
-            let ctx = crate::broker::client::Context::current();
+            let ctx = cli.cx.clone();
             if let Err(r) = authz::require_admin(&ctx, "trash empty") {
                 let args = vec!["empty".into()];
                 return broker_fail(cli, authz::refused(&state, &ctx, "trash", args, r).into());
@@ -608,18 +614,19 @@ pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
             let d = *older_than;
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(exit::POLICY, e),
+                Err(e) => return fail(cli, exit::POLICY, e),
             };
             match bfs::trash_empty(&context(cli, &policy), d, *yes) {
                 Ok(done) => {
                     let n = done.output.removed;
                     if cli.json {
                         outln!(
+                            cli,
                             "{}",
                             super::to_json(&crate::broker::report::TrashEmptyReport { removed: n })
                         );
                     } else {
-                        outln!("gateway trash empty: removed {n} item(s) for good");
+                        outln!(cli, "gateway trash empty: removed {n} item(s) for good");
                     }
                     ExitCode::SUCCESS
                 }
@@ -628,6 +635,7 @@ pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
                 )) if !cli.json && rules.iter().any(|r| r == "confirm") => {
                     // As `fs rm --permanent` says it, with what to do.
                     errln!(
+                        cli,
                         "gateway: not done: emptying the trash was not confirmed ({}); nothing was removed",
                         reasons.join("; ")
                     );
@@ -642,11 +650,12 @@ pub(super) fn trash(cli: &Options, cmd: &TrashRequest) -> ExitCode {
 /// The trash items the caller may see: all of them, or — a daemon client that is neither
 /// auditor nor admin — those its own removals put there (`Change::uid`).
 fn own_trash(
+    cli: &Call,
     state: &std::path::Path,
     items: Result<Vec<crate::journal::TrashItem>, crate::broker::BrokerError>,
 ) -> Result<Vec<crate::journal::TrashItem>, crate::broker::BrokerError> {
     let mut items = items?;
-    let cx = crate::broker::client::Context::current();
+    let cx = cli.cx.clone();
     if authz::seen_uid(&cx).is_some() {
         let own: std::collections::HashSet<String> = bfs::history(state, bfs::Scope::All, &cx)?
             .into_iter()

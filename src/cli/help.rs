@@ -147,7 +147,7 @@ pub(crate) fn topic(args: &[std::ffi::OsString]) -> Option<ExitCode> {
     let words: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
     match words.as_slice() {
         ["help", "exit-codes"] | ["help", "exit-status"] => {
-            outln!("{}", exit_codes_text().trim_end());
+            println!("{}", exit_codes_text().trim_end());
             Some(ExitCode::SUCCESS)
         }
         _ => None,
@@ -253,7 +253,7 @@ pub(crate) fn man() -> ExitCode {
     match man_page() {
         Ok(page) => write_out(&page),
         Err(e) => {
-            errln!("gateway: could not render the man page: {e}");
+            eprintln!("gateway: could not render the man page: {e}");
             ExitCode::from(exit::USAGE)
         }
     }
@@ -266,7 +266,7 @@ fn write_out(bytes: &[u8]) -> ExitCode {
         // A closed pipe (`gateway man | head`) is not an error worth a message.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            errln!("gateway: could not write to stdout: {e}");
+            eprintln!("gateway: could not write to stdout: {e}");
             ExitCode::from(exit::USAGE)
         }
     }

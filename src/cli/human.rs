@@ -3,16 +3,17 @@
 //! terminal or `NO_COLOR` is set (<https://no-color.org>), nor for `TERM=dumb`. Durations and
 //! sizes are `model::units`'.
 
+use super::Call;
 use anstyle::{AnsiColor, Style};
 
 /// Whether the caller's stdout gets colour: a terminal (a daemon client's, as it said), and
 /// neither `NO_COLOR` (non-empty) nor `TERM=dumb` in the caller's environment.
-pub(super) fn colour() -> bool {
-    let tty = match crate::broker::client::current() {
+pub(super) fn colour(cli: &Call) -> bool {
+    let tty = match cli.cx.client() {
         Some(c) => c.tty.stdout,
         None => std::io::IsTerminal::is_terminal(&std::io::stdout()),
     };
-    let env = |k: &str| crate::broker::client::env_var(k).filter(|v| !v.is_empty());
+    let env = |k: &str| cli.cx.env_var(k).filter(|v| !v.is_empty());
     tty && env("NO_COLOR").is_none() && env("TERM").is_none_or(|t| t != "dumb")
 }
 

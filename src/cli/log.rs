@@ -1,6 +1,6 @@
 //! `gateway log ...` and `gateway keys ...`.
 
-use super::{Options, broker_fail, exit, fail, state_dir, to_json};
+use super::{Call, broker_fail, exit, fail, state_dir, to_json};
 use crate::broker::authz;
 use crate::broker::log::{self, Filter, Record, Stored};
 use crate::broker::refusal::Refusal;
@@ -10,27 +10,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[allow(clippy::too_many_lines, reason = "one arm per log subcommand")]
-pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
+pub(super) fn run(cli: &Call, cmd: &LogCmd) -> ExitCode {
     let state = state_dir(cli);
     // Through the daemon, a client sees its own records (an auditor or the admin all).
-    let ctx = crate::broker::client::Context::current();
+    let ctx = cli.cx.clone();
     let seen_uid = authz::seen_uid(&ctx);
     match cmd {
         LogCmd::Verify { anchor, key } => {
-            let v = match log::verify(
-                &crate::broker::client::Context::current(),
-                &state,
-                anchor.as_deref(),
-                key.as_deref(),
-            ) {
+            let v = match log::verify(&cli.cx, &state, anchor.as_deref(), key.as_deref()) {
                 Ok(v) => v,
                 Err(e) => return broker_fail(cli, e),
             };
             let r = &v.report;
             if cli.json {
-                outln!("{}", to_json(&v));
+                outln!(cli, "{}", to_json(&v));
             } else if v.ok {
                 outln!(
+                    cli,
                     "gateway log verify: ok: {} record(s), {} checkpoint(s) checked, {} key epoch(s); the newest checkpoint covers {} record(s){}{}; root {}",
                     r.records,
                     r.checkpoints,
@@ -52,12 +48,12 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
                     r.root
                 );
             } else {
-                errln!("gateway log verify: FAILED: {}", r.problems[0]);
+                errln!(cli, "gateway log verify: FAILED: {}", r.problems[0]);
                 for p in r.problems.iter().skip(1).take(9) {
-                    errln!("  also: {p}");
+                    errln!(cli, "  also: {p}");
                 }
                 if r.problems.len() > 10 {
-                    errln!("  ({} more)", r.problems.len() - 10);
+                    errln!(cli, "  ({} more)", r.problems.len() - 10);
                 }
             }
             if v.ok {
@@ -85,9 +81,9 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
             match log::query(&state, &f) {
                 Ok(r) => {
                     if cli.json {
-                        outln!("{}", to_json(&r));
+                        outln!(cli, "{}", to_json(&r));
                     } else {
-                        print_table(&r.records);
+                        print_table(cli, &r.records);
                     }
                     ExitCode::SUCCESS
                 }
@@ -105,21 +101,21 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
                 Err(e) => return broker_fail(cli, e),
             };
             let mut last = r.records.last().map_or(0, |r| r.seq);
-            emit(cli.json, &r.records);
+            emit(cli, cli.json, &r.records);
             if !*follow {
                 return ExitCode::SUCCESS;
             }
             loop {
                 // The call ends with its client (or its server): a daemon's client that went
                 // away leaves no follower behind holding a slot.
-                if crate::sandbox::call_cancelled() {
+                if cli.cx.cancelled() {
                     return ExitCode::from(130);
                 }
                 match log::show(&state, last + 1) {
                     Ok(Some(s)) => {
                         last = s.record.seq;
                         if seen_uid.is_none_or(|u| u == s.record.caller.uid) {
-                            emit(cli.json, std::slice::from_ref(&s.record));
+                            emit(cli, cli.json, std::slice::from_ref(&s.record));
                         }
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(200)),
@@ -128,7 +124,7 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
             }
         }
         LogCmd::Show { seq, output_limit } => match log::show(&state, *seq) {
-            Ok(None) => fail(1, format!("no record {seq} in {}", state.display())),
+            Ok(None) => fail(cli, 1, format!("no record {seq} in {}", state.display())),
             Ok(Some(shown))
                 if authz::may_see(&ctx, shown.record.caller.uid, String::new).is_err() =>
             {
@@ -146,16 +142,17 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
                     }
                 }
                 if cli.json {
-                    outln!("{}", to_json(&shown));
+                    outln!(cli, "{}", to_json(&shown));
                 } else {
                     // JSON escapes control characters; bidi and zero-width ones it leaves.
                     outln!(
+                        cli,
                         "{}",
                         crate::shown::visible_lines(
                             &serde_json::to_string_pretty(&shown.record).unwrap_or_default()
                         )
                     );
-                    let mut out = crate::broker::client::stdout_writer();
+                    let mut out = cli.cx.stdout_writer();
                     for a in &shown.artifacts {
                         let (name, d) = (a.stream, &a.digest);
                         let _ = writeln!(
@@ -201,17 +198,19 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
             Ok(Some(c)) => {
                 if !*export && !cli.json {
                     errln!(
+                        cli,
                         "gateway: the newest signed checkpoint (copy it off this host; check later with `gateway log verify --anchor FILE`):"
                     );
                 }
                 if cli.json {
-                    outln!("{}", to_json(&c));
+                    outln!(cli, "{}", to_json(&c));
                 } else {
-                    outs!("{}", c.checkpoint);
+                    outs!(cli, "{}", c.checkpoint);
                 }
                 ExitCode::SUCCESS
             }
             Ok(None) => fail(
+                cli,
                 1,
                 format!(
                     "no checkpoint yet in {} (nothing recorded)",
@@ -227,16 +226,17 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
             }
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(exit::POLICY, e),
+                Err(e) => return fail(cli, exit::POLICY, e),
             };
             let c = match log::gc(&super::fs::context(cli, &policy)) {
                 Ok(c) => c,
                 Err(e) => return broker_fail(cli, e),
             };
             if cli.json {
-                outln!("{}", to_json(&c));
+                outln!(cli, "{}", to_json(&c));
             } else {
                 outln!(
+                    cli,
                     "gateway log gc: removed {} file(s) (artifacts and backups), {} bytes",
                     c.removed,
                     c.bytes
@@ -247,19 +247,19 @@ pub(super) fn run(cli: &Options, cmd: &LogCmd) -> ExitCode {
     }
 }
 
-fn emit(json: bool, records: &[Record]) {
+fn emit(cli: &Call, json: bool, records: &[Record]) {
     if json {
-        let mut out = crate::broker::client::stdout_writer();
+        let mut out = cli.cx.stdout_writer();
         for r in records {
             let _ = writeln!(out, "{}", to_json(r));
         }
         let _ = out.flush();
     } else {
-        print_table(records);
+        print_table(cli, records);
     }
 }
 
-fn print_table(records: &[Record]) {
+fn print_table(cli: &Call, records: &[Record]) {
     use super::human::{Cell, Table, colour, effect_style};
     let mut t = Table::new(&[true, false, false, false, true, false]);
     for r in records {
@@ -291,14 +291,14 @@ fn print_table(records: &[Record]) {
             Cell::new(args),
         ]);
     }
-    let mut out = crate::broker::client::stdout_writer();
-    for l in t.lines(colour()) {
+    let mut out = cli.cx.stdout_writer();
+    for l in t.lines(colour(cli)) {
         let _ = writeln!(out, "{l}");
     }
     let _ = out.flush();
 }
 
-pub(super) fn keys(cli: &Options, cmd: KeysCmd) -> ExitCode {
+pub(super) fn keys(cli: &Call, cmd: KeysCmd) -> ExitCode {
     let state = state_dir(cli);
     match cmd {
         KeysCmd::Export => {
@@ -308,10 +308,10 @@ pub(super) fn keys(cli: &Options, cmd: KeysCmd) -> ExitCode {
             match log::public_keys(&state) {
                 Ok(keys) => {
                     if cli.json {
-                        outln!("{}", to_json(&keys));
+                        outln!(cli, "{}", to_json(&keys));
                     } else {
                         for k in keys.keys {
-                            outln!("{k}");
+                            outln!(cli, "{k}");
                         }
                     }
                     ExitCode::SUCCESS
@@ -320,24 +320,22 @@ pub(super) fn keys(cli: &Options, cmd: KeysCmd) -> ExitCode {
             }
         }
         KeysCmd::Rotate => match super::load_policy(cli) {
-            Err(e) => fail(exit::POLICY, e),
-            Ok(policy) => match authz::require_admin(
-                &crate::broker::client::Context::current(),
-                "keys rotate",
-            )
-            .map_err(|r| {
-                let ctx = crate::broker::client::Context::current();
-                authz::refused(&state, &ctx, "keys", vec!["rotate".into()], r)
-            })
-            .map_err(crate::broker::BrokerError::from)
-            .and_then(|()| log::rotate(&super::fs::context(cli, &policy)))
+            Err(e) => fail(cli, exit::POLICY, e),
+            Ok(policy) => match authz::require_admin(&cli.cx, "keys rotate")
+                .map_err(|r| {
+                    let ctx = cli.cx.clone();
+                    authz::refused(&state, &ctx, "keys", vec!["rotate".into()], r)
+                })
+                .map_err(crate::broker::BrokerError::from)
+                .and_then(|()| log::rotate(&super::fs::context(cli, &policy)))
             {
                 Ok(k) => {
                     if cli.json {
-                        outln!("{}", to_json(&k));
+                        outln!(cli, "{}", to_json(&k));
                     } else {
-                        outln!("{}", k.key);
+                        outln!(cli, "{}", k.key);
                         errln!(
+                            cli,
                             "gateway keys rotate: new signing key above; the old key signed it and was destroyed"
                         );
                     }

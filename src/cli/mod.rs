@@ -28,20 +28,20 @@ use std::time::Duration;
 
 /// `println!` to the caller's stdout (a daemon client's, or this process's).
 macro_rules! outln {
-    ($($t:tt)*) => { $crate::broker::client::out(|w| writeln!(w, $($t)*)) };
+    ($cli:expr, $($t:tt)*) => { $cli.cx.out(|w| writeln!(w, $($t)*)) };
 }
 /// `print!` to the caller's stdout.
 macro_rules! outs {
-    ($($t:tt)*) => { $crate::broker::client::out(|w| write!(w, $($t)*)) };
+    ($cli:expr, $($t:tt)*) => { $cli.cx.out(|w| write!(w, $($t)*)) };
 }
 /// `eprintln!` to the caller's stderr.
 macro_rules! errln {
-    ($($t:tt)*) => { $crate::broker::client::err(|w| writeln!(w, $($t)*)) };
+    ($cli:expr, $($t:tt)*) => { $cli.cx.err(|w| writeln!(w, $($t)*)) };
 }
 /// `eprint!` to the caller's stderr.
 #[allow(unused_macros)]
 macro_rules! errs {
-    ($($t:tt)*) => { $crate::broker::client::err(|w| write!(w, $($t)*)) };
+    ($cli:expr, $($t:tt)*) => { $cli.cx.err(|w| write!(w, $($t)*)) };
 }
 
 /// A typed result as `--json` prints it: one line, object keys sorted at every level — the
@@ -73,16 +73,50 @@ fn render_failed(e: &serde_json::Error) -> String {
     serde_json::to_string(&r).unwrap_or_default()
 }
 
-thread_local! {
-    /// Whether this call's failures are said as one JSON object on stdout (`--json`), set
-    /// from the command line before it is parsed (a usage error too) and again once parsed.
-    /// Per thread: each daemon call runs on its own.
-    static JSON_ERRORS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// One call as the CLI serves it — here, or in the daemon for one of its clients: the
+/// options of its command line, its caller (identity, environment, streams, rights,
+/// cancellation: [`broker::client::Context`]) and how its failures are said. `Send`: every
+/// function that serves a call is handed it; none reads a thread-local or the process for
+/// the caller.
+pub(crate) struct Call {
+    /// `--policy`, `--state-dir`, `--cwd`, `--json`.
+    options: Options,
+    /// Who calls.
+    cx: broker::client::Context,
+    /// Whether the call's failures are said as one JSON object on stdout (`--json`, and
+    /// every `tool` call), set from the command line before it is parsed (a usage error
+    /// too) and again once parsed.
+    json_errors: std::sync::atomic::AtomicBool,
 }
 
-/// Sets [`JSON_ERRORS`] for this call.
-fn set_json_errors(on: bool) {
-    JSON_ERRORS.with(|j| j.set(on));
+impl std::ops::Deref for Call {
+    type Target = Options;
+    fn deref(&self) -> &Options {
+        &self.options
+    }
+}
+
+impl Call {
+    /// A call of `cx` with `options`.
+    fn new(options: Options, cx: broker::client::Context) -> Call {
+        let json = options.json;
+        Call {
+            options,
+            cx,
+            json_errors: std::sync::atomic::AtomicBool::new(json),
+        }
+    }
+
+    /// Sets whether failures are said as JSON.
+    fn set_json_errors(&self, on: bool) {
+        self.json_errors
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether failures are said as JSON.
+    fn json_errors(&self) -> bool {
+        self.json_errors.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Whether a command line (without the program name) asks for `--json`, as far as it can be
@@ -180,25 +214,29 @@ pub mod exit {
 
 /// A failure: under `--json` its error object on stdout (`{"error": {"code", "message"}}`),
 /// the message on stderr, and exit `code`.
-fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+fn fail(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
     // Errors quote commands, paths and rule subjects: escaped like any untrusted text.
     let text = crate::shown::visible_lines(&msg.to_string()).into_owned();
-    if JSON_ERRORS.with(std::cell::Cell::get) {
+    if cli.json_errors() {
         let r = broker::report::ErrorReport::new(error_code_of_exit(code), text.clone());
-        outln!("{}", to_json(&r));
+        outln!(cli, "{}", to_json(&r));
     }
-    fail_text(code, text)
+    fail_text(cli, code, text)
 }
 
 /// [`fail`] for a call whose `--json` result is already printed: the message on stderr only.
-fn fail_text(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    errln!("gateway: {}", crate::shown::visible_lines(&msg.to_string()));
+fn fail_text(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    errln!(
+        cli,
+        "gateway: {}",
+        crate::shown::visible_lines(&msg.to_string())
+    );
     ExitCode::from(code)
 }
 
 /// The policy's name or path: `--policy` (or GATEWAY_POLICY), else the config file's, else
 /// standard.
-fn policy_name(cli: &Options) -> String {
+fn policy_name(cli: &Call) -> String {
     cli.policy
         .clone()
         .or_else(|| config::get().ok().and_then(|c| c.policy.clone()))
@@ -208,10 +246,10 @@ fn policy_name(cli: &Options) -> String {
 /// Loads the policy, with the config file's retention overrides. In the daemon, a call of a
 /// session (`GATEWAY_SESSION`) gets the policy its session pinned (`broker::pin`), and a
 /// change on disk since is said once on stderr.
-fn load_policy(cli: &Options) -> Result<Policy, String> {
+fn load_policy(cli: &Call) -> Result<Policy, String> {
     let (p, notice) = load_pinned(cli)?;
     if let Some(n) = notice {
-        errln!("gateway: {n}");
+        errln!(cli, "gateway: {n}");
     }
     Ok(p)
 }
@@ -221,29 +259,30 @@ const SESSION_RELOAD: &str = "the session reloads it (`/reload-policy` in the RE
 
 /// The daemon session this call belongs to (its client's `GATEWAY_SESSION`), if any, with
 /// the daemon client (whose server holds the session's pins).
-fn daemon_session() -> Option<(std::rc::Rc<broker::client::Client>, String)> {
-    let c = broker::client::current()?;
-    broker::client::env_var("GATEWAY_SESSION")
+fn daemon_session(cli: &Call) -> Option<(&broker::client::Client, String)> {
+    let c = cli.cx.client()?;
+    cli.cx
+        .env_var("GATEWAY_SESSION")
         .filter(|s| !s.is_empty())
         .map(|s| (c, s.to_string_lossy().into_owned()))
 }
 
 /// Whose a daemon session's pinned policy is: the client's uid (issue 24).
-fn pin_owner() -> u32 {
-    broker::client::caller("cli").uid
+fn pin_owner(cli: &Call) -> u32 {
+    cli.cx.caller("cli").uid
 }
 
 /// The policy and, once per change of its files, the notice that the pinned copy is in force.
-fn load_pinned(cli: &Options) -> Result<(Policy, Option<String>), String> {
+fn load_pinned(cli: &Call) -> Result<(Policy, Option<String>), String> {
     let spec = policy_name(cli);
-    let cx = crate::broker::client::Context::current();
-    let (mut policy, notice) = match daemon_session() {
-        None => (load_named(&spec)?, None),
+    let cx = cli.cx.clone();
+    let (mut policy, notice) = match daemon_session(cli) {
+        None => (load_named(cli, &spec)?, None),
         Some((client, session)) => {
             let pinned = client
                 .server
                 .pins
-                .in_session(pin_owner(), &session, &spec, || load_named(&spec))?;
+                .in_session(pin_owner(cli), &session, &spec, || load_named(cli, &spec))?;
             let notice = pinned.changed_notice(&cx, SESSION_RELOAD);
             (pinned.policy().clone(), notice)
         }
@@ -255,36 +294,38 @@ fn load_pinned(cli: &Options) -> Result<(Policy, Option<String>), String> {
 
 /// `gateway policy reload [NAME]`: a daemon session's pinned policy loaded again (from NAME,
 /// else as it is named), recorded as `policy.reload` with the old and new hashes.
-fn policy_reload(cli: &Options, name: Option<&str>) -> ExitCode {
-    let Some((client, session)) = daemon_session() else {
+fn policy_reload(cli: &Call, name: Option<&str>) -> ExitCode {
+    let Some((client, session)) = daemon_session(cli) else {
         return fail(
+            cli,
             exit::USAGE,
             "policy reload: nothing is pinned here: without a daemon session (GATEWAY_SESSION, through `gateway serve`) every call loads the policy itself; in the REPL use /reload-policy, and restart an MCP server to load a changed policy",
         );
     };
     let spec = policy_name(cli);
-    let owner = pin_owner();
+    let owner = pin_owner(cli);
     let pins = &client.server.pins;
     let old = match pins.session_pin(owner, &session, &spec) {
         Some(p) => p,
-        None => match pins.in_session(owner, &session, &spec, || load_named(&spec)) {
+        None => match pins.in_session(owner, &session, &spec, || load_named(cli, &spec)) {
             Ok(p) => p,
-            Err(e) => return fail(exit::POLICY, e),
+            Err(e) => return fail(cli, exit::POLICY, e),
         },
     };
     let new_spec = name.map_or_else(|| spec.clone(), str::to_string);
     let by = broker::pin::ReloadBy {
         session: &session,
-        caller: broker::log::this_caller("policy"),
+        caller: cli.cx.caller("policy"),
         rule: "session-reload",
         reason: "the session's client asked to reload its policy (`gateway policy reload`)",
     };
     match broker::pin::reload(&state_dir(cli), &by, &old, &new_spec, || {
-        load_named(&new_spec)
+        load_named(cli, &new_spec)
     }) {
         Ok(r) => {
             if let Some(e) = r.failed {
                 return fail(
+                    cli,
                     exit::POLICY,
                     format!(
                         "policy reload: {e}; the session keeps policy {} (sha256 {}) [audit {}]",
@@ -296,9 +337,10 @@ fn policy_reload(cli: &Options, name: Option<&str>) -> ExitCode {
             }
             let rep = r.report();
             if cli.json {
-                outln!("{}", to_json(&rep));
+                outln!(cli, "{}", to_json(&rep));
             } else {
                 outln!(
+                    cli,
                     "policy {} (sha256 {}) in force for session {session}, replacing sha256 {} [audit {}]",
                     rep.policy,
                     rep.sha256,
@@ -316,11 +358,12 @@ fn policy_reload(cli: &Options, name: Option<&str>) -> ExitCode {
 }
 
 /// Loads a policy by name or path, with the config file's retention overrides.
-fn load_named(name: &str) -> Result<Policy, String> {
+fn load_named(cli: &Call, name: &str) -> Result<Policy, String> {
     let cfg = config::get().map_err(|e| format!("config file: {e}"))?;
     let mut p = if name.contains('/') || name.ends_with(".toml") {
         // A file the caller names: read with the caller's rights (see `client::as_client`).
-        broker::client::as_client(|| Policy::load(name))
+        cli.cx
+            .as_client(|| Policy::load(name))
             .map_err(|e| format!("policy {name}: {e}"))?
     } else {
         Policy::load(name)
@@ -330,7 +373,7 @@ fn load_named(name: &str) -> Result<Policy, String> {
     Ok(p)
 }
 
-fn state_dir(cli: &Options) -> PathBuf {
+fn state_dir(cli: &Call) -> PathBuf {
     if let Some(d) = &cli.state_dir {
         return std::path::absolute(d).unwrap_or_else(|_| d.clone());
     }
@@ -370,11 +413,14 @@ pub fn main() -> ExitCode {
         );
         args.insert(1, "sh".into());
     }
-    set_json_errors(argv_wants_json(&args[1..]));
+    // This process is the caller; until the command line is parsed, its failures are said
+    // as JSON if it asks for `--json` (a usage error too).
+    let mut here = Call::new(Options::default(), broker::client::Context::this_process());
+    here.set_json_errors(argv_wants_json(&args[1..]));
     if let Some(code) = help::topic(&args) {
         return code;
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let parsed = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -386,48 +432,50 @@ pub fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 // One line: what is wrong, clap's tip if any, and where to look for the rest.
-                _ => fail(exit::USAGE, help::usage_error_line(&e)),
+                _ => fail(&here, exit::USAGE, help::usage_error_line(&e)),
             };
         }
     };
     // `tool` prints JSON whether or not `--json` is given: its usage errors too.
-    if matches!(cli.cmd, Cmd::Tool { .. }) {
-        set_json_errors(true);
+    if matches!(parsed.cmd, Cmd::Tool { .. }) {
+        here.set_json_errors(true);
     }
-    let (options, parsed) = match request::of(cli) {
+    let (options, parsed) = match request::of(parsed) {
         Ok(x) => x,
-        Err(e) => return fail(exit::USAGE, e),
+        Err(e) => return fail(&here, exit::USAGE, e),
     };
+    here.options = options;
+    let cli = &here;
     let req = match parsed {
         // Documentation of this binary: never through a daemon (which may be another
         // version); the front ends and the local config run here.
-        request::Parsed::Local(l) => return local(&options, l),
+        request::Parsed::Local(l) => return local(cli, l),
         request::Parsed::Call(r) => r,
     };
     // Through the daemon when one is configured or running.
     match daemon_socket() {
-        Ok(None) => dispatch(&options, req),
+        Ok(None) => dispatch(cli, req),
         Ok(Some(sock)) => {
             let call = broker::request::Invocation {
-                options,
+                options: here.options.clone(),
                 request: req,
             };
             let called = match &call.request {
                 // Claude Code's wrapper: its files are written here, as this user.
-                broker::request::Request::Sh { .. } => agent_shell::via_daemon(&sock, call),
+                broker::request::Request::Sh { .. } => agent_shell::via_daemon(cli, &sock, call),
                 _ => serve::daemon::call(&sock, call),
             };
             match called {
                 Ok(code) => ExitCode::from(code),
-                Err(e) => fail(exit::SANDBOX, e),
+                Err(e) => fail(cli, exit::SANDBOX, e),
             }
         }
-        Err(e) => fail(exit::SANDBOX, e),
+        Err(e) => fail(cli, exit::SANDBOX, e),
     }
 }
 
 /// What runs in this process whatever daemon there is.
-fn local(cli: &Options, l: request::Local) -> ExitCode {
+fn local(cli: &Call, l: request::Local) -> ExitCode {
     use request::Local;
     match l {
         Local::Completions(shell) => help::completions(shell),
@@ -456,15 +504,15 @@ fn local(cli: &Options, l: request::Local) -> ExitCode {
 }
 
 /// `gateway mcp`: its own broker, or the daemon's front end when one runs.
-fn mcp(cli: &Options) -> ExitCode {
+fn mcp(cli: &Call) -> ExitCode {
     // The server's directory is where its session starts: its workspace.
     let cwd = match std::path::absolute(effective_place(cli).workspace) {
         Ok(c) => c,
-        Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
+        Err(e) => return fail(cli, exit::USAGE, format!("--cwd: {e}")),
     };
-    let session = broker::log::session_id_for("mcp");
+    let session = cli.cx.session_id_for("mcp");
     let backend = match daemon_socket() {
-        Err(e) => return fail(exit::SANDBOX, e),
+        Err(e) => return fail(cli, exit::SANDBOX, e),
         // The daemon refuses the calls if they name another state directory than its own.
         Ok(Some(socket)) => serve::mcp::Backend::Daemon {
             socket,
@@ -477,7 +525,7 @@ fn mcp(cli: &Options) -> ExitCode {
                 pinned: std::sync::Arc::new(broker::pin::Pinned::new(&session, policy)),
                 state_dir: state_dir(cli),
             },
-            Err(e) => return fail(exit::POLICY, e),
+            Err(e) => return fail(cli, exit::POLICY, e),
         },
     };
     match serve::mcp::serve(serve::mcp::McpConfig {
@@ -492,7 +540,7 @@ fn mcp(cli: &Options) -> ExitCode {
 
 /// `gateway tool NAME [ARGS]`: one MCP tool call, its result printed as JSON.
 fn tool(
-    cli: &Options,
+    cli: &Call,
     tool: broker::request::ToolName,
     args: serde_json::Map<String, serde_json::Value>,
     roots: &broker::request::Roots,
@@ -501,7 +549,7 @@ fn tool(
     // A daemon session's pinned policy; a change of its file is said in the result.
     let (mut policy, notice) = match load_pinned(cli) {
         Ok(p) => p,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     if *roots == broker::request::Roots::Nothing {
         policy.narrow_to(vec![]);
@@ -510,22 +558,25 @@ fn tool(
         for r in roots {
             // With the caller's rights: through a daemon running as another user (root),
             // a client must not learn what lies in directories it cannot search itself.
-            let resolved = broker::client::as_client(|| {
-                std::fs::canonicalize(r).map(|c| {
-                    let dir = c.is_dir();
-                    (c, dir)
+            let resolved = cli
+                .cx
+                .as_client(|| {
+                    std::fs::canonicalize(r).map(|c| {
+                        let dir = c.is_dir();
+                        (c, dir)
+                    })
                 })
-            })
-            .and_then(|r| r);
+                .and_then(|r| r);
             match resolved {
                 Ok((c, true)) => dirs.push(c),
                 Ok(_) => {
                     return fail(
+                        cli,
                         exit::USAGE,
                         format!("--root {}: not a directory", r.display()),
                     );
                 }
-                Err(e) => return fail(exit::USAGE, format!("--root {}: {e}", r.display())),
+                Err(e) => return fail(cli, exit::USAGE, format!("--root {}: {e}", r.display())),
             }
         }
         policy.narrow_to(dirs);
@@ -535,10 +586,10 @@ fn tool(
     // read that themselves for relative paths, and `history`/`undo` must not move with it.
     let cwd = match std::path::absolute(cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."))) {
         Ok(c) => c,
-        Err(e) => return fail(exit::USAGE, format!("--cwd: {e}")),
+        Err(e) => return fail(cli, exit::USAGE, format!("--cwd: {e}")),
     };
     let state = state_dir(cli);
-    let session = broker::log::session_id_for("tool");
+    let session = cli.cx.session_id_for("tool");
     let mut r = serve::mcp::run_tool(
         &serve::mcp::ToolSession {
             policy: &policy,
@@ -546,8 +597,9 @@ fn tool(
             cwd: &cwd,
             session: &session,
             client: "tool",
-            // In the daemon, the connection's (`sandbox::cancel_on_hangup`).
+            // In the daemon, its client's (`Context::cancel`).
             cancel: None,
+            cx: &cli.cx,
         },
         name,
         serde_json::Value::Object(args),
@@ -559,8 +611,8 @@ fn tool(
     // the MCP server's to add (rmcp does, for the clients that speak it).
     r.result_type = None;
     match serde_json::to_string(&r) {
-        Ok(s) => outln!("{s}"),
-        Err(e) => return fail(exit::USAGE, format!("tool {name}: {e}")),
+        Ok(s) => outln!(cli, "{s}"),
+        Err(e) => return fail(cli, exit::USAGE, format!("tool {name}: {e}")),
     }
     if r.is_error == Some(true) {
         ExitCode::from(1)
@@ -570,10 +622,11 @@ fn tool(
 }
 
 /// Records the runs of this state directory whose broker died (see `broker::intent`).
-fn recover_dead_runs(cli: &Options) {
+fn recover_dead_runs(cli: &Call) {
     let sd = state_dir(cli);
     match broker::intent::recover(&sd) {
         Ok(seqs) if !seqs.is_empty() => errln!(
+            cli,
             "gateway: recorded {} run(s) whose broker died before recording them (gateway log show {})",
             seqs.len(),
             seqs.iter()
@@ -583,6 +636,7 @@ fn recover_dead_runs(cli: &Options) {
         ),
         Ok(_) => {}
         Err(e) => errln!(
+            cli,
             "gateway: warning: could not record the unfinished runs in {}: {e}",
             sd.display()
         ),
@@ -605,9 +659,9 @@ fn signal_name(sig: i32) -> String {
     clippy::too_many_lines,
     reason = "one arm per request (the requests are in broker/request.rs)"
 )]
-fn dispatch(cli: &Options, req: Request) -> ExitCode {
+fn dispatch(cli: &Call, req: Request) -> ExitCode {
     // `tool` prints JSON whether or not `--json` is given: its failures too.
-    set_json_errors(cli.json || matches!(req, Request::Tool { .. }));
+    cli.set_json_errors(cli.json || matches!(req, Request::Tool { .. }));
     recover_dead_runs(cli);
     match req {
         Request::Pending => pending(cli),
@@ -628,20 +682,23 @@ fn dispatch(cli: &Options, req: Request) -> ExitCode {
                 min_confidence: s.min_confidence,
                 confined: None,
             };
-            run_scan(&req, format)
+            run_scan(cli, &req, format)
         }
         Request::Policy(PolicyRequest::List) => policy_list(cli),
         Request::Policy(PolicyRequest::Reload { name }) => policy_reload(cli, name.as_deref()),
         Request::Policy(PolicyRequest::Check { file }) => {
-            match broker::client::as_client(|| Policy::load_file(&file))
+            match cli
+                .cx
+                .as_client(|| Policy::load_file(&file))
                 .map_err(|e| format!("policy {}: {e}", file.display()))
                 .and_then(|r| r.map_err(|e| e.to_string()))
             {
                 Ok(p) => {
                     if cli.json {
-                        outln!("{}", to_json(&policy::report::Checked::loaded(&p)));
+                        outln!(cli, "{}", to_json(&policy::report::Checked::loaded(&p)));
                     } else {
                         outln!(
+                            cli,
                             "{}: ok ({} rules, extends resolved)",
                             file.display(),
                             p.rules.len()
@@ -650,7 +707,7 @@ fn dispatch(cli: &Options, req: Request) -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 // Under `--json`, the error object (code `policy`), as every failure.
-                Err(e) => fail(exit::POLICY, e),
+                Err(e) => fail(cli, exit::POLICY, e),
             }
         }
         Request::Policy(PolicyRequest::Explain {
@@ -659,24 +716,22 @@ fn dispatch(cli: &Options, req: Request) -> ExitCode {
         }) => {
             let policy = match load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(exit::POLICY, e),
+                Err(e) => return fail(cli, exit::POLICY, e),
             };
             if credentials {
-                return credentials::explain(&policy, cli.json);
+                return credentials::explain(cli, &policy, cli.json);
             }
             let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
-            match broker::explain(
-                &broker::client::Context::current(),
-                &policy,
-                &command,
-                &cwd,
-                &state_dir(cli),
-            ) {
+            match broker::explain(&cli.cx, &policy, &command, &cwd, &state_dir(cli)) {
                 Ok(x) => {
                     if cli.json {
-                        outln!("{}", serde_json::to_string_pretty(&x).unwrap_or_default());
+                        outln!(
+                            cli,
+                            "{}",
+                            serde_json::to_string_pretty(&x).unwrap_or_default()
+                        );
                     } else {
-                        print_explanation(&x);
+                        print_explanation(cli, &x);
                     }
                     ExitCode::SUCCESS
                 }
@@ -782,10 +837,10 @@ fn sh_command(args: &[String]) -> Result<Vec<String>, String> {
 }
 
 /// `gateway config show`.
-fn config_show(cli: &Options) -> ExitCode {
+fn config_show(cli: &Call) -> ExitCode {
     let cfg = match config::get() {
         Ok(c) => c,
-        Err(e) => return fail(exit::POLICY, format!("config file: {e}")),
+        Err(e) => return fail(cli, exit::POLICY, format!("config file: {e}")),
     };
     let from = |flag: bool, env: &str, in_config: bool| {
         if flag {
@@ -825,16 +880,22 @@ fn config_show(cli: &Options) -> ExitCode {
             effective_retention: policy.as_ref().ok().map(policy::report::Retention::from),
             policy_error: policy.as_ref().err().map(String::as_str),
         };
-        outln!("{}", to_json(&shown));
+        outln!(cli, "{}", to_json(&shown));
     } else {
         outln!(
+            cli,
             "config file: {} ({})",
             cfg.path.display(),
             if cfg.found { "found" } else { "not found" }
         );
-        outln!("policy:      {} ({policy_src})", policy_name(cli));
-        outln!("state_dir:   {} ({state_src})", state_dir(cli).display());
+        outln!(cli, "policy:      {} ({policy_src})", policy_name(cli));
         outln!(
+            cli,
+            "state_dir:   {} ({state_src})",
+            state_dir(cli).display()
+        );
+        outln!(
+            cli,
             "socket:      {}",
             cfg.socket
                 .as_ref()
@@ -842,12 +903,13 @@ fn config_show(cli: &Options) -> ExitCode {
                     .display()
                     .to_string())
         );
-        outln!("shell:       {} (for gateway sh)", shell.display());
+        outln!(cli, "shell:       {} (for gateway sh)", shell.display());
         match &policy {
             Ok(p) => {
                 use crate::model::units;
                 let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
                 outln!(
+                    cli,
                     "retention:   artifacts_max_age {}, artifacts_max_total {}, backups_max_total {}, keep_versions {}",
                     or_none(
                         p.audit
@@ -859,7 +921,7 @@ fn config_show(cli: &Options) -> ExitCode {
                     p.undo.keep_versions
                 );
             }
-            Err(e) => outln!("retention:   (the policy does not load: {e})"),
+            Err(e) => outln!(cli, "retention:   (the policy does not load: {e})"),
         }
     }
     if policy.is_err() {
@@ -871,15 +933,19 @@ fn config_show(cli: &Options) -> ExitCode {
 /// Where a call runs: `--cwd` is both its workspace and working directory; else a named
 /// session's (GATEWAY_SESSION) pinned workspace and `cd` (`broker::session`); else the
 /// current directory.
-fn effective_place(cli: &Options) -> broker::session::Place {
+fn effective_place(cli: &Call) -> broker::session::Place {
     if let Some(c) = &cli.cwd {
         return broker::session::Place::at(c);
     }
-    if broker::client::env_var("GATEWAY_SESSION").is_some_and(|s| !s.is_empty()) {
+    if cli
+        .cx
+        .env_var("GATEWAY_SESSION")
+        .is_some_and(|s| !s.is_empty())
+    {
         return broker::session::place(
-            &broker::client::Context::current(),
+            &cli.cx,
             &state_dir(cli),
-            &broker::log::session_id(),
+            &cli.cx.session_id(),
             Path::new("."),
             true,
         );
@@ -887,36 +953,44 @@ fn effective_place(cli: &Options) -> broker::session::Place {
     broker::session::Place::at(Path::new("."))
 }
 
-fn policy_list(cli: &Options) -> ExitCode {
+fn policy_list(cli: &Call) -> ExitCode {
     let rows = match policy::report::builtins() {
         Ok(rows) => rows,
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     if cli.json {
         outln!(
+            cli,
             "{}",
             to_json(&broker::report::PolicyListReport { policies: &rows })
         );
     } else {
         for r in rows {
-            outln!("{:<11} {:>2} rules  {}", r.name, r.rules, r.description);
+            outln!(
+                cli,
+                "{:<11} {:>2} rules  {}",
+                r.name,
+                r.rules,
+                r.description
+            );
         }
     }
     ExitCode::SUCCESS
 }
 
-fn print_explanation(x: &broker::Explanation) {
+fn print_explanation(cli: &Call, x: &broker::Explanation) {
     use crate::shown::{arg_shown, visible};
     use human::{Cell, Table, effect_style, paint};
-    let on = human::colour();
+    let on = human::colour(cli);
     let d = &x.decision;
-    outln!("policy:    {}", x.policy);
+    outln!(cli, "policy:    {}", x.policy);
     outln!(
+        cli,
         "decision:  {}",
         paint(d.effect.name(), effect_style(d.effect.name()), on)
     );
     for c in &d.commands {
-        outln!("command:   {}", visible(c));
+        outln!(cli, "command:   {}", visible(c));
     }
     let mut t = Table::new(&[]);
     for r in &d.rules {
@@ -927,10 +1001,10 @@ fn print_explanation(x: &broker::Explanation) {
         ]);
     }
     for l in t.lines(on) {
-        outln!("  {l}");
+        outln!(cli, "  {l}");
     }
     for u in &d.unanalysable {
-        outln!("unanalysable: {}", visible(u));
+        outln!(cli, "unanalysable: {}", visible(u));
     }
     let s = &x.sandbox.confine;
     let show = |name: &str, v: &[PathBuf]| {
@@ -943,24 +1017,25 @@ fn print_explanation(x: &broker::Explanation) {
         } else {
             items.join(" ")
         };
-        outln!("{name:<10} {items}");
+        outln!(cli, "{name:<10} {items}");
     };
-    outln!("sandbox (landlock ABI {}):", x.landlock_abi);
+    outln!(cli, "sandbox (landlock ABI {}):", x.landlock_abi);
     show("  read", &s.read);
     show("  write", &s.write);
     show("  exec", &s.exec);
     show("  deny", &s.deny);
     show("  protected", &s.protected);
     show("  hidden", &s.hidden);
-    outln!("  network    {}", s.network);
-    outln!("  limits     {}", s.limits);
+    outln!(cli, "  network    {}", s.network);
+    outln!(cli, "  limits     {}", s.limits);
     outln!(
+        cli,
         "secrets:   output {}, input {}",
         x.secrets.output,
         x.secrets.input
     );
     for i in &x.secrets_in_argv {
-        outln!("  {} contains a secret (rule {})", i.place, i.rule);
+        outln!(cli, "  {} contains a secret (rule {})", i.place, i.rule);
     }
     let names: Vec<String> = x
         .sandbox
@@ -968,9 +1043,9 @@ fn print_explanation(x: &broker::Explanation) {
         .iter()
         .map(|(k, _)| k.to_string_lossy().into_owned())
         .collect();
-    outln!("  env        {}", names.join(" "));
+    outln!(cli, "  env        {}", names.join(" "));
     for l in &x.layers {
-        outln!("  layer      {l}");
+        outln!(cli, "  layer      {l}");
     }
 }
 
@@ -995,23 +1070,27 @@ pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
 
 /// A broker error as the command's result: under `--json` its report (`{"error": {"code",
 /// "message", "refusal"}}`) on stdout, the message on stderr, and the exit code of its class.
-fn broker_fail(_cli: &Options, e: BrokerError) -> ExitCode {
-    broker_error(e)
+fn broker_fail(cli: &Call, e: BrokerError) -> ExitCode {
+    broker_error(cli, e)
 }
 
-fn broker_error(e: BrokerError) -> ExitCode {
+fn broker_error(cli: &Call, e: BrokerError) -> ExitCode {
     let report = broker::report::ErrorReport::of(&e);
-    if JSON_ERRORS.with(std::cell::Cell::get) {
-        outln!("{}", to_json(&report));
+    if cli.json_errors() {
+        outln!(cli, "{}", to_json(&report));
     }
     // Said as `--json` and MCP say it: a secret in a path or an `--env` name the message
     // quotes is redacted on stderr too.
-    fail_text(exit_of_error_code(report.error.code), report.error.message)
+    fail_text(
+        cli,
+        exit_of_error_code(report.error.code),
+        report.error.message,
+    )
 }
 
-fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
+fn run_scan(cli: &Call, req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     // A progress line on a terminal, for trees that take more than a moment.
-    let bar = (broker::client::current().is_none() && crate::sandbox::stderr_is_tty()).then(|| {
+    let bar = (cli.cx.client().is_none() && crate::sandbox::stderr_is_tty()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
         b
@@ -1026,11 +1105,11 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
         }
     };
     let res = broker::scan::scan_audited(
-        &broker::client::Context::current(),
+        &cli.cx,
         req,
         &progress,
-        &broker::log::session_id(),
-        broker::log::this_caller("cli"),
+        &cli.cx.session_id(),
+        cli.cx.caller("cli"),
     );
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -1040,19 +1119,20 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
         Err(e) => {
             // `--format json` without `--json`: the error object too.
             if matches!(format, ScanFormat::Json) {
-                set_json_errors(true);
+                cli.set_json_errors(true);
             }
-            return broker_error(e);
+            return broker_error(cli, e);
         }
     };
     match format {
-        ScanFormat::Json => outln!("{}", to_json(&report)),
+        ScanFormat::Json => outln!(cli, "{}", to_json(&report)),
         ScanFormat::Sarif => outln!(
+            cli,
             "{}",
             serde_json::to_string_pretty(&broker::scan::sarif(&report)).unwrap_or_default()
         ),
         ScanFormat::Text => {
-            let mut out = crate::broker::client::stdout_writer();
+            let mut out = cli.cx.stdout_writer();
             for f in &report.findings {
                 let _ = writeln!(
                     out,
@@ -1068,6 +1148,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
             let mb = report.bytes_scanned as f64 / 1e6;
             let secs = report.duration_ms.max(1) as f64 / 1e3;
             errln!(
+                cli,
                 "gateway scan: {} finding(s){} in {} files, {:.1} MB in {:.2}s ({:.0} MB/s){}",
                 report.findings.len(),
                 if report.known > 0 {

@@ -3,7 +3,7 @@
 //! its `exec` with its output, `log query`, the config file's policy — as
 //! [`serve::repl::Host`]. The REPL itself is `serve::repl`.
 
-use super::{Cli, Options, RunAt, exit, fail, load_policy, state_dir};
+use super::{Call, Cli, RunAt, exit, fail, load_policy, state_dir};
 use crate::broker::pin::Pinned;
 use crate::broker::session::Place;
 use crate::policy::Policy;
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 struct CliHost<'a> {
-    cli: &'a Options,
+    cli: &'a Call,
 }
 
 impl serve::repl::Host for CliHost<'_> {
@@ -45,7 +45,7 @@ impl serve::repl::Host for CliHost<'_> {
     }
 
     fn load_named(&self, name: &str) -> Result<Policy, String> {
-        super::load_named(name)
+        super::load_named(self.cli, name)
     }
 
     fn policy_name(&self) -> String {
@@ -66,12 +66,12 @@ impl serve::repl::Host for CliHost<'_> {
 }
 
 /// Runs the REPL until /exit or end of input.
-pub(super) fn run(cli: &Options) -> ExitCode {
-    let session = crate::broker::log::session_id_for("repl");
+pub(super) fn run(cli: &Call) -> ExitCode {
+    let session = cli.cx.session_id_for("repl");
     // Pinned for the session: the session's first record carries its hash.
     let pinned = match load_policy(cli) {
         Ok(p) => Arc::new(Pinned::new(&session, p)),
-        Err(e) => return fail(exit::POLICY, e),
+        Err(e) => return fail(cli, exit::POLICY, e),
     };
     let place = super::effective_place(cli);
     let (workspace, cwd) = match (
@@ -80,12 +80,12 @@ pub(super) fn run(cli: &Options) -> ExitCode {
     ) {
         (Ok(w), Ok(c)) => (w, c),
         (Err(e), _) | (_, Err(e)) => {
-            return fail(exit::USAGE, format!("the working directory: {e}"));
+            return fail(cli, exit::USAGE, format!("the working directory: {e}"));
         }
     };
     let daemon = match super::daemon_socket() {
         Ok(d) => d,
-        Err(e) => return fail(exit::SANDBOX, e),
+        Err(e) => return fail(cli, exit::SANDBOX, e),
     };
     let start = serve::repl::Start {
         pinned,
@@ -99,6 +99,6 @@ pub(super) fn run(cli: &Options) -> ExitCode {
     };
     match serve::repl::run(&CliHost { cli }, start) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(exit::USAGE, e),
+        Err(e) => fail(cli, exit::USAGE, e),
     }
 }

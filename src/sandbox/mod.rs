@@ -293,7 +293,7 @@ pub struct Outcome {
     pub memory_limit_hit: bool,
     /// The stream handler stopped the run ([`StreamIo`] returned false).
     pub aborted: bool,
-    /// The caller went away (see [`cancel_on_hangup`]) or the broker was interrupted (see
+    /// The caller went away (see [`Spec::cancel`]) or the broker was interrupted (see
     /// [`catch_interrupts`]) and the sandbox was killed.
     pub cancelled: bool,
     /// The signal (SIGINT, SIGTERM, SIGHUP) the broker received that cancelled the run.
@@ -644,10 +644,7 @@ fn run_with(
     let watch = relay::Watch {
         deadline: c.limits.timeout.map(|t| start + t),
         output_limit: c.limits.output,
-        cancel_fd: spec
-            .cancel
-            .as_ref()
-            .map_or_else(cancel_fd, AsRawFd::as_raw_fd),
+        cancel_fd: spec.cancel.as_ref().map_or(-1, AsRawFd::as_raw_fd),
         interrupt_fd: interrupt_fd(),
     };
     let r = relay::relay(child, spec, sink, ns.use_ns, watch)?;
@@ -727,40 +724,15 @@ fn interrupt_fd() -> i32 {
     }
 }
 
-thread_local! {
-    /// See [`cancel_on_hangup`].
-    static CANCEL: std::cell::RefCell<Option<OwnedFd>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Until the guard is dropped, runs on this thread are killed (and end `cancelled`) as soon
-/// as `fd` (a pipe's read end) becomes readable or hangs up: the daemon writes to it when the
-/// client that made the call disconnects, so a client's Ctrl-C stops its command.
-pub fn cancel_on_hangup(fd: OwnedFd) -> CancelGuard {
-    CANCEL.with(|c| *c.borrow_mut() = Some(fd));
-    CancelGuard(())
-}
-
-/// Whether the call this thread serves was cancelled (its client went away, its server is
-/// stopping: see [`cancel_on_hangup`]): what long operations that are not commands (`log
-/// tail -f`, waiting for a client's output to drain) check between steps.
-pub fn call_cancelled() -> bool {
-    CANCEL.with(|c| {
-        c.borrow().as_ref().is_some_and(|f| {
-            let mut p = [sys::PollFd {
-                fd: f.as_raw_fd(),
-                out: false,
-                ready: false,
-                hangup: false,
-            }];
-            sys::poll(&mut p, 0).is_ok() && (p[0].ready || p[0].hangup)
-        })
-    })
-}
-
-/// The fd [`cancel_on_hangup`] watches on this thread (-1: none), for a wait that must end
-/// when the call does.
-pub fn cancel_fd() -> i32 {
-    CANCEL.with(|c| c.borrow().as_ref().map_or(-1, |f| f.as_raw_fd()))
+/// Whether `fd` (a call's cancellation pipe) is readable or hung up, now.
+pub fn fd_ready(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut p = [sys::PollFd {
+        fd: fd.as_raw_fd(),
+        out: false,
+        ready: false,
+        hangup: false,
+    }];
+    sys::poll(&mut p, 0).is_ok() && (p[0].ready || p[0].hangup)
 }
 
 /// How [`wait_writable`] ended.
@@ -770,14 +742,18 @@ pub enum Room {
     Ready,
     /// The deadline passed first.
     Deadline,
-    /// The call this thread serves was cancelled first (see [`cancel_on_hangup`]).
+    /// The call was cancelled first.
     Cancelled,
 }
 
-/// Waits until `fd` is writable, `deadline` passes (None: no deadline) or this thread's call
-/// is cancelled, whichever comes first: a write to a slow reader that must not outlive its
-/// call.
-pub fn wait_writable(fd: std::os::fd::BorrowedFd<'_>, deadline: Option<Instant>) -> Room {
+/// Waits until `fd` is writable, `deadline` passes (None: no deadline) or `cancel` (the
+/// call's cancellation) becomes readable, whichever comes first: a write to a slow reader
+/// that must not outlive its call.
+pub fn wait_writable(
+    fd: std::os::fd::BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    cancel: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Room {
     loop {
         let timeout_ms = match deadline {
             None => -1,
@@ -798,7 +774,7 @@ pub fn wait_writable(fd: std::os::fd::BorrowedFd<'_>, deadline: Option<Instant>)
                 hangup: false,
             },
             sys::PollFd {
-                fd: cancel_fd(),
+                fd: cancel.map_or(-1, |c| c.as_raw_fd()),
                 out: false,
                 ready: false,
                 hangup: false,
@@ -818,12 +794,15 @@ pub fn wait_writable(fd: std::os::fd::BorrowedFd<'_>, deadline: Option<Instant>)
 
 /// Reads the file a caller names at `path` (`--content-file`, a baseline, an anchor): a
 /// regular file as it is; a FIFO or a pipe as `cat` would (waiting for a writer and its
-/// end), but never past the cancellation of the call this thread serves (see
-/// [`cancel_on_hangup`]; [`with_fs_identity`]'s thread inherits it). Opened without
+/// end), but never past `cancel` (the call's cancellation) becoming readable. Opened without
 /// blocking, so a FIFO nobody writes to is never waited on in `open`. More than `max` bytes:
 /// the first `max` + 1 (the caller refuses what is over).
-pub fn read_named(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let cancel = cancel_fd();
+pub fn read_named(
+    path: &Path,
+    max: u64,
+    cancel: Option<std::os::fd::BorrowedFd<'_>>,
+) -> std::io::Result<Vec<u8>> {
+    let cancel = cancel.map_or(-1, |c| c.as_raw_fd());
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     // not-ws: a file the caller names, opened with the caller's rights by the front end
@@ -875,28 +854,6 @@ pub fn read_named(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     }
     out.truncate(usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX));
     Ok(out)
-}
-
-/// Runs `f` with the call's cancellation: `own` (the call's, `Spec::cancel`) when given,
-/// else this thread's [`cancel_on_hangup`] pipe, if any — for a broker step that waits
-/// (another call's capture lock) and must stop when the call's client goes away.
-pub fn with_cancel<R>(
-    own: Option<BorrowedFd<'_>>,
-    f: impl FnOnce(Option<BorrowedFd<'_>>) -> R,
-) -> R {
-    if own.is_some() {
-        return f(own);
-    }
-    CANCEL.with(|c| f(c.borrow().as_ref().map(AsFd::as_fd)))
-}
-
-/// Ends [`cancel_on_hangup`] for this thread.
-pub struct CancelGuard(());
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        CANCEL.with(|c| *c.borrow_mut() = None);
-    }
 }
 
 /// The termination signals a broker turns into a cancellation while it runs a command.
@@ -1002,12 +959,7 @@ pub fn with_fs_identity<R: Send>(
     groups: &[u32],
     f: impl FnOnce() -> R + Send,
 ) -> std::io::Result<R> {
-    // The thread with the caller's identity ends with the call, as this one does.
-    let cancel = CANCEL.with(|c| c.borrow().as_ref().and_then(|f| f.try_clone().ok()));
-    sys::with_fs_identity(uid, gid, groups, move || {
-        let _cancel = cancel.map(cancel_on_hangup);
-        f()
-    })
+    sys::with_fs_identity(uid, gid, groups, f)
 }
 
 /// Gives the calling thread its own working directory (see [`sys::unshare_fs`]); then

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 
 /// Runs one call (a request's body: never [`proto::RequestBody::Hello`], which the daemon
 /// answers itself) for the client this thread serves; returns the exit code.
-pub type Handler = Arc<dyn Fn(crate::broker::request::Invocation) -> u8 + Send + Sync>;
+pub type Handler =
+    Arc<dyn Fn(crate::broker::request::Invocation, client::Context) -> u8 + Send + Sync>;
 
 /// How the daemon runs.
 #[derive(Clone, Debug)]
@@ -817,14 +818,18 @@ fn run_call(
             .collect(),
         session: context.session,
     };
-    let client = client::Client::new(peer, context, stdio, prompt, server.clone())
-        .map_err(|e| e.to_string())?;
-    let _serving = client::serve(client);
-    let _cancel = crate::sandbox::cancel_on_hangup(gone_r.into());
-    let before = crate::broker::records_appended_here();
-    let (code, panicked) = run_caught(|| handler(call));
+    let client = client::Client::new(
+        peer,
+        context,
+        stdio,
+        prompt,
+        (server.clone(), Some(OwnedFd::from(gone_r))),
+    )
+    .map_err(|e| e.to_string())?;
+    let cx = client::Context::of_client(client);
+    let (code, panicked) = run_caught(|| handler(call, cx.clone()));
     if panicked {
-        client::err(|w| {
+        cx.err(|w| {
             writeln!(
                 w,
                 "gateway: internal error in the daemon (the call was abandoned and recorded; the daemon goes on)"
@@ -838,7 +843,7 @@ fn run_call(
         listener,
         ended,
         panicked,
-        recorded_itself: crate::broker::records_appended_here() > before,
+        recorded_itself: cx.records() > 0,
     })
 }
 

@@ -534,9 +534,12 @@ pub struct ToolSession<'a> {
     pub session: &'a str,
     /// The front end, for the record's caller (`mcp`, `tool`).
     pub client: &'a str,
-    /// The call's cancellation (a pipe's read end, `sandbox::Spec::cancel`); `None`: the
-    /// thread's (the daemon's `cancel_on_hangup`).
+    /// The call's cancellation (a pipe's read end, `sandbox::Spec::cancel`); `None`: its
+    /// caller's (a daemon client's, which ends with its connection).
     pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
+    /// Who calls: this process (the MCP server's own broker) or the daemon's client
+    /// (`gateway tool` through the daemon).
+    pub cx: &'a crate::broker::client::Context,
 }
 
 /// Runs one tool call: `args` is the call's JSON arguments. The one code path of the MCP
@@ -639,7 +642,7 @@ fn bound_result(r: &mut CallToolResult, budget: usize, whole: &str) {
 
 impl ToolSession<'_> {
     fn caller(&self) -> Caller {
-        crate::broker::log::this_caller(self.client)
+        self.cx.caller(self.client)
     }
 
     /// The session's places (`broker::session`): the workspace is where the session
@@ -649,13 +652,8 @@ impl ToolSession<'_> {
         // The workspace is where this server started (its own directory, forwarded to the
         // daemon as the call's directory), never a pin left by another process that used
         // the same session name.
-        let mut p = crate::broker::session::place(
-            &crate::broker::client::Context::current(),
-            self.state_dir,
-            self.session,
-            self.cwd,
-            false,
-        );
+        let mut p =
+            crate::broker::session::place(self.cx, self.state_dir, self.session, self.cwd, false);
         p.workspace =
             crate::broker::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
@@ -699,7 +697,7 @@ impl ToolSession<'_> {
             session: self.session.to_string(),
             caller: self.caller(),
             confirm: &no_one,
-            client: crate::broker::client::Context::current(),
+            client: self.cx.clone(),
             cancel: self.cancel,
         }
     }
@@ -758,7 +756,7 @@ impl ToolSession<'_> {
             session: self.session.to_string(),
             caller: self.caller(),
             snapshot: None,
-            context: crate::broker::client::Context::current(),
+            context: self.cx.clone(),
             cancel,
         };
         let r = crate::broker::exec(req, &mut ask, &mut sink);
@@ -903,22 +901,16 @@ impl ToolSession<'_> {
     fn history(&self, p: HistoryParams) -> CallToolResult {
         // The session's workspace: where it started (`cd` moves only the base of relative
         // paths), as in `fs::run`.
-        let ws =
-            match crate::broker::workspace_of(&crate::broker::client::Context::current(), self.cwd)
-            {
-                Ok(w) => w,
-                Err(e) => return broker_err(e),
-            };
+        let ws = match crate::broker::workspace_of(self.cx, self.cwd) {
+            Ok(w) => w,
+            Err(e) => return broker_err(e),
+        };
         let scope = if p.all {
             bfs::Scope::All
         } else {
             bfs::Scope::Workspace(&ws)
         };
-        match bfs::history(
-            self.state_dir,
-            scope,
-            &crate::broker::client::Context::current(),
-        ) {
+        match bfs::history(self.state_dir, scope, self.cx) {
             Ok(all) => {
                 let n = p.limit.unwrap_or(50);
                 let skip = all.len().saturating_sub(n);
@@ -964,7 +956,7 @@ impl ToolSession<'_> {
             confined: Some(Arc::new(self.policy.clone())),
         };
         match crate::broker::scan::scan_audited(
-            &crate::broker::client::Context::current(),
+            self.cx,
             &req,
             &|_, _| {},
             self.session,
@@ -1170,7 +1162,9 @@ fn call_blocking(
 ) -> CallToolResult {
     match &cfg.backend {
         Backend::Embedded { pinned, state_dir } => {
-            let notice = pinned.changed_notice(&crate::broker::client::Context::current(), RESTART);
+            // The MCP server's own broker: this process calls.
+            let cx = crate::broker::client::Context::this_process();
+            let notice = pinned.changed_notice(&cx, RESTART);
             let policy = pinned.policy();
             let narrowed;
             let policy = match roots {
@@ -1190,6 +1184,7 @@ fn call_blocking(
                     session: &cfg.session,
                     client: "mcp",
                     cancel: Some(cancel_r.as_fd()),
+                    cx: &cx,
                 },
                 name,
                 args,

@@ -223,7 +223,7 @@ impl Repl<'_> {
         match bfs::history(
             &self.state,
             scope,
-            &crate::broker::client::Context::current(),
+            &crate::broker::client::Context::this_process(),
         ) {
             Ok(list) => {
                 let skip = list.len().saturating_sub(20);
@@ -252,9 +252,9 @@ impl Repl<'_> {
             cwd: self.cwd.clone(),
             state_dir: self.state.clone(),
             session: self.session.clone(),
-            caller: crate::broker::log::this_caller("repl"),
+            caller: crate::broker::client::Context::this_process().caller("repl"),
             confirm,
-            client: crate::broker::client::Context::current(),
+            client: crate::broker::client::Context::this_process(),
             cancel: None,
         }
     }
@@ -359,7 +359,7 @@ impl Repl<'_> {
         );
         let by = pin::ReloadBy {
             session: &self.session,
-            caller: crate::broker::log::this_caller("repl"),
+            caller: crate::broker::client::Context::this_process().caller("repl"),
             rule: "repl-command",
             reason: "a person at the REPL asked to reload the policy",
         };
@@ -532,9 +532,10 @@ pub fn run(host: &dyn Host, start: Start) -> Result<(), String> {
         let _ = ed.add_history_entry(crate::broker::redact_text(line));
         // The policy's files changed since it was pinned: said once, not obeyed.
         if r.daemon.is_none()
-            && let Some(n) = r
-                .pinned
-                .changed_notice(&crate::broker::client::Context::current(), "/reload-policy")
+            && let Some(n) = r.pinned.changed_notice(
+                &crate::broker::client::Context::this_process(),
+                "/reload-policy",
+            )
         {
             eprintln!("gateway: {n}");
         }

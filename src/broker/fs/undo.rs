@@ -140,6 +140,7 @@ pub fn skip(ctx: &FsContext<'_>, id: Option<u64>, all: bool) -> Result<Vec<u64>,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
         caller: &ctx.caller,
+        context: &ctx.client,
     };
     let mut t = SkipTool {
         ctx,
