@@ -210,9 +210,11 @@
 //! - A call's cancellation is its own pipe, not a thread-local: `serve::mcp` makes one per
 //!   call, passes its read end with the call (`ExecRequest::cancel` → `sandbox::Spec::cancel`,
 //!   and `FsContext::cancel` for a call waiting on a lock) and writes to it when the client
-//!   cancels the request or goes away (stdin EOF, stdout without a reader). The daemon still
-//!   uses the thread's `sandbox::cancel_on_hangup`; a broker step that waits (the capture
-//!   lock) takes whichever the call has (`sandbox::with_cancel`).
+//!   cancels the request or goes away (stdin EOF, stdout without a reader). The daemon's
+//!   client carries its connection's (`Client::cancel`, `Context::cancel`): its runs, the
+//!   capture lock it waits on, its FIFO reads, its file-tool worker and its writes to a stuck
+//!   client watch it. An MCP call forwarded to the daemon closes its connection when it is
+//!   cancelled, and the daemon ends it there.
 //! - Capture scope: until captures come from an overlay (issue 37), a snapshot is a walk
 //!   before and after the run, so no other call may change the tree in between. A
 //!   per-workspace capture lock (`journal::capture_lock`: `flock`s on files in the state
@@ -290,13 +292,16 @@
 //!   and MCP (`structuredContent`) render the same values, so a field has one name everywhere
 //!   (`reports::every_front_end_returns_the_same_report_for_the_same_call`); no front end
 //!   builds a result from a `json!` literal (`cli::json_check`).
-//! - The caller travels with the call (`broker::client::Context`, issue 23): `ExecRequest`,
-//!   `FsContext`, `scan` and the planner take it; only the front ends read the thread-local a
-//!   daemon connection sets (`Context::current`), and the broker reads its caller's identity,
-//!   environment, home and stdin from the request alone
-//!   (`broker::client::tests::the_broker_reads_its_caller_from_the_request_only`). The
-//!   thread-local stays as the front ends' carrier: the daemon runs the CLI's own dispatch for
-//!   a client, whose output goes to the client's streams.
+//! - A call is a value (issues 23 and 35): `broker::client::Context` is the caller — this
+//!   process, or a daemon client as an `Arc` (identity from the socket, environment, streams,
+//!   rights, cancellation, the records it appended) — and is `Send` and `Sync`. `ExecRequest`,
+//!   `FsContext`, `scan` and the planner take it; the CLI serves every call through a
+//!   `cli::Call` (its options, its `Context`, how its failures are said), here or in the
+//!   daemon (`daemon_call` gets the client's `Context` from the connection). No thread-local
+//!   holds a call's state (`broker::client::tests::no_thread_local_holds_a_calls_state` lists
+//!   the few left: caches, and a one-shot process's own signal handling). What stays per
+//!   thread: the daemon gives each connection's thread the client's working directory
+//!   (`sandbox::thread_own_cwd`), against which relative paths the client names resolve.
 //! - Authority from the caller, not the process (issue 35): what a daemon client may see is
 //!   filtered in the broker (`history` for every front end, not one CLI path); an agent's
 //!   `scan` is decided by its policy as a search and its walk reads only what the file tools

@@ -21,9 +21,13 @@ impl McpStdio {
     /// `gateway --policy POLICY mcp` in the test's workspace; with `initialize` (a
     /// 2025-11-25 session) when `legacy`.
     fn start(env: &Env, policy: &str, legacy: bool) -> McpStdio {
+        McpStdio::start_from(env.cmd(), policy, legacy)
+    }
+
+    /// `gateway mcp` started from `cmd` (a daemon's client: `Daemon::cmd`).
+    fn start_from(mut cmd: Command, policy: &str, legacy: bool) -> McpStdio {
         use std::io::BufRead;
-        let mut child = env
-            .cmd()
+        let mut child = cmd
             .args(["--policy", policy, "mcp"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -203,6 +207,45 @@ sandbox_test!(
             assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
             assert_no_survivors(&marker, "cancelled exec");
             // The server carries on.
+            m.call(8, "exec", r#"{"command":"echo after"}"#, meta);
+            assert_eq!(m.ok(8)["stdout"], "after\n");
+        }
+    }
+);
+
+sandbox_test!(
+    fn mcp_cancelled_exec_through_the_daemon_is_killed_and_recorded() {
+        // Issue 35: an MCP server whose tools run in the daemon waited for the daemon's
+        // answer whatever happened, so `notifications/cancelled` left the command running
+        // for its whole 30 s. Now the call's connection is closed when it is cancelled: the
+        // daemon kills the command and records it as cancelled, and the server carries on.
+        for legacy in [true, false] {
+            let env = Env::new("mcp-daemon-cancel");
+            let d = Daemon::start(&env, "standard", &[]);
+            let marker = format!("mcp-daemon-cancel-{}-{legacy}", std::process::id());
+            let mut m = McpStdio::start_from(d.cmd(&env), "standard", legacy);
+            let meta = if legacy { "" } else { MODERN_META };
+            m.call(
+                7,
+                "exec",
+                &format!(r#"{{"command":"touch started; sleep 30; : {marker}"}}"#),
+                meta,
+            );
+            wait_for_file(&env.ws.join("started"));
+            assert!(!processes_with(&marker).is_empty(), "the command runs");
+            let t = std::time::Instant::now();
+            m.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user pressed Esc"}}"#);
+            assert_no_survivors(&marker, "an exec cancelled through the daemon");
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(3),
+                "legacy {legacy}: ended after {:?}",
+                t.elapsed()
+            );
+            let r = exec_records(&env, 1);
+            assert_eq!(r.len(), 1, "legacy {legacy}: {r:?}");
+            assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
+            assert_eq!(r[0]["caller"]["client"], "daemon", "{}", r[0]);
+            // The server and the daemon carry on.
             m.call(8, "exec", r#"{"command":"echo after"}"#, meta);
             assert_eq!(m.ok(8)["stdout"], "after\n");
         }

@@ -63,8 +63,13 @@ pub(super) fn run(cli: &Call, cmd: &LogCmd) -> ExitCode {
             }
         }
         LogCmd::Query { filter, limit } => {
+            // As the records write times; a time past what RFC 3339 writes (a request can
+            // carry any) is its last second, which orders the same against every record.
             let time = |t: &Option<std::time::SystemTime>| {
-                t.map(|t| humantime::format_rfc3339_micros(t).to_string())
+                t.map(|t| {
+                    let last = std::time::UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+                    humantime::format_rfc3339_micros(t.min(last)).to_string()
+                })
             };
             let f = Filter {
                 tool: filter.tool.clone(),

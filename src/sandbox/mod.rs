@@ -173,8 +173,8 @@ pub struct Spec {
     /// The confinement.
     pub confine: Confinement,
     /// The call's own cancellation: a pipe's read end; the run is killed (and ends
-    /// `cancelled`) as soon as it becomes readable or its write end is closed. `None`: the
-    /// thread's [`cancel_on_hangup`], if any.
+    /// `cancelled`) as soon as it becomes readable or its write end is closed. `None`: none
+    /// (a one-shot front end's signals end its runs: [`catch_interrupts`]).
     pub cancel: Option<OwnedFd>,
 }
 

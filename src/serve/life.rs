@@ -37,7 +37,7 @@ impl Ended {
 }
 
 /// A call in flight, as the daemon can end it: the first reason wins, and a byte on the
-/// call's cancel pipe (see `sandbox::cancel_on_hangup`) kills its command and ends its loops.
+/// call's cancel pipe (its client's `broker::client::Client::cancel`) kills its command and ends its loops.
 pub(super) struct CallEnd {
     why: Mutex<Option<Ended>>,
     wake: Mutex<std::io::PipeWriter>,
