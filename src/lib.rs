@@ -43,7 +43,7 @@
 //!   tree's descriptor; a link or file that stands where a directory should be is reported
 //!   and moved as itself, never looked through.
 //! - **Journal recovery**: the real paths the journal holds, opened with no link on the way.
-//! - **Undo** (`broker::fs::revert`, in the confined worker): names resolved beneath a root
+//! - **Undo** (`broker::tools::fs::revert`, in the confined worker): names resolved beneath a root
 //!   without following links; a directory become a link is refused.
 //! - **Leftovers** (no pid namespace): the broker is its runs' subreaper and kills what they
 //!   leave, before the snapshot after the run.
@@ -157,7 +157,7 @@
 //!   hash and backups). Recall is measured against gitleaks and detect-secrets on their own
 //!   test suites' cases (`benches/recall.rs`), re-randomised each run, never on a corpus
 //!   tuned to our rules.
-//! - File tools run in a confined child (`broker::worker`): the broker starts
+//! - File tools run in a confined child (`broker::tools::fs::worker`): the broker starts
 //!   `gateway __fs-worker` through the sandbox with landlock rules for just the directories
 //!   the call resolves in, seccomp, no capabilities and the policy's limits, and answers the
 //!   worker's requests for the state directory (backups, journal intent and commit, trash
@@ -185,9 +185,9 @@
 //!   `serve` never imports `cli` (the REPL reaches the CLI's dispatch and config through
 //!   `serve::repl::Host`, the daemon through its `Handler`), `broker` never imports `serve` or
 //!   `cli`; `serve::tests::the_arrows_point_down` checks it (issue 23, first stage). In
-//!   `broker`, the file tools' bodies are leaves under `broker/fs/` that the confined worker
-//!   runs; neither the worker nor a leaf imports `broker::fs` (the broker's side that calls
-//!   the worker) but the call's types (`broker::fs::arrows::the_worker_does_not_call_back`).
+//!   `broker`, the file tools' bodies are leaves under `broker/tools/fs/` that the confined worker
+//!   runs; neither the worker nor a leaf imports `broker::tools::fs` (the broker's side that calls
+//!   the worker) but the call's types (`broker::tools::fs::arrows::the_worker_does_not_call_back`).
 //! - Lints keep the middle small and quiet (Cargo.toml `[lints.clippy]`, `clippy.toml`): only
 //!   the front ends (`cli`, `serve`) print or read the process's environment (the broker reads
 //!   the caller's through `broker::client`); no `expect` outside tests (the fuzz hooks return
@@ -295,7 +295,7 @@
 //! - Authority from the caller, not the process (issue 35): what a daemon client may see is
 //!   filtered in the broker (`history` for every front end, not one CLI path); an agent's
 //!   `scan` is decided by its policy as a search and its walk reads only what the file tools
-//!   could (`broker::scan`, a regular file opened without following a link and checked to be
+//!   could (`broker::tools::scan`, a regular file opened without following a link and checked to be
 //!   the file at its resolved, allowed place); files a client names are resolved with its
 //!   rights (`tool --root`); Claude Code's cwd and snapshot files are written by the client
 //!   process (`cli::agent_shell::via_daemon`), never by the daemon. What all clients share is

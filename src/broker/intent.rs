@@ -23,7 +23,7 @@
 //! with the run's; a broker killed between appending its record and removing its intent is
 //! recorded twice (the second time as died). Both windows are small and lose nothing.
 
-use super::exec::Trace;
+use super::tools::exec::Trace;
 use super::{BrokerError, snapshot};
 use crate::audit;
 use crate::sandbox;

@@ -11,7 +11,7 @@
 //! (`.git` itself: writing a `.git` *file* or moving a `.git` directory in or out would hand
 //! git another config and hooks).
 
-use super::fs::{FsOp, RootPaths};
+use super::tools::fs::{FsOp, RootPaths};
 use crate::model::{Effect, RuleMatch};
 use crate::policy::{Policy, normalize, wildcard};
 use std::path::{Component, Path, PathBuf};

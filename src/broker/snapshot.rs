@@ -8,7 +8,7 @@
 //! each version once). Directories (with their modes) and symbolic links (with their
 //! targets) are in the index too. After the run the tree is compared with the index; each
 //! created, changed or deleted file, directory or link becomes a journal change, all in one
-//! group (`broker::fs::revert` reverts it in an order that works).
+//! group (`broker::tools::fs::revert` reverts it in an order that works).
 
 use super::{BrokerError, wsfs};
 use crate::journal::{self, Change, PathState};

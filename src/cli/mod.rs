@@ -351,7 +351,7 @@ pub fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == "__fs-worker")
     {
-        return broker::worker::worker_main();
+        return broker::tools::fs::worker::worker_main();
     }
     // Called as `gateway-sh` (a symlink: $SHELL must be one executable): `gateway sh ARGS`;
     // as `gateway-bash` (Claude Code takes a CLAUDE_CODE_SHELL only if its path names bash or
@@ -615,7 +615,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             min_confidence,
         } => {
             let format = if cli.json { ScanFormat::Json } else { *format };
-            let req = broker::scan::ScanRequest {
+            let req = broker::tools::scan::ScanRequest {
                 paths: paths.clone(),
                 exclude: exclude.clone(),
                 no_ignore: *no_ignore,
@@ -1042,7 +1042,7 @@ fn broker_error(e: BrokerError) -> ExitCode {
     fail_text(exit_of_error_code(report.error.code), report.error.message)
 }
 
-fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
+fn run_scan(req: &broker::tools::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     // A progress line on a terminal, for trees that take more than a moment.
     let bar = (broker::client::current().is_none() && crate::sandbox::stderr_is_tty()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
@@ -1058,7 +1058,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
             b.tick();
         }
     };
-    let res = broker::scan::scan_audited(
+    let res = broker::tools::scan::scan_audited(
         &broker::client::Context::current(),
         req,
         &progress,
@@ -1082,7 +1082,7 @@ fn run_scan(req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
         ScanFormat::Json => outln!("{}", to_json(&report)),
         ScanFormat::Sarif => outln!(
             "{}",
-            serde_json::to_string_pretty(&broker::scan::sarif(&report)).unwrap_or_default()
+            serde_json::to_string_pretty(&broker::tools::scan::sarif(&report)).unwrap_or_default()
         ),
         ScanFormat::Text => {
             let mut out = crate::broker::client::stdout_writer();

@@ -38,7 +38,9 @@
 //! A call's life (roots cache, cancellation, the client going away) is in `serve::mcp_life`.
 
 use crate::audit::Caller;
-use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
+use crate::broker::tools::fs::{
+    self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions,
+};
 use crate::broker::{BrokerError, ExecRequest};
 use crate::model::Decision;
 use crate::policy::Policy;
@@ -936,7 +938,7 @@ impl ToolSession<'_> {
 
 impl ToolSession<'_> {
     /// `gateway scan --json` (or `--format sarif`) of one path: the same broker call
-    /// (`broker::scan::scan_audited`, recorded as the CLI's), but an agent's: decided by the
+    /// (`broker::tools::scan::scan_audited`, recorded as the CLI's), but an agent's: decided by the
     /// session's policy as a search, its walk kept to what the file tools may read
     /// (`ScanRequest::confined`), reading with the caller's rights; never redacts and writes
     /// no baseline. Under roots the path must lie within them.
@@ -953,7 +955,7 @@ impl ToolSession<'_> {
                 path.display()
             ));
         }
-        let req = crate::broker::scan::ScanRequest {
+        let req = crate::broker::tools::scan::ScanRequest {
             paths: vec![path],
             exclude: p.globs,
             no_ignore: false,
@@ -963,14 +965,14 @@ impl ToolSession<'_> {
             min_confidence: p.min_confidence.unwrap_or_default(),
             confined: Some(Arc::new(self.policy.clone())),
         };
-        match crate::broker::scan::scan_audited(
+        match crate::broker::tools::scan::scan_audited(
             &crate::broker::client::Context::current(),
             &req,
             &|_, _| {},
             self.session,
             self.caller(),
         ) {
-            Ok(r) if sarif => ok_report(&crate::broker::scan::sarif(&r)),
+            Ok(r) if sarif => ok_report(&crate::broker::tools::scan::sarif(&r)),
             Ok(r) => ok_report(&r),
             Err(e) => broker_err(e),
         }

@@ -2,11 +2,11 @@
 //! broker ([`root_paths`]), narrowed to what one call needs ([`narrow`]), sent to the worker as
 //! paths ([`RootPaths`]) and opened there beneath its landlock ([`Roots`]); and the root a
 //! path lies in, refusing denied and protected ones ([`pick_read`], [`pick_write`]).
-//! A leaf: it imports nothing of `broker::fs` but the call's own type.
+//! A leaf: it imports nothing of `broker::tools::fs` but the call's own type.
 
 use super::types::fs_err;
-use crate::broker::fs::types::FsOp;
 use crate::broker::refusal::{Access, Refusal};
+use crate::broker::tools::fs::types::FsOp;
 use crate::broker::{self, BrokerError};
 use crate::fsops::path::Root;
 use crate::policy::Policy;
