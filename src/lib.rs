@@ -25,18 +25,18 @@
 //! Before and after each run the broker acts, unconfined and as its own uid, on a tree the run
 //! controlled (and a concurrent run may still be changing).
 //!
-//! Every such access goes through `broker::wsfs`: a tree (the workspace, a writable root) is
+//! Every such access goes through `workspace::wsfs`: a tree (the workspace, a writable root) is
 //! opened once by its canonical path, and every name inside it is resolved beneath that
 //! descriptor with `openat2(RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV)`;
 //! entries are typed on an `O_PATH` descriptor before any open for reading (FIFOs, sockets
 //! and devices are never opened; the file read is the one typed); reads are non-blocking and
 //! bounded before they start; moves and links are made relative to the parent's descriptor.
-//! A test fails on any by-name call elsewhere in `broker/` or `serve/` that does not say why
+//! A test fails on any by-name call elsewhere in `broker/`, `workspace/` or `serve/` that does not say why
 //! its path is not a workspace path (`// not-ws:`). Identity: the broker's own uid, except that a daemon
 //! serving another user reads a workspace's contents with that user's filesystem identity
 //! (`Tree::read_as`). What it touches:
 //!
-//! - **Snapshot** (`broker::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
+//! - **Snapshot** (`workspace::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
 //!   `.git` never entered, git's ignore rules read beneath like any file; a directory whose
 //!   ignore file is not a small regular file is skipped, contents unknown) and bounded reads.
 //! - **Quarantine** of protected paths a run created: searched and moved beneath each writable
@@ -346,3 +346,4 @@ pub mod sandbox;
 pub mod secrets;
 pub mod serve;
 pub mod shown;
+pub mod workspace;

@@ -425,13 +425,15 @@ impl Context {
     /// The filesystem identity the broker reads a workspace with for this caller (see
     /// [`as_client`]): the daemon's client unless it is root or the daemon's own user;
     /// None: this process's own.
-    pub fn fs_identity(&self) -> Option<super::wsfs::Identity> {
+    pub fn fs_identity(&self) -> Option<crate::workspace::wsfs::Identity> {
         match self.client() {
-            Some(c) if !own_rights_suffice(c.caller.uid) => Some(super::wsfs::Identity {
-                uid: c.caller.uid,
-                gid: c.gid,
-                groups: c.groups.clone(),
-            }),
+            Some(c) if !own_rights_suffice(c.caller.uid) => {
+                Some(crate::workspace::wsfs::Identity {
+                    uid: c.caller.uid,
+                    gid: c.gid,
+                    groups: c.groups.clone(),
+                })
+            }
             _ => None,
         }
     }

@@ -23,10 +23,11 @@
 //! with the run's; a broker killed between appending its record and removing its intent is
 //! recorded twice (the second time as died). Both windows are small and lose nothing.
 
+use super::BrokerError;
 use super::tools::exec::Trace;
-use super::{BrokerError, snapshot};
 use crate::audit;
 use crate::sandbox;
+use crate::workspace::snapshot;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -309,7 +310,7 @@ fn capture(
             index.display()
         ))
     })?;
-    if !super::wsfs::is_dir(ws) {
+    if !crate::workspace::wsfs::is_dir(ws) {
         return Err(BrokerError::Usage(format!(
             "the workspace {} is gone",
             ws.display()

@@ -22,12 +22,9 @@ pub mod refusal;
 pub mod report;
 pub mod server;
 pub mod session;
-pub mod snapshot;
 pub mod tools;
-pub mod wsfs;
-#[cfg(test)]
-mod wsfs_check;
 
+use crate::workspace::{snapshot, wsfs};
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_argv, redact_text};
 use places::*;
 use planner::*;

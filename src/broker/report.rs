@@ -9,9 +9,10 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::tools::fs::{FsOutput, FsResult};
-use super::{AuditInfo, ExecResult, Quarantined, SecretsReport, snapshot};
+use super::{AuditInfo, ExecResult, Quarantined, SecretsReport};
 use crate::model::Decision;
 use crate::sandbox::EnforcementStatus;
+use crate::workspace::snapshot;
 
 /// An exec call's report.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -100,7 +100,7 @@ pub(crate) fn save(
 pub fn cwd(cx: &super::client::Context, state_dir: &Path, session: &str) -> Option<PathBuf> {
     load(cx, state_dir, session)
         .cwd
-        .filter(|p| super::wsfs::is_dir(p))
+        .filter(|p| crate::workspace::wsfs::is_dir(p))
 }
 
 /// Where a call of `session` runs when it starts at `start` (the front end's directory).
@@ -114,13 +114,19 @@ pub fn place(
     start: &Path,
     pin: bool,
 ) -> Place {
-    let start = super::wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
+    let start = crate::workspace::wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
     let mut dirs = load(cx, state_dir, session);
-    let pinned = dirs.workspace.clone().filter(|w| super::wsfs::is_dir(w));
+    let pinned = dirs
+        .workspace
+        .clone()
+        .filter(|w| crate::workspace::wsfs::is_dir(w));
     let workspace = match pinned {
         Some(w) => w,
         None => {
-            if pin && super::wsfs::is_dir(&start) && super::wsfs::is_dir(state_dir) {
+            if pin
+                && crate::workspace::wsfs::is_dir(&start)
+                && crate::workspace::wsfs::is_dir(state_dir)
+            {
                 dirs.workspace = Some(start.clone());
                 // Best effort: an unsaved pin only means the next call pins again.
                 let _ = save(cx, state_dir, session, &dirs);
@@ -128,7 +134,10 @@ pub fn place(
             start.clone()
         }
     };
-    let cwd = dirs.cwd.filter(|c| super::wsfs::is_dir(c)).unwrap_or(start);
+    let cwd = dirs
+        .cwd
+        .filter(|c| crate::workspace::wsfs::is_dir(c))
+        .unwrap_or(start);
     Place { workspace, cwd }
 }
 

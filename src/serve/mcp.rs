@@ -659,7 +659,7 @@ impl ToolSession<'_> {
             false,
         );
         p.workspace =
-            crate::broker::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
+            crate::workspace::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
             for d in [&mut p.workspace, &mut p.cwd] {
                 if !self.policy.within_roots(d)
@@ -990,8 +990,8 @@ pub fn root_dir(uri: &str) -> Option<PathBuf> {
     }
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
     let p = PathBuf::from(std::ffi::OsString::from_vec(bytes));
-    let c = crate::broker::wsfs::resolve(&p)?;
-    crate::broker::wsfs::is_dir(&c).then_some(c)
+    let c = crate::workspace::wsfs::resolve(&p)?;
+    crate::workspace::wsfs::is_dir(&c).then_some(c)
 }
 
 /// How often a fetch of the roots is made again because they changed while it was under

@@ -847,8 +847,8 @@ impl crate::broker::invoke::Tool for CdTool<'_, '_> {
         // Resolved with the caller's rights: a client learns nothing of a directory it
         // could not enter itself.
         let look = || {
-            crate::broker::wsfs::resolve(&wanted).map(|r| {
-                let dir = crate::broker::wsfs::is_dir(&r);
+            crate::workspace::wsfs::resolve(&wanted).map(|r| {
+                let dir = crate::workspace::wsfs::is_dir(&r);
                 (r, dir)
             })
         };

@@ -234,7 +234,7 @@ fn read_file(path: &Path, reach: Option<&Reach>) -> std::io::Result<Vec<u8>> {
         .open(&abs)?;
     // not-ws: the descriptor just opened, for its type and identity
     let m = f.metadata()?;
-    let resolved = crate::broker::wsfs::resolve(&abs).ok_or_else(refused)?;
+    let resolved = crate::workspace::wsfs::resolve(&abs).ok_or_else(refused)?;
     // not-ws: the resolved location, compared with the file opened
     let there = std::fs::metadata(&resolved)?;
     if !m.is_file()

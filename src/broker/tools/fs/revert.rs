@@ -415,7 +415,7 @@ pub(super) fn undo_group(
         });
     }
     plan_trash(t, &mut steps)?;
-    let ugroup = format!("undo-{}", crate::broker::snapshot::unique_id(group));
+    let ugroup = format!("undo-{}", crate::workspace::snapshot::unique_id(group));
     let mut intents = Vec::with_capacity(steps.len());
     for s in &mut steps {
         // What is there now, backed up if it differs from what the command left (forced).

@@ -1,12 +1,13 @@
-//! The source check that keeps workspace access in `broker::wsfs` (issue 22): no other
-//! module of `broker/` or `serve/` opens, stats, lists or renames a path by its name without
-//! saying, on the line, why that path is not a workspace path (`// not-ws: <reason>`), and no
-//! module aliases those calls. A test module only (`#[cfg(test)]` in `broker/mod.rs`).
+//! The source check that keeps workspace access in `workspace::wsfs` (issue 22): no other
+//! module of `broker/`, `workspace/` or `serve/` opens, stats, lists or renames a path by its
+//! name without saying, on the line, why that path is not a workspace path
+//! (`// not-ws: <reason>`), and no module aliases those calls. A test module only
+//! (`#[cfg(test)]` in `workspace/mod.rs`).
 
 use std::path::PathBuf;
 
 /// What acts on a path by its name (following links, or reading what it finds): outside
-/// this module, a line of `broker/` doing it must say why the path is not a workspace
+/// `wsfs`, a line of `broker/`, `workspace/` or `serve/` doing it must say why the path is not a workspace
 /// path, with `// not-ws: <reason>` on it or on one of the two lines above.
 const BY_NAME: &str = concat!(
     r"std::fs::(read|read_to_string|write|metadata|symlink_metadata|read_dir|read_link|",
@@ -73,9 +74,11 @@ fn offences(file: &str, text: &str) -> Vec<String> {
 
 #[test]
 fn no_other_broker_module_touches_a_path_by_its_name() {
-    // The broker and the long-lived front ends over it (`serve`: daemon, MCP, REPL).
+    // The broker, the workspace mechanism beside `wsfs` (the snapshot) and the long-lived
+    // front ends over the broker (`serve`: daemon, MCP, REPL).
     let dirs = [
         concat!(env!("CARGO_MANIFEST_DIR"), "/src/broker"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/src/workspace"),
         concat!(env!("CARGO_MANIFEST_DIR"), "/src/serve"),
     ];
     let mut files = Vec::new();
@@ -94,7 +97,12 @@ fn no_other_broker_module_touches_a_path_by_its_name() {
         }
     }
     assert!(files.len() >= 15, "{files:?}");
-    for moved in ["serve/daemon.rs", "serve/mcp.rs", "serve/repl.rs"] {
+    for moved in [
+        "serve/daemon.rs",
+        "serve/mcp.rs",
+        "serve/repl.rs",
+        "workspace/snapshot.rs",
+    ] {
         assert!(
             files.iter().any(|f| f.ends_with(moved)),
             "{moved}: {files:?}"
@@ -107,7 +115,7 @@ fn no_other_broker_module_touches_a_path_by_its_name() {
     }
     assert!(
         all.is_empty(),
-        "broker or serve code acting on a path by its name outside broker::wsfs (move it there, or \
+        "broker, workspace or serve code acting on a path by its name outside workspace::wsfs (move it there, or \
          say why the path is not a workspace path with `// not-ws: <reason>`):\n{}",
         all.join("\n")
     );

@@ -10,7 +10,8 @@
 //! created, changed or deleted file, directory or link becomes a journal change, all in one
 //! group (`broker::tools::fs::revert` reverts it in an order that works).
 
-use super::{BrokerError, wsfs};
+use super::wsfs;
+use crate::broker::BrokerError;
 use crate::journal::{self, Change, PathState};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
