@@ -74,20 +74,19 @@
 //! # Design decisions (beyond DESIGN.md)
 //!
 //! - The child between `clone` and `execve` runs only raw syscalls on memory the parent
-//!   prepared (`sandbox/sys/`): it must be async-signal-safe. The landlock ruleset is built in
+//!   prepared (`src/sys/`): it must be async-signal-safe. The landlock ruleset is built in
 //!   the parent with the `landlock` crate and applied in the child with one syscall; the
 //!   rule for the pid namespace's fresh `/proc` is added by the namespace helper after it
 //!   mounts it (landlock ignores rules on covered mount points).
 //! - One sandbox for every user (issue 34): the helper is cloned into new user, mount, pid,
 //!   ipc, uts (and net) namespaces; the broker writes its uid/gid maps (the caller to itself;
 //!   a broker with CAP_SETUID/CAP_SETGID also maps a daemon client) while it waits on a pipe.
-//!   The mount tree is built from descriptors, not names (`sandbox::mounts`,
-//!   `sandbox/sys/mount.rs`): the broker opens every writable area and every path it pins,
-//!   protects or masks inside one with `openat2(RESOLVE_NO_SYMLINKS)` and records its (device,
-//!   inode); the helper opens each the same way, refuses another object (`ESTALE`), clones the
-//!   writable areas (`open_tree`) before making the whole host read-only
-//!   (`mount_setattr(AT_RECURSIVE)`) and moves them back on top, then pins, read-only binds
-//!   and masks onto the descriptors it checked. Landlock's write rules use the broker's same
+//!   The mount tree is built from descriptors, not names (`sandbox::mounts`, `sys/mount.rs`):
+//!   the broker opens every writable area and every path it pins, protects or masks inside one
+//!   with `openat2(RESOLVE_NO_SYMLINKS)` and records its (device, inode); the helper opens each
+//!   the same way, refuses another object (`ESTALE`), clones the writable areas (`open_tree`)
+//!   before making the whole host read-only (`mount_setattr(AT_RECURSIVE)`) and moves them
+//!   back on top, then pins, read-only binds and masks onto the descriptors it checked. Landlock's write rules use the broker's same
 //!   descriptors. A writable area that is, or lies below, a link is refused by name: a run
 //!   cannot re-point the next run's writable area. Nothing is put back after a run: what must
 //!   not change is read-only during it. The memory cgroup still needs a broker that may manage
@@ -346,4 +345,5 @@ pub mod sandbox;
 pub mod secrets;
 pub mod serve;
 pub mod shown;
+mod sys;
 pub mod workspace;
