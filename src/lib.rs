@@ -31,10 +31,10 @@
 //! entries are typed on an `O_PATH` descriptor before any open for reading (FIFOs, sockets
 //! and devices are never opened; the file read is the one typed); reads are non-blocking and
 //! bounded before they start; moves and links are made relative to the parent's descriptor.
-//! A test fails on any by-name call elsewhere in `broker/`, `workspace/` or `serve/` that does not say why
-//! its path is not a workspace path (`// not-ws:`). Identity: the broker's own uid, except that a daemon
-//! serving another user reads a workspace's contents with that user's filesystem identity
-//! (`Tree::read_as`). What it touches:
+//! A test fails on any by-name call elsewhere in `broker/`, `workspace/` or `serve/` that does
+//! not say why its path is not a workspace path (`// not-ws:`). Identity: the broker's own uid,
+//! except that a daemon serving another user reads a workspace's contents with that user's
+//! filesystem identity (`Tree::read_as`). What it touches:
 //!
 //! - **Snapshot** (`workspace::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
 //!   `.git` never entered, git's ignore rules read beneath like any file; a directory whose
@@ -219,7 +219,7 @@
 //!   held by a snapshotted run from before to after and by each file tool that changes
 //!   files: overlapping calls in one tree run one after the other, in one process or several;
 //!   calls in sibling trees do not wait. Temporary files in the state directory have names
-//!   unique per call (`model::unique_suffix`: pid, counter, random).
+//!   unique per call (`durable::unique_suffix`: pid, counter, random).
 //! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
 //!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
 //!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed
@@ -337,6 +337,7 @@
 pub mod audit;
 pub mod broker;
 pub mod cli;
+pub mod durable;
 pub mod fsops;
 pub mod journal;
 pub mod model;

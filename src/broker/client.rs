@@ -542,7 +542,7 @@ pub fn session_id_for(client: &str) -> String {
     }
     let mut b = [0u8; 6];
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    format!("{client}-{}", crate::audit::hex(&b))
+    format!("{client}-{}", crate::durable::hex(&b))
 }
 
 /// The caller: this process (`client` names the front end), or the daemon's client.

@@ -127,7 +127,7 @@ impl Trace {
         let pid = std::process::id();
         let mut nonce = [0u8; 6];
         let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce);
-        let id = format!("{pid}-{}", audit::hex(&nonce));
+        let id = format!("{pid}-{}", crate::durable::hex(&nonce));
         let mut files = Vec::new();
         if let Some(pre) = pre {
             let p = d.join(format!("{id}.index"));
@@ -159,7 +159,7 @@ impl Trace {
             source: std::io::Error::other(e),
         })?;
         // not-ws: the intent records, in the broker's own state directory
-        crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
+        crate::durable::write_atomic(&p, &data).map_err(|e| BrokerError::Io {
             what: format!("journalling the run's intent in {}", p.display()),
             source: std::io::Error::other(e.to_string()),
         })?;

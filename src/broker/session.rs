@@ -63,7 +63,7 @@ fn session_file(cx: &super::client::Context, state_dir: &Path, session: &str) ->
         })
         .collect();
     let h = sha2::Sha256::digest(session.as_bytes());
-    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::durable::hex(&h[..8]);
     let owner = cx
         .run_as()
         .map_or(String::new(), |u| format!("u{}-", u.uid));
@@ -93,7 +93,7 @@ pub(crate) fn save(
     }
     let data = serde_json::to_vec(dirs).map_err(std::io::Error::other)?;
     // not-ws: the session file, in the broker's own state directory
-    crate::fsops::write_file_atomic(&p, &data).map_err(|e| std::io::Error::other(e.to_string()))
+    crate::durable::write_atomic(&p, &data).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// The session's working directory, if `cd` set one (and it still exists).

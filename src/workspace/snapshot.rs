@@ -402,7 +402,7 @@ pub fn after(
         source: std::io::Error::other(e),
     })?;
     // not-ws: the snapshot index, in the broker's own state directory
-    crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
+    crate::durable::write_atomic(&p, &data).map_err(|e| BrokerError::Io {
         what: format!("saving {}", p.display()),
         source: std::io::Error::other(e.to_string()),
     })?;
@@ -430,7 +430,7 @@ pub(crate) fn keep_index(
         source: std::io::Error::other(e),
     })?;
     // not-ws: the snapshot index, in the broker's own state directory
-    crate::fsops::write_file_atomic(to, &data).map_err(|e| BrokerError::Io {
+    crate::durable::write_atomic(to, &data).map_err(|e| BrokerError::Io {
         what: format!("saving {}", to.display()),
         source: std::io::Error::other(e.to_string()),
     })

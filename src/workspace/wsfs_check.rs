@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 /// What acts on a path by its name (following links, or reading what it finds): outside
-/// `wsfs`, a line of `broker/`, `workspace/` or `serve/` doing it must say why the path is not a workspace
-/// path, with `// not-ws: <reason>` on it or on one of the two lines above.
+/// `wsfs`, a line of `broker/`, `workspace/` or `serve/` doing it must say why the path is not
+/// a workspace path, with `// not-ws: <reason>` on it or on one of the two lines above.
 const BY_NAME: &str = concat!(
     r"std::fs::(read|read_to_string|write|metadata|symlink_metadata|read_dir|read_link|",
     r"canonicalize|remove_file|remove_dir|remove_dir_all|rename|create_dir|create_dir_all|",
@@ -20,7 +20,7 @@ const BY_NAME: &str = concat!(
     r"|rustix::fs::(open|stat|lstat|statx|chmod|chown|readlink|unlink|rename|mkdir|symlink|",
     r"access|mkfifo|mknod)\(|\bCWD\b",
     r"|\bWalkBuilder\b|\bwalkdir\b|ignore::Walk\b",
-    r"|fsops::(write_file_atomic|atomic_replace)\b",
+    r"|fsops::atomic_replace\b|durable::(write_atomic|write_atomic_unsynced)\b",
 );
 /// Imports that would let a call above go by another name: never, outside this module.
 const ALIASES: &str = concat!(
@@ -29,8 +29,9 @@ const ALIASES: &str = concat!(
     r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?rustix::fs::\{[^}]*\b(open|stat|lstat|statx|chmod|chown|readlink|unlink|rename|mkdir|symlink|access|CWD)\b",
     r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?std::os::unix::fs::(\{[^}]*)?\b(symlink|chown|lchown)\b",
     r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?(ignore|walkdir)\b",
-    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops\s*(as|;)",
-    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops::\{?[^;]*\b(write_file_atomic|atomic_replace)\b",
+    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::(fsops|durable)\s*(as|;)",
+    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops::\{?[^;]*\batomic_replace\b",
+    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::durable::\{?[^;]*\b(write_atomic|write_atomic_unsynced)\b",
 );
 
 fn offences(file: &str, text: &str) -> Vec<String> {
@@ -132,7 +133,9 @@ fn the_check_sees_calls_aliases_and_unmarked_lines() {
         "use rustix::fs::{open as o, Mode};",
         "use std::os::unix::fs::symlink;",
         "    let w = ignore::WalkBuilder::new(ws);",
-        "    crate::fsops::write_file_atomic(&p, &d)?;",
+        "    crate::durable::write_atomic(&p, &d)?;",
+        "    crate::fsops::atomic_replace(&p, &d)?;",
+        "use crate::durable::{hex, write_atomic};",
         "    // not-ws: short\n    let d = std::fs::read(p);",
         "    let d = std::fs::read(p); // not-ws:",
         // A test module in a file of its own ends nothing: what follows is still checked.

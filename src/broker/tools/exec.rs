@@ -161,7 +161,7 @@ impl Tool for ExecTool<'_, '_> {
                                 (Stdin::Null, _) => "null".to_string(),
                                 (_, Some(k)) => k,
                                 // Unknown: a key no later call has.
-                                (_, None) => format!("unknown-{}", crate::model::unique_suffix()),
+                                (_, None) => format!("unknown-{}", crate::durable::unique_suffix()),
                             }
                         ),
                     },

@@ -563,7 +563,7 @@ fn decision_paths(subject: &Path, op: &FsOp, base: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Runs the tool's body in a confined worker (`broker::tools::fs::worker`), the broker answering its
+/// Runs the tool's body in a confined worker (`fs/worker.rs`), the broker answering its
 /// requests for the state directory. Changes hold the journal's lock throughout, and first
 /// complete or roll back what a crash left pending.
 #[allow(clippy::type_complexity)]
