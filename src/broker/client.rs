@@ -11,6 +11,7 @@
 //! stdio, the terminal — are process-wide there too.)
 
 use crate::audit::Caller;
+use crate::workspace::wsfs;
 use std::cell::RefCell;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -425,15 +426,13 @@ impl Context {
     /// The filesystem identity the broker reads a workspace with for this caller (see
     /// [`as_client`]): the daemon's client unless it is root or the daemon's own user;
     /// None: this process's own.
-    pub fn fs_identity(&self) -> Option<crate::workspace::wsfs::Identity> {
+    pub fn fs_identity(&self) -> Option<wsfs::Identity> {
         match self.client() {
-            Some(c) if !own_rights_suffice(c.caller.uid) => {
-                Some(crate::workspace::wsfs::Identity {
-                    uid: c.caller.uid,
-                    gid: c.gid,
-                    groups: c.groups.clone(),
-                })
-            }
+            Some(c) if !own_rights_suffice(c.caller.uid) => Some(wsfs::Identity {
+                uid: c.caller.uid,
+                gid: c.gid,
+                groups: c.groups.clone(),
+            }),
             _ => None,
         }
     }

@@ -27,7 +27,7 @@ use super::BrokerError;
 use super::tools::exec::Trace;
 use crate::audit;
 use crate::sandbox;
-use crate::workspace::snapshot;
+use crate::workspace::{snapshot, wsfs};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -310,7 +310,7 @@ fn capture(
             index.display()
         ))
     })?;
-    if !crate::workspace::wsfs::is_dir(ws) {
+    if !wsfs::is_dir(ws) {
         return Err(BrokerError::Usage(format!(
             "the workspace {} is gone",
             ws.display()

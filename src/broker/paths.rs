@@ -14,6 +14,7 @@
 use super::tools::fs::{FsOp, RootPaths};
 use crate::model::{Effect, RuleMatch};
 use crate::policy::{Policy, normalize, wildcard};
+use crate::workspace::wsfs;
 use std::path::{Component, Path, PathBuf};
 
 /// `p` (absolute) normalised lexically and with the links of its existing part resolved.
@@ -24,7 +25,7 @@ pub(crate) fn forms(p: &Path) -> Vec<PathBuf> {
     let mut existing = lexical.as_path();
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     loop {
-        if let Some(c) = crate::workspace::wsfs::resolve(existing) {
+        if let Some(c) = wsfs::resolve(existing) {
             let mut r = c;
             for n in rest.iter().rev() {
                 r.push(n);
@@ -107,7 +108,7 @@ fn changed(op: &FsOp, abs: &dyn Fn(&Path) -> PathBuf) -> Vec<(PathBuf, bool)> {
             let (s, d) = (abs(src), abs(dst));
             let mut v = vec![(s.clone(), true), (d.clone(), true)];
             // Into an existing directory: the entry it would become.
-            if crate::workspace::wsfs::is_dir(&d)
+            if wsfs::is_dir(&d)
                 && let Some(name) = s.file_name()
             {
                 v.push((d.join(name), true));

@@ -9,6 +9,7 @@
 //! directory the policy refuses as a workspace (one holding credentials) the workspace, so a
 //! `cd` cannot brick the session either.
 
+use crate::workspace::wsfs;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -98,9 +99,7 @@ pub(crate) fn save(
 
 /// The session's working directory, if `cd` set one (and it still exists).
 pub fn cwd(cx: &super::client::Context, state_dir: &Path, session: &str) -> Option<PathBuf> {
-    load(cx, state_dir, session)
-        .cwd
-        .filter(|p| crate::workspace::wsfs::is_dir(p))
+    load(cx, state_dir, session).cwd.filter(|p| wsfs::is_dir(p))
 }
 
 /// Where a call of `session` runs when it starts at `start` (the front end's directory).
@@ -114,19 +113,13 @@ pub fn place(
     start: &Path,
     pin: bool,
 ) -> Place {
-    let start = crate::workspace::wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
+    let start = wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
     let mut dirs = load(cx, state_dir, session);
-    let pinned = dirs
-        .workspace
-        .clone()
-        .filter(|w| crate::workspace::wsfs::is_dir(w));
+    let pinned = dirs.workspace.clone().filter(|w| wsfs::is_dir(w));
     let workspace = match pinned {
         Some(w) => w,
         None => {
-            if pin
-                && crate::workspace::wsfs::is_dir(&start)
-                && crate::workspace::wsfs::is_dir(state_dir)
-            {
+            if pin && wsfs::is_dir(&start) && wsfs::is_dir(state_dir) {
                 dirs.workspace = Some(start.clone());
                 // Best effort: an unsaved pin only means the next call pins again.
                 let _ = save(cx, state_dir, session, &dirs);
@@ -134,10 +127,7 @@ pub fn place(
             start.clone()
         }
     };
-    let cwd = dirs
-        .cwd
-        .filter(|c| crate::workspace::wsfs::is_dir(c))
-        .unwrap_or(start);
+    let cwd = dirs.cwd.filter(|c| wsfs::is_dir(c)).unwrap_or(start);
     Place { workspace, cwd }
 }
 

@@ -4,6 +4,7 @@
 //! run itself, and what is quarantined and snapshotted after it. Nothing is put back: what
 //! existed before the run was read-only to it, so a change there is someone else's and stays.
 
+use crate::broker;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -75,7 +76,7 @@ pub fn exec(
     let t = tool.trace;
     let mut r = done.output;
     [r.stdout_head, r.stderr_head] = t.heads;
-    [r.stdout_tail, r.stderr_tail] = t.tails.map(crate::broker::tail_of);
+    [r.stdout_tail, r.stderr_tail] = t.tails.map(broker::tail_of);
     r.audit = Some(AuditInfo {
         seq: done.seq,
         stdin: t.stdin,
@@ -111,8 +112,8 @@ impl Tool for ExecTool<'_, '_> {
         rec.args = self.trace.argv.clone();
         rec.cwd = self.trace.cwd.display().to_string();
         crate::model::check_env(&req.env)?;
-        self.ws = crate::broker::workspace_of(&req.context, &req.workspace)?;
-        let cwd = crate::broker::workspace_of(&req.context, &req.cwd)?;
+        self.ws = broker::workspace_of(&req.context, &req.workspace)?;
+        let cwd = broker::workspace_of(&req.context, &req.cwd)?;
         self.trace.cwd = cwd.clone();
         rec.cwd = cwd.display().to_string();
         // A request may only narrow the policy's timeout: refused before anything is decided
@@ -156,7 +157,7 @@ impl Tool for ExecTool<'_, '_> {
                         // `xargs rm -r` must not carry to other input).
                         env_digest: format!(
                             "{}|stdin:{}",
-                            crate::broker::planner::env_digest(&req.context, req.policy, &req.env),
+                            broker::planner::env_digest(&req.context, req.policy, &req.env),
                             match (&req.stdin, req.context.stdin_identity()) {
                                 (Stdin::Null, _) => "null".to_string(),
                                 (_, Some(k)) => k,
@@ -596,9 +597,9 @@ impl ExecTool<'_, '_> {
             let room = keep.saturating_sub(head.len());
             head.extend_from_slice(&b[..room.min(b.len())]);
             // The tail: kept between TAIL_KEEP and twice that, trimmed in amortised steps.
-            tail.extend_from_slice(&b[b.len().saturating_sub(2 * crate::broker::TAIL_KEEP)..]);
-            if tail.len() > 2 * crate::broker::TAIL_KEEP {
-                tail.drain(..tail.len() - crate::broker::TAIL_KEEP);
+            tail.extend_from_slice(&b[b.len().saturating_sub(2 * broker::TAIL_KEEP)..]);
+            if tail.len() > 2 * broker::TAIL_KEEP {
+                tail.drain(..tail.len() - broker::TAIL_KEEP);
             }
             sink(s, b);
         };

@@ -21,6 +21,7 @@
 //! ```
 
 use crate::audit;
+use crate::broker;
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;
@@ -75,7 +76,7 @@ pub struct FsContext<'a> {
     /// confirmation of what is allowed (false; asked only on a terminal).
     pub confirm: &'a dyn Fn(&str, bool) -> Option<bool>,
     /// The caller: this process or a daemon client (its environment, rights, prompt).
-    pub client: crate::broker::client::Context,
+    pub client: broker::client::Context,
     /// The call's cancellation (`sandbox::Spec::cancel`): a change waiting for another
     /// call's capture of the workspace stops waiting when it fires.
     pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
@@ -108,7 +109,7 @@ fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
 /// Runs a file tool call through the invocation skeleton (`broker::invoke`): decide (on the
 /// path as written and as resolved), ask, act in the confined worker, record.
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
-    let call = crate::broker::invoke::Call {
+    let call = broker::invoke::Call {
         policy: &ctx.policy.name,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
@@ -129,7 +130,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         enforcement: None,
         diff_whole: None,
     };
-    let done = crate::broker::invoke::invoke(&call, &mut t)?;
+    let done = broker::invoke::invoke(&call, &mut t)?;
     let mut output = done.output.redacted();
     if let FsOutput::Changed {
         diff,
@@ -220,7 +221,7 @@ struct FsTool<'c, 'a> {
     diff_whole: Option<audit::StreamDigest>,
 }
 
-impl crate::broker::invoke::Tool for FsTool<'_, '_> {
+impl broker::invoke::Tool for FsTool<'_, '_> {
     type Output = FsOutput;
 
     fn name(&self) -> &str {
@@ -240,15 +241,15 @@ impl crate::broker::invoke::Tool for FsTool<'_, '_> {
         if let FsOp::Write { path, content } = op
             && content.len() as u64 > ctx.policy.files.max_size
         {
-            return Err(crate::broker::refusal::Refusal::TooLarge {
+            return Err(broker::refusal::Refusal::TooLarge {
                 path: path.clone(),
                 size: content.len() as u64,
                 max: ctx.policy.files.max_size,
             }
             .into());
         }
-        self.ws = crate::broker::workspace_of(&ctx.client, &ctx.workspace)?;
-        self.base = crate::broker::workspace_of(&ctx.client, &ctx.cwd)?;
+        self.ws = broker::workspace_of(&ctx.client, &ctx.workspace)?;
+        self.base = broker::workspace_of(&ctx.client, &ctx.cwd)?;
         rec.cwd = self.base.display().to_string();
         let base = &self.base;
         let abs_of = |p: &Path| {
@@ -268,16 +269,14 @@ impl crate::broker::invoke::Tool for FsTool<'_, '_> {
                 } else {
                     Scope::Workspace(&self.ws)
                 },
-                &|c: &Change| {
-                    crate::broker::authz::may_revert(&ctx.client, c.uid, String::new).is_ok()
-                },
+                &|c: &Change| broker::authz::may_revert(&ctx.client, c.uid, String::new).is_ok(),
             )?),
             FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name, &ctx.client)?),
             _ => None,
         };
         // A daemon client undoes and restores only its own changes (the admin anyone's).
         if let Some(c) = &self.undo_target {
-            crate::broker::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
+            broker::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
         }
         // A removal whose trash item `gateway trash empty` removed for good: nothing to
         // restore, said as such (the item's info is its tombstone).
@@ -310,7 +309,7 @@ impl crate::broker::invoke::Tool for FsTool<'_, '_> {
                 paths: std::iter::once(self.subject.clone()).chain(extra).collect(),
                 cwd: base.clone(),
             },
-            &crate::broker::shell_env(&ctx.client, base),
+            &broker::shell_env(&ctx.client, base),
         );
         // Denied and protected paths, judged as written and as resolved, refuse the call
         // here, named and recorded as a deny (`broker::paths`); the worker's confinement is
@@ -324,20 +323,20 @@ impl crate::broker::invoke::Tool for FsTool<'_, '_> {
         );
         if let Ok(rp) = &paths {
             let subjects = decision_paths(&self.subject, op, base);
-            let refused = crate::broker::paths::refusals(ctx.policy, rp, op, &subjects, &abs_of);
+            let refused = broker::paths::refusals(ctx.policy, rp, op, &subjects, &abs_of);
             if !refused.is_empty() {
                 decision.effect = Effect::Deny;
                 decision.rules.extend(refused);
             }
         }
         self.paths = Some(paths);
-        crate::broker::guard::redact_decision(&mut decision);
+        broker::guard::redact_decision(&mut decision);
         self.decision = Some(decision.clone());
         Ok(decision)
     }
 
     fn ask(&mut self, decision: &Decision) -> bool {
-        let rules = crate::broker::rules_lines(decision);
+        let rules = broker::rules_lines(decision);
         let q = format!(
             "{} {} needs approval:{rules}\nDo it?",
             self.name,
@@ -396,10 +395,7 @@ impl crate::broker::invoke::Tool for FsTool<'_, '_> {
     }
 
     fn record(&mut self, res: &Result<FsOutput, BrokerError>, rec: &mut audit::Record) {
-        rec.enforcement = self
-            .enforcement
-            .as_ref()
-            .map(crate::broker::enforcement_summary);
+        rec.enforcement = self.enforcement.as_ref().map(broker::enforcement_summary);
         // The whole of a diff the result shows only the head of: `gateway log show SEQ`.
         rec.stdout = self.diff_whole.take();
         match res {
@@ -732,11 +728,11 @@ fn describe(op: &FsOp) -> Vec<String> {
 fn find_removal(
     state_dir: &Path,
     name: &str,
-    cx: &crate::broker::client::Context,
+    cx: &broker::client::Context,
 ) -> Result<Change, BrokerError> {
     // A daemon client that does not see everyone's trash finds only its own items: another
     // user's is "no trash item", as a name nobody removed (not an oracle for what they did).
-    let seen = crate::broker::authz::seen_uid(cx);
+    let seen = broker::authz::seen_uid(cx);
     let all = journal::changes(state_dir).map_err(j_err)?;
     let committed: Vec<&Change> = all
         .iter()
@@ -759,18 +755,18 @@ fn find_removal(
 
 /// The session's virtual cwd, if `cd` set one (and it still exists).
 pub fn session_cwd(
-    cx: &crate::broker::client::Context,
+    cx: &broker::client::Context,
     state_dir: &Path,
     session: &str,
 ) -> Option<PathBuf> {
-    crate::broker::session::cwd(cx, state_dir, session)
+    broker::session::cwd(cx, state_dir, session)
 }
 
 /// `cd`: changes the session's virtual working directory (never the broker's own). `..`,
 /// `~`, `~/x`, `-` (the previous one), absolute and relative paths; the target must be a
 /// directory the policy lets tools read. Returns the new directory.
 pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
-    let call = crate::broker::invoke::Call {
+    let call = broker::invoke::Call {
         policy: &ctx.policy.name,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
@@ -782,7 +778,7 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         ws: PathBuf::new(),
         base: PathBuf::new(),
     };
-    crate::broker::invoke::invoke(&call, &mut t).map(|d| d.output)
+    broker::invoke::invoke(&call, &mut t).map(|d| d.output)
 }
 
 /// `cd` on the invocation skeleton: allowed by the built-in rule (a directory the policy
@@ -795,7 +791,7 @@ struct CdTool<'c, 'a> {
     base: PathBuf,
 }
 
-impl crate::broker::invoke::Tool for CdTool<'_, '_> {
+impl broker::invoke::Tool for CdTool<'_, '_> {
     type Output = PathBuf;
 
     fn name(&self) -> &str {
@@ -805,8 +801,8 @@ impl crate::broker::invoke::Tool for CdTool<'_, '_> {
     fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
         rec.args = vec![redact_text(self.target)];
         rec.cwd = self.ctx.cwd.display().to_string();
-        self.ws = crate::broker::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
-        self.base = crate::broker::workspace_of(&self.ctx.client, &self.ctx.cwd)?;
+        self.ws = broker::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
+        self.base = broker::workspace_of(&self.ctx.client, &self.ctx.cwd)?;
         rec.cwd = self.base.display().to_string();
         Ok(Decision {
             effect: Effect::Allow,
@@ -831,8 +827,8 @@ impl crate::broker::invoke::Tool for CdTool<'_, '_> {
 
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<PathBuf, BrokerError> {
         let (ctx, target, base) = (self.ctx, self.target, &self.base);
-        let mut dirs = crate::broker::session::load(&ctx.client, &ctx.state_dir, &ctx.session);
-        let home = PathBuf::from(crate::broker::shell_env(&ctx.client, base).home);
+        let mut dirs = broker::session::load(&ctx.client, &ctx.state_dir, &ctx.session);
+        let home = PathBuf::from(broker::shell_env(&ctx.client, base).home);
         let wanted = match target {
             "-" => dirs
                 .previous
@@ -873,12 +869,12 @@ impl crate::broker::invoke::Tool for CdTool<'_, '_> {
         dirs.previous = Some(base.clone());
         dirs.cwd = Some(real.clone());
         dirs.workspace.get_or_insert(self.ws.clone());
-        crate::broker::session::save(&ctx.client, &ctx.state_dir, &ctx.session, &dirs).map_err(
-            |e| BrokerError::Io {
+        broker::session::save(&ctx.client, &ctx.state_dir, &ctx.session, &dirs).map_err(|e| {
+            BrokerError::Io {
                 what: format!("saving the directories of session {}", ctx.session),
                 source: e,
-            },
-        )?;
+            }
+        })?;
         Ok(real)
     }
 
@@ -954,20 +950,19 @@ fn confirm(
     let Some(c) = ctx.client.client() else {
         return (ctx.confirm)(question, required);
     };
-    crate::broker::ask_person(
-        &crate::broker::Asking {
+    broker::ask_person(
+        &broker::Asking {
             client: c,
             state_dir: &ctx.state_dir,
             session: &ctx.session,
             caller: &ctx.caller,
             policy: ctx.policy,
             tool,
-            command: crate::broker::redact_text(&subject.display().to_string()),
+            command: broker::redact_text(&subject.display().to_string()),
             decision,
             required,
-            workspace: &crate::broker::workspace(&ctx.workspace)
-                .unwrap_or_else(|_| ctx.workspace.clone()),
-            cwd: &crate::broker::workspace(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
+            workspace: &broker::workspace(&ctx.workspace).unwrap_or_else(|_| ctx.workspace.clone()),
+            cwd: &broker::workspace(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
             env_digest: String::new(),
         },
         question,

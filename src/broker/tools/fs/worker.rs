@@ -28,6 +28,7 @@ use super::ops;
 use super::roots::RootPaths;
 use super::types::{FsOp, FsOutput};
 use super::types::{StateOps, Tools};
+use crate::broker;
 use crate::broker::BrokerError;
 use crate::broker::refusal::Refusal;
 use crate::fsops::path::{OwnerFix, Root};
@@ -119,7 +120,7 @@ enum ToolResult {
     },
     /// The policy refused, found late (in the worker): recorded as a deny with its rule.
     Refused {
-        refusal: crate::broker::refusal::Refusal,
+        refusal: broker::refusal::Refusal,
     },
 }
 
@@ -294,7 +295,7 @@ pub(crate) fn run(
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;
     server.uid = uid;
-    server.limits = Some(crate::broker::undo_limits(&policy.undo));
+    server.limits = Some(broker::undo_limits(&policy.undo));
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
@@ -341,7 +342,7 @@ pub(crate) fn run(
                 )
             };
             let err = String::from_utf8_lossy(&server.stderr);
-            let err = crate::broker::redact_text(err.trim());
+            let err = broker::redact_text(err.trim());
             Err(BrokerError::Io {
                 what: "the file tool's confined worker failed".into(),
                 source: std::io::Error::other(if err.is_empty() {
