@@ -25,25 +25,25 @@
 //! Before and after each run the broker acts, unconfined and as its own uid, on a tree the run
 //! controlled (and a concurrent run may still be changing).
 //!
-//! Every such access goes through `broker::wsfs`: a tree (the workspace, a writable root) is
+//! Every such access goes through `workspace::wsfs`: a tree (the workspace, a writable root) is
 //! opened once by its canonical path, and every name inside it is resolved beneath that
 //! descriptor with `openat2(RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV)`;
 //! entries are typed on an `O_PATH` descriptor before any open for reading (FIFOs, sockets
 //! and devices are never opened; the file read is the one typed); reads are non-blocking and
 //! bounded before they start; moves and links are made relative to the parent's descriptor.
-//! A test fails on any by-name call elsewhere in `broker/` or `serve/` that does not say why
-//! its path is not a workspace path (`// not-ws:`). Identity: the broker's own uid, except that a daemon
-//! serving another user reads a workspace's contents with that user's filesystem identity
-//! (`Tree::read_as`). What it touches:
+//! A test fails on any by-name call elsewhere in `broker/`, `workspace/` or `serve/` that does
+//! not say why its path is not a workspace path (`// not-ws:`). Identity: the broker's own uid,
+//! except that a daemon serving another user reads a workspace's contents with that user's
+//! filesystem identity (`Tree::read_as`). What it touches:
 //!
-//! - **Snapshot** (`broker::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
+//! - **Snapshot** (`workspace::snapshot`): `wsfs::Tree::walk_ignoring` (links never followed,
 //!   `.git` never entered, git's ignore rules read beneath like any file; a directory whose
 //!   ignore file is not a small regular file is skipped, contents unknown) and bounded reads.
 //! - **Quarantine** of protected paths a run created: searched and moved beneath each writable
 //!   tree's descriptor; a link or file that stands where a directory should be is reported
 //!   and moved as itself, never looked through.
 //! - **Journal recovery**: the real paths the journal holds, opened with no link on the way.
-//! - **Undo** (`broker::fs::revert`, in the confined worker): names resolved beneath a root
+//! - **Undo** (`broker::tools::fs::revert`, in the confined worker): names resolved beneath a root
 //!   without following links; a directory become a link is refused.
 //! - **Leftovers** (no pid namespace): the broker is its runs' subreaper and kills what they
 //!   leave, before the snapshot after the run.
@@ -74,20 +74,19 @@
 //! # Design decisions (beyond DESIGN.md)
 //!
 //! - The child between `clone` and `execve` runs only raw syscalls on memory the parent
-//!   prepared (`sandbox/sys/`): it must be async-signal-safe. The landlock ruleset is built in
+//!   prepared (`src/sys/`): it must be async-signal-safe. The landlock ruleset is built in
 //!   the parent with the `landlock` crate and applied in the child with one syscall; the
 //!   rule for the pid namespace's fresh `/proc` is added by the namespace helper after it
 //!   mounts it (landlock ignores rules on covered mount points).
 //! - One sandbox for every user (issue 34): the helper is cloned into new user, mount, pid,
 //!   ipc, uts (and net) namespaces; the broker writes its uid/gid maps (the caller to itself;
 //!   a broker with CAP_SETUID/CAP_SETGID also maps a daemon client) while it waits on a pipe.
-//!   The mount tree is built from descriptors, not names (`sandbox::mounts`,
-//!   `sandbox/sys/mount.rs`): the broker opens every writable area and every path it pins,
-//!   protects or masks inside one with `openat2(RESOLVE_NO_SYMLINKS)` and records its (device,
-//!   inode); the helper opens each the same way, refuses another object (`ESTALE`), clones the
-//!   writable areas (`open_tree`) before making the whole host read-only
-//!   (`mount_setattr(AT_RECURSIVE)`) and moves them back on top, then pins, read-only binds
-//!   and masks onto the descriptors it checked. Landlock's write rules use the broker's same
+//!   The mount tree is built from descriptors, not names (`sandbox::mounts`, `sys/mount.rs`):
+//!   the broker opens every writable area and every path it pins, protects or masks inside one
+//!   with `openat2(RESOLVE_NO_SYMLINKS)` and records its (device, inode); the helper opens each
+//!   the same way, refuses another object (`ESTALE`), clones the writable areas (`open_tree`)
+//!   before making the whole host read-only (`mount_setattr(AT_RECURSIVE)`) and moves them
+//!   back on top, then pins, read-only binds and masks onto the descriptors it checked. Landlock's write rules use the broker's same
 //!   descriptors. A writable area that is, or lies below, a link is refused by name: a run
 //!   cannot re-point the next run's writable area. Nothing is put back after a run: what must
 //!   not change is read-only during it. The memory cgroup still needs a broker that may manage
@@ -157,7 +156,7 @@
 //!   hash and backups). Recall is measured against gitleaks and detect-secrets on their own
 //!   test suites' cases (`benches/recall.rs`), re-randomised each run, never on a corpus
 //!   tuned to our rules.
-//! - File tools run in a confined child (`broker::worker`): the broker starts
+//! - File tools run in a confined child (`broker::tools::fs::worker`): the broker starts
 //!   `gateway __fs-worker` through the sandbox with landlock rules for just the directories
 //!   the call resolves in, seccomp, no capabilities and the policy's limits, and answers the
 //!   worker's requests for the state directory (backups, journal intent and commit, trash
@@ -185,9 +184,9 @@
 //!   `serve` never imports `cli` (the REPL reaches the CLI's dispatch and config through
 //!   `serve::repl::Host`, the daemon through its `Handler`), `broker` never imports `serve` or
 //!   `cli`; `serve::tests::the_arrows_point_down` checks it (issue 23, first stage). In
-//!   `broker`, the file tools' bodies are leaves under `broker/fs/` that the confined worker
-//!   runs; neither the worker nor a leaf imports `broker::fs` (the broker's side that calls
-//!   the worker) but the call's types (`broker::fs::arrows::the_worker_does_not_call_back`).
+//!   `broker`, the file tools' bodies are leaves under `broker/tools/fs/` that the confined worker
+//!   runs; neither the worker nor a leaf imports `broker::tools::fs` (the broker's side that calls
+//!   the worker) but the call's types (`broker::tools::fs::arrows::the_worker_does_not_call_back`).
 //! - Lints keep the middle small and quiet (Cargo.toml `[lints.clippy]`, `clippy.toml`): only
 //!   the front ends (`cli`, `serve`) print or read the process's environment (the broker reads
 //!   the caller's through `broker::client`); no `expect` outside tests (the fuzz hooks return
@@ -222,7 +221,7 @@
 //!   held by a snapshotted run from before to after and by each file tool that changes
 //!   files: overlapping calls in one tree run one after the other, in one process or several;
 //!   calls in sibling trees do not wait. Temporary files in the state directory have names
-//!   unique per call (`model::unique_suffix`: pid, counter, random).
+//!   unique per call (`durable::unique_suffix`: pid, counter, random).
 //! - Audit (`audit`): the log's integrity comes from hashes over the exact line bytes (a
 //!   hash chain through `prev` and an RFC 6962 tree), so verification reads only `seq` and
 //!   `prev` from the start of each line and never re-serialises. Checkpoints are C2SP signed
@@ -305,7 +304,7 @@
 //! - Authority from the caller, not the process (issue 35): what a daemon client may see is
 //!   filtered in the broker (`history` for every front end, not one CLI path); an agent's
 //!   `scan` is decided by its policy as a search and its walk reads only what the file tools
-//!   could (`broker::scan`, a regular file opened without following a link and checked to be
+//!   could (`broker::tools::scan`, a regular file opened without following a link and checked to be
 //!   the file at its resolved, allowed place); files a client names are resolved with its
 //!   rights (`tool --root`); Claude Code's cwd and snapshot files are written by the client
 //!   process (`cli::agent_shell::via_daemon`), never by the daemon. What all clients share is
@@ -348,6 +347,7 @@
 pub mod audit;
 pub mod broker;
 pub mod cli;
+pub mod durable;
 pub mod fsops;
 pub mod journal;
 pub mod model;
@@ -356,3 +356,5 @@ pub mod sandbox;
 pub mod secrets;
 pub mod serve;
 pub mod shown;
+mod sys;
+pub mod workspace;

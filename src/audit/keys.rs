@@ -88,7 +88,7 @@ pub fn origin(state_dir: &Path) -> Result<String, AuditError> {
     SystemRandom::new()
         .fill(&mut id)
         .map_err(|_| AuditError::Key("the system random generator failed".into()))?;
-    let o = format!("gateway.local/audit/{}", super::hex(&id));
+    let o = format!("gateway.local/audit/{}", crate::durable::hex(&id));
     write_new(&p, format!("{o}\n").as_bytes(), 0o644)?;
     Ok(o)
 }

@@ -124,11 +124,11 @@ mod tests {
         // RFC 6962 test vector (certificate-transparency-go): the empty tree and one leaf of
         // the empty string.
         assert_eq!(
-            crate::audit::hex(&empty_root()),
+            crate::durable::hex(&empty_root()),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
         assert_eq!(
-            crate::audit::hex(&leaf_hash(b"")),
+            crate::durable::hex(&leaf_hash(b"")),
             "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"
         );
     }

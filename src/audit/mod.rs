@@ -23,6 +23,7 @@ pub mod note;
 pub mod query;
 pub mod verify;
 
+use crate::durable::hex;
 use merkle::{CompactRange, Hash};
 use note::{Checkpoint, Signer};
 use serde::{Deserialize, Serialize};
@@ -82,17 +83,6 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const D: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(D[usize::from(b >> 4)] as char);
-        s.push(D[usize::from(b & 15)] as char);
-    }
-    s
 }
 
 /// Parses 64 hex digits.

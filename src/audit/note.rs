@@ -43,7 +43,7 @@ impl VerifierKey {
         format!(
             "{}+{}+{}",
             self.name,
-            super::hex(&self.key_hash()),
+            crate::durable::hex(&self.key_hash()),
             B64.encode(k)
         )
     }
@@ -63,7 +63,7 @@ impl VerifierKey {
             name: name.to_string(),
             key,
         };
-        (alg == ALG_ED25519 && super::hex(&vk.key_hash()) == hash).then_some(vk)
+        (alg == ALG_ED25519 && crate::durable::hex(&vk.key_hash()) == hash).then_some(vk)
     }
 
     /// Whether `sig` is this key's signature of `msg`.

@@ -489,7 +489,7 @@ pub fn verify(state_dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Au
         }
     }
     let records = chain.range.size();
-    let root = super::hex(&chain.range.root());
+    let root = crate::durable::hex(&chain.range.root());
     let mut chain_problems = chain.finish();
     problems.append(&mut chain_problems.0);
     let mut truncated_reported = false;

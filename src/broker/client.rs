@@ -11,6 +11,7 @@
 //! stdio, the terminal — are process-wide there too.)
 
 use crate::audit::Caller;
+use crate::workspace::wsfs;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -413,9 +414,9 @@ impl Context {
     /// The filesystem identity the broker reads a workspace with for this caller (see
     /// [`as_client`]): the daemon's client unless it is root or the daemon's own user;
     /// None: this process's own.
-    pub fn fs_identity(&self) -> Option<super::wsfs::Identity> {
+    pub fn fs_identity(&self) -> Option<wsfs::Identity> {
         match self.client() {
-            Some(c) if !own_rights_suffice(c.caller.uid) => Some(super::wsfs::Identity {
+            Some(c) if !own_rights_suffice(c.caller.uid) => Some(wsfs::Identity {
                 uid: c.caller.uid,
                 gid: c.gid,
                 groups: c.groups.clone(),
@@ -547,7 +548,7 @@ impl Context {
         }
         let mut b = [0u8; 6];
         let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-        format!("{client}-{}", crate::audit::hex(&b))
+        format!("{client}-{}", crate::durable::hex(&b))
     }
 
     /// The CLI's session id ([`Context::session_id_for`] `cli`).

@@ -23,10 +23,11 @@
 //! with the run's; a broker killed between appending its record and removing its intent is
 //! recorded twice (the second time as died). Both windows are small and lose nothing.
 
-use super::exec::Trace;
-use super::{BrokerError, snapshot};
+use super::BrokerError;
+use super::tools::exec::Trace;
 use crate::audit;
 use crate::sandbox;
+use crate::workspace::{snapshot, wsfs};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -126,7 +127,7 @@ impl Trace {
         let pid = std::process::id();
         let mut nonce = [0u8; 6];
         let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce);
-        let id = format!("{pid}-{}", audit::hex(&nonce));
+        let id = format!("{pid}-{}", crate::durable::hex(&nonce));
         let mut files = Vec::new();
         if let Some(pre) = pre {
             let p = d.join(format!("{id}.index"));
@@ -158,7 +159,7 @@ impl Trace {
             source: std::io::Error::other(e),
         })?;
         // not-ws: the intent records, in the broker's own state directory
-        crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
+        crate::durable::write_atomic(&p, &data).map_err(|e| BrokerError::Io {
             what: format!("journalling the run's intent in {}", p.display()),
             source: std::io::Error::other(e.to_string()),
         })?;
@@ -309,7 +310,7 @@ fn capture(
             index.display()
         ))
     })?;
-    if !super::wsfs::is_dir(ws) {
+    if !wsfs::is_dir(ws) {
         return Err(BrokerError::Usage(format!(
             "the workspace {} is gone",
             ws.display()

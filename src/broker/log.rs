@@ -318,7 +318,7 @@ pub struct Rotated {
 
 /// Rotates the signing key: a tool call (`keys.rotate`) decided as the policy's
 /// `maintenance`, recorded (signed with the new key) with the new key's verifier line.
-pub fn rotate(ctx: &super::fs::FsContext<'_>) -> Result<Rotated, BrokerError> {
+pub fn rotate(ctx: &super::tools::fs::FsContext<'_>) -> Result<Rotated, BrokerError> {
     let state_dir = ctx.state_dir.clone();
     super::ensure_state_dir(&state_dir)?;
     let done = super::mutation::run(
@@ -358,7 +358,7 @@ pub struct Collected {
 
 /// Applies the policy's artifact and backup retention now: a tool call (`log.gc`) decided
 /// as the policy's `maintenance`, recorded with what it removed.
-pub fn gc(ctx: &super::fs::FsContext<'_>) -> Result<Collected, BrokerError> {
+pub fn gc(ctx: &super::tools::fs::FsContext<'_>) -> Result<Collected, BrokerError> {
     let (state_dir, policy) = (ctx.state_dir.clone(), ctx.policy);
     let done = super::mutation::run(
         ctx,
@@ -374,7 +374,7 @@ pub fn gc(ctx: &super::fs::FsContext<'_>) -> Result<Collected, BrokerError> {
                     policy.audit.artifacts_max_age.map(Duration::from_secs),
                     policy.audit.artifacts_max_total,
                 );
-                let (b, bb) = super::fs::prune_backups(&state_dir, policy)?;
+                let (b, bb) = super::tools::fs::prune_backups(&state_dir, policy)?;
                 Ok(Collected {
                     removed: a + b,
                     bytes: ab + bb,

@@ -1,14 +1,13 @@
 //! One invocation end to end: decide, build the sandbox spec, (ask), run, report.
 //! The only module that imports the others.
 //!
-//! Every tool call runs through one skeleton (`invoke`); exec's own steps are in `exec`.
+//! Every tool call runs through one skeleton (`invoke`); the tools' own steps are in `tools`
+//! (exec's in `tools::exec`).
 
 pub mod approvals;
 pub mod authz;
 pub mod client;
 pub mod credentials;
-mod exec;
-pub mod fs;
 mod guard;
 pub mod intent;
 mod invoke;
@@ -22,20 +21,16 @@ mod planner;
 pub mod refusal;
 pub mod report;
 pub mod request;
-pub mod scan;
 pub mod server;
 pub mod session;
-pub mod snapshot;
-pub mod worker;
-pub mod wsfs;
-#[cfg(test)]
-mod wsfs_check;
+pub mod tools;
 
-pub use exec::exec;
+use crate::workspace::{snapshot, wsfs};
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_argv, redact_text};
 use places::*;
 use planner::*;
 pub use planner::{SandboxPlan, plan};
+pub use tools::exec::exec;
 
 use crate::audit::{self, artifacts::ArtifactWriter};
 use crate::model::{Decision, Tool, ToolCall};
@@ -976,7 +971,7 @@ mod tests {
         // Reads stay the policy's: commands still need the system's programs.
         assert_eq!(after.confine.read, before.confine.read);
         // The file tools read only inside the roots.
-        let fs = fs::root_paths(&client::Context::this_process(), &p, &state, &ws, false)
+        let fs = tools::fs::root_paths(&client::Context::this_process(), &p, &state, &ws, false)
             .expect("test setup");
         assert_eq!(fs.read, vec![sub.clone()]);
         assert_eq!(fs.write, vec![sub]);

@@ -5,8 +5,8 @@
 //! asked or confirmed on a terminal, performed, and recorded once, refusals as a `deny`
 //! naming their rule. (`trash restore` and `undo` are file tools already: `fs.rs`.)
 
-use super::fs::FsContext;
 use super::refusal::Refusal;
+use super::tools::fs::FsContext;
 use super::{BrokerError, redact_text};
 use crate::audit;
 use crate::model::{Decision, Tool, ToolCall};

@@ -14,8 +14,8 @@
 //!
 //! What is refused says which file, through what, and how to fix it.
 
-use super::wsfs;
 use crate::policy::Policy;
+use crate::workspace::wsfs;
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};

@@ -11,9 +11,10 @@
 //! (`.git` itself: writing a `.git` *file* or moving a `.git` directory in or out would hand
 //! git another config and hooks).
 
-use super::fs::{FsOp, RootPaths};
+use super::tools::fs::{FsOp, RootPaths};
 use crate::model::{Effect, RuleMatch};
 use crate::policy::{Policy, normalize, wildcard};
+use crate::workspace::wsfs;
 use std::path::{Component, Path, PathBuf};
 
 /// `p` (absolute) normalised lexically and with the links of its existing part resolved.
@@ -24,7 +25,7 @@ pub(crate) fn forms(p: &Path) -> Vec<PathBuf> {
     let mut existing = lexical.as_path();
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     loop {
-        if let Some(c) = super::wsfs::resolve(existing) {
+        if let Some(c) = wsfs::resolve(existing) {
             let mut r = c;
             for n in rest.iter().rev() {
                 r.push(n);
@@ -107,7 +108,7 @@ fn changed(op: &FsOp, abs: &dyn Fn(&Path) -> PathBuf) -> Vec<(PathBuf, bool)> {
             let (s, d) = (abs(src), abs(dst));
             let mut v = vec![(s.clone(), true), (d.clone(), true)];
             // Into an existing directory: the entry it would become.
-            if super::wsfs::is_dir(&d)
+            if wsfs::is_dir(&d)
                 && let Some(name) = s.file_name()
             {
                 v.push((d.join(name), true));

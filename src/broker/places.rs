@@ -2,7 +2,7 @@
 //! apply, git's places (nested repositories, `gitdir:` files, bare repositories, what their
 //! configs include or name to run), what exists there before a run, and what a run created
 //! there, quarantined after it. Everything is read beneath the trees' descriptors
-//! (`broker::wsfs`).
+//! (`workspace::wsfs`).
 
 use super::*;
 /// The directories a run may write in which relative protected patterns apply: the
@@ -66,7 +66,7 @@ pub(super) fn protected_trees(c: &sandbox::Confinement, ws: &Path) -> Vec<wsfs::
 pub(super) const NESTED_MAX_DIRS: usize = 100_000;
 
 /// Where git reads config and hooks from in the writable trees, and what that config makes
-/// it read or run (all absolute; found as the broker through `broker::wsfs`, nothing
+/// it read or run (all absolute; found as the broker through `workspace::wsfs`, nothing
 /// followed but what git itself would follow, inside the trees only).
 #[derive(Debug, Default)]
 pub(crate) struct GitPlaces {
@@ -273,7 +273,7 @@ pub(super) fn present_at(tree: &wsfs::Tree, pattern: &Path, out: &mut Vec<(PathB
 /// The protected paths that exist now: the policy's relative patterns in every writable tree,
 /// git's (`.git/…`) in every git directory found there, what git's config makes it read or
 /// run, and every `.git` entry that is not a directory (a link, a `gitdir:` file). Nothing is
-/// followed: a link is reported as itself (`broker::wsfs`).
+/// followed: a link is reported as itself (`workspace::wsfs`).
 pub(super) fn protected_present(
     trees: &[wsfs::Tree],
     policy: &Policy,
@@ -330,7 +330,7 @@ pub(super) fn tree_of<'a>(
 /// or under `read_only` (the protected paths that existed when the run started, read-only to
 /// it) is moved or put back: a change there was made outside the run (the user's own `git
 /// remote add` while the command ran). Every step acts on the name beneath its tree
-/// (`broker::wsfs`): a parent swapped for a link makes the step fail, never act elsewhere.
+/// (`workspace::wsfs`): a parent swapped for a link makes the step fail, never act elsewhere.
 pub(super) fn quarantine_new(
     trees: &[wsfs::Tree],
     before: &[(PathBuf, Found)],
@@ -413,7 +413,7 @@ pub(super) fn quarantine_new(
 /// expanded, relative to the including file); `core.hooksPath`; and the paths named by the
 /// keys that run a program (`core.fsmonitor`, `core.pager`, filters, diff and merge drivers,
 /// `!` aliases, … — each word of the value that is a path). Each config is read as the broker
-/// with no link on the way, bounded (`broker::wsfs`).
+/// with no link on the way, bounded (`workspace::wsfs`).
 pub(super) fn git_config_refs(configs: &[(PathBuf, PathBuf)], home: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut todo: Vec<(PathBuf, PathBuf, usize)> = configs

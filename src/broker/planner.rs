@@ -565,7 +565,7 @@ pub(crate) fn env_digest(
             h.update(part);
         }
     }
-    crate::audit::hex(&h.finalize())
+    crate::durable::hex(&h.finalize())
 }
 
 /// The run's environment: the caller's, allowlisted minus what is always scrubbed, then the

@@ -8,10 +8,11 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::fs::{FsOutput, FsResult};
-use super::{AuditInfo, ExecResult, Quarantined, SecretsReport, snapshot};
+use super::tools::fs::{FsOutput, FsResult};
+use super::{AuditInfo, ExecResult, Quarantined, SecretsReport};
 use crate::model::Decision;
 use crate::sandbox::EnforcementStatus;
+use crate::workspace::snapshot;
 
 /// An exec call's report.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -259,7 +260,7 @@ pub struct SkipReport<'a> {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct HistoryReport<'a> {
     /// The changes, oldest first.
-    pub changes: &'a [super::fs::HistoryEntry],
+    pub changes: &'a [super::tools::fs::HistoryEntry],
     /// The workspace they were made in (`null`: every workspace's, `--all`).
     pub workspace: Option<&'a std::path::Path>,
     /// Older changes left out by the limit (`history --limit`, the tool's `limit`).

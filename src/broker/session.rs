@@ -9,6 +9,7 @@
 //! directory the policy refuses as a workspace (one holding credentials) the workspace, so a
 //! `cd` cannot brick the session either.
 
+use crate::workspace::wsfs;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -63,7 +64,7 @@ fn session_file(cx: &super::client::Context, state_dir: &Path, session: &str) ->
         })
         .collect();
     let h = sha2::Sha256::digest(session.as_bytes());
-    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::durable::hex(&h[..8]);
     let owner = cx
         .run_as()
         .map_or(String::new(), |u| format!("u{}-", u.uid));
@@ -93,14 +94,12 @@ pub(crate) fn save(
     }
     let data = serde_json::to_vec(dirs).map_err(std::io::Error::other)?;
     // not-ws: the session file, in the broker's own state directory
-    crate::fsops::write_file_atomic(&p, &data).map_err(|e| std::io::Error::other(e.to_string()))
+    crate::durable::write_atomic(&p, &data).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// The session's working directory, if `cd` set one (and it still exists).
 pub fn cwd(cx: &super::client::Context, state_dir: &Path, session: &str) -> Option<PathBuf> {
-    load(cx, state_dir, session)
-        .cwd
-        .filter(|p| super::wsfs::is_dir(p))
+    load(cx, state_dir, session).cwd.filter(|p| wsfs::is_dir(p))
 }
 
 /// Where a call of `session` runs when it starts at `start` (the front end's directory).
@@ -114,13 +113,13 @@ pub fn place(
     start: &Path,
     pin: bool,
 ) -> Place {
-    let start = super::wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
+    let start = wsfs::resolve(start).unwrap_or_else(|| start.to_path_buf());
     let mut dirs = load(cx, state_dir, session);
-    let pinned = dirs.workspace.clone().filter(|w| super::wsfs::is_dir(w));
+    let pinned = dirs.workspace.clone().filter(|w| wsfs::is_dir(w));
     let workspace = match pinned {
         Some(w) => w,
         None => {
-            if pin && super::wsfs::is_dir(&start) && super::wsfs::is_dir(state_dir) {
+            if pin && wsfs::is_dir(&start) && wsfs::is_dir(state_dir) {
                 dirs.workspace = Some(start.clone());
                 // Best effort: an unsaved pin only means the next call pins again.
                 let _ = save(cx, state_dir, session, &dirs);
@@ -128,7 +127,7 @@ pub fn place(
             start.clone()
         }
     };
-    let cwd = dirs.cwd.filter(|c| super::wsfs::is_dir(c)).unwrap_or(start);
+    let cwd = dirs.cwd.filter(|c| wsfs::is_dir(c)).unwrap_or(start);
     Place { workspace, cwd }
 }
 

@@ -196,7 +196,7 @@ fn nonce() -> String {
             .map_or(0, |d| d.as_nanos());
         b.copy_from_slice(&(t ^ u128::from(std::process::id())).to_le_bytes());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::durable::hex(&b)
 }
 
 /// Recognises Claude Code's command wrapper or snapshot script; `None` for anything else

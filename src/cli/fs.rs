@@ -2,7 +2,7 @@
 
 use super::{Call, broker_fail, exit, fail, state_dir};
 use crate::broker::authz;
-use crate::broker::fs::{
+use crate::broker::tools::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
 };
 use crate::broker::request::{Content, FsRequest as FsCmd, Input, TrashRequest};

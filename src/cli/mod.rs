@@ -394,7 +394,7 @@ pub fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == "__fs-worker")
     {
-        return broker::worker::worker_main();
+        return broker::tools::fs::worker::worker_main();
     }
     // Called as `gateway-sh` (a symlink: $SHELL must be one executable): `gateway sh ARGS`;
     // as `gateway-bash` (Claude Code takes a CLAUDE_CODE_SHELL only if its path names bash or
@@ -672,7 +672,7 @@ fn dispatch(cli: &Call, req: Request) -> ExitCode {
         } => answer(cli, id, approve, always_for_session),
         Request::Scan(s) => {
             let format = if cli.json { ScanFormat::Json } else { s.format };
-            let req = broker::scan::ScanRequest {
+            let req = broker::tools::scan::ScanRequest {
                 paths: s.paths,
                 exclude: s.exclude,
                 no_ignore: s.no_ignore,
@@ -1088,7 +1088,7 @@ fn broker_error(cli: &Call, e: BrokerError) -> ExitCode {
     )
 }
 
-fn run_scan(cli: &Call, req: &broker::scan::ScanRequest, format: ScanFormat) -> ExitCode {
+fn run_scan(cli: &Call, req: &broker::tools::scan::ScanRequest, format: ScanFormat) -> ExitCode {
     // A progress line on a terminal, for trees that take more than a moment.
     let bar = (cli.cx.client().is_none() && crate::sandbox::stderr_is_tty()).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
@@ -1104,7 +1104,7 @@ fn run_scan(cli: &Call, req: &broker::scan::ScanRequest, format: ScanFormat) -> 
             b.tick();
         }
     };
-    let res = broker::scan::scan_audited(
+    let res = broker::tools::scan::scan_audited(
         &cli.cx,
         req,
         &progress,
@@ -1129,7 +1129,7 @@ fn run_scan(cli: &Call, req: &broker::scan::ScanRequest, format: ScanFormat) -> 
         ScanFormat::Sarif => outln!(
             cli,
             "{}",
-            serde_json::to_string_pretty(&broker::scan::sarif(&report)).unwrap_or_default()
+            serde_json::to_string_pretty(&broker::tools::scan::sarif(&report)).unwrap_or_default()
         ),
         ScanFormat::Text => {
             let mut out = cli.cx.stdout_writer();

@@ -192,7 +192,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
             schema_of::<report::PendingReport<'static>>(),
         ),
         ("answer.json", schema_of::<broker::approvals::Answered>()),
-        ("scan.json", schema_of::<broker::scan::ScanReport>()),
+        ("scan.json", schema_of::<broker::tools::scan::ScanReport>()),
         (
             "config-show.json",
             schema_of::<super::config::Shown<'static>>(),

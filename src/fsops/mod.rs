@@ -45,47 +45,12 @@ pub enum FsError {
     },
 }
 
-/// The directory holding `path`, as a path a system call accepts: its parent, or `.` for a
-/// bare relative name, whose `parent()` is `Some("")` (opening `""` fails with ENOENT, so a
-/// write to `leak.py` would rename the file and then fail to sync its directory).
-pub fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> FsError + 'a {
     move |source| FsError::Io {
         what,
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// Creates or replaces a broker-owned file (in the state directory) atomically, mode 0600:
-/// a temporary file next to it, synced, renamed over it, the directory synced.
-pub fn write_file_atomic(path: &Path, data: &[u8]) -> Result<(), FsError> {
-    let dir = parent_dir(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let (tmp, mut f) =
-        crate::model::create_temp(dir, &name).map_err(|(tmp, e)| io("creating", &tmp)(e))?;
-    let written = f
-        .write_all(data)
-        .map_err(io("writing", &tmp))
-        .and_then(|()| f.sync_all().map_err(io("syncing", &tmp)))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(io("renaming over", path)));
-    if let Err(e) = written {
-        // Nothing half-written left behind (the name is this call's alone).
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("syncing directory", dir))
 }
 
 /// Replaces the contents of `path` atomically: a temp file in the same directory, written,
@@ -101,7 +66,7 @@ pub fn atomic_replace(path: &Path, data: &[u8]) -> Result<(), FsError> {
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         });
     }
-    let dir = parent_dir(path);
+    let dir = crate::durable::parent_dir(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -167,12 +132,5 @@ mod tests {
             "no temp file left"
         );
         let _ = std::fs::remove_dir_all(&d);
-    }
-
-    #[test]
-    fn parent_dir_of_a_bare_name_is_the_current_directory() {
-        assert_eq!(parent_dir(Path::new("leak.py")), Path::new("."));
-        assert_eq!(parent_dir(Path::new("src/a.py")), Path::new("src"));
-        assert_eq!(parent_dir(Path::new("/a")), Path::new("/"));
     }
 }

@@ -1,6 +1,6 @@
 //! The capture lock: one call at a time changes a workspace while another captures it.
 //!
-//! A command's snapshot (`broker::snapshot`) is a walk of the workspace before and after
+//! A command's snapshot (`workspace::snapshot`) is a walk of the workspace before and after
 //! the run: whatever changed in between is the command's group in the journal. Another call
 //! writing into the same tree meanwhile (an MCP client's overlapping `write_file`, a second
 //! `gateway exec` in another terminal) would have its file claimed by that group, and an

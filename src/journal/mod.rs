@@ -65,10 +65,7 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 /// SHA-256 of `data`, hex.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::durable::hex(&Sha256::digest(data))
 }
 
 fn private_dir(p: &Path) -> Result<(), JournalError> {
@@ -128,9 +125,9 @@ fn store(state_dir: &Path, data: &[u8], sync: bool) -> Result<String, JournalErr
     }
 }
 
-/// Writes `data` as `<dir>/<name>`, whole or not at all: a temporary file (0600) renamed into
-/// place, synced with its directory when `sync` (the backup store), not when the file is a
-/// cache (the usage record).
+/// Writes `data` as `<dir>/<name>`, whole or not at all (`durable`): a temporary file (0600)
+/// renamed into place, synced with its directory when `sync` (the backup store), not when the
+/// file is a cache (the usage record).
 pub(crate) fn write_whole(
     dir: &Path,
     name: &str,
@@ -138,23 +135,16 @@ pub(crate) fn write_whole(
     sync: bool,
 ) -> Result<(), JournalError> {
     let path = dir.join(name);
-    let (tmp, mut f) =
-        crate::model::create_temp(dir, name).map_err(|(tmp, e)| io("creating", &tmp)(e))?;
-    if let Err(e) = f.write_all(data) {
-        // Out of space, typically: leave nothing half-written behind.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io("writing", &tmp)(e));
-    }
-    if sync {
-        f.sync_all().map_err(io("syncing", &tmp))?;
-    }
-    std::fs::rename(&tmp, &path).map_err(io("storing", &path))?;
-    if sync {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("syncing", dir))?;
-    }
-    Ok(())
+    let written = if sync {
+        crate::durable::write_atomic(&path, data)
+    } else {
+        crate::durable::write_atomic_unsynced(&path, data)
+    };
+    written.map_err(|e| JournalError::Io {
+        what: e.what,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// The state of a path before or after a change.

@@ -324,7 +324,7 @@ fn chain_sha256<T>(chain: &[Sourced<T>]) -> String {
             h.update(part);
         }
     }
-    crate::audit::hex(&h.finalize())
+    crate::durable::hex(&h.finalize())
 }
 
 /// Returns the `extends` chain, root first.

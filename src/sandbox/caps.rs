@@ -2,9 +2,10 @@
 //! nothing), empties its bounding and ambient sets, takes the caller's identity if it runs as
 //! another user, clears its effective, permitted and inheritable sets and sets no_new_privs
 //! (`sys::lock_capabilities`, `sys::clear_capabilities`, `sys::set_no_new_privs`). The `caps`
-//! crate allocates, so the child's side is raw `prctl`/`capset` in `sys/`.
+//! crate allocates, so the child's side is raw `prctl`/`capset` in `src/sys/`.
 
-use super::{LayerStatus, sys};
+use super::LayerStatus;
+use crate::sys;
 
 /// Capability numbers (linux/capability.h) the sandbox's setup needs.
 pub(crate) const CAP_DAC_OVERRIDE: u32 = 1;
@@ -58,9 +59,10 @@ fn cap_last() -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::LayerStatus;
     use super::super::testing::require_root;
-    use super::super::{LayerStatus, sys};
     use super::plan;
+    use crate::sys;
 
     /// A `/proc/self/status` field, in hex.
     fn field(status: &str, name: &str) -> u64 {

@@ -172,7 +172,7 @@ pub(crate) fn build(
         if let Some((_, pin)) = pinned.iter().find(|(q, _)| q == p)
             && !deny.iter().any(|d| *d == pb || below(d, pb))
         {
-            let added = super::sys::add_landlock_rule_fd(
+            let added = crate::sys::add_landlock_rule_fd(
                 fd.as_fd(),
                 pin.as_fd(),
                 rights.bits(),
@@ -317,7 +317,7 @@ fn add_one(
         return Ok(());
     };
     // Paths that do not exist (e.g. /lib32 on some systems) simply grant nothing.
-    if super::sys::add_landlock_rule(rs, &c, rights.bits(), file_rights.bits()).map_err(
+    if crate::sys::add_landlock_rule(rs, &c, rights.bits(), file_rights.bits()).map_err(
         |source| LandlockError::Rule {
             path: path.to_path_buf(),
             source,
@@ -346,8 +346,9 @@ mod tests {
 #[cfg(test)]
 mod layer_tests {
     use super::super::testing::{confinement, scratch};
-    use super::super::{LayerStatus, Network, SandboxError, sys};
+    use super::super::{LayerStatus, Network, SandboxError};
     use super::layer;
+    use crate::sys;
 
     /// The kernel's landlock ABI; these tests need one (they fail without, unless
     /// GATEWAY_TEST_NO_SANDBOX is set).

@@ -35,13 +35,13 @@ mod rlimits;
 mod seccomp;
 mod spawn;
 mod status;
-mod sys;
 
 pub use cgroup::CgroupError;
 pub use landlock::LandlockError;
 pub use seccomp::SeccompError;
 pub use status::{EnforcementStatus, Layer, LayerStatus, Layers};
 
+use crate::sys;
 use serde::Serialize;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -1007,7 +1007,7 @@ pub(crate) mod testing {
             return false;
         }
         assert_eq!(
-            super::sys::euid(),
+            crate::sys::euid(),
             0,
             "this sandbox test needs root (GATEWAY_TEST_NO_SANDBOX=1 skips it)"
         );
@@ -1031,10 +1031,10 @@ mod limits_tests {
         assert_eq!(own.len(), 16);
         let nofile = own
             .iter()
-            .find(|r| r.0 == super::sys::resource_id(libc::RLIMIT_NOFILE))
+            .find(|r| r.0 == crate::sys::resource_id(libc::RLIMIT_NOFILE))
             .expect("nofile");
         assert_eq!(
-            super::sys::testing::getrlimit(libc::RLIMIT_NOFILE),
+            crate::sys::testing::getrlimit(libc::RLIMIT_NOFILE),
             (nofile.1, nofile.2)
         );
         let text = "Limit                     Soft Limit           Hard Limit           Units\nMax cpu time              unlimited            unlimited            seconds\n";

@@ -18,8 +18,9 @@
 //! with `namespaces = false`): denied paths inside the workspace and protected paths cannot
 //! be kept from the run, an error unless `best_effort`; a private TMPDIR is an error.
 
-use super::sys::mount::{Find, Identity, Step};
-use super::{Confinement, LayerStatus, SandboxError, cstr, sys};
+use super::{Confinement, LayerStatus, SandboxError, cstr};
+use crate::sys;
+use crate::sys::mount::{Find, Identity, Step};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -387,8 +388,9 @@ fn private_tmp(
 #[cfg(test)]
 mod tests {
     use super::super::testing::{confinement, require_root, scratch};
-    use super::super::{LayerStatus, SandboxError, sys};
+    use super::super::{LayerStatus, SandboxError};
     use super::{Step, plan};
+    use crate::sys;
 
     #[test]
     fn without_a_mount_namespace_hidden_paths_need_best_effort() {

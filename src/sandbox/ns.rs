@@ -16,7 +16,8 @@
 //! goes on without namespaces (reported `NotApplied`), landlock and seccomp still hold, and
 //! `loopback` becomes no network at all rather than the host's.
 
-use super::{Confinement, LayerStatus, Network, RunAs, SandboxError, caps, sys};
+use super::{Confinement, LayerStatus, Network, RunAs, SandboxError, caps};
+use crate::sys;
 
 /// What the namespaces layer decided.
 #[derive(Debug)]
@@ -120,8 +121,9 @@ pub(crate) fn user_maps(run_as: Option<&RunAs>) -> Result<sys::UserMaps, Sandbox
 #[cfg(test)]
 mod tests {
     use super::super::testing::{confinement, require_root};
-    use super::super::{LayerStatus, Network, sys};
+    use super::super::{LayerStatus, Network};
     use super::plan;
+    use crate::sys;
 
     #[test]
     fn refused_namespaces_are_not_applied_and_loopback_becomes_none() {

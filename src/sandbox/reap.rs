@@ -3,7 +3,7 @@
 //! run's descendants, and the last run of the process to end kills whatever is left
 //! ([`ActiveRun::leave`]).
 
-use super::sys;
+use crate::sys;
 use std::time::{Duration, Instant};
 
 /// Helpers (pid 1 of a run's namespaces) that reported and are exiting, not yet reaped.

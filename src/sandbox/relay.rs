@@ -6,7 +6,8 @@
 //! teardown need not be waited for.
 
 use super::spawn::Child;
-use super::{SandboxError, Spec, Stdin, Stream, StreamIo, reap, sys};
+use super::{SandboxError, Spec, Stdin, Stream, StreamIo, reap};
+use crate::sys;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};

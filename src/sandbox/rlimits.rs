@@ -3,7 +3,8 @@
 //! pid namespace, processes are bounded by its `pid_max` (RLIMIT_NPROC counts per user and does
 //! not bind uid 0).
 
-use super::{LayerStatus, Limits, SandboxError, cstr, sys};
+use super::{LayerStatus, Limits, SandboxError, cstr};
+use crate::sys;
 
 /// Smallest pid_max the kernel accepts in a pid namespace (RESERVED_PIDS + 1).
 const PID_MAX_MIN: u64 = 301;
@@ -100,8 +101,9 @@ pub(crate) fn plan(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{LayerStatus, Limits, sys};
+    use super::super::{LayerStatus, Limits};
     use super::plan;
+    use crate::sys;
 
     fn limits() -> Limits {
         Limits {

@@ -508,8 +508,9 @@ mod tests {
 
 #[cfg(test)]
 mod layer_tests {
-    use super::super::{LayerStatus, Network, sys};
+    use super::super::{LayerStatus, Network};
     use super::layer;
+    use crate::sys;
 
     /// Seccomp alone, in a forked child: with `network = none`, an AF_INET socket that opened
     /// before the filter is refused after it, as is ptrace.

@@ -6,7 +6,8 @@ use super::caps::Caps;
 use super::cgroup::{RunCgroup, Version};
 use super::mounts::Mounts;
 use super::rlimits::Rlimits;
-use super::{SandboxError, Spec, Stdin, cstr, sys};
+use super::{SandboxError, Spec, Stdin, cstr};
+use crate::sys;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 

@@ -513,7 +513,7 @@ fn call_stdio(
     let stdin_known = match (mode, &stdin_text) {
         (_, Some(text)) => Some(format!(
             "text:{}",
-            crate::audit::hex(
+            crate::durable::hex(
                 &ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref()[..16]
             )
         )),

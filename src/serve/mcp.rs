@@ -38,7 +38,9 @@
 //! A call's life (roots cache, cancellation, the client going away) is in `serve::mcp_life`.
 
 use crate::audit::Caller;
-use crate::broker::fs::{self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions};
+use crate::broker::tools::fs::{
+    self as bfs, Edit, FsContext, FsOp, FsOutput, GrepMode, GrepOptions,
+};
 use crate::broker::{BrokerError, ExecRequest};
 use crate::model::Decision;
 use crate::policy::Policy;
@@ -655,7 +657,7 @@ impl ToolSession<'_> {
         let mut p =
             crate::broker::session::place(self.cx, self.state_dir, self.session, self.cwd, false);
         p.workspace =
-            crate::broker::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
+            crate::workspace::wsfs::resolve(self.cwd).unwrap_or_else(|| self.cwd.to_path_buf());
         if let Some(roots) = &self.policy.sandbox.roots {
             for d in [&mut p.workspace, &mut p.cwd] {
                 if !self.policy.within_roots(d)
@@ -928,7 +930,7 @@ impl ToolSession<'_> {
 
 impl ToolSession<'_> {
     /// `gateway scan --json` (or `--format sarif`) of one path: the same broker call
-    /// (`broker::scan::scan_audited`, recorded as the CLI's), but an agent's: decided by the
+    /// (`broker::tools::scan::scan_audited`, recorded as the CLI's), but an agent's: decided by the
     /// session's policy as a search, its walk kept to what the file tools may read
     /// (`ScanRequest::confined`), reading with the caller's rights; never redacts and writes
     /// no baseline. Under roots the path must lie within them.
@@ -945,7 +947,7 @@ impl ToolSession<'_> {
                 path.display()
             ));
         }
-        let req = crate::broker::scan::ScanRequest {
+        let req = crate::broker::tools::scan::ScanRequest {
             paths: vec![path],
             exclude: p.globs,
             no_ignore: false,
@@ -955,14 +957,14 @@ impl ToolSession<'_> {
             min_confidence: p.min_confidence.unwrap_or_default(),
             confined: Some(Arc::new(self.policy.clone())),
         };
-        match crate::broker::scan::scan_audited(
+        match crate::broker::tools::scan::scan_audited(
             self.cx,
             &req,
             &|_, _| {},
             self.session,
             self.caller(),
         ) {
-            Ok(r) if sarif => ok_report(&crate::broker::scan::sarif(&r)),
+            Ok(r) if sarif => ok_report(&crate::broker::tools::scan::sarif(&r)),
             Ok(r) => ok_report(&r),
             Err(e) => broker_err(e),
         }
@@ -980,8 +982,8 @@ pub fn root_dir(uri: &str) -> Option<PathBuf> {
     }
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
     let p = PathBuf::from(std::ffi::OsString::from_vec(bytes));
-    let c = crate::broker::wsfs::resolve(&p)?;
-    crate::broker::wsfs::is_dir(&c).then_some(c)
+    let c = crate::workspace::wsfs::resolve(&p)?;
+    crate::workspace::wsfs::is_dir(&c).then_some(c)
 }
 
 /// How often a fetch of the roots is made again because they changed while it was under

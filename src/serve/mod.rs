@@ -3,10 +3,11 @@
 //! (`gateway repl`). Each lives for many calls; each call is one invocation of `broker`,
 //! which runs it end to end.
 //!
-//! Dependency direction: `main → cli, serve → broker → leaves`. `cli` starts these front ends
-//! (and hands the daemon and the REPL what only the CLI knows: its dispatch, its config, its
-//! rendering); `serve` never imports `cli`, and `broker` never imports `serve`.
-//! `tests::the_arrows_point_down` holds it.
+//! Dependency direction: `main → cli, serve → broker → leaves → sys, durable, model`. `cli`
+//! starts these front ends (and hands the daemon and the REPL what only the CLI knows: its
+//! dispatch, its config, its rendering); `serve` never imports `cli`, `broker` never imports
+//! `serve`, no leaf (`workspace`, `policy`, `sandbox`, ...) imports a layer above it, and the
+//! bottom (`sys`, `durable`) imports no leaf. `tests::the_arrows_point_down` holds it.
 
 #![allow(
     clippy::print_stdout,
@@ -27,9 +28,14 @@ pub mod repl;
 mod tests {
     use std::path::{Path, PathBuf};
 
-    /// Files that may break an arrow, each with its reason: none today. One added here must say
-    /// why, and a stale one (its file no longer names the module) fails the test.
-    const EXCEPTIONS: &[(&str, &str, &str)] = &[];
+    /// Files that may break an arrow, each with its reason. One added here must say why, and a
+    /// stale one (its file no longer names the module) fails the test.
+    const EXCEPTIONS: &[(&str, &str, &str)] = &[(
+        "src/workspace/snapshot.rs",
+        "broker",
+        "moved out of broker/ by issue 35's layout with its errors still the broker's \
+         `BrokerError`; an error type of its own ends this exception",
+    )];
 
     /// Every `.rs` file under `src/<dir>` (or the file `src/<dir>`).
     fn sources(dir: &str) -> Vec<PathBuf> {
@@ -82,7 +88,16 @@ mod tests {
             ),
         ];
         let leaves = [
-            "policy", "secrets", "sandbox", "audit", "journal", "fsops", "model.rs",
+            "workspace",
+            "policy",
+            "secrets",
+            "sandbox",
+            "audit",
+            "journal",
+            "fsops",
+            "sys",
+            "durable.rs",
+            "model.rs",
         ];
         let leaf_rule: &[&str] = &["broker", "serve", "cli"];
         let mut checks: Vec<(&str, &[&str], &str)> = rules.to_vec();
@@ -91,6 +106,36 @@ mod tests {
                 .iter()
                 .map(|l| (*l, leaf_rule, "a leaf imports no layer above it")),
         );
+        // The bottom (DESIGN.md: `→ sys, durable, model`) imports no leaf above it either.
+        let above_the_bottom: &[&str] = &[
+            "workspace",
+            "policy",
+            "secrets",
+            "sandbox",
+            "audit",
+            "journal",
+            "fsops",
+        ];
+        checks.push((
+            "durable.rs",
+            above_the_bottom,
+            "durable is beneath every leaf",
+        ));
+        checks.push((
+            "sys",
+            &[
+                "workspace",
+                "policy",
+                "secrets",
+                "sandbox",
+                "audit",
+                "journal",
+                "fsops",
+                "durable",
+                "shown",
+            ],
+            "sys imports nothing of the crate but model",
+        ));
         let mut found = Vec::new();
         let mut excused = vec![false; EXCEPTIONS.len()];
         for (dir, banned, why) in checks {
@@ -120,7 +165,7 @@ mod tests {
         }
         assert!(
             found.is_empty(),
-            "an arrow runs back up (main → cli, serve → broker → leaves):\n{}",
+            "an arrow runs back up (main → cli, serve → broker → leaves → sys, durable, model):\n{}",
             found.join("\n")
         );
         for (i, (file, module, _)) in EXCEPTIONS.iter().enumerate() {

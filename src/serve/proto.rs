@@ -538,10 +538,7 @@ mod tests {
             text.push_str(&serde_json::to_string(m).expect("json"));
             text.push('\n');
         }
-        let digest: String = sha2::Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = crate::durable::hex(&sha2::Sha256::digest(text.as_bytes()));
         let newest = SCHEMA_PINS.iter().map(|(v, _)| *v).max().unwrap_or(0);
         assert!(
             newest <= PROTOCOL_VERSION,

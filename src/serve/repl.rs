@@ -20,9 +20,9 @@
 //! policy and socket — the REPL reaches through [`Host`], which `cli` implements: `serve`
 //! does not import `cli`.
 
-use crate::broker::fs::{self as bfs, FsContext, FsOp, FsOutput};
 use crate::broker::pin::{self, Pinned};
 use crate::broker::session::Place;
+use crate::broker::tools::fs::{self as bfs, FsContext, FsOp, FsOutput};
 use crate::policy::Policy;
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;

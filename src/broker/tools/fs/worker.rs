@@ -24,12 +24,13 @@
 //! paths inside writable trees, which landlock cannot carve out, are checked by the worker on
 //! the file actually opened, as before.
 
-use super::BrokerError;
-use super::fs::ops;
-use super::fs::roots::RootPaths;
-use super::fs::types::{FsOp, FsOutput};
-use super::fs::types::{StateOps, Tools};
-use super::refusal::Refusal;
+use super::ops;
+use super::roots::RootPaths;
+use super::types::{FsOp, FsOutput};
+use super::types::{StateOps, Tools};
+use crate::broker;
+use crate::broker::BrokerError;
+use crate::broker::refusal::Refusal;
 use crate::fsops::path::{OwnerFix, Root};
 use crate::journal::{self, Change, Phase};
 use crate::policy::Policy;
@@ -119,7 +120,7 @@ enum ToolResult {
     },
     /// The policy refused, found late (in the worker): recorded as a deny with its rule.
     Refused {
-        refusal: super::refusal::Refusal,
+        refusal: broker::refusal::Refusal,
     },
 }
 
@@ -295,7 +296,7 @@ pub(crate) fn run(
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;
     server.uid = uid;
-    server.limits = Some(super::undo_limits(&policy.undo));
+    server.limits = Some(broker::undo_limits(&policy.undo));
     let outcome = match sandbox::run(&spec, &mut server) {
         Ok(o) => o,
         Err(e) => return (Err(BrokerError::Sandbox(e)), None),
@@ -342,7 +343,7 @@ pub(crate) fn run(
                 )
             };
             let err = String::from_utf8_lossy(&server.stderr);
-            let err = super::redact_text(err.trim());
+            let err = broker::redact_text(err.trim());
             Err(BrokerError::Io {
                 what: "the file tool's confined worker failed".into(),
                 source: std::io::Error::other(if err.is_empty() {

@@ -2,8 +2,8 @@
 //!
 //! Before and after each run the broker reads, lists, types, renames and puts back entries of
 //! trees a run controlled — and a concurrent run may still be changing. Every such access goes
-//! through this module (a test checks that no other module of `broker/` opens, stats, lists or
-//! renames a workspace path by name):
+//! through this module (a test checks that no other module of `broker/`, `workspace/` or
+//! `serve/` opens, stats, lists or renames a workspace path by name):
 //!
 //! - a tree is opened once by its canonical path (a directory the broker chose: the session's
 //!   workspace, a writable root of the policy), and everything inside it is resolved beneath
@@ -21,8 +21,8 @@
 //!   caller could not.
 //!
 //! `std::fs` works on paths and follows links in every component but the last: none of it is
-//! used here on a tree's contents. The source check that keeps the rest of `broker/` and
-//! `serve/` from doing so is `broker::wsfs_check`.
+//! used here on a tree's contents. The source check that keeps `broker/`, the rest of
+//! `workspace/` and `serve/` from doing so is `workspace::wsfs_check`.
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};

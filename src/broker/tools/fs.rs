@@ -7,21 +7,22 @@
 //! checked on the file actually opened.
 //!
 //! This file is the broker's side: deciding, asking, recording, handing the call to the
-//! confined worker (`broker::worker`). Beside it, also the broker's: `fs/undo.rs` (history,
+//! confined worker (`fs/worker.rs`). Beside it, also the broker's: `fs/undo.rs` (history,
 //! which change undo takes, skip) and `fs/upkeep.rs` (crash recovery, the trash, backup
 //! retention). What runs inside the worker, the tools' bodies, lives in leaf modules that
 //! never import this one but for the call's types (`arrows::the_worker_does_not_call_back`):
 //!
 //! ```text
-//! fs.rs ──> worker.rs ──> fs/ops.rs      act: the dispatch; ls, glob, grep, probe
+//! fs.rs ──> fs/worker.rs ──> fs/ops.rs      act: the dispatch; ls, glob, grep, probe
 //!                           ├──> fs/file.rs    one file's content: read, write, edit
 //!                           ├──> fs/tree.rs    rm (trash, purge), mkdir, mv, restore
 //!                           └──> fs/revert.rs  undo's body: one change, a group
 //! the leaves ──> fs/roots.rs (the allowed directories), fs/types.rs (Tools, StateOps, errors)
 //! ```
 
-use super::{BrokerError, redact_text};
 use crate::audit;
+use crate::broker;
+use crate::broker::{BrokerError, redact_text};
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;
 use crate::journal;
@@ -39,14 +40,15 @@ pub use upkeep::{TrashEmptied, prune_backups, prune_backups_hourly, trash_empty,
 #[cfg(test)]
 mod arrows;
 mod file;
-pub(super) mod ops;
+pub(in crate::broker) mod ops;
 mod revert;
-pub(super) mod roots;
+pub(in crate::broker) mod roots;
 mod tree;
-pub(super) mod types;
+pub(in crate::broker) mod types;
 mod undo;
 pub use types::{DIFF_MAX_BYTES, DIFF_MAX_LINES, FsOp, FsOutput};
 mod upkeep;
+pub mod worker;
 
 pub(crate) use roots::{RootPaths, root_paths};
 use roots::{Roots, narrow, pick_read};
@@ -74,7 +76,7 @@ pub struct FsContext<'a> {
     /// confirmation of what is allowed (false; asked only on a terminal).
     pub confirm: &'a dyn Fn(&str, bool) -> Option<bool>,
     /// The caller: this process or a daemon client (its environment, rights, prompt).
-    pub client: super::client::Context,
+    pub client: broker::client::Context,
     /// The call's cancellation (`sandbox::Spec::cancel`): a change waiting for another
     /// call's capture of the workspace stops waiting when it fires.
     pub cancel: Option<std::os::fd::BorrowedFd<'a>>,
@@ -107,7 +109,7 @@ fn roots(ctx: &FsContext<'_>, ws: &Path) -> Result<Roots, BrokerError> {
 /// Runs a file tool call through the invocation skeleton (`broker::invoke`): decide (on the
 /// path as written and as resolved), ask, act in the confined worker, record.
 pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
-    let call = super::invoke::Call {
+    let call = broker::invoke::Call {
         policy: &ctx.policy.name,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
@@ -129,7 +131,7 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         enforcement: None,
         diff_whole: None,
     };
-    let done = super::invoke::invoke(&call, &mut t)?;
+    let done = broker::invoke::invoke(&call, &mut t)?;
     let mut output = done.output.redacted();
     if let FsOutput::Changed {
         diff,
@@ -220,7 +222,7 @@ struct FsTool<'c, 'a> {
     diff_whole: Option<audit::StreamDigest>,
 }
 
-impl super::invoke::Tool for FsTool<'_, '_> {
+impl broker::invoke::Tool for FsTool<'_, '_> {
     type Output = FsOutput;
 
     fn name(&self) -> &str {
@@ -240,15 +242,15 @@ impl super::invoke::Tool for FsTool<'_, '_> {
         if let FsOp::Write { path, content } = op
             && content.len() as u64 > ctx.policy.files.max_size
         {
-            return Err(super::refusal::Refusal::TooLarge {
+            return Err(broker::refusal::Refusal::TooLarge {
                 path: path.clone(),
                 size: content.len() as u64,
                 max: ctx.policy.files.max_size,
             }
             .into());
         }
-        self.ws = super::workspace_of(&ctx.client, &ctx.workspace)?;
-        self.base = super::workspace_of(&ctx.client, &ctx.cwd)?;
+        self.ws = broker::workspace_of(&ctx.client, &ctx.workspace)?;
+        self.base = broker::workspace_of(&ctx.client, &ctx.cwd)?;
         rec.cwd = self.base.display().to_string();
         let base = &self.base;
         let abs_of = |p: &Path| {
@@ -268,14 +270,14 @@ impl super::invoke::Tool for FsTool<'_, '_> {
                 } else {
                     Scope::Workspace(&self.ws)
                 },
-                &|c: &Change| super::authz::may_revert(&ctx.client, c.uid, String::new).is_ok(),
+                &|c: &Change| broker::authz::may_revert(&ctx.client, c.uid, String::new).is_ok(),
             )?),
             FsOp::TrashRestore { name } => Some(find_removal(&ctx.state_dir, name, &ctx.client)?),
             _ => None,
         };
         // A daemon client undoes and restores only its own changes (the admin anyone's).
         if let Some(c) = &self.undo_target {
-            super::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
+            broker::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
         }
         // A removal whose trash item `gateway trash empty` removed for good: nothing to
         // restore, said as such (the item's info is its tombstone).
@@ -308,7 +310,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
                 paths: std::iter::once(self.subject.clone()).chain(extra).collect(),
                 cwd: base.clone(),
             },
-            &super::shell_env(&ctx.client, base),
+            &broker::shell_env(&ctx.client, base),
         );
         // Denied and protected paths, judged as written and as resolved, refuse the call
         // here, named and recorded as a deny (`broker::paths`); the worker's confinement is
@@ -322,20 +324,20 @@ impl super::invoke::Tool for FsTool<'_, '_> {
         );
         if let Ok(rp) = &paths {
             let subjects = decision_paths(&self.subject, op, base);
-            let refused = super::paths::refusals(ctx.policy, rp, op, &subjects, &abs_of);
+            let refused = broker::paths::refusals(ctx.policy, rp, op, &subjects, &abs_of);
             if !refused.is_empty() {
                 decision.effect = Effect::Deny;
                 decision.rules.extend(refused);
             }
         }
         self.paths = Some(paths);
-        super::guard::redact_decision(&mut decision);
+        broker::guard::redact_decision(&mut decision);
         self.decision = Some(decision.clone());
         Ok(decision)
     }
 
     fn ask(&mut self, decision: &Decision) -> bool {
-        let rules = super::rules_lines(decision);
+        let rules = broker::rules_lines(decision);
         let q = format!(
             "{} {} needs approval:{rules}\nDo it?",
             self.name,
@@ -394,7 +396,7 @@ impl super::invoke::Tool for FsTool<'_, '_> {
     }
 
     fn record(&mut self, res: &Result<FsOutput, BrokerError>, rec: &mut audit::Record) {
-        rec.enforcement = self.enforcement.as_ref().map(super::enforcement_summary);
+        rec.enforcement = self.enforcement.as_ref().map(broker::enforcement_summary);
         // The whole of a diff the result shows only the head of: `gateway log show SEQ`.
         rec.stdout = self.diff_whole.take();
         match res {
@@ -558,7 +560,7 @@ fn decision_paths(subject: &Path, op: &FsOp, base: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Runs the tool's body in a confined worker (`broker::worker`), the broker answering its
+/// Runs the tool's body in a confined worker (`fs/worker.rs`), the broker answering its
 /// requests for the state directory. Changes hold the journal's lock throughout, and first
 /// complete or roll back what a crash left pending.
 #[allow(clippy::type_complexity)]
@@ -619,7 +621,7 @@ fn perform(
             None,
         );
     }
-    let req = super::worker::Request {
+    let req = worker::Request {
         op,
         ws: base.to_path_buf(),
         workspace: ws.to_path_buf(),
@@ -649,7 +651,7 @@ fn perform(
             }
         },
     };
-    super::worker::run(
+    worker::run(
         ctx.policy,
         &ctx.state_dir,
         locks.as_ref().map(|l| &l.1),
@@ -725,11 +727,11 @@ fn describe(op: &FsOp) -> Vec<String> {
 fn find_removal(
     state_dir: &Path,
     name: &str,
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
 ) -> Result<Change, BrokerError> {
     // A daemon client that does not see everyone's trash finds only its own items: another
     // user's is "no trash item", as a name nobody removed (not an oracle for what they did).
-    let seen = super::authz::seen_uid(cx);
+    let seen = broker::authz::seen_uid(cx);
     let all = journal::changes(state_dir).map_err(j_err)?;
     let committed: Vec<&Change> = all
         .iter()
@@ -752,18 +754,18 @@ fn find_removal(
 
 /// The session's virtual cwd, if `cd` set one (and it still exists).
 pub fn session_cwd(
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
     state_dir: &Path,
     session: &str,
 ) -> Option<PathBuf> {
-    super::session::cwd(cx, state_dir, session)
+    broker::session::cwd(cx, state_dir, session)
 }
 
 /// `cd`: changes the session's virtual working directory (never the broker's own). `..`,
 /// `~`, `~/x`, `-` (the previous one), absolute and relative paths; the target must be a
 /// directory the policy lets tools read. Returns the new directory.
 pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
-    let call = super::invoke::Call {
+    let call = broker::invoke::Call {
         policy: &ctx.policy.name,
         state_dir: &ctx.state_dir,
         session: &ctx.session,
@@ -776,7 +778,7 @@ pub fn cd(ctx: &FsContext<'_>, target: &str) -> Result<PathBuf, BrokerError> {
         ws: PathBuf::new(),
         base: PathBuf::new(),
     };
-    super::invoke::invoke(&call, &mut t).map(|d| d.output)
+    broker::invoke::invoke(&call, &mut t).map(|d| d.output)
 }
 
 /// `cd` on the invocation skeleton: allowed by the built-in rule (a directory the policy
@@ -789,7 +791,7 @@ struct CdTool<'c, 'a> {
     base: PathBuf,
 }
 
-impl super::invoke::Tool for CdTool<'_, '_> {
+impl broker::invoke::Tool for CdTool<'_, '_> {
     type Output = PathBuf;
 
     fn name(&self) -> &str {
@@ -799,8 +801,8 @@ impl super::invoke::Tool for CdTool<'_, '_> {
     fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
         rec.args = vec![redact_text(self.target)];
         rec.cwd = self.ctx.cwd.display().to_string();
-        self.ws = super::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
-        self.base = super::workspace_of(&self.ctx.client, &self.ctx.cwd)?;
+        self.ws = broker::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
+        self.base = broker::workspace_of(&self.ctx.client, &self.ctx.cwd)?;
         rec.cwd = self.base.display().to_string();
         Ok(Decision {
             effect: Effect::Allow,
@@ -825,8 +827,8 @@ impl super::invoke::Tool for CdTool<'_, '_> {
 
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<PathBuf, BrokerError> {
         let (ctx, target, base) = (self.ctx, self.target, &self.base);
-        let mut dirs = super::session::load(&ctx.client, &ctx.state_dir, &ctx.session);
-        let home = PathBuf::from(super::shell_env(&ctx.client, base).home);
+        let mut dirs = broker::session::load(&ctx.client, &ctx.state_dir, &ctx.session);
+        let home = PathBuf::from(broker::shell_env(&ctx.client, base).home);
         let wanted = match target {
             "-" => dirs
                 .previous
@@ -841,8 +843,8 @@ impl super::invoke::Tool for CdTool<'_, '_> {
         // Resolved with the caller's rights: a client learns nothing of a directory it
         // could not enter itself.
         let look = || {
-            super::wsfs::resolve(&wanted).map(|r| {
-                let dir = super::wsfs::is_dir(&r);
+            crate::workspace::wsfs::resolve(&wanted).map(|r| {
+                let dir = crate::workspace::wsfs::is_dir(&r);
                 (r, dir)
             })
         };
@@ -867,7 +869,7 @@ impl super::invoke::Tool for CdTool<'_, '_> {
         dirs.previous = Some(base.clone());
         dirs.cwd = Some(real.clone());
         dirs.workspace.get_or_insert(self.ws.clone());
-        super::session::save(&ctx.client, &ctx.state_dir, &ctx.session, &dirs).map_err(|e| {
+        broker::session::save(&ctx.client, &ctx.state_dir, &ctx.session, &dirs).map_err(|e| {
             BrokerError::Io {
                 what: format!("saving the directories of session {}", ctx.session),
                 source: e,
@@ -948,19 +950,19 @@ fn confirm(
     let Some(c) = ctx.client.client() else {
         return (ctx.confirm)(question, required);
     };
-    super::ask_person(
-        &super::Asking {
+    broker::ask_person(
+        &broker::Asking {
             client: c,
             state_dir: &ctx.state_dir,
             session: &ctx.session,
             caller: &ctx.caller,
             policy: ctx.policy,
             tool,
-            command: super::redact_text(&subject.display().to_string()),
+            command: broker::redact_text(&subject.display().to_string()),
             decision,
             required,
-            workspace: &super::workspace(&ctx.workspace).unwrap_or_else(|_| ctx.workspace.clone()),
-            cwd: &super::workspace(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
+            workspace: &broker::workspace(&ctx.workspace).unwrap_or_else(|_| ctx.workspace.clone()),
+            cwd: &broker::workspace(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
             env_digest: String::new(),
         },
         question,

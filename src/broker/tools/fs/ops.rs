@@ -1,15 +1,15 @@
 //! A file tool's body as the confined worker runs it: [`act`] dispatches the call to its
 //! module (one file's content: `file`; tree operations: `tree`; undo: `revert`), and holds
 //! the read-only searches itself: listing, glob, grep and the confinement probe.
-//! A leaf: it imports nothing of `broker::fs` but the call's own types.
+//! A leaf: it imports nothing of `broker::tools::fs` but the call's own types.
 
 use super::file::{Target, change, read};
 use super::revert;
 use super::roots::{Roots, pick, pick_read, pick_write, real_path, under};
 use super::tree::{mkdir, move_path, purge, to_trash};
 use super::types::{Tools, fs_err, rerr, usage};
-use crate::broker::fs::types::{FsOp, FsOutput};
 use crate::broker::refusal::{Access, Refusal};
+use crate::broker::tools::fs::types::{FsOp, FsOutput};
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::{search, text};
 use crate::journal::Change;

@@ -2,11 +2,11 @@
 //! broker ([`root_paths`]), narrowed to what one call needs ([`narrow`]), sent to the worker as
 //! paths ([`RootPaths`]) and opened there beneath its landlock ([`Roots`]); and the root a
 //! path lies in, refusing denied and protected ones ([`pick_read`], [`pick_write`]).
-//! A leaf: it imports nothing of `broker::fs` but the call's own type.
+//! A leaf: it imports nothing of `broker::tools::fs` but the call's own type.
 
 use super::types::fs_err;
-use crate::broker::fs::types::FsOp;
 use crate::broker::refusal::{Access, Refusal};
+use crate::broker::tools::fs::types::FsOp;
 use crate::broker::{self, BrokerError};
 use crate::fsops::path::Root;
 use crate::policy::Policy;
@@ -99,7 +99,7 @@ pub(crate) fn root_paths(
 pub(super) fn narrow(mut paths: RootPaths, op: &FsOp, ws: &Path) -> RootPaths {
     let canon = |v: &[PathBuf]| -> Vec<PathBuf> {
         v.iter()
-            .map(|r| broker::wsfs::resolve(r).unwrap_or_else(|| r.clone()))
+            .map(|r| crate::workspace::wsfs::resolve(r).unwrap_or_else(|| r.clone()))
             .collect()
     };
     let abs = |p: &Path| {
@@ -129,8 +129,8 @@ pub(super) fn narrow(mut paths: RootPaths, op: &FsOp, ws: &Path) -> RootPaths {
             };
             // The directory itself when it is a real directory inside that root (a link
             // out of it is refused beneath the root, as before).
-            let dir = broker::wsfs::resolve(&a)
-                .filter(|c| c.starts_with(&root) && broker::wsfs::is_dir(c));
+            let dir = crate::workspace::wsfs::resolve(&a)
+                .filter(|c| c.starts_with(&root) && crate::workspace::wsfs::is_dir(c));
             (vec![dir.unwrap_or(root)], vec![])
         }
         FsOp::Write { path, .. }

@@ -1,12 +1,12 @@
 //! Tree operations, in the confined worker: removal (to the trash, or for good), mkdir,
 //! move, and putting a trash item back; and the state of a name (not following a final link)
 //! that each journals before it acts.
-//! A leaf: it imports nothing of `broker::fs` but the call's own types.
+//! A leaf: it imports nothing of `broker::tools::fs` but the call's own types.
 
 use super::roots::{Roots, pick_write};
 use super::types::{Tools, fs_err, rerr, usage};
 use crate::broker::BrokerError;
-use crate::broker::fs::types::FsOutput;
+use crate::broker::tools::fs::types::FsOutput;
 use crate::fsops::path::{self as fpath, Root};
 use crate::journal::{self, Change, PathState};
 use std::io::Read;

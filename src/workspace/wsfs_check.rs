@@ -1,13 +1,14 @@
-//! The source check that keeps workspace access in `broker::wsfs` (issue 22): no other
-//! module of `broker/` or `serve/` opens, stats, lists or renames a path by its name without
-//! saying, on the line, why that path is not a workspace path (`// not-ws: <reason>`), and no
-//! module aliases those calls. A test module only (`#[cfg(test)]` in `broker/mod.rs`).
+//! The source check that keeps workspace access in `workspace::wsfs` (issue 22): no other
+//! module of `broker/`, `workspace/` or `serve/` opens, stats, lists or renames a path by its
+//! name without saying, on the line, why that path is not a workspace path
+//! (`// not-ws: <reason>`), and no module aliases those calls. A test module only
+//! (`#[cfg(test)]` in `workspace/mod.rs`).
 
 use std::path::PathBuf;
 
 /// What acts on a path by its name (following links, or reading what it finds): outside
-/// this module, a line of `broker/` doing it must say why the path is not a workspace
-/// path, with `// not-ws: <reason>` on it or on one of the two lines above.
+/// `wsfs`, a line of `broker/`, `workspace/` or `serve/` doing it must say why the path is not
+/// a workspace path, with `// not-ws: <reason>` on it or on one of the two lines above.
 const BY_NAME: &str = concat!(
     r"std::fs::(read|read_to_string|write|metadata|symlink_metadata|read_dir|read_link|",
     r"canonicalize|remove_file|remove_dir|remove_dir_all|rename|create_dir|create_dir_all|",
@@ -19,7 +20,7 @@ const BY_NAME: &str = concat!(
     r"|rustix::fs::(open|stat|lstat|statx|chmod|chown|readlink|unlink|rename|mkdir|symlink|",
     r"access|mkfifo|mknod)\(|\bCWD\b",
     r"|\bWalkBuilder\b|\bwalkdir\b|ignore::Walk\b",
-    r"|fsops::(write_file_atomic|atomic_replace)\b",
+    r"|fsops::atomic_replace\b|durable::(write_atomic|write_atomic_unsynced)\b",
 );
 /// Imports that would let a call above go by another name: never, outside this module.
 const ALIASES: &str = concat!(
@@ -28,8 +29,9 @@ const ALIASES: &str = concat!(
     r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?rustix::fs::\{[^}]*\b(open|stat|lstat|statx|chmod|chown|readlink|unlink|rename|mkdir|symlink|access|CWD)\b",
     r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?std::os::unix::fs::(\{[^}]*)?\b(symlink|chown|lchown)\b",
     r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?(ignore|walkdir)\b",
-    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops\s*(as|;)",
-    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops::\{?[^;]*\b(write_file_atomic|atomic_replace)\b",
+    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::(fsops|durable)\s*(as|;)",
+    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::fsops::\{?[^;]*\batomic_replace\b",
+    r"|^\s*(pub(\([a-z]+\))?\s+)?use\s+(crate|super)::durable::\{?[^;]*\b(write_atomic|write_atomic_unsynced)\b",
 );
 
 fn offences(file: &str, text: &str) -> Vec<String> {
@@ -73,9 +75,11 @@ fn offences(file: &str, text: &str) -> Vec<String> {
 
 #[test]
 fn no_other_broker_module_touches_a_path_by_its_name() {
-    // The broker and the long-lived front ends over it (`serve`: daemon, MCP, REPL).
+    // The broker, the workspace mechanism beside `wsfs` (the snapshot) and the long-lived
+    // front ends over the broker (`serve`: daemon, MCP, REPL).
     let dirs = [
         concat!(env!("CARGO_MANIFEST_DIR"), "/src/broker"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/src/workspace"),
         concat!(env!("CARGO_MANIFEST_DIR"), "/src/serve"),
     ];
     let mut files = Vec::new();
@@ -94,7 +98,12 @@ fn no_other_broker_module_touches_a_path_by_its_name() {
         }
     }
     assert!(files.len() >= 15, "{files:?}");
-    for moved in ["serve/daemon.rs", "serve/mcp.rs", "serve/repl.rs"] {
+    for moved in [
+        "serve/daemon.rs",
+        "serve/mcp.rs",
+        "serve/repl.rs",
+        "workspace/snapshot.rs",
+    ] {
         assert!(
             files.iter().any(|f| f.ends_with(moved)),
             "{moved}: {files:?}"
@@ -107,7 +116,7 @@ fn no_other_broker_module_touches_a_path_by_its_name() {
     }
     assert!(
         all.is_empty(),
-        "broker or serve code acting on a path by its name outside broker::wsfs (move it there, or \
+        "broker, workspace or serve code acting on a path by its name outside workspace::wsfs (move it there, or \
          say why the path is not a workspace path with `// not-ws: <reason>`):\n{}",
         all.join("\n")
     );
@@ -124,7 +133,9 @@ fn the_check_sees_calls_aliases_and_unmarked_lines() {
         "use rustix::fs::{open as o, Mode};",
         "use std::os::unix::fs::symlink;",
         "    let w = ignore::WalkBuilder::new(ws);",
-        "    crate::fsops::write_file_atomic(&p, &d)?;",
+        "    crate::durable::write_atomic(&p, &d)?;",
+        "    crate::fsops::atomic_replace(&p, &d)?;",
+        "use crate::durable::{hex, write_atomic};",
         "    // not-ws: short\n    let d = std::fs::read(p);",
         "    let d = std::fs::read(p); // not-ws:",
         // A test module in a file of its own ends nothing: what follows is still checked.

@@ -2,7 +2,7 @@
 //! classed ([`FsOp`]'s reads, trash and history), what a tool's body works with ([`Tools`],
 //! the state directory's operations as [`StateOps`]), and the errors the bodies return.
 //! The call ([`FsOp`]) and the tool's answer ([`FsOutput`]) are defined here. A leaf: it
-//! imports nothing of `broker::fs`.
+//! imports nothing of `broker::tools::fs`.
 
 use crate::broker::BrokerError;
 use crate::broker::refusal::Refusal;
@@ -299,7 +299,7 @@ pub(super) fn rerr<'a>(
 }
 
 /// What the file tools need from the state directory, which the confined worker cannot
-/// reach: the broker does it on the worker's behalf (`broker::worker`), holding the
+/// reach: the broker does it on the worker's behalf (`broker::tools::fs::worker`), holding the
 /// journal's lock for the whole call.
 pub(crate) trait StateOps {
     /// Stores `data` in the backup store (durably); returns its SHA-256.
@@ -337,6 +337,6 @@ pub(crate) struct Tools<'a> {
     /// The largest file read or changed (policy `[files] max_size`).
     pub(crate) max_size: u64,
     /// Files replaced whose owner the worker could not keep (it has no capabilities): the
-    /// broker gives them back (`broker::worker`).
+    /// broker gives them back (`broker::tools::fs::worker`).
     pub(crate) owner_fixes: Vec<fpath::OwnerFix>,
 }

@@ -1,7 +1,8 @@
 //! `gateway scan`: walk paths (ripgrep's `ignore`, in parallel), find secrets, compare with a
 //! baseline, optionally redact files (backed up and journalled first).
 
-use super::BrokerError;
+use crate::broker;
+use crate::broker::BrokerError;
 use crate::model::{Decision, Effect, RuleMatch};
 use crate::secrets::{self, TextKind, scanner};
 use serde::{Deserialize, Serialize};
@@ -89,7 +90,7 @@ impl Reach {
     /// May a file at `p` (absolute) be read: every form of it (as written, as resolved)
     /// inside a readable tree and outside every denied path?
     fn allows(&self, p: &Path) -> bool {
-        super::paths::forms(p).iter().all(|f| {
+        broker::paths::forms(p).iter().all(|f| {
             !self.deny.iter().any(|d| f.starts_with(d))
                 && self.read.iter().any(|r| f.starts_with(r))
         })
@@ -160,7 +161,7 @@ const MAX_BASELINE: u64 = 256 << 20;
 /// Scans. Errors: bad paths or globs, an unreadable or invalid baseline, failed redaction.
 /// `cx` is the caller: its files are read and written with its rights.
 pub fn scan(
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
     req: &ScanRequest,
     progress: Progress<'_>,
 ) -> Result<ScanReport, BrokerError> {
@@ -169,7 +170,7 @@ pub fn scan(
 
 /// [`scan`], reading only where `reach` allows when given.
 fn scan_within(
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
     req: &ScanRequest,
     progress: Progress<'_>,
     reach: Option<&Reach>,
@@ -235,7 +236,7 @@ fn read_file(path: &Path, reach: Option<&Reach>) -> std::io::Result<Vec<u8>> {
         .open(&abs)?;
     // not-ws: the descriptor just opened, for its type and identity
     let m = f.metadata()?;
-    let resolved = super::wsfs::resolve(&abs).ok_or_else(refused)?;
+    let resolved = crate::workspace::wsfs::resolve(&abs).ok_or_else(refused)?;
     // not-ws: the resolved location, compared with the file opened
     let there = std::fs::metadata(&resolved)?;
     if !m.is_file()
@@ -314,7 +315,7 @@ fn gather(
                 && denied.as_ref().is_none_or(|deny| {
                     // A directory only needs to lie outside the denied paths (a readable
                     // tree may lie below it); files are judged whole when read.
-                    super::paths::forms(e.path())
+                    broker::paths::forms(e.path())
                         .iter()
                         .all(|f| !deny.iter().any(|d| f.starts_with(d)))
                 })
@@ -435,7 +436,7 @@ fn gather(
 
 /// The writing half of [`scan`]: redactions and the baseline.
 fn finish(
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
     req: &ScanRequest,
     start: Instant,
     known: Vec<BaselineEntry>,
@@ -524,7 +525,7 @@ fn write_new_or_replace(path: &Path, data: &[u8]) -> Result<(), BrokerError> {
 /// the spans are those of its current content; a file that changed so that a finding is gone
 /// is left alone for it.
 fn redact_file(
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
     path: &Path,
     which: &[&ScanFinding],
     state_dir: &Path,
@@ -716,13 +717,13 @@ fn uri(path: &str) -> String {
 /// and each finding as `path:line:rule`, never the value), through the invocation skeleton
 /// (`broker::invoke`). Nothing is scanned if the log cannot be opened.
 pub fn scan_audited(
-    cx: &super::client::Context,
+    cx: &broker::client::Context,
     req: &ScanRequest,
     progress: Progress<'_>,
     session: &str,
     caller: crate::audit::Caller,
 ) -> Result<ScanReport, BrokerError> {
-    let call = super::invoke::Call {
+    let call = broker::invoke::Call {
         policy: req.confined.as_ref().map_or("", |p| p.name.as_str()),
         state_dir: &req.state_dir,
         session,
@@ -736,7 +737,7 @@ pub fn scan_audited(
         reach: None,
         refused: None,
     };
-    let out = super::invoke::invoke(&call, &mut t).map(|d| d.output)?;
+    let out = broker::invoke::invoke(&call, &mut t).map(|d| d.output)?;
     // A refused scan is the caller's error (the rule and its reason), not an empty report.
     match t.refused {
         Some(r) => Err(r.into()),
@@ -747,16 +748,16 @@ pub fn scan_audited(
 /// `scan` on the invocation skeleton: allowed by the built-in rule (it reads with the
 /// caller's own rights, and `--redact` writes what the caller could write).
 struct ScanTool<'a, 'p> {
-    cx: &'a super::client::Context,
+    cx: &'a broker::client::Context,
     req: &'a ScanRequest,
     progress: Progress<'p>,
     /// A confined scan's reach (set by `decide`).
     reach: Option<Reach>,
     /// Why it was not performed, if it was not.
-    refused: Option<super::refusal::Refusal>,
+    refused: Option<broker::refusal::Refusal>,
 }
 
-impl super::invoke::Tool for ScanTool<'_, '_> {
+impl broker::invoke::Tool for ScanTool<'_, '_> {
     type Output = ScanReport;
 
     fn name(&self) -> &str {
@@ -779,7 +780,7 @@ impl super::invoke::Tool for ScanTool<'_, '_> {
         if req.min_confidence != secrets::Confidence::Low {
             args.push(format!("--min-confidence={}", req.min_confidence));
         }
-        rec.args = args.iter().map(|a| super::redact_text(a)).collect();
+        rec.args = args.iter().map(|a| broker::redact_text(a)).collect();
         // The caller's directory (a daemon client's, not the daemon's).
         rec.cwd = self
             .cx
@@ -807,7 +808,7 @@ impl super::invoke::Tool for ScanTool<'_, '_> {
     }
 
     fn not_performed(&mut self, d: Decision, a: Option<bool>) -> ScanReport {
-        self.refused = super::refusal::Refusal::of_decision(&d, a);
+        self.refused = broker::refusal::Refusal::of_decision(&d, a);
         ScanReport::default()
     }
 
@@ -839,7 +840,7 @@ impl ScanTool<'_, '_> {
             what: "reading the caller's working directory".into(),
             source,
         })?;
-        let ws = super::workspace_of(self.cx, &cwd)?;
+        let ws = broker::workspace_of(self.cx, &cwd)?;
         let paths: Vec<PathBuf> = self
             .req
             .paths
@@ -859,16 +860,16 @@ impl ScanTool<'_, '_> {
                 paths: paths.clone(),
                 cwd: ws.clone(),
             },
-            &super::shell_env(self.cx, &ws),
+            &broker::shell_env(self.cx, &ws),
         );
-        let rp = super::fs::root_paths(self.cx, policy, &self.req.state_dir, &ws, true)?;
+        let rp = broker::tools::fs::root_paths(self.cx, policy, &self.req.state_dir, &ws, true)?;
         let reach = Reach {
             denied_files: denied_files(&rp.deny, &self.req.state_dir),
             read: rp.read,
             deny: rp.deny,
         };
         for p in &paths {
-            let forms = super::paths::forms(p);
+            let forms = broker::paths::forms(p);
             let rule = if let Some(d) = forms
                 .iter()
                 .find_map(|f| reach.deny.iter().find(|d| f.starts_with(d)))
@@ -903,11 +904,11 @@ impl ScanTool<'_, '_> {
                     id: id.into(),
                     effect: Effect::Deny,
                     reason,
-                    subject: super::redact_text(&p.display().to_string()),
+                    subject: broker::redact_text(&p.display().to_string()),
                 });
             }
         }
-        super::guard::redact_decision(&mut decision);
+        broker::guard::redact_decision(&mut decision);
         self.reach = Some(reach);
         Ok(decision)
     }

@@ -12,13 +12,13 @@
 //! undo, inside the workspace or out of it. All intents are journalled (one append) before
 //! the first step; after a failure each is committed or aborted by what is really there.
 //!
-//! A leaf: it imports nothing of `broker::fs` but the call's own types.
+//! A leaf: it imports nothing of `broker::tools::fs` but the call's own types.
 
 use super::file::{Target, change};
 use super::roots::{Roots, pick_write};
 use super::tree::{Content, PURGE_TOOL, from_trash, move_path, same_state, state_of, to_trash};
 use super::types::{Tools, fs_err, usage};
-use crate::broker::fs::types::FsOutput;
+use crate::broker::tools::fs::types::FsOutput;
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::path::{OwnerFix, Root};
 use crate::fsops::text;
@@ -415,7 +415,7 @@ pub(super) fn undo_group(
         });
     }
     plan_trash(t, &mut steps)?;
-    let ugroup = format!("undo-{}", crate::broker::snapshot::unique_id(group));
+    let ugroup = format!("undo-{}", crate::workspace::snapshot::unique_id(group));
     let mut intents = Vec::with_capacity(steps.len());
     for s in &mut steps {
         // What is there now, backed up if it differs from what the command left (forced).

@@ -1,12 +1,12 @@
 //! One file's content, in the confined worker: reading it beneath the roots ([`read`]) and
 //! changing it ([`change`]: write, edit, and undo of either), backing up both states and
 //! journalling the intent before the atomic write.
-//! A leaf: it imports nothing of `broker::fs` but the call's own types.
+//! A leaf: it imports nothing of `broker::tools::fs` but the call's own types.
 
 use super::roots::{Roots, pick, real_path, under};
 use super::types::{Tools, fs_err, usage};
-use crate::broker::fs::types::FsOutput;
 use crate::broker::refusal::{Access, Refusal};
+use crate::broker::tools::fs::types::FsOutput;
 use crate::broker::{BrokerError, redact_text};
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;

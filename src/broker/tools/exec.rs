@@ -1,20 +1,21 @@
-//! The exec tool on the invocation skeleton ([`super::invoke`]): its decision (secrets in
+//! The exec tool on the invocation skeleton ([`crate::broker::invoke`]): its decision (secrets in
 //! argv first), its question, and its "perform" step — the sandbox plan, the protected paths
 //! held around the run (read-only in its mount namespace; git's places searched in full), the
 //! run itself, and what is quarantined and snapshotted after it. Nothing is put back: what
 //! existed before the run was read-only to it, so a change there is someone else's and stays.
 
+use crate::broker;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::invoke::{self, Call, Tool};
-use super::*;
+use crate::broker::invoke::{self, Call, Tool};
+use crate::broker::*;
 
 /// What an exec did, for its audit record, whatever the outcome.
-pub(super) struct Trace {
-    pub(super) argv: Vec<String>,
-    pub(super) cwd: PathBuf,
-    pub(super) decision: Option<Decision>,
+pub(in crate::broker) struct Trace {
+    pub(in crate::broker) argv: Vec<String>,
+    pub(in crate::broker) cwd: PathBuf,
+    pub(in crate::broker) decision: Option<Decision>,
     out: Option<ArtifactWriter>,
     err: Option<ArtifactWriter>,
     stdout: Option<audit::StreamDigest>,
@@ -22,10 +23,10 @@ pub(super) struct Trace {
     stdin: Option<audit::StreamDigest>,
     /// The first `[audit] inline_output` (and one more) bytes of stdout and stderr.
     heads: [Vec<u8>; 2],
-    /// The last [`super::TAIL_KEEP`] (to twice that) bytes of stdout and stderr.
+    /// The last [`crate::broker::TAIL_KEEP`] (to twice that) bytes of stdout and stderr.
     tails: [Vec<u8>; 2],
     /// The run's intent, from just before the command starts until its record is written.
-    pub(super) run: Option<intent::Pending>,
+    pub(in crate::broker) run: Option<intent::Pending>,
 }
 
 /// Runs an exec request. `ask` is called for an `ask` decision and returns whether a person
@@ -76,7 +77,7 @@ pub fn exec(
     let t = tool.trace;
     let mut r = done.output;
     [r.stdout_head, r.stderr_head] = t.heads;
-    [r.stdout_tail, r.stderr_tail] = t.tails.map(super::tail_of);
+    [r.stdout_tail, r.stderr_tail] = t.tails.map(broker::tail_of);
     r.audit = Some(AuditInfo {
         seq: done.seq,
         stdin: t.stdin,
@@ -112,8 +113,8 @@ impl Tool for ExecTool<'_, '_> {
         rec.args = self.trace.argv.clone();
         rec.cwd = self.trace.cwd.display().to_string();
         crate::model::check_env(&req.env)?;
-        self.ws = super::workspace_of(&req.context, &req.workspace)?;
-        let cwd = super::workspace_of(&req.context, &req.cwd)?;
+        self.ws = broker::workspace_of(&req.context, &req.workspace)?;
+        let cwd = broker::workspace_of(&req.context, &req.cwd)?;
         self.trace.cwd = cwd.clone();
         rec.cwd = cwd.display().to_string();
         // A request may only narrow the policy's timeout: refused before anything is decided
@@ -157,12 +158,12 @@ impl Tool for ExecTool<'_, '_> {
                         // `xargs rm -r` must not carry to other input).
                         env_digest: format!(
                             "{}|stdin:{}",
-                            super::planner::env_digest(&req.context, req.policy, &req.env),
+                            broker::planner::env_digest(&req.context, req.policy, &req.env),
                             match (&req.stdin, req.context.stdin_identity()) {
                                 (Stdin::Null, _) => "null".to_string(),
                                 (_, Some(k)) => k,
                                 // Unknown: a key no later call has.
-                                (_, None) => format!("unknown-{}", crate::model::unique_suffix()),
+                                (_, None) => format!("unknown-{}", crate::durable::unique_suffix()),
                             }
                         ),
                     },
@@ -264,7 +265,7 @@ impl Tool for ExecTool<'_, '_> {
             prune_artifacts(&self.req.state_dir, &self.req.policy.audit);
         }
         if rec.files_changed > 0 {
-            fs::prune_backups_hourly(&self.req.state_dir, self.req.policy);
+            super::fs::prune_backups_hourly(&self.req.state_dir, self.req.policy);
         }
     }
 }
@@ -606,9 +607,9 @@ impl ExecTool<'_, '_> {
             let room = keep.saturating_sub(head.len());
             head.extend_from_slice(&b[..room.min(b.len())]);
             // The tail: kept between TAIL_KEEP and twice that, trimmed in amortised steps.
-            tail.extend_from_slice(&b[b.len().saturating_sub(2 * super::TAIL_KEEP)..]);
-            if tail.len() > 2 * super::TAIL_KEEP {
-                tail.drain(..tail.len() - super::TAIL_KEEP);
+            tail.extend_from_slice(&b[b.len().saturating_sub(2 * broker::TAIL_KEEP)..]);
+            if tail.len() > 2 * broker::TAIL_KEEP {
+                tail.drain(..tail.len() - broker::TAIL_KEEP);
             }
             sink(s, b);
         };
@@ -797,7 +798,7 @@ fn stdin_of(cx: &client::Context, s: &Stdin) -> Result<Stdin, BrokerError> {
 /// Paths as shown (stderr, `--json`, MCP, the record): a secret in a name the run chose is
 /// redacted like any output.
 fn shown(mut r: Ran) -> Ran {
-    let shown = fs::redact_path;
+    let shown = super::fs::redact_path;
     for q in &mut r.created {
         q.path = shown(std::mem::take(&mut q.path));
         q.to = q.to.take().map(shown);

@@ -8,9 +8,10 @@
 //! each version once). Directories (with their modes) and symbolic links (with their
 //! targets) are in the index too. After the run the tree is compared with the index; each
 //! created, changed or deleted file, directory or link becomes a journal change, all in one
-//! group (`broker::fs::revert` reverts it in an order that works).
+//! group (`broker::tools::fs::revert` reverts it in an order that works).
 
-use super::{BrokerError, wsfs};
+use super::wsfs;
+use crate::broker::BrokerError;
 use crate::journal::{self, Change, PathState};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -401,7 +402,7 @@ pub fn after(
         source: std::io::Error::other(e),
     })?;
     // not-ws: the snapshot index, in the broker's own state directory
-    crate::fsops::write_file_atomic(&p, &data).map_err(|e| BrokerError::Io {
+    crate::durable::write_atomic(&p, &data).map_err(|e| BrokerError::Io {
         what: format!("saving {}", p.display()),
         source: std::io::Error::other(e.to_string()),
     })?;
@@ -429,7 +430,7 @@ pub(crate) fn keep_index(
         source: std::io::Error::other(e),
     })?;
     // not-ws: the snapshot index, in the broker's own state directory
-    crate::fsops::write_file_atomic(to, &data).map_err(|e| BrokerError::Io {
+    crate::durable::write_atomic(to, &data).map_err(|e| BrokerError::Io {
         what: format!("saving {}", to.display()),
         source: std::io::Error::other(e.to_string()),
     })

@@ -3,9 +3,10 @@
 //! side: the confined worker never reaches the state directory.
 
 use super::j_err;
-use crate::broker::{BrokerError, wsfs};
+use crate::broker::BrokerError;
 use crate::journal::{self, PathState, Phase};
 use crate::policy::Policy;
+use crate::workspace::wsfs;
 use std::path::Path;
 
 /// Completes or rolls back changes a crash left pending (see [`journal::recover`]).
