@@ -2,10 +2,10 @@
 
 use super::{Call, broker_fail, exit, fail, state_dir};
 use crate::broker::authz;
+use crate::broker::request::{Content, FsRequest as FsCmd, Input, TrashRequest};
 use crate::broker::tools::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
 };
-use crate::broker::request::{Content, FsRequest as FsCmd, Input, TrashRequest};
 use crate::policy::Policy;
 use std::io::Write;
 use std::path::PathBuf;
