@@ -317,6 +317,37 @@ pub enum BrokerError {
     /// session name): exit 122, as a usage error.
     #[error(transparent)]
     Request(#[from] crate::model::RequestError),
+    /// A file operation failed on a path (exit 122: the path asked for is not what the
+    /// operation needs, or the caller cannot reach it).
+    #[error(transparent)]
+    Fs(crate::fsops::FsError),
+    /// A file could not be read because of a path on the way to it (a directory the
+    /// caller may not enter).
+    #[error("cannot read {}: {source}", path.display())]
+    CannotRead {
+        /// The file asked for.
+        path: PathBuf,
+        /// What failed, on which path.
+        source: crate::fsops::FsError,
+    },
+    /// An undo that failed, with how not to be stuck on it.
+    #[error(
+        "{source}\nchange {id} is not undone; `gateway undo --skip` passes over it so that `gateway undo` takes the one before, `gateway undo ID` reverts an older one (`gateway history`)"
+    )]
+    NotUndone {
+        /// The change.
+        id: u64,
+        /// Why.
+        source: Box<BrokerError>,
+    },
+    /// A step of the broker ran out of its order (a bug in gateway, not in the request).
+    #[error("{tool}: {what} (a bug in gateway: please report it)")]
+    Invariant {
+        /// The tool.
+        tool: String,
+        /// What happened.
+        what: &'static str,
+    },
     /// The program was not found.
     #[error("command not found: {program} (searched PATH={path})")]
     NotFound {

@@ -78,10 +78,10 @@ pub(crate) fn run<T>(ctx: &FsContext<'_>, m: Mutation<'_, T>) -> Result<Done<T>,
         nobody_to_confirm: false,
     };
     let done = super::invoke::invoke(&call, &mut t)?;
-    let decision = t
-        .decision
-        .take()
-        .ok_or_else(|| BrokerError::Usage(format!("{}: performed without a decision", t.name)))?;
+    let decision = t.decision.take().ok_or_else(|| BrokerError::Invariant {
+        tool: t.name.to_string(),
+        what: "performed without a decision",
+    })?;
     match done.output {
         Some(output) => Ok(Done {
             output,
@@ -109,10 +109,10 @@ impl<T> super::invoke::Tool for MutationTool<'_, '_, '_, T> {
     }
 
     fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
-        let m = self
-            .m
-            .as_ref()
-            .ok_or_else(|| BrokerError::Usage(format!("{}: decided twice", self.name)))?;
+        let m = self.m.as_ref().ok_or_else(|| BrokerError::Invariant {
+            tool: self.name.to_string(),
+            what: "decided twice",
+        })?;
         rec.args = m.args.iter().map(|a| redact_text(a)).collect();
         rec.cwd = self.ctx.cwd.display().to_string();
         let mut decision = self.ctx.policy.evaluate(
@@ -151,10 +151,10 @@ impl<T> super::invoke::Tool for MutationTool<'_, '_, '_, T> {
     }
 
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<Option<T>, BrokerError> {
-        let m = self
-            .m
-            .take()
-            .ok_or_else(|| BrokerError::Usage(format!("{}: performed twice", self.name)))?;
+        let m = self.m.take().ok_or_else(|| BrokerError::Invariant {
+            tool: self.name.to_string(),
+            what: "performed twice",
+        })?;
         (m.perform)().map(Some)
     }
 

@@ -197,7 +197,9 @@ impl ErrorCode {
     pub fn of(e: &super::BrokerError) -> ErrorCode {
         use super::BrokerError as E;
         match e {
-            E::Usage(_) | E::Request(_) => ErrorCode::Usage,
+            E::Usage(_) | E::Request(_) | E::Fs(_) | E::CannotRead { .. } => ErrorCode::Usage,
+            E::NotUndone { source, .. } => ErrorCode::of(source),
+            E::Invariant { .. } => ErrorCode::Failed,
             E::NotFound { .. } => ErrorCode::NotFound,
             E::Policy(_) => ErrorCode::Policy,
             E::Refused(super::refusal::Refusal::NotApproved { .. }) => ErrorCode::NotApproved,

@@ -81,9 +81,10 @@ pub(super) fn read(
     let (data, _) = current(&rs.read, &rs.deny, path, ws, t.max_size)
         .map_err(|e| match e {
             // An OS error on the way (a directory this user may not enter): the path asked.
-            BrokerError::Usage(m) if !m.starts_with(&*path.to_string_lossy()) => {
-                usage(format!("cannot read {}: {m}", path.display()))
-            }
+            BrokerError::Fs(source @ crate::fsops::FsError::Io { .. }) => BrokerError::CannotRead {
+                path: path.to_path_buf(),
+                source,
+            },
             e => e,
         })?
         .ok_or_else(|| usage(format!("{}: no such file", path.display())))?;

@@ -167,18 +167,16 @@ pub(super) fn need_backups(t: &mut Tools<'_>, changes: &[Change]) -> Result<(), 
     )))
 }
 
-/// An undo that failed says how not to be stuck on it.
+/// An undo that failed says how not to be stuck on it (once: an error that says it already
+/// is kept as it is; a refusal says its own rule).
 pub(super) fn with_hint(e: BrokerError, id: u64) -> BrokerError {
-    let hint = format!(
-        "change {id} is not undone; `gateway undo --skip` passes over it so that `gateway undo` takes the one before, `gateway undo ID` reverts an older one (`gateway history`)"
-    );
     match e {
-        BrokerError::Usage(m) if !m.contains("--skip") => {
-            BrokerError::Usage(format!("{m}\n{hint}"))
-        }
-        BrokerError::Io { what, source } => BrokerError::Io {
-            what: format!("{what} ({hint})"),
-            source,
+        e @ (BrokerError::Usage(_)
+        | BrokerError::Fs(_)
+        | BrokerError::CannotRead { .. }
+        | BrokerError::Io { .. }) => BrokerError::NotUndone {
+            id,
+            source: Box::new(e),
         },
         e => e,
     }

@@ -275,7 +275,7 @@ pub(super) fn fs_err(e: crate::fsops::FsError) -> BrokerError {
             why: why.into(),
         }
         .into(),
-        e => BrokerError::Usage(e.to_string()),
+        e => BrokerError::Fs(e),
     }
 }
 

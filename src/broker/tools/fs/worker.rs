@@ -843,7 +843,8 @@ pub fn worker_main() -> std::process::ExitCode {
         },
         Err(BrokerError::Refused(refusal)) => ToolResult::Refused { refusal },
         Err(e) => ToolResult::Err {
-            usage: matches!(e, BrokerError::Usage(_)),
+            usage: crate::broker::report::ErrorCode::of(&e)
+                == crate::broker::report::ErrorCode::Usage,
             message: e.to_string(),
         },
     };
