@@ -316,10 +316,11 @@
 //!   directory, command, a digest of the environment it gets — and bounded, as are session
 //!   names (128 bytes) and pins per uid; the daemon returns large buffers to the kernel
 //!   (`M_MMAP_THRESHOLD`), so a client's megabyte message does not leave it larger.
-//! - The daemon's state is one value (`broker::server::Server`: roles, approvals, pins),
-//!   made by `gateway serve` and carried by each of its calls' `Client`: the broker reaches it
-//!   through the call, not through statics, so two servers in one process share nothing. The
-//!   audit writer is still per process and state directory (`broker::share_log`).
+//! - The daemon's state is one value (`broker::server::Server`: roles, approvals, pins, its
+//!   audit writer), made by `gateway serve` and carried by each of its calls' `Client`: the
+//!   broker reaches it through the call (`Context::server`; `broker::open_log` and
+//!   `append_record` take it), not through statics, so two servers in one process share
+//!   nothing. A record with no server (a one-shot front end) opens the log itself.
 //!
 //! # Test strategy
 //!

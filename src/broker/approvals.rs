@@ -155,7 +155,7 @@ impl Approvals {
     /// log of `state_dir` (a failure to record denies).
     pub fn ask(
         &self,
-        state_dir: &Path,
+        (state_dir, server): (&Path, Option<&super::server::Server>),
         req: Request<'_>,
         timeout: Duration,
         prompt: &dyn Fn(u64, &str) -> bool,
@@ -234,7 +234,7 @@ impl Approvals {
                 self.wait(id, &key)
             }
         };
-        record(state_dir, id, req, outcome)
+        record((state_dir, server), id, req, outcome)
     }
 
     fn wait(&self, id: u64, key: &Key) -> Outcome {
@@ -343,7 +343,12 @@ impl Approvals {
 }
 
 /// Records how request `id` ended (a failure to record denies).
-fn record(state_dir: &Path, id: u64, req: Request<'_>, outcome: Outcome) -> Outcome {
+fn record(
+    (state_dir, server): (&Path, Option<&super::server::Server>),
+    id: u64,
+    req: Request<'_>,
+    outcome: Outcome,
+) -> Outcome {
     let mut rec = Record {
         session: req.session.into(),
         caller: req.caller.clone(),
@@ -369,7 +374,7 @@ fn record(state_dir: &Path, id: u64, req: Request<'_>, outcome: Outcome) -> Outc
         approved: Some(outcome.approved),
         ..Record::default()
     };
-    match super::append_record(state_dir, &mut rec) {
+    match super::append_record(state_dir, server, &mut rec) {
         Ok(_) => outcome,
         Err(e) => Outcome {
             approved: false,
@@ -416,7 +421,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let c = caller();
             a2.ask(
-                &d,
+                (&d, None),
                 req(&c, "s-a", "make deploy"),
                 Duration::from_secs(20),
                 &|_, _| true,
@@ -446,7 +451,7 @@ mod tests {
         );
         // Always for this session: the same call is approved without a request...
         let o = a.ask(
-            &dir,
+            (&dir, None),
             req(&c, "s-a", "make deploy"),
             Duration::from_secs(5),
             &|_, _| panic!("not asked again"),
@@ -464,7 +469,7 @@ mod tests {
                 ..req(&c, "s-a", "make deploy")
             },
         ] {
-            let o = a.ask(&dir, r, Duration::from_millis(50), &|_, _| true);
+            let o = a.ask((&dir, None), r, Duration::from_millis(50), &|_, _| true);
             assert!(!o.approved, "a standing approval carried over: {}", o.by);
         }
         // ... nor for another uid naming the same session (standing approvals are keyed by
@@ -474,7 +479,7 @@ mod tests {
             ..caller()
         };
         let o = a.ask(
-            &dir,
+            (&dir, None),
             req(&other, "s-a", "make deploy"),
             Duration::from_millis(50),
             &|_, _| true,
@@ -486,7 +491,7 @@ mod tests {
         );
         // ... but not in another session, where no answer in time is a deny.
         let o = a.ask(
-            &dir,
+            (&dir, None),
             req(&c, "s-b", "make deploy"),
             Duration::from_millis(50),
             &|_, _| true,

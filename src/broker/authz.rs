@@ -248,7 +248,7 @@ pub fn refused(
         },
         ..Record::default()
     };
-    if super::append_record(state_dir, &mut rec).is_ok() {
+    if super::append_record(state_dir, ctx.server(), &mut rec).is_ok() {
         ctx.note_recorded();
     }
     r

@@ -348,6 +348,11 @@ impl Context {
         Context(None)
     }
 
+    /// The server the call is made to (a daemon client's), if any.
+    pub fn server(&self) -> Option<&super::server::Server> {
+        self.client().map(|c| &*c.server)
+    }
+
     /// The daemon's client `c` is the caller.
     pub fn of_client(c: Client) -> Context {
         Context(Some(Arc::new(c)))

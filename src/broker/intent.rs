@@ -194,7 +194,10 @@ fn dead(i: &Intent, boot: &str) -> bool {
 
 /// Records the runs of `state_dir` whose broker died (see the module's comment). Returns
 /// the seqs of the records written. Quiet and cheap when there is nothing to recover.
-pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
+pub fn recover(
+    state_dir: &Path,
+    server: Option<&super::server::Server>,
+) -> Result<Vec<u64>, BrokerError> {
     let d = dir(state_dir);
     // not-ws: the intent records, in the broker's own state directory
     let Ok(rd) = std::fs::read_dir(&d) else {
@@ -224,7 +227,7 @@ pub fn recover(state_dir: &Path) -> Result<Vec<u64>, BrokerError> {
     let mut seqs = Vec::new();
     for p in found {
         if let Some(intent) = claim(&p, &boot, || {}) {
-            seqs.push(record_dead(state_dir, &p, intent)?);
+            seqs.push(record_dead((state_dir, server), &p, intent)?);
         }
     }
     Ok(seqs)
@@ -260,7 +263,11 @@ fn claim(p: &Path, boot: &str, between: impl FnOnce()) -> Option<Intent> {
 }
 
 /// Writes the record of one dead run (capturing its changes first), then drops its intent.
-fn record_dead(state_dir: &Path, p: &Path, intent: Intent) -> Result<u64, BrokerError> {
+fn record_dead(
+    (state_dir, server): (&Path, Option<&super::server::Server>),
+    p: &Path,
+    intent: Intent,
+) -> Result<u64, BrokerError> {
     let index = p.with_extension("index");
     let mut rec = intent.record;
     rec.broker_died = true;
@@ -287,7 +294,7 @@ fn record_dead(state_dir: &Path, p: &Path, intent: Intent) -> Result<u64, Broker
         }
     }
     rec.error = Some(super::redact_text(&error));
-    let seq = super::open_log(state_dir)?.append(&mut rec)?;
+    let seq = super::open_log(state_dir, server)?.append(&mut rec)?;
     // not-ws: the intent records, in the broker's own state directory
     let _ = std::fs::remove_file(p);
     // not-ws: the intent records, in the broker's own state directory

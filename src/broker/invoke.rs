@@ -90,7 +90,7 @@ pub(crate) fn invoke<T: Tool>(
     tool: &mut T,
 ) -> Result<Invoked<T::Output>, BrokerError> {
     super::ensure_state_dir(call.state_dir)?;
-    let mut log = open_log(call.state_dir)?;
+    let mut log = open_log(call.state_dir, call.context.server())?;
     let mut rec = audit::Record {
         session: call.session.to_string(),
         caller: call.caller.clone(),
@@ -101,7 +101,7 @@ pub(crate) fn invoke<T: Tool>(
     let mut decided = None;
     let res = steps(tool, &mut rec, &mut decided);
     if tool.reopens_log() && res.is_ok() {
-        log = open_log(call.state_dir)?;
+        log = open_log(call.state_dir, call.context.server())?;
     }
     tool.record(&res, &mut rec);
     if let Err(e) = &res {

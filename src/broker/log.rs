@@ -77,7 +77,7 @@ pub fn verify(
     key: Option<&Path>,
 ) -> Result<Verified, BrokerError> {
     // In the daemon: its tail signed now; what is appended after is newer than this verify.
-    let signed = sign_pending()?;
+    let signed = sign_pending(cx.server())?;
     let anchor = anchor.map(|p| read(cx, p, "the anchor")).transpose()?;
     let key = match key {
         Some(p) => {
@@ -268,8 +268,10 @@ pub fn show(state_dir: &Path, seq: u64) -> Result<Option<Shown>, BrokerError> {
 /// In the daemon: signs a checkpoint of the records written since the last one (its batch),
 /// so that verification and exports see everything written so far.
 /// Returns the records the checkpoint covers (None: not in the daemon).
-fn sign_pending() -> Result<Option<u64>, BrokerError> {
-    Ok(super::with_shared_log(|l| l.checkpoint().map(|()| l.size())).transpose()?)
+fn sign_pending(server: Option<&super::server::Server>) -> Result<Option<u64>, BrokerError> {
+    Ok(server
+        .and_then(|s| s.with_log(|l| l.checkpoint().map(|()| l.size())))
+        .transpose()?)
 }
 
 /// The newest signed checkpoint (`log checkpoint`).
@@ -279,9 +281,13 @@ pub struct Checkpoint {
     pub checkpoint: String,
 }
 
-/// The newest signed checkpoint, if any.
-pub fn checkpoint(state_dir: &Path) -> Result<Option<Checkpoint>, BrokerError> {
-    sign_pending()?;
+/// The newest signed checkpoint, if any (through the daemon, `cx`'s server signs what it
+/// has pending first).
+pub fn checkpoint(
+    cx: &super::client::Context,
+    state_dir: &Path,
+) -> Result<Option<Checkpoint>, BrokerError> {
+    sign_pending(cx.server())?;
     Ok(audit::latest_checkpoint(state_dir)?.map(|checkpoint| Checkpoint { checkpoint }))
 }
 
@@ -321,6 +327,7 @@ pub struct Rotated {
 pub fn rotate(ctx: &super::tools::fs::FsContext<'_>) -> Result<Rotated, BrokerError> {
     let state_dir = ctx.state_dir.clone();
     super::ensure_state_dir(&state_dir)?;
+    let server = ctx.client.client().map(|c| c.server.clone());
     let done = super::mutation::run(
         ctx,
         super::mutation::Mutation {
@@ -330,11 +337,11 @@ pub fn rotate(ctx: &super::tools::fs::FsContext<'_>) -> Result<Rotated, BrokerEr
             paths: vec![state_dir.clone()],
             confirm: None,
             perform: Box::new(move || {
-                sign_pending()?;
+                sign_pending(server.as_deref())?;
                 let vk = audit::rotate(&state_dir)?;
                 // The daemon's writer signs with the new key from now on.
-                if let Some(r) = super::with_shared_log(|l| {
-                    audit::AuditLog::open(&state_dir, BATCH).map(|n| *l = n)
+                if let Some(r) = server.as_deref().and_then(|s| {
+                    s.with_log(|l| audit::AuditLog::open(&state_dir, BATCH).map(|n| *l = n))
                 }) {
                     r?;
                 }

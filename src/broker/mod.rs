@@ -95,7 +95,7 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
         return None;
     }
     let o = c.server.approvals.ask(
-        a.state_dir,
+        (a.state_dir, Some(&c.server)),
         approvals::Request {
             session: a.session,
             caller: a.caller,
@@ -182,33 +182,14 @@ pub(crate) fn risk(tool: &str, d: &Decision) -> &'static str {
     }
 }
 
-/// The daemon's audit writer (checkpoints in batches), shared by all its connections.
-static SHARED_LOG: std::sync::OnceLock<(PathBuf, std::sync::Mutex<audit::AuditLog>)> =
-    std::sync::OnceLock::new();
-
-/// Makes `log` (the audit log of `state_dir`) the writer of every call of this process for
-/// that state directory (the daemon). Returns false if one was set already.
-pub fn share_log(state_dir: &Path, log: audit::AuditLog) -> bool {
-    SHARED_LOG
-        .set((state_dir.to_path_buf(), std::sync::Mutex::new(log)))
-        .is_ok()
-}
-
-/// Runs `f` on the shared audit writer, if this process has one (the daemon).
-pub fn with_shared_log<R>(f: impl FnOnce(&mut audit::AuditLog) -> R) -> Option<R> {
-    let (_, m) = SHARED_LOG.get()?;
-    let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-    Some(f(&mut g))
-}
-
 /// Where a call's records go: its own writer (one-shot: every record checkpointed and
 /// synced) or the daemon's shared one.
-pub(crate) enum LogWriter {
+pub(crate) enum LogWriter<'a> {
     Own(Box<audit::AuditLog>),
-    Shared(&'static std::sync::Mutex<audit::AuditLog>),
+    Shared(&'a std::sync::Mutex<audit::AuditLog>),
 }
 
-impl LogWriter {
+impl LogWriter<'_> {
     /// Appends a record; returns its seq.
     pub(crate) fn append(&mut self, rec: &mut audit::Record) -> Result<u64, audit::AuditError> {
         // A session's first record names the policy it pinned.
@@ -222,12 +203,14 @@ impl LogWriter {
     }
 }
 
-/// Opens the audit log of `state_dir` for a call (opening is also the check that it can be
-/// written: nothing runs unrecorded).
-pub(crate) fn open_log(state_dir: &Path) -> Result<LogWriter, audit::AuditError> {
-    if let Some((dir, m)) = SHARED_LOG.get()
-        && dir == state_dir
-    {
+/// Opens the audit log of `state_dir` for a call of `server` (the daemon's: its shared
+/// writer; None, a one-shot front end's: its own). Opening is also the check that it can be
+/// written: nothing runs unrecorded.
+pub(crate) fn open_log<'a>(
+    state_dir: &Path,
+    server: Option<&'a server::Server>,
+) -> Result<LogWriter<'a>, audit::AuditError> {
+    if let Some(m) = server.and_then(|s| s.log_of(state_dir)) {
         return Ok(LogWriter::Shared(m));
     }
     Ok(LogWriter::Own(Box::new(audit::AuditLog::open(
@@ -236,10 +219,15 @@ pub(crate) fn open_log(state_dir: &Path) -> Result<LogWriter, audit::AuditError>
     )?)))
 }
 
-/// Appends one record to the audit log of `state_dir`.
-pub fn append_record(state_dir: &Path, rec: &mut audit::Record) -> Result<u64, BrokerError> {
+/// Appends one record to the audit log of `state_dir`, through `server`'s writer when it
+/// has one for it (the daemon's calls, its own records).
+pub fn append_record(
+    state_dir: &Path,
+    server: Option<&server::Server>,
+    rec: &mut audit::Record,
+) -> Result<u64, BrokerError> {
     ensure_state_dir(state_dir)?;
-    Ok(open_log(state_dir)?.append(rec)?)
+    Ok(open_log(state_dir, server)?.append(rec)?)
 }
 
 /// Where gateway's config file is: `$GATEWAY_CONFIG`, else

@@ -136,6 +136,8 @@ pub struct ReloadBy<'a> {
     pub rule: &'a str,
     /// Why it is allowed.
     pub reason: &'a str,
+    /// The server whose session it is (its audit writer records the reload), if any.
+    pub server: Option<&'a super::server::Server>,
 }
 
 /// What a reload did.
@@ -216,7 +218,7 @@ pub fn reload(
             )));
         }
     }
-    let seq = super::append_record(state_dir, &mut rec)?;
+    let seq = super::append_record(state_dir, by.server, &mut rec)?;
     let replaced = old.policy.sha256.clone();
     Ok(match loaded {
         Ok(p) => Reloaded {

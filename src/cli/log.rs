@@ -199,7 +199,7 @@ pub(super) fn run(cli: &Call, cmd: &LogCmd) -> ExitCode {
             }
             Err(e) => broker_fail(cli, e),
         },
-        LogCmd::Checkpoint { export } => match log::checkpoint(&state) {
+        LogCmd::Checkpoint { export } => match log::checkpoint(&cli.cx, &state) {
             Ok(Some(c)) => {
                 if !*export && !cli.json {
                     errln!(

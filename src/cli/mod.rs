@@ -318,6 +318,7 @@ fn policy_reload(cli: &Call, name: Option<&str>) -> ExitCode {
         caller: cli.cx.caller("policy"),
         rule: "session-reload",
         reason: "the session's client asked to reload its policy (`gateway policy reload`)",
+        server: cli.cx.server(),
     };
     match broker::pin::reload(&state_dir(cli), &by, &old, &new_spec, || {
         load_named(cli, &new_spec)
@@ -624,7 +625,7 @@ fn tool(
 /// Records the runs of this state directory whose broker died (see `broker::intent`).
 fn recover_dead_runs(cli: &Call) {
     let sd = state_dir(cli);
-    match broker::intent::recover(&sd) {
+    match broker::intent::recover(&sd, cli.cx.server()) {
         Ok(seqs) if !seqs.is_empty() => errln!(
             cli,
             "gateway: recorded {} run(s) whose broker died before recording them (gateway log show {})",

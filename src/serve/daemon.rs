@@ -105,7 +105,11 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BrokerError {
     move |source| BrokerError::Io { what, source }
 }
 
-fn lifecycle_record(state_dir: &Path, tool: &str, reason: String) -> Result<(), BrokerError> {
+fn lifecycle_record(
+    (state_dir, server): (&Path, &crate::broker::server::Server),
+    tool: &str,
+    reason: String,
+) -> Result<(), BrokerError> {
     let mut rec = Record {
         session: "daemon".into(),
         caller: Caller {
@@ -122,7 +126,7 @@ fn lifecycle_record(state_dir: &Path, tool: &str, reason: String) -> Result<(), 
         exit_code: Some(0),
         ..Record::default()
     };
-    crate::broker::append_record(state_dir, &mut rec).map(|_| ())
+    crate::broker::append_record(state_dir, Some(server), &mut rec).map(|_| ())
 }
 
 /// Binds the socket: refuses if a daemon answers there; replaces a stale socket file; never
@@ -175,13 +179,13 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
     crate::sandbox::map_large_allocations();
     crate::broker::ensure_state_dir(&cfg.state_dir)?;
     let log = audit::AuditLog::open(&cfg.state_dir, BATCH)?;
-    crate::broker::share_log(&cfg.state_dir, log);
+    cfg.server.share_log(&cfg.state_dir, log);
     let listener = bind(&cfg.socket)?;
     listener
         .set_nonblocking(true)
         .map_err(io_err("configuring the socket".into()))?;
     lifecycle_record(
-        &cfg.state_dir,
+        (&cfg.state_dir, &cfg.server),
         "daemon.start",
         format!("serving on {}", cfg.socket.display()),
     )?;
@@ -210,7 +214,7 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
     }
     let left = active.load(Ordering::SeqCst);
     lifecycle_record(
-        &cfg.state_dir,
+        (&cfg.state_dir, &cfg.server),
         "daemon.stop",
         format!(
             "stopped by a signal after {served} connection(s); {ended} call(s) in flight were ended{}",
@@ -221,7 +225,7 @@ pub fn serve(cfg: ServeConfig, handler: Handler) -> Result<(), BrokerError> {
             }
         ),
     )?;
-    crate::broker::with_shared_log(|l| l.checkpoint()).transpose()?;
+    cfg.server.with_log(|l| l.checkpoint()).transpose()?;
     Ok(())
 }
 
@@ -246,7 +250,7 @@ async fn accept_loop(
             _ = int.recv() => return Ok(served),
             _ = tick.tick() => {
                 // The last records of a burst get their checkpoint within a second.
-                if let Some(Err(e)) = crate::broker::with_shared_log(|l| l.checkpoint_if_due()) {
+                if let Some(Err(e)) = cfg.server.with_log(|l| l.checkpoint_if_due()) {
                     eprintln!("gateway serve: signing an audit checkpoint failed: {e}");
                 }
             }
@@ -692,13 +696,13 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
     let listener = match ran {
         Ok(ran) => {
             if ran.ended.is_some() || ran.panicked {
-                what.record(&cfg.state_dir, &ran, started.elapsed());
+                what.record((&cfg.state_dir, &cfg.server), &ran, started.elapsed());
             }
             tx.send(&ServerMsg::Exit { code: ran.code });
             ran.listener
         }
         Err(message) => {
-            record_refused(&cfg.state_dir, &who, &message);
+            record_refused((&cfg.state_dir, &cfg.server), &who, &message);
             tx.send(&ServerMsg::Error { message });
             None
         }
@@ -732,7 +736,11 @@ fn client_can_enter(peer: &client::Peer, cwd: &str) -> std::io::Result<()> {
 
 /// Records a call the daemon refused before it ran (a session name over its bound, a
 /// directory the client cannot enter, ...): a deny of `daemon.request` by its client.
-fn record_refused(state_dir: &Path, who: &client::Peer, message: &str) {
+fn record_refused(
+    (state_dir, server): (&Path, &crate::broker::server::Server),
+    who: &client::Peer,
+    message: &str,
+) {
     let mut rec = Record {
         caller: Caller {
             uid: who.uid,
@@ -747,7 +755,7 @@ fn record_refused(state_dir: &Path, who: &client::Peer, message: &str) {
         },
         ..Record::default()
     };
-    let _ = crate::broker::append_record(state_dir, &mut rec);
+    let _ = crate::broker::append_record(state_dir, Some(server), &mut rec);
 }
 
 /// Runs the call for the client `peer` (identity from the socket) with the request's

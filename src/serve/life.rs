@@ -180,7 +180,12 @@ impl Unrecorded {
     }
 
     /// Records the call as `daemon.call` unless it recorded itself.
-    pub(super) fn record(self, state_dir: &Path, ran: &Ran, took: Duration) {
+    pub(super) fn record(
+        self,
+        (state_dir, server): (&Path, &crate::broker::server::Server),
+        ran: &Ran,
+        took: Duration,
+    ) {
         if ran.recorded_itself {
             return;
         }
@@ -206,7 +211,7 @@ impl Unrecorded {
             error,
             ..Record::default()
         };
-        if let Err(e) = crate::broker::append_record(state_dir, &mut rec) {
+        if let Err(e) = crate::broker::append_record(state_dir, Some(server), &mut rec) {
             eprintln!("gateway serve: recording a call that was ended failed: {e}");
         }
     }
@@ -257,13 +262,14 @@ mod tests {
             recorded_itself,
         };
         // A call that recorded itself is not recorded again.
+        let server = crate::broker::server::Server::default();
         super::Unrecorded::of(&peer, &context, &body).record(
-            &dir,
+            (&dir, &server),
             &ran(true),
             std::time::Duration::from_millis(5),
         );
         super::Unrecorded::of(&peer, &context, &body).record(
-            &dir,
+            (&dir, &server),
             &ran(false),
             std::time::Duration::from_millis(5),
         );

@@ -362,6 +362,7 @@ impl Repl<'_> {
             caller: crate::broker::client::Context::this_process().caller("repl"),
             rule: "repl-command",
             reason: "a person at the REPL asked to reload the policy",
+            server: None,
         };
         match pin::reload(&self.state, &by, &self.pinned, &spec, || {
             self.host.load_named(&spec)
