@@ -158,7 +158,7 @@ impl Approvals {
         (state_dir, server): (&Path, Option<&super::server::Server>),
         req: Request<'_>,
         timeout: Duration,
-        prompt: &dyn Fn(u64, &str) -> bool,
+        (prompt, cancel): (Prompt<'_>, Option<std::os::fd::BorrowedFd<'_>>),
     ) -> Outcome {
         let key = Key {
             uid: req.caller.uid,
@@ -231,15 +231,25 @@ impl Approvals {
                     timeout.as_secs()
                 );
                 prompt(id, &question);
-                self.wait(id, &key)
+                self.wait(id, &key, cancel)
             }
         };
         record((state_dir, server), id, req, outcome)
     }
 
-    fn wait(&self, id: u64, key: &Key) -> Outcome {
+    /// Waits for the answer to `id`, its deadline, or the end of its call (`cancel`: its
+    /// client went away, the daemon is stopping), whichever comes first.
+    fn wait(&self, id: u64, key: &Key, cancel: Option<std::os::fd::BorrowedFd<'_>>) -> Outcome {
         let mut q = self.lock();
         loop {
+            if cancel.is_some_and(crate::sandbox::fd_ready) {
+                q.entries.remove(&id);
+                return Outcome {
+                    approved: false,
+                    by: "the end of its call (the client went away, or the daemon is stopping)"
+                        .into(),
+                };
+            }
             let Some(e) = q.entries.get(&id) else {
                 return Outcome {
                     approved: false,
@@ -276,7 +286,8 @@ impl Approvals {
                     by: format!("no answer within {secs} s"),
                 };
             }
-            let left = e.deadline - now;
+            // The cancellation is a pipe, not the condition: looked at every 100 ms.
+            let left = (e.deadline - now).min(Duration::from_millis(100));
             q = self
                 .answered
                 .wait_timeout(q, left)
@@ -341,6 +352,9 @@ impl Approvals {
         })
     }
 }
+
+/// Puts a question to the client whose call it is (pending id, text); false: it could not.
+pub type Prompt<'a> = &'a dyn Fn(u64, &str) -> bool;
 
 /// Records how request `id` ended (a failure to record denies).
 fn record(
@@ -411,6 +425,33 @@ mod tests {
     }
 
     #[test]
+    fn a_question_ends_with_its_call() {
+        // Issue 35 (attacker): a call waiting for a person's answer waited out the whole
+        // timeout after its client went away, holding a daemon place and a pending entry.
+        let dir = std::env::temp_dir().join(format!("gw-approvals-end-{}", std::process::id()));
+        let a = Approvals::default();
+        let c = caller();
+        let (r, w) = std::io::pipe().expect("pipe");
+        let t = std::time::Instant::now();
+        let ender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(w);
+        });
+        let o = a.ask(
+            (&dir, None),
+            req(&c, "s-end", "rm -r build"),
+            Duration::from_secs(30),
+            (&|_, _| true, Some(std::os::fd::AsFd::as_fd(&r))),
+        );
+        let _ = ender.join();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(!o.approved);
+        assert!(o.by.contains("end of its call"), "{}", o.by);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(a.list(None).is_empty(), "the question outlived its call");
+    }
+
+    #[test]
     fn answered_from_elsewhere_timed_out_and_always() {
         let dir = std::env::temp_dir().join(format!("gw-approvals-{}", std::process::id()));
         let c = caller();
@@ -424,7 +465,7 @@ mod tests {
                 (&d, None),
                 req(&c, "s-a", "make deploy"),
                 Duration::from_secs(20),
-                &|_, _| true,
+                (&|_, _| true, None),
             )
         });
         let id = loop {
@@ -454,7 +495,7 @@ mod tests {
             (&dir, None),
             req(&c, "s-a", "make deploy"),
             Duration::from_secs(5),
-            &|_, _| panic!("not asked again"),
+            (&|_, _| panic!("not asked again"), None),
         );
         assert!(o.approved);
         // ... not in another directory of the same workspace, nor with another
@@ -469,7 +510,12 @@ mod tests {
                 ..req(&c, "s-a", "make deploy")
             },
         ] {
-            let o = a.ask((&dir, None), r, Duration::from_millis(50), &|_, _| true);
+            let o = a.ask(
+                (&dir, None),
+                r,
+                Duration::from_millis(50),
+                (&|_, _| true, None),
+            );
             assert!(!o.approved, "a standing approval carried over: {}", o.by);
         }
         // ... nor for another uid naming the same session (standing approvals are keyed by
@@ -482,7 +528,7 @@ mod tests {
             (&dir, None),
             req(&other, "s-a", "make deploy"),
             Duration::from_millis(50),
-            &|_, _| true,
+            (&|_, _| true, None),
         );
         assert!(
             !o.approved,
@@ -494,7 +540,7 @@ mod tests {
             (&dir, None),
             req(&c, "s-b", "make deploy"),
             Duration::from_millis(50),
-            &|_, _| true,
+            (&|_, _| true, None),
         );
         assert!(!o.approved);
         assert!(o.by.contains("no answer"), "{}", o.by);

@@ -113,7 +113,10 @@ pub(crate) fn ask_person(a: &Asking<'_>, question: &str) -> Option<bool> {
             env_digest: a.env_digest.clone(),
         },
         Duration::from_secs(a.policy.approval.timeout),
-        &|id, q| tty && (c.prompt)(id, q),
+        (
+            &|id, q| tty && (c.prompt)(id, q),
+            c.cancel.as_ref().map(std::os::fd::AsFd::as_fd),
+        ),
     );
     if !o.approved {
         let _ = std::io::Write::write_all(

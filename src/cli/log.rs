@@ -68,7 +68,8 @@ pub(super) fn run(cli: &Call, cmd: &LogCmd) -> ExitCode {
             let time = |t: &Option<std::time::SystemTime>| {
                 t.map(|t| {
                     let last = std::time::UNIX_EPOCH + Duration::from_secs(253_402_300_799);
-                    humantime::format_rfc3339_micros(t.min(last)).to_string()
+                    humantime::format_rfc3339_micros(t.clamp(std::time::UNIX_EPOCH, last))
+                        .to_string()
                 })
             };
             let f = Filter {

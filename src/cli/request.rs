@@ -422,11 +422,13 @@ pub(super) fn timeout_of(t: &str) -> Result<Duration, RequestError> {
     }
 }
 
-/// `--since`/`--until`: an RFC 3339 time or a duration ago.
+/// `--since`/`--until`: an RFC 3339 time or a duration ago. A time before 1970 (`60y` ago)
+/// is 1970: no record is older, and a request carries no earlier time.
 fn time_of(option: &'static str, s: &str) -> Result<SystemTime, RequestError> {
     humantime::parse_rfc3339_weak(s)
         .ok()
         .or_else(|| SystemTime::now().checked_sub(humantime::parse_duration(s).ok()?))
+        .map(|t| t.max(SystemTime::UNIX_EPOCH))
         .ok_or_else(|| RequestError::Time {
             option,
             given: crate::shown::visible(s).into_owned(),
@@ -435,6 +437,21 @@ fn time_of(option: &'static str, s: &str) -> Result<SystemTime, RequestError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_time_before_1970_is_1970() {
+        // Issue 35 (attacker): `--since 60y` was a time before the epoch, which the protocol
+        // cannot carry (the client sent an empty frame) and the query's formatting panicked on.
+        for s in ["60y", "100y"] {
+            assert_eq!(
+                super::time_of("--since", s),
+                Ok(std::time::SystemTime::UNIX_EPOCH),
+                "{s}"
+            );
+        }
+        assert!(super::time_of("--since", "1h").is_ok_and(|t| t > std::time::UNIX_EPOCH));
+        assert!(super::time_of("--since", "soon").is_err());
+    }
+
     use super::timeout_of as parse_timeout;
     use std::time::Duration;
 

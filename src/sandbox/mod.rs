@@ -1024,6 +1024,79 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
+mod identity_tests {
+    use super::testing::{confinement, require_root};
+    use super::{RunAs, Spec, Stdin, Stream, StreamIo};
+
+    /// What a run printed.
+    #[derive(Default)]
+    struct Out(Vec<u8>);
+
+    impl StreamIo for Out {
+        fn output(&mut self, _: Stream, data: &[u8]) -> bool {
+            self.0.extend_from_slice(data);
+            true
+        }
+    }
+
+    #[test]
+    fn a_clients_run_enters_its_directory_with_the_clients_rights() {
+        // Issue 35 (attacker): the child entered its directory by path as root, before it took
+        // the client's identity, so a link swapped after the broker's check led a client's
+        // command into a directory the client may not search. Now a client's run enters it
+        // as the client, without capabilities: the kernel checks the client's rights.
+        if !require_root() {
+            return;
+        }
+        let closed = std::env::temp_dir().join(format!("gw-closed-{}", std::process::id()));
+        let inner = closed.join("pub");
+        std::fs::create_dir_all(&inner).expect("mkdir");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let spec = |run_as: Option<RunAs>| {
+            let mut confine = confinement();
+            confine.read = vec!["/".into()];
+            confine.exec = vec!["/".into()];
+            confine.namespaces = false;
+            confine.memory_cgroup = false;
+            confine.run_as = run_as;
+            Spec {
+                program: "/bin/pwd".into(),
+                argv: vec!["pwd".into()],
+                env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+                cwd: inner.clone(),
+                stdin: Stdin::Null,
+                confine,
+                cancel: None,
+            }
+        };
+        let mut out = Out::default();
+        let as_root = super::run(&spec(None), &mut out);
+        assert!(
+            as_root.as_ref().is_ok_and(|o| o.exit_code == Some(0)),
+            "{as_root:?}"
+        );
+        let mut out = Out::default();
+        let nobody = RunAs {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![],
+        };
+        let as_client = super::run(&spec(Some(nobody)), &mut out);
+        let _ = std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::remove_dir_all(&closed);
+        assert!(
+            out.0.is_empty()
+                && matches!(&as_client, Err(super::SandboxError::Setup { source, .. })
+                    if source.kind() == std::io::ErrorKind::PermissionDenied),
+            "a client's run entered a directory the client cannot search: {as_client:?}, printed {:?}",
+            String::from_utf8_lossy(&out.0)
+        );
+    }
+}
+
+#[cfg(test)]
 mod limits_tests {
     #[test]
     fn the_kernels_limits_table_is_read_whole_or_not_at_all() {

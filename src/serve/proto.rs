@@ -262,7 +262,9 @@ pub enum ProtoError {
 
 /// Encodes a message as a frame.
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
-    // Serializing these types cannot fail (string keys, no maps with non-string keys).
+    // Serializing these types fails only for a time before 1970 (a `SystemTime`), which no
+    // request holds: the CLI makes such a time 1970 (`cli::request`). Were one to fail, the
+    // empty frame is refused by the daemon as malformed.
     let body = serde_json::to_vec(msg).unwrap_or_default();
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());

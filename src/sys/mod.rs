@@ -851,7 +851,11 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }
-        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+        // A run of this process's own user enters its directory now; a client's run enters it
+        // below, as the client without capabilities, so that the kernel checks the client's
+        // rights on the directory it enters (the broker checked them earlier, but a link
+        // swapped on the way since would lead a root path walk anywhere).
+        if plan.identity.is_none() && libc::chdir(plan.cwd.as_ptr()) != 0 {
             fail(r, stage::CHDIR);
         }
         if let Err(st) = set_rlimits(&plan.rlimits) {
@@ -873,6 +877,9 @@ fn command_main(plan: &ChildPlan, argv: &[*const libc::c_char], envp: &[*const l
         }
         if let Err(st) = clear_capabilities() {
             fail(r, st);
+        }
+        if plan.identity.is_some() && libc::chdir(plan.cwd.as_ptr()) != 0 {
+            fail(r, stage::CHDIR);
         }
         if let Err(st) = set_no_new_privs() {
             fail(r, st);

@@ -100,7 +100,7 @@ pub(super) fn read(
     let lines: Vec<&str> = shown.split_inclusive('\n').collect();
     let total = lines.len();
     let start = offset.unwrap_or(1).max(1);
-    let end = limit.map_or(total, |l| (start - 1 + l).min(total));
+    let end = limit.map_or(total, |l| (start - 1).saturating_add(l).min(total));
     let picked: Vec<(usize, String)> = lines
         .iter()
         .enumerate()
