@@ -558,3 +558,71 @@ sandbox_test! {
         assert!(o.status.success(), "{}", text(&o));
     }
 }
+
+sandbox_test!(
+    fn a_question_waiting_for_a_person_ends_with_its_client() {
+        // Issue 35 (attacker): a call waiting for approval waited out the whole `[approval]
+        // timeout` after its client went away — holding a daemon place (a few such clients
+        // locked everyone else out) and a pending entry that approvers still saw. Now it
+        // ends with its client: the question leaves the queue within a second or so, the
+        // command never runs, and the end is recorded.
+        let env = Env::new("life-question");
+        let pf = env.policy_file("extends = \"standard\"\n[approval]\ntimeout = \"300s\"\n");
+        let d = Daemon::start(&env, &pf, &[]);
+        std::fs::create_dir_all(env.ws.join("build")).expect("mkdir");
+        let mut ch = d
+            .cmd(&env)
+            .args(["exec", "--", "rm", "-r", "build"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let pending = || {
+            let o = d
+                .cmd(&env)
+                .args(["--json", "pending"])
+                .output()
+                .expect("pending");
+            assert!(o.status.success(), "{}", text(&o));
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+            v["requests"].as_array().cloned().unwrap_or_default()
+        };
+        let t = Instant::now();
+        while pending().is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(20), "never asked");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ch.kill().expect("kill the client");
+        let _ = ch.wait();
+        let t = Instant::now();
+        while !pending().is_empty() {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "the question outlived its client: {:?}",
+                pending()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(env.ws.join("build").exists(), "the command ran");
+        let t = Instant::now();
+        let ended = loop {
+            let recs = log_records(&env);
+            if let Some(r) = recs.iter().find(|r| r["tool"] == "approval").cloned() {
+                break r;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "no approval record: {recs:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(ended["approved"], false, "{ended}");
+        assert!(
+            ended["decision"]["reasons"]
+                .to_string()
+                .contains("end of its call"),
+            "{ended}"
+        );
+    }
+);
