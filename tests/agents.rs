@@ -967,3 +967,34 @@ sandbox_test!(
         assert_mcp_run(&env, &model, "strict");
     }
 );
+
+sandbox_test!(
+    fn gateway_bash_through_the_daemon_runs_bash() {
+        // Issue 35: the daemon parsed `gateway sh`'s command line itself and chose the shell
+        // by its own process's name, so `gateway-bash` through a daemon ran /bin/sh. The
+        // client now types the request, shell included.
+        let env = Env::new("bash-daemon");
+        let d = Daemon::start(&env, "strict", &[]);
+        let link = env.root.join("bin/gateway-bash");
+        std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
+        std::os::unix::fs::symlink(BIN, &link).expect("link");
+        let o = env
+            .raw(&link)
+            .args(["-c", "echo ${BASH_VERSION:+bash}"])
+            .env("GATEWAY_POLICY", "strict")
+            .env("GATEWAY_SOCKET", &d.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run gateway-bash");
+        assert_eq!(stdout(&o), "bash\n", "{}", text(&o));
+        let rec = log_records(&env)
+            .into_iter()
+            .rfind(|r| r["tool"] == "exec")
+            .expect("an exec record");
+        assert_eq!(rec["caller"]["client"], "daemon", "{rec}");
+        assert!(
+            rec["args"][0].as_str().is_some_and(|a| a.ends_with("bash")),
+            "{rec}"
+        );
+    }
+);
