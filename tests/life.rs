@@ -337,9 +337,10 @@ sandbox_test! {
 
 sandbox_test! {
     fn a_fifo_read_for_a_killed_client_ends_with_the_call_and_is_recorded() {
-        // Content read from a FIFO the caller names (`fs write --content-file`, `scan
-        // --baseline`, `log verify --anchor`) is waited for as `cat` would, but the wait
-        // ends with the call: three such calls fill a daemon of three slots; their clients
+        // Content read from a FIFO the caller names (`fs write --content-file`, `fs edit
+        // --edits`, `scan --baseline`, `log verify --anchor`) is waited for as `cat` would,
+        // but the wait ends with the call: four such calls fill a daemon of four slots; their
+        // clients
         // are killed; within a second a new call is served, and each call is recorded once
         // (scan records itself with the error; the others the daemon records, cancelled).
         let env = Env::new("life-fiforead");
@@ -347,10 +348,12 @@ sandbox_test! {
         let st = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
         assert!(st.success());
         let fifo = fifo.display().to_string();
-        let d = Daemon::start(&env, "standard", &["--max-clients", "3"]);
+        let d = Daemon::start(&env, "standard", &["--max-clients", "4"]);
         served_within(&env, &d, Duration::from_secs(5));
+        env.write("y.txt", "y\n");
         let mut calls: Vec<_> = [
             vec!["fs", "write", "x.txt", "--content-file", fifo.as_str()],
+            vec!["fs", "edit", "y.txt", "--edits", fifo.as_str()],
             vec!["scan", "--baseline", fifo.as_str(), "."],
             vec!["log", "verify", "--anchor", fifo.as_str()],
         ]
@@ -385,8 +388,9 @@ sandbox_test! {
                 .map(|r| r["args"][0].clone())
                 .collect();
             let scan = recs.iter().find(|r| r["tool"] == "scan");
-            if ended.len() == 2 && scan.is_some() {
-                assert!(ended.contains(&"fs".into()) && ended.contains(&"log".into()), "{ended:?}");
+            if ended.len() == 3 && scan.is_some() {
+                let fs = ended.iter().filter(|a| **a == "fs").count();
+                assert!(fs == 2 && ended.contains(&"log".into()), "{ended:?}");
                 let err = scan.and_then(|r| r["error"].as_str()).unwrap_or_default();
                 assert!(err.contains("the call ended"), "{err}");
                 assert!(!recs.iter().any(|r| r["tool"] == "daemon.call" && r["args"][0] == "scan"), "scan recorded twice");

@@ -34,7 +34,6 @@ pub(super) fn context<'a>(cli: &Call, policy: &'a Policy) -> FsContext<'a> {
 fn edits_of(cli: &Call, inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edit>, String> {
     let mut v = inline.to_vec();
     if let Some(f) = from {
-        use std::io::Read;
         // Read within EDITS_MAX (in the daemon this is its memory): stdin or a FILE that
         // never ends (/dev/zero) or is huge and sparse is refused, not held.
         let mut data = Vec::new();
@@ -45,11 +44,12 @@ fn edits_of(cli: &Call, inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edi
                     .map_err(|e| format!("--edits -: reading stdin: {e}"))?;
             }
             Input::File(f) => {
-                cli.cx
-                    .as_client(|| {
-                        std::fs::File::open(f)
-                            .and_then(|h| h.take(EDITS_MAX + 1).read_to_end(&mut data))
-                    })
+                // A FIFO is read as `cat` would, but not past the call's end (`open` of one
+                // nobody writes to would otherwise wait forever).
+                let cancel = cli.cx.cancel();
+                data = cli
+                    .cx
+                    .as_client(|| crate::sandbox::read_named(f, EDITS_MAX, cancel))
                     .and_then(|r| r)
                     .map_err(|e| format!("--edits {}: {e}", f.display()))?;
             }
