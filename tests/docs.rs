@@ -30,6 +30,11 @@ fn test_exists(qualified: &str) -> bool {
         candidates.push(base.join("tests.rs"));
         if let Some(parent) = base.parent() {
             candidates.push(parent.join("tests.rs"));
+            // A module's tests in a `mod NAME_tests` of its own file (`sandbox::identity_tests`).
+            if src.last().is_some_and(|l| l.ends_with("_tests")) {
+                candidates.push(parent.join("mod.rs"));
+                candidates.push(parent.with_extension("rs"));
+            }
         }
     }
     candidates
