@@ -1203,14 +1203,6 @@ fn other_uid(env: &Env, d: &Daemon, in_users: bool) -> Command {
     c
 }
 
-/// The daemon's pending requests as `cmd` sees them (`--json pending`).
-fn pending_seen(mut cmd: Command) -> Vec<serde_json::Value> {
-    let o = cmd.args(["--json", "pending"]).output().expect("pending");
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("pending json");
-    v["requests"].as_array().cloned().expect("requests")
-}
-
 /// The `deny` records uid 65534's refused calls left, as (tool, rules).
 fn denies_of_other_uid(env: &Env) -> Vec<(String, String)> {
     log_records(env)

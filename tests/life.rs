@@ -582,16 +582,7 @@ sandbox_test!(
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn");
-        let pending = || {
-            let o = d
-                .cmd(&env)
-                .args(["--json", "pending"])
-                .output()
-                .expect("pending");
-            assert!(o.status.success(), "{}", text(&o));
-            let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-            v["requests"].as_array().cloned().unwrap_or_default()
-        };
+        let pending = || pending_seen(d.cmd(&env));
         let t = Instant::now();
         while pending().is_empty() {
             assert!(t.elapsed() < Duration::from_secs(20), "never asked");

@@ -177,6 +177,36 @@ sandbox_test!(
     }
 );
 
+/// An `exec` of 30 s cancelled in flight through `m` (an MCP server of `env`): its command
+/// is killed within a few seconds, recorded once as cancelled, and the server carries on.
+/// Returns the record.
+fn cancel_an_exec(env: &Env, m: &mut McpStdio, legacy: bool, marker: &str) -> serde_json::Value {
+    let meta = if legacy { "" } else { MODERN_META };
+    m.call(
+        7,
+        "exec",
+        &format!(r#"{{"command":"touch started; sleep 30; : {marker}"}}"#),
+        meta,
+    );
+    wait_for_file(&env.ws.join("started"));
+    assert!(!processes_with(marker).is_empty(), "the command runs");
+    let t = std::time::Instant::now();
+    m.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user pressed Esc"}}"#);
+    assert_no_survivors(marker, "cancelled exec");
+    let r = exec_records(env, 1);
+    assert_eq!(r.len(), 1, "legacy {legacy}: {r:?}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(3),
+        "legacy {legacy}: ended after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
+    // The server carries on.
+    m.call(8, "exec", r#"{"command":"echo after"}"#, meta);
+    assert_eq!(m.ok(8)["stdout"], "after\n");
+    r[0].clone()
+}
+
 sandbox_test!(
     fn mcp_cancelled_exec_is_killed_and_recorded_as_cancelled() {
         // Issue 35: `notifications/cancelled` for an exec in flight kills its command (within
@@ -186,29 +216,7 @@ sandbox_test!(
             let env = Env::new("mcp-cancel");
             let marker = format!("mcp-cancel-{}-{legacy}", std::process::id());
             let mut m = McpStdio::start(&env, "standard", legacy);
-            let meta = if legacy { "" } else { MODERN_META };
-            m.call(
-                7,
-                "exec",
-                &format!(r#"{{"command":"touch started; sleep 30; : {marker}"}}"#),
-                meta,
-            );
-            wait_for_file(&env.ws.join("started"));
-            assert!(!processes_with(&marker).is_empty(), "the command runs");
-            let t = std::time::Instant::now();
-            m.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user pressed Esc"}}"#);
-            let r = exec_records(&env, 1);
-            assert_eq!(r.len(), 1, "legacy {legacy}: {r:?}");
-            assert!(
-                t.elapsed() < std::time::Duration::from_secs(3),
-                "legacy {legacy}: ended after {:?}",
-                t.elapsed()
-            );
-            assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
-            assert_no_survivors(&marker, "cancelled exec");
-            // The server carries on.
-            m.call(8, "exec", r#"{"command":"echo after"}"#, meta);
-            assert_eq!(m.ok(8)["stdout"], "after\n");
+            cancel_an_exec(&env, &mut m, legacy, &marker);
         }
     }
 );
@@ -224,30 +232,8 @@ sandbox_test!(
             let d = Daemon::start(&env, "standard", &[]);
             let marker = format!("mcp-daemon-cancel-{}-{legacy}", std::process::id());
             let mut m = McpStdio::start_from(d.cmd(&env), "standard", legacy);
-            let meta = if legacy { "" } else { MODERN_META };
-            m.call(
-                7,
-                "exec",
-                &format!(r#"{{"command":"touch started; sleep 30; : {marker}"}}"#),
-                meta,
-            );
-            wait_for_file(&env.ws.join("started"));
-            assert!(!processes_with(&marker).is_empty(), "the command runs");
-            let t = std::time::Instant::now();
-            m.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user pressed Esc"}}"#);
-            assert_no_survivors(&marker, "an exec cancelled through the daemon");
-            assert!(
-                t.elapsed() < std::time::Duration::from_secs(3),
-                "legacy {legacy}: ended after {:?}",
-                t.elapsed()
-            );
-            let r = exec_records(&env, 1);
-            assert_eq!(r.len(), 1, "legacy {legacy}: {r:?}");
-            assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
-            assert_eq!(r[0]["caller"]["client"], "daemon", "{}", r[0]);
-            // The server and the daemon carry on.
-            m.call(8, "exec", r#"{"command":"echo after"}"#, meta);
-            assert_eq!(m.ok(8)["stdout"], "after\n");
+            let r = cancel_an_exec(&env, &mut m, legacy, &marker);
+            assert_eq!(r["caller"]["client"], "daemon", "{r}");
         }
     }
 );

@@ -1097,3 +1097,11 @@ pub fn read_blob(p: &Path) -> Vec<u8> {
         None => d,
     }
 }
+
+/// The daemon's pending requests as `cmd` sees them (`--json pending`).
+pub fn pending_seen(mut cmd: Command) -> Vec<serde_json::Value> {
+    let o = cmd.args(["--json", "pending"]).output().expect("pending");
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("pending json");
+    v["requests"].as_array().cloned().expect("requests")
+}

@@ -3,6 +3,10 @@
 //!
 //! Every tool call runs through one skeleton (`invoke`); the tools' own steps are in `tools`
 //! (exec's in `tools::exec`).
+//!
+//! About 1,000 lines: the typed `BrokerError` (one variant per way a call fails, each with
+//! its message), the requests of exec and explain, and the audit-log plumbing every tool
+//! shares; the errors are the next seam to split along (`broker/error.rs`).
 
 pub mod approvals;
 pub mod authz;

@@ -6,7 +6,7 @@
 //!
 //! One code path: every tool call, whoever makes it, is [`run_tool`] — in this process when
 //! the server is its own broker, in the daemon when one runs (`gateway serve`): then the
-//! server forwards each call as `gateway tool NAME ARGS` over the daemon's socket, the daemon
+//! server forwards each call as a typed `Request::Tool` over the daemon's socket, the daemon
 //! decides, runs and records it with its own state directory (which the agent's uid need not
 //! reach), and an `ask` waits in its approval queue for `gateway approve`. Without a daemon
 //! nobody can approve, and `ask` is refused with the rule that asked.
