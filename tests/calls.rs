@@ -643,7 +643,7 @@ fn raw_call(
     use std::io::{Read, Write};
     let msg = serde_json::json!({
         "type": "request",
-        "version": 3,
+        "version": 4,
         "context": {
             "cwd": cwd.display().to_string(),
             "env": env,
@@ -691,7 +691,7 @@ sandbox_test!(
         for i in 0..50 {
             let f = call(&format!("warm-{i}"));
             assert!(
-                f.iter().any(|f| f["type"] == "exit" && f["code"] == 0),
+                f.iter().any(|f| f["type"] == "done" && f["report"]["exit"] == 0),
                 "{f:?}"
             );
         }
@@ -722,7 +722,7 @@ sandbox_test!(
             let name = format!("{i:0>128}");
             let f = call(&name);
             assert!(
-                f.iter().any(|f| f["type"] == "exit" && f["code"] == 0),
+                f.iter().any(|f| f["type"] == "done" && f["report"]["exit"] == 0),
                 "call {i}: {f:?}"
             );
         }

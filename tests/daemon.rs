@@ -179,7 +179,7 @@ sandbox_test!(
         // Truncated: half a message, then the client goes away.
         let mut s = UnixStream::connect(&d.socket).expect("connect");
         let f = frame(
-            br#"{"type":"request","version":3,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
+            br#"{"type":"request","version":4,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
         );
         s.write_all(&f[..f.len() / 2]).expect("send");
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
@@ -924,7 +924,7 @@ fn wire(
         .collect()
 }
 
-/// The text of the output frames of `stream` and the exit frame's code.
+/// The text of the output frames of `stream` and the exit code of the done frame's report.
 fn output_and_exit(frames: &[serde_json::Value], stream: &str) -> (String, Option<u64>) {
     let out = frames
         .iter()
@@ -933,8 +933,8 @@ fn output_and_exit(frames: &[serde_json::Value], stream: &str) -> (String, Optio
         .collect();
     let code = frames
         .iter()
-        .find(|f| f["type"] == "exit")
-        .and_then(|f| f["code"].as_u64());
+        .find(|f| f["type"] == "done")
+        .and_then(|f| f["report"]["exit"].as_u64());
     (out, code)
 }
 
@@ -957,7 +957,7 @@ sandbox_test!(
             ["GATEWAY_UID", "0"]
         ]);
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 3, "context": {
+            serde_json::json!({"type": "request", "version": 4, "context": {
                 "cwd": ws, "env": claims, "session": "id-test", "stdio": "frames",
                 "prompts": false}, "body": {"call": {"options": {"state_dir": null,
                 "policy": null, "cwd": null, "json": false}, "request": body}}})
@@ -1068,34 +1068,34 @@ sandbox_test!(
         let msg = f[0]["message"].as_str().unwrap_or_default();
         for part in [
             "protocol version 1 is not spoken here",
-            "this daemon speaks 3",
+            "this daemon speaks 4",
             "restart `gateway serve`",
         ] {
             assert!(msg.contains(part), "{part}: {msg}");
         }
         assert!(!env.ws.join("v1-ran").exists());
-        let hello = serde_json::json!({"type": "request", "version": 3, "context": {
+        let hello = serde_json::json!({"type": "request", "version": 4, "context": {
             "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
             "body": "hello"});
         let f = wire(&env, &d.socket, false, &hello, false);
         let version = stdout(&env.gw(&["--version"]));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0]["type"], "hello", "{f:?}");
-        assert_eq!(f[0]["version"], 3, "{f:?}");
+        assert_eq!(f[0]["version"], 4, "{f:?}");
         let gw = f[0]["gateway"].as_str().unwrap_or_default();
         assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
         // A request of a later version, in this version's shape, is refused the same way.
         let mut later = hello.clone();
-        later["version"] = 4.into();
+        later["version"] = 5.into();
         let f = wire(&env, &d.socket, false, &later, false);
         let msg = f[0]["message"].as_str().unwrap_or_default();
         assert!(
-            msg.contains("protocol version 4 is not spoken here (this daemon speaks 3)"),
+            msg.contains("protocol version 5 is not spoken here (this daemon speaks 4)"),
             "{f:?}"
         );
         // Version 2's command line (`argv`, which the daemon parsed with clap): refused as
         // another version, and in this version's number too — no body is a command line.
-        for version in [2, 3] {
+        for version in [2, 3, 4] {
             let argv = serde_json::json!({"type": "request", "version": version, "context": {
                 "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
                 "body": {"argv": ["exec", "--", "touch", "argv-ran"]}});
@@ -1103,12 +1103,12 @@ sandbox_test!(
             assert_eq!(f.len(), 1, "{f:?}");
             assert_eq!(f[0]["type"], "error", "{f:?}");
             let msg = f[0]["message"].as_str().unwrap_or_default();
-            let why = if version == 2 {
-                "protocol version 2 is not spoken here (this daemon speaks 3)"
+            let why = if version < 4 {
+                format!("protocol version {version} is not spoken here (this daemon speaks 4)")
             } else {
-                "unknown variant `argv`"
+                "unknown variant `argv`".to_string()
             };
-            assert!(msg.contains(why), "{version}: {msg}");
+            assert!(msg.contains(&why), "{version}: {msg}");
         }
         assert!(!env.ws.join("argv-ran").exists());
         // The CLI speaks this version.

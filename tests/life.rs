@@ -36,7 +36,7 @@ fn frames(mut buf: &[u8]) -> Vec<serde_json::Value> {
 /// workspace of `env`.
 fn frames_request(env: &Env, body: serde_json::Value) -> Vec<u8> {
     frame(
-        &serde_json::json!({"type": "request", "version": 3, "context": {
+        &serde_json::json!({"type": "request", "version": 4, "context": {
         "cwd": env.ws.display().to_string(),
         "env": [["PATH", "/usr/bin:/bin"], ["HOME", env.home.display().to_string()]],
         "session": null, "stdio": "frames", "prompts": false}, "body": {"call": {
@@ -209,7 +209,12 @@ sandbox_test! {
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).expect("read");
         let f = frames(&buf);
-        assert_eq!(f.last().map(|f| f["code"].clone()), Some(serde_json::json!(120)), "{f:?}");
+        // The daemon's answer is the call's typed report: the refusal with its rule.
+        let report = f.last().map(|f| f["report"].clone()).unwrap_or_default();
+        assert_eq!(report["exit"], 120, "{f:?}");
+        assert_eq!(report["outcome"]["kind"], "error", "{f:?}");
+        assert_eq!(report["outcome"]["result"]["error"]["code"], "denied", "{f:?}");
+        assert_eq!(report["outcome"]["result"]["refusal"]["rule"], "limits.timeout", "{f:?}");
         refused("daemon, typed exec");
         drop(d);
         for t in [1e19, 1e30, 601.0] {

@@ -6,7 +6,7 @@
 //! `truncated` in MCP).
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::tools::fs::{FsOutput, FsResult};
 use super::{AuditInfo, ExecResult, Quarantined, SecretsReport};
@@ -142,7 +142,7 @@ fn refusal_of(d: &crate::model::Decision, approved: Option<bool>) -> Option<serd
 /// refusal by the policy or a broker error. `code` is stable (README lists each with its exit
 /// code); `message` says what failed, on which path or rule, and what the user can do.
 /// `refusal` is where exec's and the file tools' reports have it.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorReport {
     /// The error.
     pub error: ErrorDetail,
@@ -153,7 +153,7 @@ pub struct ErrorReport {
 }
 
 /// What [`ErrorReport`] holds.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorDetail {
     /// The class of the failure, a stable snake_case name.
     pub code: ErrorCode,
@@ -163,7 +163,7 @@ pub struct ErrorDetail {
 
 /// The class of a failure, as `--json` and MCP name it (`error.code`). Each has one exit code
 /// (README, "Exit codes and error codes").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// Bad usage: an unknown option, a bad value, a missing argument or operand (exit 122).
@@ -314,4 +314,215 @@ pub struct PendingReport<'a> {
 pub struct PolicyListReport<'a> {
     /// The built-in policies.
     pub policies: &'a [crate::policy::report::Listed],
+}
+
+/// What a call returns to the front end that made it (issue 35): its exit code, its typed
+/// result, and what gateway says about it beside the result. `handle` (the CLI's dispatch,
+/// which the daemon runs for its clients) returns it; the daemon sends it to its client as
+/// the call's last message; the CLI renders it (human text, or the result's JSON under
+/// `--json`); MCP through the daemon takes its tool result. Nothing is parsed back from
+/// printed text. What a call streams while it runs (a command's output, `log tail -f`) goes
+/// to the call's own streams (`client::Context`) before its report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// The CLI's exit code (README, "Exit codes and error codes").
+    pub exit: u8,
+    /// The result.
+    pub outcome: Outcome,
+    /// What gateway says about the call beside its result: warnings and explanations a
+    /// person reads on stderr (`gateway: ...`), not shown under `--json` (whose result holds
+    /// the same facts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+}
+
+/// A sentence gateway says about a call (a warning, why it did not run, what it changed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Note {
+    /// The sentence (escaped when shown: it may quote commands and paths).
+    pub text: String,
+    /// Who it is said to.
+    #[serde(default, skip_serializing_if = "Audience::is_default")]
+    pub to: Audience,
+}
+
+/// Who a [`Note`] is said to, on the caller's stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Audience {
+    /// A person reading the human output: not under `--json` (whose result holds the same
+    /// facts).
+    #[default]
+    Human,
+    /// A person at a terminal only (an agent using gateway as its shell reads the command's
+    /// output and nothing else).
+    Terminal,
+    /// Every caller, `--json` too (what the result does not say: a failure after it).
+    Everyone,
+}
+
+impl Audience {
+    fn is_default(&self) -> bool {
+        *self == Audience::Human
+    }
+}
+
+impl Note {
+    /// A note for a person reading the human output.
+    pub fn new(text: impl Into<String>) -> Note {
+        Note {
+            text: text.into(),
+            to: Audience::Human,
+        }
+    }
+
+    /// A note said to `to`.
+    pub fn to(to: Audience, text: impl Into<String>) -> Note {
+        Note {
+            text: text.into(),
+            to,
+        }
+    }
+}
+
+impl Report {
+    /// A report of `outcome` ending with `exit`.
+    pub fn new(exit: u8, outcome: Outcome) -> Report {
+        Report {
+            exit,
+            outcome,
+            notes: Vec::new(),
+        }
+    }
+
+    /// A call whose output all went to its streams as it ran, ending with `exit`.
+    pub fn streamed(exit: u8) -> Report {
+        Report::new(exit, Outcome::Streamed)
+    }
+
+    /// A failed call: its error report and exit code.
+    pub fn error(exit: u8, e: ErrorReport) -> Report {
+        Report::new(exit, Outcome::Error(e))
+    }
+
+    /// This report with `note` added.
+    pub fn with_note(mut self, note: impl Into<String>) -> Report {
+        self.notes.push(Note::new(note));
+        self
+    }
+}
+
+/// A call's result, by kind. Each result travels as the JSON its type serializes to — the
+/// JSON `--json` prints and docs/schemas documents ([`Json`]) — or, for the results whose
+/// fields a renderer reads, as its own type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "result", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Outcome {
+    /// Everything the call had to say went to its streams as it ran (`log tail -f`, `log
+    /// export`), or it has nothing to say.
+    Streamed,
+    /// It failed: the error report (`--json`'s `{"error": ...}`).
+    Error(ErrorReport),
+    /// `exec` and `sh`: the run's report (its output went to the streams as it ran, unless
+    /// `--json` asked for it in the report).
+    Exec(Json<ExecReport<'static>>),
+    /// `tool NAME`: the MCP tool result.
+    Tool(Json<rmcp::model::CallToolResult>),
+}
+
+impl Outcome {
+    /// The kind's name, as the protocol names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Streamed => "streamed",
+            Outcome::Error(_) => "error",
+            Outcome::Exec(_) => "exec",
+            Outcome::Tool(_) => "tool",
+        }
+    }
+}
+
+/// A typed result as it travels in a [`Report`]: the JSON its type `T` serializes to, which
+/// is the JSON `--json` prints and docs/schemas documents for `T`. The type is kept in the
+/// Rust type (`Json<ExecReport>` is not `Json<FsReport>`); [`Json::get`] reads it back where
+/// `T` can be read.
+#[derive(Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Json<T> {
+    value: serde_json::Value,
+    #[serde(skip)]
+    of: std::marker::PhantomData<fn() -> T>,
+}
+
+/// A result type as [`Json`] names it: its `'static` form (a report that borrows from its
+/// result, `ExecReport<'a>`, travels as `Json<ExecReport<'static>>`).
+pub trait Shape: Serialize {
+    /// The type [`Json`] is of.
+    type Of;
+}
+
+/// [`Shape`] of a type that borrows nothing.
+#[macro_export]
+macro_rules! owned_shape {
+    ($($t:ty),* $(,)?) => { $(impl $crate::broker::report::Shape for $t { type Of = $t; })* };
+}
+
+impl<'a> Shape for ExecReport<'a> {
+    type Of = ExecReport<'static>;
+}
+
+owned_shape!(rmcp::model::CallToolResult);
+
+impl<T> Json<T> {
+    /// The JSON of `v` (a value that cannot be serialized — a bug: every result type
+    /// serializes — is an error object saying so).
+    pub fn of<V: Shape<Of = T>>(v: &V) -> Json<T> {
+        let value = serde_json::to_value(v).unwrap_or_else(|e| {
+            serde_json::json!({"error": {"code": "failed", "message": format!(
+                "gateway: rendering the result as JSON failed ({e}); please report this bug"
+            )}})
+        });
+        Json {
+            value,
+            of: std::marker::PhantomData,
+        }
+    }
+
+    /// The JSON.
+    pub fn value(&self) -> &serde_json::Value {
+        &self.value
+    }
+
+    /// The value, read back as `T`.
+    pub fn get(&self) -> Result<T, serde_json::Error>
+    where
+        T: serde::de::DeserializeOwned,
+    {
+        T::deserialize(&self.value)
+    }
+}
+
+impl<T> Clone for Json<T> {
+    fn clone(&self) -> Self {
+        Json {
+            value: self.value.clone(),
+            of: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> PartialEq for Json<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl<T> Eq for Json<T> {}
+
+impl<T> std::fmt::Debug for Json<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.value.fmt(f)
+    }
 }

@@ -19,12 +19,12 @@
 //! commands that run confined.
 
 use super::exec::{RunAt, run_exec_at};
-use super::{Call, exit, fail, load_policy};
+use super::{Call, exit, failed, load_policy};
+use crate::broker::report::Report;
 use crate::broker::request::{Invocation, Request};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Called as `gateway-bash`: `gateway sh` runs the command with bash when it is installed.
 pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
@@ -35,10 +35,10 @@ pub(super) static AS_BASH: std::sync::atomic::AtomicBool =
 /// as it came: the rewriting and the delivery of the agent's files belong to the client
 /// ([`via_daemon`]), which writes them as itself — never the daemon, with its own uid, home
 /// and TMPDIR.
-pub(super) fn run_sh(cli: &Call, mut argv: Vec<String>) -> ExitCode {
+pub(super) fn run_sh(cli: &Call, mut argv: Vec<String>) -> Report {
     let policy = match load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(cli, exit::POLICY, e),
+        Err(e) => return failed(exit::POLICY, e),
     };
     let script = argv.iter().position(|a| a == "-c").map(|i| i + 1);
     let agent = script
@@ -65,7 +65,8 @@ pub(super) fn run_sh(cli: &Call, mut argv: Vec<String>) -> ExitCode {
 /// agent's own, with its rights, home and TMPDIR — reads the command's stdout through a
 /// pipe, keeps the marker and what follows out of it, and writes the agent's file. Anything
 /// else is sent as it is.
-pub(super) fn via_daemon(cli: &Call, socket: &Path, mut call: Invocation) -> Result<u8, String> {
+pub(super) fn via_daemon(socket: &Path, mut call: Invocation) -> Result<Report, String> {
+    use crate::broker::report::{Audience, Note};
     use std::os::fd::AsFd;
     // The script: after the shell's `-c`.
     let Request::Sh { argv } = &mut call.request else {
@@ -105,7 +106,7 @@ pub(super) fn via_daemon(cli: &Call, socket: &Path, mut call: Invocation) -> Res
         .map_err(|e| format!("starting the output filter: {e}"))?;
     let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
     let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
-    let code = crate::serve::daemon::call_with(
+    let report = crate::serve::daemon::call_with(
         socket,
         call,
         crate::serve::daemon::CallIo {
@@ -120,14 +121,16 @@ pub(super) fn via_daemon(cli: &Call, socket: &Path, mut call: Invocation) -> Res
     let payload = relay
         .join()
         .map_err(|_| "the output filter failed".to_string())?;
-    let code = code?;
-    if let (0, Some(payload)) = (code, payload)
+    let mut report = report?;
+    if let (0, Some(payload)) = (report.exit, payload)
         && let Err(e) = deliver(&p.deliver, &payload)
     {
-        errln!(cli, "gateway: {e}");
-        return Ok(1);
+        report.exit = 1;
+        report
+            .notes
+            .push(Note::to(Audience::Everyone, e));
     }
-    Ok(code)
+    Ok(report)
 }
 
 /// What a recognised script leaves behind for the agent.

@@ -24,8 +24,8 @@ pub fn daemon_call(
     cx: broker::client::Context,
     state: &std::path::Path,
     policy: &str,
-) -> u8 {
-    let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
+) -> Report {
+    let to_u8 = |c: ExitCode| Report::streamed(code_of(c));
     let Invocation { options, request } = call;
     let mut cli = Call::new(options, cx);
     cli.set_json_errors(cli.json || matches!(request, Request::Tool { .. }));
@@ -51,10 +51,10 @@ pub fn daemon_call(
     cli.options.policy = chosen.or_else(|| Some(policy.to_string()));
     let named = cli.options.state_dir.take();
     if let Err(code) = same_state_dir(&cli, named, state) {
-        return code;
+        return Report::streamed(code);
     }
     cli.options.state_dir = Some(state.to_path_buf());
-    to_u8(dispatch(&cli, request))
+    dispatch(&cli, request)
 }
 
 /// Refuses (the exit code, said on the client's stderr and under `--json` as the error

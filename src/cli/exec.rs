@@ -3,6 +3,7 @@
 //! typed `ExecReport` under `--json` — and its exit code.
 
 use super::*;
+use broker::report::{Audience, Note, Outcome};
 use broker::request::Exec;
 
 /// Asks on the terminal about `command` (shown as the record keeps it, shell-quoted and
@@ -45,22 +46,24 @@ pub(super) struct RunAt {
     pub(super) agent: Option<super::agent_shell::Prepared>,
 }
 
-pub(super) fn run_exec(cli: &Call, e: &Exec) -> ExitCode {
+pub(super) fn run_exec(cli: &Call, e: &Exec) -> Report {
     run_exec_at(cli, e, RunAt::default())
 }
 
 /// `e` (whose stdin, through the daemon, is already the call's: see `serve::daemon`) run
-/// `at` a place, session and policy (default: the options').
-pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> ExitCode {
+/// `at` a place, session and policy (default: the options'). Its output goes to the call's
+/// streams as it runs (not under `--json`, whose report holds its first bytes); its report
+/// says the rest.
+pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> Report {
     let policy = match at.policy {
         Some(p) => p,
         None => match load_policy(cli) {
             Ok(p) => p,
-            Err(e) => return fail(cli, exit::POLICY, e),
+            Err(e) => return failed(exit::POLICY, e),
         },
     };
     if e.argv.is_empty() {
-        return fail(cli, exit::USAGE, crate::model::RequestError::NoCommand);
+        return failed(exit::USAGE, crate::model::RequestError::NoCommand);
     }
     let command = &e.argv;
     let env_pairs = e
@@ -110,33 +113,33 @@ pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> ExitCode {
     }
     let res = broker::exec(req, &mut ask, &mut sink);
     // A SIGINT, SIGTERM or SIGHUP caught during the run: it is recorded; this process ends
-    // by that signal once it has said so (the REPL survives a Ctrl-C).
-    let interrupt = crate::sandbox::take_interrupt();
-    let end = |code: ExitCode| match interrupt {
-        Some(sig) if !(at.survive_sigint && sig == libc::SIGINT) => {
-            crate::sandbox::exit_interrupted(sig)
-        }
-        _ => code,
-    };
+    // by that signal once its report is shown (the REPL survives a Ctrl-C).
+    let interrupt = crate::sandbox::take_interrupt()
+        .filter(|&sig| !(at.survive_sigint && sig == libc::SIGINT));
+    cli.interrupted(interrupt);
     let res = match res {
         Ok(r) => r,
-        Err(e) => return end(broker_fail(cli, e)),
+        Err(e) => return broker_failed(e),
     };
-    if let (Some(sig), false) = (interrupt, json) {
-        errln!(
-            cli,
-            "gateway: interrupted by {}: the command was killed{}",
+    let mut notes = Vec::new();
+    if let Some(sig) = interrupt {
+        notes.push(Note::new(format!(
+            "interrupted by {}: the command was killed{}",
             signal_name(sig),
             match &res.audit {
                 Some(a) => format!(" and the run recorded (gateway log show {})", a.seq),
                 None => String::new(),
             }
-        );
+        )));
     }
-    if !json {
-        exec_notes(cli, &res, &policy);
-    }
-    let mut code = exec_code(cli, &res, &policy, &super::policy_name(cli), command, json);
+    exec_notes(&mut notes, &res, &policy);
+    let mut code = exec_code(
+        (cli, &mut notes),
+        &res,
+        &policy,
+        &super::policy_name(cli),
+        command,
+    );
     // What Claude Code's wrapper would have written itself (agent_shell): only after a run
     // that got there (its `&&` chain printed the marker last).
     if let (Some(t), Some(p)) = (tail, &at.agent) {
@@ -144,51 +147,44 @@ pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> ExitCode {
         if let (0, Some(payload)) = (code, payload)
             && let Err(e) = super::agent_shell::deliver(&p.deliver, &payload)
         {
-            errln!(cli, "gateway: {e}");
+            notes.push(Note::to(Audience::Everyone, e));
             code = 1;
         }
     }
-    if json {
-        let report = res.report(policy.audit.inline_output as usize);
-        outln!(cli, "{}", to_json(&report));
+    let report = res.report(policy.audit.inline_output as usize);
+    Report {
+        exit: code,
+        outcome: Outcome::Exec(broker::report::Json::of(&report)),
+        notes,
     }
-    end(ExitCode::from(code))
 }
 
 /// What a run's report says on stderr beside the command's own output (not under `--json`):
 /// protected paths moved or not held, leftovers, secrets found, what the snapshot could
 /// not keep, what changed.
-fn exec_notes(cli: &Call, res: &broker::ExecResult, policy: &Policy) {
-    protected_notes(cli, res);
-    secret_notes(cli, res, policy);
+fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) {
+    protected_notes(notes, res);
+    secret_notes(notes, res, policy);
     if let Some(sn) = &res.snapshot {
         for d in sn.unread_dirs.iter().take(10) {
-            errln!(
-                cli,
-                "gateway: warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
+            notes.push(Note::new(format!("warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
                 broker::redact_text(&d.display().to_string())
-            );
+            )));
         }
         for (p, why) in sn.not_backed_up.iter().take(10) {
-            errln!(
-                cli,
-                "gateway: not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
+            notes.push(Note::new(format!("not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
                 p.display()
-            );
+            )));
         }
         if sn.not_backed_up.len() > 10 {
-            errln!(
-                cli,
-                "gateway: and {} more file(s) not backed up (--json lists them)",
+            notes.push(Note::new(format!("and {} more file(s) not backed up (--json lists them)",
                 sn.not_backed_up.len() - 10
-            );
+            )));
         }
         if sn.expired > 0 {
-            errln!(
-                cli,
-                "gateway: {} old backup(s) expired to keep the backup store within [undo] max_state_bytes and max_workspace_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
+            notes.push(Note::new(format!("{} old backup(s) expired to keep the backup store within [undo] max_state_bytes and max_workspace_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",
                 sn.expired
-            );
+            )));
         }
     }
     // What changed is the report's (`--json`: `snapshot.changes`; the record's
@@ -197,41 +193,38 @@ fn exec_notes(cli: &Call, res: &broker::ExecResult, policy: &Policy) {
     // nothing else.
     if let Some(sn) = &res.snapshot
         && !sn.changes.is_empty()
-        && cli.cx.stderr_is_tty()
     {
-        errln!(
-            cli,
-            "gateway: the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",
-            sn.changes.len(),
-            sn.changes[0].2
-        );
+        notes.push(Note::to(
+            Audience::Terminal,
+            format!(
+                "the command changed {} file(s) in the workspace (`gateway undo {}` reverts them all)",
+                sn.changes.len(),
+                sn.changes[0].2
+            ),
+        ));
     }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) {
-        errln!(
-            cli,
-            "gateway: the run hit its memory limit; the kernel killed processes of it"
-        );
+        notes.push(Note::new(format!("the run hit its memory limit; the kernel killed processes of it"
+        )));
     }
 }
 
 /// What the run did to protected paths, and the processes it left.
-fn protected_notes(cli: &Call, res: &broker::ExecResult) {
+fn protected_notes(notes: &mut Vec<Note>, res: &broker::ExecResult) {
     for w in &res.protected_warnings {
-        errln!(cli, "gateway: warning: {w}");
+        notes.push(Note::new(format!("warning: {w}")));
     }
     if let Some(w) = broker::leftovers_warning(res.outcome.as_ref()) {
-        errln!(cli, "gateway: warning: {w}");
+        notes.push(Note::new(format!("warning: {w}")));
     }
     // A best-effort run on a host that refused its namespaces: the person reading stderr,
     // not only the record and `--json`, learns which layers the command ran without.
     if let Some(e) = res.outcome.as_ref().map(|o| &o.enforcement)
         && !e.layers.namespaces.is_complete()
     {
-        errln!(
-            cli,
-            "gateway: warning: the command ran without these layers (best_effort): {}",
+        notes.push(Note::new(format!("warning: the command ran without these layers (best_effort): {}",
             e.not_applied().join("; ")
-        );
+        )));
     }
     if let Some(n) = res
         .outcome
@@ -239,65 +232,56 @@ fn protected_notes(cli: &Call, res: &broker::ExecResult) {
         .and_then(|o| o.leftovers_killed)
         .filter(|&n| n > 0)
     {
-        errln!(
-            cli,
-            "gateway: killed {n} process(es) the command left running (they had left its process group)"
-        );
+        notes.push(Note::new(format!("killed {n} process(es) the command left running (they had left its process group)"
+        )));
     }
     for q in &res.protected_created {
         match &q.to {
-            Some(to) => errln!(
-                cli,
-                "gateway: the command created protected path {}; moved it to {}",
+            Some(to) => notes.push(Note::new(format!(
+                "the command created protected path {}; moved it to {}",
                 q.path.display(),
                 to.display()
-            ),
-            None => errln!(
-                cli,
-                "gateway: the command created protected path {} and it could not be moved; inspect it",
+            ))),
+            None => notes.push(Note::new(format!("the command created protected path {} and it could not be moved; inspect it",
                 q.path.display()
-            ),
+            ))),
         }
     }
 }
 
 /// The secrets the run's inputs and output held (rules and places, never values).
-fn secret_notes(cli: &Call, res: &broker::ExecResult, policy: &Policy) {
+fn secret_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) {
     for s in &res.secrets.input {
-        errln!(
-            cli,
-            "gateway: warning: {} contains a secret (rule {}){}",
+        notes.push(Note::new(format!("warning: {} contains a secret (rule {}){}",
             s.place,
             s.rule,
             match policy.secrets.input {
                 crate::model::SecretsInput::Redact => "; redacted before the command saw it",
                 _ => "",
             }
-        );
+        )));
     }
     let out = &res.secrets.output;
     if !out.is_empty() && res.secrets.blocked.is_none() {
         let mut rules: Vec<&str> = out.iter().map(|o| o.rule).collect();
         rules.sort();
         rules.dedup();
-        errln!(
-            cli,
-            "gateway: {} secret(s) in the output ({}){}",
+        notes.push(Note::new(format!(
+            "{} secret(s) in the output ({}){}",
             out.len(),
             rules.join(", "),
             match policy.secrets.output {
                 crate::model::SecretsOutput::Warn => ", passed through (secrets.output = \"warn\")",
                 _ => ", redacted",
             }
-        );
+        )));
     }
     if let Some(b) = &res.secrets.blocked {
-        errln!(
-            cli,
-            "gateway: blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
+        notes.push(Note::new(format!(
+            "blocked: the command's {} contained a secret (rule {}); output from there on was withheld and the command killed (secrets.output = \"block\")",
             b.place,
             b.rule
-        );
+        )));
     }
 }
 
@@ -306,37 +290,29 @@ fn shown_argv(command: &[String]) -> String {
     crate::shown::argv_shown(&broker::redact_argv(command))
 }
 
-/// The exit code of a run's report (and, not under `--json`, why it did not run or ended as
-/// it did, on stderr). `spec` is the policy as it was named (`--policy`, GATEWAY_POLICY, the
+/// The exit code of a run's report (and, in `notes`, why it did not run or ended as it
+/// did). `spec` is the policy as it was named (`--policy`, GATEWAY_POLICY, the
 /// config file, else standard): the hint to explain the decision names it, so that the line,
 /// pasted into a shell, runs the same check.
 fn exec_code(
-    cli: &Call,
+    (cli, notes): (&Call, &mut Vec<Note>),
     res: &broker::ExecResult,
     policy: &Policy,
     spec: &str,
     command: &[String],
-    json: bool,
 ) -> u8 {
     let d = &res.decision;
     match (&res.outcome, d.effect) {
         (None, Effect::Deny) => {
-            if !json {
-                errln!(
-                    cli,
-                    "gateway: denied by policy `{}`: {}{}",
+            notes.push(Note::new(format!("denied by policy `{}`: {}{}",
                     policy.name,
                     shown_argv(command),
                     rules_text(d)
-                );
-            }
+                )));
             exit::DENIED
         }
         (None, _) => {
-            if !json {
-                errln!(
-                    cli,
-                    "gateway: not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain --policy {} -- {})",
+            notes.push(Note::new(format!("not run: it needs approval and {}{}\n  to run it: approve at a terminal prompt, or use a policy whose rules allow it (gateway policy explain --policy {} -- {})",
                     if cli.cx.stdin_is_tty() || cli.cx.client().is_some() {
                         "it was not approved"
                     } else {
@@ -345,28 +321,19 @@ fn exec_code(
                     rules_text(d),
                     crate::shown::arg_shown(spec),
                     shown_argv(command)
-                );
-            }
+                )));
             exit::NOT_APPROVED
         }
         (Some(_), _) if res.secrets.blocked.is_some() => exit::DENIED,
         (Some(o), _) => {
             if o.timed_out {
-                if !json {
-                    errln!(
-                        cli,
-                        "gateway: timed out after {:.1}s; the sandbox and every process in it were killed",
+                notes.push(Note::new(format!("timed out after {:.1}s; the sandbox and every process in it were killed",
                         o.duration.as_secs_f64()
-                    );
-                }
+                    )));
                 exit::TIMEOUT
             } else if o.output_limit_exceeded {
-                if !json {
-                    errln!(
-                        cli,
-                        "gateway: output exceeded the policy's limit; the sandbox was killed"
-                    );
-                }
+                notes.push(Note::new(format!("output exceeded the policy's limit; the sandbox was killed"
+                    )));
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {
                 c as u8

@@ -87,6 +87,8 @@ pub(crate) struct Call {
     /// every `tool` call), set from the command line before it is parsed (a usage error
     /// too) and again once parsed.
     json_errors: std::sync::atomic::AtomicBool,
+    /// A signal this process caught that ended the call's run (0: none).
+    interrupt: std::sync::atomic::AtomicI32,
 }
 
 impl std::ops::Deref for Call {
@@ -104,6 +106,7 @@ impl Call {
             options,
             cx,
             json_errors: std::sync::atomic::AtomicBool::new(json),
+            interrupt: std::sync::atomic::AtomicI32::new(0),
         }
     }
 
@@ -116,6 +119,24 @@ impl Call {
     /// Whether failures are said as JSON.
     fn json_errors(&self) -> bool {
         self.json_errors.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Notes that a signal (SIGINT, SIGTERM, SIGHUP) this process caught ended the call's
+    /// run: the process ends by it once the call's report is shown ([`Call::end`]).
+    fn interrupted(&self, sig: Option<i32>) {
+        if let Some(sig) = sig {
+            self.interrupt
+                .store(sig, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// `code`, unless a caught signal ended the call: then this process ends by that
+    /// signal (as a shell's child would), its report shown.
+    fn end(&self, code: ExitCode) -> ExitCode {
+        match self.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => code,
+            sig => crate::sandbox::exit_interrupted(sig),
+        }
     }
 }
 
@@ -184,6 +205,7 @@ mod request;
 mod schema;
 
 pub(crate) use args::{Cli, Cmd};
+use broker::report::Report;
 use broker::request::{Options, PolicyRequest, Request, ScanFormat, UndoAction};
 
 /// Exit codes (documented in README.md). Other codes are the command's own; 128+N means the
@@ -224,6 +246,23 @@ fn fail(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
     fail_text(cli, code, text)
 }
 
+/// A failure as a call's report: its error object (class from `code`) and exit `code`.
+fn failed(code: u8, msg: impl std::fmt::Display) -> Report {
+    // Errors quote commands, paths and rule subjects: escaped like any untrusted text.
+    let text = crate::shown::visible_lines(&msg.to_string()).into_owned();
+    Report::error(
+        code,
+        broker::report::ErrorReport::new(error_code_of_exit(code), text),
+    )
+}
+
+/// A broker error as a call's report: its error object (with the refusal, when the policy
+/// said no) and the exit code of its class.
+fn broker_failed(e: BrokerError) -> Report {
+    let r = broker::report::ErrorReport::of(&e);
+    Report::error(exit_of_error_code(r.error.code), r)
+}
+
 /// [`fail`] for a call whose `--json` result is already printed: the message on stderr only.
 fn fail_text(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
     errln!(
@@ -232,6 +271,50 @@ fn fail_text(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
         crate::shown::visible_lines(&msg.to_string())
     );
     ExitCode::from(code)
+}
+
+/// The exit code an [`ExitCode`] was made from.
+fn code_of(c: ExitCode) -> u8 {
+    (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1)
+}
+
+/// Renders a call's [`Report`] on this process's streams — the call's own here, or the
+/// daemon's client's own once the daemon has answered — and returns its exit code: the
+/// result as JSON under `--json` (and for `tool`), else as text; a failure as its error
+/// object under `--json` and its message on stderr; the notes on stderr.
+fn render(cli: &Call, r: &Report) -> ExitCode {
+    use broker::report::{Audience, Outcome};
+    let json = cli.json_errors();
+    match &r.outcome {
+        Outcome::Streamed => {}
+        Outcome::Error(e) => {
+            if json {
+                outln!(cli, "{}", to_json(e));
+            }
+            errln!(
+                cli,
+                "gateway: {}",
+                crate::shown::visible_lines(&e.error.message)
+            );
+        }
+        Outcome::Exec(j) => {
+            if cli.json {
+                outln!(cli, "{}", j.value());
+            }
+        }
+        Outcome::Tool(j) => outln!(cli, "{}", j.value()),
+    }
+    for n in &r.notes {
+        let said = match n.to {
+            Audience::Everyone => true,
+            Audience::Human => !cli.json,
+            Audience::Terminal => !cli.json && cli.cx.stderr_is_tty(),
+        };
+        if said {
+            errln!(cli, "gateway: {}", crate::shown::visible_lines(&n.text));
+        }
+    }
+    ExitCode::from(r.exit)
 }
 
 /// The policy's name or path: `--policy` (or GATEWAY_POLICY), else the config file's, else
@@ -455,7 +538,11 @@ pub fn main() -> ExitCode {
     };
     // Through the daemon when one is configured or running.
     match daemon_socket() {
-        Ok(None) => dispatch(cli, req),
+        Ok(None) => {
+            let r = dispatch(cli, req);
+            let code = render(cli, &r);
+            cli.end(code)
+        }
         Ok(Some(sock)) => {
             let call = broker::request::Invocation {
                 options: here.options.clone(),
@@ -463,11 +550,11 @@ pub fn main() -> ExitCode {
             };
             let called = match &call.request {
                 // Claude Code's wrapper: its files are written here, as this user.
-                broker::request::Request::Sh { .. } => agent_shell::via_daemon(cli, &sock, call),
+                broker::request::Request::Sh { .. } => agent_shell::via_daemon(&sock, call),
                 _ => serve::daemon::call(&sock, call),
             };
             match called {
-                Ok(code) => ExitCode::from(code),
+                Ok(r) => render(cli, &r),
                 Err(e) => fail(cli, exit::SANDBOX, e),
             }
         }
@@ -545,12 +632,12 @@ fn tool(
     tool: broker::request::ToolName,
     args: serde_json::Map<String, serde_json::Value>,
     roots: &broker::request::Roots,
-) -> ExitCode {
+) -> Report {
     let name = tool.as_str();
     // A daemon session's pinned policy; a change of its file is said in the result.
     let (mut policy, notice) = match load_pinned(cli) {
         Ok(p) => p,
-        Err(e) => return fail(cli, exit::POLICY, e),
+        Err(e) => return failed(exit::POLICY, e),
     };
     if *roots == broker::request::Roots::Nothing {
         policy.narrow_to(vec![]);
@@ -571,13 +658,12 @@ fn tool(
             match resolved {
                 Ok((c, true)) => dirs.push(c),
                 Ok(_) => {
-                    return fail(
-                        cli,
+                    return failed(
                         exit::USAGE,
                         format!("--root {}: not a directory", r.display()),
                     );
                 }
-                Err(e) => return fail(cli, exit::USAGE, format!("--root {}: {e}", r.display())),
+                Err(e) => return failed(exit::USAGE, format!("--root {}: {e}", r.display())),
             }
         }
         policy.narrow_to(dirs);
@@ -587,7 +673,7 @@ fn tool(
     // read that themselves for relative paths, and `history`/`undo` must not move with it.
     let cwd = match std::path::absolute(cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."))) {
         Ok(c) => c,
-        Err(e) => return fail(cli, exit::USAGE, format!("--cwd: {e}")),
+        Err(e) => return failed(exit::USAGE, format!("--cwd: {e}")),
     };
     let state = state_dir(cli);
     let session = cli.cx.session_id_for("tool");
@@ -611,15 +697,11 @@ fn tool(
     // The tool's result, not a protocol revision's envelope: 2026-07-28's `resultType` is
     // the MCP server's to add (rmcp does, for the clients that speak it).
     r.result_type = None;
-    match serde_json::to_string(&r) {
-        Ok(s) => outln!(cli, "{s}"),
-        Err(e) => return fail(cli, exit::USAGE, format!("tool {name}: {e}")),
-    }
-    if r.is_error == Some(true) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    let exit = if r.is_error == Some(true) { 1 } else { 0 };
+    Report::new(
+        exit,
+        broker::report::Outcome::Tool(broker::report::Json::of(&r)),
+    )
 }
 
 /// Records the runs of this state directory whose broker died (see `broker::intent`).
@@ -660,17 +742,18 @@ fn signal_name(sig: i32) -> String {
     clippy::too_many_lines,
     reason = "one arm per request (the requests are in broker/request.rs)"
 )]
-fn dispatch(cli: &Call, req: Request) -> ExitCode {
+fn dispatch(cli: &Call, req: Request) -> Report {
     // `tool` prints JSON whether or not `--json` is given: its failures too.
     cli.set_json_errors(cli.json || matches!(req, Request::Tool { .. }));
     recover_dead_runs(cli);
+    let streamed = |c: ExitCode| Report::streamed(code_of(c));
     match req {
-        Request::Pending => pending(cli),
+        Request::Pending => streamed(pending(cli)),
         Request::Answer {
             id,
             approve,
             always_for_session,
-        } => answer(cli, id, approve, always_for_session),
+        } => streamed(answer(cli, id, approve, always_for_session)),
         Request::Scan(s) => {
             let format = if cli.json { ScanFormat::Json } else { s.format };
             let req = broker::tools::scan::ScanRequest {
@@ -683,11 +766,13 @@ fn dispatch(cli: &Call, req: Request) -> ExitCode {
                 min_confidence: s.min_confidence,
                 confined: None,
             };
-            run_scan(cli, &req, format)
+            streamed(run_scan(cli, &req, format))
         }
-        Request::Policy(PolicyRequest::List) => policy_list(cli),
-        Request::Policy(PolicyRequest::Reload { name }) => policy_reload(cli, name.as_deref()),
-        Request::Policy(PolicyRequest::Check { file }) => {
+        Request::Policy(PolicyRequest::List) => streamed(policy_list(cli)),
+        Request::Policy(PolicyRequest::Reload { name }) => {
+            streamed(policy_reload(cli, name.as_deref()))
+        }
+        Request::Policy(PolicyRequest::Check { file }) => streamed({
             match cli
                 .cx
                 .as_client(|| Policy::load_file(&file))
@@ -710,17 +795,17 @@ fn dispatch(cli: &Call, req: Request) -> ExitCode {
                 // Under `--json`, the error object (code `policy`), as every failure.
                 Err(e) => fail(cli, exit::POLICY, e),
             }
-        }
+        }),
         Request::Policy(PolicyRequest::Explain {
             command,
             credentials,
         }) => {
             let policy = match load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(cli, exit::POLICY, e),
+                Err(e) => return failed(exit::POLICY, e),
             };
             if credentials {
-                return credentials::explain(cli, &policy, cli.json);
+                return streamed(credentials::explain(cli, &policy, cli.json));
             }
             let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
             match broker::explain(&cli.cx, &policy, &command, &cwd, &state_dir(cli)) {
@@ -734,29 +819,29 @@ fn dispatch(cli: &Call, req: Request) -> ExitCode {
                     } else {
                         print_explanation(cli, &x);
                     }
-                    ExitCode::SUCCESS
+                    Report::streamed(0)
                 }
-                Err(e) => broker_fail(cli, e),
+                Err(e) => broker_failed(e),
             }
         }
         Request::Exec(e) => run_exec(cli, &e),
         Request::Sh { argv } => agent_shell::run_sh(cli, argv),
         Request::Tool { name, args, roots } => tool(cli, name, args, &roots),
-        Request::Log(cmd) => log::run(cli, &cmd),
-        Request::Fs(cmd) => fs::run(cli, &cmd),
-        Request::History { all, limit, since } => fs::history(cli, all, (limit, since)),
-        Request::Trash(cmd) => fs::trash(cli, &cmd),
+        Request::Log(cmd) => streamed(log::run(cli, &cmd)),
+        Request::Fs(cmd) => streamed(fs::run(cli, &cmd)),
+        Request::History { all, limit, since } => streamed(fs::history(cli, all, (limit, since))),
+        Request::Trash(cmd) => streamed(fs::trash(cli, &cmd)),
         Request::Undo {
             id,
             all,
             action: UndoAction::Skip,
-        } => fs::undo_skip(cli, id, all),
+        } => streamed(fs::undo_skip(cli, id, all)),
         Request::Undo {
             id,
             all,
             action: UndoAction::Undo { dry_run, force },
-        } => fs::undo(cli, id, dry_run, force, all),
-        Request::Keys(cmd) => log::keys(cli, cmd),
+        } => streamed(fs::undo(cli, id, dry_run, force, all)),
+        Request::Keys(cmd) => streamed(log::keys(cli, cmd)),
     }
 }
 

@@ -31,6 +31,10 @@ impl serve::repl::Host for CliHost<'_> {
         let _ = super::run_exec_at(self.cli, &e, at);
     }
 
+    fn render(&self, report: &crate::broker::report::Report) {
+        let _ = super::render(self.cli, report);
+    }
+
     fn log_query(&self, args: &[&str]) {
         let mut argv = vec!["gateway", "log", "query"];
         argv.extend(args);

@@ -10,7 +10,7 @@
 //! anything in the request), builds the call's [`client::Client`] from that identity and the
 //! request's context, runs the call on a thread of its own — the very code the CLI runs when
 //! it is its own broker, with this client as the caller (see [`crate::broker::client`]) —
-//! and answers [`ServerMsg::Exit`]. Records carry the peer's uid and pid
+//! and answers [`ServerMsg::Done`] with the call's report. Records carry the peer's uid and pid
 //! and `client: daemon`. The daemon keeps one audit writer open and signs checkpoints in
 //! batches (every 1,000 records or second) instead of after every record.
 //!
@@ -37,6 +37,7 @@ use super::proto::{self, ClientMsg, ServerMsg};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
 use crate::broker::request::Invocation;
+use crate::broker::report::Report;
 use crate::broker::{BrokerError, approvals, client};
 use std::collections::HashSet;
 use std::io::{IoSliceMut, Write};
@@ -51,8 +52,11 @@ use std::time::{Duration, Instant};
 
 /// Runs one call (a request's body: never [`proto::RequestBody::Hello`], which the daemon
 /// answers itself) for the client this thread serves; returns the exit code.
-pub type Handler =
-    Arc<dyn Fn(crate::broker::request::Invocation, client::Context) -> u8 + Send + Sync>;
+pub type Handler = Arc<
+    dyn Fn(crate::broker::request::Invocation, client::Context) -> crate::broker::report::Report
+        + Send
+        + Sync,
+>;
 
 /// How the daemon runs.
 #[derive(Clone, Debug)]
@@ -698,7 +702,9 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
             if ran.ended.is_some() || ran.panicked {
                 what.record((&cfg.state_dir, &cfg.server), &ran, started.elapsed());
             }
-            tx.send(&ServerMsg::Exit { code: ran.code });
+            tx.send(&ServerMsg::Done {
+                report: Box::new(ran.report),
+            });
             ran.listener
         }
         Err(message) => {
@@ -835,19 +841,11 @@ fn run_call(
     )
     .map_err(|e| e.to_string())?;
     let cx = client::Context::of_client(client);
-    let (code, panicked) = run_caught(|| handler(call, cx.clone()));
-    if panicked {
-        cx.err(|w| {
-            writeln!(
-                w,
-                "gateway: internal error in the daemon (the call was abandoned and recorded; the daemon goes on)"
-            )
-        });
-    }
+    let (report, panicked) = run_caught(|| handler(call, cx.clone()));
     // Read once the call is over: a hang-up after it ended does not make it ended.
     let ended = end.why();
     Ok(Ran {
-        code,
+        report,
         listener,
         ended,
         panicked,
@@ -924,8 +922,8 @@ pub struct CallIo<'a> {
 }
 
 /// The client side: sends `call` to the daemon at `socket` with this process's stdio, cwd
-/// and environment; asks the terminal when the daemon asks; returns the call's exit code.
-pub fn call(socket: &Path, inv: Invocation) -> Result<u8, String> {
+/// and environment; asks the terminal when the daemon asks; returns the call's report.
+pub fn call(socket: &Path, inv: Invocation) -> Result<Report, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?;
     let env = own_env();
     let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
@@ -960,12 +958,12 @@ pub struct Captured<'a> {
 
 /// [`call_with`] with the call's stdout — and its stderr, unless `how.stderr` is given —
 /// captured through pipes that are read while the call runs (the MCP server's calls, the
-/// REPL's `/cd`). Returns the exit code, stdout and captured stderr.
+/// REPL's `/cd`). Returns the call's report, stdout and captured stderr.
 pub fn call_captured(
     socket: &Path,
     call: Invocation,
     how: Captured<'_>,
-) -> Result<(u8, Vec<u8>, Vec<u8>), String> {
+) -> Result<(Report, Vec<u8>, Vec<u8>), String> {
     let drain = |mut r: std::io::PipeReader| {
         std::thread::spawn(move || {
             let mut v = Vec::new();
@@ -1030,7 +1028,7 @@ pub fn own_env() -> Vec<(String, String)> {
 
 /// [`call`] with the working directory, environment and streams given (the MCP server's
 /// and the REPL's calls).
-pub fn call_with(socket: &Path, call: Invocation, io: CallIo<'_>) -> Result<u8, String> {
+pub fn call_with(socket: &Path, call: Invocation, io: CallIo<'_>) -> Result<Report, String> {
     request(socket, proto::RequestBody::Call(Box::new(call)), io)
 }
 
@@ -1106,8 +1104,12 @@ fn send_with_fds(
 }
 
 /// Sends one request with `io` as its context and streams (passed with it); asks the
-/// terminal when the daemon asks (if `io.ask_here`); returns the call's exit code.
-pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<u8, String> {
+/// terminal when the daemon asks (if `io.ask_here`); returns the call's report.
+pub fn request(
+    socket: &Path,
+    body: proto::RequestBody,
+    io: CallIo<'_>,
+) -> Result<Report, String> {
     let stream = UnixStream::connect(socket).map_err(|e| {
         format!(
             "cannot reach the daemon at {}: {e} (start `gateway serve`, or set GATEWAY_SOCKET= to run the embedded broker)",
@@ -1153,7 +1155,7 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
         while let Some((msg, used)) = proto::decode::<ServerMsg>(&buf).map_err(|e| e.to_string())? {
             buf.drain(..used);
             match msg {
-                ServerMsg::Exit { code } => return Ok(code),
+                ServerMsg::Done { report } => return Ok(*report),
                 ServerMsg::Hello { version, gateway } => {
                     return Err(format!(
                         "the daemon answered a call with its hello (protocol {version}, gateway {gateway})"

@@ -7,6 +7,7 @@
 use super::proto;
 use crate::audit::{Caller, Record, RecordDecision};
 use crate::broker::client;
+use crate::broker::report::{ErrorCode, ErrorReport, Report};
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -132,7 +133,7 @@ impl FrameRelay {
 /// How a call ran: its exit code, the thread reading its answers, whether the daemon ended
 /// it (and why) or it panicked, and whether it recorded itself.
 pub(super) struct Ran {
-    pub(super) code: u8,
+    pub(super) report: Report,
     pub(super) listener: Option<std::thread::JoinHandle<()>>,
     pub(super) ended: Option<Ended>,
     pub(super) panicked: bool,
@@ -205,7 +206,7 @@ impl Unrecorded {
                 rules: vec!["builtin".into()],
                 reasons,
             },
-            exit_code: Some(i32::from(ran.code)),
+            exit_code: Some(i32::from(ran.report.exit)),
             cancelled: ran.ended.is_some(),
             duration_ms: Some((took.as_secs_f64() * 1e6).round() / 1e3),
             error,
@@ -219,10 +220,19 @@ impl Unrecorded {
 
 /// Runs one call, catching a panic in it: its exit code, or 125 and true when it panicked
 /// (a run it had started is killed as the panic unwinds through the relay).
-pub(super) fn run_caught(call: impl FnOnce() -> u8) -> (u8, bool) {
+pub(super) fn run_caught(call: impl FnOnce() -> Report) -> (Report, bool) {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
-        Ok(c) => (c, false),
-        Err(_) => (125, true),
+        Ok(r) => (r, false),
+        Err(_) => (
+            Report::error(
+                125,
+                ErrorReport::new(
+                    ErrorCode::Failed,
+                    "internal error in the daemon (the call was abandoned and recorded; the daemon goes on)".into(),
+                ),
+            ),
+            true,
+        ),
     }
 }
 
@@ -232,9 +242,14 @@ mod tests {
     fn a_panicking_call_is_caught_and_recorded_once() {
         // The catching wrapper turns a call's panic into exit 125, and the daemon records it
         // (tool `daemon.call`, the error said) unless the call recorded itself.
-        let (code, panicked) = super::run_caught(|| panic!("a bug in a call"));
-        assert_eq!((code, panicked), (125, true));
-        assert_eq!(super::run_caught(|| 3), (3, false));
+        let (r, panicked) = super::run_caught(|| panic!("a bug in a call"));
+        assert_eq!((r.exit, panicked), (125, true));
+        assert!(
+            matches!(&r.outcome, crate::broker::report::Outcome::Error(e) if e.error.message.contains("internal error")),
+            "{r:?}"
+        );
+        let three = || crate::broker::report::Report::streamed(3);
+        assert_eq!(super::run_caught(three), (three(), false));
         let dir = std::env::temp_dir().join(format!("gwu-daemon-panic-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let peer = crate::broker::client::Peer {
@@ -255,7 +270,7 @@ mod tests {
             follow: false,
         });
         let ran = |recorded_itself| super::Ran {
-            code,
+            report: r.clone(),
             listener: None,
             ended: None,
             panicked,

@@ -1282,24 +1282,26 @@ fn forward(
             cancel: Some(cancel),
         },
     );
+    use crate::broker::report::Outcome;
     match res {
-        Ok((0 | 1, out, err)) => match serde_json::from_slice::<CallToolResult>(&out) {
-            Ok(r) => r,
-            Err(e) => err_code(
-                ErrorCode::Sandbox,
+        Ok((r, _, err)) => match r.outcome {
+            Outcome::Tool(t) => t.get().unwrap_or_else(|e| {
+                err_code(
+                    ErrorCode::Failed,
+                    format!("{name}: the daemon's tool result does not read as one ({e})"),
+                )
+            }),
+            Outcome::Error(e) => err_code(e.error.code, e.error.message),
+            other => err_code(
+                ErrorCode::Failed,
                 format!(
-                    "{name}: the daemon's answer is not a tool result ({e}): {}",
+                    "{name}: the daemon answered the tool call with another kind of report ({}, exit {}): {}",
+                    other.kind(),
+                    r.exit,
                     String::from_utf8_lossy(&err).trim()
                 ),
             ),
         },
-        Ok((code, _, err)) => err_code(
-            ErrorCode::Sandbox,
-            format!(
-                "{name}: the daemon refused the call (exit {code}): {}",
-                String::from_utf8_lossy(&err).trim()
-            ),
-        ),
         Err(e) => err_code(ErrorCode::Sandbox, format!("{name}: {e}")),
     }
 }

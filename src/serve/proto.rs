@@ -14,7 +14,7 @@
 //! the daemon; with [`StdioMode::Frames`] none do, stdin is empty (or the call's `stdin`
 //! text) and output comes back as [`ServerMsg::Output`] frames. The daemon answers
 //! [`ServerMsg::Ask`] when a person must approve (the client asks on its terminal and sends
-//! [`ClientMsg::Answer`]) and ends with [`ServerMsg::Exit`] (or [`ServerMsg::Hello`] for a
+//! [`ClientMsg::Answer`]) and ends with [`ServerMsg::Done`] (or [`ServerMsg::Hello`] for a
 //! hello) or [`ServerMsg::Error`].
 //!
 //! # Identity
@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version a client speaks in its request; bumped on any change to the types of
 /// this module (see the module's documentation).
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The largest message either side accepts (a command line is at most ~2 MiB on Linux; its
 /// environment counts too).
@@ -151,10 +151,11 @@ pub enum ServerMsg {
         #[serde(with = "b64")]
         data: Vec<u8>,
     },
-    /// The call is done: exit with this code.
-    Exit {
-        /// The CLI's exit code.
-        code: u8,
+    /// The call is done: its report (exit code, typed result, notes), which the client
+    /// renders.
+    Done {
+        /// The call's report.
+        report: Box<crate::broker::report::Report>,
     },
     /// The call could not be made (bad message, wrong version, busy, shutting down). Its
     /// shape is the same in every version, so that any client can print it.
@@ -435,7 +436,18 @@ mod tests {
                 stream: OutStream::Stderr,
                 data: b"err".to_vec(),
             },
-            ServerMsg::Exit { code: 3 },
+            ServerMsg::Done {
+                report: Box::new(
+                    crate::broker::report::Report::error(
+                        120,
+                        crate::broker::report::ErrorReport::new(
+                            crate::broker::report::ErrorCode::Denied,
+                            "denied by policy `standard`".into(),
+                        ),
+                    )
+                    .with_note("a note"),
+                ),
+            },
             ServerMsg::Error {
                 message: "busy".into(),
             },
@@ -463,7 +475,7 @@ mod tests {
                     stream: OutStream::Stderr,
                     ..
                 } => "s.output.stderr",
-                ServerMsg::Exit { .. } => "s.exit",
+                ServerMsg::Done { .. } => "s.done",
                 ServerMsg::Error { .. } => "s.error",
             },
             (None, None) => "",
@@ -524,6 +536,10 @@ mod tests {
         (
             3,
             "afb9bc8180a76ff1944e2b18af634b8a8c69c427f430b85f4d6fdbac002e1b63",
+        ),
+        (
+            4,
+            "2cd7f47b0c42db3a1cce2ce87827f221db4fffd14e83686ae73546220c8f0078",
         ),
     ];
 

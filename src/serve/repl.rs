@@ -21,6 +21,7 @@
 //! does not import `cli`.
 
 use crate::broker::pin::{self, Pinned};
+use crate::broker::report::Report;
 use crate::broker::session::Place;
 use crate::broker::tools::fs::{self as bfs, FsContext, FsOp, FsOutput};
 use crate::policy::Policy;
@@ -104,6 +105,8 @@ pub trait Host {
     /// Runs `argv` here as the CLI's `exec` does, printing as it runs, at `place`, in
     /// `session`, under `policy`; Ctrl-C stops the command, not the REPL.
     fn exec(&self, argv: &[String], place: Place, session: &str, policy: &Policy);
+    /// Shows a call's report (from the daemon) as the CLI shows it.
+    fn render(&self, report: &Report);
     /// `/log [filters]`: `gateway log query` with these arguments, or the parse error.
     fn log_query(&self, args: &[&str]);
     /// Loads a policy by name or path (with the config file's overrides).
@@ -267,7 +270,7 @@ impl Repl<'_> {
         sock: &std::path::Path,
         argv: Vec<String>,
         capture: bool,
-    ) -> Result<(u8, String), String> {
+    ) -> Result<(Report, String), String> {
         use std::os::fd::AsFd;
         let call = crate::broker::request::Invocation {
             options: crate::broker::request::Options {
@@ -279,7 +282,7 @@ impl Repl<'_> {
         let env = super::daemon::env_for_session(&self.session);
         let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
         if capture {
-            let (code, out, _) = super::daemon::call_captured(
+            let (report, out, _) = super::daemon::call_captured(
                 sock,
                 call,
                 super::daemon::Captured {
@@ -291,9 +294,9 @@ impl Repl<'_> {
                     cancel: None,
                 },
             )?;
-            return Ok((code, String::from_utf8_lossy(&out).into_owned()));
+            return Ok((report, String::from_utf8_lossy(&out).into_owned()));
         }
-        let code = super::daemon::call_with(
+        let report = super::daemon::call_with(
             sock,
             call,
             super::daemon::CallIo {
@@ -304,13 +307,14 @@ impl Repl<'_> {
                 cancel: None,
             },
         )?;
-        Ok((code, String::new()))
+        Ok((report, String::new()))
     }
 
     /// Runs a CLI command line through the daemon, showing what it prints.
     fn through_daemon(&self, sock: &std::path::Path, what: &str, argv: Vec<String>) {
-        if let Err(e) = self.daemon_call(sock, argv, false) {
-            eprintln!("{what}: {e}");
+        match self.daemon_call(sock, argv, false) {
+            Ok((r, _)) => self.host.render(&r),
+            Err(e) => eprintln!("{what}: {e}"),
         }
     }
 
@@ -336,10 +340,14 @@ impl Repl<'_> {
         if let Some(sock) = self.daemon.clone() {
             let mut argv = vec!["policy".to_string(), "reload".to_string()];
             argv.extend(name.map(str::to_string));
-            if let Ok((0, out)) = self.daemon_call(&sock, argv, true).map_err(|e| {
+            if let Ok((r, out)) = self.daemon_call(&sock, argv, true).map_err(|e| {
                 eprintln!("{cmd}: {e}");
             }) {
                 print!("{out}");
+                self.host.render(&r);
+                if r.exit != 0 {
+                    return;
+                }
                 if let Some(n) = name {
                     self.policy_spec = Some(n.to_string());
                     if let Ok(p) = self.host.load_named(n) {
@@ -406,8 +414,10 @@ impl Repl<'_> {
             "/cd" => {
                 let target = args.first().copied().unwrap_or("~");
                 match self.daemon_call(sock, owned(&["fs", "cd", target]), true) {
-                    Ok((0, out)) => self.cwd = PathBuf::from(out.trim_end_matches('\n')),
-                    Ok(_) => {}
+                    Ok((r, out)) if r.exit == 0 => {
+                        self.cwd = PathBuf::from(out.trim_end_matches('\n'));
+                    }
+                    Ok((r, _)) => self.host.render(&r),
                     Err(e) => eprintln!("/cd: {e}"),
                 }
             }
