@@ -5,6 +5,9 @@
 //! once, and no front end can name a field its own way (`stdout_truncated` once was
 //! `truncated` in MCP).
 
+pub mod fs;
+pub mod log;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -430,6 +433,10 @@ pub enum Outcome {
     Exec(Json<ExecReport<'static>>),
     /// `tool NAME`: the MCP tool result.
     Tool(Json<rmcp::model::CallToolResult>),
+    /// The file tools (`fs ...`), `history`, `trash`, `undo`.
+    Fs(fs::FsOutcome),
+    /// `log ...` and `keys ...`.
+    Log(log::LogOutcome),
 }
 
 impl Outcome {
@@ -440,6 +447,8 @@ impl Outcome {
             Outcome::Error(_) => "error",
             Outcome::Exec(_) => "exec",
             Outcome::Tool(_) => "tool",
+            Outcome::Fs(_) => "fs",
+            Outcome::Log(_) => "log",
         }
     }
 }

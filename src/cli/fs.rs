@@ -665,3 +665,9 @@ fn own_trash(
     }
     Ok(items)
 }
+
+/// Renders a fs result here (the caller's terminal or pipe): under `--json` its JSON, else
+/// its human text.
+pub(super) fn render(_cli: &Call, o: &crate::broker::report::fs::FsOutcome) {
+    match *o {}
+}

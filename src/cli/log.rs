@@ -352,3 +352,9 @@ pub(super) fn keys(cli: &Call, cmd: KeysCmd) -> ExitCode {
         },
     }
 }
+
+/// Renders a log result here (the caller's terminal or pipe): under `--json` its JSON, else
+/// its human text.
+pub(super) fn render(_cli: &Call, o: &crate::broker::report::log::LogOutcome) {
+    match *o {}
+}

@@ -303,6 +303,8 @@ fn render(cli: &Call, r: &Report) -> ExitCode {
             }
         }
         Outcome::Tool(j) => outln!(cli, "{}", j.value()),
+        Outcome::Fs(o) => fs::render(cli, o),
+        Outcome::Log(o) => log::render(cli, o),
     }
     for n in &r.notes {
         let said = match n.to {
