@@ -691,7 +691,8 @@ sandbox_test!(
         for i in 0..50 {
             let f = call(&format!("warm-{i}"));
             assert!(
-                f.iter().any(|f| f["type"] == "done" && f["report"]["exit"] == 0),
+                f.iter()
+                    .any(|f| f["type"] == "done" && f["report"]["exit"] == 0),
                 "{f:?}"
             );
         }
@@ -722,7 +723,8 @@ sandbox_test!(
             let name = format!("{i:0>128}");
             let f = call(&name);
             assert!(
-                f.iter().any(|f| f["type"] == "done" && f["report"]["exit"] == 0),
+                f.iter()
+                    .any(|f| f["type"] == "done" && f["report"]["exit"] == 0),
                 "call {i}: {f:?}"
             );
         }

@@ -1025,9 +1025,17 @@ sandbox_test!(
             &request(serde_json::json!({"policy": {"reload": {"name": null}}})),
             false,
         );
-        let (out, code) = output_and_exit(&f, "stdout");
+        let (_, code) = output_and_exit(&f, "stdout");
         assert_eq!(code, Some(0), "{f:?}");
-        assert!(out.contains("in force for session id-test"), "{out}");
+        // The answer is typed: the report says which session's pin was reloaded.
+        let report = f.iter().find(|f| f["type"] == "done").map(|f| &f["report"]);
+        let reloaded = report.map(|r| &r["outcome"]["result"]["reloaded"]);
+        assert_eq!(
+            report.map(|r| &r["outcome"]["kind"]),
+            Some(&serde_json::json!("policy")),
+            "{f:?}"
+        );
+        assert_eq!(reloaded.map(|r| &r["session"]), Some(&serde_json::json!("id-test")), "{f:?}");
         let recs = log_records(&env);
         let mine: Vec<&serde_json::Value> =
             recs.iter().filter(|r| r["session"] == "id-test").collect();

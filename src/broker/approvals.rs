@@ -40,7 +40,7 @@ pub struct Request<'a> {
 }
 
 /// A pending request, as `gateway pending` lists it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Pending {
     /// Its id (for `gateway approve ID`).
     pub id: u64,
@@ -116,7 +116,7 @@ const MAX_STANDING_PER_UID: usize = 256;
 pub const MAX_PENDING_PER_UID: usize = 64;
 
 /// An answer given (`gateway approve|deny ID`).
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Answered {
     /// The request's id.
     pub id: u64,

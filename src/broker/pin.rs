@@ -154,7 +154,7 @@ pub struct Reloaded {
 }
 
 /// A reload that took effect, as `policy reload --json` reports it.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Clone, schemars::JsonSchema)]
 pub struct ReloadReport {
     /// The name of the policy now in force.
     pub policy: String,

@@ -7,6 +7,7 @@
 
 pub mod fs;
 pub mod log;
+pub mod policy;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -326,7 +327,7 @@ pub struct PolicyListReport<'a> {
 /// `--json`); MCP through the daemon takes its tool result. Nothing is parsed back from
 /// printed text. What a call streams while it runs (a command's output, `log tail -f`) goes
 /// to the call's own streams (`client::Context`) before its report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
     /// The CLI's exit code (README, "Exit codes and error codes").
@@ -420,8 +421,13 @@ impl Report {
 /// A call's result, by kind. Each result travels as the JSON its type serializes to — the
 /// JSON `--json` prints and docs/schemas documents ([`Json`]) — or, for the results whose
 /// fields a renderer reads, as its own type.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "result", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    content = "result",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Outcome {
     /// Everything the call had to say went to its streams as it ran (`log tail -f`, `log
     /// export`), or it has nothing to say.
@@ -437,6 +443,12 @@ pub enum Outcome {
     Fs(fs::FsOutcome),
     /// `log ...` and `keys ...`.
     Log(log::LogOutcome),
+    /// `policy list|check|explain|reload`.
+    Policy(policy::PolicyOutcome),
+    /// `scan`.
+    Scan(Box<policy::ScanOutcome>),
+    /// `pending`, `approve`, `deny`.
+    Approval(policy::ApprovalOutcome),
 }
 
 impl Outcome {
@@ -449,6 +461,9 @@ impl Outcome {
             Outcome::Tool(_) => "tool",
             Outcome::Fs(_) => "fs",
             Outcome::Log(_) => "log",
+            Outcome::Policy(_) => "policy",
+            Outcome::Scan(_) => "scan",
+            Outcome::Approval(_) => "approval",
         }
     }
 }
@@ -482,7 +497,7 @@ impl<'a> Shape for ExecReport<'a> {
     type Of = ExecReport<'static>;
 }
 
-owned_shape!(rmcp::model::CallToolResult);
+owned_shape!(rmcp::model::CallToolResult, super::Explanation);
 
 impl<T> Json<T> {
     /// The JSON of `v` (a value that cannot be serialized — a bug: every result type

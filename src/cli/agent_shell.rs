@@ -126,9 +126,7 @@ pub(super) fn via_daemon(socket: &Path, mut call: Invocation) -> Result<Report, 
         && let Err(e) = deliver(&p.deliver, &payload)
     {
         report.exit = 1;
-        report
-            .notes
-            .push(Note::to(Audience::Everyone, e));
+        report.notes.push(Note::to(Audience::Everyone, e));
     }
     Ok(report)
 }

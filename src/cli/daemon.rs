@@ -3,6 +3,8 @@
 //! people answer through it (`pending`, `approve`, `deny`).
 
 use super::*;
+use broker::report::Outcome;
+use broker::report::policy::ApprovalOutcome;
 use broker::request::Invocation;
 
 /// The daemon to go through (`serve::daemon::socket_to_use`, with the config's `socket`).
@@ -25,7 +27,6 @@ pub fn daemon_call(
     state: &std::path::Path,
     policy: &str,
 ) -> Report {
-    let to_u8 = |c: ExitCode| Report::streamed(code_of(c));
     let Invocation { options, request } = call;
     let mut cli = Call::new(options, cx);
     cli.set_json_errors(cli.json || matches!(request, Request::Tool { .. }));
@@ -45,23 +46,25 @@ pub fn daemon_call(
     for p in chosen.iter().chain(reload_to.iter()) {
         if let Err(r) = broker::authz::may_use_policy(&cli.cx, p, policy) {
             let r = broker::authz::refused(state, &cli.cx, "policy", vec![p.clone()], r);
-            return to_u8(broker_error(&cli, r.into()));
+            return broker_failed(r.into());
         }
     }
     cli.options.policy = chosen.or_else(|| Some(policy.to_string()));
     let named = cli.options.state_dir.take();
-    if let Err(code) = same_state_dir(&cli, named, state) {
-        return Report::streamed(code);
+    if let Err(r) = same_state_dir(&cli, named, state) {
+        return *r;
     }
     cli.options.state_dir = Some(state.to_path_buf());
     dispatch(&cli, request)
 }
 
-/// Refuses (the exit code, said on the client's stderr and under `--json` as the error
-/// object) a call that names another state directory than the daemon's: on its command line
+/// Refuses (its report: the error object) a call that names another state directory than the daemon's: on its command line
 /// (`named`), else in its GATEWAY_STATE_DIR.
-fn same_state_dir(cli: &Call, named: Option<PathBuf>, state: &std::path::Path) -> Result<(), u8> {
-    let to_u8 = |c: ExitCode| (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1);
+fn same_state_dir(
+    cli: &Call,
+    named: Option<PathBuf>,
+    state: &std::path::Path,
+) -> Result<(), Box<Report>> {
     let asked = named.or_else(|| {
         cli.cx
             .env_var("GATEWAY_STATE_DIR")
@@ -71,8 +74,7 @@ fn same_state_dir(cli: &Call, named: Option<PathBuf>, state: &std::path::Path) -
     if let Some(d) = asked {
         let d = std::path::absolute(&d).unwrap_or(d);
         if d != state {
-            return Err(to_u8(fail(
-                cli,
+            return Err(Box::new(failed(
                 exit::USAGE,
                 format!(
                     "this daemon keeps its state in {}; the call asked for {} (--state-dir or GATEWAY_STATE_DIR): unset it, or set GATEWAY_SOCKET= to run the embedded broker with that state directory",
@@ -161,10 +163,9 @@ pub(super) fn serve(
 }
 
 /// `gateway pending`: only the daemon holds requests.
-pub(super) fn pending(cli: &Call) -> ExitCode {
+pub(super) fn pending(cli: &Call) -> Report {
     if cli.cx.client().is_none() {
-        return fail(
-            cli,
+        return failed(
             exit::USAGE,
             "pending: no daemon is running (approvals are queued by `gateway serve`; without it, `ask` is answered at the terminal)",
         );
@@ -179,57 +180,14 @@ pub(super) fn pending(cli: &Call) -> ExitCode {
         .client()
         .map(|c| c.server.approvals.list(uid))
         .unwrap_or_default();
-    if cli.json {
-        outln!(
-            cli,
-            "{}",
-            to_json(&broker::report::PendingReport { requests: &v })
-        );
-    } else if v.is_empty() {
-        errln!(cli, "gateway: nothing is waiting for approval");
-    } else {
-        use super::human::{Cell, Table, colour};
-        use crate::shown::visible;
-        let risk_style = |r: &str| {
-            super::human::effect_style(match r {
-                "high" => "deny",
-                "medium" => "ask",
-                _ => "",
-            })
-        };
-        let mut t = Table::new(&[true, false, false, false]);
-        for p in &v {
-            t.row(vec![
-                Cell::new(p.id.to_string()),
-                Cell::new(visible(&p.tool)),
-                Cell::styled(format!("{} risk", p.risk), risk_style(&p.risk)),
-                Cell::new(format!(
-                    "{}  (in {}, session {}, uid {} pid {}, denied in {})",
-                    visible(&p.command),
-                    visible(&p.cwd),
-                    visible(&p.session),
-                    p.uid,
-                    p.pid,
-                    crate::model::units::duration(Duration::from_secs(p.expires_in))
-                )),
-            ]);
-        }
-        for (l, p) in t.lines(colour(cli)).into_iter().zip(&v) {
-            outln!(cli, "{l}");
-            for r in &p.rules {
-                outln!(cli, "      rule {}", visible(r));
-            }
-        }
-    }
-    ExitCode::SUCCESS
+    Report::new(0, Outcome::Approval(ApprovalOutcome::Pending(v)))
 }
 
 /// `gateway approve|deny ID`.
-pub(super) fn answer(cli: &Call, id: u64, approve: bool, always: bool) -> ExitCode {
+pub(super) fn answer(cli: &Call, id: u64, approve: bool, always: bool) -> Report {
     let verb = if approve { "approve" } else { "deny" };
     let Some(c) = cli.cx.client() else {
-        return fail(
-            cli,
+        return failed(
             exit::USAGE,
             format!("{verb}: no daemon is running (approvals are queued by `gateway serve`)"),
         );
@@ -245,24 +203,75 @@ pub(super) fn answer(cli: &Call, id: u64, approve: bool, always: bool) -> ExitCo
         broker::authz::may_answer(&ctx, p.uid, || format!("pending request {id}"))
     };
     match c.server.approvals.answer(id, approve, always, by, may) {
-        Ok(a) => {
+        Ok(a) => Report::new(0, Outcome::Approval(ApprovalOutcome::Answered(a))),
+        Err(broker::approvals::AnswerError::Refused(r)) => {
+            let r = broker::authz::refused(&state_dir(cli), &ctx, verb, vec![id.to_string()], r);
+            broker_failed(r.into())
+        }
+        Err(e) => failed(exit::USAGE, format!("{verb}: {e}")),
+    }
+}
+
+/// Shows `pending`'s requests, or an answer given.
+pub(super) fn render_approval(cli: &Call, o: &ApprovalOutcome) {
+    let v = match o {
+        ApprovalOutcome::Answered(a) => {
             if cli.json {
-                outln!(cli, "{}", to_json(&a));
+                outln!(cli, "{}", to_json(a));
             } else {
                 errln!(
                     cli,
-                    "gateway: {} request {id}: {} {}",
+                    "gateway: {} request {}: {} {}",
                     if a.approved { "approved" } else { "denied" },
+                    a.id,
                     crate::shown::visible(&a.request.tool),
                     crate::shown::visible(&a.request.command)
                 );
             }
-            ExitCode::SUCCESS
+            return;
         }
-        Err(broker::approvals::AnswerError::Refused(r)) => {
-            let r = broker::authz::refused(&state_dir(cli), &ctx, verb, vec![id.to_string()], r);
-            broker_error(cli, r.into())
+        ApprovalOutcome::Pending(v) => v,
+    };
+    if cli.json {
+        outln!(
+            cli,
+            "{}",
+            to_json(&broker::report::PendingReport { requests: v })
+        );
+    } else if v.is_empty() {
+        errln!(cli, "gateway: nothing is waiting for approval");
+    } else {
+        use super::human::{Cell, Table, colour};
+        use crate::shown::visible;
+        let risk_style = |r: &str| {
+            super::human::effect_style(match r {
+                "high" => "deny",
+                "medium" => "ask",
+                _ => "",
+            })
+        };
+        let mut t = Table::new(&[true, false, false, false]);
+        for p in v {
+            t.row(vec![
+                Cell::new(p.id.to_string()),
+                Cell::new(visible(&p.tool)),
+                Cell::styled(format!("{} risk", p.risk), risk_style(&p.risk)),
+                Cell::new(format!(
+                    "{}  (in {}, session {}, uid {} pid {}, denied in {})",
+                    visible(&p.command),
+                    visible(&p.cwd),
+                    visible(&p.session),
+                    p.uid,
+                    p.pid,
+                    crate::model::units::duration(Duration::from_secs(p.expires_in))
+                )),
+            ]);
         }
-        Err(e) => fail(cli, exit::USAGE, format!("{verb}: {e}")),
+        for (l, p) in t.lines(colour(cli)).into_iter().zip(v) {
+            outln!(cli, "{l}");
+            for r in &p.rules {
+                outln!(cli, "      rule {}", visible(r));
+            }
+        }
     }
 }

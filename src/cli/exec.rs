@@ -114,8 +114,8 @@ pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> Report {
     let res = broker::exec(req, &mut ask, &mut sink);
     // A SIGINT, SIGTERM or SIGHUP caught during the run: it is recorded; this process ends
     // by that signal once its report is shown (the REPL survives a Ctrl-C).
-    let interrupt = crate::sandbox::take_interrupt()
-        .filter(|&sig| !(at.survive_sigint && sig == libc::SIGINT));
+    let interrupt =
+        crate::sandbox::take_interrupt().filter(|&sig| !(at.survive_sigint && sig == libc::SIGINT));
     cli.interrupted(interrupt);
     let res = match res {
         Ok(r) => r,
@@ -172,12 +172,14 @@ fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) 
             )));
         }
         for (p, why) in sn.not_backed_up.iter().take(10) {
-            notes.push(Note::new(format!("not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
+            notes.push(Note::new(format!(
+                "not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
                 p.display()
             )));
         }
         if sn.not_backed_up.len() > 10 {
-            notes.push(Note::new(format!("and {} more file(s) not backed up (--json lists them)",
+            notes.push(Note::new(format!(
+                "and {} more file(s) not backed up (--json lists them)",
                 sn.not_backed_up.len() - 10
             )));
         }
@@ -204,8 +206,9 @@ fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) 
         ));
     }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) {
-        notes.push(Note::new(format!("the run hit its memory limit; the kernel killed processes of it"
-        )));
+        notes.push(Note::new(
+            "the run hit its memory limit; the kernel killed processes of it",
+        ));
     }
 }
 
@@ -222,7 +225,8 @@ fn protected_notes(notes: &mut Vec<Note>, res: &broker::ExecResult) {
     if let Some(e) = res.outcome.as_ref().map(|o| &o.enforcement)
         && !e.layers.namespaces.is_complete()
     {
-        notes.push(Note::new(format!("warning: the command ran without these layers (best_effort): {}",
+        notes.push(Note::new(format!(
+            "warning: the command ran without these layers (best_effort): {}",
             e.not_applied().join("; ")
         )));
     }
@@ -232,7 +236,8 @@ fn protected_notes(notes: &mut Vec<Note>, res: &broker::ExecResult) {
         .and_then(|o| o.leftovers_killed)
         .filter(|&n| n > 0)
     {
-        notes.push(Note::new(format!("killed {n} process(es) the command left running (they had left its process group)"
+        notes.push(Note::new(format!(
+            "killed {n} process(es) the command left running (they had left its process group)"
         )));
     }
     for q in &res.protected_created {
@@ -242,7 +247,8 @@ fn protected_notes(notes: &mut Vec<Note>, res: &broker::ExecResult) {
                 q.path.display(),
                 to.display()
             ))),
-            None => notes.push(Note::new(format!("the command created protected path {} and it could not be moved; inspect it",
+            None => notes.push(Note::new(format!(
+                "the command created protected path {} and it could not be moved; inspect it",
                 q.path.display()
             ))),
         }
@@ -252,7 +258,8 @@ fn protected_notes(notes: &mut Vec<Note>, res: &broker::ExecResult) {
 /// The secrets the run's inputs and output held (rules and places, never values).
 fn secret_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) {
     for s in &res.secrets.input {
-        notes.push(Note::new(format!("warning: {} contains a secret (rule {}){}",
+        notes.push(Note::new(format!(
+            "warning: {} contains a secret (rule {}){}",
             s.place,
             s.rule,
             match policy.secrets.input {
@@ -304,11 +311,12 @@ fn exec_code(
     let d = &res.decision;
     match (&res.outcome, d.effect) {
         (None, Effect::Deny) => {
-            notes.push(Note::new(format!("denied by policy `{}`: {}{}",
-                    policy.name,
-                    shown_argv(command),
-                    rules_text(d)
-                )));
+            notes.push(Note::new(format!(
+                "denied by policy `{}`: {}{}",
+                policy.name,
+                shown_argv(command),
+                rules_text(d)
+            )));
             exit::DENIED
         }
         (None, _) => {
@@ -327,13 +335,15 @@ fn exec_code(
         (Some(_), _) if res.secrets.blocked.is_some() => exit::DENIED,
         (Some(o), _) => {
             if o.timed_out {
-                notes.push(Note::new(format!("timed out after {:.1}s; the sandbox and every process in it were killed",
-                        o.duration.as_secs_f64()
-                    )));
+                notes.push(Note::new(format!(
+                    "timed out after {:.1}s; the sandbox and every process in it were killed",
+                    o.duration.as_secs_f64()
+                )));
                 exit::TIMEOUT
             } else if o.output_limit_exceeded {
-                notes.push(Note::new(format!("output exceeded the policy's limit; the sandbox was killed"
-                    )));
+                notes.push(Note::new(
+                    "output exceeded the policy's limit; the sandbox was killed",
+                ));
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {
                 c as u8

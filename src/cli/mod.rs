@@ -199,6 +199,7 @@ mod human;
 #[cfg(test)]
 mod json_check;
 mod log;
+mod policies;
 mod repl_host;
 mod request;
 #[cfg(test)]
@@ -305,6 +306,9 @@ fn render(cli: &Call, r: &Report) -> ExitCode {
         Outcome::Tool(j) => outln!(cli, "{}", j.value()),
         Outcome::Fs(o) => fs::render(cli, o),
         Outcome::Log(o) => log::render(cli, o),
+        Outcome::Policy(o) => policies::render(cli, o),
+        Outcome::Scan(s) => policies::render_scan(cli, s),
+        Outcome::Approval(o) => daemon::render_approval(cli, o),
     }
     for n in &r.notes {
         let said = match n.to {
@@ -379,10 +383,9 @@ fn load_pinned(cli: &Call) -> Result<(Policy, Option<String>), String> {
 
 /// `gateway policy reload [NAME]`: a daemon session's pinned policy loaded again (from NAME,
 /// else as it is named), recorded as `policy.reload` with the old and new hashes.
-fn policy_reload(cli: &Call, name: Option<&str>) -> ExitCode {
+fn policy_reload(cli: &Call, name: Option<&str>) -> Report {
     let Some((client, session)) = daemon_session(cli) else {
-        return fail(
-            cli,
+        return failed(
             exit::USAGE,
             "policy reload: nothing is pinned here: without a daemon session (GATEWAY_SESSION, through `gateway serve`) every call loads the policy itself; in the REPL use /reload-policy, and restart an MCP server to load a changed policy",
         );
@@ -394,7 +397,7 @@ fn policy_reload(cli: &Call, name: Option<&str>) -> ExitCode {
         Some(p) => p,
         None => match pins.in_session(owner, &session, &spec, || load_named(cli, &spec)) {
             Ok(p) => p,
-            Err(e) => return fail(cli, exit::POLICY, e),
+            Err(e) => return failed(exit::POLICY, e),
         },
     };
     let new_spec = name.map_or_else(|| spec.clone(), str::to_string);
@@ -410,8 +413,7 @@ fn policy_reload(cli: &Call, name: Option<&str>) -> ExitCode {
     }) {
         Ok(r) => {
             if let Some(e) = r.failed {
-                return fail(
-                    cli,
+                return failed(
                     exit::POLICY,
                     format!(
                         "policy reload: {e}; the session keeps policy {} (sha256 {}) [audit {}]",
@@ -421,25 +423,19 @@ fn policy_reload(cli: &Call, name: Option<&str>) -> ExitCode {
                     ),
                 );
             }
-            let rep = r.report();
-            if cli.json {
-                outln!(cli, "{}", to_json(&rep));
-            } else {
-                outln!(
-                    cli,
-                    "policy {} (sha256 {}) in force for session {session}, replacing sha256 {} [audit {}]",
-                    rep.policy,
-                    rep.sha256,
-                    rep.replaced,
-                    rep.audit_seq
-                );
-            }
+            let report = r.report();
             // The session's policy from now on: its later calls name it as before (`spec`),
             // and find what was reloaded, from NAME or from the same file.
             pins.set_session_pin(owner, &session, &spec, r.pinned);
-            ExitCode::SUCCESS
+            Report::new(
+                0,
+                broker::report::Outcome::Policy(broker::report::policy::PolicyOutcome::Reloaded {
+                    session,
+                    report,
+                }),
+            )
         }
-        Err(e) => broker_fail(cli, e),
+        Err(e) => broker_failed(e),
     }
 }
 
@@ -538,6 +534,8 @@ pub fn main() -> ExitCode {
         request::Parsed::Local(l) => return local(cli, l),
         request::Parsed::Call(r) => r,
     };
+    // The report is rendered here, wherever the call runs.
+    cli.set_json_errors(json_errors_for(cli, &req));
     // Through the daemon when one is configured or running.
     match daemon_socket() {
         Ok(None) => {
@@ -738,6 +736,17 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
+/// Whether a request's failures are said as JSON: under `--json`, for `tool` (which prints
+/// JSON whether or not `--json` is given), and for `scan --format json`.
+fn json_errors_for(cli: &Call, req: &Request) -> bool {
+    cli.json
+        || match req {
+            Request::Tool { .. } => true,
+            Request::Scan(s) => s.format == ScanFormat::Json,
+            _ => false,
+        }
+}
+
 /// Runs one request here: the embedded broker's, or the daemon's for one of its clients
 /// (`daemon_call`). The one dispatch of every request, whichever front end made it.
 #[allow(
@@ -745,17 +754,16 @@ fn signal_name(sig: i32) -> String {
     reason = "one arm per request (the requests are in broker/request.rs)"
 )]
 fn dispatch(cli: &Call, req: Request) -> Report {
-    // `tool` prints JSON whether or not `--json` is given: its failures too.
-    cli.set_json_errors(cli.json || matches!(req, Request::Tool { .. }));
+    cli.set_json_errors(json_errors_for(cli, &req));
     recover_dead_runs(cli);
     let streamed = |c: ExitCode| Report::streamed(code_of(c));
     match req {
-        Request::Pending => streamed(pending(cli)),
+        Request::Pending => pending(cli),
         Request::Answer {
             id,
             approve,
             always_for_session,
-        } => streamed(answer(cli, id, approve, always_for_session)),
+        } => answer(cli, id, approve, always_for_session),
         Request::Scan(s) => {
             let format = if cli.json { ScanFormat::Json } else { s.format };
             let req = broker::tools::scan::ScanRequest {
@@ -768,64 +776,15 @@ fn dispatch(cli: &Call, req: Request) -> Report {
                 min_confidence: s.min_confidence,
                 confined: None,
             };
-            streamed(run_scan(cli, &req, format))
+            policies::run_scan(cli, &req, format)
         }
-        Request::Policy(PolicyRequest::List) => streamed(policy_list(cli)),
-        Request::Policy(PolicyRequest::Reload { name }) => {
-            streamed(policy_reload(cli, name.as_deref()))
-        }
-        Request::Policy(PolicyRequest::Check { file }) => streamed({
-            match cli
-                .cx
-                .as_client(|| Policy::load_file(&file))
-                .map_err(|e| format!("policy {}: {e}", file.display()))
-                .and_then(|r| r.map_err(|e| e.to_string()))
-            {
-                Ok(p) => {
-                    if cli.json {
-                        outln!(cli, "{}", to_json(&policy::report::Checked::loaded(&p)));
-                    } else {
-                        outln!(
-                            cli,
-                            "{}: ok ({} rules, extends resolved)",
-                            file.display(),
-                            p.rules.len()
-                        );
-                    }
-                    ExitCode::SUCCESS
-                }
-                // Under `--json`, the error object (code `policy`), as every failure.
-                Err(e) => fail(cli, exit::POLICY, e),
-            }
-        }),
+        Request::Policy(PolicyRequest::List) => policies::list(),
+        Request::Policy(PolicyRequest::Reload { name }) => policy_reload(cli, name.as_deref()),
+        Request::Policy(PolicyRequest::Check { file }) => policies::check(cli, &file),
         Request::Policy(PolicyRequest::Explain {
             command,
             credentials,
-        }) => {
-            let policy = match load_policy(cli) {
-                Ok(p) => p,
-                Err(e) => return failed(exit::POLICY, e),
-            };
-            if credentials {
-                return streamed(credentials::explain(cli, &policy, cli.json));
-            }
-            let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
-            match broker::explain(&cli.cx, &policy, &command, &cwd, &state_dir(cli)) {
-                Ok(x) => {
-                    if cli.json {
-                        outln!(
-                            cli,
-                            "{}",
-                            serde_json::to_string_pretty(&x).unwrap_or_default()
-                        );
-                    } else {
-                        print_explanation(cli, &x);
-                    }
-                    Report::streamed(0)
-                }
-                Err(e) => broker_failed(e),
-            }
-        }
+        }) => policies::explain(cli, &command, credentials),
         Request::Exec(e) => run_exec(cli, &e),
         Request::Sh { argv } => agent_shell::run_sh(cli, argv),
         Request::Tool { name, args, roots } => tool(cli, name, args, &roots),
@@ -1041,102 +1000,6 @@ fn effective_place(cli: &Call) -> broker::session::Place {
     broker::session::Place::at(Path::new("."))
 }
 
-fn policy_list(cli: &Call) -> ExitCode {
-    let rows = match policy::report::builtins() {
-        Ok(rows) => rows,
-        Err(e) => return fail(cli, exit::POLICY, e),
-    };
-    if cli.json {
-        outln!(
-            cli,
-            "{}",
-            to_json(&broker::report::PolicyListReport { policies: &rows })
-        );
-    } else {
-        for r in rows {
-            outln!(
-                cli,
-                "{:<11} {:>2} rules  {}",
-                r.name,
-                r.rules,
-                r.description
-            );
-        }
-    }
-    ExitCode::SUCCESS
-}
-
-fn print_explanation(cli: &Call, x: &broker::Explanation) {
-    use crate::shown::{arg_shown, visible};
-    use human::{Cell, Table, effect_style, paint};
-    let on = human::colour(cli);
-    let d = &x.decision;
-    outln!(cli, "policy:    {}", x.policy);
-    outln!(
-        cli,
-        "decision:  {}",
-        paint(d.effect.name(), effect_style(d.effect.name()), on)
-    );
-    for c in &d.commands {
-        outln!(cli, "command:   {}", visible(c));
-    }
-    let mut t = Table::new(&[]);
-    for r in &d.rules {
-        t.row(vec![
-            Cell::styled(r.effect.name(), effect_style(r.effect.name())),
-            Cell::new(visible(&r.id)),
-            Cell::new(format!("{}  [{}]", visible(&r.reason), visible(&r.subject))),
-        ]);
-    }
-    for l in t.lines(on) {
-        outln!(cli, "  {l}");
-    }
-    for u in &d.unanalysable {
-        outln!(cli, "unanalysable: {}", visible(u));
-    }
-    let s = &x.sandbox.confine;
-    let show = |name: &str, v: &[PathBuf]| {
-        let items: Vec<String> = v
-            .iter()
-            .map(|p| arg_shown(&p.to_string_lossy()).into_owned())
-            .collect();
-        let items = if items.is_empty() {
-            "(none)".to_string()
-        } else {
-            items.join(" ")
-        };
-        outln!(cli, "{name:<10} {items}");
-    };
-    outln!(cli, "sandbox (landlock ABI {}):", x.landlock_abi);
-    show("  read", &s.read);
-    show("  write", &s.write);
-    show("  exec", &s.exec);
-    show("  deny", &s.deny);
-    show("  protected", &s.protected);
-    show("  hidden", &s.hidden);
-    outln!(cli, "  network    {}", s.network);
-    outln!(cli, "  limits     {}", s.limits);
-    outln!(
-        cli,
-        "secrets:   output {}, input {}",
-        x.secrets.output,
-        x.secrets.input
-    );
-    for i in &x.secrets_in_argv {
-        outln!(cli, "  {} contains a secret (rule {})", i.place, i.rule);
-    }
-    let names: Vec<String> = x
-        .sandbox
-        .env
-        .iter()
-        .map(|(k, _)| k.to_string_lossy().into_owned())
-        .collect();
-    outln!(cli, "  env        {}", names.join(" "));
-    for l in &x.layers {
-        outln!(cli, "  layer      {l}");
-    }
-}
-
 fn rules_text(d: &Decision) -> String {
     let mut s = String::new();
     for r in d.deciding_rules() {
@@ -1174,94 +1037,4 @@ fn broker_error(cli: &Call, e: BrokerError) -> ExitCode {
         exit_of_error_code(report.error.code),
         report.error.message,
     )
-}
-
-fn run_scan(cli: &Call, req: &broker::tools::scan::ScanRequest, format: ScanFormat) -> ExitCode {
-    // A progress line on a terminal, for trees that take more than a moment.
-    let bar = (cli.cx.client().is_none() && crate::sandbox::stderr_is_tty()).then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
-        b
-    });
-    let progress = |files: u64, bytes: u64| {
-        if let Some(b) = &bar {
-            b.set_message(format!(
-                "scanning: {files} files, {:.1} MB",
-                bytes as f64 / 1e6
-            ));
-            b.tick();
-        }
-    };
-    let res = broker::tools::scan::scan_audited(
-        &cli.cx,
-        req,
-        &progress,
-        &cli.cx.session_id(),
-        cli.cx.caller("cli"),
-    );
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let report = match res {
-        Ok(r) => r,
-        Err(e) => {
-            // `--format json` without `--json`: the error object too.
-            if matches!(format, ScanFormat::Json) {
-                cli.set_json_errors(true);
-            }
-            return broker_error(cli, e);
-        }
-    };
-    match format {
-        ScanFormat::Json => outln!(cli, "{}", to_json(&report)),
-        ScanFormat::Sarif => outln!(
-            cli,
-            "{}",
-            serde_json::to_string_pretty(&broker::tools::scan::sarif(&report)).unwrap_or_default()
-        ),
-        ScanFormat::Text => {
-            let mut out = cli.cx.stdout_writer();
-            for f in &report.findings {
-                let _ = writeln!(
-                    out,
-                    "{}:{}:{}: {} ({} confidence, sha256 {})",
-                    f.path,
-                    f.line,
-                    f.column,
-                    f.rule,
-                    f.confidence,
-                    &f.fingerprint[..12]
-                );
-            }
-            let mb = report.bytes_scanned as f64 / 1e6;
-            let secs = report.duration_ms.max(1) as f64 / 1e3;
-            errln!(
-                cli,
-                "gateway scan: {} finding(s){} in {} files, {:.1} MB in {:.2}s ({:.0} MB/s){}",
-                report.findings.len(),
-                if report.known > 0 {
-                    format!(" ({} more known to the baseline)", report.known)
-                } else {
-                    String::new()
-                },
-                report.files_scanned,
-                mb,
-                secs,
-                mb / secs,
-                if report.redacted_files.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; redacted {} file(s) (old contents backed up in the state directory)",
-                        report.redacted_files.len()
-                    )
-                }
-            );
-        }
-    }
-    if report.findings.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
 }

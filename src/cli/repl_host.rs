@@ -28,7 +28,10 @@ impl serve::repl::Host for CliHost<'_> {
             argv: argv.to_vec(),
             ..Default::default()
         };
-        let _ = super::run_exec_at(self.cli, &e, at);
+        let r = super::run_exec_at(self.cli, &e, at);
+        let code = super::render(self.cli, &r);
+        // A SIGTERM or SIGHUP caught during the run ends the REPL too (a Ctrl-C does not).
+        let _ = self.cli.end(code);
     }
 
     fn render(&self, report: &crate::broker::report::Report) {

@@ -6,10 +6,10 @@ use super::{BUILTINS, Policy, PolicyError};
 use serde::Serialize;
 
 /// A built-in policy as `policy list` shows it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Listed {
     /// Its name (`--policy NAME`).
-    pub name: &'static str,
+    pub name: String,
     /// Its one-line description.
     pub description: String,
     /// How many rules it has, inherited ones included.
@@ -23,7 +23,7 @@ pub fn builtins() -> Result<Vec<Listed>, PolicyError> {
         .map(|(name, _)| {
             let p = Policy::builtin(name)?;
             Ok(Listed {
-                name,
+                name: (*name).to_string(),
                 description: p.description,
                 rules: p.rules.len(),
             })
@@ -32,7 +32,7 @@ pub fn builtins() -> Result<Vec<Listed>, PolicyError> {
 }
 
 /// `policy check FILE`: the file loads (with its `extends`), or why not.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Checked {
     /// Whether it loads.
     pub ok: bool,

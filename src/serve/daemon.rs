@@ -36,8 +36,8 @@ use super::life::{
 use super::proto::{self, ClientMsg, ServerMsg};
 use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
-use crate::broker::request::Invocation;
 use crate::broker::report::Report;
+use crate::broker::request::Invocation;
 use crate::broker::{BrokerError, approvals, client};
 use std::collections::HashSet;
 use std::io::{IoSliceMut, Write};
@@ -1105,11 +1105,7 @@ fn send_with_fds(
 
 /// Sends one request with `io` as its context and streams (passed with it); asks the
 /// terminal when the daemon asks (if `io.ask_here`); returns the call's report.
-pub fn request(
-    socket: &Path,
-    body: proto::RequestBody,
-    io: CallIo<'_>,
-) -> Result<Report, String> {
+pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<Report, String> {
     let stream = UnixStream::connect(socket).map_err(|e| {
         format!(
             "cannot reach the daemon at {}: {e} (start `gateway serve`, or set GATEWAY_SOCKET= to run the embedded broker)",

@@ -126,7 +126,7 @@ pub enum RequestBody {
 }
 
 /// The daemon's message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServerMsg {
     /// The answer to [`RequestBody::Hello`].

@@ -116,7 +116,7 @@ pub struct ScanFinding {
 }
 
 /// The result of a scan.
-#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ScanReport {
     /// New findings (not in the baseline), sorted by path and position.
     pub findings: Vec<ScanFinding>,
