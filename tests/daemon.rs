@@ -1035,7 +1035,11 @@ sandbox_test!(
             Some(&serde_json::json!("policy")),
             "{f:?}"
         );
-        assert_eq!(reloaded.map(|r| &r["session"]), Some(&serde_json::json!("id-test")), "{f:?}");
+        assert_eq!(
+            reloaded.map(|r| &r["session"]),
+            Some(&serde_json::json!("id-test")),
+            "{f:?}"
+        );
         let recs = log_records(&env);
         let mine: Vec<&serde_json::Value> =
             recs.iter().filter(|r| r["session"] == "id-test").collect();

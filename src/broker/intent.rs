@@ -311,17 +311,15 @@ fn capture(
     max: u64,
     quota: crate::journal::quota::Limits,
 ) -> Result<snapshot::SnapshotReport, BrokerError> {
-    let pre = snapshot::load_index(index).ok_or_else(|| {
-        BrokerError::Usage(format!(
-            "the pre-run index {} is missing or unreadable",
-            index.display()
-        ))
+    let pre = snapshot::load_index(index).ok_or_else(|| BrokerError::Io {
+        what: format!("the pre-run index {}", index.display()),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, "missing or unreadable"),
     })?;
     if !wsfs::is_dir(ws) {
-        return Err(BrokerError::Usage(format!(
-            "the workspace {} is gone",
-            ws.display()
-        )));
+        return Err(BrokerError::Io {
+            what: format!("the workspace {}", ws.display()),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "gone"),
+        });
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let (sd, w) = (state_dir.to_path_buf(), ws.to_path_buf());

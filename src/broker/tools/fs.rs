@@ -149,9 +149,10 @@ pub fn run(ctx: &FsContext<'_>, op: FsOp) -> Result<FsResult, BrokerError> {
         }
     }
     Ok(FsResult {
-        decision: t
-            .decision
-            .ok_or_else(|| usage("a file tool call performed without a decision"))?,
+        decision: t.decision.ok_or_else(|| BrokerError::Invariant {
+            tool: "fs".into(),
+            what: "the call was performed without a decision",
+        })?,
         output,
         audit_seq: done.seq,
         enforcement: t.enforcement,
@@ -232,7 +233,10 @@ impl broker::invoke::Tool for FsTool<'_, '_> {
     fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
         let ctx = self.ctx;
         let Some(op) = self.op.as_ref() else {
-            return Err(usage("a file tool call decided twice"));
+            return Err(BrokerError::Invariant {
+                tool: "fs".into(),
+                what: "the call was decided twice",
+            });
         };
         // Paths can hold a token (a file named after one): recorded redacted, always.
         rec.args = describe(op).iter().map(|a| redact_text(a)).collect();
@@ -378,7 +382,10 @@ impl broker::invoke::Tool for FsTool<'_, '_> {
         _approved: Option<bool>,
     ) -> Result<FsOutput, BrokerError> {
         let (Some(op), Some(paths)) = (self.op.take(), self.paths.take()) else {
-            return Err(usage("a file tool call performed twice"));
+            return Err(BrokerError::Invariant {
+                tool: "fs".into(),
+                what: "the call was performed twice",
+            });
         };
         let (res, enforcement) = perform(
             self.ctx,
