@@ -28,7 +28,8 @@ impl serve::repl::Host for CliHost<'_> {
             argv: argv.to_vec(),
             ..Default::default()
         };
-        let _ = super::run_exec_at(self.cli, &e, at);
+        // The command's output went to the terminal as it ran; its report says the rest.
+        let _ = super::render(self.cli, &super::run_exec_at(self.cli, &e, at));
     }
 
     fn render(&self, report: &crate::broker::report::Report) {
