@@ -1837,3 +1837,111 @@ sandbox_test!(
         );
     }
 );
+
+sandbox_test!(
+    fn daemon_sends_fs_results_typed_and_the_client_renders_them() {
+        // Issue 35: a file tool's result crosses the daemon as the done frame's typed report
+        // (`outcome.kind` "fs"), not as text on the call's stdout; the client renders it, the
+        // same text as the embedded broker's.
+        let env = Env::new("daemon-fs-typed");
+        let d = Daemon::start(&env, "standard", &[]);
+        let ws = env.ws.display().to_string();
+        let request = |body: serde_json::Value| {
+            serde_json::json!({"type": "request", "version": 4, "context": {
+                "cwd": ws, "env": [["PATH", "/usr/bin:/bin"],
+                ["HOME", env.home.display().to_string()]], "session": null,
+                "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
+                "state_dir": null, "policy": null, "cwd": null, "json": false},
+                "request": body}}})
+        };
+        let f = wire(
+            &env,
+            &d.socket,
+            false,
+            &request(serde_json::json!({"fs": {"mkdir": {"path": "made", "parents": false}}})),
+            false,
+        );
+        assert!(env.ws.join("made").is_dir(), "{f:?}");
+        assert_eq!(
+            output_and_exit(&f, "stdout"),
+            (String::new(), Some(0)),
+            "{f:?}"
+        );
+        let done = f
+            .iter()
+            .find(|f| f["type"] == "done")
+            .expect("a done frame");
+        let outcome = &done["report"]["outcome"];
+        assert_eq!(outcome["kind"], "fs", "{done}");
+        let tool = &outcome["result"]["tool"];
+        assert_eq!(tool["output"]["kind"], "done", "{done}");
+        assert_eq!(tool["report"]["output"], tool["output"], "{done}");
+        assert_eq!(tool["report"]["decision"]["effect"], "allow", "{done}");
+        assert!(tool["report"]["audit_seq"].as_u64().is_some(), "{done}");
+        // A second change, made through the daemon by the CLI.
+        let o = d
+            .cmd(&env)
+            .args(["fs", "mkdir", "made2"])
+            .output()
+            .expect("mkdir");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout(&o).is_empty(), "{}", text(&o));
+        assert!(stderr(&o).contains("(change 2;"), "{}", text(&o));
+        // `history`: the changes, typed.
+        let f = wire(
+            &env,
+            &d.socket,
+            false,
+            &request(serde_json::json!({"history": {"all": false, "limit": 0, "since": null}})),
+            false,
+        );
+        assert_eq!(
+            output_and_exit(&f, "stdout"),
+            (String::new(), Some(0)),
+            "{f:?}"
+        );
+        let done = f
+            .iter()
+            .find(|f| f["type"] == "done")
+            .expect("a done frame");
+        let outcome = &done["report"]["outcome"];
+        assert_eq!(outcome["kind"], "fs", "{done}");
+        let changes = outcome["result"]["history"]["changes"]
+            .as_array()
+            .expect("changes");
+        assert_eq!(changes.len(), 2, "{done}");
+        assert_eq!(changes[0]["change"]["tool"], "fs.mkdir", "{done}");
+        // Rendered by the client: the same text, on the same streams, as without a daemon.
+        let seq = regex::Regex::new(r#""audit_seq":\d+"#).expect("regex");
+        for args in [
+            &["history"][..],
+            &["history", "--json"],
+            &["history", "--limit", "1"],
+            &["fs", "ls"],
+            &["fs", "ls", "--json"],
+            &["trash", "list"],
+        ] {
+            let a = env.cmd().args(args).output().expect("embedded");
+            let b = d.cmd(&env).args(args).output().expect("through the daemon");
+            assert_eq!(
+                a.status.code(),
+                b.status.code(),
+                "{args:?}: {}\n---\n{}",
+                text(&a),
+                text(&b)
+            );
+            // Each call is recorded: the record's number differs, nothing else.
+            assert_eq!(
+                seq.replace_all(&stdout(&a), "N"),
+                seq.replace_all(&stdout(&b), "N"),
+                "{args:?}"
+            );
+            assert_eq!(stderr(&a), stderr(&b), "{args:?}");
+            assert!(
+                !stdout(&a).is_empty() || args[0] == "trash",
+                "{args:?}: {}",
+                text(&a)
+            );
+        }
+    }
+);

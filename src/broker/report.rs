@@ -497,6 +497,10 @@ impl<'a> Shape for ExecReport<'a> {
     type Of = ExecReport<'static>;
 }
 
+impl<'a> Shape for FsReport<'a> {
+    type Of = FsReport<'static>;
+}
+
 owned_shape!(rmcp::model::CallToolResult, super::Explanation);
 
 impl<T> Json<T> {

@@ -1,7 +1,9 @@
 //! `gateway fs ...`, `gateway history`, `gateway undo`.
 
-use super::{Call, broker_fail, exit, fail, state_dir};
+use super::{Call, broker_failed, exit, failed, state_dir};
 use crate::broker::authz;
+use crate::broker::report::fs::FsOutcome;
+use crate::broker::report::{Json, Note, Outcome, Report};
 use crate::broker::request::{Content, FsRequest as FsCmd, Input, TrashRequest};
 use crate::broker::tools::fs::{
     self as bfs, Edit, FsContext, FsOp, FsOutput, FsResult, GrepMode, GrepOptions, PathState, Phase,
@@ -9,7 +11,6 @@ use crate::broker::tools::fs::{
 use crate::policy::Policy;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// The most `fs edit --edits FILE|-` reads: a list of edits is text an agent wrote; more is
 /// refused, not held (through the daemon, its memory).
@@ -75,10 +76,10 @@ fn edits_of(cli: &Call, inline: &[Edit], from: Option<&Input>) -> Result<Vec<Edi
     clippy::too_many_lines,
     reason = "one arm per file tool, turning its arguments into the call"
 )]
-pub(super) fn run(cli: &Call, cmd: &FsCmd) -> ExitCode {
+pub(super) fn run(cli: &Call, cmd: &FsCmd) -> Report {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(cli, exit::POLICY, e),
+        Err(e) => return failed(exit::POLICY, e),
     };
     let op = match cmd {
         FsCmd::Read {
@@ -103,7 +104,7 @@ pub(super) fn run(cli: &Call, cmd: &FsCmd) -> ExitCode {
                 Content::From(Input::Stdin) => {
                     let mut v = Vec::new();
                     if let Err(e) = cli.cx.read_stdin_up_to(&mut v, max) {
-                        return fail(cli, exit::USAGE, format!("reading stdin: {e}"));
+                        return failed(exit::USAGE, format!("reading stdin: {e}"));
                     }
                     v
                 }
@@ -116,8 +117,7 @@ pub(super) fn run(cli: &Call, cmd: &FsCmd) -> ExitCode {
                     match read {
                         Ok(v) => v,
                         Err(e) => {
-                            return fail(
-                                cli,
+                            return failed(
                                 exit::USAGE,
                                 format!("--content-file {}: {e}", f.display()),
                             );
@@ -154,26 +154,14 @@ pub(super) fn run(cli: &Call, cmd: &FsCmd) -> ExitCode {
                 .env_var("GATEWAY_SESSION")
                 .is_none_or(|s| s.is_empty())
             {
-                return fail(
-                    cli,
+                return failed(
                     exit::USAGE,
                     "fs cd: set GATEWAY_SESSION to name the session whose directory changes (each gateway process is otherwise a session of its own)",
                 );
             }
             return match bfs::cd(&context(cli, &policy), path) {
-                Ok(d) => {
-                    if cli.json {
-                        outln!(
-                            cli,
-                            "{}",
-                            super::to_json(&crate::broker::report::CdReport { cwd: &d })
-                        );
-                    } else {
-                        outln!(cli, "{}", d.display());
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => broker_fail(cli, e),
+                Ok(cwd) => Report::new(0, Outcome::Fs(FsOutcome::Cd { cwd })),
+                Err(e) => broker_failed(e),
             };
         }
         FsCmd::Glob { pattern, path } => FsOp::Glob {
@@ -214,7 +202,7 @@ pub(super) fn run(cli: &Call, cmd: &FsCmd) -> ExitCode {
                 edits,
                 dry_run: *dry_run,
             },
-            Err(e) => return fail(cli, exit::USAGE, e),
+            Err(e) => return failed(exit::USAGE, e),
         },
     };
     let counts = matches!(
@@ -240,166 +228,175 @@ fn rules_of(d: &crate::model::Decision) -> String {
         .join("; ")
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "one arm per file tool output, rendered as text for a person"
-)]
-/// `counts`: grep's count mode; `show_diff`: `--diff` (a dry run prints its diff anyway).
+/// A file tool's result as the call's report: exit 0, or 120 (denied) or 121 (not
+/// approved) with why, said to a person. `counts`: grep's count mode; `show_diff`: `--diff`
+/// (a dry run shows its diff anyway).
 fn report(
     cli: &Call,
     res: Result<FsResult, crate::broker::BrokerError>,
     (counts, show_diff): (bool, bool),
-) -> ExitCode {
+) -> Report {
     let r = match res {
         Ok(r) => r,
-        Err(e) => {
-            return broker_fail(cli, e);
-        }
+        Err(e) => return broker_failed(e),
     };
-    if cli.json {
-        outln!(cli, "{}", super::to_json(&r.report()));
-    } else {
-        let mut out = cli.cx.stdout_writer();
-        match &r.output {
-            FsOutput::Denied | FsOutput::NotApproved => {}
-            FsOutput::Done {
-                what,
-                change,
-                undoable,
-            } => match change {
-                Some(id) if *undoable => {
-                    errln!(
-                        cli,
-                        "gateway: {what} (change {id}; `gateway undo {id}` reverts it)"
-                    )
-                }
-                Some(id) => errln!(cli, "gateway: {what} (change {id}; it cannot be undone)"),
-                None => errln!(cli, "gateway: {what}"),
-            },
-            FsOutput::Glob { paths, truncated } => {
-                for p in paths {
-                    let _ = writeln!(out, "{p}");
-                }
-                if *truncated {
-                    errln!(cli, "gateway: more matches not shown");
-                }
-            }
-            FsOutput::Grep(g) => {
-                for (p, n, t, m) in &g.lines {
-                    let _ = writeln!(
-                        out,
-                        "{p}{}{n}{}{t}",
-                        if *m { ":" } else { "-" },
-                        if *m { ":" } else { "-" }
-                    );
-                }
-                for (p, n) in &g.files {
-                    if counts {
-                        let _ = writeln!(out, "{p}:{n}");
-                    } else {
-                        let _ = writeln!(out, "{p}");
-                    }
-                }
-                if g.truncated {
-                    errln!(cli, "gateway: more results not shown (--max)");
-                }
-            }
-            FsOutput::List { entries, .. } => {
-                for (name, kind, size) in entries {
-                    let suffix = match kind.as_str() {
-                        "dir" => "/",
-                        "link" => "@",
-                        _ => "",
-                    };
-                    let _ = writeln!(out, "{size:>10}  {name}{suffix}");
-                }
-            }
-            FsOutput::Read { lines, .. } => {
-                for (_, l) in lines {
-                    let _ = writeln!(out, "{l}");
-                }
-            }
-            FsOutput::Probe {
-                open,
-                write,
-                status,
-            } => {
-                let _ = writeln!(out, "open: {open}");
-                let _ = writeln!(out, "write: {write}");
-                for l in status {
-                    let _ = writeln!(out, "{l}");
-                }
-            }
-            FsOutput::Changed {
-                path,
-                diff,
-                change,
-                created,
-                removed,
-                lines_added,
-                lines_removed,
-                ..
-            } => {
-                // A summary and a stat (as `git diff --stat`); the diff itself with `--diff`
-                // or on a dry run, capped by the broker (`DIFF_MAX_LINES`).
-                if show_diff || (change.is_none() && !diff.is_empty()) {
-                    let _ = write!(out, "{diff}");
-                }
-                if !diff.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "{}: +{lines_added} -{lines_removed} lines",
-                        crate::shown::arg_shown(&path.to_string_lossy())
-                    );
-                }
-                match change {
-                    Some(id) => errln!(
-                        cli,
-                        "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
-                        if *created {
-                            "created"
-                        } else if *removed {
-                            "removed"
-                        } else {
-                            "changed"
-                        },
-                        path.display()
-                    ),
-                    None if diff.is_empty() => {
-                        errln!(cli, "gateway: {}: nothing to change", path.display())
-                    }
-                    None => errln!(cli, "gateway: dry run: nothing was changed"),
-                }
-            }
-        }
-    }
-    if matches!(r.output, FsOutput::Denied) {
-        if !cli.json {
-            errln!(cli, "gateway: denied by policy: {}", rules_of(&r.decision));
-        }
-        return ExitCode::from(exit::DENIED);
-    }
-    if matches!(r.output, FsOutput::NotApproved) {
-        if !cli.json && r.decision.effect == crate::model::Effect::Allow {
-            errln!(
-                cli,
-                "gateway: not done: the permanent deletion was not confirmed"
-            );
-        } else if !cli.json {
-            errln!(
-                cli,
-                "gateway: not done: it needs approval and {}: {}\n  to do it: approve at a terminal prompt, or use a policy whose rules allow it",
+    let (code, note) = match r.output {
+        FsOutput::Denied => (
+            exit::DENIED,
+            Some(format!("denied by policy: {}", rules_of(&r.decision))),
+        ),
+        FsOutput::NotApproved if r.decision.effect == crate::model::Effect::Allow => (
+            exit::NOT_APPROVED,
+            Some("not done: the permanent deletion was not confirmed".to_string()),
+        ),
+        FsOutput::NotApproved => (
+            exit::NOT_APPROVED,
+            Some(format!(
+                "not done: it needs approval and {}: {}\n  to do it: approve at a terminal prompt, or use a policy whose rules allow it",
                 if cli.cx.stdin_is_tty() || cli.cx.client().is_some() {
                     "it was not approved"
                 } else {
                     "there is no terminal to ask on"
                 },
                 rules_of(&r.decision)
-            );
+            )),
+        ),
+        _ => (0, None),
+    };
+    let report = Json::of(&r.report());
+    let mut rep = Report::new(
+        code,
+        Outcome::Fs(FsOutcome::Tool {
+            report,
+            output: r.output,
+            counts,
+            show_diff,
+        }),
+    );
+    rep.notes.extend(note.map(Note::new));
+    rep
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per file tool output, rendered as text for a person"
+)]
+/// A file tool's output as text for a person: what it read or found on stdout, what it did
+/// on stderr. `counts`: grep's count mode; `show_diff`: `--diff`.
+fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
+    let mut out = cli.cx.stdout_writer();
+    match output {
+        FsOutput::Denied | FsOutput::NotApproved => {}
+        FsOutput::Done {
+            what,
+            change,
+            undoable,
+        } => match change {
+            Some(id) if *undoable => {
+                errln!(
+                    cli,
+                    "gateway: {what} (change {id}; `gateway undo {id}` reverts it)"
+                )
+            }
+            Some(id) => errln!(cli, "gateway: {what} (change {id}; it cannot be undone)"),
+            None => errln!(cli, "gateway: {what}"),
+        },
+        FsOutput::Glob { paths, truncated } => {
+            for p in paths {
+                let _ = writeln!(out, "{p}");
+            }
+            if *truncated {
+                errln!(cli, "gateway: more matches not shown");
+            }
         }
-        return ExitCode::from(exit::NOT_APPROVED);
+        FsOutput::Grep(g) => {
+            for (p, n, t, m) in &g.lines {
+                let _ = writeln!(
+                    out,
+                    "{p}{}{n}{}{t}",
+                    if *m { ":" } else { "-" },
+                    if *m { ":" } else { "-" }
+                );
+            }
+            for (p, n) in &g.files {
+                if counts {
+                    let _ = writeln!(out, "{p}:{n}");
+                } else {
+                    let _ = writeln!(out, "{p}");
+                }
+            }
+            if g.truncated {
+                errln!(cli, "gateway: more results not shown (--max)");
+            }
+        }
+        FsOutput::List { entries, .. } => {
+            for (name, kind, size) in entries {
+                let suffix = match kind.as_str() {
+                    "dir" => "/",
+                    "link" => "@",
+                    _ => "",
+                };
+                let _ = writeln!(out, "{size:>10}  {name}{suffix}");
+            }
+        }
+        FsOutput::Read { lines, .. } => {
+            for (_, l) in lines {
+                let _ = writeln!(out, "{l}");
+            }
+        }
+        FsOutput::Probe {
+            open,
+            write,
+            status,
+        } => {
+            let _ = writeln!(out, "open: {open}");
+            let _ = writeln!(out, "write: {write}");
+            for l in status {
+                let _ = writeln!(out, "{l}");
+            }
+        }
+        FsOutput::Changed {
+            path,
+            diff,
+            change,
+            created,
+            removed,
+            lines_added,
+            lines_removed,
+            ..
+        } => {
+            // A summary and a stat (as `git diff --stat`); the diff itself with `--diff`
+            // or on a dry run, capped by the broker (`DIFF_MAX_LINES`).
+            if show_diff || (change.is_none() && !diff.is_empty()) {
+                let _ = write!(out, "{diff}");
+            }
+            if !diff.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "{}: +{lines_added} -{lines_removed} lines",
+                    crate::shown::arg_shown(&path.to_string_lossy())
+                );
+            }
+            match change {
+                Some(id) => errln!(
+                    cli,
+                    "gateway: {} {} (change {id}; `gateway undo {id}` reverts it)",
+                    if *created {
+                        "created"
+                    } else if *removed {
+                        "removed"
+                    } else {
+                        "changed"
+                    },
+                    path.display()
+                ),
+                None if diff.is_empty() => {
+                    errln!(cli, "gateway: {}: nothing to change", path.display())
+                }
+                None => errln!(cli, "gateway: dry run: nothing was changed"),
+            }
+        }
     }
-    ExitCode::SUCCESS
 }
 
 /// `gateway history [--all] [--limit N] [--since TIME]`.
@@ -407,7 +404,7 @@ pub(super) fn history(
     cli: &Call,
     all: bool,
     (limit, since): (usize, Option<std::time::SystemTime>),
-) -> ExitCode {
+) -> Report {
     // Seconds since the epoch (a time before it: from the beginning).
     let since = since.map(|t| {
         t.duration_since(std::time::UNIX_EPOCH)
@@ -415,7 +412,7 @@ pub(super) fn history(
     });
     let ws = match crate::broker::workspace_of(&cli.cx, &super::effective_place(cli).workspace) {
         Ok(w) => w,
-        Err(e) => return broker_fail(cli, e),
+        Err(e) => return broker_failed(e),
     };
     let scope = if all {
         bfs::Scope::All
@@ -435,31 +432,23 @@ pub(super) fn history(
                 list.len().saturating_sub(limit)
             };
             list.drain(..omitted);
-            if omitted > 0 && !cli.json {
-                errln!(
-                    cli,
-                    "gateway: {omitted} older change(s) not shown (--limit {limit}; `--limit 0` shows all, `--since` a time)"
-                );
-            }
-            if cli.json {
-                let r = crate::broker::report::HistoryReport {
-                    changes: &list,
-                    workspace: (!all).then_some(ws.as_path()),
+            Report::new(
+                0,
+                Outcome::Fs(FsOutcome::History {
+                    changes: list,
+                    workspace: (!all).then_some(ws),
                     omitted,
-                };
-                outln!(cli, "{}", super::to_json(&r));
-            } else {
-                history_table(cli, list);
-            }
-            ExitCode::SUCCESS
+                    limit,
+                }),
+            )
         }
-        Err(e) => broker_fail(cli, e),
+        Err(e) => broker_failed(e),
     }
 }
 
 /// `history`'s human view: one aligned line per change, and under it why undo cannot restore
 /// it, if so.
-fn history_table(cli: &Call, list: Vec<bfs::HistoryEntry>) {
+fn history_table(cli: &Call, list: &[bfs::HistoryEntry]) {
     use super::human::{Cell, Table, colour};
     let mut t = Table::new(&[true, false, false, true, false]);
     // A change's line, then (not aligned) why undo cannot restore it.
@@ -510,10 +499,10 @@ fn history_table(cli: &Call, list: Vec<bfs::HistoryEntry>) {
     }
 }
 
-pub(super) fn undo(cli: &Call, id: Option<u64>, dry_run: bool, force: bool, all: bool) -> ExitCode {
+pub(super) fn undo(cli: &Call, id: Option<u64>, dry_run: bool, force: bool, all: bool) -> Report {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(cli, exit::POLICY, e),
+        Err(e) => return failed(exit::POLICY, e),
     };
     report(
         cli,
@@ -531,68 +520,28 @@ pub(super) fn undo(cli: &Call, id: Option<u64>, dry_run: bool, force: bool, all:
 }
 
 /// `gateway undo --skip [ID]`.
-pub(super) fn undo_skip(cli: &Call, id: Option<u64>, all: bool) -> ExitCode {
+pub(super) fn undo_skip(cli: &Call, id: Option<u64>, all: bool) -> Report {
     let policy = match super::load_policy(cli) {
         Ok(p) => p,
-        Err(e) => return fail(cli, exit::POLICY, e),
+        Err(e) => return failed(exit::POLICY, e),
     };
     match bfs::skip(&context(cli, &policy), id, all) {
-        Ok(ids) => {
-            if cli.json {
-                outln!(
-                    cli,
-                    "{}",
-                    super::to_json(&crate::broker::report::SkipReport { skipped: &ids })
-                );
-            } else {
-                errln!(
-                    cli,
-                    "gateway: passed over change(s) {}: `gateway undo` takes the one before from now on (`gateway undo ID` still reverts them)",
-                    ids.iter()
-                        .map(u64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => broker_fail(cli, e),
+        Ok(skipped) => Report::new(0, Outcome::Fs(FsOutcome::Skipped { skipped })),
+        Err(e) => broker_failed(e),
     }
 }
 
-pub(super) fn trash(cli: &Call, cmd: &TrashRequest) -> ExitCode {
+pub(super) fn trash(cli: &Call, cmd: &TrashRequest) -> Report {
     let state = state_dir(cli);
     match cmd {
         TrashRequest::List => match own_trash(cli, &state, bfs::trash_list(&state)) {
-            Ok(items) => {
-                if cli.json {
-                    outln!(
-                        cli,
-                        "{}",
-                        super::to_json(&crate::broker::report::TrashListReport { items: &items })
-                    );
-                } else {
-                    use super::human::{Cell, Table, colour};
-                    let mut t = Table::new(&[]);
-                    for i in items.iter().filter(|i| i.present) {
-                        t.row(vec![
-                            Cell::new(crate::shown::visible(&i.deleted)),
-                            Cell::new(crate::shown::arg_shown(&i.name)),
-                            Cell::new(crate::shown::arg_shown(&i.original.to_string_lossy())),
-                        ]);
-                    }
-                    for l in t.lines(colour(cli)) {
-                        outln!(cli, "{l}");
-                    }
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => broker_fail(cli, e),
+            Ok(items) => Report::new(0, Outcome::Fs(FsOutcome::TrashList { items })),
+            Err(e) => broker_failed(e),
         },
         TrashRequest::Restore { name } => {
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(cli, exit::POLICY, e),
+                Err(e) => return failed(exit::POLICY, e),
             };
             report(
                 cli,
@@ -609,39 +558,34 @@ pub(super) fn trash(cli: &Call, cmd: &TrashRequest) -> ExitCode {
             let ctx = cli.cx.clone();
             if let Err(r) = authz::require_admin(&ctx, "trash empty") {
                 let args = vec!["empty".into()];
-                return broker_fail(cli, authz::refused(&state, &ctx, "trash", args, r).into());
+                return broker_failed(authz::refused(&state, &ctx, "trash", args, r).into());
             }
             let d = *older_than;
             let policy = match super::load_policy(cli) {
                 Ok(p) => p,
-                Err(e) => return fail(cli, exit::POLICY, e),
+                Err(e) => return failed(exit::POLICY, e),
             };
             match bfs::trash_empty(&context(cli, &policy), d, *yes) {
-                Ok(done) => {
-                    let n = done.output.removed;
-                    if cli.json {
-                        outln!(
-                            cli,
-                            "{}",
-                            super::to_json(&crate::broker::report::TrashEmptyReport { removed: n })
-                        );
-                    } else {
-                        outln!(cli, "gateway trash empty: removed {n} item(s) for good");
-                    }
-                    ExitCode::SUCCESS
-                }
+                Ok(done) => Report::new(
+                    0,
+                    Outcome::Fs(FsOutcome::TrashEmptied {
+                        removed: done.output.removed,
+                    }),
+                ),
                 Err(crate::broker::BrokerError::Refused(
                     crate::broker::refusal::Refusal::NotApproved { rules, reasons },
                 )) if !cli.json && rules.iter().any(|r| r == "confirm") => {
-                    // As `fs rm --permanent` says it, with what to do.
-                    errln!(
-                        cli,
-                        "gateway: not done: emptying the trash was not confirmed ({}); nothing was removed",
-                        reasons.join("; ")
-                    );
-                    ExitCode::from(exit::NOT_APPROVED)
+                    // As `fs rm --permanent` says it, with what to do (under `--json`, the
+                    // refusal's error object).
+                    failed(
+                        exit::NOT_APPROVED,
+                        format!(
+                            "not done: emptying the trash was not confirmed ({}); nothing was removed",
+                            reasons.join("; ")
+                        ),
+                    )
                 }
-                Err(e) => broker_fail(cli, e),
+                Err(e) => broker_failed(e),
             }
         }
     }
@@ -668,6 +612,97 @@ fn own_trash(
 
 /// Renders a fs result here (the caller's terminal or pipe): under `--json` its JSON, else
 /// its human text.
-pub(super) fn render(_cli: &Call, o: &crate::broker::report::fs::FsOutcome) {
-    match *o {}
+pub(super) fn render(cli: &Call, o: &FsOutcome) {
+    use crate::broker::report as rep;
+    match o {
+        FsOutcome::Tool {
+            report,
+            output,
+            counts,
+            show_diff,
+        } => {
+            if cli.json {
+                outln!(cli, "{}", report.value());
+            } else {
+                render_output(cli, output, *counts, *show_diff);
+            }
+        }
+        FsOutcome::Cd { cwd } => {
+            if cli.json {
+                outln!(cli, "{}", super::to_json(&rep::CdReport { cwd }));
+            } else {
+                outln!(cli, "{}", cwd.display());
+            }
+        }
+        FsOutcome::History {
+            changes,
+            workspace,
+            omitted,
+            limit,
+        } => {
+            if cli.json {
+                let r = rep::HistoryReport {
+                    changes,
+                    workspace: workspace.as_deref(),
+                    omitted: *omitted,
+                };
+                outln!(cli, "{}", super::to_json(&r));
+            } else {
+                if *omitted > 0 {
+                    errln!(
+                        cli,
+                        "gateway: {omitted} older change(s) not shown (--limit {limit}; `--limit 0` shows all, `--since` a time)"
+                    );
+                }
+                history_table(cli, changes);
+            }
+        }
+        FsOutcome::Skipped { skipped } => {
+            if cli.json {
+                outln!(cli, "{}", super::to_json(&rep::SkipReport { skipped }));
+            } else {
+                errln!(
+                    cli,
+                    "gateway: passed over change(s) {}: `gateway undo` takes the one before from now on (`gateway undo ID` still reverts them)",
+                    skipped
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        FsOutcome::TrashList { items } => {
+            if cli.json {
+                outln!(cli, "{}", super::to_json(&rep::TrashListReport { items }));
+            } else {
+                use super::human::{Cell, Table, colour};
+                let mut t = Table::new(&[]);
+                for i in items.iter().filter(|i| i.present) {
+                    t.row(vec![
+                        Cell::new(crate::shown::visible(&i.deleted)),
+                        Cell::new(crate::shown::arg_shown(&i.name)),
+                        Cell::new(crate::shown::arg_shown(&i.original.to_string_lossy())),
+                    ]);
+                }
+                for l in t.lines(colour(cli)) {
+                    outln!(cli, "{l}");
+                }
+            }
+        }
+        FsOutcome::TrashEmptied { removed } => {
+            if cli.json {
+                outln!(
+                    cli,
+                    "{}",
+                    super::to_json(&rep::TrashEmptyReport { removed: *removed })
+                );
+            } else {
+                outln!(
+                    cli,
+                    "gateway trash empty: removed {removed} item(s) for good"
+                );
+            }
+        }
+    }
 }

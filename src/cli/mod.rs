@@ -789,19 +789,19 @@ fn dispatch(cli: &Call, req: Request) -> Report {
         Request::Sh { argv } => agent_shell::run_sh(cli, argv),
         Request::Tool { name, args, roots } => tool(cli, name, args, &roots),
         Request::Log(cmd) => streamed(log::run(cli, &cmd)),
-        Request::Fs(cmd) => streamed(fs::run(cli, &cmd)),
-        Request::History { all, limit, since } => streamed(fs::history(cli, all, (limit, since))),
-        Request::Trash(cmd) => streamed(fs::trash(cli, &cmd)),
+        Request::Fs(cmd) => fs::run(cli, &cmd),
+        Request::History { all, limit, since } => fs::history(cli, all, (limit, since)),
+        Request::Trash(cmd) => fs::trash(cli, &cmd),
         Request::Undo {
             id,
             all,
             action: UndoAction::Skip,
-        } => streamed(fs::undo_skip(cli, id, all)),
+        } => fs::undo_skip(cli, id, all),
         Request::Undo {
             id,
             all,
             action: UndoAction::Undo { dry_run, force },
-        } => streamed(fs::undo(cli, id, dry_run, force, all)),
+        } => fs::undo(cli, id, dry_run, force, all),
         Request::Keys(cmd) => streamed(log::keys(cli, cmd)),
     }
 }

@@ -43,7 +43,9 @@ pub struct GrepOptions {
 pub type GrepLine = (String, u64, String, bool);
 
 /// Results of `grep`.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct GrepResult {
     /// Content mode: lines, grouped by file, in path order.
     pub lines: Vec<GrepLine>,

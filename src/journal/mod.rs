@@ -578,7 +578,7 @@ pub fn trash_reserve(state_dir: &Path, original: &Path) -> Result<String, Journa
 }
 
 /// One trash item.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TrashItem {
     /// Its name in the trash (the id for `restore`).
     pub name: String,

@@ -21,7 +21,8 @@
 //! does not import `cli`.
 
 use crate::broker::pin::{self, Pinned};
-use crate::broker::report::Report;
+use crate::broker::report::fs::FsOutcome;
+use crate::broker::report::{Outcome, Report};
 use crate::broker::session::Place;
 use crate::broker::tools::fs::{self as bfs, FsContext, FsOp, FsOutput};
 use crate::policy::Policy;
@@ -413,10 +414,15 @@ impl Repl<'_> {
             }
             "/cd" => {
                 let target = args.first().copied().unwrap_or("~");
-                match self.daemon_call(sock, owned(&["fs", "cd", target]), true) {
-                    Ok((r, out)) if r.exit == 0 => {
-                        self.cwd = PathBuf::from(out.trim_end_matches('\n'));
-                    }
+                match self.daemon_call(sock, owned(&["fs", "cd", target]), false) {
+                    Ok((
+                        Report {
+                            exit: 0,
+                            outcome: Outcome::Fs(FsOutcome::Cd { cwd }),
+                            ..
+                        },
+                        _,
+                    )) => self.cwd = cwd,
                     Ok((r, _)) => self.host.render(&r),
                     Err(e) => eprintln!("/cd: {e}"),
                 }

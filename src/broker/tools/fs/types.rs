@@ -119,7 +119,7 @@ pub const DIFF_MAX_LINES: usize = 200;
 pub const DIFF_MAX_BYTES: usize = 20 << 10;
 
 /// A file tool's output.
-#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FsOutput {
     /// Denied by policy.

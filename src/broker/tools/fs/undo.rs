@@ -30,7 +30,9 @@ impl Scope<'_> {
 }
 
 /// One change as `history` shows it.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct HistoryEntry {
     /// The change.
     pub change: Change,
