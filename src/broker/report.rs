@@ -5,6 +5,7 @@
 //! once, and no front end can name a field its own way (`stdout_truncated` once was
 //! `truncated` in MCP).
 
+pub mod credentials;
 pub mod fs;
 pub mod log;
 
@@ -326,7 +327,7 @@ pub struct PolicyListReport<'a> {
 /// `--json`); MCP through the daemon takes its tool result. Nothing is parsed back from
 /// printed text. What a call streams while it runs (a command's output, `log tail -f`) goes
 /// to the call's own streams (`client::Context`) before its report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
     /// The CLI's exit code (README, "Exit codes and error codes").
@@ -420,8 +421,14 @@ impl Report {
 /// A call's result, by kind. Each result travels as the JSON its type serializes to — the
 /// JSON `--json` prints and docs/schemas documents ([`Json`]) — or, for the results whose
 /// fields a renderer reads, as its own type.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "result", rename_all = "snake_case", deny_unknown_fields)]
+/// (Not `Eq`: an audit record holds its duration as a float.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    content = "result",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Outcome {
     /// Everything the call had to say went to its streams as it ran (`log tail -f`, `log
     /// export`), or it has nothing to say.
@@ -437,6 +444,8 @@ pub enum Outcome {
     Fs(fs::FsOutcome),
     /// `log ...` and `keys ...`.
     Log(log::LogOutcome),
+    /// `policy explain --credentials`.
+    Credentials(credentials::CredentialsOutcome),
 }
 
 impl Outcome {
@@ -449,6 +458,7 @@ impl Outcome {
             Outcome::Tool(_) => "tool",
             Outcome::Fs(_) => "fs",
             Outcome::Log(_) => "log",
+            Outcome::Credentials(_) => "credentials",
         }
     }
 }
@@ -482,7 +492,10 @@ impl<'a> Shape for ExecReport<'a> {
     type Of = ExecReport<'static>;
 }
 
-owned_shape!(rmcp::model::CallToolResult);
+owned_shape!(
+    rmcp::model::CallToolResult,
+    crate::broker::credentials::Explained
+);
 
 impl<T> Json<T> {
     /// The JSON of `v` (a value that cannot be serialized — a bug: every result type

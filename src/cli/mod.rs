@@ -305,6 +305,7 @@ fn render(cli: &Call, r: &Report) -> ExitCode {
         Outcome::Tool(j) => outln!(cli, "{}", j.value()),
         Outcome::Fs(o) => fs::render(cli, o),
         Outcome::Log(o) => log::render(cli, o),
+        Outcome::Credentials(x) => credentials::render(cli, x),
     }
     for n in &r.notes {
         let said = match n.to {
@@ -807,7 +808,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
                 Err(e) => return failed(exit::POLICY, e),
             };
             if credentials {
-                return streamed(credentials::explain(cli, &policy, cli.json));
+                return credentials::explain(cli, &policy);
             }
             let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
             match broker::explain(&cli.cx, &policy, &command, &cwd, &state_dir(cli)) {
@@ -829,7 +830,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
         Request::Exec(e) => run_exec(cli, &e),
         Request::Sh { argv } => agent_shell::run_sh(cli, argv),
         Request::Tool { name, args, roots } => tool(cli, name, args, &roots),
-        Request::Log(cmd) => streamed(log::run(cli, &cmd)),
+        Request::Log(cmd) => log::run(cli, &cmd),
         Request::Fs(cmd) => streamed(fs::run(cli, &cmd)),
         Request::History { all, limit, since } => streamed(fs::history(cli, all, (limit, since))),
         Request::Trash(cmd) => streamed(fs::trash(cli, &cmd)),
@@ -843,7 +844,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
             all,
             action: UndoAction::Undo { dry_run, force },
         } => streamed(fs::undo(cli, id, dry_run, force, all)),
-        Request::Keys(cmd) => streamed(log::keys(cli, cmd)),
+        Request::Keys(cmd) => log::keys(cli, cmd),
     }
 }
 

@@ -126,7 +126,8 @@ pub enum RequestBody {
 }
 
 /// The daemon's message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// (Not `Eq`: a [`crate::broker::report::Report`] is not.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServerMsg {
     /// The answer to [`RequestBody::Hello`].
