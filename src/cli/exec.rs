@@ -204,8 +204,7 @@ fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) 
         ));
     }
     if res.outcome.as_ref().is_some_and(|o| o.memory_limit_hit) {
-        notes.push(Note::new(format!("the run hit its memory limit; the kernel killed processes of it"
-        )));
+        notes.push(Note::new("the run hit its memory limit; the kernel killed processes of it"));
     }
 }
 
@@ -332,8 +331,7 @@ fn exec_code(
                     )));
                 exit::TIMEOUT
             } else if o.output_limit_exceeded {
-                notes.push(Note::new(format!("output exceeded the policy's limit; the sandbox was killed"
-                    )));
+                notes.push(Note::new("output exceeded the policy's limit; the sandbox was killed"));
                 128 + libc::SIGKILL as u8
             } else if let Some(c) = o.exit_code {
                 c as u8

@@ -28,7 +28,10 @@ impl serve::repl::Host for CliHost<'_> {
             argv: argv.to_vec(),
             ..Default::default()
         };
-        let _ = super::run_exec_at(self.cli, &e, at);
+        // Its output went to the terminal as it ran; its report (notes, a failure) is
+        // rendered after it.
+        let report = super::run_exec_at(self.cli, &e, at);
+        let _ = super::render(self.cli, &report);
     }
 
     fn render(&self, report: &crate::broker::report::Report) {
