@@ -1945,3 +1945,99 @@ sandbox_test!(
         }
     }
 );
+
+sandbox_test!(
+    fn a_log_result_crosses_the_daemon_typed() {
+        // Issue 35: `log query` and `log show` answer with a typed report (kind `log`, the
+        // records as data) as the call's last message, nothing on the output streams; the
+        // client renders it, as the same text and JSON as without a daemon.
+        let env = Env::new("log-typed");
+        let d = Daemon::start(&env, "standard", &[]);
+        let o = d
+            .cmd(&env)
+            .args(["exec", "--", "echo", "typed-hello"])
+            .output()
+            .expect("echo");
+        assert!(o.status.success(), "{}", text(&o));
+        let seq = log_records(&env)
+            .into_iter()
+            .find(|r| r["tool"] == "exec" && r["args"][0] == "echo")
+            .and_then(|r| r["seq"].as_u64())
+            .expect("the echo's record");
+        let ws = env.ws.display().to_string();
+        let request = |body: serde_json::Value| {
+            serde_json::json!({"type": "request", "version": 4, "context": {
+                "cwd": ws, "env": [["PATH", "/usr/bin:/bin"]], "session": "log-typed",
+                "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
+                "state_dir": null, "policy": null, "cwd": null, "json": false},
+                "request": body}}})
+        };
+        let done = |frames: &[serde_json::Value]| {
+            assert!(
+                !frames.iter().any(|f| f["type"] == "output"),
+                "a typed result streamed output: {frames:?}"
+            );
+            let done = frames
+                .iter()
+                .find(|f| f["type"] == "done")
+                .unwrap_or_else(|| panic!("no done frame: {frames:?}"));
+            assert_eq!(done["report"]["exit"], 0, "{done}");
+            assert_eq!(done["report"]["outcome"]["kind"], "log", "{done}");
+            done["report"]["outcome"]["result"].clone()
+        };
+        let query = request(
+            serde_json::json!({"log": {"query": {"filter": {"tool": "exec"},
+            "limit": 0}}}),
+        );
+        let r = done(&wire(&env, &d.socket, false, &query, false));
+        assert_eq!(r["command"], "query", "{r}");
+        let records = r["result"]["records"].as_array().expect("records");
+        let echo = records
+            .iter()
+            .find(|x| x["seq"] == seq)
+            .unwrap_or_else(|| panic!("record {seq} not in {r}"));
+        assert_eq!(
+            echo["args"],
+            serde_json::json!(["echo", "typed-hello"]),
+            "{r}"
+        );
+        assert_eq!(echo["decision"]["effect"], "allow", "{r}");
+        let show = request(serde_json::json!({"log": {"show": {"seq": seq,
+            "output_limit": 65536}}}));
+        let r = done(&wire(&env, &d.socket, false, &show, false));
+        assert_eq!(r["command"], "show", "{r}");
+        assert_eq!(r["shown"]["record"]["seq"], seq, "{r}");
+        assert_eq!(r["shown"]["artifacts"][0]["stream"], "stdout", "{r}");
+        assert_eq!(
+            r["shown"]["artifacts"][0]["content"], "typed-hello\n",
+            "{r}"
+        );
+        // Rendered by the client: the same text and JSON as without a daemon.
+        let seq = seq.to_string();
+        for args in [
+            &["log", "query", "--tool", "exec"][..],
+            &["--json", "log", "query", "--tool", "exec"][..],
+            &["log", "show", &seq][..],
+            &["--json", "log", "show", &seq][..],
+            &["log", "tail", "-n", "1"][..],
+            &["keys", "export"][..],
+            &["--json", "keys", "export"][..],
+            &["log", "show", "999999"][..],
+            &["--json", "log", "show", "999999"][..],
+            &["policy", "explain", "--credentials"][..],
+            &["--json", "policy", "explain", "--credentials"][..],
+        ] {
+            let through = d.cmd(&env).args(args).output().expect("through the daemon");
+            let here = env.cmd().args(args).output().expect("without a daemon");
+            assert_eq!(through.status.code(), here.status.code(), "{args:?}");
+            assert_eq!(stdout(&through), stdout(&here), "{args:?}: stdout");
+            assert_eq!(stderr(&through), stderr(&here), "{args:?}: stderr");
+        }
+        let o = d
+            .cmd(&env)
+            .args(["log", "show", &seq])
+            .output()
+            .expect("show");
+        assert!(stdout(&o).contains("typed-hello"), "{}", text(&o));
+    }
+);

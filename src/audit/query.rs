@@ -170,7 +170,7 @@ impl Compiled {
 }
 
 /// Result of a query (`log query --json` prints it as it is).
-#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct QueryResult {
     /// Matching records, oldest first.
     pub records: Vec<Record>,

@@ -4,14 +4,14 @@
 use super::merkle::{self, CompactRange, Hash};
 use super::note::{self, Checkpoint, Note, VerifierKey};
 use super::{AuditError, Paths, keys, line_prefix, parse_rotation};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
 /// What is wrong, first problem first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
     /// A line is not a record (bad JSON start, bad hash field, not UTF-8).
@@ -214,7 +214,7 @@ pub struct VerifyOptions {
 }
 
 /// The result.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerifyReport {
     /// Records read.
     pub records: u64,

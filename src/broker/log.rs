@@ -4,7 +4,7 @@
 
 use super::BrokerError;
 use crate::audit::{self, AuditError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ fn read(
 }
 
 /// `log verify`'s result: the report, whether it holds, and each problem as a sentence.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verified {
     /// Whether everything holds (`report.problems` is empty).
     pub ok: bool,
@@ -136,7 +136,7 @@ pub fn query(state_dir: &Path, filter: &Filter) -> Result<QueryResult, BrokerErr
 }
 
 /// A record and the content of its stored streams (`log show`).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shown {
     /// The record.
     pub record: Record,
@@ -144,11 +144,16 @@ pub struct Shown {
     pub artifacts: Vec<Artifact>,
 }
 
+/// A stream's name, one of three (a `&'static str` that serde does not take for a borrow of
+/// what it reads: [`Artifact`] reads back from any JSON, a daemon's report).
+pub type StreamName = &'static str;
+
 /// One stored stream of a record.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Artifact {
     /// `stdin`, `stdout` or `stderr`.
-    pub stream: &'static str,
+    #[serde(deserialize_with = "stream_name")]
+    pub stream: StreamName,
     /// Its size and hash as recorded.
     pub digest: StreamDigest,
     /// Its content (`content`, as UTF-8 with invalid bytes replaced) or why not (`error`).
@@ -209,10 +214,14 @@ impl Artifact {
 }
 
 /// A stream's stored content, or why it cannot be shown.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Stored {
     /// The bytes stored (checked against their hash).
-    #[serde(rename = "content", serialize_with = "lossy")]
+    #[serde(
+        rename = "content",
+        serialize_with = "lossy",
+        deserialize_with = "bytes"
+    )]
     #[schemars(with = "String")]
     Content(Vec<u8>),
     /// Not stored, removed by the retention, or altered.
@@ -225,6 +234,21 @@ pub enum Stored {
 
 fn lossy<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&String::from_utf8_lossy(b))
+}
+
+/// [`Stored::Content`] read back (a daemon's client reading its report): the text `lossy`
+/// wrote, whose bytes show as it did.
+fn bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    String::deserialize(d).map(String::into_bytes)
+}
+
+/// [`Artifact::stream`] read back: one of the three names.
+fn stream_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let s = String::deserialize(d)?;
+    ["stdin", "stdout", "stderr"]
+        .into_iter()
+        .find(|n| *n == s)
+        .ok_or_else(|| serde::de::Error::unknown_variant(&s, &["stdin", "stdout", "stderr"]))
 }
 
 /// A record by seq, with its stored streams.
@@ -275,7 +299,7 @@ fn sign_pending(server: Option<&super::server::Server>) -> Result<Option<u64>, B
 }
 
 /// The newest signed checkpoint (`log checkpoint`).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Checkpoint {
     /// The C2SP signed note, as `log verify --anchor FILE` reads it.
     pub checkpoint: String,
@@ -292,7 +316,7 @@ pub fn checkpoint(
 }
 
 /// The log's public keys (`keys export`).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PublicKeys {
     /// One verifier-key line per epoch, oldest first (the first is the root key).
     pub keys: Vec<String>,
@@ -316,7 +340,7 @@ pub fn ensure_keys(state_dir: &Path) -> Result<(), BrokerError> {
 }
 
 /// A key rotation (`keys rotate`).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rotated {
     /// The new signing key's verifier-key line (the old key signed it and was destroyed).
     pub key: String,
@@ -355,7 +379,7 @@ pub fn rotate(ctx: &super::tools::fs::FsContext<'_>) -> Result<Rotated, BrokerEr
 }
 
 /// What `log gc` removed.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Collected {
     /// Files removed (artifacts and backups).
     pub removed: u64,

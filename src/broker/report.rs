@@ -5,6 +5,7 @@
 //! once, and no front end can name a field its own way (`stdout_truncated` once was
 //! `truncated` in MCP).
 
+pub mod credentials;
 pub mod fs;
 pub mod log;
 pub mod policy;
@@ -421,6 +422,7 @@ impl Report {
 /// A call's result, by kind. Each result travels as the JSON its type serializes to — the
 /// JSON `--json` prints and docs/schemas documents ([`Json`]) — or, for the results whose
 /// fields a renderer reads, as its own type.
+/// (Not `Eq`: an audit record holds its duration as a float.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "kind",
@@ -449,6 +451,8 @@ pub enum Outcome {
     Scan(Box<policy::ScanOutcome>),
     /// `pending`, `approve`, `deny`.
     Approval(policy::ApprovalOutcome),
+    /// `policy explain --credentials`.
+    Credentials(credentials::CredentialsOutcome),
 }
 
 impl Outcome {
@@ -464,6 +468,7 @@ impl Outcome {
             Outcome::Policy(_) => "policy",
             Outcome::Scan(_) => "scan",
             Outcome::Approval(_) => "approval",
+            Outcome::Credentials(_) => "credentials",
         }
     }
 }
@@ -501,7 +506,11 @@ impl<'a> Shape for FsReport<'a> {
     type Of = FsReport<'static>;
 }
 
-owned_shape!(rmcp::model::CallToolResult, super::Explanation);
+owned_shape!(
+    rmcp::model::CallToolResult,
+    super::Explanation,
+    crate::broker::credentials::Explained
+);
 
 impl<T> Json<T> {
     /// The JSON of `v` (a value that cannot be serialized — a bug: every result type

@@ -4,14 +4,21 @@
 
 use super::{Call, to_json_pretty};
 use crate::broker::credentials as cat;
+use crate::broker::report::credentials::CredentialsOutcome;
+use crate::broker::report::{Outcome, Report};
 use crate::policy::Policy;
-use std::process::ExitCode;
 
-pub(super) fn explain(cli: &Call, policy: &Policy, as_json: bool) -> ExitCode {
+pub(super) fn explain(cli: &Call, policy: &Policy) -> Report {
     let x = cat::explain(&cli.cx, policy);
-    if as_json {
-        outln!(cli, "{}", to_json_pretty(&x));
-        return ExitCode::SUCCESS;
+    Report::new(0, Outcome::Credentials(CredentialsOutcome::of(&x)))
+}
+
+/// Renders the result here (the caller's terminal or pipe): under `--json` its JSON,
+/// indented, else its human text.
+pub(super) fn render(cli: &Call, x: &CredentialsOutcome) {
+    if cli.json {
+        outln!(cli, "{}", to_json_pretty(x.explained.value()));
+        return;
     }
     outln!(
         cli,
@@ -20,7 +27,7 @@ pub(super) fn explain(cli: &Call, policy: &Policy, as_json: bool) -> ExitCode {
     let mut group = "";
     for s in &x.stores {
         if s.group != group {
-            group = s.group;
+            group = &s.group;
             outln!(cli, "\n{group}:");
         }
         outln!(cli, "  {}: {}", s.owner, s.holds);
@@ -40,7 +47,7 @@ pub(super) fn explain(cli: &Call, policy: &Policy, as_json: bool) -> ExitCode {
         }
     );
     outln!(cli, "\nEnvironment variables removed from every run:");
-    for e in x.env {
+    for e in &x.env {
         outln!(cli, "  {}: {} ({})", e.owner, e.names.join(", "), e.holds);
         outln!(cli, "    source: {}", e.source);
     }
@@ -53,5 +60,4 @@ pub(super) fn explain(cli: &Call, policy: &Policy, as_json: bool) -> ExitCode {
             x.policy_scrub.join(", ")
         );
     }
-    ExitCode::SUCCESS
 }

@@ -235,16 +235,10 @@ pub mod exit {
     pub const VERIFY_FAILED: u8 = 1;
 }
 
-/// A failure: under `--json` its error object on stdout (`{"error": {"code", "message"}}`),
-/// the message on stderr, and exit `code`.
+/// A failure of this process's own front end (its command line, `serve`, `mcp`, `repl`
+/// starting): rendered as a call's failure is ([`failed`], [`render`]).
 fn fail(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    // Errors quote commands, paths and rule subjects: escaped like any untrusted text.
-    let text = crate::shown::visible_lines(&msg.to_string()).into_owned();
-    if cli.json_errors() {
-        let r = broker::report::ErrorReport::new(error_code_of_exit(code), text.clone());
-        outln!(cli, "{}", to_json(&r));
-    }
-    fail_text(cli, code, text)
+    render(cli, &failed(code, msg))
 }
 
 /// A failure as a call's report: its error object (class from `code`) and exit `code`.
@@ -262,21 +256,6 @@ fn failed(code: u8, msg: impl std::fmt::Display) -> Report {
 fn broker_failed(e: BrokerError) -> Report {
     let r = broker::report::ErrorReport::of(&e);
     Report::error(exit_of_error_code(r.error.code), r)
-}
-
-/// [`fail`] for a call whose `--json` result is already printed: the message on stderr only.
-fn fail_text(cli: &Call, code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    errln!(
-        cli,
-        "gateway: {}",
-        crate::shown::visible_lines(&msg.to_string())
-    );
-    ExitCode::from(code)
-}
-
-/// The exit code an [`ExitCode`] was made from.
-fn code_of(c: ExitCode) -> u8 {
-    (0..=255u8).find(|&i| ExitCode::from(i) == c).unwrap_or(1)
 }
 
 /// Renders a call's [`Report`] on this process's streams — the call's own here, or the
@@ -309,6 +288,7 @@ fn render(cli: &Call, r: &Report) -> ExitCode {
         Outcome::Policy(o) => policies::render(cli, o),
         Outcome::Scan(s) => policies::render_scan(cli, s),
         Outcome::Approval(o) => daemon::render_approval(cli, o),
+        Outcome::Credentials(x) => credentials::render(cli, x),
     }
     for n in &r.notes {
         let said = match n.to {
@@ -756,7 +736,6 @@ fn json_errors_for(cli: &Call, req: &Request) -> bool {
 fn dispatch(cli: &Call, req: Request) -> Report {
     cli.set_json_errors(json_errors_for(cli, &req));
     recover_dead_runs(cli);
-    let streamed = |c: ExitCode| Report::streamed(code_of(c));
     match req {
         Request::Pending => pending(cli),
         Request::Answer {
@@ -788,7 +767,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
         Request::Exec(e) => run_exec(cli, &e),
         Request::Sh { argv } => agent_shell::run_sh(cli, argv),
         Request::Tool { name, args, roots } => tool(cli, name, args, &roots),
-        Request::Log(cmd) => streamed(log::run(cli, &cmd)),
+        Request::Log(cmd) => log::run(cli, &cmd),
         Request::Fs(cmd) => fs::run(cli, &cmd),
         Request::History { all, limit, since } => fs::history(cli, all, (limit, since)),
         Request::Trash(cmd) => fs::trash(cli, &cmd),
@@ -802,7 +781,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
             all,
             action: UndoAction::Undo { dry_run, force },
         } => fs::undo(cli, id, dry_run, force, all),
-        Request::Keys(cmd) => streamed(log::keys(cli, cmd)),
+        Request::Keys(cmd) => log::keys(cli, cmd),
     }
 }
 
@@ -1019,22 +998,7 @@ pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
     broker::client::tty_confirm(question)
 }
 
-/// A broker error as the command's result: under `--json` its report (`{"error": {"code",
-/// "message", "refusal"}}`) on stdout, the message on stderr, and the exit code of its class.
+/// [`fail`] of a broker error (the error object with the refusal, the exit code of its class).
 fn broker_fail(cli: &Call, e: BrokerError) -> ExitCode {
-    broker_error(cli, e)
-}
-
-fn broker_error(cli: &Call, e: BrokerError) -> ExitCode {
-    let report = broker::report::ErrorReport::of(&e);
-    if cli.json_errors() {
-        outln!(cli, "{}", to_json(&report));
-    }
-    // Said as `--json` and MCP say it: a secret in a path or an `--env` name the message
-    // quotes is redacted on stderr too.
-    fail_text(
-        cli,
-        exit_of_error_code(report.error.code),
-        report.error.message,
-    )
+    render(cli, &broker_failed(e))
 }

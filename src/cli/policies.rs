@@ -41,7 +41,7 @@ pub(super) fn explain(cli: &Call, command: &[String], credentials: bool) -> Repo
         Err(e) => return failed(exit::POLICY, e),
     };
     if credentials {
-        return Report::streamed(code_of(super::credentials::explain(cli, &policy, cli.json)));
+        return super::credentials::explain(cli, &policy);
     }
     let cwd = cli.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     match broker::explain(&cli.cx, &policy, command, &cwd, &state_dir(cli)) {

@@ -44,7 +44,8 @@ impl serve::repl::Host for CliHost<'_> {
         let argv: Vec<String> = argv.into_iter().skip(1).map(str::to_string).collect();
         match <Self as serve::repl::Host>::request(self, &argv) {
             Ok(crate::broker::request::Request::Log(cmd)) => {
-                let _ = super::log::run(self.cli, &cmd);
+                let report = super::log::run(self.cli, &cmd);
+                let _ = super::render(self.cli, &report);
             }
             Ok(_) => {}
             Err(e) => eprintln!("/log: {e}"),

@@ -126,6 +126,7 @@ pub enum RequestBody {
 }
 
 /// The daemon's message.
+/// (Not `Eq`: a [`crate::broker::report::Report`] is not.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServerMsg {
@@ -500,6 +501,40 @@ mod tests {
             })
             .collect();
         assert!(modes.contains(&StdioMode::Passed) && modes.contains(&StdioMode::Frames));
+    }
+
+    #[test]
+    fn a_reports_floats_cross_the_wire_exactly() {
+        // A result's floats (an exec's `duration_ms`, a record's) are read back by the client
+        // as the daemon wrote them: `--json` through a daemon prints the same digits.
+        // Without serde_json's `float_roundtrip` the last three read back one digit off.
+        let hard = [
+            0.1 + 0.2,
+            1.0 / 3.0,
+            2.883_422_501_388_809e-64,
+            3.727_463_511_624_439e-54,
+            1.411_914_684_462_342_1e-61,
+        ];
+        for x in hard {
+            let tool = rmcp::model::CallToolResult::structured(serde_json::json!({"d": x}));
+            let m = ServerMsg::Done {
+                report: Box::new(crate::broker::report::Report::new(
+                    0,
+                    crate::broker::report::Outcome::Tool(crate::broker::report::Json::of(&tool)),
+                )),
+            };
+            let f = encode(&m);
+            let back: ServerMsg = decode(&f).expect("decode").expect("whole").0;
+            assert_eq!(back, m, "{x}");
+            let ServerMsg::Done { report } = back else {
+                panic!("not done")
+            };
+            let crate::broker::report::Outcome::Tool(t) = report.outcome else {
+                panic!("not a tool result")
+            };
+            let d = t.value()["structuredContent"]["d"].as_f64();
+            assert_eq!(d.map(f64::to_bits), Some(x.to_bits()), "{x}");
+        }
     }
 
     #[test]
