@@ -508,7 +508,7 @@ mod tests {
         // A result's floats (an exec's `duration_ms`, a record's) are read back by the client
         // as the daemon wrote them: `--json` through a daemon prints the same digits.
         // Without serde_json's `float_roundtrip` the last three read back one digit off.
-        let hard = [
+        let hard: [f64; 5] = [
             0.1 + 0.2,
             1.0 / 3.0,
             2.883_422_501_388_809e-64,
