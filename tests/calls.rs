@@ -643,7 +643,7 @@ fn raw_call(
     use std::io::{Read, Write};
     let msg = serde_json::json!({
         "type": "request",
-        "version": 4,
+        "version": 5,
         "context": {
             "cwd": cwd.display().to_string(),
             "env": env,

@@ -179,7 +179,7 @@ sandbox_test!(
         // Truncated: half a message, then the client goes away.
         let mut s = UnixStream::connect(&d.socket).expect("connect");
         let f = frame(
-            br#"{"type":"request","version":4,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
+            br#"{"type":"request","version":5,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
         );
         s.write_all(&f[..f.len() / 2]).expect("send");
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
@@ -957,7 +957,7 @@ sandbox_test!(
             ["GATEWAY_UID", "0"]
         ]);
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 4, "context": {
+            serde_json::json!({"type": "request", "version": 5, "context": {
                 "cwd": ws, "env": claims, "session": "id-test", "stdio": "frames",
                 "prompts": false}, "body": {"call": {"options": {"state_dir": null,
                 "policy": null, "cwd": null, "json": false}, "request": body}}})
@@ -1080,34 +1080,34 @@ sandbox_test!(
         let msg = f[0]["message"].as_str().unwrap_or_default();
         for part in [
             "protocol version 1 is not spoken here",
-            "this daemon speaks 4",
+            "this daemon speaks 5",
             "restart `gateway serve`",
         ] {
             assert!(msg.contains(part), "{part}: {msg}");
         }
         assert!(!env.ws.join("v1-ran").exists());
-        let hello = serde_json::json!({"type": "request", "version": 4, "context": {
+        let hello = serde_json::json!({"type": "request", "version": 5, "context": {
             "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
             "body": "hello"});
         let f = wire(&env, &d.socket, false, &hello, false);
         let version = stdout(&env.gw(&["--version"]));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0]["type"], "hello", "{f:?}");
-        assert_eq!(f[0]["version"], 4, "{f:?}");
+        assert_eq!(f[0]["version"], 5, "{f:?}");
         let gw = f[0]["gateway"].as_str().unwrap_or_default();
         assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
         // A request of a later version, in this version's shape, is refused the same way.
         let mut later = hello.clone();
-        later["version"] = 5.into();
+        later["version"] = 6.into();
         let f = wire(&env, &d.socket, false, &later, false);
         let msg = f[0]["message"].as_str().unwrap_or_default();
         assert!(
-            msg.contains("protocol version 5 is not spoken here (this daemon speaks 4)"),
+            msg.contains("protocol version 6 is not spoken here (this daemon speaks 5)"),
             "{f:?}"
         );
         // Version 2's command line (`argv`, which the daemon parsed with clap): refused as
         // another version, and in this version's number too — no body is a command line.
-        for version in [2, 3, 4] {
+        for version in [2, 3, 4, 5] {
             let argv = serde_json::json!({"type": "request", "version": version, "context": {
                 "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
                 "body": {"argv": ["exec", "--", "touch", "argv-ran"]}});
@@ -1115,8 +1115,8 @@ sandbox_test!(
             assert_eq!(f.len(), 1, "{f:?}");
             assert_eq!(f[0]["type"], "error", "{f:?}");
             let msg = f[0]["message"].as_str().unwrap_or_default();
-            let why = if version < 4 {
-                format!("protocol version {version} is not spoken here (this daemon speaks 4)")
+            let why = if version < 5 {
+                format!("protocol version {version} is not spoken here (this daemon speaks 5)")
             } else {
                 "unknown variant `argv`".to_string()
             };
@@ -1847,7 +1847,7 @@ sandbox_test!(
         let d = Daemon::start(&env, "standard", &[]);
         let ws = env.ws.display().to_string();
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 4, "context": {
+            serde_json::json!({"type": "request", "version": 5, "context": {
                 "cwd": ws, "env": [["PATH", "/usr/bin:/bin"],
                 ["HOME", env.home.display().to_string()]], "session": null,
                 "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
@@ -1966,7 +1966,7 @@ sandbox_test!(
             .expect("the echo's record");
         let ws = env.ws.display().to_string();
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 4, "context": {
+            serde_json::json!({"type": "request", "version": 5, "context": {
                 "cwd": ws, "env": [["PATH", "/usr/bin:/bin"]], "session": "log-typed",
                 "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
                 "state_dir": null, "policy": null, "cwd": null, "json": false},
@@ -2041,3 +2041,57 @@ sandbox_test!(
         assert!(stdout(&o).contains("typed-hello"), "{}", text(&o));
     }
 );
+
+sandbox_test!(
+    fn a_report_larger_than_a_frame_crosses_the_daemon_whole() {
+        // Issue 35: a call's result is its typed report, sent as the call's last message. A
+        // report larger than a frame (8 MiB: `fs read` of a 10 MB file, as text and as JSON)
+        // goes in pieces and is rendered by the client as the embedded broker renders it.
+        let env = Env::new("daemon-big-report");
+        let mut text = String::new();
+        for i in 0..150_000 {
+            text.push_str(&format!("line {i} {}\n", "x".repeat(60)));
+        }
+        std::fs::write(env.ws.join("big.txt"), &text).expect("write");
+        let embedded = |json: bool| {
+            let mut args = vec!["fs", "read", "big.txt"];
+            args.extend(json.then_some("--json"));
+            env.gw(&args)
+        };
+        let (plain, as_json) = (embedded(false), embedded(true));
+        assert!(plain.status.success(), "{}", text_of(&plain));
+        assert!(as_json.stdout.len() > 10 << 20, "{}", as_json.stdout.len());
+        let d = Daemon::start(&env, "standard", &[]);
+        for (json, alone) in [(false, &plain), (true, &as_json)] {
+            let mut args = vec!["fs", "read", "big.txt"];
+            args.extend(json.then_some("--json"));
+            let o = d.cmd(&env).args(&args).output().expect("run");
+            assert!(
+                o.status.success(),
+                "--json {json}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            if json {
+                // The record's seq differs (each call is recorded); the rest is the same.
+                let mut a: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+                let mut b: serde_json::Value = serde_json::from_slice(&alone.stdout).expect("json");
+                a["audit_seq"] = 0.into();
+                b["audit_seq"] = 0.into();
+                assert!(a == b, "the report through the daemon differs");
+            } else {
+                assert!(
+                    o.stdout == alone.stdout,
+                    "the text through the daemon differs"
+                );
+            }
+        }
+    }
+);
+
+fn text_of(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(2000)]),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

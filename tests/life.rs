@@ -36,7 +36,7 @@ fn frames(mut buf: &[u8]) -> Vec<serde_json::Value> {
 /// workspace of `env`.
 fn frames_request(env: &Env, body: serde_json::Value) -> Vec<u8> {
     frame(
-        &serde_json::json!({"type": "request", "version": 4, "context": {
+        &serde_json::json!({"type": "request", "version": 5, "context": {
         "cwd": env.ws.display().to_string(),
         "env": [["PATH", "/usr/bin:/bin"], ["HOME", env.home.display().to_string()]],
         "session": null, "stdio": "frames", "prompts": false}, "body": {"call": {

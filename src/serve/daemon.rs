@@ -702,9 +702,11 @@ fn connection(stream: UnixStream, cfg: &ServeConfig, handler: &Handler, calls: (
             if ran.ended.is_some() || ran.panicked {
                 what.record((&cfg.state_dir, &cfg.server), &ran, started.elapsed());
             }
-            tx.send(&ServerMsg::Done {
-                report: Box::new(ran.report),
-            });
+            for f in proto::report_frames(ran.report) {
+                if !tx.send(&f) {
+                    break;
+                }
+            }
             ran.listener
         }
         Err(message) => {
@@ -1096,6 +1098,17 @@ fn send_with_fds(
     (&*stream).write_all(&frame[n..])
 }
 
+/// Puts the daemon's question `id` to this process's terminal and sends the answer, on a
+/// thread of its own: the answer may also come from `gateway approve`, and then the call
+/// ends while the prompt still waits.
+fn ask_on_terminal(stream: &UnixStream, id: u64, question: String) {
+    let Ok(w) = stream.try_clone() else { return };
+    std::thread::spawn(move || {
+        let yes = crate::broker::client::tty_confirm(&question).unwrap_or(false);
+        let _ = (&w).write_all(&proto::encode(&ClientMsg::Answer { id, approve: yes }));
+    });
+}
+
 /// Sends one request with `io` as its context and streams (passed with it); asks the
 /// terminal when the daemon asks (if `io.ask_here`); returns the call's report.
 pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Result<Report, String> {
@@ -1139,12 +1152,20 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
         );
     }
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut pieces = proto::ReportPieces::default();
     loop {
         while let Some((msg, used)) = proto::decode::<ServerMsg>(&buf).map_err(|e| e.to_string())? {
             buf.drain(..used);
             match msg {
-                ServerMsg::Done { report } => return Ok(*report),
+                ServerMsg::ReportPart { text } => pieces
+                    .add(&text)
+                    .map_err(|e| format!("the daemon's report: {e}"))?,
+                ServerMsg::Done { report } => {
+                    return pieces
+                        .done(report)
+                        .map_err(|e| format!("the daemon's report: {e}"));
+                }
                 ServerMsg::Hello { version, gateway } => {
                     return Err(format!(
                         "the daemon answered a call with its hello (protocol {version}, gateway {gateway})"
@@ -1166,17 +1187,9 @@ pub fn request(socket: &Path, body: proto::RequestBody, io: CallIo<'_>) -> Resul
                 }
                 ServerMsg::Error { message } => return Err(daemon_error(&message)),
                 ServerMsg::Ask { id, question } => {
-                    if !ask_here {
-                        continue;
+                    if ask_here {
+                        ask_on_terminal(&stream, id, question);
                     }
-                    let Ok(w) = stream.try_clone() else { continue };
-                    // On its own thread: the answer may also come from `gateway approve`,
-                    // and then the call ends while the prompt still waits.
-                    std::thread::spawn(move || {
-                        let yes = crate::broker::client::tty_confirm(&question).unwrap_or(false);
-                        let _ =
-                            (&w).write_all(&proto::encode(&ClientMsg::Answer { id, approve: yes }));
-                    });
                 }
             }
         }

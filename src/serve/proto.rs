@@ -47,11 +47,77 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version a client speaks in its request; bumped on any change to the types of
 /// this module (see the module's documentation).
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The largest message either side accepts (a command line is at most ~2 MiB on Linux; its
 /// environment counts too).
 pub const MAX_MESSAGE: usize = 8 << 20;
+
+/// The largest report sent whole in [`ServerMsg::Done`]; a larger one goes in pieces.
+pub const REPORT_INLINE: usize = 4 << 20;
+
+/// The largest piece of a report ([`ServerMsg::ReportPart`]), in bytes of its JSON text.
+pub const REPORT_PART: usize = 4 << 20;
+
+/// The largest report a client puts together from its pieces (a `fs read` of a large file,
+/// a long `log query`): the client's own answer, bounded so that a broken daemon cannot
+/// exhaust it.
+pub const MAX_REPORT: usize = 1 << 30;
+
+/// The frames that carry `report`: one [`ServerMsg::Done`], or its JSON text in
+/// [`ServerMsg::ReportPart`]s (cut at character boundaries) and a `Done` without it.
+pub fn report_frames(report: crate::broker::report::Report) -> Vec<ServerMsg> {
+    let text = match serde_json::to_string(&report) {
+        Ok(t) if t.len() > REPORT_INLINE => t,
+        _ => {
+            return vec![ServerMsg::Done {
+                report: Some(Box::new(report)),
+            }];
+        }
+    };
+    drop(report);
+    let mut frames = Vec::with_capacity(text.len() / REPORT_PART + 2);
+    let mut rest = text.as_str();
+    while !rest.is_empty() {
+        let mut at = rest.len().min(REPORT_PART);
+        while !rest.is_char_boundary(at) {
+            at -= 1;
+        }
+        let (piece, tail) = rest.split_at(at);
+        frames.push(ServerMsg::ReportPart {
+            text: piece.to_string(),
+        });
+        rest = tail;
+    }
+    frames.push(ServerMsg::Done { report: None });
+    frames
+}
+
+/// What a client has of a call's report while its frames arrive ([`report_frames`]).
+#[derive(Debug, Default)]
+pub struct ReportPieces(String);
+
+impl ReportPieces {
+    /// Adds a piece; Err once the report would be larger than [`MAX_REPORT`].
+    pub fn add(&mut self, piece: &str) -> Result<(), ProtoError> {
+        if self.0.len() + piece.len() > MAX_REPORT {
+            return Err(ProtoError::TooLarge((self.0.len() + piece.len()) as u64));
+        }
+        self.0.push_str(piece);
+        Ok(())
+    }
+
+    /// The report of a [`ServerMsg::Done`]: its own, else the pieces' together.
+    pub fn done(
+        self,
+        report: Option<Box<crate::broker::report::Report>>,
+    ) -> Result<crate::broker::report::Report, ProtoError> {
+        match report {
+            Some(r) => Ok(*r),
+            None => serde_json::from_str(&self.0).map_err(|e| ProtoError::Malformed(e.to_string())),
+        }
+    }
+}
 
 /// A client's message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,11 +218,18 @@ pub enum ServerMsg {
         #[serde(with = "b64")]
         data: Vec<u8>,
     },
+    /// A piece of the call's report, when it is larger than [`REPORT_INLINE`]: its JSON
+    /// text, in order, at most [`REPORT_PART`] bytes each; [`ServerMsg::Done`] without a
+    /// report follows the last piece.
+    ReportPart {
+        /// The piece.
+        text: String,
+    },
     /// The call is done: its report (exit code, typed result, notes), which the client
-    /// renders.
+    /// renders — here, or (`null`) the JSON text of the [`ServerMsg::ReportPart`]s before.
     Done {
         /// The call's report.
-        report: Box<crate::broker::report::Report>,
+        report: Option<Box<crate::broker::report::Report>>,
     },
     /// The call could not be made (bad message, wrong version, busy, shutting down). Its
     /// shape is the same in every version, so that any client can print it.
@@ -437,8 +510,11 @@ mod tests {
                 stream: OutStream::Stderr,
                 data: b"err".to_vec(),
             },
+            ServerMsg::ReportPart {
+                text: "{\"exit\":0,".into(),
+            },
             ServerMsg::Done {
-                report: Box::new(
+                report: Some(Box::new(
                     crate::broker::report::Report::error(
                         120,
                         crate::broker::report::ErrorReport::new(
@@ -447,7 +523,7 @@ mod tests {
                         ),
                     )
                     .with_note("a note"),
-                ),
+                )),
             },
             ServerMsg::Error {
                 message: "busy".into(),
@@ -476,6 +552,7 @@ mod tests {
                     stream: OutStream::Stderr,
                     ..
                 } => "s.output.stderr",
+                ServerMsg::ReportPart { .. } => "s.report_part",
                 ServerMsg::Done { .. } => "s.done",
                 ServerMsg::Error { .. } => "s.error",
             },
@@ -492,7 +569,7 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), names.len(), "one sample per variant: {names:?}");
-        assert_eq!(names.len(), 1 + 36 + 1 + 6, "{names:?}");
+        assert_eq!(names.len(), 1 + 36 + 1 + 7, "{names:?}");
         let modes: Vec<StdioMode> = c
             .iter()
             .filter_map(|m| match m {
@@ -518,15 +595,18 @@ mod tests {
         for x in hard {
             let tool = rmcp::model::CallToolResult::structured(serde_json::json!({"d": x}));
             let m = ServerMsg::Done {
-                report: Box::new(crate::broker::report::Report::new(
+                report: Some(Box::new(crate::broker::report::Report::new(
                     0,
                     crate::broker::report::Outcome::Tool(crate::broker::report::Json::of(&tool)),
-                )),
+                ))),
             };
             let f = encode(&m);
             let back: ServerMsg = decode(&f).expect("decode").expect("whole").0;
             assert_eq!(back, m, "{x}");
-            let ServerMsg::Done { report } = back else {
+            let ServerMsg::Done {
+                report: Some(report),
+            } = back
+            else {
                 panic!("not done")
             };
             let crate::broker::report::Outcome::Tool(t) = report.outcome else {
@@ -575,6 +655,10 @@ mod tests {
         (
             4,
             "2cd7f47b0c42db3a1cce2ce87827f221db4fffd14e83686ae73546220c8f0078",
+        ),
+        (
+            5,
+            "8cf477ed6b8914f024ea43d2e8321eeb9e155a6a44986d18052e81899eb50e95",
         ),
     ];
 
