@@ -2095,3 +2095,165 @@ fn text_of(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+sandbox_test!(
+    fn every_request_answers_with_its_typed_report_through_the_daemon() {
+        // Issue 35: beneath every front end a call returns a typed report; through the
+        // daemon it is the call's last message, of the request's kind, and only exec's own
+        // output (and `log tail -f`, which follows) streams. One request of every kind.
+        let env = Env::new("daemon-every-report");
+        std::fs::write(env.ws.join("x"), "a\n").expect("write");
+        std::fs::write(env.ws.join("a"), "moved\n").expect("write");
+        let d = Daemon::start(&env, "permissive", &[]);
+        let ws = env.ws.display().to_string();
+        let request = |body: &serde_json::Value| {
+            serde_json::json!({"type": "request", "version": 5, "context": {
+                "cwd": ws, "env": [["PATH", "/usr/bin:/bin"],
+                ["HOME", env.home.display().to_string()]], "session": "every-report",
+                "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
+                "state_dir": null, "policy": null, "cwd": null, "json": false},
+                "request": body}}})
+        };
+        let j = |s: &str| -> serde_json::Value { serde_json::from_str(s).expect(s) };
+        let cases: Vec<(serde_json::Value, &str)> = vec![
+            (j(r#""pending""#), "approval"),
+            (
+                j(r#"{"answer": {"id": 999999, "approve": true, "always_for_session": false}}"#),
+                "error",
+            ),
+            (
+                j(r#"{"history": {"all": false, "limit": 20, "since": null}}"#),
+                "fs",
+            ),
+            (j(r#"{"trash": "list"}"#), "fs"),
+            (
+                j(r#"{"trash": {"restore": {"name": "nothing-here"}}}"#),
+                "error",
+            ),
+            (
+                j(
+                    r#"{"undo": {"id": null, "all": false, "action": {"undo": {"dry_run": true, "force": false}}}}"#,
+                ),
+                "*",
+            ),
+            (
+                j(r#"{"undo": {"id": null, "all": false, "action": "skip"}}"#),
+                "*",
+            ),
+            (
+                j(r#"{"log": {"show": {"seq": 1, "output_limit": 65536}}}"#),
+                "log",
+            ),
+            (
+                j(r#"{"log": {"query": {"filter": {}, "limit": 5}}}"#),
+                "log",
+            ),
+            (
+                j(r#"{"log": {"verify": {"anchor": null, "key": null}}}"#),
+                "log",
+            ),
+            (
+                j(r#"{"log": {"tail": {"lines": 3, "follow": false}}}"#),
+                "log",
+            ),
+            (j(r#"{"log": {"checkpoint": {"export": false}}}"#), "log"),
+            (j(r#"{"keys": "export"}"#), "log"),
+            (
+                j(
+                    r#"{"fs": {"read": {"path": "x", "offset": null, "limit": null, "binary": false}}}"#,
+                ),
+                "fs",
+            ),
+            (j(r#"{"fs": {"ls": {"path": null}}}"#), "fs"),
+            (
+                j(r#"{"fs": {"glob": {"pattern": "*", "path": null}}}"#),
+                "fs",
+            ),
+            (
+                j(
+                    r#"{"fs": {"grep": {"regex": "a", "path": null, "glob": null, "context": 0, "ignore_case": false, "mode": "content", "max": 500}}}"#,
+                ),
+                "fs",
+            ),
+            (j(r#"{"fs": {"probe": {"path": "x"}}}"#), "fs"),
+            (
+                j(r#"{"fs": {"mkdir": {"path": "d", "parents": false}}}"#),
+                "fs",
+            ),
+            (
+                j(r#"{"fs": {"write": {"path": "y", "content": {"text": "hi"}, "diff": false}}}"#),
+                "fs",
+            ),
+            (
+                j(
+                    r#"{"fs": {"edit": {"path": "x", "edits": [{"replace": {"old": "a", "new": "b", "all": false}}], "edits_from": null, "dry_run": false, "diff": false}}}"#,
+                ),
+                "fs",
+            ),
+            (j(r#"{"fs": {"mv": {"src": "a", "dst": "b"}}}"#), "fs"),
+            (
+                j(r#"{"fs": {"rm": {"path": "b", "recursive": false, "permanent": false}}}"#),
+                "fs",
+            ),
+            (j(r#"{"fs": {"cd": {"path": "d"}}}"#), "fs"),
+            (
+                j(
+                    r#"{"scan": {"paths": ["."], "format": "text", "redact": false, "baseline": null, "exclude": [], "no_ignore": false, "min_confidence": "low"}}"#,
+                ),
+                "scan",
+            ),
+            (j(r#"{"policy": "list"}"#), "policy"),
+            (
+                j(r#"{"policy": {"check": {"file": "missing.toml"}}}"#),
+                "error",
+            ),
+            (
+                j(r#"{"policy": {"explain": {"command": ["true"], "credentials": false}}}"#),
+                "policy",
+            ),
+            (
+                j(r#"{"policy": {"explain": {"command": [], "credentials": true}}}"#),
+                "credentials",
+            ),
+            (j(r#"{"policy": {"reload": {"name": null}}}"#), "policy"),
+            (
+                j(r#"{"tool": {"name": "read_file", "args": {"path": "x"}, "roots": "policy"}}"#),
+                "tool",
+            ),
+            (
+                j(
+                    r#"{"exec": {"argv": ["echo", "ran"], "timeout": null, "env": [], "snapshot": null, "stdin": null}}"#,
+                ),
+                "exec",
+            ),
+            (
+                j(r#"{"sh": {"argv": ["/bin/sh", "-c", "echo ran"]}}"#),
+                "exec",
+            ),
+            (j(r#"{"keys": "rotate"}"#), "log"),
+            (j(r#"{"log": "gc"}"#), "log"),
+        ];
+        for (body, kind) in &cases {
+            let f = wire(&env, &d.socket, false, &request(body), false);
+            let done = f
+                .iter()
+                .find(|f| f["type"] == "done")
+                .unwrap_or_else(|| panic!("{body}: no done frame: {f:?}"));
+            let got = done["report"]["outcome"]["kind"].as_str().unwrap_or("");
+            assert!(
+                got != "streamed" && (*kind == "*" || got == *kind),
+                "{body}: a report of kind {got:?}, not {kind:?}: {done}"
+            );
+            let streamed: String = f
+                .iter()
+                .filter(|f| f["type"] == "output" && f["stream"] == "stdout")
+                .filter_map(|f| f["text"].as_str())
+                .collect();
+            if *kind == "exec" {
+                assert_eq!(streamed, "ran\n", "{body}: {f:?}");
+            } else {
+                assert_eq!(streamed, "", "{body}: its result streamed: {f:?}");
+            }
+        }
+    }
+);
