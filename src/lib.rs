@@ -299,8 +299,22 @@
 //!   daemon (`daemon_call` gets the client's `Context` from the connection). No thread-local
 //!   holds a call's state (`broker::client::tests::no_thread_local_holds_a_calls_state` lists
 //!   the few left: caches, and a one-shot process's own signal handling). What stays per
-//!   thread: the daemon gives each connection's thread the client's working directory
-//!   (`sandbox::thread_own_cwd`), against which relative paths the client names resolve.
+//!   thread is the kernel's per-thread file context, set from the call at its start like
+//!   the caller's file identity (`with_fs_identity`): the daemon gives each connection's
+//!   thread the client's working directory (`sandbox::thread_own_cwd`), so that a relative
+//!   path the client names resolves as it would in the client's own process, `..` after a
+//!   symbolic link included — joining it to a string would not; an `openat` from a
+//!   directory fd held by the `Context` would, at the cost of every path-taking call.
+//! - A call answers with a typed `Report` (issue 35): `handle` — the CLI's `dispatch`, which
+//!   the daemon runs for its clients — returns `broker::report::Report` (exit code, the
+//!   result as one `Outcome` per kind, notes); the daemon sends it as the call's last
+//!   message (`ServerMsg::Done`, in `ReportPart` pieces when over 4 MiB); the front end
+//!   renders it — the CLI as text or `--json` where it runs (a daemon's client by its own
+//!   terminal), MCP through the daemon as the tool result it is. Nothing is parsed back from
+//!   printed text. A result travels as its type where a renderer reads its fields, and as
+//!   `report::Json<T>` (the JSON `--json` prints, typed by `T` in Rust) where it is only
+//!   printed whole. What a call streams while it runs — a command's output, `log tail -f` —
+//!   goes to the call's streams before its report.
 //! - Authority from the caller, not the process (issue 35): what a daemon client may see is
 //!   filtered in the broker (`history` for every front end, not one CLI path); an agent's
 //!   `scan` is decided by its policy as a search and its walk reads only what the file tools
