@@ -191,7 +191,14 @@ pub(crate) fn risk(tool: &str, d: &Decision) -> &'static str {
 
 /// Where a call's records go: its own writer (one-shot: every record checkpointed and
 /// synced) or the daemon's shared one.
-pub(crate) enum LogWriter<'a> {
+pub(crate) struct LogWriter<'a> {
+    log: Log<'a>,
+    /// Whose sessions' first records are stamped with their pinned policy's hash: the
+    /// server's, else this process's own.
+    stamps: &'a pin::Stamps,
+}
+
+enum Log<'a> {
     Own(Box<audit::AuditLog>),
     Shared(&'a std::sync::Mutex<audit::AuditLog>),
 }
@@ -200,12 +207,12 @@ impl LogWriter<'_> {
     /// Appends a record; returns its seq.
     pub(crate) fn append(&mut self, rec: &mut audit::Record) -> Result<u64, audit::AuditError> {
         // A session's first record names the policy it pinned.
-        pin::stamp(rec);
-        let seq = match self {
-            LogWriter::Own(l) => l.append(rec),
-            LogWriter::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),
+        self.stamps.stamp(rec);
+        let seq = match &mut self.log {
+            Log::Own(l) => l.append(rec),
+            Log::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),
         }?;
-        pin::stamped(rec);
+        self.stamps.stamped(rec);
         Ok(seq)
     }
 }
@@ -217,13 +224,18 @@ pub(crate) fn open_log<'a>(
     state_dir: &Path,
     server: Option<&'a server::Server>,
 ) -> Result<LogWriter<'a>, audit::AuditError> {
+    let stamps = server.map_or(&pin::OWN, |s| s.pins.stamps());
     if let Some(m) = server.and_then(|s| s.log_of(state_dir)) {
-        return Ok(LogWriter::Shared(m));
+        return Ok(LogWriter {
+            log: Log::Shared(m),
+            stamps,
+        });
     }
-    Ok(LogWriter::Own(Box::new(audit::AuditLog::open(
-        state_dir,
-        audit::Checkpoints::EveryRecord,
-    )?)))
+    let own = audit::AuditLog::open(state_dir, audit::Checkpoints::EveryRecord)?;
+    Ok(LogWriter {
+        log: Log::Own(Box::new(own)),
+        stamps,
+    })
 }
 
 /// Appends one record to the audit log of `state_dir`, through `server`'s writer when it

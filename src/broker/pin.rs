@@ -25,40 +25,58 @@ use std::sync::{Arc, Mutex, Weak};
 
 /// Sessions whose next record carries the hash of the policy they pinned: (uid, session,
 /// hash) — keyed by the uid too, so that another uid's record under the same session name is
-/// not stamped with this one's policy.
-static FIRST: Mutex<Vec<(u32, String, String)>> = Mutex::new(Vec::new());
+/// not stamped with this one's policy. A daemon's are its [`Pins`]' (its
+/// [`super::server::Server`]'s); a one-process front end's (the CLI, `gateway mcp` and
+/// `gateway repl` without a daemon) are [`OWN`]. Bounded per uid and in all: one uid's
+/// sessions cannot push out another's.
+#[derive(Debug, Default)]
+pub struct Stamps(Mutex<Vec<(u32, String, String)>>);
 
-/// Pending first records kept at most (a session that pins and never records).
+/// The stamps of this process's own sessions, when it is not a daemon (see [`Stamps`]).
+pub static OWN: Stamps = Stamps(Mutex::new(Vec::new()));
+
+/// Pending first records kept at most, in all (sessions that pin and never record).
 const MAX_FIRST: usize = 4096;
 
-/// The next record of `uid`'s `session` carries `sha256` (the policy it pinned).
-pub fn announce(uid: u32, session: &str, sha256: &str) {
-    let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-    f.retain(|(u, s, _)| !(*u == uid && s == session));
-    if f.len() >= MAX_FIRST {
-        f.remove(0);
-    }
-    f.push((uid, session.to_string(), sha256.to_string()));
-}
+/// Pending first records one uid keeps at most.
+const MAX_FIRST_PER_UID: usize = 256;
 
-/// Sets the pinned hash on a session's first record (before it is appended).
-pub(crate) fn stamp(rec: &mut Record) {
-    if rec.policy_sha256.is_some() {
-        return;
+impl Stamps {
+    /// The next record of `uid`'s `session` carries `sha256` (the policy it pinned). Beyond
+    /// the bounds the oldest goes: the uid's own when it holds its share.
+    pub fn announce(&self, uid: u32, session: &str, sha256: &str) {
+        let mut f = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f.retain(|(u, s, _)| !(*u == uid && s == session));
+        let own = f.iter().filter(|(u, _, _)| *u == uid).count();
+        if own >= MAX_FIRST_PER_UID {
+            if let Some(i) = f.iter().position(|(u, _, _)| *u == uid) {
+                f.remove(i);
+            }
+        } else if f.len() >= MAX_FIRST {
+            f.remove(0);
+        }
+        f.push((uid, session.to_string(), sha256.to_string()));
     }
-    let f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, _, h)) = f
-        .iter()
-        .find(|(u, s, _)| *u == rec.caller.uid && *s == rec.session)
-    {
-        rec.policy_sha256 = Some(h.clone());
-    }
-}
 
-/// The record was appended: the session's first record is written.
-pub(crate) fn stamped(rec: &Record) {
-    let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-    f.retain(|(u, s, _)| !(*u == rec.caller.uid && *s == rec.session));
+    /// Sets the pinned hash on a session's first record (before it is appended).
+    pub(crate) fn stamp(&self, rec: &mut Record) {
+        if rec.policy_sha256.is_some() {
+            return;
+        }
+        let f = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, _, h)) = f
+            .iter()
+            .find(|(u, s, _)| *u == rec.caller.uid && *s == rec.session)
+        {
+            rec.policy_sha256 = Some(h.clone());
+        }
+    }
+
+    /// The record was appended: the session's first record is written.
+    pub(crate) fn stamped(&self, rec: &Record) {
+        let mut f = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f.retain(|(u, s, _)| !(*u == rec.caller.uid && *s == rec.session));
+    }
 }
 
 /// A session's pinned policy.
@@ -72,11 +90,16 @@ pub struct Pinned {
 impl Pinned {
     /// Pins `policy` for `session`: its next record carries the policy's hash.
     pub fn new(session: &str, policy: Policy) -> Pinned {
-        Pinned::shared(crate::sandbox::effective_uid(), session, Arc::new(policy))
+        Pinned::shared(
+            &OWN,
+            crate::sandbox::effective_uid(),
+            session,
+            Arc::new(policy),
+        )
     }
 
-    fn shared(uid: u32, session: &str, policy: Arc<Policy>) -> Pinned {
-        announce(uid, session, &policy.sha256);
+    fn shared(stamps: &Stamps, uid: u32, session: &str, policy: Arc<Policy>) -> Pinned {
+        stamps.announce(uid, session, &policy.sha256);
         Pinned {
             policy,
             reported: Mutex::new(None),
@@ -251,7 +274,7 @@ impl Pinned {
 /// A daemon's pinned sessions (owned by its [`super::server::Server`]): (uid:session, policy
 /// as named) → pin; policies shared by hash. Bounded in all and per uid.
 #[derive(Default)]
-pub struct Pins(Mutex<Option<Sessions>>);
+pub struct Pins(Mutex<Option<Sessions>>, Stamps);
 
 #[derive(Default)]
 struct Sessions {
@@ -268,6 +291,11 @@ const MAX_SESSIONS: usize = 16384;
 const MAX_SESSIONS_PER_UID: usize = 256;
 
 impl Pins {
+    /// The daemon's sessions' first-record stamps.
+    pub fn stamps(&self) -> &Stamps {
+        &self.1
+    }
+
     /// The pinned policy of a daemon session for the policy named `spec`: pinned on first use
     /// (`load`), the same copy after that. Sessions are keyed by their client's uid (`owner`)
     /// and name: another uid naming the same session shares nothing with it.
@@ -297,7 +325,7 @@ impl Pins {
                 a
             }
         };
-        let pinned = Arc::new(Pinned::shared(owner, session, policy));
+        let pinned = Arc::new(Pinned::shared(&self.1, owner, session, policy));
         // Bounded in all and per uid: the least recently used pin goes (of this uid, when it
         // holds its share), so that one client cannot take the others' places.
         let prefix = format!("{owner}:");
@@ -348,5 +376,50 @@ impl Pins {
             (format!("{owner}:{session}"), spec.to_string()),
             (pinned, tick),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first_record(uid: u32, session: &str) -> Record {
+        Record {
+            caller: Caller {
+                uid,
+                pid: 1,
+                client: "test".into(),
+            },
+            session: session.into(),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn one_uids_sessions_cannot_push_out_anothers_first_stamp() {
+        // Two servers keep their own stamps: a daemon's sessions are its own, not the
+        // process's. In one, uid 2 pins a session; uid 1 then pins far more sessions than
+        // its share without recording: uid 2's first record still names its policy.
+        let (a, b) = (Pins::default(), Pins::default());
+        a.stamps().announce(2, "s", "hash-2");
+        for i in 0..(MAX_FIRST + 10) {
+            a.stamps().announce(1, &format!("s{i}"), "hash-1");
+        }
+        let mut rec = first_record(2, "s");
+        b.stamps().stamp(&mut rec);
+        assert_eq!(rec.policy_sha256, None, "another server's stamps");
+        a.stamps().stamp(&mut rec);
+        assert_eq!(rec.policy_sha256.as_deref(), Some("hash-2"));
+        a.stamps().stamped(&rec);
+        let mut again = first_record(2, "s");
+        a.stamps().stamp(&mut again);
+        assert_eq!(again.policy_sha256, None, "only the first record");
+        // uid 1 keeps its newest sessions, within its share.
+        let mut newest = first_record(1, &format!("s{}", MAX_FIRST + 9));
+        a.stamps().stamp(&mut newest);
+        assert_eq!(newest.policy_sha256.as_deref(), Some("hash-1"));
+        let mut oldest = first_record(1, "s0");
+        a.stamps().stamp(&mut oldest);
+        assert_eq!(oldest.policy_sha256, None);
     }
 }
