@@ -84,10 +84,9 @@ pub fn verify(
             let text = read(cx, p, "the key")?;
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
             Some(audit::note::VerifierKey::decode(first).ok_or_else(|| {
-                BrokerError::Usage(format!(
-                    "{}: not a verifier key (expected the first line `gateway keys export` prints)",
-                    p.display()
-                ))
+                BrokerError::Usage(super::UsageError::NotAVerifierKey {
+                    path: p.to_path_buf(),
+                })
             })?)
         }
         None => None,

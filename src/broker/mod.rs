@@ -5,13 +5,14 @@
 //! (exec's in `tools::exec`).
 //!
 //! About 1,000 lines: the typed `BrokerError` (one variant per way a call fails, each with
-//! its message), the requests of exec and explain, and the audit-log plumbing every tool
-//! shares; the errors are the next seam to split along (`broker/error.rs`).
+//! its message; the usage errors and conflicts it carries are in `error.rs`), the requests of
+//! exec and explain, and the audit-log plumbing every tool shares.
 
 pub mod approvals;
 pub mod authz;
 pub mod client;
 pub mod credentials;
+mod error;
 mod guard;
 pub mod intent;
 mod invoke;
@@ -30,6 +31,12 @@ pub mod session;
 pub mod tools;
 
 use crate::workspace::{snapshot, wsfs};
+#[cfg(test)]
+pub(crate) use error::tests::every_usage_error;
+pub use error::{
+    CdProblem, Conflict, GroupConflict, PathProblem, ScanProblem, UndoProblem, UsageError,
+    WorkspaceProblem,
+};
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_argv, redact_text};
 use places::*;
 use planner::*;
@@ -317,9 +324,24 @@ fn config_guard() -> PathBuf {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BrokerError {
-    /// The request itself is wrong (missing command, bad cwd, bad --env).
-    #[error("{0}")]
-    Usage(String),
+    /// The request names something wrong (no command, a workspace that cannot be one, a
+    /// path that is not what a file tool needs, nothing to undo): exit 122.
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    /// The request conflicts with the machine's state (a daemon already serves at the
+    /// socket; file tools for another uid through a root daemon): exit 122, `conflict`.
+    #[error(transparent)]
+    Conflict(#[from] Conflict),
+    /// A file tool's worker failed in a way that does not cross its pipe typed (an error on
+    /// a path, an I/O error: `FsError` and `io::Error` are not serializable): its class, as the
+    /// worker decided it, and its message. (Usage errors and refusals cross typed.)
+    #[error("{}{message}", if *code == report::ErrorCode::Usage { "" } else { "file tool: " })]
+    Worker {
+        /// The class.
+        code: report::ErrorCode,
+        /// The worker's message.
+        message: String,
+    },
     /// A field of the request is not what it must be (an environment variable's name, a
     /// session name): exit 122, as a usage error.
     #[error(transparent)]
@@ -590,13 +612,16 @@ fn own_home() -> PathBuf {
 
 /// Canonical workspace, or a usage error.
 pub fn workspace(cwd: &Path) -> Result<PathBuf, BrokerError> {
-    let c = wsfs::resolve(cwd)
-        .ok_or_else(|| BrokerError::Usage(format!("--cwd {}: no such directory", cwd.display())))?;
+    let c = wsfs::resolve(cwd).ok_or_else(|| {
+        UsageError::from(WorkspaceProblem::NoSuchDirectory {
+            path: cwd.to_path_buf(),
+        })
+    })?;
     if !wsfs::is_dir(&c) {
-        return Err(BrokerError::Usage(format!(
-            "--cwd {}: not a directory",
-            cwd.display()
-        )));
+        return Err(UsageError::from(WorkspaceProblem::NotADirectory {
+            path: cwd.to_path_buf(),
+        })
+        .into());
     }
     Ok(c)
 }

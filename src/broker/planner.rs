@@ -286,9 +286,7 @@ pub(super) fn plan_denied(
     // policy may expose. (The policy's own denied paths inside it are hidden by the mount
     // namespace, see `hidden`.)
     if ws == Path::new("/") {
-        return Err(BrokerError::Usage(
-            "the workspace (--cwd) is /: run from a project directory".into(),
-        ));
+        return Err(UsageError::from(WorkspaceProblem::Root).into());
     }
     // Nor be or lie in a system directory: from `cd /dev` a command (as root) could replace
     // /dev/null by a regular file, or delete any device node, for the whole machine.
@@ -297,23 +295,23 @@ pub(super) fn plan_denied(
         .map(Path::new)
         .find(|d| ws.starts_with(d))
     {
-        return Err(BrokerError::Usage(format!(
-            "the workspace {} is not allowed: it is or lies in {}, a system directory (device nodes, kernel interfaces, the system's programs) that commands must never change; run from a project directory",
-            ws.display(),
-            d.display()
-        )));
+        return Err(UsageError::from(WorkspaceProblem::SystemDir {
+            path: ws.to_path_buf(),
+            system: d.to_path_buf(),
+        })
+        .into());
     }
     let refused = critical
         .iter()
         .find(|d| d.starts_with(ws) || ws.starts_with(d))
         .or_else(|| deny.iter().find(|d| ws.starts_with(d)));
     if let Some(d) = refused {
-        return Err(BrokerError::Usage(format!(
-            "the workspace {} is not allowed: it contains or lies in {}, which policy `{}` never exposes; run from a project directory",
-            ws.display(),
-            d.display(),
-            policy.name
-        )));
+        return Err(UsageError::from(WorkspaceProblem::Denied {
+            path: ws.to_path_buf(),
+            denied: d.clone(),
+            policy: policy.name.clone(),
+        })
+        .into());
     }
     // Landlock cannot take a path away inside the writable workspace without taking write
     // access from the workspace itself: those are hidden by mounts only.
@@ -629,7 +627,7 @@ pub(super) fn resolve_program(
     env: &[(OsString, OsString)],
 ) -> Result<PathBuf, BrokerError> {
     if prog.is_empty() {
-        return Err(BrokerError::Usage("the command is empty".into()));
+        return Err(UsageError::EmptyCommand.into());
     }
     if prog.contains('/') {
         let p = cwd.join(prog);

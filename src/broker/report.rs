@@ -173,6 +173,10 @@ pub struct ErrorDetail {
 pub enum ErrorCode {
     /// Bad usage: an unknown option, a bad value, a missing argument or operand (exit 122).
     Usage,
+    /// The request conflicts with the machine's state: a daemon already serves at the socket,
+    /// something else is at its path, file tools for another uid through a daemon running as
+    /// root (exit 122).
+    Conflict,
     /// Refused by the policy (exit 120).
     Denied,
     /// `ask` and nobody approved (exit 121).
@@ -203,6 +207,8 @@ impl ErrorCode {
         use super::BrokerError as E;
         match e {
             E::Usage(_) | E::Request(_) | E::Fs(_) | E::CannotRead { .. } => ErrorCode::Usage,
+            E::Conflict(_) => ErrorCode::Conflict,
+            E::Worker { code, .. } => *code,
             E::NotUndone { source, .. } => ErrorCode::of(source),
             E::Invariant { .. } => ErrorCode::Failed,
             E::NotFound { .. } => ErrorCode::NotFound,

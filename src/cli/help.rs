@@ -97,7 +97,8 @@ pub(crate) const EXIT_CODES: &[(&str, &str)] = &[
     (
         "122",
         "bad usage: unknown option or subcommand, missing command, bad --cwd, --env or \
-         --timeout",
+         --timeout; or a conflict with the machine's state (a daemon already serving at the \
+         socket, file tools for another uid through a root daemon)",
     ),
     (
         "123",

@@ -168,10 +168,10 @@ fn error_code_of_exit(code: u8) -> broker::report::ErrorCode {
 }
 
 /// The exit code of a failure of class `code` (README, "Exit codes and error codes").
-fn exit_of_error_code(code: broker::report::ErrorCode) -> u8 {
+pub(crate) fn exit_of_error_code(code: broker::report::ErrorCode) -> u8 {
     use broker::report::ErrorCode as C;
     match code {
-        C::Usage => exit::USAGE,
+        C::Usage | C::Conflict => exit::USAGE,
         C::Denied => exit::DENIED,
         C::NotApproved => exit::NOT_APPROVED,
         C::Policy => exit::POLICY,
@@ -1001,4 +1001,38 @@ pub(crate) fn tty_confirm(question: &str) -> Option<bool> {
 /// [`fail`] of a broker error (the error object with the refusal, the exit code of its class).
 fn broker_fail(cli: &Call, e: BrokerError) -> ExitCode {
     render(cli, &broker_failed(e))
+}
+
+#[cfg(test)]
+mod exit_tests {
+    use super::{exit, exit_of_error_code};
+    use crate::broker::report::ErrorCode;
+    use crate::broker::{BrokerError, Conflict};
+
+    #[test]
+    fn usage_errors_and_conflicts_exit_122_and_what_moved_out_of_usage_has_its_code() {
+        let exit_of = |e: &BrokerError| exit_of_error_code(ErrorCode::of(e));
+        for u in crate::broker::every_usage_error() {
+            let e = BrokerError::Usage(u);
+            assert_eq!(exit_of(&e), exit::USAGE, "{e}");
+        }
+        for c in [
+            Conflict::NotASocket { path: "/s".into() },
+            Conflict::DaemonRunning { path: "/s".into() },
+            Conflict::FileToolsThroughRootDaemon { uid: 65534 },
+        ] {
+            assert_eq!(exit_of(&BrokerError::Conflict(c)), exit::USAGE);
+        }
+        // The workspace a daemon's client cannot open: the broker's I/O, exit 125.
+        let io = BrokerError::Io {
+            what: "the workspace /w cannot be opened by uid 65534".into(),
+            source: std::io::Error::from_raw_os_error(13),
+        };
+        assert_eq!(exit_of(&io), exit::SANDBOX);
+        let inv = BrokerError::Invariant {
+            tool: "fs.read".into(),
+            what: "out of order",
+        };
+        assert_eq!(exit_of(&inv), exit::VERIFY_FAILED);
+    }
 }

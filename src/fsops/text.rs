@@ -39,7 +39,7 @@ pub struct Shape {
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Why an edit cannot be made. The file is never touched when one occurs.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum TextError {
     /// Not UTF-8.

@@ -38,7 +38,7 @@ use crate::audit::{self, Caller, Record, RecordDecision};
 use crate::broker::log::BATCH;
 use crate::broker::report::Report;
 use crate::broker::request::Invocation;
-use crate::broker::{BrokerError, approvals, client};
+use crate::broker::{BrokerError, Conflict, approvals, client};
 use std::collections::HashSet;
 use std::io::{IoSliceMut, Write};
 use std::mem::MaybeUninit;
@@ -139,16 +139,16 @@ fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, BrokerError> {
     // not-ws: the daemon's own socket, from its configuration
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_socket() {
-            return Err(BrokerError::Usage(format!(
-                "{} exists and is not a socket; choose another path with --socket",
-                path.display()
-            )));
+            return Err(Conflict::NotASocket {
+                path: path.to_path_buf(),
+            }
+            .into());
         }
         if UnixStream::connect(path).is_ok() {
-            return Err(BrokerError::Usage(format!(
-                "a daemon is already serving at {} (stop it first, or use --socket)",
-                path.display()
-            )));
+            return Err(Conflict::DaemonRunning {
+                path: path.to_path_buf(),
+            }
+            .into());
         }
         // not-ws: the daemon's own socket, from its configuration
         std::fs::remove_file(path).map_err(io_err(format!(

@@ -39,9 +39,7 @@ pub fn exec(
     sink: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<ExecResult, BrokerError> {
     if req.argv.is_empty() {
-        return Err(BrokerError::Usage(
-            "missing command: gateway exec -- CMD [ARGS...]".into(),
-        ));
+        return Err(crate::broker::UsageError::MissingCommand.into());
     }
     let a = req.policy.audit;
     let cap = if a.store_output { a.artifact_max } else { 0 };
@@ -352,12 +350,13 @@ impl ExecTool<'_, '_> {
         if let Some(w) = &who {
             wsfs::as_identity(Some(w), || wsfs::Tree::open(&ws).map(drop))
                 .and_then(|r| r)
-                .map_err(|e| {
-                    BrokerError::Usage(format!(
-                        "the workspace {} cannot be opened by uid {}: {e}; run from a directory you can read",
+                .map_err(|source| BrokerError::Io {
+                    what: format!(
+                        "the workspace {} cannot be opened by uid {}",
                         ws.display(),
                         w.uid
-                    ))
+                    ),
+                    source,
                 })?;
         }
         // The snapshot is this call's alone: no other call changes the workspace between its

@@ -22,7 +22,7 @@
 
 use crate::audit;
 use crate::broker;
-use crate::broker::{BrokerError, redact_text};
+use crate::broker::{BrokerError, CdProblem, UndoProblem, redact_text};
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;
 use crate::journal;
@@ -290,11 +290,12 @@ impl broker::invoke::Tool for FsTool<'_, '_> {
             && let Some(name) = &c.trash
             && let Some(when) = journal::trash_emptied(&ctx.state_dir, name)
         {
-            return Err(usage(format!(
-                "change {}: the trash item {name} (removed from {}) was emptied for good (gateway trash empty at {when}); nothing to restore",
-                c.id,
-                c.path.display()
-            )));
+            return Err(usage(UndoProblem::TrashEmptied {
+                id: c.id,
+                name: name.clone(),
+                path: c.path.clone(),
+                when: when.to_string(),
+            }));
         }
         self.subject = match (op, op.subject(), &self.undo_target) {
             (FsOp::Probe { .. }, _, _) => self.ws.clone(),
@@ -621,10 +622,7 @@ fn perform(
         && crate::sandbox::effective_uid() == 0
     {
         return (
-            Err(BrokerError::Usage(format!(
-                "file tools for uid {} through a daemon running as root are refused (they would act with root's ownership of files): run the daemon as its own user (contrib/gateway.service), or run them without the daemon (GATEWAY_SOCKET=)",
-                u.uid
-            ))),
+            Err(broker::Conflict::FileToolsThroughRootDaemon { uid: u.uid }.into()),
             None,
         );
     }
@@ -756,7 +754,11 @@ fn find_removal(
                 && seen.is_none_or(|u| c.uid == Some(u))
         })
         .map(|c| (*c).clone())
-        .ok_or_else(|| usage(format!("no trash item {name} (see `gateway trash list`)")))
+        .ok_or_else(|| {
+            usage(UndoProblem::NoTrashItem {
+                name: name.to_string(),
+            })
+        })
 }
 
 /// The session's virtual cwd, if `cd` set one (and it still exists).
@@ -840,7 +842,7 @@ impl broker::invoke::Tool for CdTool<'_, '_> {
             "-" => dirs
                 .previous
                 .clone()
-                .ok_or_else(|| usage("cd -: no previous directory in this session"))?,
+                .ok_or_else(|| usage(CdProblem::NoPrevious))?,
             "~" => home.clone(),
             t if t.starts_with("~/") => home.join(&t[2..]),
             t => base.join(t),
@@ -868,8 +870,16 @@ impl broker::invoke::Tool for CdTool<'_, '_> {
         };
         let real = match real {
             Some((r, true)) => r,
-            Some(_) => return Err(usage(format!("cd {target}: not a directory"))),
-            None => return Err(usage(format!("cd {target}: no such directory"))),
+            Some(_) => {
+                return Err(usage(CdProblem::NotADirectory {
+                    target: target.to_string(),
+                }));
+            }
+            None => {
+                return Err(usage(CdProblem::NoSuchDirectory {
+                    target: target.to_string(),
+                }));
+            }
         };
         let rs = roots(ctx, &self.ws)?;
         pick_read(&rs, &real, base)?;

@@ -2,7 +2,7 @@
 //! baseline, optionally redact files (backed up and journalled first).
 
 use crate::broker;
-use crate::broker::BrokerError;
+use crate::broker::{BrokerError, ScanProblem, UsageError};
 use crate::model::{Decision, Effect, RuleMatch};
 use crate::secrets::{self, TextKind, scanner};
 use serde::{Deserialize, Serialize};
@@ -177,9 +177,7 @@ fn scan_within(
 ) -> Result<ScanReport, BrokerError> {
     let start = Instant::now();
     if req.paths.is_empty() {
-        return Err(BrokerError::Usage(
-            "scan: give at least one file or directory".into(),
-        ));
+        return Err(UsageError::from(ScanProblem::NoPaths).into());
     }
     // Everything read from the caller's paths is read with the caller's rights (under the
     // daemon: its client's; the walker's threads inherit them).
@@ -264,10 +262,7 @@ fn gather(
     for p in &req.paths {
         // not-ws: scan reads and writes what its caller names, with the caller's rights (client::as_client)
         if std::fs::symlink_metadata(p).is_err() {
-            return Err(BrokerError::Usage(format!(
-                "scan: {}: no such file or directory",
-                p.display()
-            )));
+            return Err(UsageError::from(ScanProblem::NoSuchPath { path: p.clone() }).into());
         }
     }
     let known: Vec<BaselineEntry> = match &req.baseline {
@@ -281,19 +276,22 @@ fn gather(
                 }
             })?;
             if text.len() as u64 > MAX_BASELINE {
-                return Err(BrokerError::Usage(format!(
-                    "baseline {}: larger than {MAX_BASELINE} bytes; give a smaller one",
-                    b.display()
-                )));
+                return Err(UsageError::from(ScanProblem::BaselineTooLarge {
+                    path: b.clone(),
+                    max: MAX_BASELINE,
+                })
+                .into());
             }
             // serde's message may quote the file's content: only the position is shown.
             let parsed: Baseline = serde_json::from_slice(&text).map_err(|e| {
-                BrokerError::Usage(format!(
-                    "baseline {}: not a gateway baseline (at line {}, column {}); remove it or give another path",
-                    b.display(),
-                    e.line(),
-                    e.column()
-                ))
+                BrokerError::Usage(
+                    ScanProblem::NotABaseline {
+                        path: b.clone(),
+                        line: e.line(),
+                        column: e.column(),
+                    }
+                    .into(),
+                )
             })?;
             parsed.results
         }
@@ -330,12 +328,16 @@ fn gather(
     if !req.exclude.is_empty() {
         let mut ob = ignore::overrides::OverrideBuilder::new("/");
         for g in &req.exclude {
-            ob.add(&format!("!{g}"))
-                .map_err(|e| BrokerError::Usage(format!("--exclude {g}: {e}")))?;
+            ob.add(&format!("!{g}")).map_err(|e| {
+                UsageError::from(ScanProblem::BadExclude {
+                    glob: g.clone(),
+                    why: e.to_string(),
+                })
+            })?;
         }
         let ov = ob
             .build()
-            .map_err(|e| BrokerError::Usage(format!("--exclude: {e}")))?;
+            .map_err(|e| UsageError::from(ScanProblem::BadExcludes { why: e.to_string() }))?;
         wb.overrides(ov);
     }
     let files = AtomicU64::new(0);

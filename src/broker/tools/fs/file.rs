@@ -7,7 +7,7 @@ use super::roots::{Roots, pick, real_path, under};
 use super::types::{Tools, fs_err, usage};
 use crate::broker::refusal::{Access, Refusal};
 use crate::broker::tools::fs::types::FsOutput;
-use crate::broker::{BrokerError, redact_text};
+use crate::broker::{BrokerError, PathProblem, redact_text};
 use crate::fsops::path::{self as fpath, Root};
 use crate::fsops::text;
 use crate::journal::{Change, PathState};
@@ -87,9 +87,17 @@ pub(super) fn read(
             },
             e => e,
         })?
-        .ok_or_else(|| usage(format!("{}: no such file", path.display())))?;
-    if !binary && let Err(e) = text::shape(&data) {
-        return Err(usage(not_text(path, data.len(), &e)));
+        .ok_or_else(|| {
+            usage(PathProblem::NoSuchFile {
+                path: path.to_path_buf(),
+            })
+        })?;
+    if !binary && let Err(error) = text::shape(&data) {
+        return Err(usage(PathProblem::NotText {
+            path: path.to_path_buf(),
+            size: data.len(),
+            error,
+        }));
     }
     // Secrets in the file are redacted as in command output.
     let shown = if !t.redact {
@@ -114,25 +122,6 @@ pub(super) fn read(
         lines: picked,
         total_lines: total,
     })
-}
-
-/// Why a read of `path` (`size` bytes) shows no text, and how to get its bytes: a read is
-/// not an edit, so the edit's wording ("refusing to edit", "convert it first") is not used.
-fn not_text(path: &Path, size: usize, e: &text::TextError) -> String {
-    let what = match e {
-        text::TextError::Binary { offset } => {
-            format!("a binary file (NUL byte at offset {offset})")
-        }
-        text::TextError::NotUtf8 { line, offset } => {
-            format!("not UTF-8 text (invalid byte at line {line}, byte offset {offset})")
-        }
-        other => other.to_string(),
-    };
-    let shown = crate::shown::arg_shown(&path.to_string_lossy()).into_owned();
-    format!(
-        "{}: {what}, {size} bytes: not shown as text. To see it: `gateway fs read --binary {shown}` (undecodable bytes replaced), or every byte in hex with `gateway exec -- od -A x -t x1z {shown}` (MCP: exec `od -A x -t x1z {shown}`)",
-        path.display()
-    )
 }
 
 /// What a change leaves at the path.

@@ -10,7 +10,7 @@ use super::tree::{mkdir, move_path, purge, to_trash};
 use super::types::{Tools, fs_err, rerr, usage};
 use crate::broker::refusal::{Access, Refusal};
 use crate::broker::tools::fs::types::{FsOp, FsOutput};
-use crate::broker::{BrokerError, redact_text};
+use crate::broker::{BrokerError, PathProblem, UndoProblem, redact_text};
 use crate::fsops::{search, text};
 use crate::journal::Change;
 use std::path::Path;
@@ -52,24 +52,26 @@ pub(crate) fn act(
             "fs.edit",
             |old| {
                 let Some(old) = old else {
-                    return Err(usage(format!(
-                        "{}: no such file (create it with `fs write`)",
-                        path.display()
-                    )));
+                    return Err(usage(PathProblem::NoFileToEdit { path: path.clone() }));
                 };
                 text::apply(old, &edits)
                     .map(Target::Write)
-                    .map_err(|e| usage(format!("{}: {e}", path.display())))
+                    .map_err(|error| {
+                        usage(PathProblem::Edit {
+                            path: path.clone(),
+                            error,
+                        })
+                    })
             },
             dry_run,
             None,
         ),
         FsOp::Undo { dry_run, force, .. } => {
-            let c = undo_target.ok_or_else(|| usage("nothing to undo"))?;
+            let c = undo_target.ok_or_else(|| usage(UndoProblem::Nothing))?;
             revert::undo(t, rs, ws, &c, dry_run, force).map_err(|e| revert::with_hint(e, c.id))
         }
         FsOp::TrashRestore { .. } => {
-            let c = undo_target.ok_or_else(|| usage("no such trash item"))?;
+            let c = undo_target.ok_or_else(|| usage(UndoProblem::NoTrashItemGiven))?;
             revert::undo(t, rs, ws, &c, false, false)
         }
         FsOp::Remove {

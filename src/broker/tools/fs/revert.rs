@@ -19,7 +19,7 @@ use super::roots::{Roots, pick_write};
 use super::tree::{Content, PURGE_TOOL, from_trash, move_path, same_state, state_of, to_trash};
 use super::types::{Tools, fs_err, usage};
 use crate::broker::tools::fs::types::FsOutput;
-use crate::broker::{BrokerError, redact_text};
+use crate::broker::{BrokerError, GroupConflict, PathProblem, UndoProblem, redact_text};
 use crate::fsops::path::{OwnerFix, Root};
 use crate::fsops::text;
 use crate::journal::{self, Change, PathState, Phase};
@@ -46,11 +46,10 @@ pub(super) fn undo(
     }
     need_backups(t, std::slice::from_ref(c))?;
     if c.tool == PURGE_TOOL {
-        return Err(usage(format!(
-            "change {} deleted {} permanently (fs rm --permanent): no copy was kept, so it cannot be undone (earlier changes: `gateway undo ID`, see `gateway history`)",
-            c.id,
-            c.path.display()
-        )));
+        return Err(usage(UndoProblem::Permanent {
+            id: c.id,
+            path: c.path.clone(),
+        }));
     }
     let tree_op = c.dest.is_some()
         || c.trash.is_some()
@@ -81,11 +80,10 @@ pub(super) fn undo(
         let (root, rel) = pick_write(rs, &c.path, ws)?;
         let now = state_of(t, root, &rel, Content::Hash)?;
         if !same_state(&now, &c.after) && !force {
-            return Err(usage(format!(
-                "refused: {} changed since change {}; pass --force to undo anyway",
-                c.path.display(),
-                c.id
-            )));
+            return Err(usage(UndoProblem::ChangedSince {
+                path: c.path.clone(),
+                id: c.id,
+            }));
         }
         return to_trash(t, root, &rel, true, "undo", Some(c.id));
     }
@@ -114,11 +112,11 @@ pub(super) fn undo(
                     after.as_deref().unwrap_or_default(),
                     now.unwrap_or_default(),
                 );
-                return Err(usage(format!(
-                    "refused: {} changed since change {id}; undoing would lose that (pass --force to undo anyway: the current content is backed up first). What changed since:\n{}",
-                    path.display(),
-                    redact_text(&d)
-                )));
+                return Err(usage(UndoProblem::ContentChangedSince {
+                    path: path.clone(),
+                    id,
+                    diff: redact_text(&d),
+                }));
             }
             Ok(match want {
                 Some(d) => Target::Write(d),
@@ -149,22 +147,14 @@ pub(super) fn need_backups(t: &mut Tools<'_>, changes: &[Change]) -> Result<(), 
         if let PathState::File { sha256, .. } = &c.before
             && !t.state.has_backup(sha256)?
         {
-            missing.push(format!("{} ({})", c.path.display(), missing_reason(c)));
+            missing.push((c.path.clone(), missing_reason(c)));
         }
     }
     if missing.is_empty() {
         return Ok(());
     }
     let id = changes.first().map_or(0, |c| c.id);
-    Err(usage(format!(
-        "cannot undo change {id}: the content before it of {} is not in the backup store, so it cannot be brought back: {}",
-        if missing.len() == 1 {
-            "this file"
-        } else {
-            "these files"
-        },
-        missing.join("; ")
-    )))
+    Err(usage(UndoProblem::NotBackedUp { id, missing }))
 }
 
 /// An undo that failed says how not to be stuck on it (once: an error that says it already
@@ -266,7 +256,9 @@ fn read_at(dir: &OwnedFd, name: &OsString, abs: &Path) -> Result<Vec<u8>, Broker
     .map_err(ioe("opening", abs))?;
     let st = rustix::fs::fstat(&fd).map_err(ioe("reading", abs))?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(usage(format!("{}: not a regular file now", abs.display())));
+        return Err(usage(UndoProblem::NotRegularNow {
+            path: abs.to_path_buf(),
+        }));
     }
     let mut data = Vec::new();
     std::fs::File::from(fd)
@@ -317,10 +309,7 @@ fn look(t: &mut Tools<'_>, root: &Root, rel: &Path, backup: bool) -> Result<Now,
             }
         }
         _ => {
-            return Err(usage(format!(
-                "{}: not a file, directory or symbolic link now; move it away first",
-                abs.display()
-            )));
+            return Err(usage(UndoProblem::NotFileDirOrLinkNow { path: abs }));
         }
     };
     Ok(Now {
@@ -364,7 +353,9 @@ pub(super) fn undo_group(
         .map(|(c, _)| c)
         .collect();
     if members.is_empty() {
-        return Err(usage(format!("the changes of {group} were undone already")));
+        return Err(usage(UndoProblem::AlreadyUndone {
+            group: group.to_string(),
+        }));
     }
     // Contents that cannot come back refuse the undo first: --force cannot help there.
     need_backups(t, &members)?;
@@ -374,12 +365,11 @@ pub(super) fn undo_group(
         let (root, rel) = pick_write(rs, &c.path, ws)?;
         let now = look(t, root, &rel, false)?;
         if !same_state(&now.state, &c.after) {
-            conflicts.push(format!(
-                "{} (now {}, the command left {})",
-                c.path.display(),
-                describe(&now.state),
-                describe(&c.after)
-            ));
+            conflicts.push(GroupConflict {
+                path: c.path.clone(),
+                now: describe(&now.state),
+                left: describe(&c.after),
+            });
         }
         steps.push(Step {
             c,
@@ -390,10 +380,7 @@ pub(super) fn undo_group(
         });
     }
     if !conflicts.is_empty() && !force {
-        return Err(usage(format!(
-            "refused: changed since the command ran: {}; pass --force to undo anyway (what is there now is backed up first)",
-            conflicts.join(", ")
-        )));
+        return Err(usage(UndoProblem::ChangedSinceCommand { conflicts }));
     }
     add_missing_parents(t, &mut steps)?;
     steps.sort_by(|a, b| a.c.path.cmp(&b.c.path));
@@ -462,12 +449,11 @@ fn add_missing_parents(t: &mut Tools<'_>, steps: &mut Vec<Step<'_>>) -> Result<(
                 break;
             }
             if now.state != PathState::Absent {
-                return Err(usage(format!(
-                    "refused: {} must be a directory again to restore {}, but it is {} that the command did not leave; move it away first",
-                    abs.display(),
-                    s.c.path.display(),
-                    describe(&now.state)
-                )));
+                return Err(usage(UndoProblem::MustBeDirectory {
+                    path: abs,
+                    restore: s.c.path.clone(),
+                    now: describe(&now.state),
+                }));
             }
             dirs.insert(abs.clone());
             extra.push(Step {
@@ -637,10 +623,9 @@ fn temp<T>(
             Err(e) => return Err(ioe("creating a temporary file next to", abs)(e)),
         }
     }
-    Err(usage(format!(
-        "{}: no free temporary name next to it",
-        abs.display()
-    )))
+    Err(usage(PathProblem::NoTempName {
+        path: abs.to_path_buf(),
+    }))
 }
 
 /// Writes a file at the name (a temporary file renamed over it: a file or link there is
@@ -791,9 +776,9 @@ fn settle(
         }
     }
     t.state.commit_many(&done)?;
-    Err(usage(format!(
-        "undo stopped: {err}; {} of {} path(s) were reverted (recorded). `gateway undo` again continues with the rest; `gateway undo --skip` passes over this change",
-        done.len(),
-        steps.len()
-    )))
+    Err(usage(UndoProblem::Stopped {
+        cause: err.to_string(),
+        reverted: done.len(),
+        of: steps.len(),
+    }))
 }

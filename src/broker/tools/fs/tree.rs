@@ -5,8 +5,8 @@
 
 use super::roots::{Roots, pick_write};
 use super::types::{Tools, fs_err, rerr, usage};
-use crate::broker::BrokerError;
 use crate::broker::tools::fs::types::FsOutput;
+use crate::broker::{BrokerError, PathProblem, UndoProblem};
 use crate::fsops::path::{self as fpath, Root};
 use crate::journal::{self, Change, PathState};
 use std::io::Read;
@@ -62,10 +62,7 @@ pub(super) fn state_of(
                 target: t.to_string_lossy().into_owned(),
             })
         }
-        _ => Err(usage(format!(
-            "{}: not a file, directory or symbolic link",
-            abs.display()
-        ))),
+        _ => Err(usage(PathProblem::NotFileDirOrLink { path: abs })),
     }
 }
 
@@ -88,14 +85,11 @@ fn removable(
 ) -> Result<PathState, BrokerError> {
     let abs = root.path.join(rel);
     match state_of(t, root, rel, content)? {
-        PathState::Absent => Err(usage(format!(
-            "{}: no such file or directory",
-            abs.display()
-        ))),
-        PathState::Dir if !recursive => Err(usage(format!(
-            "{}: is a directory (pass -r to {what} with its contents)",
-            abs.display()
-        ))),
+        PathState::Absent => Err(usage(PathProblem::NoSuchPath { path: abs })),
+        PathState::Dir if !recursive => Err(usage(PathProblem::IsADirectory {
+            path: abs,
+            what: what.to_string(),
+        })),
         s => Ok(s),
     }
 }
@@ -153,10 +147,9 @@ pub(super) fn to_trash(
         ) {
             Ok(()) => {}
             Err(rustix::io::Errno::XDEV) => {
-                return Err(usage(format!(
-                    "{}: the state directory is on another file system, so it cannot be moved to the trash; remove it with a shell command",
-                    abs.display()
-                )));
+                return Err(usage(PathProblem::TrashOnOtherFileSystem {
+                    path: abs.clone(),
+                }));
             }
             Err(e) => return Err(rerr(&abs, "moving to the trash")(e)),
         }
@@ -318,10 +311,9 @@ pub(super) fn mkdir(
             }
             PathState::Dir => {}
             _ => {
-                return Err(usage(format!(
-                    "{}: exists and is not a directory",
-                    root.path.join(c).display()
-                )));
+                return Err(usage(PathProblem::NotADirectory {
+                    path: root.path.join(c),
+                }));
             }
         }
     }
@@ -335,16 +327,14 @@ pub(super) fn mkdir(
                 undoable: false,
             });
         }
-        return Err(usage(format!(
-            "{}: already exists (pass -p to accept an existing directory)",
-            root.path.join(&rel).display()
-        )));
+        return Err(usage(PathProblem::AlreadyExists {
+            path: root.path.join(&rel),
+        }));
     };
     if first + 1 < comps.len() && !parents {
-        return Err(usage(format!(
-            "{}: missing parent directory (pass -p to create it)",
-            root.path.join(&comps[first]).display()
-        )));
+        return Err(usage(PathProblem::MissingParent {
+            path: root.path.join(&comps[first]),
+        }));
     }
     let top = root.path.join(&comps[first]);
     let c = t.state.begin(Change {
@@ -406,24 +396,15 @@ pub(super) fn move_path(
     let dabs = droot.path.join(&drel);
     let before = state_of(t, sroot, &srel, Content::Backup)?;
     if before == PathState::Absent {
-        return Err(usage(format!(
-            "{}: no such file or directory",
-            sabs.display()
-        )));
+        return Err(usage(PathProblem::NoSuchPath { path: sabs }));
     }
     if let Some(e) = expect
         && !same_state(e, &before)
     {
-        return Err(usage(format!(
-            "refused: {} changed since it was moved there; pass --force to move it back anyway",
-            sabs.display()
-        )));
+        return Err(usage(PathProblem::ChangedSinceMoved { path: sabs }));
     }
     if state_of(t, droot, &drel, Content::Hash)? != PathState::Absent {
-        return Err(usage(format!(
-            "refused: {} exists; gateway never moves over a file",
-            dabs.display()
-        )));
+        return Err(usage(PathProblem::DestinationExists { path: dabs }));
     }
     let c = t.state.begin(Change {
         id: 0,
@@ -471,17 +452,16 @@ pub(super) fn from_trash(
 ) -> Result<FsOutput, BrokerError> {
     let (root, rel) = pick_write(rs, &c.path, ws)?;
     if state_of(t, root, &rel, Content::Hash)? != PathState::Absent {
-        return Err(usage(format!(
-            "refused: {} exists again; move it away first",
-            c.path.display()
-        )));
+        return Err(usage(UndoProblem::ExistsAgain {
+            path: c.path.clone(),
+        }));
     }
     let files = t.trash_files.clone();
     // not-ws: the trash, in the broker's own state directory
     if std::fs::symlink_metadata(files.join(name)).is_err() {
-        return Err(usage(format!(
-            "the trash item {name} is gone (emptied for good by `gateway trash empty`, or removed from the trash by hand); nothing to restore"
-        )));
+        return Err(usage(UndoProblem::TrashItemGone {
+            name: name.to_string(),
+        }));
     }
     let r = t.state.begin(Change {
         id: 0,

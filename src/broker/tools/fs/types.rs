@@ -262,9 +262,9 @@ impl FsOp {
     }
 }
 
-/// Errors specific to file tools, as broker errors.
-pub(super) fn usage(msg: impl Into<String>) -> BrokerError {
-    BrokerError::Usage(msg.into())
+/// A usage error of a file tool, as a broker error.
+pub(super) fn usage(e: impl Into<crate::broker::UsageError>) -> BrokerError {
+    BrokerError::Usage(e.into())
 }
 
 pub(super) fn fs_err(e: crate::fsops::FsError) -> BrokerError {

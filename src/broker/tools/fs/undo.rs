@@ -6,6 +6,7 @@ use super::revert::missing_reason;
 use super::types::usage;
 use super::{BrokerError, Change, FsContext, PathState, Phase, j_err};
 use crate::audit;
+use crate::broker::UndoProblem;
 use crate::journal;
 use crate::model::{Decision, Effect};
 use std::collections::HashSet;
@@ -103,11 +104,7 @@ pub(super) fn find_change(
             .iter()
             .find(|c| c.id == id)
             .map(|c| (*c).clone())
-            .ok_or_else(|| {
-                usage(format!(
-                    "no committed change {id} in the journal (see `gateway history --all`)"
-                ))
-            });
+            .ok_or_else(|| usage(UndoProblem::NoSuchChange { id }));
     }
     let undone: HashSet<u64> = committed.iter().filter_map(|c| c.undoes).collect();
     let open =
@@ -123,12 +120,14 @@ pub(super) fn find_change(
     // Only the caller's own (another user's changes are not counted for it).
     let elsewhere = committed.iter().filter(open).filter(|c| mine(c)).count();
     Err(usage(match scope {
-        Scope::Workspace(ws) if elsewhere > 0 => format!(
-            "nothing to undo in {} ({elsewhere} change(s) of other workspaces: see `gateway history --all`; `gateway undo --all` or `gateway undo ID` reverts one)",
-            ws.display()
-        ),
-        Scope::Workspace(ws) => format!("nothing to undo in {}", ws.display()),
-        Scope::All => "nothing to undo".into(),
+        Scope::Workspace(ws) if elsewhere > 0 => UndoProblem::NothingHereButElsewhere {
+            workspace: ws.to_path_buf(),
+            elsewhere,
+        },
+        Scope::Workspace(ws) => UndoProblem::NothingIn {
+            workspace: ws.to_path_buf(),
+        },
+        Scope::All => UndoProblem::Nothing,
     }))
 }
 

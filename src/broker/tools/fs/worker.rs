@@ -114,8 +114,18 @@ enum ToolResult {
     Ok {
         output: Box<FsOutput>,
     },
+    /// A usage error, typed; `not_undone`: the undo of that change failed with it
+    /// (`BrokerError::NotUndone`).
+    Usage {
+        error: broker::UsageError,
+        #[serde(default)]
+        not_undone: Option<u64>,
+    },
+    /// Any other failure: its class and its message. (The errors on paths and of I/O it may
+    /// be, `FsError` and `io::Error`, are not serializable; nothing reads the message but a
+    /// person.)
     Err {
-        usage: bool,
+        code: broker::report::ErrorCode,
         message: String,
     },
     /// The policy refused, found late (in the worker): recorded as a deny with its rule.
@@ -310,18 +320,18 @@ pub(crate) fn run(
     }
     let res = match server.result {
         Some(ToolResult::Ok { output }) => Ok(*output),
-        Some(ToolResult::Err {
-            usage: true,
-            message,
-        }) => Err(BrokerError::Usage(message)),
+        Some(ToolResult::Usage { error, not_undone }) => {
+            let e = BrokerError::Usage(error);
+            Err(match not_undone {
+                Some(id) => BrokerError::NotUndone {
+                    id,
+                    source: Box::new(e),
+                },
+                None => e,
+            })
+        }
         Some(ToolResult::Refused { refusal }) => Err(BrokerError::Refused(refusal)),
-        Some(ToolResult::Err {
-            usage: false,
-            message,
-        }) => Err(BrokerError::Io {
-            what: "file tool".into(),
-            source: std::io::Error::other(message),
-        }),
+        Some(ToolResult::Err { code, message }) => Err(BrokerError::Worker { code, message }),
         None => {
             if outcome.timed_out && server.broken.is_none() {
                 return (
@@ -842,9 +852,28 @@ pub fn worker_main() -> std::process::ExitCode {
             output: Box::new(output),
         },
         Err(BrokerError::Refused(refusal)) => ToolResult::Refused { refusal },
+        Err(BrokerError::Usage(error)) => ToolResult::Usage {
+            error,
+            not_undone: None,
+        },
+        Err(BrokerError::NotUndone { id, source }) => match *source {
+            BrokerError::Usage(error) => ToolResult::Usage {
+                error,
+                not_undone: Some(id),
+            },
+            source => {
+                let e = BrokerError::NotUndone {
+                    id,
+                    source: Box::new(source),
+                };
+                ToolResult::Err {
+                    code: crate::broker::report::ErrorCode::of(&e),
+                    message: e.to_string(),
+                }
+            }
+        },
         Err(e) => ToolResult::Err {
-            usage: crate::broker::report::ErrorCode::of(&e)
-                == crate::broker::report::ErrorCode::Usage,
+            code: crate::broker::report::ErrorCode::of(&e),
             message: e.to_string(),
         },
     };
