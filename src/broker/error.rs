@@ -91,6 +91,19 @@ pub enum WorkspaceProblem {
         /// The policy's name.
         policy: String,
     },
+    /// The caller cannot open it with its own rights (a daemon client's directory).
+    #[error(
+        "the workspace {} cannot be opened by uid {uid}: {why}; run from a directory you can read",
+        path.display()
+    )]
+    Unreadable {
+        /// The workspace.
+        path: PathBuf,
+        /// The caller's uid.
+        uid: u32,
+        /// The OS error, as said.
+        why: String,
+    },
 }
 
 /// Why `fs cd` cannot go there.
@@ -532,6 +545,12 @@ pub(crate) mod tests {
                 path: p("/home"),
                 denied: p("/home/u/.ssh"),
                 policy: "strict".into(),
+            }
+            .into(),
+            WorkspaceProblem::Unreadable {
+                path: p("/root/w"),
+                uid: 65534,
+                why: "permission denied".into(),
             }
             .into(),
             CdProblem::NoPrevious.into(),

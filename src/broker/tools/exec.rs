@@ -350,13 +350,13 @@ impl ExecTool<'_, '_> {
         if let Some(w) = &who {
             wsfs::as_identity(Some(w), || wsfs::Tree::open(&ws).map(drop))
                 .and_then(|r| r)
-                .map_err(|source| BrokerError::Io {
-                    what: format!(
-                        "the workspace {} cannot be opened by uid {}",
-                        ws.display(),
-                        w.uid
-                    ),
-                    source,
+                .map_err(|source| {
+                    // The caller's problem, not the broker's: a usage error (exit 122).
+                    BrokerError::Usage(UsageError::Workspace(WorkspaceProblem::Unreadable {
+                        path: ws.clone(),
+                        uid: w.uid,
+                        why: crate::shown::os_error(&source),
+                    }))
                 })?;
         }
         // The snapshot is this call's alone: no other call changes the workspace between its
