@@ -1875,7 +1875,8 @@ sandbox_test!(
         assert_eq!(outcome["kind"], "fs", "{done}");
         let tool = &outcome["result"]["tool"];
         assert_eq!(tool["output"]["kind"], "done", "{done}");
-        assert_eq!(tool["report"]["output"], tool["output"], "{done}");
+        // The output travels once: typed, beside the rest of the report.
+        assert!(tool["report"].get("output").is_none(), "{done}");
         assert_eq!(tool["report"]["decision"]["effect"], "allow", "{done}");
         assert!(tool["report"]["audit_seq"].as_u64().is_some(), "{done}");
         // A second change, made through the daemon by the CLI.
@@ -2053,18 +2054,23 @@ sandbox_test!(
             text.push_str(&format!("line {i} {}\n", "x".repeat(60)));
         }
         std::fs::write(env.ws.join("big.txt"), &text).expect("write");
-        let embedded = |json: bool| {
-            let mut args = vec!["fs", "read", "big.txt"];
-            args.extend(json.then_some("--json"));
-            env.gw(&args)
-        };
-        let (plain, as_json) = (embedded(false), embedded(true));
-        assert!(plain.status.success(), "{}", text_of(&plain));
-        assert!(as_json.stdout.len() > 10 << 20, "{}", as_json.stdout.len());
+        // A report of quotes: its JSON text doubles again when a piece of it is carried as a
+        // JSON string (a piece of 4 MiB of `\"` once made a frame over the limit).
+        std::fs::write(env.ws.join("quotes.txt"), "\"".repeat(5_000_000) + "\n").expect("write");
         let d = Daemon::start(&env, "standard", &[]);
-        for (json, alone) in [(false, &plain), (true, &as_json)] {
-            let mut args = vec!["fs", "read", "big.txt"];
+        for (file, json) in [
+            ("big.txt", false),
+            ("big.txt", true),
+            ("quotes.txt", false),
+            ("quotes.txt", true),
+        ] {
+            let mut args = vec!["fs", "read", file];
             args.extend(json.then_some("--json"));
+            let alone = &env.gw(&args);
+            assert!(alone.status.success(), "{}", text_of(alone));
+            if json {
+                assert!(alone.stdout.len() > 8 << 20, "{}", alone.stdout.len());
+            }
             let o = d.cmd(&env).args(&args).output().expect("run");
             assert!(
                 o.status.success(),

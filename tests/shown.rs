@@ -206,3 +206,33 @@ sandbox_test!(
         assert_escaped(&stderr(&o), "the command-not-found error");
     }
 );
+
+sandbox_test!(
+    fn shown_file_names_in_the_file_tools_output_are_escaped_through_every_front_end() {
+        // A file name is the agent's to choose: `fs glob`, `ls`, `grep` and what `write` and
+        // `rm` say about it show it escaped — embedded, and rendered by a daemon's client.
+        let env = Env::new("shown-fs-names");
+        std::fs::write(env.ws.join(NAME), "needle\n").expect("write");
+        let d = Daemon::start(&env, "standard", &[]);
+        let through = |args: &[&str]| d.cmd(&env).args(args).output().expect("run");
+        for (what, args) in [
+            ("glob", vec!["fs", "glob", "*"]),
+            ("ls", vec!["fs", "ls"]),
+            ("grep", vec!["fs", "grep", "needle"]),
+            ("grep -l", vec!["fs", "grep", "needle", "--mode", "files"]),
+        ] {
+            for (how, o) in [("embedded", env.gw(&args)), ("daemon", through(&args))] {
+                assert!(o.status.success(), "{what} {how}: {}", text(&o));
+                assert_escaped(&stdout(&o), &format!("{what} {how}"));
+            }
+        }
+        let written = format!("w-{NAME}");
+        for (how, o) in [
+            ("embedded", env.gw(&["fs", "write", &written, "--content", "hi"])),
+            ("daemon", through(&["fs", "rm", &written])),
+        ] {
+            assert!(o.status.success(), "{how}: {}", text(&o));
+            assert_escaped(&stderr(&o), &format!("write/rm {how}"));
+        }
+    }
+);

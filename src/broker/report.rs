@@ -538,6 +538,26 @@ impl<T> Json<T> {
         &self.value
     }
 
+    /// This JSON without its field `key` (a part that travels typed beside it).
+    pub fn without(mut self, key: &str) -> Json<T> {
+        if let serde_json::Value::Object(m) = &mut self.value {
+            m.remove(key);
+        }
+        self
+    }
+
+    /// The JSON with `key` set to `v` (a part that travelled typed beside it, put back).
+    pub fn with(&self, key: &str, v: &impl Serialize) -> serde_json::Value {
+        let mut value = self.value.clone();
+        if let serde_json::Value::Object(m) = &mut value {
+            m.insert(
+                key.to_string(),
+                serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+            );
+        }
+        value
+    }
+
     /// The value, read back as `T`.
     pub fn get(&self) -> Result<T, serde_json::Error>
     where

@@ -168,13 +168,13 @@ fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) 
     if let Some(sn) = &res.snapshot {
         for d in sn.unread_dirs.iter().take(10) {
             notes.push(Note::new(format!("warning: the directory {} could not be read after the run: what changed inside it is not recorded and `gateway undo` cannot revert it",
-                broker::redact_text(&d.display().to_string())
+                shown_path(&broker::redact_text(&d.display().to_string()))
             )));
         }
         for (p, why) in sn.not_backed_up.iter().take(10) {
             notes.push(Note::new(format!(
                 "not backed up: {}: {why} (`gateway undo` cannot bring this content back)",
-                p.display()
+                shown_path(&p.to_string_lossy())
             )));
         }
         if sn.not_backed_up.len() > 10 {
@@ -244,12 +244,12 @@ fn protected_notes(notes: &mut Vec<Note>, res: &broker::ExecResult) {
         match &q.to {
             Some(to) => notes.push(Note::new(format!(
                 "the command created protected path {}; moved it to {}",
-                q.path.display(),
-                to.display()
+                shown_path(&q.path.to_string_lossy()),
+                shown_path(&to.to_string_lossy())
             ))),
             None => notes.push(Note::new(format!(
                 "the command created protected path {} and it could not be moved; inspect it",
-                q.path.display()
+                shown_path(&q.path.to_string_lossy())
             ))),
         }
     }
@@ -290,6 +290,12 @@ fn secret_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy
             b.rule
         )));
     }
+}
+
+/// A path a note quotes, on one line: a name the command chose may hold a newline that would
+/// forge a line of gateway's own.
+fn shown_path(p: &str) -> String {
+    crate::shown::visible(p).into_owned()
 }
 
 /// The command as the record keeps it (each argument redacted), shell-quoted and escaped.

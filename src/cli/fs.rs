@@ -263,7 +263,8 @@ fn report(
         ),
         _ => (0, None),
     };
-    let report = Json::of(&r.report());
+    // The output travels once, typed, beside the rest of the report.
+    let report = Json::of(&r.report()).without("output");
     let mut rep = Report::new(
         code,
         Outcome::Fs(FsOutcome::Tool {
@@ -283,7 +284,11 @@ fn report(
 )]
 /// A file tool's output as text for a person: what it read or found on stdout, what it did
 /// on stderr. `counts`: grep's count mode; `show_diff`: `--diff`.
+/// File names and what the tool says of them are shown escaped (`shown::visible`: a name may
+/// hold escape sequences or a newline); a file's own lines are shown as `cat` and `grep`
+/// show them.
 fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
+    use crate::shown::visible;
     let mut out = cli.cx.stdout_writer();
     match output {
         FsOutput::Denied | FsOutput::NotApproved => {}
@@ -295,15 +300,20 @@ fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
             Some(id) if *undoable => {
                 errln!(
                     cli,
-                    "gateway: {what} (change {id}; `gateway undo {id}` reverts it)"
+                    "gateway: {} (change {id}; `gateway undo {id}` reverts it)",
+                    visible(what)
                 )
             }
-            Some(id) => errln!(cli, "gateway: {what} (change {id}; it cannot be undone)"),
-            None => errln!(cli, "gateway: {what}"),
+            Some(id) => errln!(
+                cli,
+                "gateway: {} (change {id}; it cannot be undone)",
+                visible(what)
+            ),
+            None => errln!(cli, "gateway: {}", visible(what)),
         },
         FsOutput::Glob { paths, truncated } => {
             for p in paths {
-                let _ = writeln!(out, "{p}");
+                let _ = writeln!(out, "{}", visible(p));
             }
             if *truncated {
                 errln!(cli, "gateway: more matches not shown");
@@ -313,16 +323,17 @@ fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
             for (p, n, t, m) in &g.lines {
                 let _ = writeln!(
                     out,
-                    "{p}{}{n}{}{t}",
+                    "{}{}{n}{}{t}",
+                    visible(p),
                     if *m { ":" } else { "-" },
                     if *m { ":" } else { "-" }
                 );
             }
             for (p, n) in &g.files {
                 if counts {
-                    let _ = writeln!(out, "{p}:{n}");
+                    let _ = writeln!(out, "{}:{n}", visible(p));
                 } else {
-                    let _ = writeln!(out, "{p}");
+                    let _ = writeln!(out, "{}", visible(p));
                 }
             }
             if g.truncated {
@@ -336,7 +347,7 @@ fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
                     "link" => "@",
                     _ => "",
                 };
-                let _ = writeln!(out, "{size:>10}  {name}{suffix}");
+                let _ = writeln!(out, "{size:>10}  {}{suffix}", visible(name));
             }
         }
         FsOutput::Read { lines, .. } => {
@@ -352,7 +363,7 @@ fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
             let _ = writeln!(out, "open: {open}");
             let _ = writeln!(out, "write: {write}");
             for l in status {
-                let _ = writeln!(out, "{l}");
+                let _ = writeln!(out, "{}", visible(l));
             }
         }
         FsOutput::Changed {
@@ -388,10 +399,14 @@ fn render_output(cli: &Call, output: &FsOutput, counts: bool, show_diff: bool) {
                     } else {
                         "changed"
                     },
-                    path.display()
+                    visible(&path.to_string_lossy())
                 ),
                 None if diff.is_empty() => {
-                    errln!(cli, "gateway: {}: nothing to change", path.display())
+                    errln!(
+                        cli,
+                        "gateway: {}: nothing to change",
+                        visible(&path.to_string_lossy())
+                    )
                 }
                 None => errln!(cli, "gateway: dry run: nothing was changed"),
             }
@@ -622,7 +637,7 @@ pub(super) fn render(cli: &Call, o: &FsOutcome) {
             show_diff,
         } => {
             if cli.json {
-                outln!(cli, "{}", report.value());
+                outln!(cli, "{}", report.with("output", output));
             } else {
                 render_output(cli, output, *counts, *show_diff);
             }

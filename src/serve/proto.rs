@@ -56,8 +56,11 @@ pub const MAX_MESSAGE: usize = 8 << 20;
 /// The largest report sent whole in [`ServerMsg::Done`]; a larger one goes in pieces.
 pub const REPORT_INLINE: usize = 4 << 20;
 
-/// The largest piece of a report ([`ServerMsg::ReportPart`]), in bytes of its JSON text.
-pub const REPORT_PART: usize = 4 << 20;
+/// The largest piece of a report ([`ServerMsg::ReportPart`]), in bytes of its JSON text:
+/// carried as a JSON string, a piece grows by at most twice (each `"` and `\` escaped;
+/// serde_json writes control characters as `\u00XX` already), so that its frame stays
+/// within [`MAX_MESSAGE`].
+pub const REPORT_PART: usize = (MAX_MESSAGE - 4096) / 2;
 
 /// The largest report a client puts together from its pieces (a `fs read` of a large file,
 /// a long `log query`): the client's own answer, bounded so that a broken daemon cannot

@@ -15,9 +15,10 @@ pub enum FsOutcome {
     /// A file tool's call (`fs read`, `fs write`, ..., `undo`, `trash restore`): its report
     /// (`--json`'s), and what the human text is rendered from.
     Tool {
-        /// The report, as `--json` prints it.
+        /// The report, as `--json` prints it, without its `output` (which travels once,
+        /// typed, beside it: a large `fs read` is not sent twice).
         report: Json<FsReport<'static>>,
-        /// What the tool says (the report's `output`, typed).
+        /// What the tool says (the report's `output`).
         output: FsOutput,
         /// `fs grep --mode count`: files are shown with their counts.
         #[serde(default)]
