@@ -366,6 +366,7 @@ pub mod durable;
 pub mod fsops;
 pub mod journal;
 pub mod model;
+pub mod net;
 pub mod policy;
 pub mod sandbox;
 pub mod secrets;
