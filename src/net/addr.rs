@@ -14,7 +14,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::rules::{Destination, Host, Rules, Verdict};
+use super::rules::{Destination, Host, HostPattern, Rule, Rules, Verdict, net_ends};
 
 /// The class of an address a connection reaches only when a rule names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -247,17 +247,35 @@ pub fn rule_for(addr: IpAddr, port: u16) -> String {
     }
 }
 
+/// Whether `rule` names the special address `addr` (of class `class`) on `port`: an address
+/// rule for it, or a network rule that lies wholly in that class. `0.0.0.0/0` or
+/// `169.254.0.0/16` does not name the cloud metadata address, nor `::/0` loopback: a
+/// network that reaches beyond a class is a way of saying "anywhere", not that place.
+pub fn names_special(rule: &Rule, addr: IpAddr, class: AddrClass, port: u16) -> bool {
+    if !(rule.ports_contain(port) && rule.names_addr(addr)) {
+        return false;
+    }
+    match rule.host {
+        HostPattern::Net { addr: net, prefix } => {
+            let (first, last) = net_ends(net, prefix);
+            special(first) == Some(class) && special(last) == Some(class)
+        }
+        _ => true,
+    }
+}
+
 /// The connect-time check: may the proxy connect to `dest`, which resolved to `resolved`,
 /// and to which address?
 ///
 /// - A `deny` rule covering the destination refuses it (as [`Rules::decide`] would).
 /// - An IP literal destination is refused unless an address rule names it (`resolved` is
-///   not consulted: the literal is the address); the address returned is the literal's
-///   canonical form (`::ffff:a.b.c.d` is `a.b.c.d`).
+///   not consulted: the literal is the address); a special one, unless a rule names it as
+///   [`names_special`] says. The address returned is the literal's canonical form
+///   (`::ffff:a.b.c.d` is `a.b.c.d`).
 /// - A name: every resolved address is checked, and one refused refuses the connection (a
 ///   name that answers public and special addresses together is an attacker's resolver or a
 ///   mistake). An address is refused when a `deny` address rule covers it, or when it is
-///   special ([`special`]) and no `allow` address rule names it on this port — except a
+///   special ([`special`]) and no `allow` rule names it on this port ([`names_special`]) — except a
 ///   loopback address of the name `localhost` itself, which an allow rule for `localhost`
 ///   on this port names. The first address is returned: the connection is pinned to it.
 ///
@@ -281,14 +299,20 @@ pub fn may_connect(
     }
     let name = match &dest.host {
         Host::Ip(ip) => {
-            return match verdict {
-                Verdict::Allowed { .. } => Ok(ip.to_canonical()),
-                _ => Err(Refused::IpLiteral {
+            let class = special(*ip);
+            let allowed = match class {
+                Some(c) => rules.allow.iter().any(|r| names_special(r, *ip, c, port)),
+                None => matches!(verdict, Verdict::Allowed { .. }),
+            };
+            return if allowed {
+                Ok(ip.to_canonical())
+            } else {
+                Err(Refused::IpLiteral {
                     host,
                     port,
-                    class: special(*ip),
+                    class,
                     allow_with: rule_for(*ip, port),
-                }),
+                })
             };
         }
         Host::Name(n) => n,
@@ -315,7 +339,7 @@ pub fn may_connect(
         let named = rules
             .allow
             .iter()
-            .any(|r| r.ports_contain(port) && r.names_addr(addr));
+            .any(|r| names_special(r, addr, class, port));
         let localhost = class == AddrClass::Loopback
             && name == "localhost"
             && rules
@@ -617,6 +641,51 @@ mod tests {
         );
         let e = may_connect(&r, &lit("::1", 9), &[]).unwrap_err();
         assert!(e.to_string().contains("\"[::1]:9\""), "{e}");
+    }
+
+    #[test]
+    fn a_network_wider_than_a_class_does_not_name_a_special_address() {
+        let r = rules(&["0.0.0.0/0", "::/0", "169.254.0.0/16", "example.com"], &[]);
+        for a in [
+            "127.0.0.1",
+            "169.254.169.254",
+            "10.0.0.1",
+            "::1",
+            "fd00:ec2::254",
+            "::ffff:127.0.0.1",
+        ] {
+            let got = may_connect(&r, &lit(a, 80), &[]);
+            assert!(
+                matches!(got, Err(Refused::IpLiteral { .. })),
+                "{a}: {got:?}"
+            );
+            let got = may_connect(&r, &name("example.com", 80), &addrs(&[a]));
+            assert!(matches!(got, Err(Refused::Special { .. })), "{a}: {got:?}");
+        }
+        // They do name ordinary addresses, and a network within the class names its class.
+        assert!(may_connect(&r, &lit("93.184.216.34", 80), &[]).is_ok());
+        assert!(may_connect(&r, &lit("169.254.1.1", 80), &[]).is_ok());
+        let r = rules(
+            &[
+                "127.0.0.0/8",
+                "fc00::/7",
+                "::ffff:10.0.0.0/104",
+                "169.254.169.254/32",
+            ],
+            &[],
+        );
+        for a in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "10.1.1.1",
+            "169.254.169.254",
+        ] {
+            assert!(may_connect(&r, &lit(a, 443), &[]).is_ok(), "{a}");
+        }
+        // fd00:ec2::254 is metadata, inside fc00::/7: named only by itself.
+        assert!(may_connect(&r, &lit("fd00:ec2::254", 443), &[]).is_err());
     }
 
     #[test]

@@ -30,6 +30,12 @@ pub fn fuzz_proxy_request(data: &[u8]) {
             parse::parse_http(&data[..req.head_len]),
             Ok(Some(req.clone()))
         );
+        // Any shorter prefix is incomplete, not an error: the parse is incremental.
+        for cut in [0, req.head_len / 2, req.head_len.saturating_sub(1)] {
+            if cut < req.head_len {
+                assert_eq!(parse::parse_http(&data[..cut]), Ok(None), "cut at {cut}");
+            }
+        }
         let rules = rules::Rules::default();
         let _ = rules.decide(&req.destination);
         let _ = addr::may_connect(&rules, &req.destination, &[]);
@@ -39,6 +45,13 @@ pub fn fuzz_proxy_request(data: &[u8]) {
         let rest = &data[g.len..];
         if let Ok(Some(r)) = parse::parse_socks_request(rest) {
             assert!(r.len <= rest.len());
+            for cut in 0..r.len {
+                assert_eq!(
+                    parse::parse_socks_request(&rest[..cut]),
+                    Ok(None),
+                    "cut at {cut}"
+                );
+            }
             assert_eq!(parse::parse_socks_request(&rest[..r.len]), Ok(Some(r)));
         }
     }
@@ -91,6 +104,48 @@ mod tests {
             b"",
         ] {
             fuzz_proxy_request(seed);
+        }
+    }
+
+    /// A small in-process mutation fuzzer over the seeds (the libFuzzer target goes further):
+    /// flips, inserts, deletes and truncates bytes, with a fixed seed.
+    #[test]
+    fn mutated_seeds_never_panic() {
+        let seeds: [&[u8]; 6] = [
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+            b"GET http://[::1]:8080/a?b HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+            b"\x05\x02\x00\x02\x05\x01\x00\x03\x0bexample.com\x01\xbb",
+            b"\x05\x01\x00\x05\x01\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x7f\x00\x00\x01\x0b\xb8",
+            b"*.example.org:8443\n[fd00::]/8:443\n::ffff:10.0.0.0/104\nlocalhost:3000",
+            b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xa9\xfe\xa9\xfe\x50",
+        ];
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let interesting = b":[]/.*@%\r\n \x00\x05\xff0123456789";
+        for i in 0..20_000 {
+            let mut data = seeds[i % seeds.len()].to_vec();
+            for _ in 0..=(next() % 4) {
+                let at = (next() as usize) % (data.len() + 1);
+                let byte = if next() % 2 == 0 {
+                    interesting[(next() as usize) % interesting.len()]
+                } else {
+                    next() as u8
+                };
+                match next() % 4 {
+                    0 if at < data.len() => data[at] = byte,
+                    1 => data.insert(at, byte),
+                    2 if at < data.len() => {
+                        data.remove(at);
+                    }
+                    _ => data.truncate(at),
+                }
+            }
+            fuzz_proxy_request(&data);
         }
     }
 }

@@ -268,7 +268,11 @@ impl Rule {
         let ip = ip.to_canonical();
         match self.host {
             HostPattern::Ip(a) => a.to_canonical() == ip,
-            HostPattern::Net { addr, prefix } => in_net(ip, addr, prefix),
+            HostPattern::Net { addr, prefix } => match addr.to_canonical() {
+                // `::ffff:10.0.0.0/104` is `10.0.0.0/8`.
+                v4 @ IpAddr::V4(_) if addr.is_ipv6() && prefix >= 96 => in_net(ip, v4, prefix - 96),
+                _ => in_net(ip, addr, prefix),
+            },
             HostPattern::Name(_) | HostPattern::Subdomains(_) => false,
         }
     }
@@ -281,6 +285,20 @@ impl Rule {
     /// Whether this rule names the host `localhost` exactly.
     pub fn is_localhost(&self) -> bool {
         matches!(&self.host, HostPattern::Name(n) if n == "localhost")
+    }
+}
+
+/// The first and last address of `net/prefix`.
+pub(crate) fn net_ends(net: IpAddr, prefix: u8) -> (IpAddr, IpAddr) {
+    match net {
+        IpAddr::V4(a) => {
+            let host = u32::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+            (net, IpAddr::V4((u32::from(a) | host).into()))
+        }
+        IpAddr::V6(a) => {
+            let host = u128::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+            (net, IpAddr::V6((u128::from(a) | host).into()))
+        }
     }
 }
 
