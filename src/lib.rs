@@ -350,7 +350,8 @@
 //! that verify names it, flip every byte of a 100-record log, race writers (threads and
 //! processes), and grep the state directory for planted tokens. Fuzz targets (`fuzz/`) cover
 //! the policy parser, the shell analyser, the secrets scanner, the streaming redactor and the
-//! log verifier, and the edit engine with undo; speed is measured by `benches/spawn.rs`,
+//! log verifier, the edit engine with undo, and the egress proxy's request parsing
+//! (`net`); speed is measured by `benches/spawn.rs`,
 //! `benches/secrets.rs`, `benches/audit.rs` and `benches/fs.rs`. The file tools' worker is
 //! tested against the kernel with `fs probe`, which opens paths from inside it without
 //! gateway's own checks. `docs/seams.md` lists the promises that hold where two features

@@ -130,7 +130,9 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, HttpError> {
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(HttpError::Malformed("incomplete request line".into()));
     };
-    let (kind, destination) = if method.eq_ignore_ascii_case("CONNECT") {
+    // Methods are case-sensitive (RFC 9110 9.1): `connect` is not a tunnel, and as a forward
+    // request it has no absolute target.
+    let (kind, destination) = if method == "CONNECT" {
         (RequestKind::Connect, Destination::parse(target, None)?)
     } else {
         let (destination, path) = absolute_form(target)?;
@@ -438,7 +440,11 @@ mod tests {
             .unwrap();
         assert_eq!(r.destination, ip("::1", 8080));
         assert_eq!(r.version, 0);
-        let r = http("connect EXAMPLE.com.:443 HTTP/1.1\r\n\r\n")
+        assert!(matches!(
+            http("connect example.com:443 HTTP/1.1\r\n\r\n"),
+            Err(HttpError::NotProxyRequest { .. })
+        ));
+        let r = http("CONNECT EXAMPLE.com.:443 HTTP/1.1\r\n\r\n")
             .unwrap()
             .unwrap();
         assert_eq!(r.destination, name("example.com", 443));
