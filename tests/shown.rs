@@ -228,7 +228,10 @@ sandbox_test!(
         }
         let written = format!("w-{NAME}");
         for (how, o) in [
-            ("embedded", env.gw(&["fs", "write", &written, "--content", "hi"])),
+            (
+                "embedded",
+                env.gw(&["fs", "write", &written, "--content", "hi"]),
+            ),
             ("daemon", through(&["fs", "rm", &written])),
         ] {
             assert!(o.status.success(), "{how}: {}", text(&o));
