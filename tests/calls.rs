@@ -641,19 +641,7 @@ fn raw_call(
     request: &serde_json::Value,
 ) -> Vec<serde_json::Value> {
     use std::io::{Read, Write};
-    let msg = serde_json::json!({
-        "type": "request",
-        "version": 5,
-        "context": {
-            "cwd": cwd.display().to_string(),
-            "env": env,
-            "session": session,
-            "stdio": "frames",
-            "prompts": false,
-        },
-        "body": { "call": { "options": { "state_dir": null, "policy": null, "cwd": null,
-            "json": true }, "request": request } },
-    });
+    let msg = call_message(cwd, serde_json::json!(env), Some(session), true, request);
     let body = msg.to_string().into_bytes();
     let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect");
     s.write_all(&(body.len() as u32).to_be_bytes())

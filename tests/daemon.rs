@@ -948,7 +948,6 @@ sandbox_test!(
         std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
             .expect("chmod socket");
         std::os::unix::fs::chown(&env.ws, Some(65534), Some(65534)).expect("chown ws");
-        let ws = env.ws.display().to_string();
         let claims = serde_json::json!([
             ["PATH", "/usr/bin:/bin"],
             ["USER", "root"],
@@ -957,10 +956,7 @@ sandbox_test!(
             ["GATEWAY_UID", "0"]
         ]);
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 5, "context": {
-                "cwd": ws, "env": claims, "session": "id-test", "stdio": "frames",
-                "prompts": false}, "body": {"call": {"options": {"state_dir": null,
-                "policy": null, "cwd": null, "json": false}, "request": body}}})
+            call_message(&env.ws, claims.clone(), Some("id-test"), false, &body)
         };
         let exec = |argv: &[&str], stdin: Option<&str>| {
             serde_json::json!({"exec": {"argv": argv, "timeout": {"secs": 30, "nanos": 0},
@@ -1845,15 +1841,12 @@ sandbox_test!(
         // same text as the embedded broker's.
         let env = Env::new("daemon-fs-typed");
         let d = Daemon::start(&env, "standard", &[]);
-        let ws = env.ws.display().to_string();
-        let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 5, "context": {
-                "cwd": ws, "env": [["PATH", "/usr/bin:/bin"],
-                ["HOME", env.home.display().to_string()]], "session": null,
-                "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
-                "state_dir": null, "policy": null, "cwd": null, "json": false},
-                "request": body}}})
-        };
+        let path_home = serde_json::json!([
+            ["PATH", "/usr/bin:/bin"],
+            ["HOME", env.home.display().to_string()]
+        ]);
+        let request =
+            |body: serde_json::Value| call_message(&env.ws, path_home.clone(), None, false, &body);
         let f = wire(
             &env,
             &d.socket,
@@ -1965,13 +1958,9 @@ sandbox_test!(
             .find(|r| r["tool"] == "exec" && r["args"][0] == "echo")
             .and_then(|r| r["seq"].as_u64())
             .expect("the echo's record");
-        let ws = env.ws.display().to_string();
         let request = |body: serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 5, "context": {
-                "cwd": ws, "env": [["PATH", "/usr/bin:/bin"]], "session": "log-typed",
-                "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
-                "state_dir": null, "policy": null, "cwd": null, "json": false},
-                "request": body}}})
+            let path = serde_json::json!([["PATH", "/usr/bin:/bin"]]);
+            call_message(&env.ws, path, Some("log-typed"), false, &body)
         };
         let done = |frames: &[serde_json::Value]| {
             assert!(
@@ -2111,14 +2100,18 @@ sandbox_test!(
         std::fs::write(env.ws.join("x"), "a\n").expect("write");
         std::fs::write(env.ws.join("a"), "moved\n").expect("write");
         let d = Daemon::start(&env, "permissive", &[]);
-        let ws = env.ws.display().to_string();
+        let path_home = serde_json::json!([
+            ["PATH", "/usr/bin:/bin"],
+            ["HOME", env.home.display().to_string()]
+        ]);
         let request = |body: &serde_json::Value| {
-            serde_json::json!({"type": "request", "version": 5, "context": {
-                "cwd": ws, "env": [["PATH", "/usr/bin:/bin"],
-                ["HOME", env.home.display().to_string()]], "session": "every-report",
-                "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
-                "state_dir": null, "policy": null, "cwd": null, "json": false},
-                "request": body}}})
+            call_message(
+                &env.ws,
+                path_home.clone(),
+                Some("every-report"),
+                false,
+                body,
+            )
         };
         let j = |s: &str| -> serde_json::Value { serde_json::from_str(s).expect(s) };
         let cases: Vec<(serde_json::Value, &str)> = vec![

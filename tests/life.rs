@@ -35,14 +35,11 @@ fn frames(mut buf: &[u8]) -> Vec<serde_json::Value> {
 /// A call of `body` to the daemon at `socket`, its output relayed as frames, from the
 /// workspace of `env`.
 fn frames_request(env: &Env, body: serde_json::Value) -> Vec<u8> {
-    frame(
-        &serde_json::json!({"type": "request", "version": 5, "context": {
-        "cwd": env.ws.display().to_string(),
-        "env": [["PATH", "/usr/bin:/bin"], ["HOME", env.home.display().to_string()]],
-        "session": null, "stdio": "frames", "prompts": false}, "body": {"call": {
-        "options": {"state_dir": null, "policy": null, "cwd": null, "json": false},
-        "request": body}}}),
-    )
+    let path_home = serde_json::json!([
+        ["PATH", "/usr/bin:/bin"],
+        ["HOME", env.home.display().to_string()]
+    ]);
+    frame(&call_message(&env.ws, path_home, None, false, &body))
 }
 
 /// Waits up to `limit` for `child` to end; kills it (and fails) if it does not.

@@ -202,6 +202,22 @@ impl Drop for Env {
     }
 }
 
+/// A daemon call as the wire carries it (`serve::proto`, this protocol version): `request`
+/// typed, from `cwd` with `env` (`[[name, value], ...]`), in `session`, its output in frames.
+pub fn call_message(
+    cwd: &Path,
+    env: serde_json::Value,
+    session: Option<&str>,
+    json: bool,
+    request: &serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({"type": "request", "version": 5, "context": {
+        "cwd": cwd.display().to_string(), "env": env, "session": session,
+        "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
+        "state_dir": null, "policy": null, "cwd": null, "json": json},
+        "request": request}}})
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "status={:?}\nstdout:\n{}\nstderr:\n{}",

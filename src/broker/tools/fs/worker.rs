@@ -23,6 +23,10 @@
 //! directory its landlock allows, and only for removals and undo). Denied and protected
 //! paths inside writable trees, which landlock cannot carve out, are checked by the worker on
 //! the file actually opened, as before.
+//!
+//! Over 1,000 lines: both ends of the worker's pipe (the frames, each request the worker may
+//! make and the broker's answer to it, the typed errors that cross it) and their tests; the
+//! tools' bodies are in the leaf modules.
 
 use super::ops;
 use super::roots::RootPaths;
