@@ -17,6 +17,59 @@ pub enum Network {
     Loopback,
     /// The host network, TCP connect to these ports only; no bind, no UDP, no unix sockets.
     ConnectTcp(Vec<u16>),
+    /// Egress by name: a private network namespace with only `lo`, where the broker's proxy
+    /// listens (HTTP forward, `CONNECT`, SOCKS5), deciding each connection by these rules.
+    Proxy(Box<ProxyNet>),
+}
+
+impl Network {
+    /// A private network namespace with only `lo` up: `loopback`, and `proxy` (whose proxy
+    /// listens on that loopback).
+    pub fn private_loopback(&self) -> bool {
+        matches!(self, Network::Loopback | Network::Proxy(_))
+    }
+}
+
+/// The `proxy` network mode: which destinations the broker's proxy connects a command to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ProxyNet {
+    /// Destinations allowed, as written (`example.com`, `*.example.org`, `localhost:3000`).
+    pub allow: Vec<String>,
+    /// Destinations refused whatever `allow` says.
+    pub deny: Vec<String>,
+    /// What a destination no rule covers gets.
+    pub unknown: Unknown,
+    /// `allow` and `deny`, parsed.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub rules: crate::net::rules::Rules,
+}
+
+/// What the proxy does with a destination no rule covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Unknown {
+    /// Refused, naming `network.unknown`.
+    Deny,
+    /// A person is asked (the daemon's approval queue); refused where no one can be asked.
+    Ask,
+}
+
+impl ProxyNet {
+    /// Parses the rule lists: the first rule that does not parse is the error.
+    pub fn new(
+        allow: Vec<String>,
+        deny: Vec<String>,
+        unknown: Unknown,
+    ) -> Result<ProxyNet, crate::net::rules::RuleError> {
+        let rules = crate::net::rules::Rules::parse(&allow, &deny)?;
+        Ok(ProxyNet {
+            allow,
+            deny,
+            unknown,
+            rules,
+        })
+    }
 }
 
 /// The longest wall-clock timeout a run may have when its policy sets none, and the longest
@@ -597,6 +650,25 @@ impl fmt::Display for Network {
             Network::ConnectTcp(ports) => {
                 let p: Vec<String> = ports.iter().map(u16::to_string).collect();
                 write!(f, "TCP connect to port(s) {}", p.join(", "))
+            }
+            Network::Proxy(p) => {
+                let list = |l: &[String]| {
+                    if l.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        l.join(", ")
+                    }
+                };
+                write!(
+                    f,
+                    "through the proxy: allow {}; deny {}; others {}",
+                    list(&p.allow),
+                    list(&p.deny),
+                    match p.unknown {
+                        Unknown::Deny => "denied",
+                        Unknown::Ask => "asked",
+                    }
+                )
             }
         }
     }

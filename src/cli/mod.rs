@@ -475,6 +475,17 @@ pub fn main() -> ExitCode {
         );
         args.insert(1, "sh".into());
     }
+    // Test-only names for the proxy's resolver, from the broker's own environment (a
+    // command's cannot reach it): see `net::resolve`.
+    if let Some(v) = std::env::var_os("GATEWAY_TEST_RESOLVE") {
+        match crate::net::resolve::parse_overrides(&v.to_string_lossy()) {
+            Ok(m) => crate::net::resolve::set_overrides(m),
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "gateway: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+        }
+    }
     // This process is the caller; until the command line is parsed, its failures are said
     // as JSON if it asks for `--json` (a usage error too).
     let mut here = Call::new(Options::default(), broker::client::Context::this_process());

@@ -17,6 +17,7 @@
 
 pub mod addr;
 pub mod parse;
+pub mod resolve;
 pub mod rules;
 
 /// Fuzz entry (`fuzz/fuzz_targets/proxy_request.rs`): feeds `data` to the HTTP and SOCKS5

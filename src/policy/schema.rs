@@ -751,37 +751,7 @@ fn compile(
             }
         }
         if let Some(n) = &s.network {
-            sb.network = match n.get_ref() {
-                toml::Value::String(m) if m == "none" => Network::None,
-                toml::Value::String(m) if m == "loopback" => Network::Loopback,
-                toml::Value::Table(t) if t.len() == 1 && t.contains_key("connect_tcp") => {
-                    let ports =
-                        t.get("connect_tcp")
-                            .and_then(|v| v.as_array())
-                            .ok_or_else(|| {
-                                ctx.err(n.span(), "`connect_tcp` must be an array of ports")
-                            })?;
-                    let mut out = Vec::new();
-                    for p in ports {
-                        match p.as_integer() {
-                            Some(i) if (1..=65535).contains(&i) => out.push(i as u16),
-                            _ => {
-                                return Err(ctx.err(
-                                    n.span(),
-                                    format!("`connect_tcp`: `{p}` is not a TCP port (1-65535)"),
-                                ));
-                            }
-                        }
-                    }
-                    Network::ConnectTcp(out)
-                }
-                _ => {
-                    return Err(ctx.err(
-                        n.span(),
-                        "`network`: expected \"none\", \"loopback\" or { connect_tcp = [ports] }",
-                    ));
-                }
-            };
+            sb.network = parse_network(&ctx, n)?;
         }
         if let Some(b) = s.best_effort {
             sb.best_effort = b;
@@ -1064,4 +1034,107 @@ mod tests {
         assert_eq!(line_col("ab\ncd", 0), (1, 1));
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
     }
+}
+
+/// `[sandbox] network`: `"none"`, `"loopback"`, `{ connect_tcp = [ports] }` or
+/// `{ proxy = { allow = [...], deny = [...], unknown = "deny" | "ask" } }`.
+fn parse_network(ctx: &Ctx<'_>, n: &Spanned<toml::Value>) -> Result<Network, PolicyError> {
+    const EXPECTED: &str = "`network`: expected \"none\", \"loopback\", { connect_tcp = [ports] } or { proxy = { allow = [...], deny = [...], unknown = \"deny\" | \"ask\" } }";
+    match n.get_ref() {
+        toml::Value::String(m) if m == "none" => Ok(Network::None),
+        toml::Value::String(m) if m == "loopback" => Ok(Network::Loopback),
+        toml::Value::Table(t) if t.len() == 1 && t.contains_key("connect_tcp") => {
+            let ports = t
+                .get("connect_tcp")
+                .and_then(|v| v.as_array())
+                .ok_or_else(|| ctx.err(n.span(), "`connect_tcp` must be an array of ports"))?;
+            let mut out = Vec::new();
+            for p in ports {
+                match p.as_integer() {
+                    Some(i) if (1..=65535).contains(&i) => out.push(i as u16),
+                    _ => {
+                        return Err(ctx.err(
+                            n.span(),
+                            format!("`connect_tcp`: `{p}` is not a TCP port (1-65535)"),
+                        ));
+                    }
+                }
+            }
+            Ok(Network::ConnectTcp(out))
+        }
+        toml::Value::Table(t) if t.len() == 1 && t.contains_key("proxy") => {
+            parse_proxy(ctx, n.span(), t.get("proxy"))
+        }
+        _ => Err(ctx.err(n.span(), EXPECTED)),
+    }
+}
+
+/// The `proxy` table of `network`. An error points at the rule as written when it can be
+/// found inside the `network` value (toml's values keep no spans of their own).
+fn parse_proxy(
+    ctx: &Ctx<'_>,
+    span: Range<usize>,
+    v: Option<&toml::Value>,
+) -> Result<Network, PolicyError> {
+    let at = |needle: &str| {
+        let slice = ctx.text.get(span.clone()).unwrap_or("");
+        slice.find(needle).map_or(span.clone(), |i| {
+            span.start + i..span.start + i + needle.len()
+        })
+    };
+    let Some(toml::Value::Table(t)) = v else {
+        return Err(ctx.err(
+            span,
+            "`network.proxy` must be a table: { allow = [...], deny = [...], unknown = \"deny\" | \"ask\" }",
+        ));
+    };
+    if let Some(k) = t
+        .keys()
+        .find(|k| !["allow", "deny", "unknown"].contains(&k.as_str()))
+    {
+        return Err(ctx.err(
+            at(k),
+            format!("`network.proxy`: unknown key `{k}` (expected `allow`, `deny`, `unknown`)"),
+        ));
+    }
+    let list = |key: &str| -> Result<Vec<String>, PolicyError> {
+        match t.get(key) {
+            None => Ok(Vec::new()),
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .map(|r| match r {
+                    toml::Value::String(s) => Ok(s.clone()),
+                    other => Err(ctx.err(
+                        at(&other.to_string()),
+                        format!("`network.proxy.{key}`: `{other}` is not a string"),
+                    )),
+                })
+                .collect(),
+            Some(_) => Err(ctx.err(
+                at(key),
+                format!("`network.proxy.{key}` must be an array of host patterns"),
+            )),
+        }
+    };
+    let allow = list("allow")?;
+    let deny = list("deny")?;
+    let unknown = match t.get("unknown") {
+        None => crate::model::Unknown::Deny,
+        Some(toml::Value::String(u)) if u == "deny" => crate::model::Unknown::Deny,
+        Some(toml::Value::String(u)) if u == "ask" => crate::model::Unknown::Ask,
+        Some(other) => {
+            return Err(ctx.err(
+                at("unknown"),
+                format!("`network.proxy.unknown`: expected \"deny\" or \"ask\", found {other}"),
+            ));
+        }
+    };
+    crate::model::ProxyNet::new(allow, deny, unknown)
+        .map(|p| Network::Proxy(Box::new(p)))
+        .map_err(|e| {
+            ctx.err(
+                at(&format!("\"{}\"", e.rule)),
+                format!("`network.proxy`: {e}"),
+            )
+        })
 }

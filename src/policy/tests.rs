@@ -704,3 +704,44 @@ fn undo_max_workspace_bytes_is_parsed_checked_and_defaults_to_half_the_store() {
         assert!(e.to_string().contains("max_workspace_bytes"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_proxy_network_is_parsed_and_its_rules_checked_where_written() {
+    let p = Policy::from_str(
+        "[sandbox]\nnetwork = { proxy = { allow = [\"example.com\", \"*.example.org\", \"localhost:3000\"], deny = [\"bad.example.org\"], unknown = \"ask\" } }\n",
+        "p.toml",
+        "p",
+        None,
+    )
+    .unwrap();
+    let crate::model::Network::Proxy(n) = &p.sandbox.network else {
+        panic!("not proxy: {:?}", p.sandbox.network)
+    };
+    assert_eq!(n.allow.len(), 3);
+    assert_eq!(n.deny, ["bad.example.org"]);
+    assert_eq!(n.unknown, crate::model::Unknown::Ask);
+    assert_eq!(n.rules.allow.len(), 3);
+    // Defaults: nothing allowed, unknown denied.
+    let p = Policy::from_str("[sandbox]\nnetwork = { proxy = {} }\n", "p.toml", "p", None).unwrap();
+    let crate::model::Network::Proxy(n) = &p.sandbox.network else {
+        panic!("not proxy")
+    };
+    assert!(n.allow.is_empty() && n.unknown == crate::model::Unknown::Deny);
+    // A bad rule is pointed at where it is written.
+    let e = err("[sandbox]\nnetwork = { proxy = { allow = [\"ok.test\", \"1.2.3\"] } }\n");
+    assert!(
+        e.starts_with("bad.toml:2:43:") && e.contains("1.2.3"),
+        "{e}"
+    );
+    let e = err("[sandbox]\nnetwork = { proxy = { unknown = \"maybe\" } }\n");
+    assert!(
+        e.starts_with("bad.toml:2:") && e.contains("\"deny\" or \"ask\""),
+        "{e}"
+    );
+    let e = err("[sandbox]\nnetwork = { proxy = { alow = [] } }\n");
+    assert!(e.contains("unknown key `alow`"), "{e}");
+    let e = err("[sandbox]\nnetwork = { proxy = { allow = \"example.com\" } }\n");
+    assert!(e.contains("array"), "{e}");
+    let e = err("[sandbox]\nnetwork = { proxy = { allow = [3] } }\n");
+    assert!(e.contains("not a string"), "{e}");
+}

@@ -72,7 +72,7 @@ pub(crate) fn layer(
         return Err(SandboxError::LandlockUnsupported);
     }
     let (fd, mut ll) = build(spec, network, kernel_abi, pinned)?;
-    let net_needed = !matches!(network, Network::Loopback);
+    let net_needed = !network.private_loopback();
     ll.full = ll.fs && (ll.net || !net_needed) && ll.scoped;
     if fd.is_none() {
         let why = "unsupported by the kernel".to_string();
@@ -118,7 +118,7 @@ pub(crate) fn build(
         .set_compatibility(level)
         .handle_access(all)
         .map_err(LandlockError::from)?;
-    let net_rules = kernel_abi >= 4 && !matches!(network, Network::Loopback);
+    let net_rules = kernel_abi >= 4 && !network.private_loopback();
     if net_rules {
         rs = rs
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)

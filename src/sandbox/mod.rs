@@ -632,7 +632,7 @@ fn run_with(
     let layers = spawn::Layers {
         ns: ns.use_ns.then_some(ns.net_ns),
         userns,
-        loopback: matches!(ns.network, Network::Loopback),
+        loopback: ns.network.private_loopback(),
         mounts,
         cgroup: cgroup.cgroup,
         rlimits,

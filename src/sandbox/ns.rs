@@ -50,7 +50,7 @@ pub(crate) fn plan(c: &Confinement, refused: Option<&str>) -> Namespaces {
     } else {
         LayerStatus::Enforced
     };
-    let (network, network_status) = if matches!(c.network, Network::Loopback) && !use_ns {
+    let (network, network_status) = if c.network.private_loopback() && !use_ns {
         let why = "loopback: no network namespace, so no network at all (network = none)";
         (Network::None, LayerStatus::Partial { why: why.into() })
     } else {

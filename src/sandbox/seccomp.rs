@@ -253,7 +253,7 @@ pub(crate) fn build(
         Network::None => {
             rules.insert(libc::SYS_socket, vec![]);
         }
-        Network::Loopback | Network::ConnectTcp(_) => {
+        Network::Loopback | Network::Proxy(_) | Network::ConnectTcp(_) => {
             // Allow AF_INET/AF_INET6 stream and datagram (loopback: inside a private network
             // namespace) or stream only (connect_tcp, where landlock restricts the ports).
             // Deny every other family (unix: reaches agents and daemons outside; netlink,
@@ -264,7 +264,7 @@ pub(crate) fn build(
                 cond(0, Len::Dword, Op::Ne, libc::AF_INET6 as u64)?,
             ])?];
             for fam in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
-                let allowed_types: &[u64] = if matches!(network, Network::Loopback) {
+                let allowed_types: &[u64] = if network.private_loopback() {
                     &[libc::SOCK_STREAM as u64, libc::SOCK_DGRAM as u64]
                 } else {
                     &[libc::SOCK_STREAM as u64]
