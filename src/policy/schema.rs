@@ -1025,17 +1025,6 @@ fn compile_rule(ctx: &Ctx, r: &Spanned<RawRule>) -> Result<Rule, PolicyError> {
     Ok(rule)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::line_col;
-
-    #[test]
-    fn line_col_counts_from_one() {
-        assert_eq!(line_col("ab\ncd", 0), (1, 1));
-        assert_eq!(line_col("ab\ncd", 4), (2, 2));
-    }
-}
-
 /// `[sandbox] network`: `"none"`, `"loopback"`, `{ connect_tcp = [ports] }` or
 /// `{ proxy = { allow = [...], deny = [...], unknown = "deny" | "ask" } }`.
 fn parse_network(ctx: &Ctx<'_>, n: &Spanned<toml::Value>) -> Result<Network, PolicyError> {
@@ -1137,4 +1126,15 @@ fn parse_proxy(
                 format!("`network.proxy`: {e}"),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_col;
+
+    #[test]
+    fn line_col_counts_from_one() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    }
 }
