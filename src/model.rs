@@ -132,11 +132,14 @@ pub enum Tool {
     /// Upkeep of the broker's own state directory: `log gc` (the policy's retention, now),
     /// `keys rotate` (a new signing key).
     Maintenance,
+    /// An HTTP request made by the broker (`gateway http`, MCP `http_request`); its
+    /// destination is decided by the policy's `[sandbox] network` as well.
+    Http,
 }
 
 impl Tool {
     /// Every tool, in a stable order.
-    pub const ALL: [Tool; 11] = [
+    pub const ALL: [Tool; 12] = [
         Tool::Exec,
         Tool::Read,
         Tool::Write,
@@ -148,6 +151,7 @@ impl Tool {
         Tool::Search,
         Tool::Purge,
         Tool::Maintenance,
+        Tool::Http,
     ];
 
     /// The name used in policies and records.
@@ -164,6 +168,7 @@ impl Tool {
             Tool::Search => "search",
             Tool::Purge => "purge",
             Tool::Maintenance => "maintenance",
+            Tool::Http => "http",
         }
     }
 
@@ -484,6 +489,12 @@ pub enum RequestError {
     /// An exec with no command.
     #[error("exec: the request names no command (argv is empty)")]
     NoCommand,
+    /// `http -H` without `:`.
+    #[error("-H {given}: expected 'Name: value'")]
+    HeaderPair {
+        /// What was given.
+        given: String,
+    },
     /// A duration that is not one (or is zero where a positive one is needed).
     #[error(
         "{option} {given}: expected a positive duration (seconds like 30 or 2.5, or \"30s\", \"10m\", \"1h\")"

@@ -272,6 +272,43 @@ pub struct Record {
     /// On a `policy.reload` record: the hash of the policy it replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_replaced: Option<String>,
+    /// An `http` call: method, URL (redacted), status, body bytes each way and every hop
+    /// (its address and the network rule that decided it). Its response body (redacted)
+    /// is `stdout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpRecord>,
+}
+
+/// What an `http` call did, in its audit record (`http` field).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HttpRecord {
+    /// The method.
+    pub method: String,
+    /// The URL asked for (redacted).
+    pub url: String,
+    /// The final response's status.
+    pub status: Option<u16>,
+    /// Request body bytes sent, over every hop.
+    pub bytes_sent: u64,
+    /// Response body bytes received.
+    pub bytes_received: u64,
+    /// Every request made: the first and each redirect.
+    pub hops: Vec<Hop>,
+}
+
+/// One request the call made: the first, and one per redirect followed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Hop {
+    /// The method.
+    pub method: String,
+    /// The URL (redacted).
+    pub url: String,
+    /// The address connected to (the one checked; none when refused).
+    pub address: Option<String>,
+    /// The network rule that decided the destination.
+    pub rule: String,
+    /// The response's status (none when refused or failed).
+    pub status: Option<u16>,
 }
 
 /// The current time, RFC 3339 UTC with microseconds.

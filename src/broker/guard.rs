@@ -379,6 +379,62 @@ pub fn check_env(
     Ok(found)
 }
 
+/// Checks the parts of a request the broker sends for the caller (an `http` call's URL,
+/// headers and body), like [`check_env`]: `deny` refuses naming the place; `redact` replaces
+/// each secret by `[REDACTED:<rule>]` where a part may be cut (`redactable`), and refuses
+/// where it may not (a URL with a marker in it is another request: fail closed); `warn`
+/// reports only.
+pub(crate) fn check_parts(
+    profile: &SecretsProfile,
+    parts: &mut [(String, Vec<u8>, bool)],
+) -> Result<Vec<InputSecret>, BrokerError> {
+    let mut found = Vec::new();
+    for (place, v, redactable) in parts.iter_mut() {
+        let hits = scanner().scan(v, TextKind::Stream, false);
+        if hits.is_empty() {
+            continue;
+        }
+        let first = found.len();
+        for h in &hits {
+            found.push(InputSecret {
+                place: place.clone(),
+                rule: h.rule,
+            });
+        }
+        match profile.input {
+            SecretsInput::Deny => return Err(denied(&found[first])),
+            SecretsInput::Redact if !*redactable => return Err(denied(&found[first])),
+            SecretsInput::Redact => *v = redact_all(v).0,
+            SecretsInput::Warn => {}
+        }
+    }
+    Ok(found)
+}
+
+/// `data` through the secrets redactor of output, at the policy's confidence: the bytes
+/// shown (redacted, or cut before the first secret under `block`, or unchanged under
+/// `warn`), the rules found, and whether `block` cut it.
+pub(crate) fn redact_output(
+    profile: &SecretsProfile,
+    data: &[u8],
+) -> (Vec<u8>, Vec<&'static str>, bool) {
+    let mut r = Redactor::new(TextKind::Stream).with_min_confidence(profile.redact_min_confidence);
+    let mut out = Vec::with_capacity(data.len());
+    r.feed(data, &mut out);
+    r.finish(&mut out);
+    let rules = r.findings().to_vec();
+    match profile.output {
+        SecretsOutput::Warn => (data.to_vec(), rules, false),
+        SecretsOutput::Block if !rules.is_empty() => {
+            let marker = format!("[REDACTED:{}]", rules[0]);
+            let cut = memchr::memmem::find(&out, marker.as_bytes()).unwrap_or(0);
+            out.truncate(cut);
+            (out, rules, true)
+        }
+        _ => (out, rules, false),
+    }
+}
+
 /// The [`StreamIo`] of an exec: output through redactors per stream, stdin through one.
 pub struct Guard<'a> {
     profile: SecretsProfile,

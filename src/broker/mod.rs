@@ -407,6 +407,9 @@ pub enum BrokerError {
     /// A file tool's worker ran out of time (the policy's `timeout`, or 10 minutes).
     #[error("{0}")]
     TimedOut(String),
+    /// An `http` call that is malformed (exit 122) or failed on the way (exit 1).
+    #[error(transparent)]
+    Http(#[from] tools::http::HttpError),
     /// Local I/O of the broker (temp dirs).
     #[error("{what}: {}", crate::shown::os_error(source))]
     Io {

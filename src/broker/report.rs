@@ -224,6 +224,7 @@ impl ErrorCode {
             }
             E::Sandbox(_) => ErrorCode::Sandbox,
             E::Io { .. } => ErrorCode::Io,
+            E::Http(h) => h.code(),
             E::NextRunInReach(_) => ErrorCode::NextRunInReach,
             E::Audit(_) => ErrorCode::Audit,
             E::TimedOut(_) => ErrorCode::Timeout,
@@ -459,6 +460,8 @@ pub enum Outcome {
     Approval(policy::ApprovalOutcome),
     /// `policy explain --credentials`.
     Credentials(credentials::CredentialsOutcome),
+    /// `http`: the request's report.
+    Http(Json<super::tools::http::HttpReport>),
 }
 
 impl Outcome {
@@ -475,6 +478,7 @@ impl Outcome {
             Outcome::Scan(_) => "scan",
             Outcome::Approval(_) => "approval",
             Outcome::Credentials(_) => "credentials",
+            Outcome::Http(_) => "http",
         }
     }
 }

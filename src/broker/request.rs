@@ -102,6 +102,8 @@ pub enum Request {
     },
     /// `gateway trash ...`.
     Trash(TrashRequest),
+    /// An HTTP request made by the broker (`gateway http`).
+    Http(Http),
     /// Undo a change, or mark it skipped (`gateway undo`).
     Undo {
         /// The change (default: the newest).
@@ -128,6 +130,52 @@ pub struct Exec {
     pub snapshot: Option<bool>,
     /// Text given to the command on its stdin instead of the caller's stdin.
     pub stdin: Option<String>,
+}
+
+/// `gateway http`'s arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Http {
+    /// The method (`GET`, `POST`, …; case-sensitive).
+    pub method: String,
+    /// The URL (`http://` or `https://`).
+    pub url: String,
+    /// Request headers, in order.
+    pub headers: Vec<Header>,
+    /// The body: text, or what a file or stdin holds (read with the caller's rights).
+    pub body: Option<Content>,
+    /// The time the whole call may take: narrows the policy's (a longer one is refused,
+    /// rule `limits.timeout`).
+    pub timeout: Option<Duration>,
+    /// Redirects followed at most (0: none; default 5).
+    pub max_redirects: Option<u32>,
+    /// Body bytes read at most (default 1 MiB).
+    pub max_body: Option<u64>,
+}
+
+/// A request header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Its name.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+impl Header {
+    /// `Name: value` as the command line writes it (`-H`).
+    pub fn parse(kv: &str) -> Result<Header, RequestError> {
+        match kv.split_once(':') {
+            Some((k, v)) if !k.trim().is_empty() => Ok(Header {
+                name: k.trim().to_string(),
+                value: v.trim().to_string(),
+            }),
+            _ => Err(RequestError::HeaderPair {
+                given: kv.to_string(),
+            }),
+        }
+    }
 }
 
 /// An environment variable a request sets: a POSIX name and a value without NUL (checked
@@ -218,11 +266,13 @@ pub enum ToolName {
     History,
     /// Scan for secrets.
     Scan,
+    /// Make an HTTP request.
+    HttpRequest,
 }
 
 impl ToolName {
     /// Every tool, in `tools/list`'s order.
-    pub const ALL: [ToolName; 14] = [
+    pub const ALL: [ToolName; 15] = [
         ToolName::Exec,
         ToolName::ReadFile,
         ToolName::WriteFile,
@@ -237,6 +287,7 @@ impl ToolName {
         ToolName::Undo,
         ToolName::History,
         ToolName::Scan,
+        ToolName::HttpRequest,
     ];
 
     /// The tool's name, as MCP spells it.
@@ -256,6 +307,7 @@ impl ToolName {
             ToolName::Undo => "undo",
             ToolName::History => "history",
             ToolName::Scan => "scan",
+            ToolName::HttpRequest => "http_request",
         }
     }
 
@@ -661,6 +713,7 @@ impl Request {
                 FsRequest::Edit { .. } => "fs edit",
             },
             Request::History { .. } => "history",
+            Request::Http(_) => "http",
             Request::Trash(t) => match t {
                 TrashRequest::List => "trash list",
                 TrashRequest::Restore { .. } => "trash restore",
@@ -690,6 +743,10 @@ impl Request {
             }
             Request::Tool { name, .. } => v.push(name.as_str().into()),
             Request::Answer { id, .. } => v.push(id.to_string()),
+            Request::Http(h) => {
+                v.push(h.method.clone());
+                v.push(super::redact_text(&h.url));
+            }
             Request::Log(LogRequest::Tail { follow: true, .. }) => v.push("-f".into()),
             _ => {}
         }
@@ -825,6 +882,18 @@ impl Request {
                 limit: 3,
                 since: Some(SystemTime::UNIX_EPOCH),
             },
+            Request::Http(Http {
+                method: "POST".into(),
+                url: "https://example.com/a?b=c".into(),
+                headers: vec![Header {
+                    name: "Accept".into(),
+                    value: "*/*".into(),
+                }],
+                body: Some(Content::Text("x".into())),
+                timeout: Some(Duration::from_secs(5)),
+                max_redirects: Some(2),
+                max_body: Some(1024),
+            }),
             Request::Trash(TrashRequest::List),
             Request::Trash(TrashRequest::Restore { name: "n".into() }),
             Request::Trash(TrashRequest::Empty {
@@ -892,7 +961,7 @@ mod tests {
         kinds.dedup();
         assert_eq!(kinds.len(), all.len(), "one sample per kind");
         // Every kind: a new variant names its kind (`kind` is exhaustive) and needs a sample.
-        assert_eq!(all.len(), 36, "{kinds:?}");
+        assert_eq!(all.len(), 37, "{kinds:?}");
         for r in all {
             let json = serde_json::to_string(&r).expect("serializes");
             assert_eq!(

@@ -160,6 +160,35 @@ pub(crate) enum Cmd {
         #[arg(long, value_enum, default_value = "low", value_name = "LEVEL")]
         min_confidence: crate::secrets::Confidence,
     },
+    /// Make an HTTP request, decided by the policy (`tools = ["http"]` and the network's
+    /// rules, every redirect again), pinned to the address checked, TLS always verified,
+    /// the response redacted and recorded.
+    #[command(after_help = help::ex::HTTP)]
+    Http {
+        /// The method: GET, POST, PUT, DELETE, HEAD, … (case-sensitive).
+        method: String,
+        /// The URL: http://host[:port]/path or https://….
+        url: String,
+        /// A request header, `Name: value` (repeatable).
+        #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+        header: Vec<String>,
+        /// The request body.
+        #[arg(long, value_name = "TEXT", conflicts_with = "data_file")]
+        data: Option<String>,
+        /// The request body from a file (`-` for stdin), read with your rights.
+        #[arg(long, value_name = "FILE")]
+        data_file: Option<PathBuf>,
+        /// Time the whole call may take, at most the policy's (default 30s): seconds or a
+        /// duration (`10s`, `2m`).
+        #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
+        timeout: Option<String>,
+        /// Redirects followed at most, each decided again (0: none; default 5; at most 20).
+        #[arg(long, value_name = "N")]
+        max_redirects: Option<u32>,
+        /// Body bytes read at most (default 1048576; at most 67108864).
+        #[arg(long, value_name = "BYTES")]
+        max_body: Option<u64>,
+    },
     /// Inspect policies.
     #[command(after_help = help::ex::POLICY)]
     Policy {

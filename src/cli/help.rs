@@ -26,6 +26,7 @@ pub(crate) mod ex {
     pub(crate) const CONFIG_SHOW: &str =
         "Examples:\n  gateway config show\n  gateway --json config show";
     pub(crate) const SCAN: &str = "Examples:\n  gateway scan .                                 # exit 1 if a secret is found\n  gateway scan --format sarif --baseline .secrets.json src/\n  gateway scan --redact --exclude 'tests/**' .";
+    pub(crate) const HTTP: &str = "Examples:\n  gateway http GET https://crates.io/api/v1/crates/serde\n  gateway http POST https://api.example.com/items -H 'Content-Type: application/json' --data '{\"a\": 1}'\n  gateway --json http GET https://example.com/ --max-redirects 0\n\nThe policy needs a rule for the tool (`tools = [\"http\"]`) and a network that reaches the\nhost: `[sandbox] network = { proxy = { allow = [\"example.com\"] } }`.";
     pub(crate) const POLICY: &str = "Examples:\n  gateway policy list\n  gateway policy explain --policy strict -- sh -c 'ls; rm -rf ~'";
     pub(crate) const POLICY_CHECK: &str = "Examples:\n  gateway policy check my-policy.toml";
     pub(crate) const POLICY_EXPLAIN: &str = "Examples:\n  gateway policy explain --policy strict -- sh -c 'ls; rm -rf ~'\n  gateway policy explain --credentials";

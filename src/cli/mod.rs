@@ -195,6 +195,7 @@ use daemon::{answer, config_socket, daemon_socket, pending, serve};
 use exec::{RunAt, run_exec, run_exec_at};
 mod fs;
 mod help;
+mod http;
 mod human;
 #[cfg(test)]
 mod json_check;
@@ -289,6 +290,7 @@ fn render(cli: &Call, r: &Report) -> ExitCode {
         Outcome::Scan(s) => policies::render_scan(cli, s),
         Outcome::Approval(o) => daemon::render_approval(cli, o),
         Outcome::Credentials(x) => credentials::render(cli, x),
+        Outcome::Http(j) => http::render(cli, j),
     }
     for n in &r.notes {
         let said = match n.to {
@@ -793,6 +795,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
             action: UndoAction::Undo { dry_run, force },
         } => fs::undo(cli, id, dry_run, force, all),
         Request::Keys(cmd) => log::keys(cli, cmd),
+        Request::Http(h) => http::run_http(cli, &h),
     }
 }
 

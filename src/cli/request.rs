@@ -148,6 +148,31 @@ fn request_of(cmd: Cmd) -> Result<Request, RequestError> {
             no_ignore,
             min_confidence,
         }),
+        Cmd::Http {
+            method,
+            url,
+            header,
+            data,
+            data_file,
+            timeout,
+            max_redirects,
+            max_body,
+        } => Request::Http(rq::Http {
+            method,
+            url,
+            headers: header
+                .iter()
+                .map(|h| rq::Header::parse(h))
+                .collect::<Result<_, _>>()?,
+            body: match (data, data_file) {
+                (Some(d), _) => Some(Content::Text(d)),
+                (None, Some(f)) => Some(Content::From(Input::of(f))),
+                (None, None) => None,
+            },
+            timeout: timeout.as_deref().map(timeout_of).transpose()?,
+            max_redirects,
+            max_body,
+        }),
         Cmd::Policy { cmd } => Request::Policy(match cmd {
             PolicyCmd::Check { file } => PolicyRequest::Check { file },
             PolicyCmd::Explain {

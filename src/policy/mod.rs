@@ -391,6 +391,19 @@ impl Policy {
                 // An empty script runs nothing; nothing to deny.
                 effect = Effect::Allow;
             }
+        } else if call.tool == Tool::Http {
+            // The subject is the request (`METHOD URL`, redacted by the caller). A rule
+            // decides it when it applies to `http` and names no command, git pattern or
+            // path: where it may connect is the network's part (`[sandbox] network`),
+            // decided by the broker after this.
+            let subject = call.argv.join(" ");
+            effect = self.effect_for(
+                call.tool,
+                &subject,
+                &mut rules_out,
+                |rule, _| rule.commands.is_none() && rule.git.is_none() && rule.paths.is_none(),
+                |_| None,
+            );
         } else {
             for path in &call.paths {
                 let subject = path.display().to_string();
@@ -415,7 +428,10 @@ impl Policy {
         }
         // The caller's roots narrow every decision: what lies outside them is denied.
         if let Some(roots) = &self.sandbox.roots {
-            let subjects: Vec<&Path> = if call.tool == Tool::Exec {
+            let subjects: Vec<&Path> = if call.tool == Tool::Http {
+                // A request reaches no file: the roots do not narrow it.
+                vec![]
+            } else if call.tool == Tool::Exec {
                 vec![call.cwd.as_path()]
             } else {
                 call.paths.iter().map(PathBuf::as_path).collect()

@@ -1,5 +1,5 @@
 //! `gateway mcp`: an MCP server over stdio (the `rmcp` crate) exposing the broker's tools —
-//! `exec`, the file tools, `cd`, `undo`, `history` — with JSON Schemas and read-only /
+//! `exec`, the file tools, `cd`, `undo`, `history`, `scan`, `http_request` — with JSON Schemas and read-only /
 //! destructive hints. A refusal is a tool result with `isError` naming the rule and its
 //! reason, not a protocol error. One server process is one session: `cd` moves the session's
 //! virtual working directory for the calls after it.
@@ -402,6 +402,34 @@ struct ScanParams {
     max_output_chars: Option<u64>,
 }
 
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = RecursiveTransform(plain_numbers))]
+struct HttpParams {
+    /// The method: GET, POST, PUT, DELETE, HEAD, … (case-sensitive).
+    method: String,
+    /// The URL: http://host[:port]/path or https://… (the policy's network decides the
+    /// host; TLS is always verified).
+    url: String,
+    /// Request headers, name to value (`Host` and `Content-Length` are set by gateway).
+    headers: Option<BTreeMap<String, String>>,
+    /// The request body, as text.
+    body: Option<String>,
+    /// Query parameters, added to the URL's (encoded).
+    params: Option<BTreeMap<String, String>>,
+    /// Seconds the whole call may take, at most the policy's (default 30).
+    timeout: Option<f64>,
+    /// Follow redirects (default true), each decided again by the policy.
+    follow_redirects: Option<bool>,
+    /// Redirects followed at most (default 5, at most 20).
+    max_redirects: Option<u32>,
+    /// Body bytes read at most (default 1048576, at most 67108864).
+    max_body: Option<u64>,
+    /// Characters of this result at most (default: the policy's `[output] mcp_budget`,
+    /// 30,000); longer output keeps its head and tail around a marker naming where the
+    /// whole is. Within 4,000..=200,000.
+    max_output_chars: Option<u64>,
+}
+
 use crate::broker::report::{ErrorCode, ErrorReport};
 
 // ---------- results ----------
@@ -522,6 +550,7 @@ pub const TOOLS: &[&str] = &[
     "undo",
     "history",
     "scan",
+    "http_request",
 ];
 
 /// One tool call's circumstances.
@@ -583,6 +612,7 @@ pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> Cal
         "undo" => call!(undo),
         "history" => call!(history),
         "scan" => call!(scan),
+        "http_request" => call!(http_request),
         other => err_text(format!(
             "no tool `{other}`; the tools are {}",
             TOOLS.join(", ")
@@ -971,6 +1001,65 @@ impl ToolSession<'_> {
     }
 }
 
+impl ToolSession<'_> {
+    /// `gateway http` for an agent: the same broker call (`broker::tools::http::http`),
+    /// decided by the session's policy; nobody can approve here (the daemon's queue can,
+    /// when the call goes through it).
+    fn http_request(&self, p: HttpParams) -> CallToolResult {
+        let timeout = match p.timeout {
+            None => None,
+            Some(t) if t.is_finite() && t > 0.0 => {
+                Some(Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX))
+            }
+            Some(t) => {
+                return err_text(format!(
+                    "http_request: timeout {t}: must be a positive number of seconds"
+                ));
+            }
+        };
+        let mut url = p.url;
+        if let Some(params) = p.params.filter(|m| !m.is_empty()) {
+            match reqwest::Url::parse(&url) {
+                Ok(mut u) => {
+                    u.query_pairs_mut().extend_pairs(params.iter());
+                    url = u.to_string();
+                }
+                Err(e) => {
+                    return err_text(format!(
+                        "http_request: {:?} is not a URL ({e})",
+                        crate::broker::redact_text(&url)
+                    ));
+                }
+            }
+        }
+        let max_redirects = match p.follow_redirects {
+            Some(false) => Some(0),
+            _ => p.max_redirects,
+        };
+        let mut ask = |_: &Decision| false;
+        let req = crate::broker::tools::http::HttpCall {
+            policy: self.policy,
+            state_dir: self.state_dir.to_path_buf(),
+            session: self.session.to_string(),
+            caller: self.caller(),
+            context: self.cx.clone(),
+            workspace: self.place().workspace,
+            method: p.method,
+            url,
+            headers: p.headers.unwrap_or_default().into_iter().collect(),
+            body: p.body.map(String::into_bytes),
+            timeout,
+            max_redirects,
+            max_body: p.max_body,
+        };
+        match crate::broker::tools::http::http(req, &mut ask) {
+            Ok(r) if r.refusal.is_some() => err_report(&r),
+            Ok(r) => ok_report(&r),
+            Err(e) => broker_err(e),
+        }
+    }
+}
+
 /// A root's URI as a local directory: `file://` URIs only (host empty or `localhost`),
 /// percent-decoded, canonical; `None` for anything else.
 pub fn root_dir(uri: &str) -> Option<PathBuf> {
@@ -1317,6 +1406,20 @@ impl Gateway {
         Parameters(p): Parameters<ExecParams>,
     ) -> CallToolResponse {
         self.call(ctx, inputs, "exec", p).await
+    }
+
+    /// Make an HTTP request decided by the policy (its network's allowed hosts; every
+    /// redirect decided again), TLS always verified; returns status, headers, the body
+    /// (secrets redacted; a binary body is stored in the audit log, not inlined), the
+    /// redirects and timing.
+    #[tool(annotations(destructive_hint = true, open_world_hint = true))]
+    async fn http_request(
+        &self,
+        ctx: RequestContext<RoleServer>,
+        Inputs(inputs): Inputs,
+        Parameters(p): Parameters<HttpParams>,
+    ) -> CallToolResponse {
+        self.call(ctx, inputs, "http_request", p).await
     }
 
     /// Read a text file (line-numbered; secrets redacted).

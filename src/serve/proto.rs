@@ -572,7 +572,7 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), names.len(), "one sample per variant: {names:?}");
-        assert_eq!(names.len(), 1 + 36 + 1 + 7, "{names:?}");
+        assert_eq!(names.len(), 1 + 37 + 1 + 7, "{names:?}");
         let modes: Vec<StdioMode> = c
             .iter()
             .filter_map(|m| match m {

@@ -5,4 +5,5 @@
 
 pub(super) mod exec;
 pub mod fs;
+pub mod http;
 pub mod scan;
