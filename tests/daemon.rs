@@ -179,7 +179,7 @@ sandbox_test!(
         // Truncated: half a message, then the client goes away.
         let mut s = UnixStream::connect(&d.socket).expect("connect");
         let f = frame(
-            br#"{"type":"request","version":5,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
+            br#"{"type":"request","version":6,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
         );
         s.write_all(&f[..f.len() / 2]).expect("send");
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
@@ -1076,34 +1076,34 @@ sandbox_test!(
         let msg = f[0]["message"].as_str().unwrap_or_default();
         for part in [
             "protocol version 1 is not spoken here",
-            "this daemon speaks 5",
+            "this daemon speaks 6",
             "restart `gateway serve`",
         ] {
             assert!(msg.contains(part), "{part}: {msg}");
         }
         assert!(!env.ws.join("v1-ran").exists());
-        let hello = serde_json::json!({"type": "request", "version": 5, "context": {
+        let hello = serde_json::json!({"type": "request", "version": 6, "context": {
             "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
             "body": "hello"});
         let f = wire(&env, &d.socket, false, &hello, false);
         let version = stdout(&env.gw(&["--version"]));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0]["type"], "hello", "{f:?}");
-        assert_eq!(f[0]["version"], 5, "{f:?}");
+        assert_eq!(f[0]["version"], 6, "{f:?}");
         let gw = f[0]["gateway"].as_str().unwrap_or_default();
         assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
         // A request of a later version, in this version's shape, is refused the same way.
         let mut later = hello.clone();
-        later["version"] = 6.into();
+        later["version"] = 7.into();
         let f = wire(&env, &d.socket, false, &later, false);
         let msg = f[0]["message"].as_str().unwrap_or_default();
         assert!(
-            msg.contains("protocol version 6 is not spoken here (this daemon speaks 5)"),
+            msg.contains("protocol version 7 is not spoken here (this daemon speaks 6)"),
             "{f:?}"
         );
         // Version 2's command line (`argv`, which the daemon parsed with clap): refused as
         // another version, and in this version's number too — no body is a command line.
-        for version in [2, 3, 4, 5] {
+        for version in [2, 3, 4, 5, 6] {
             let argv = serde_json::json!({"type": "request", "version": version, "context": {
                 "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
                 "body": {"argv": ["exec", "--", "touch", "argv-ran"]}});
@@ -1111,8 +1111,8 @@ sandbox_test!(
             assert_eq!(f.len(), 1, "{f:?}");
             assert_eq!(f[0]["type"], "error", "{f:?}");
             let msg = f[0]["message"].as_str().unwrap_or_default();
-            let why = if version < 5 {
-                format!("protocol version {version} is not spoken here (this daemon speaks 5)")
+            let why = if version < 6 {
+                format!("protocol version {version} is not spoken here (this daemon speaks 6)")
             } else {
                 "unknown variant `argv`".to_string()
             };

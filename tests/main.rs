@@ -44,6 +44,7 @@ mod escape;
 mod exec;
 mod fs;
 mod help;
+mod http;
 mod human;
 mod json;
 mod life;

@@ -211,7 +211,7 @@ pub fn call_message(
     json: bool,
     request: &serde_json::Value,
 ) -> serde_json::Value {
-    serde_json::json!({"type": "request", "version": 5, "context": {
+    serde_json::json!({"type": "request", "version": 6, "context": {
         "cwd": cwd.display().to_string(), "env": env, "session": session,
         "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
         "state_dir": null, "policy": null, "cwd": null, "json": json},
@@ -976,7 +976,7 @@ impl Daemon {
         Daemon::start_from(c, env, policy, &[])
     }
 
-    fn start_from(mut cmd: Command, env: &Env, policy: &str, extra: &[&str]) -> Daemon {
+    pub fn start_from(mut cmd: Command, env: &Env, policy: &str, extra: &[&str]) -> Daemon {
         let socket = env.root.join("gw.sock");
         let child = cmd
             .args(["serve", "--policy", policy, "--socket"])

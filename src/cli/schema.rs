@@ -88,6 +88,8 @@ enum ToolReport {
     Skip(report::SkipReport<'static>),
     /// `history`.
     History(report::HistoryReport<'static>),
+    /// `http_request`.
+    Http(broker::tools::http::HttpReport),
     /// A failure.
     Error(report::ErrorReport),
 }
@@ -222,6 +224,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("keys-export.json", schema_of::<broker::log::PublicKeys>()),
         ("keys-rotate.json", schema_of::<broker::log::Rotated>()),
         ("tool.json", schema_of::<ToolOutput>()),
+        ("http.json", schema_of::<broker::tools::http::HttpReport>()),
     ]
 }
 
@@ -269,6 +272,7 @@ const COMMANDS: &[(&str, Option<&str>)] = &[
     ("trash restore", Some("fs.json")),
     ("trash empty", Some("trash-empty.json")),
     ("undo", Some("undo.json")),
+    ("http", Some("http.json")),
 ];
 
 /// Why the commands of [`COMMANDS`] without a schema print no JSON.

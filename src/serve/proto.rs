@@ -38,7 +38,8 @@
 //! every variant (an exhaustive `match` makes a new variant fail to compile until it has a
 //! sample) and compares the digest with the one recorded for the current version; a change
 //! without a bump fails it, and the fix is a bump plus a new pin, never an edited one.
-//! History: 1, the CLI's argv with cwd and environment; 2, typed requests with a context.
+//! History: 1, the CLI's argv with cwd and environment; 2, typed requests with a context;
+//! 6, `Request::Http` and its report (`Outcome::Http`).
 //!
 //! Written by hand (no crate frames JSON this way and passes fds with it); the decoder is a
 //! pure function of the bytes, fuzzed by `fuzz/fuzz_targets/daemon_proto.rs`.
@@ -47,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version a client speaks in its request; bumped on any change to the types of
 /// this module (see the module's documentation).
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The largest message either side accepts (a command line is at most ~2 MiB on Linux; its
 /// environment counts too).
@@ -662,6 +663,10 @@ mod tests {
         (
             5,
             "8cf477ed6b8914f024ea43d2e8321eeb9e155a6a44986d18052e81899eb50e95",
+        ),
+        (
+            6,
+            "4ed763ca95009c66ff112918a05c9e68d102bc9e67da5928660d068fb9f56bfe",
         ),
     ];
 
