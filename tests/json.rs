@@ -304,6 +304,13 @@ sandbox_test!(
                 exit: 0,
                 error: None,
             },
+            // Refused (standard has no rule for the tool): the http report with its refusal.
+            Case {
+                words: "http",
+                args: &["http", "GET", "http://127.0.0.1:9/"],
+                exit: 120,
+                error: None,
+            },
             Case {
                 words: "tool",
                 args: &["tool", "exec", r#"{"command": "echo hi"}"#],

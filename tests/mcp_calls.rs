@@ -387,7 +387,7 @@ sandbox_test!(
         assert_eq!(v["protocol"], "2026-07-28", "{v}");
         assert_eq!(v["server"], "gateway", "{v}");
         let tools = v["tools"].as_array().expect("tools");
-        assert_eq!(tools.len(), 14, "{v}");
+        assert_eq!(tools.len(), 15, "{v}");
         let result = |k: &str| -> (bool, serde_json::Value) {
             let r = &v[k];
             let t = r["text"].as_str().unwrap_or_else(|| panic!("{k}: {v}"));

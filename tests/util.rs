@@ -662,6 +662,7 @@ pub fn check_mcp_client_run(
         "cd",
         "undo",
         "history",
+        "http_request",
     ] {
         let t = &tools[name];
         assert_eq!(t["schema"]["type"], "object", "{name}: {t}");
