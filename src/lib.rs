@@ -280,8 +280,8 @@
 //!   `cli` maps refusals to exit 120 (121 not approved), and every report carries a `refusal`
 //!   object (kind, rule, message, fields). Conflicts (changed since, a file in the way) and bad
 //!   arguments stay usage errors (122).
-//! - One invocation (`broker::invoke`, issue 23): exec, every file tool, `cd` and `scan` are
-//!   a `Tool` (decide with inputs redacted, ask, confirm, perform, fill the record, after the
+//! - One invocation (`broker::invoke`, issue 23): exec, every file tool, `cd`, `scan` and
+//!   `http` are a `Tool` (decide with inputs redacted, ask, confirm, perform, fill the record, after the
 //!   record) driven by one function that owns the log, the decision, the approval, the error
 //!   and the refusal of the record — no tool can forget one, and a call that fails anywhere
 //!   after the log opens is recorded once. Exec's perform step is `broker::exec` (plan, hold
@@ -330,6 +330,15 @@
 //!   directory, command, a digest of the environment it gets — and bounded, as are session
 //!   names (128 bytes) and pins per uid; the daemon returns large buffers to the kernel
 //!   (`M_MMAP_THRESHOLD`), so a client's megabyte message does not leave it larger.
+//! - The `http` tool (`broker::tools::http`, issue 36) is the broker's own request, decided
+//!   by the policy's rules (`tools = ["http"]`) and then by its network with the egress
+//!   proxy's one decision (`net::resolve::decide`; `connect_tcp` allows names on its ports,
+//!   never special addresses). It uses `reqwest` (blocking, rustls with ring and the
+//!   system's roots; no default features, so no proxy from the environment, no
+//!   decompression, no HTTP/2) with redirects off and a resolver that answers only the
+//!   addresses its decisions pinned: gateway follows each redirect itself, deciding and
+//!   recording each hop. A blocking client's runtime runs on its own thread, so the MCP
+//!   server's blocking-pool threads may call it.
 //! - The daemon's state is one value (`broker::server::Server`: roles, approvals, pins, its
 //!   audit writer), made by `gateway serve` and carried by each of its calls' `Client`: the
 //!   broker reaches it through the call (`Context::server`; `broker::open_log` and

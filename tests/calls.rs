@@ -1067,6 +1067,25 @@ sandbox_test!(
                     format!(r#"{{"path":"{ws}"}}"#),
                 ],
             ),
+            // The body is read with the caller's rights: root's file is not sent.
+            (
+                "http",
+                vec![
+                    "http".into(),
+                    "POST".into(),
+                    "http://127.0.0.1:9/".into(),
+                    "--data-file".into(),
+                    secret_p.clone(),
+                ],
+            ),
+            (
+                "tool http_request",
+                vec![
+                    "tool".into(),
+                    "http_request".into(),
+                    r#"{"method":"GET","url":"http://127.0.0.1:9/"}"#.into(),
+                ],
+            ),
         ];
         // Not walked, each with its reason: they run in the client, as the client, and
         // reach root's state only through the calls walked above.

@@ -389,6 +389,7 @@ pub fn http(
         report: None,
         secrets: vec![],
         body: None,
+        headers: vec![],
         shown_args: vec![],
         stored: None,
         late: None,
@@ -420,6 +421,8 @@ struct HttpTool<'r, 'a> {
     secrets: Vec<String>,
     /// The body to send (after the secrets check).
     body: Option<Vec<u8>>,
+    /// The headers to send (after the secrets check).
+    headers: Vec<(String, String)>,
     /// The record's args: method and URL, redacted.
     shown_args: Vec<String>,
     /// The body as stored (the record's `stdout`).
@@ -466,6 +469,13 @@ impl Tool for HttpTool<'_, '_> {
         if req.body.is_some() {
             self.body = parts.pop().map(|p| p.1);
         }
+        // The headers as checked (under `redact`, without their secrets).
+        self.headers = req
+            .headers
+            .iter()
+            .zip(parts.iter().skip(1))
+            .map(|((k, _), p)| (k.clone(), String::from_utf8_lossy(&p.1).into_owned()))
+            .collect();
         let subject = self.shown_args.join(" ");
         let mut decision = req.policy.evaluate(
             &crate::model::ToolCall {
@@ -827,7 +837,7 @@ impl HttpTool<'_, '_> {
         let mut method = reqwest::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| invariant("a method not checked"))?;
         let mut headers = reqwest::header::HeaderMap::new();
-        for (k, v) in &req.headers {
+        for (k, v) in &self.headers {
             if let (Ok(k), Ok(v)) = (
                 reqwest::header::HeaderName::from_bytes(k.as_bytes()),
                 reqwest::header::HeaderValue::from_str(v),
@@ -974,3 +984,7 @@ fn invariant(what: &'static str) -> BrokerError {
         what,
     }
 }
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;
