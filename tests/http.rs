@@ -20,6 +20,10 @@ fn route(path: &str, port: u16) -> (u16, Vec<(String, String)>, Vec<u8>) {
             vec![],
         ),
         "/big" => (200, vec![], vec![b'x'; 3 << 20]),
+        "/slow" => {
+            std::thread::sleep(std::time::Duration::from_secs(20));
+            (200, vec![], b"late".to_vec())
+        }
         "/binary" => (200, vec![], vec![0, 1, 2, 0xff, 0xfe, 0, 7]),
         "/leak" => (200, vec![], format!("token={}\n", gh_token(7)).into_bytes()),
         _ => (404, vec![], b"not found".to_vec()),
@@ -616,5 +620,68 @@ sandbox_test!(
         assert_eq!(v["approved"], true, "{v}");
         assert_eq!(v["redirects"][0]["rule"], "network.unknown", "{v}");
         assert_eq!(v["body"], "hello world", "{v}");
+    }
+);
+
+escape_test!(
+    /// A call cancelled by its MCP client ends at once, recorded as cancelled, though the
+    /// server has not answered.
+    fn http_request_cancelled_by_the_mcp_client_ends_and_is_recorded() {
+        let env = Env::new("http-cancel");
+        let port = server();
+        let pf = policy(&env, port, &[], "deny");
+        let mut child = env
+            .cmd()
+            .env("GATEWAY_TEST_RESOLVE", RESOLVE)
+            .args(["--policy", &pf, "mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gateway mcp");
+        let mut input = child.stdin.take().expect("stdin");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+        )
+        .expect("write");
+        let _ = lines.next();
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("w");
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "http_request", "arguments":
+                {"method": "GET", "url": format!("http://web.test:{port}/slow")}}});
+        writeln!(input, "{call}").expect("write");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let start = std::time::Instant::now();
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":1}}}}"#
+        )
+        .expect("write");
+        let mut recs = Vec::new();
+        while start.elapsed() < std::time::Duration::from_secs(10) {
+            recs = http_records(&env);
+            if !recs.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        drop(input);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(recs.len(), 1, "no record within 10 s of the cancellation");
+        assert_eq!(recs[0]["cancelled"], true, "{}", recs[0]);
+        assert!(
+            recs[0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("cancelled")),
+            "{}",
+            recs[0]
+        );
     }
 );

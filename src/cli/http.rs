@@ -41,6 +41,7 @@ pub(super) fn run_http(cli: &Call, h: &Http) -> Report {
         timeout: h.timeout,
         max_redirects: h.max_redirects,
         max_body: h.max_body,
+        cancel: None,
     };
     let command = format!("{} {}", h.method, broker::redact_text(&h.url));
     let mut ask = |d: &Decision| {

@@ -1036,6 +1036,15 @@ impl ToolSession<'_> {
             Some(false) => Some(0),
             _ => p.max_redirects,
         };
+        let cancel = match self.cancel.map(|c| c.try_clone_to_owned()).transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                return err_code(
+                    ErrorCode::Sandbox,
+                    format!("http_request: the call's cancellation: {e}"),
+                );
+            }
+        };
         let mut ask = |_: &Decision| false;
         let req = crate::broker::tools::http::HttpCall {
             policy: self.policy,
@@ -1051,6 +1060,7 @@ impl ToolSession<'_> {
             timeout,
             max_redirects,
             max_body: p.max_body,
+            cancel,
         };
         match crate::broker::tools::http::http(req, &mut ask) {
             Ok(r) if r.refusal.is_some() => err_report(&r),

@@ -115,6 +115,11 @@ pub enum HttpError {
         "http: the HTTP client could not be set up ({0}); check the system's CA certificates (/etc/ssl/certs)"
     )]
     Client(String),
+    /// The call was cancelled (its client cancelled it or went away) before it completed.
+    #[error(
+        "http: cancelled before the response came (the caller cancelled the call or went away)"
+    )]
+    Cancelled,
     /// The request failed on the way: the connection, TLS (the server's certificate is
     /// always verified), or reading the response.
     #[error("http: {method} {url}: {why}")]
@@ -134,7 +139,9 @@ impl HttpError {
     pub fn code(&self) -> crate::broker::report::ErrorCode {
         use crate::broker::report::ErrorCode;
         match self {
-            HttpError::Client(_) | HttpError::Fetch { .. } => ErrorCode::Failed,
+            HttpError::Client(_) | HttpError::Fetch { .. } | HttpError::Cancelled => {
+                ErrorCode::Failed
+            }
             _ => ErrorCode::Usage,
         }
     }
@@ -169,6 +176,9 @@ pub struct HttpCall<'a> {
     pub max_redirects: Option<u32>,
     /// Body bytes read at most (`None`: [`DEFAULT_MAX_BODY`]).
     pub max_body: Option<u64>,
+    /// The call's cancellation (a pipe's read end: readable = cancelled); `None`: its
+    /// caller's (a daemon client's, which ends with its connection).
+    pub cancel: Option<std::os::fd::OwnedFd>,
 }
 
 /// A header as shown (its value redacted).
@@ -393,6 +403,7 @@ pub fn http(
         shown_args: vec![],
         stored: None,
         late: None,
+        cancelled: false,
     };
     let call = Call {
         policy: &call_policy,
@@ -429,6 +440,8 @@ struct HttpTool<'r, 'a> {
     stored: Option<audit::StreamDigest>,
     /// A hop after the first was refused or not approved: the call's record is a deny.
     late: Option<Refusal>,
+    /// The call was cancelled while a request was under way.
+    cancelled: bool,
 }
 
 impl Tool for HttpTool<'_, '_> {
@@ -540,6 +553,7 @@ impl Tool for HttpTool<'_, '_> {
 
     fn record(&mut self, res: &Result<HttpReport, BrokerError>, rec: &mut audit::Record) {
         rec.secrets.clone_from(&self.secrets);
+        rec.cancelled = self.cancelled;
         let Some(r) = self.report.as_ref() else {
             return;
         };
@@ -882,9 +896,9 @@ impl HttpTool<'_, '_> {
                 rb = rb.body(b.clone());
                 r.bytes_sent += b.len() as u64;
             }
-            let resp = rb
-                .timeout(left)
-                .send()
+            let rb = rb.timeout(left);
+            let resp = self
+                .cancellable(move || rb.send())?
                 .map_err(|e| fetch_error(method.as_str(), &url, &e))?;
             let status = resp.status().as_u16();
             entry.status = Some(status);
@@ -929,23 +943,26 @@ impl HttpTool<'_, '_> {
             })
             .collect();
         let max = req.max_body.unwrap_or(DEFAULT_MAX_BODY);
-        let mut raw = Vec::new();
-        resp.take(max.saturating_add(1))
-            .read_to_end(&mut raw)
-            .map_err(|e| {
-                let why = e.to_string();
-                match e
-                    .into_inner()
-                    .and_then(|i| i.downcast::<reqwest::Error>().ok())
-                {
-                    Some(re) => fetch_error(method, url, &re),
-                    None => usage(HttpError::Fetch {
-                        method: method.to_owned(),
-                        url: broker::redact_text(url.as_str()),
-                        why: format!("reading the body: {why}"),
-                    }),
-                }
-            })?;
+        let (raw, read) = self.cancellable(move || {
+            let mut raw = Vec::new();
+            let read = resp.take(max.saturating_add(1)).read_to_end(&mut raw);
+            (raw, read)
+        })?;
+        let mut raw = raw;
+        read.map_err(|e| {
+            let why = e.to_string();
+            match e
+                .into_inner()
+                .and_then(|i| i.downcast::<reqwest::Error>().ok())
+            {
+                Some(re) => fetch_error(method, url, &re),
+                None => usage(HttpError::Fetch {
+                    method: method.to_owned(),
+                    url: broker::redact_text(url.as_str()),
+                    why: format!("reading the body: {why}"),
+                }),
+            }
+        })?;
         if raw.len() as u64 > max {
             raw.truncate(usize::try_from(max).unwrap_or(usize::MAX));
             r.body_truncated = true;
@@ -974,6 +991,45 @@ impl HttpTool<'_, '_> {
         r.body_artifact.clone_from(&d.artifact);
         self.stored = Some(d);
         Ok(())
+    }
+}
+
+impl HttpTool<'_, '_> {
+    /// Runs `f` (a request, a body's read) on a thread of its own and waits for it, unless
+    /// the call is cancelled first (its client cancelled it or went away): then the call
+    /// ends at once, recorded as cancelled, and `f` ends by the call's timeout on its own.
+    fn cancellable<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, BrokerError> {
+        use std::os::fd::AsFd;
+        let req = self.req;
+        let Some(cancel) = req
+            .cancel
+            .as_ref()
+            .map(AsFd::as_fd)
+            .or_else(|| req.context.cancel())
+        else {
+            return Ok(f());
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(v) => return Ok(v),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(invariant("the request's thread ended without a result"));
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if crate::sandbox::fd_ready(cancel) {
+                        self.cancelled = true;
+                        return Err(usage(HttpError::Cancelled));
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -167,6 +167,7 @@ fn urls_methods_and_headers_are_checked() {
         timeout: None,
         max_redirects: Some(MAX_REDIRECTS + 1),
         max_body: None,
+        cancel: None,
     };
     assert!(check_shape(&call("GET", vec![("Host", "evil.test")])).is_err());
     assert!(check_shape(&call("CONNECT", vec![])).is_err());
