@@ -667,7 +667,8 @@ impl fmt::Display for Network {
                     list(&p.deny),
                     match p.unknown {
                         Unknown::Deny => "denied",
-                        Unknown::Ask => "asks a person (through the daemon; denied where no one can be asked)",
+                        Unknown::Ask =>
+                            "asks a person (through the daemon; denied where no one can be asked)",
                     }
                 )
             }
