@@ -1,0 +1,1056 @@
+//! Egress by name (issue 36): the `proxy` network mode with real clients — curl, pip, git,
+//! npm — against fixture servers this test starts on 127.0.0.1 (tests/fixtures/net/serve.py),
+//! reached through test names that `GATEWAY_TEST_RESOLVE`, set on the gateway process, maps to
+//! loopback. A loopback address is reachable only where the policy names it, so a policy that
+//! lets a command reach the fixture through `pkg.test` allows both `pkg.test:P` and
+//! `127.0.0.1:P`.
+//!
+//! The contract checked: the command's network namespace has only loopback, where the
+//! broker's proxy listens on 127.0.0.1:3128 (HTTP forward, `CONNECT`, SOCKS5 with remote
+//! names) and the proxy variables point at it; an allowed destination works; a refused one
+//! gets a 403 (a SOCKS failure reply) and a line `gateway: network: refused HOST:PORT: REASON
+//! [rule RULE]` on the command's stderr; every connection is one `net` record after the
+//! command's `exec` record, naming that record, the destination, the address, the bytes and
+//! the deciding rule; `unknown = "ask"` asks through the daemon. The main cases run as root
+//! and as uid 65534 (`escape_test!`).
+//!
+//! No client is optional: a missing curl, git, python3 (with pip) or npm fails the test.
+//! GATEWAY_TEST_NO_NPM=1 skips the npm test explicitly (CI never sets it).
+
+use crate::util::*;
+
+/// The test names and their addresses: every fixture name is loopback, `meta.test` is the
+/// cloud metadata address.
+const RESOLVE: &str = "pkg.test=127.0.0.1,git.test=127.0.0.1,npm.test=127.0.0.1,\
+                       evil.test=127.0.0.1,ask.test=127.0.0.1,blocked.test=127.0.0.1,\
+                       meta.test=169.254.169.254";
+
+/// Where the proxy listens in the command's namespace.
+const PROXY: &str = "http://127.0.0.1:3128";
+
+/// tests/fixtures/net/serve.py on 127.0.0.1, killed on drop.
+struct Fixture {
+    child: std::process::Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Fixture {
+    /// Starts the server with the fixtures `kinds` (`pypi`, `git`, `npm`) built in
+    /// `env.root/srv-N`.
+    fn start(env: &Env, kinds: &[&str]) -> Fixture {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = env
+            .root
+            .join(format!("srv-{}", N.fetch_add(1, Ordering::SeqCst)));
+        std::fs::create_dir_all(&dir).expect("mkdir srv");
+        let script = format!("{}/tests/fixtures/net/serve.py", env!("CARGO_MANIFEST_DIR"));
+        let err = std::fs::File::create(dir.join("stderr")).expect("stderr file");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(&dir)
+            .args(kinds)
+            .env_remove("GIT_DIR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .expect("python3 (the fixture server)");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("stdout");
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line);
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the fixture server did not start ({line:?}): {}",
+                std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+            );
+        };
+        Fixture { child, port, dir }
+    }
+
+    /// The requests the server received so far: `METHOD TARGET HOST` lines, and `ERROR ...`
+    /// for what was not HTTP.
+    fn requests(&self) -> String {
+        std::fs::read_to_string(self.dir.join("requests.log")).unwrap_or_default()
+    }
+
+    /// Whether a request whose target contains `path` reached the server.
+    fn saw(&self, path: &str) -> bool {
+        self.requests()
+            .lines()
+            .any(|l| l.split(' ').nth(1).is_some_and(|t| t.contains(path)))
+    }
+
+    /// The fixture's file at `rel` (under www/).
+    fn file(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.dir.join("www").join(rel)).expect("fixture file")
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A policy file `name`.toml: standard with the `proxy` network mode.
+fn proxy_policy(env: &Env, name: &str, allow: &[String], deny: &[String], unknown: &str) -> String {
+    let list = |v: &[String]| {
+        v.iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let p = env.root.join(format!("{name}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            "extends = \"standard\"\n\n[approval]\ntimeout = \"60s\"\n\n[sandbox]\nnetwork = {{ proxy = {{ allow = [{}], deny = [{}], unknown = \"{unknown}\" }} }}\n",
+            list(allow),
+            list(deny)
+        ),
+    )
+    .expect("write policy");
+    p.display().to_string()
+}
+
+/// `gateway exec --policy POLICY -- ARGS` with the test names (`GATEWAY_TEST_RESOLVE` on the
+/// gateway process), as root or, in a `nobody` variant, as uid 65534.
+fn gw_exec(env: &Env, policy: &str, args: &[&str]) -> Output {
+    env.cmd()
+        .env("GATEWAY_TEST_RESOLVE", RESOLVE)
+        .args(["exec", "--timeout", "60", "--policy", policy, "--"])
+        .args(args)
+        .output()
+        .expect("run gateway")
+}
+
+/// Asserts that the command's stderr holds the broker's refusal of `dest` by `rule`.
+fn assert_refused(o: &Output, dest: &str, rule: &str, what: &str) {
+    let err = stderr(o);
+    let prefix = format!("gateway: network: refused {dest}: ");
+    let suffix = format!("[rule {rule}]");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&prefix) && l.trim_end().ends_with(&suffix)),
+        "{what}: expected a line `{prefix}... {suffix}` on stderr: {}",
+        text(o)
+    );
+}
+
+/// Asserts that no refusal line is on the command's stderr.
+fn assert_no_refusal(o: &Output, what: &str) {
+    assert!(
+        !stderr(o).contains("gateway: network: refused"),
+        "{what}: {}",
+        text(o)
+    );
+}
+
+/// One connection a run should have made: host, port, effect, deciding rule.
+type Conn = (String, u16, &'static str, String);
+
+fn conn(host: &str, port: u16, effect: &'static str, rule: &str) -> Conn {
+    (host.to_string(), port, effect, rule.to_string())
+}
+
+/// `gateway log query --tool net --json --limit 0`, its records checked for shape.
+fn net_records(env: &Env) -> Vec<serde_json::Value> {
+    let o = env
+        .cmd()
+        .args(["log", "query", "--tool", "net", "--json", "--limit", "0"])
+        .output()
+        .expect("log query");
+    assert!(o.status.success(), "log query --tool net: {}", text(&o));
+    let recs = json_of(&o)["records"].as_array().expect("records").clone();
+    for r in &recs {
+        assert_eq!(r["tool"], "net", "{r}");
+        let n = &r["net"];
+        assert!(n["command"].is_u64(), "net.command: {r}");
+        assert!(n["host"].is_string(), "net.host: {r}");
+        assert!(n["port"].is_u64(), "net.port: {r}");
+        assert!(
+            n["address"].is_string() || n["address"].is_null(),
+            "net.address: {r}"
+        );
+        assert!(n["bytes_up"].is_u64(), "net.bytes_up: {r}");
+        assert!(n["bytes_down"].is_u64(), "net.bytes_down: {r}");
+        assert!(n["duration_ms"].is_number(), "net.duration_ms: {r}");
+        let effect = r["decision"]["effect"].as_str().expect("effect");
+        assert!(effect == "allow" || effect == "deny", "{r}");
+        assert!(r["decision"]["rules"][0].is_string(), "{r}");
+    }
+    recs
+}
+
+/// The seq of the one `exec` record whose arguments contain `marker`.
+fn exec_seq(env: &Env, marker: &str) -> u64 {
+    let found: Vec<u64> = log_records(env)
+        .iter()
+        .filter(|r| r["tool"] == "exec")
+        .filter(|r| {
+            r["args"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|x| x.as_str().is_some_and(|s| s.contains(marker)))
+            })
+        })
+        .filter_map(|r| r["seq"].as_u64())
+        .collect();
+    assert_eq!(found.len(), 1, "exec records naming {marker:?}: {found:?}");
+    found[0]
+}
+
+/// Asserts that the run whose arguments contain `marker` made exactly the connections
+/// `want` (in any order), each recorded after the run's own record.
+fn assert_connections(env: &Env, marker: &str, want: &[Conn]) {
+    let seq = exec_seq(env, marker);
+    let recs: Vec<serde_json::Value> = net_records(env)
+        .into_iter()
+        .filter(|r| r["net"]["command"].as_u64() == Some(seq))
+        .collect();
+    let mut got: Vec<Conn> = recs
+        .iter()
+        .map(|r| {
+            let effect = if r["decision"]["effect"] == "allow" {
+                "allow"
+            } else {
+                "deny"
+            };
+            (
+                r["net"]["host"].as_str().unwrap_or("").to_string(),
+                r["net"]["port"].as_u64().unwrap_or(0) as u16,
+                effect,
+                r["decision"]["rules"][0].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut want = want.to_vec();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "{marker}: the net records of exec #{seq}: {recs:#?}"
+    );
+    for r in &recs {
+        assert!(
+            r["seq"].as_u64().expect("seq") > seq,
+            "a net record before its command's: {r}"
+        );
+        if r["decision"]["effect"] == "allow" {
+            assert_eq!(r["net"]["address"], "127.0.0.1", "{r}");
+            assert!(r["net"]["bytes_up"].as_u64() > Some(0), "{r}");
+            assert!(r["net"]["bytes_down"].as_u64() > Some(0), "{r}");
+        }
+    }
+}
+
+fn assert_log_verifies(env: &Env) {
+    let o = env.cmd().args(["log", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "log verify: {}", text(&o));
+}
+
+/// Controls: the fixtures work with each client run directly (no gateway, no proxy), so a
+/// failure through the gateway is the gateway's.
+#[test]
+fn control_fixtures_work_without_the_gateway() {
+    let env = Env::new("net-control");
+    let f = Fixture::start(&env, &["pypi", "git", "npm"]);
+    let p = f.port;
+    let direct = |program: &str| {
+        let mut c = env.raw(program);
+        for k in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+            "NO_PROXY",
+            "no_proxy",
+        ] {
+            c.env_remove(k);
+        }
+        c.stdin(Stdio::null());
+        c
+    };
+    let o = direct("curl")
+        .args(["-sS", "-m", "10", &format!("http://127.0.0.1:{p}/direct")])
+        .output()
+        .expect("curl is required");
+    assert_eq!(
+        stdout(&o),
+        "hello from the fixture: /direct\n",
+        "{}",
+        text(&o)
+    );
+    let o = direct("curl")
+        .args(["-sS", "-m", "10", "--data-binary", "abcdef"])
+        .arg(format!("http://127.0.0.1:{p}/post"))
+        .output()
+        .expect("curl");
+    assert_eq!(stdout(&o), "got 6 bytes\n", "{}", text(&o));
+    let o = direct("curl")
+        .args([
+            "-sS",
+            "-m",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{redirect_url}",
+        ])
+        .arg(format!("http://127.0.0.1:{p}/redirect?to=http://x.test/y"))
+        .output()
+        .expect("curl");
+    assert_eq!(stdout(&o), "302 http://x.test/y", "{}", text(&o));
+    let o = direct("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--retries",
+            "0",
+            "--timeout",
+            "10",
+            "--index-url",
+            &format!("http://127.0.0.1:{p}/simple"),
+            "--no-deps",
+            "-d",
+            "dl",
+            "gwtpkg",
+        ])
+        .output()
+        .expect("python3 is required");
+    assert!(o.status.success(), "pip download: {}", text(&o));
+    assert_eq!(
+        std::fs::read(env.ws.join("dl/gwtpkg-1.0.0-py3-none-any.whl")).expect("the wheel"),
+        f.file("simple/gwtpkg/gwtpkg-1.0.0-py3-none-any.whl")
+    );
+    let o = direct("git")
+        .args([
+            "clone",
+            "-q",
+            &format!("http://127.0.0.1:{p}/repo.git"),
+            "clone",
+        ])
+        .output()
+        .expect("git is required");
+    assert!(o.status.success(), "git clone: {}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("clone/README")).expect("README"),
+        "gateway net fixture repository\n"
+    );
+    if npm_skipped() {
+        return;
+    }
+    let o = direct("npm")
+        .args(npm_args(&format!("http://127.0.0.1:{p}/")))
+        .output()
+        .expect("npm is required (GATEWAY_TEST_NO_NPM=1 skips it explicitly)");
+    assert!(o.status.success(), "npm install: {}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("node_modules/gwtpkg/index.js")).expect("index.js"),
+        "module.exports = 'gwtpkg fixture';\n"
+    );
+}
+
+fn npm_skipped() -> bool {
+    if std::env::var_os("GATEWAY_TEST_NO_NPM").is_some() {
+        eprintln!("skipped: GATEWAY_TEST_NO_NPM is set");
+        return true;
+    }
+    false
+}
+
+/// `npm install` of the fixture package from `registry`, its cache in the workspace, no
+/// audit, no update check, no retries.
+fn npm_args(registry: &str) -> Vec<String> {
+    [
+        "install",
+        "--registry",
+        registry,
+        "--cache",
+        "./.npm-cache",
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--fetch-retries",
+        "0",
+        "--fetch-timeout",
+        "10000",
+        "gwtpkg",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect()
+}
+
+escape_test! {
+    /// The command's environment names the proxy; its only interface is loopback.
+    fn the_command_sees_the_proxy_and_only_loopback() {
+        let env = Env::new("net-env");
+        let pf = proxy_policy(&env, "p", &[], &[], "deny");
+        let o = gw_exec(&env, &pf, &["env"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = stdout(&o);
+        let var = |k: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .map(str::to_string)
+        };
+        for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            assert_eq!(var(k).as_deref(), Some(PROXY), "{k}: {out}");
+        }
+        for k in ["ALL_PROXY", "all_proxy"] {
+            assert_eq!(
+                var(k).as_deref(),
+                Some("socks5h://127.0.0.1:3128"),
+                "{k}: {out}"
+            );
+        }
+        for k in ["NO_PROXY", "no_proxy"] {
+            assert_eq!(var(k).as_deref(), Some(""), "{k}: {out}");
+        }
+        let o = gw_exec(&env, &pf, &["cat", "/proc/net/dev"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let ifaces: Vec<String> = stdout(&o)
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(|s| s.trim().to_string())
+            .collect();
+        assert_eq!(ifaces, ["lo"], "{}", text(&o));
+    }
+}
+
+escape_test! {
+    /// curl through the proxy: HTTP forward proxying, CONNECT and SOCKS5 to an allowed name;
+    /// refusals of a name no rule allows, a denied name, an allowed name whose address the
+    /// policy does not name, IP literals, the metadata address and a redirect to a name not
+    /// allowed; each on the command's stderr and in the records.
+    fn curl_allowed_and_refused() {
+        let env = Env::new("net-curl");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[
+                format!("pkg.test:{p}"),
+                format!("blocked.test:{p}"),
+                format!("meta.test:{p}"),
+                "meta.test".into(),
+                format!("127.0.0.1:{p}"),
+            ],
+            &[format!("blocked.test:{p}")],
+            "deny",
+        );
+        let curl = |marker: &str, extra: &[&str], url: &str| -> Output {
+            let mut args = vec!["curl", "-sS", "-m", "10"];
+            args.extend_from_slice(extra);
+            args.push(url);
+            let o = gw_exec(&env, &pf, &args);
+            assert!(
+                args.iter().any(|a| a.contains(marker)),
+                "the marker {marker} is in the arguments"
+            );
+            o
+        };
+        let pkg = |path: &str| format!("http://pkg.test:{p}/{path}");
+        let name_rule = format!("pkg.test:{p}");
+
+        // HTTP forward proxying (absolute form) to an allowed name.
+        let o = curl("plain-get", &["-f"], &pkg("plain-get"));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(stdout(&o), "hello from the fixture: /plain-get\n");
+        assert_no_refusal(&o, "plain GET");
+        assert!(f.saw("/plain-get"), "{}", f.requests());
+        // A POST's body reaches the server whole.
+        env.write("body.bin", &"b".repeat(5000));
+        let o = curl("plain-post", &["-f", "--data-binary", "@body.bin"], &pkg("plain-post"));
+        assert_eq!(stdout(&o), "got 5000 bytes\n", "{}", text(&o));
+        // CONNECT (curl --proxytunnel) to the same name: the tunnel carries plain HTTP.
+        let o = curl("tunnelled", &["-f", "-p"], &pkg("tunnelled"));
+        assert_eq!(stdout(&o), "hello from the fixture: /tunnelled\n", "{}", text(&o));
+        assert!(
+            f.requests().lines().any(|l| l.starts_with("GET /tunnelled ")),
+            "the tunnel delivered the request in origin form: {}",
+            f.requests()
+        );
+        // https:// to an allowed port that does not speak TLS: the tunnel is made (200), the
+        // TLS handshake then fails against the plain HTTP server (curl exit 35), which saw
+        // the TLS hello as a bad request.
+        let before = f.requests().matches("ERROR").count();
+        let o = curl("tls-hello", &["-v"], &format!("https://pkg.test:{p}/tls-hello"));
+        assert_eq!(o.status.code(), Some(35), "{}", text(&o));
+        assert!(
+            stderr(&o).contains("CONNECT tunnel established, response 200"),
+            "{}",
+            text(&o)
+        );
+        assert_no_refusal(&o, "CONNECT to an allowed port");
+        assert!(
+            f.requests().matches("ERROR").count() > before,
+            "the TLS hello reached the server: {}",
+            f.requests()
+        );
+        // SOCKS5 with remote name resolution.
+        let o = curl(
+            "socks-get",
+            &["-f", "-x", "socks5h://127.0.0.1:3128"],
+            &pkg("socks-get"),
+        );
+        assert_eq!(stdout(&o), "hello from the fixture: /socks-get\n", "{}", text(&o));
+        // An IP literal the policy names explicitly (an allowed loopback service).
+        let o = curl("literal-named", &["-f"], &format!("http://127.0.0.1:{p}/literal-named"));
+        assert_eq!(
+            stdout(&o),
+            "hello from the fixture: /literal-named\n",
+            "{}",
+            text(&o)
+        );
+
+        // Refused: a name no rule covers (it resolves to the allowed address all the same).
+        let evil = format!("evil.test:{p}");
+        let o = curl("unknown-name", &["-f"], &format!("http://{evil}/unknown-name"));
+        assert_eq!(o.status.code(), Some(22), "403: {}", text(&o));
+        assert_refused(&o, &evil, "network.unknown", "a name no rule covers");
+        assert!(!f.saw("/unknown-name"), "{}", f.requests());
+        // The same through CONNECT: the tunnel fails with 403.
+        let o = curl("unknown-tunnel", &["-p"], &format!("http://{evil}/unknown-tunnel"));
+        assert_eq!(o.status.code(), Some(56), "{}", text(&o));
+        assert!(stderr(&o).contains("response 403"), "{}", text(&o));
+        assert_refused(&o, &evil, "network.unknown", "CONNECT to a name no rule covers");
+        // The same through SOCKS5: a failure reply.
+        let o = curl(
+            "unknown-socks",
+            &["-x", "socks5h://127.0.0.1:3128"],
+            &format!("http://{evil}/unknown-socks"),
+        );
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_stdout_lacks(&o, "hello from the fixture", "SOCKS5 to a name no rule covers");
+        assert_refused(&o, &evil, "network.unknown", "SOCKS5 to a name no rule covers");
+        assert!(!f.saw("/unknown-"), "{}", f.requests());
+        // Deny wins over allow, and the record names the rule as written.
+        let blocked = format!("blocked.test:{p}");
+        let o = curl("denied-name", &["-f"], &format!("http://{blocked}/denied-name"));
+        assert_eq!(o.status.code(), Some(22), "{}", text(&o));
+        assert_refused(&o, &blocked, &blocked, "a denied name");
+        // An IP literal on a port the policy does not name for it.
+        let o = curl("literal-other-port", &["-f"], "http://127.0.0.1:9/literal-other-port");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, "127.0.0.1:9", "network.address", "an unnamed IP literal");
+        // The cloud metadata address, as a literal and through an allowed name.
+        let o = curl(
+            "metadata-literal",
+            &["-f"],
+            "http://169.254.169.254/metadata-literal",
+        );
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, "169.254.169.254:80", "network.address", "169.254.169.254");
+        let o = curl("metadata-name", &["-f"], "http://meta.test/metadata-name");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, "meta.test:80", "network.address", "a name of 169.254.169.254");
+        // A redirect to a name not allowed: the first hop works, the second is refused.
+        let o = curl(
+            "redirected",
+            &["-f", "-L"],
+            &pkg(&format!("redirect?to=http://{evil}/redirected-target")),
+        );
+        assert_eq!(o.status.code(), Some(22), "{}", text(&o));
+        assert_refused(&o, &evil, "network.unknown", "the redirect's target");
+        assert!(f.saw("/redirect?to="), "{}", f.requests());
+        assert!(!f.saw("/redirected-target"), "{}", f.requests());
+
+        // Every connection is one record, after its command's, with the deciding rule.
+        let lit = format!("127.0.0.1:{p}");
+        for (marker, want) in [
+            ("plain-get", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            ("plain-post", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            ("tunnelled", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            ("tls-hello", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            ("socks-get", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            ("literal-named", vec![conn("127.0.0.1", p, "allow", &lit)]),
+            ("unknown-name", vec![conn("evil.test", p, "deny", "network.unknown")]),
+            ("unknown-tunnel", vec![conn("evil.test", p, "deny", "network.unknown")]),
+            ("unknown-socks", vec![conn("evil.test", p, "deny", "network.unknown")]),
+            ("denied-name", vec![conn("blocked.test", p, "deny", &blocked)]),
+            (
+                "literal-other-port",
+                vec![conn("127.0.0.1", 9, "deny", "network.address")],
+            ),
+            (
+                "metadata-literal",
+                vec![conn("169.254.169.254", 80, "deny", "network.address")],
+            ),
+            ("metadata-name", vec![conn("meta.test", 80, "deny", "network.address")]),
+            (
+                "redirected",
+                vec![
+                    conn("pkg.test", p, "allow", &name_rule),
+                    conn("evil.test", p, "deny", "network.unknown"),
+                ],
+            ),
+        ] {
+            assert_connections(&env, marker, &want);
+        }
+        // The bytes: the 5000-byte body went up, the response came down.
+        let seq = exec_seq(&env, "plain-post");
+        let post = net_records(&env)
+            .into_iter()
+            .find(|r| r["net"]["command"].as_u64() == Some(seq))
+            .expect("the POST's record");
+        assert!(post["net"]["bytes_up"].as_u64() >= Some(5000), "{post}");
+        // The refusal reason is in the record too.
+        let seq = exec_seq(&env, "unknown-name");
+        let refused = net_records(&env)
+            .into_iter()
+            .find(|r| r["net"]["command"].as_u64() == Some(seq))
+            .expect("the refusal's record");
+        assert!(
+            refused["decision"]["reasons"][0]
+                .as_str()
+                .is_some_and(|r| r.contains("evil.test")),
+            "{refused}"
+        );
+        assert_log_verifies(&env);
+    }
+}
+
+escape_test! {
+    /// A name the policy allows, mapped to loopback, is refused unless the policy names the
+    /// loopback address too (`network.address`); with only names allowed, the address
+    /// itself is refused as a literal.
+    fn a_name_resolving_to_loopback_needs_the_address_named() {
+        let env = Env::new("net-loopname");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(&env, "p", &[format!("evil.test:{p}")], &[], "deny");
+        let dest = format!("evil.test:{p}");
+        for (marker, extra) in [("via-forward", vec!["-f"]), ("via-connect", vec!["-p"])] {
+            let mut args = vec!["curl", "-sS", "-m", "10"];
+            args.extend(extra);
+            let url = format!("http://{dest}/{marker}");
+            args.push(&url);
+            let o = gw_exec(&env, &pf, &args);
+            assert_ne!(o.status.code(), Some(0), "{marker}: {}", text(&o));
+            assert_refused(&o, &dest, "network.address", marker);
+            assert_connections(
+                &env,
+                marker,
+                &[conn("evil.test", p, "deny", "network.address")],
+            );
+        }
+        let url = format!("http://127.0.0.1:{p}/literal");
+        let o = gw_exec(&env, &pf, &["curl", "-f", "-sS", "-m", "10", &url]);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, &format!("127.0.0.1:{p}"), "network.address", "an IP literal");
+        assert!(f.requests().is_empty(), "{}", f.requests());
+        assert_log_verifies(&env);
+    }
+}
+
+escape_test! {
+    /// pip downloads a wheel from a PEP 503 index the test serves, through the proxy.
+    fn pip_download_through_the_proxy() {
+        let env = Env::new("net-pip");
+        let f = Fixture::start(&env, &["pypi"]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let pip = |index: &str, dir: &str| -> Output {
+            gw_exec(
+                &env,
+                &pf,
+                &[
+                    "python3",
+                    "-m",
+                    "pip",
+                    "download",
+                    "--disable-pip-version-check",
+                    "--no-cache-dir",
+                    "--retries",
+                    "0",
+                    "--timeout",
+                    "10",
+                    "--index-url",
+                    &format!("http://{index}:{p}/simple"),
+                    "--trusted-host",
+                    index,
+                    "--no-deps",
+                    "-d",
+                    dir,
+                    "gwtpkg",
+                ],
+            )
+        };
+        let o = pip("pkg.test", "dl");
+        assert!(o.status.success(), "pip download: {}", text(&o));
+        assert_no_refusal(&o, "pip");
+        assert_eq!(
+            std::fs::read(env.ws.join("dl/gwtpkg-1.0.0-py3-none-any.whl")).expect("the wheel"),
+            f.file("simple/gwtpkg/gwtpkg-1.0.0-py3-none-any.whl")
+        );
+        let seq = exec_seq(&env, "dl");
+        let recs: Vec<_> = net_records(&env)
+            .into_iter()
+            .filter(|r| r["net"]["command"].as_u64() == Some(seq))
+            .collect();
+        assert!(!recs.is_empty(), "pip's connections are recorded");
+        assert!(
+            recs.iter().all(|r| r["decision"]["effect"] == "allow"
+                && r["net"]["host"] == "pkg.test"
+                && r["decision"]["rules"][0] == format!("pkg.test:{p}")),
+            "{recs:#?}"
+        );
+        // An index the policy does not allow: pip fails, the refusal is on its stderr.
+        let o = pip("evil.test", "dl-refused");
+        assert!(!o.status.success(), "{}", text(&o));
+        assert_refused(&o, &format!("evil.test:{p}"), "network.unknown", "pip");
+        assert!(!env.ws.join("dl-refused/gwtpkg-1.0.0-py3-none-any.whl").exists());
+        assert_log_verifies(&env);
+    }
+}
+
+escape_test! {
+    /// git clones over dumb HTTP through the proxy.
+    fn git_clone_through_the_proxy() {
+        let env = Env::new("net-git");
+        let f = Fixture::start(&env, &["git"]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("git.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let clone = |host: &str, dir: &str| -> Output {
+            gw_exec(
+                &env,
+                &pf,
+                &[
+                    "git",
+                    "-c",
+                    "http.lowSpeedLimit=1",
+                    "-c",
+                    "http.lowSpeedTime=10",
+                    "clone",
+                    "-q",
+                    &format!("http://{host}:{p}/repo.git"),
+                    dir,
+                ],
+            )
+        };
+        let o = clone("git.test", "clone");
+        assert!(o.status.success(), "git clone: {}", text(&o));
+        assert_no_refusal(&o, "git clone");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("clone/README")).expect("README"),
+            "gateway net fixture repository\n"
+        );
+        assert!(f.saw("/repo.git/info/refs"), "{}", f.requests());
+        let seq = exec_seq(&env, "clone");
+        let recs: Vec<_> = net_records(&env)
+            .into_iter()
+            .filter(|r| r["net"]["command"].as_u64() == Some(seq))
+            .collect();
+        assert!(
+            !recs.is_empty()
+                && recs.iter().all(|r| r["decision"]["effect"] == "allow"
+                    && r["net"]["host"] == "git.test"),
+            "{recs:#?}"
+        );
+        let o = clone("evil.test", "refused-clone");
+        assert!(!o.status.success(), "{}", text(&o));
+        assert_refused(&o, &format!("evil.test:{p}"), "network.unknown", "git clone");
+        assert!(!env.ws.join("refused-clone/README").exists());
+        assert_log_verifies(&env);
+    }
+}
+
+escape_test! {
+    /// npm installs a package from a tiny registry through the proxy.
+    fn npm_install_through_the_proxy() {
+        if npm_skipped() {
+            return;
+        }
+        let env = Env::new("net-npm");
+        let f = Fixture::start(&env, &["npm"]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("npm.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let npm = |host: &str| -> Output {
+            let args = npm_args(&format!("http://{host}:{p}/"));
+            let mut argv = vec!["npm"];
+            argv.extend(args.iter().map(String::as_str));
+            gw_exec(&env, &pf, &argv)
+        };
+        let o = npm("npm.test");
+        assert!(o.status.success(), "npm install: {}", text(&o));
+        assert_no_refusal(&o, "npm install");
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("node_modules/gwtpkg/index.js"))
+                .expect("index.js"),
+            "module.exports = 'gwtpkg fixture';\n"
+        );
+        assert!(f.saw("/gwtpkg/-/gwtpkg-1.0.0.tgz"), "{}", f.requests());
+        let seq = exec_seq(&env, "npm.test");
+        let recs: Vec<_> = net_records(&env)
+            .into_iter()
+            .filter(|r| r["net"]["command"].as_u64() == Some(seq))
+            .collect();
+        assert!(
+            !recs.is_empty()
+                && recs.iter().all(|r| r["decision"]["effect"] == "allow"
+                    && r["net"]["host"] == "npm.test"),
+            "{recs:#?}"
+        );
+        std::fs::remove_dir_all(env.ws.join("node_modules")).expect("rm node_modules");
+        let o = npm("evil.test");
+        assert!(!o.status.success(), "{}", text(&o));
+        assert_refused(&o, &format!("evil.test:{p}"), "network.unknown", "npm install");
+        assert!(!env.ws.join("node_modules/gwtpkg").exists());
+        assert_log_verifies(&env);
+    }
+}
+
+/// Probes from inside the command: every way around the proxy, and the proxy itself as the
+/// control (it must be reachable, or the probe proves nothing).
+const PROBES: &str = r#"
+import socket, sys
+port = int(sys.argv[1])
+def probe(name, f):
+    try:
+        f()
+        print(name, "OPEN", flush=True)
+    except OSError as e:
+        print(name, "BLOCKED", type(e).__name__, e.errno, flush=True)
+def raw():
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()
+def packet():
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()
+def udp_dns():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01"
+    s.sendto(q, ("8.8.8.8", 53))
+    s.recvfrom(512)
+def tcp_dns():
+    socket.create_connection(("8.8.8.8", 53), timeout=3).close()
+def direct():
+    socket.create_connection(("127.0.0.1", port), timeout=3).close()
+def resolve_public():
+    socket.getaddrinfo("example.com", 443)
+def resolve_unlisted():
+    socket.getaddrinfo("evil.test", port)
+def proxy():
+    socket.create_connection(("127.0.0.1", 3128), timeout=3).close()
+for name, f in [("raw", raw), ("packet", packet), ("udp_dns", udp_dns), ("tcp_dns", tcp_dns),
+                ("direct", direct), ("resolve_public", resolve_public),
+                ("resolve_unlisted", resolve_unlisted), ("proxy", proxy)]:
+    probe(name, f)
+"#;
+
+escape_test! {
+    /// Raw sockets, UDP, direct DNS and a direct connection to the host's loopback server
+    /// fail as under `loopback`: the namespace is private and only the proxy is in it.
+    fn no_way_around_the_proxy() {
+        let env = Env::new("net-around");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let o = gw_exec(&env, &pf, &["python3", "-c", PROBES, &p.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = stdout(&o);
+        let result = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .map(|r| r.split(' ').next().unwrap_or("").to_string())
+                .unwrap_or_else(|| panic!("probe {name} did not report: {}", text(&o)))
+        };
+        assert_eq!(result("proxy"), "OPEN", "the control: {}", text(&o));
+        for name in [
+            "raw",
+            "packet",
+            "udp_dns",
+            "tcp_dns",
+            "direct",
+            "resolve_public",
+            "resolve_unlisted",
+        ] {
+            assert_eq!(result(name), "BLOCKED", "{name}: {}", text(&o));
+        }
+        assert!(f.requests().is_empty(), "{}", f.requests());
+        // The host's loopback server was up all along.
+        let url = format!("http://pkg.test:{p}/still-up");
+        let o = gw_exec(&env, &pf, &["curl", "-f", "-sS", "-m", "10", &url]);
+        assert_eq!(stdout(&o), "hello from the fixture: /still-up\n", "{}", text(&o));
+    }
+}
+
+/// A client that sends an innocent GET and then a POST carrying the token in `token.txt`
+/// through the proxy with one `http.client` connection (a keep-alive connection when the
+/// proxy keeps it open; a new one when it closes it): prints each status.
+const KEEPALIVE: &str = r#"
+import http.client, sys
+port = sys.argv[1]
+token = open("token.txt").read().strip()
+c = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
+c.request("GET", f"http://pkg.test:{port}/keepalive-first")
+r = c.getresponse(); r.read()
+print("first", r.status, flush=True)
+c.request("POST", f"http://pkg.test:{port}/keepalive-second", body=f"token={token}")
+r = c.getresponse(); r.read()
+print("second", r.status, flush=True)
+"#;
+
+escape_test! {
+    /// A plaintext HTTP request carrying a secret — in its body, in a header, or as the
+    /// second request on a kept-alive connection — is refused with `secrets.input` and never
+    /// reaches the server; the secret is in neither the refusal nor the records.
+    fn a_plaintext_secret_is_refused() {
+        let env = Env::new("net-secret");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let token = gh_token(36);
+        env.write("token.txt", &format!("{token}\n"));
+        env.write("form.txt", &format!("user=me&token={token}"));
+        env.write("header.txt", &format!("Authorization: token {token}\n"));
+        env.write("clean.txt", "user=me&token=none");
+        let dest = format!("pkg.test:{p}");
+        let url = |path: &str| format!("http://{dest}/{path}");
+        // The control: the same POST without a secret passes.
+        let o = gw_exec(
+            &env,
+            &pf,
+            &["curl", "-f", "-sS", "-m", "10", "--data-binary", "@clean.txt", &url("clean-post")],
+        );
+        assert_eq!(stdout(&o), "got 18 bytes\n", "{}", text(&o));
+        for (marker, flag, file) in [
+            ("secret-body", "--data-binary", "@form.txt"),
+            ("secret-header", "-H", "@header.txt"),
+        ] {
+            let o = gw_exec(
+                &env,
+                &pf,
+                &["curl", "-f", "-sS", "-m", "10", flag, file, &url(marker)],
+            );
+            assert_eq!(o.status.code(), Some(22), "{marker}: 403: {}", text(&o));
+            assert_refused(&o, &dest, "secrets.input", marker);
+            assert!(!stderr(&o).contains(&token), "{marker}: the token echoed: {}", text(&o));
+            assert!(!f.saw(marker), "{marker} reached the server: {}", f.requests());
+            assert_connections(&env, marker, &[conn("pkg.test", p, "deny", "secrets.input")]);
+        }
+        let o = gw_exec(&env, &pf, &["python3", "-c", KEEPALIVE, &p.to_string()]);
+        assert!(stdout(&o).contains("first 200"), "{}", text(&o));
+        assert!(stdout(&o).contains("second 403"), "{}", text(&o));
+        assert_refused(&o, &dest, "secrets.input", "the second request");
+        assert!(f.saw("/keepalive-first"), "{}", f.requests());
+        assert!(!f.saw("/keepalive-second"), "{}", f.requests());
+        // Nothing the gateway keeps holds the token.
+        let o = env
+            .cmd()
+            .args(["log", "query", "--json", "--limit", "0"])
+            .output()
+            .expect("log query");
+        assert!(!stdout(&o).contains(&token), "the token is in the records");
+        assert_log_verifies(&env);
+    }
+}
+
+escape_test! {
+    /// `unknown = "ask"`: without a daemon, refused with `network.unknown`; through the
+    /// daemon, a pending request (`connect HOST:PORT`) that `gateway approve` answers, after
+    /// which the connection is made; `gateway deny` refuses it.
+    fn unknown_ask_is_approved_through_the_daemon() {
+        let env = Env::new("net-ask");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(&env, "p", &[format!("127.0.0.1:{p}")], &[], "ask");
+        let dest = format!("ask.test:{p}");
+        // No daemon, no one to ask.
+        let url = format!("http://{dest}/no-daemon");
+        let o = gw_exec(&env, &pf, &["curl", "-f", "-sS", "-m", "10", &url]);
+        assert_eq!(o.status.code(), Some(22), "{}", text(&o));
+        assert_refused(&o, &dest, "network.unknown", "ask without a daemon");
+        assert!(!f.saw("/no-daemon"), "{}", f.requests());
+
+        let mut serve = env.cmd();
+        serve.env("GATEWAY_TEST_RESOLVE", RESOLVE);
+        let d = Daemon::start_from(serve, &env, &pf, &[]);
+        let pending_net = || -> serde_json::Value {
+            for _ in 0..500 {
+                if let Some(r) = pending_seen(d.cmd(&env))
+                    .into_iter()
+                    .find(|r| r["tool"] == "net")
+                {
+                    return r;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            panic!("no pending net request appeared");
+        };
+        let ask = |path: &str| {
+            d.cmd(&env)
+                .args(["exec", "--timeout", "60", "--", "curl", "-f", "-sS", "-m", "30"])
+                .arg(format!("http://{dest}/{path}"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        for (path, verb) in [("approved", "approve"), ("denied", "deny")] {
+            let ch = ask(path);
+            let r = pending_net();
+            assert_eq!(r["command"], format!("connect {dest}"), "{r}");
+            let id = r["id"].as_u64().expect("id").to_string();
+            let o = d.cmd(&env).args([verb, &id]).output().expect(verb);
+            assert!(o.status.success(), "{verb}: {}", text(&o));
+            let o = ch.wait_with_output().expect("wait");
+            if verb == "approve" {
+                assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+                assert_eq!(stdout(&o), "hello from the fixture: /approved\n");
+                assert!(f.saw("/approved"), "{}", f.requests());
+            } else {
+                assert_eq!(o.status.code(), Some(22), "{}", text(&o));
+                assert_refused(&o, &dest, "network.unknown", "denied by a person");
+                assert!(!f.saw("/denied"), "{}", f.requests());
+            }
+        }
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        assert_connections(&env, "no-daemon", &[conn("ask.test", p, "deny", "network.unknown")]);
+        assert_connections(&env, "approved", &[conn("ask.test", p, "allow", "network.unknown")]);
+        assert_connections(&env, "denied", &[conn("ask.test", p, "deny", "network.unknown")]);
+        assert_log_verifies(&env);
+    }
+}
