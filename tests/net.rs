@@ -220,7 +220,13 @@ fn assert_connections(env: &Env, marker: &str, want: &[Conn]) {
                 "deny"
             };
             (
-                r["net"]["host"].as_str().unwrap_or("").to_string(),
+                // An IPv6 address, bracketed or not.
+                r["net"]["host"]
+                    .as_str()
+                    .unwrap_or("")
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
                 r["net"]["port"].as_u64().unwrap_or(0) as u16,
                 effect,
                 r["decision"]["rules"][0].as_str().unwrap_or("").to_string(),
@@ -443,7 +449,6 @@ escape_test! {
             &[
                 format!("pkg.test:{p}"),
                 format!("blocked.test:{p}"),
-                format!("meta.test:{p}"),
                 "meta.test".into(),
                 format!("127.0.0.1:{p}"),
             ],
@@ -545,6 +550,18 @@ escape_test! {
         let o = curl("literal-other-port", &["-f"], "http://127.0.0.1:9/literal-other-port");
         assert_ne!(o.status.code(), Some(0), "{}", text(&o));
         assert_refused(&o, "127.0.0.1:9", "network.address", "an unnamed IP literal");
+        let o = curl("literal-v6", &["-f"], "http://[::1]:9/literal-v6");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, "[::1]:9", "network.address", "an IPv6 literal");
+        // An allowed name on a port its rule does not cover; `localhost`, which no rule names.
+        let o = curl("name-other-port", &["-f"], "http://pkg.test:9/name-other-port");
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, "pkg.test:9", "network.unknown", "another port");
+        let localhost = format!("localhost:{p}");
+        let o = curl("localhost-name", &["-f"], &format!("http://{localhost}/localhost-name"));
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(&o, &localhost, "network.unknown", "localhost");
+        assert!(!f.saw("/localhost-name"), "{}", f.requests());
         // The cloud metadata address, as a literal and through an allowed name.
         let o = curl(
             "metadata-literal",
@@ -584,6 +601,9 @@ escape_test! {
                 "literal-other-port",
                 vec![conn("127.0.0.1", 9, "deny", "network.address")],
             ),
+            ("literal-v6", vec![conn("::1", 9, "deny", "network.address")]),
+            ("name-other-port", vec![conn("pkg.test", 9, "deny", "network.unknown")]),
+            ("localhost-name", vec![conn("localhost", p, "deny", "network.unknown")]),
             (
                 "metadata-literal",
                 vec![conn("169.254.169.254", 80, "deny", "network.address")],
@@ -911,19 +931,29 @@ escape_test! {
 }
 
 /// A client that sends an innocent GET and then a POST carrying the token in `token.txt`
-/// through the proxy with one `http.client` connection (a keep-alive connection when the
-/// proxy keeps it open; a new one when it closes it): prints each status.
+/// through the proxy on one `http.client` connection (kept alive when the proxy keeps it open;
+/// a new one when it closed it): prints each status.
 const KEEPALIVE: &str = r#"
 import http.client, sys
 port = sys.argv[1]
 token = open("token.txt").read().strip()
 c = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
-c.request("GET", f"http://pkg.test:{port}/keepalive-first")
-r = c.getresponse(); r.read()
-print("first", r.status, flush=True)
-c.request("POST", f"http://pkg.test:{port}/keepalive-second", body=f"token={token}")
-r = c.getresponse(); r.read()
-print("second", r.status, flush=True)
+def send(method, path, body=None):
+    global c
+    for attempt in (0, 1):
+        try:
+            c.request(method, f"http://pkg.test:{port}/{path}", body=body)
+            r = c.getresponse()
+            r.read()
+            return r.status
+        except (http.client.RemoteDisconnected, ConnectionError):
+            # A connection the proxy closed: once more on a new one, as clients do.
+            if attempt:
+                raise
+            c.close()
+            c = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
+print("first", send("GET", "keepalive-first"), flush=True)
+print("second", send("POST", "keepalive-second", f"token={token}"), flush=True)
 "#;
 
 escape_test! {
