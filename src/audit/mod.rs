@@ -272,6 +272,31 @@ pub struct Record {
     /// On a `policy.reload` record: the hash of the policy it replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_replaced: Option<String>,
+    /// On a `net` record: one connection a command made through the egress proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetInfo>,
+}
+
+/// One connection through the egress proxy (a `net` record, written after its command's).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetInfo {
+    /// The `seq` of the command's own (`exec`) record.
+    pub command: u64,
+    /// `connect`, `http` (a plaintext request forwarded), `socks5`, or `unknown` (the
+    /// request could not be read).
+    pub protocol: String,
+    /// The host as the command named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The address the proxy connected to (the one it checked), if it connected.
+    pub address: Option<String>,
+    /// Bytes from the command to the destination.
+    pub bytes_up: u64,
+    /// Bytes from the destination to the command.
+    pub bytes_down: u64,
+    /// From accept to close, milliseconds.
+    pub duration_ms: f64,
 }
 
 /// The current time, RFC 3339 UTC with microseconds.

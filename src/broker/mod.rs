@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod authz;
 pub mod client;
 pub mod credentials;
+mod egress;
 mod error;
 mod guard;
 pub mod intent;

@@ -17,6 +17,7 @@
 
 pub mod addr;
 pub mod parse;
+pub mod proxy;
 pub mod resolve;
 pub mod rules;
 

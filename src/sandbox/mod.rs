@@ -176,6 +176,22 @@ pub struct Spec {
     /// `cancelled`) as soon as it becomes readable or its write end is closed. `None`: none
     /// (a one-shot front end's signals end its runs: [`catch_interrupts`]).
     pub cancel: Option<OwnedFd>,
+    /// The `proxy` network's plumbing (with namespaces only).
+    pub proxy: Option<ProxyPlumbing>,
+}
+
+/// How the egress proxy reaches into a run's network namespace: the run's helper listens on
+/// `127.0.0.1:port` there and sends the listening socket over `listen_to` (its end of a
+/// socket pair whose other end the broker's proxy reads); lines the proxy writes to the
+/// pipe whose read end is `notes` reach the caller as the command's stderr.
+#[derive(Debug)]
+pub struct ProxyPlumbing {
+    /// The helper's end of the socket pair.
+    pub listen_to: OwnedFd,
+    /// The port.
+    pub port: u16,
+    /// The read end of the notes pipe (non-blocking).
+    pub notes: OwnedFd,
 }
 
 /// The seccomp program the sandbox installs for `network`, as raw `struct sock_filter` records
@@ -646,6 +662,11 @@ fn run_with(
         output_limit: c.limits.output,
         cancel_fd: spec.cancel.as_ref().map_or(-1, AsRawFd::as_raw_fd),
         interrupt_fd: interrupt_fd(),
+        notes: spec
+            .proxy
+            .as_ref()
+            .and_then(|p| p.notes.try_clone().ok())
+            .map(std::fs::File::from),
     };
     let r = relay::relay(child, spec, sink, ns.use_ns, watch)?;
     let duration = start.elapsed();
@@ -1069,6 +1090,7 @@ mod identity_tests {
                 stdin: Stdin::Null,
                 confine,
                 cancel: None,
+                proxy: None,
             }
         };
         let mut out = Out::default();

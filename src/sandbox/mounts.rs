@@ -515,6 +515,7 @@ mod tests {
         sys::NsPlan {
             net: false,
             loopback: false,
+            proxy: None,
             userns: None,
             trees: (0..m.writable).map(|_| std::cell::Cell::new(-1)).collect(),
             read_only_host: m.read_only_host,

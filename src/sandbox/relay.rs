@@ -38,6 +38,9 @@ pub(crate) struct Watch {
     pub cancel_fd: i32,
     /// Readable: a termination signal was caught (-1: none).
     pub interrupt_fd: i32,
+    /// Lines from the broker for the command's stderr (the egress proxy's refusals), relayed
+    /// as stderr; never waited on for its end (-1: none).
+    pub notes: Option<std::fs::File>,
 }
 
 struct Relay<'a> {
@@ -194,8 +197,8 @@ impl Relay<'_> {
     }
 
     /// The fds to poll: stdout, stderr, report, pidfd, the caller's stdin, the command's
-    /// stdin, cancel, interrupt (-1 where not watched).
-    fn poll_fds(&self) -> [sys::PollFd; 8] {
+    /// stdin, cancel, interrupt, notes (-1 where not watched).
+    fn poll_fds(&self) -> [sys::PollFd; 9] {
         let done = self.done();
         let live = !self.r.cancelled && !done;
         let fd_if = |open: bool, fd: i32| if open { fd } else { -1 };
@@ -217,6 +220,13 @@ impl Relay<'_> {
             pfd(fd_if(!self.in_pending.is_empty(), stdin_w_fd), true),
             pfd(fd_if(live, self.watch.cancel_fd), false),
             pfd(fd_if(live, self.watch.interrupt_fd), false),
+            pfd(
+                fd_if(
+                    !done,
+                    self.watch.notes.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+                ),
+                false,
+            ),
         ]
     }
 
@@ -243,6 +253,9 @@ impl Relay<'_> {
         // and this waits.)
         if drained && !self.r.aborted && !self.sink.output_idle() {
             self.abort();
+        }
+        if ready(8) {
+            self.read_notes();
         }
         self.stdin_in(ready(4));
         self.stdin_out(ready(5));
@@ -298,6 +311,22 @@ impl Relay<'_> {
             }
         }
         drained
+    }
+
+    /// Relays the broker's notes as stderr (counted with it, under the same cap).
+    fn read_notes(&mut self) {
+        let mut buf = [0u8; 4096];
+        let Some(mut notes) = self.watch.notes.as_ref() else {
+            return;
+        };
+        let n = match notes.read(&mut buf) {
+            Ok(n) if n > 0 => n,
+            _ => return,
+        };
+        self.r.counts[1] += n as u64;
+        if !self.r.over_limit && !self.r.aborted && !self.sink.output(Stream::Stderr, &buf[..n]) {
+            self.abort();
+        }
     }
 
     /// What goes to the command's stdin: a channel's reply, or the caller's stdin through the
@@ -469,6 +498,7 @@ mod tests {
             stdin: Stdin::Null,
             confine,
             cancel: None,
+            proxy: None,
         };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             super::super::run(&spec, &mut Panics)

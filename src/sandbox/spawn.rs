@@ -131,6 +131,10 @@ pub(crate) fn start(
         ns: layers.ns.map(|net| sys::NsPlan {
             net,
             loopback: layers.loopback,
+            proxy: spec
+                .proxy
+                .as_ref()
+                .map(|p| (p.listen_to.as_raw_fd(), p.port)),
             userns: layers.userns,
             trees: (0..m.writable).map(|_| std::cell::Cell::new(-1)).collect(),
             read_only_host: m.read_only_host,

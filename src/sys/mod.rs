@@ -53,6 +53,7 @@ pub(crate) mod stage {
     pub const MOUNT_PIN: u32 = 37;
     pub const MOUNT_MOVED: u32 = 38;
     pub const MOUNT_DEV: u32 = 39;
+    pub const PROXY: u32 = 40;
 
     /// Human name of a stage, for errors.
     pub fn name(s: u32) -> &'static str {
@@ -90,6 +91,7 @@ pub(crate) mod stage {
                 "binding a path the broker pinned: it was replaced (renamed, re-pointed) between the check and the mount; nothing ran, try again"
             }
             MOUNT_DEV => "building the run's minimal /dev",
+            PROXY => "listening for the egress proxy on the namespace's loopback",
             IDENTITY => {
                 "taking the caller's uid and gid (the daemon needs CAP_SETUID and CAP_SETGID to serve other users)"
             }
@@ -129,6 +131,9 @@ pub(crate) struct NsPlan {
     pub net: bool,
     /// Bring up its loopback interface (`loopback` network; `none` leaves it down).
     pub loopback: bool,
+    /// The `proxy` network: listen on `127.0.0.1:port` in the namespace and send the
+    /// listening socket to the broker over this socket (`SCM_RIGHTS`).
+    pub proxy: Option<(RawFd, u16)>,
     /// The run's own user namespace, and the uid and gid maps the broker writes for it.
     pub userns: Option<UserMaps>,
     /// The run's mount tree, in order (see [`mount::apply`]).
@@ -658,7 +663,78 @@ fn finish_namespaces(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
     if ns.loopback && !loopback_up() {
         return Err(stage::LOOPBACK);
     }
+    if let Some((to, port)) = ns.proxy
+        && !proxy_listen(to, port)
+    {
+        return Err(stage::PROXY);
+    }
     Ok(())
+}
+
+/// Listens on `127.0.0.1:port` (this network namespace's loopback) and sends the listening
+/// socket over `to` to the broker, whose proxy accepts on it; closes both here. The command
+/// inherits neither. Async-signal-safe.
+fn proxy_listen(to: RawFd, port: u16) -> bool {
+    // SAFETY: socket/setsockopt/bind/listen/sendmsg/close on fds this process owns, with
+    // structs zero-initialised on the stack; the control buffer is sized and aligned for one
+    // fd (CMSG_SPACE) and written through the CMSG_* accessors within it.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            s,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_port = port.to_be();
+        sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let ok = libc::bind(
+            s,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ) == 0
+            && libc::listen(s, 128) == 0;
+        if !ok {
+            libc::close(s);
+            return false;
+        }
+        #[repr(C)]
+        union Control {
+            buf: [u8; 64],
+            _align: libc::cmsghdr,
+        }
+        let mut control: Control = std::mem::zeroed();
+        let mut byte = [b'L'];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = (&mut control as *mut Control).cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            libc::close(s);
+            return false;
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), s);
+        let sent = libc::sendmsg(to, &msg, libc::MSG_NOSIGNAL) == 1;
+        libc::close(s);
+        libc::close(to);
+        sent
+    }
 }
 
 #[repr(C, packed)]

@@ -63,6 +63,8 @@ pub fn exec(
         argv: vec![],
         ws: PathBuf::new(),
         report: SecretsReport::default(),
+        egress: None,
+        connections: Vec::new(),
     };
     let call = Call {
         policy: &req.policy.name,
@@ -97,6 +99,10 @@ struct ExecTool<'r, 'a> {
     ws: PathBuf,
     /// Secrets found in the inputs so far.
     report: SecretsReport,
+    /// The `proxy` network's broker side, from the spec until the run.
+    egress: Option<broker::egress::Egress>,
+    /// The connections the run made through its proxy (recorded after its own record).
+    connections: Vec<crate::net::proxy::Connection>,
 }
 
 impl Tool for ExecTool<'_, '_> {
@@ -257,6 +263,12 @@ impl Tool for ExecTool<'_, '_> {
         if let Some(run) = self.trace.run.take() {
             run.finish();
         }
+        broker::egress::record(
+            &self.req.state_dir,
+            &self.req.context,
+            rec,
+            &std::mem::take(&mut self.connections),
+        );
         let stored =
             |d: &Option<audit::StreamDigest>| d.as_ref().is_some_and(|d| d.artifact.is_some());
         if stored(&self.trace.stdout) || stored(&self.trace.stderr) {
@@ -499,7 +511,15 @@ impl ExecTool<'_, '_> {
         if let Some(t) = req.timeout {
             confine.limits.timeout = Some(t);
         }
+        let proxy = match broker::egress::prepare(&confine.network, &mut env)? {
+            Some((egress, plumbing)) => {
+                self.egress = Some(egress);
+                Some(plumbing)
+            }
+            None => None,
+        };
         let spec = Spec {
+            proxy,
             program,
             argv: self.argv.iter().map(OsString::from).collect(),
             env,
@@ -631,7 +651,17 @@ impl ExecTool<'_, '_> {
             c.stdout.set_deadline(deadline);
             c.stderr.set_deadline(deadline);
         }
-        let outcome = sandbox::run(spec, &mut g);
+        let outcome = match self.egress.take() {
+            Some(e) => {
+                let (outcome, connections) =
+                    broker::egress::around(e, (req, &self.ws, &self.trace.cwd), || {
+                        sandbox::run(spec, &mut g)
+                    });
+                self.connections = connections;
+                outcome
+            }
+            None => sandbox::run(spec, &mut g),
+        };
         g.finish();
         self.trace.stdin = g.stdin_tap.take().map(ArtifactWriter::finish);
         let input_before = std::mem::take(&mut self.report.input);

@@ -306,6 +306,7 @@ pub(crate) fn run(
         },
         // The worker ends with its call (a copy: the spec owns its fd).
         cancel: cancel.and_then(|c| c.try_clone_to_owned().ok()),
+        proxy: None,
     };
     let mut server = Server::new(state_dir, lock, history);
     server.ws = workspace;
