@@ -21,7 +21,8 @@ use crate::util::*;
 
 /// The test names and their addresses: every fixture name is loopback, `meta.test` is the
 /// cloud metadata address.
-const RESOLVE: &str = "pkg.test=127.0.0.1,git.test=127.0.0.1,npm.test=127.0.0.1,\
+const RESOLVE: &str = "pkg.test=127.0.0.1,sub.pkg.test=127.0.0.1,git.test=127.0.0.1,\
+                       npm.test=127.0.0.1,\
                        evil.test=127.0.0.1,ask.test=127.0.0.1,blocked.test=127.0.0.1,\
                        meta.test=169.254.169.254";
 
@@ -489,6 +490,7 @@ escape_test! {
             &[
                 format!("pkg.test:{p}"),
                 format!("blocked.test:{p}"),
+                format!("*.pkg.test:{p}"),
                 "meta.test".into(),
                 format!("127.0.0.1:{p}"),
             ],
@@ -551,6 +553,12 @@ escape_test! {
             &pkg("socks-get"),
         );
         assert_eq!(stdout(&o), "hello from the fixture: /socks-get\n", "{}", text(&o));
+        // A name in another case with a trailing dot is the same name; a wildcard rule
+        // covers the names below it.
+        let o = curl("case-and-dot", &["-f"], &format!("http://PKG.Test.:{p}/case-and-dot"));
+        assert_eq!(stdout(&o), "hello from the fixture: /case-and-dot\n", "{}", text(&o));
+        let o = curl("wildcard", &["-f"], &format!("http://sub.pkg.test:{p}/wildcard"));
+        assert_eq!(stdout(&o), "hello from the fixture: /wildcard\n", "{}", text(&o));
         // An IP literal the policy names explicitly (an allowed loopback service).
         let o = curl("literal-named", &["-f"], &format!("http://127.0.0.1:{p}/literal-named"));
         assert_eq!(
@@ -610,6 +618,18 @@ escape_test! {
         );
         assert_ne!(o.status.code(), Some(0), "{}", text(&o));
         assert_refused(&o, "169.254.169.254:80", "network.address", "169.254.169.254");
+        let o = curl(
+            "metadata-mapped",
+            &["-f"],
+            "http://[::ffff:169.254.169.254]/metadata-mapped",
+        );
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            stderr(&o).lines().any(|l| l.starts_with("gateway: network: refused [")
+                && l.ends_with("[rule network.address]")),
+            "169.254.169.254 inside an IPv6 address: {}",
+            text(&o)
+        );
         let o = curl("metadata-name", &["-f"], "http://meta.test/metadata-name");
         assert_ne!(o.status.code(), Some(0), "{}", text(&o));
         assert_refused(&o, "meta.test:80", "network.address", "a name of 169.254.169.254");
@@ -650,6 +670,11 @@ escape_test! {
                 vec![conn("169.254.169.254", 80, "deny", "network.address")],
             ),
             ("metadata-name", vec![conn("meta.test", 80, "deny", "network.address")]),
+            ("case-and-dot", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            (
+                "wildcard",
+                vec![conn("sub.pkg.test", p, "allow", &format!("*.pkg.test:{p}"))],
+            ),
             (
                 "redirected",
                 vec![
@@ -1243,5 +1268,56 @@ escape_test! {
         );
         assert_eq!(o.status.code(), Some(22), "a token deep in the body: 403: {}", text(&o));
         assert_refused(&o, &dest, "secrets.input", "a token deep in the body");
+    }
+}
+
+escape_test! {
+    /// `GATEWAY_TEST_RESOLVE` is read from the broker's own environment only: the command
+    /// cannot be given it (`exec --env` refuses gateway's variables), and a daemon client's
+    /// is not the daemon's. Unmapped, a test name does not resolve (`network.resolve`).
+    fn the_test_resolver_is_the_brokers_own() {
+        let env = Env::new("net-resolve");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        let dest = format!("pkg.test:{p}");
+        let url = format!("http://{dest}/resolve");
+        let exec = |extra: &[&str]| {
+            env.cmd()
+                .env_remove("GATEWAY_TEST_RESOLVE")
+                .args(["exec", "--timeout", "60", "--policy", &pf])
+                .args(extra)
+                .args(["--", "curl", "-f", "-sS", "-m", "10", &url])
+                .output()
+                .expect("run gateway")
+        };
+        // The command cannot be given it (gateway's variables never reach a sandbox)...
+        let o = exec(&["--env", "GATEWAY_TEST_RESOLVE=pkg.test=127.0.0.1"]);
+        assert_eq!(o.status.code(), Some(120), "{}", text(&o));
+        assert!(stderr(&o).contains("GATEWAY_TEST_RESOLVE"), "{}", text(&o));
+        // ...and without it on the broker, the name does not resolve.
+        let o = exec(&[]);
+        assert_eq!(o.status.code(), Some(22), "{}", text(&o));
+        assert_refused(&o, &dest, "network.resolve", "no override");
+        let mut serve = env.cmd();
+        serve.env_remove("GATEWAY_TEST_RESOLVE");
+        let d = Daemon::start_from(serve, &env, &pf, &[]);
+        let o = d
+            .cmd(&env)
+            .env("GATEWAY_TEST_RESOLVE", RESOLVE)
+            .args(["exec", "--timeout", "60", "--", "curl", "-f", "-sS", "-m", "10", &url])
+            .output()
+            .expect("run gateway");
+        assert_eq!(o.status.code(), Some(22), "{}", text(&o));
+        assert_refused(&o, &dest, "network.resolve", "a daemon client's variable");
+        let (st, err) = d.stop();
+        assert!(st.success(), "{st}: {err}");
+        assert!(!f.saw("/resolve"), "{}", f.requests());
     }
 }
