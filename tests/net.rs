@@ -1321,3 +1321,42 @@ escape_test! {
         assert!(!f.saw("/resolve"), "{}", f.requests());
     }
 }
+
+escape_test! {
+    /// Request bodies without a secret go through whole: a 2 MB body with a Content-Length
+    /// (curl sends `Expect: 100-continue` first), and chunked bodies, small and larger than
+    /// the proxy's scanning window (their end is the zero-length chunk: the client does not
+    /// close its side while it waits for the response).
+    fn large_and_chunked_uploads_go_through() {
+        let env = Env::new("net-upload");
+        let f = Fixture::start(&env, &[]);
+        let p = f.port;
+        let pf = proxy_policy(
+            &env,
+            "p",
+            &[format!("pkg.test:{p}"), format!("127.0.0.1:{p}")],
+            &[],
+            "deny",
+        );
+        env.write("big.txt", &"z".repeat(2_000_000));
+        env.write("small.txt", &"s".repeat(100));
+        env.write("mid.txt", &"m".repeat(20_000));
+        let post = |file: &str, path: &str, chunked: bool| -> Output {
+            let url = format!("http://pkg.test:{p}/{path}");
+            let data = format!("@{file}");
+            let mut args = vec!["curl", "-f", "-sS", "-m", "5", "--data-binary", &data];
+            if chunked {
+                args.extend(["-H", "Transfer-Encoding: chunked"]);
+            }
+            args.push(&url);
+            gw_exec(&env, &pf, &args)
+        };
+        let o = post("big.txt", "upload-big", false);
+        assert_eq!(stdout(&o), "got 2000000 bytes\n", "{}", text(&o));
+        let o = post("small.txt", "upload-chunked-small", true);
+        assert_eq!(stdout(&o), "got 100 bytes\n", "{}", text(&o));
+        let o = post("mid.txt", "upload-chunked-mid", true);
+        assert_eq!(stdout(&o), "got 20000 bytes\n", "{}", text(&o));
+        assert_no_refusal(&o, "a chunked upload");
+    }
+}
