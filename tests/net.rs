@@ -521,6 +521,13 @@ escape_test! {
         env.write("body.bin", &"b".repeat(5000));
         let o = curl("plain-post", &["-f", "--data-binary", "@body.bin"], &pkg("plain-post"));
         assert_eq!(stdout(&o), "got 5000 bytes\n", "{}", text(&o));
+        // A download of 5 MB comes down whole.
+        let o = curl("n=5000000", &["-f", "-o", "big.bin"], &pkg("bytes?n=5000000"));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(
+            std::fs::metadata(env.ws.join("big.bin")).map(|m| m.len()).ok(),
+            Some(5_000_000)
+        );
         // CONNECT (curl --proxytunnel) to the same name: the tunnel carries plain HTTP.
         let o = curl("tunnelled", &["-f", "-p"], &pkg("tunnelled"));
         assert_eq!(stdout(&o), "hello from the fixture: /tunnelled\n", "{}", text(&o));
@@ -650,6 +657,7 @@ escape_test! {
         for (marker, want) in [
             ("plain-get", vec![conn("pkg.test", p, "allow", &name_rule)]),
             ("plain-post", vec![conn("pkg.test", p, "allow", &name_rule)]),
+            ("n=5000000", vec![conn("pkg.test", p, "allow", &name_rule)]),
             ("tunnelled", vec![conn("pkg.test", p, "allow", &name_rule)]),
             ("tls-hello", vec![conn("pkg.test", p, "allow", &name_rule)]),
             ("socks-get", vec![conn("pkg.test", p, "allow", &name_rule)]),
@@ -685,9 +693,21 @@ escape_test! {
         ] {
             log.assert_connections(marker, &want);
         }
-        // The bytes: the 5000-byte body went up.
+        // The bytes: the 5000-byte body went up, the 5 MB came down.
         let post = &log.of("plain-post")[0];
         assert!(post["net"]["bytes_up"].as_u64() >= Some(5000), "{post}");
+        let down = &log.of("n=5000000")[0];
+        assert!(down["net"]["bytes_down"].as_u64() >= Some(5_000_000), "{down}");
+        // How each came: forwarded, tunnelled, through SOCKS5.
+        for (marker, protocol) in [
+            ("plain-get", "http"),
+            ("tunnelled", "connect"),
+            ("tls-hello", "connect"),
+            ("socks-get", "socks5"),
+            ("unknown-socks", "socks5"),
+        ] {
+            assert_eq!(log.of(marker)[0]["net"]["protocol"], protocol, "{marker}");
+        }
         // The refusal reason is in the record too.
         let refused = &log.of("unknown-name")[0];
         assert!(
@@ -997,6 +1017,15 @@ escape_test! {
             assert_eq!(result(name), "BLOCKED", "{name}: {}", text(&o));
         }
         assert!(f.requests().is_empty(), "{}", f.requests());
+        // The probe's connection to the proxy, which sent nothing, is recorded too.
+        let log = Log::read(&env);
+        assert!(
+            log.of("raw")
+                .iter()
+                .any(|r| r["decision"]["effect"] == "deny" && r["net"]["bytes_up"] == 0),
+            "{:#?}",
+            log.net
+        );
         // The host's loopback server was up all along.
         let url = format!("http://pkg.test:{p}/still-up");
         let o = gw_exec(&env, &pf, &["curl", "-f", "-sS", "-m", "10", &url]);
