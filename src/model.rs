@@ -661,12 +661,14 @@ impl fmt::Display for Network {
                 };
                 write!(
                     f,
-                    "through the proxy: allow {}; deny {}; others {}",
+                    "through gateway's proxy (HTTP, CONNECT, SOCKS5 at 127.0.0.1:{} in the run's own namespace): allow {}; deny {}; any other host {}; IP addresses and loopback, private, link-local and metadata addresses only where a rule names them",
+                    crate::net::proxy::PORT,
                     list(&p.allow),
                     list(&p.deny),
                     match p.unknown {
                         Unknown::Deny => "denied",
-                        Unknown::Ask => "asked",
+                        Unknown::Ask =>
+                            "asks a person (through the daemon; denied where no one can be asked)",
                     }
                 )
             }

@@ -161,6 +161,11 @@ pub(in crate::broker) fn around<T>(
     (out, handle.map(|h| h.connections()).unwrap_or_default())
 }
 
+/// A run's connections recorded one by one; those past it are summed up in one more `net`
+/// record (a command that opens connections in a loop cannot flood the log, nor hold its
+/// caller while thousands of records are written).
+pub(in crate::broker) const MAX_NET_RECORDS: usize = 500;
+
 /// The `net` records of a run's connections, after its own record (`seq`).
 pub(in crate::broker) fn record(
     state_dir: &std::path::Path,
@@ -174,7 +179,28 @@ pub(in crate::broker) fn record(
     let Ok(mut log) = crate::broker::open_log(state_dir, context.server()) else {
         return;
     };
-    for c in connections {
+    let (each, rest) = connections.split_at(connections.len().min(MAX_NET_RECORDS));
+    let summary = (!rest.is_empty()).then(|| {
+        let allowed = rest.iter().filter(|c| c.allowed).count();
+        Connection {
+            protocol: "summary",
+            host: String::new(),
+            port: 0,
+            address: None,
+            allowed: false,
+            rule: "network.records".into(),
+            reason: Some(format!(
+                "{} more connections than the {MAX_NET_RECORDS} recorded one by one: {allowed} allowed, {} refused",
+                rest.len(),
+                rest.len() - allowed
+            )),
+            approved: None,
+            bytes_up: rest.iter().map(|c| c.bytes_up).sum(),
+            bytes_down: rest.iter().map(|c| c.bytes_down).sum(),
+            duration: rest.iter().map(|c| c.duration).max().unwrap_or_default(),
+        }
+    });
+    for c in each.iter().chain(summary.as_ref()) {
         let mut rec = audit::Record {
             session: base.session.clone(),
             caller: base.caller.clone(),

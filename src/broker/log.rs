@@ -141,6 +141,9 @@ pub struct Shown {
     pub record: Record,
     /// Its streams with a size above zero: stdin, stdout, stderr, in that order.
     pub artifacts: Vec<Artifact>,
+    /// An exec's connections through the egress proxy: its `net` records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<Record>,
 }
 
 /// A stream's name, one of three (a `&'static str` that serde does not take for a borrow of
@@ -282,9 +285,27 @@ pub fn show(state_dir: &Path, seq: u64) -> Result<Option<Shown>, BrokerError> {
             cut_bytes: None,
         });
     }
+    // Its connections were recorded after it, naming its seq.
+    let connections = if r.tool == "exec" {
+        audit::query::query(
+            state_dir,
+            &audit::query::Filter {
+                tool: Some("net".into()),
+                since: Some(r.time.clone()),
+                ..Default::default()
+            },
+        )?
+        .records
+        .into_iter()
+        .filter(|c| c.net.as_ref().is_some_and(|n| n.command == seq))
+        .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Some(Shown {
         record: r,
         artifacts: arts,
+        connections,
     }))
 }
 

@@ -364,4 +364,27 @@ fn print_shown(cli: &Call, shown: &log::Shown) {
             }
         }
     }
+    if !shown.connections.is_empty() {
+        let _ = writeln!(
+            out,
+            "--- connections: {} (`gateway log show SEQ` for one) ---",
+            shown.connections.len()
+        );
+        for c in &shown.connections {
+            let Some(n) = &c.net else { continue };
+            let _ = writeln!(
+                out,
+                "{:>6}  {:<5}  {:<7}  {}  {}  up {} B  down {} B  {:.0} ms  [{}]",
+                c.seq,
+                c.decision.effect,
+                n.protocol,
+                crate::shown::visible(&format!("{}:{}", n.host, n.port)),
+                n.address.as_deref().unwrap_or("-"),
+                n.bytes_up,
+                n.bytes_down,
+                n.duration_ms,
+                crate::shown::visible(&c.decision.rules.join(", "))
+            );
+        }
+    }
 }

@@ -528,7 +528,7 @@ impl Conn<'_> {
     /// Connects out to the checked address; on failure answers the client and returns false.
     fn connect(&mut self, addr: IpAddr, failure: Refusal) -> bool {
         let sa = SocketAddr::new(addr, self.rec.port);
-        match TcpStream::connect_timeout(&sa, self.cfg.connect_timeout) {
+        match connect_until(sa, self.cfg.connect_timeout, self.stop) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
                 if let (Ok(mut live), Ok(c)) = (self.shared.live.lock(), s.try_clone()) {
@@ -579,20 +579,23 @@ impl Conn<'_> {
     /// Forwards one plaintext request: scanned, rewritten, its body bounded; then the
     /// response, its head saying `Connection: close`.
     fn forward(&mut self, req: &parse::HttpRequest, path: &str, buf: Vec<u8>, addr: IpAddr) {
-        let Some((head, body_len)) = rewrite_request(&buf[..req.head_len], req, path) else {
-            self.rec.reason = Some("the request head could not be rewritten".into());
-            self.refuse(Refusal::Http(400), "the request head could not be read");
-            return;
+        let (head, body) = match rewrite_request(&buf[..req.head_len], req, path) {
+            Ok(r) => r,
+            Err(why) => {
+                // Refused before any byte left: what a server could read otherwise.
+                self.rec.allowed = false;
+                self.rec.rule = "network.request".into();
+                self.rec.reason = Some(why.into());
+                self.refuse(Refusal::Http(400), why);
+                return;
+            }
         };
-        let early = &buf[req.head_len..];
-        let first_body = match body_len {
-            Some(n) => &early[..early.len().min(usize::try_from(n).unwrap_or(usize::MAX))],
-            None => early,
-        };
+        // The head, and its target percent-decoded (`?t=%67hp_...`), before anything leaves.
+        let target = percent_encoding::percent_decode_str(path).collect::<Vec<u8>>();
         if let Some(rule) = self
             .hooks
             .secret(&buf[..req.head_len])
-            .or_else(|| self.hooks.secret(first_body))
+            .or_else(|| self.hooks.secret(&target))
         {
             self.secret_refused(&rule);
             return;
@@ -603,18 +606,29 @@ impl Conn<'_> {
         let Some(up) = self.upstream.take() else {
             return;
         };
-        if (&up).write_all(&head).is_err() || (&up).write_all(first_body).is_err() {
+        if (&up).write_all(&head).is_err() {
             return;
         }
-        self.rec.bytes_up += (head.len() + first_body.len()) as u64;
-        let left = body_len.map(|n| n.saturating_sub(first_body.len() as u64));
+        self.rec.bytes_up += head.len() as u64;
         let _ = self.client.set_read_timeout(None);
+        // The bytes that came with the head are the body's first: scanned with what follows
+        // before any of them leaves.
+        let early = buf[req.head_len..].to_vec();
         let client = &self.client;
         let hooks = self.hooks;
         let (sent, down) = std::thread::scope(|s| {
             let up_ref = &up;
-            let t = s.spawn(move || send_body(client, up_ref, left, hooks));
+            let t = s.spawn(move || {
+                let sent = send_body(client, up_ref, body, early, hooks);
+                if matches!(sent, BodySent::Secret(..)) {
+                    // Nothing more goes up, and the response (if any) is cut off.
+                    let _ = up_ref.shutdown(Shutdown::Both);
+                }
+                sent
+            });
             let down = respond(up_ref, client);
+            // The response is over: a body still being read is not waited for.
+            let _ = client.shutdown(Shutdown::Read);
             (t.join().unwrap_or(BodySent::Sent(0)), down)
         });
         self.rec.bytes_down += down;
@@ -622,9 +636,24 @@ impl Conn<'_> {
             BodySent::Sent(n) => self.rec.bytes_up += n,
             BodySent::Secret(n, rule) => {
                 self.rec.bytes_up += n;
-                self.secret_refused(&rule);
+                if down == 0 {
+                    self.secret_refused(&rule);
+                } else {
+                    // A response had begun: the refusal is said on stderr and recorded.
+                    self.rec.allowed = false;
+                    self.rec.rule = "secrets.input".into();
+                    let reason = format!(
+                        "the plaintext request body carries a secret ({rule}); the connection was cut"
+                    );
+                    self.hooks.note(&format!(
+                        "gateway: network: refused {}:{}: {reason} [rule secrets.input]",
+                        self.rec.host, self.rec.port
+                    ));
+                    self.rec.reason = Some(reason);
+                }
             }
         }
+        let _ = self.client.shutdown(Shutdown::Both);
     }
 
     fn secret_refused(&mut self, rule: &str) {
@@ -636,6 +665,64 @@ impl Conn<'_> {
         self.refuse(Refusal::Http(403), &reason);
         self.rec.reason = Some(reason);
     }
+}
+
+/// Connects to `sa` within `timeout`, giving up as soon as `stop` is readable (the run
+/// ended: no connect outlives it).
+fn connect_until(sa: SocketAddr, timeout: Duration, stop: &OwnedFd) -> std::io::Result<TcpStream> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let family = if sa.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let s = rustix::net::socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    match rustix::net::connect(&s, &sa) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::INPROGRESS) => {
+            let deadline = Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {} s", timeout.as_secs()),
+                    ));
+                }
+                let ts = rustix::event::Timespec {
+                    tv_sec: left.as_secs() as i64,
+                    tv_nsec: i64::from(left.subsec_nanos()),
+                };
+                let mut fds = [
+                    PollFd::new(&s, PollFlags::OUT),
+                    PollFd::new(stop, PollFlags::IN),
+                ];
+                match rustix::event::poll(&mut fds, Some(&ts)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                if !fds[1].revents().is_empty() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        "the run ended",
+                    ));
+                }
+                if !fds[0].revents().is_empty() {
+                    break;
+                }
+            }
+            rustix::net::sockopt::socket_error(&s)??;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let flags = rustix::fs::fcntl_getfl(&s)?;
+    rustix::fs::fcntl_setfl(&s, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(TcpStream::from(s))
 }
 
 /// Reads more of a request head; `None` at end of file, an error or when it is too long.
@@ -693,23 +780,35 @@ fn copy(mut from: &TcpStream, mut to: &TcpStream) -> u64 {
     n
 }
 
-/// The request head to send upstream, and the body's length (`None`: to the end, a
-/// chunked body).
+/// How a request's body is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    /// `Content-Length` bytes (0 without one).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`: decoded, scanned and sent re-chunked.
+    Chunked,
+}
+
+/// The request head to send upstream, and how its body is framed. Refused: a length
+/// that is not one, two lengths, a length with a transfer coding, a coding other than
+/// `chunked` (what a server and the proxy could read differently, smuggling a second
+/// request past the decision).
 fn rewrite_request(
     head: &[u8],
     req: &parse::HttpRequest,
     path: &str,
-) -> Option<(Vec<u8>, Option<u64>)> {
+) -> Result<(Vec<u8>, Body), &'static str> {
     let mut headers = [httparse::EMPTY_HEADER; parse::MAX_HEADERS];
     let mut r = httparse::Request::new(&mut headers);
-    r.parse(head).ok()?;
+    r.parse(head)
+        .map_err(|_| "the request head could not be read")?;
     let mut out = format!("{} {path} HTTP/1.{}\r\n", req.method, req.version).into_bytes();
     let host = match req.destination.port {
         80 => req.destination.host.to_string(),
         p => format!("{}:{p}", req.destination.host),
     };
     out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
-    let mut len = Some(0u64);
+    let mut len: Option<u64> = None;
     let mut chunked = false;
     for h in r.headers.iter() {
         let name = h.name.to_ascii_lowercase();
@@ -719,11 +818,29 @@ fn rewrite_request(
             | "keep-alive"
             | "proxy-connection"
             | "proxy-authorization"
-            | "proxy-authenticate" => continue,
+            | "proxy-authenticate"
+            | "te"
+            | "upgrade" => continue,
             "content-length" => {
-                len = Some(std::str::from_utf8(h.value).ok()?.trim().parse().ok()?);
+                let n = std::str::from_utf8(h.value)
+                    .ok()
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("the request's Content-Length is not a number")?;
+                if len.is_some() {
+                    return Err("the request has more than one Content-Length");
+                }
+                len = Some(n);
+                continue;
             }
-            "transfer-encoding" => chunked = true,
+            "transfer-encoding" => {
+                if chunked || !h.value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                    return Err("the request's Transfer-Encoding is not `chunked` alone");
+                }
+                chunked = true;
+                continue;
+            }
             _ => {}
         }
         out.extend_from_slice(h.name.as_bytes());
@@ -731,8 +848,24 @@ fn rewrite_request(
         out.extend_from_slice(h.value);
         out.extend_from_slice(b"\r\n");
     }
+    let body = match (chunked, len) {
+        (true, Some(_)) => {
+            return Err("the request has both Content-Length and Transfer-Encoding");
+        }
+        (true, None) => {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+            Body::Chunked
+        }
+        (false, n) => {
+            let n = n.unwrap_or(0);
+            if n > 0 {
+                out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
+            }
+            Body::Length(n)
+        }
+    };
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    Some((out, if chunked { None } else { len }))
+    Ok((out, body))
 }
 
 /// How much of a body went upstream, and whether a secret stopped it.
@@ -745,50 +878,156 @@ enum BodySent {
 /// whole before any of it leaves.
 const SCAN_OVERLAP: usize = 8 * 1024;
 
-/// Sends the rest of a request body (`left` bytes, or to the end), scanning it in windows:
-/// a window is forwarded only once scanned with what follows it.
+/// Sends a request body (`early`, what came with the head, then the rest from the client)
+/// upstream, scanning it in windows: a byte is forwarded only once it has been scanned with
+/// the [`SCAN_OVERLAP`] bytes after it (or the body has ended). A chunked body is decoded,
+/// scanned as its payload, and sent re-chunked; nothing after its last chunk is sent.
 fn send_body(
     mut client: &TcpStream,
     mut up: &TcpStream,
-    mut left: Option<u64>,
+    body: Body,
+    early: Vec<u8>,
     hooks: &dyn Hooks,
 ) -> BodySent {
     let mut sent = 0u64;
     let mut held: Vec<u8> = Vec::new();
+    let mut decoder = Chunks::default();
+    let mut left = match body {
+        Body::Length(n) => n,
+        Body::Chunked => u64::MAX,
+    };
+    let mut input = early;
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        let want = left.map_or(chunk.len(), |l| {
-            chunk.len().min(usize::try_from(l).unwrap_or(usize::MAX))
-        });
-        let n = if want == 0 {
-            0
-        } else {
-            client.read(&mut chunk[..want]).unwrap_or(0)
+        let ended = match body {
+            Body::Length(_) => {
+                let take = input.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                held.extend_from_slice(&input[..take]);
+                left -= take as u64;
+                left == 0
+            }
+            Body::Chunked => match decoder.feed(&input, &mut held) {
+                Ok(done) => done,
+                // Not chunked as it says: nothing more goes up.
+                Err(()) => return BodySent::Sent(sent),
+            },
         };
-        if let Some(l) = left.as_mut() {
-            *l -= n as u64;
-        }
-        held.extend_from_slice(&chunk[..n]);
         if let Some(rule) = hooks.secret(&held) {
-            let _ = up.shutdown(Shutdown::Both);
-            let _ = client.shutdown(Shutdown::Read);
             return BodySent::Secret(sent, rule);
         }
-        let end = n == 0;
-        let keep = if end { 0 } else { held.len().min(SCAN_OVERLAP) };
+        let keep = if ended {
+            0
+        } else {
+            held.len().min(SCAN_OVERLAP)
+        };
         let out = held.len() - keep;
         if out > 0 {
-            if up.write_all(&held[..out]).is_err() {
+            let size = format!("{out:x}\r\n");
+            let framed = match body {
+                Body::Length(_) => up.write_all(&held[..out]).map(|()| 0),
+                Body::Chunked => up
+                    .write_all(size.as_bytes())
+                    .and_then(|()| up.write_all(&held[..out]))
+                    .and_then(|()| up.write_all(b"\r\n"))
+                    .map(|()| size.len() + 2),
+            };
+            let Ok(framing) = framed else {
                 return BodySent::Sent(sent);
-            }
-            sent += out as u64;
+            };
+            sent += (out + framing) as u64;
             held.drain(..out);
         }
-        if end {
-            break;
+        if ended {
+            if body == Body::Chunked && up.write_all(b"0\r\n\r\n").is_ok() {
+                sent += 5;
+            }
+            return BodySent::Sent(sent);
         }
+        let n = client.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            // The client stopped before its body's end: what is held was scanned whole.
+            if !held.is_empty() && body != Body::Chunked && up.write_all(&held).is_ok() {
+                sent += held.len() as u64;
+            }
+            return BodySent::Sent(sent);
+        }
+        input = chunk[..n].to_vec();
     }
-    BodySent::Sent(sent)
+}
+
+/// A chunked body's decoder: what it has read of the framing so far.
+#[derive(Default)]
+struct Chunks {
+    state: ChunkState,
+    /// The size line being read.
+    line: Vec<u8>,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    /// Reading a size line.
+    #[default]
+    Size,
+    /// Reading this many bytes of payload.
+    Data(u64),
+    /// Reading the CRLF after a chunk's payload.
+    DataEnd,
+    /// Reading trailer lines after the last chunk, until an empty one.
+    Trailer,
+}
+
+impl Chunks {
+    /// Feeds framed bytes; appends payload to `out`. `Ok(true)` once the body has ended
+    /// (anything after it is dropped); `Err` when it is not chunked framing.
+    fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<bool, ()> {
+        while !input.is_empty() {
+            match self.state {
+                ChunkState::Data(n) => {
+                    let take = input.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+                    out.extend_from_slice(&input[..take]);
+                    input = &input[take..];
+                    self.state = match n - take as u64 {
+                        0 => ChunkState::DataEnd,
+                        left => ChunkState::Data(left),
+                    };
+                }
+                ChunkState::Size | ChunkState::DataEnd | ChunkState::Trailer => {
+                    let Some(i) = memchr::memchr(b'\n', input) else {
+                        self.line.extend_from_slice(input);
+                        if self.line.len() > 4096 {
+                            return Err(());
+                        }
+                        return Ok(false);
+                    };
+                    self.line.extend_from_slice(&input[..i]);
+                    input = &input[i + 1..];
+                    let line = std::mem::take(&mut self.line);
+                    let line = line.strip_suffix(b"\r").unwrap_or(&line);
+                    if line.len() > 4096 {
+                        return Err(());
+                    }
+                    self.state = match self.state {
+                        ChunkState::DataEnd if line.is_empty() => ChunkState::Size,
+                        ChunkState::DataEnd => return Err(()),
+                        ChunkState::Trailer if line.is_empty() => return Ok(true),
+                        ChunkState::Trailer => ChunkState::Trailer,
+                        _ => {
+                            let hex = line.split(|&b| b == b';').next().unwrap_or_default();
+                            let hex = std::str::from_utf8(hex).map_err(|_| ())?.trim();
+                            if hex.is_empty() || hex.len() > 15 {
+                                return Err(());
+                            }
+                            match u64::from_str_radix(hex, 16).map_err(|_| ())? {
+                                0 => ChunkState::Trailer,
+                                n => ChunkState::Data(n),
+                            }
+                        }
+                    };
+                }
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// Relays the response: its head with `Connection: close` (interim `1xx` heads as they
@@ -811,6 +1050,11 @@ fn respond(mut up: &TcpStream, mut client: &TcpStream) -> u64 {
             }
         };
         let Some(end) = head_end else {
+            if buf.is_empty() && total == 0 {
+                // Nothing came back (the upstream closed, or the body was refused): the
+                // client's side stays open for the proxy's own answer.
+                return 0;
+            }
             // Not a head we can read: relayed as it is.
             break;
         };
@@ -836,7 +1080,6 @@ fn respond(mut up: &TcpStream, mut client: &TcpStream) -> u64 {
     if client.write_all(&buf).is_ok() {
         total += buf.len() as u64 + pump(up, client);
     }
-    let _ = client.shutdown(Shutdown::Both);
     total
 }
 
@@ -881,4 +1124,168 @@ fn rewrite_response(head: &[u8]) -> Option<Response> {
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
     Some(Response::Final(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Hooks that keep the notes and find `SECRET-TOKEN` as a secret.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<String>>);
+
+    impl Hooks for Kept {
+        fn ask(&self, _: &Destination, _: std::os::fd::BorrowedFd<'_>) -> Option<bool> {
+            None
+        }
+        fn note(&self, line: &str) {
+            self.0.lock().unwrap().push(line.into());
+        }
+        fn secret(&self, bytes: &[u8]) -> Option<String> {
+            memchr::memmem::find(bytes, b"SECRET-TOKEN").map(|_| "test-rule".into())
+        }
+    }
+
+    /// An origin that answers each connection with what it read (its first request), then
+    /// closes; what it read goes to the channel.
+    fn origin() -> (u16, std::sync::mpsc::Receiver<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let mut got = Vec::new();
+                let mut b = [0u8; 65536];
+                while let Ok(n) = s.read(&mut b) {
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&b[..n]);
+                }
+                let body = format!("read {}", got.len());
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tx.send(got);
+            }
+        });
+        (port, rx)
+    }
+
+    /// Runs `client` against a proxy allowing `127.0.0.1:port`; returns what it returned
+    /// and the connections.
+    fn through<T>(port: u16, client: impl FnOnce(u16) -> T) -> (T, Vec<Connection>, Vec<String>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy_port = l.local_addr().unwrap().port();
+        let cfg = Config::new(
+            Rules::parse(&[format!("127.0.0.1:{port}")], &[] as &[&str]).unwrap(),
+            false,
+        );
+        let hooks = Kept::default();
+        let (out, conns) = std::thread::scope(|s| {
+            let mut h = start(s, Listen::Ready(l.into()), &cfg, &hooks).unwrap();
+            let out = client(proxy_port);
+            std::thread::sleep(Duration::from_millis(100));
+            h.stop();
+            (out, h)
+        });
+        let conns = conns.connections();
+        (out, conns, hooks.0.into_inner().unwrap())
+    }
+
+    fn exchange(proxy: u16, parts: &[&[u8]]) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", proxy)).unwrap();
+        for p in parts {
+            s.write_all(p).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = s.shutdown(Shutdown::Write);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_secret_split_across_writes_never_reaches_the_origin() {
+        let (port, rx) = origin();
+        let head = format!(
+            "POST http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 20\r\n\r\n"
+        );
+        let (answer, conns, notes) = through(port, |p| {
+            // What comes with the head is the body's first part: the attacker's case.
+            exchange(p, &[format!("{head}abcdSECRET-").as_bytes(), b"TOKENxyz"])
+        });
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert!(notes[0].contains("[rule secrets.input]"), "{notes:?}");
+        assert_eq!(conns[0].rule, "secrets.input");
+        assert!(!conns[0].allowed);
+        // The origin got the head at most, never a byte of the secret.
+        let got = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&got).contains("SECRET"), "{got:?}");
+    }
+
+    #[test]
+    fn a_chunked_body_ends_and_nothing_after_it_is_forwarded() {
+        let (port, rx) = origin();
+        let head = format!(
+            "POST http://127.0.0.1:{port}/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: other\r\n\r\n"
+        );
+        let (answer, conns, _) = through(port, |p| exchange(p, &[head.as_bytes()]));
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("Connection: close"), "{answer}");
+        let got = String::from_utf8(rx.recv_timeout(Duration::from_secs(2)).unwrap()).unwrap();
+        assert!(
+            got.ends_with("\r\n\r\nb\r\nhello world\r\n0\r\n\r\n"),
+            "{got:?}"
+        );
+        assert!(
+            !got.contains("smuggled") && got.contains("Connection: close"),
+            "{got:?}"
+        );
+        assert!(conns[0].allowed && conns[0].protocol == "http");
+        assert_eq!(conns[0].bytes_up, got.len() as u64);
+    }
+
+    #[test]
+    fn ambiguous_lengths_and_unlisted_destinations_are_refused() {
+        let (port, _rx) = origin();
+        let two = format!(
+            "POST http://127.0.0.1:{port}/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 60\r\n\r\nhello"
+        );
+        let (answer, conns, _) = through(port, |p| exchange(p, &[two.as_bytes()]));
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(!conns[0].allowed);
+        // Another port of the same address: no rule names it.
+        let other = format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n", port ^ 1);
+        let (answer, conns, notes) = through(port, |p| exchange(p, &[other.as_bytes()]));
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert_eq!(conns[0].rule, "network.address");
+        assert!(
+            notes[0].starts_with("gateway: network: refused 127.0.0.1:"),
+            "{notes:?}"
+        );
+        // SOCKS5 to the allowed address tunnels; the tunnel's bytes are counted.
+        let mut req = vec![5u8, 1, 0, 5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&port.to_be_bytes());
+        let (answer, conns, _) = through(port, |p| {
+            let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+            s.write_all(&req).unwrap();
+            let mut r = [0u8; 12];
+            s.read_exact(&mut r).unwrap();
+            s.write_all(b"ping").unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            (r, out)
+        });
+        assert_eq!(&answer.0[..4], &[5, 0, 5, 0][..]);
+        assert!(String::from_utf8_lossy(&answer.1).ends_with("read 4"));
+        assert_eq!((conns[0].protocol, conns[0].bytes_up), ("socks5", 4));
+    }
 }

@@ -89,6 +89,20 @@ mod tests {
                 artifact("stdout", Stored::Omitted(true)),
                 artifact("stderr", Stored::Unavailable("removed".into())),
             ],
+            connections: vec![crate::audit::Record {
+                tool: "net".into(),
+                net: Some(crate::audit::NetInfo {
+                    command: 1,
+                    protocol: "connect".into(),
+                    host: "example.com".into(),
+                    port: 443,
+                    address: Some("93.184.216.34".into()),
+                    bytes_up: 5,
+                    bytes_down: 7,
+                    duration_ms: 1.5,
+                }),
+                ..Default::default()
+            }],
         };
         for o in [
             LogOutcome::Show {
