@@ -976,7 +976,8 @@ impl Daemon {
         Daemon::start_from(c, env, policy, &[])
     }
 
-    fn start_from(mut cmd: Command, env: &Env, policy: &str, extra: &[&str]) -> Daemon {
+    /// A daemon started by `cmd` (`env.cmd()` with what a test adds: its environment).
+    pub fn start_from(mut cmd: Command, env: &Env, policy: &str, extra: &[&str]) -> Daemon {
         let socket = env.root.join("gw.sock");
         let child = cmd
             .args(["serve", "--policy", policy, "--socket"])
