@@ -791,12 +791,15 @@ fn header_safe(s: &str) -> String {
 
 /// Moves bytes from `from` to `to` until `from` ends (then shuts `to` for writing), with
 /// `splice` through a pipe; returns how many.
+///
+/// No `SPLICE_F_MORE`: it corks what reaches `to` until more follows, and a request whose
+/// sender then waits for the answer sat corked for the kernel's 200 ms timer.
 fn pump(from: &TcpStream, to: &TcpStream) -> u64 {
     let mut total = 0u64;
     let Ok((pr, pw)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else {
         return copy(from, to);
     };
-    let flags = rustix::pipe::SpliceFlags::MOVE | rustix::pipe::SpliceFlags::MORE;
+    let flags = rustix::pipe::SpliceFlags::MOVE;
     'outer: loop {
         let n = match rustix::pipe::splice(from, None, &pw, None, 1 << 20, flags) {
             Ok(0) | Err(_) => break,
