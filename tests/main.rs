@@ -50,6 +50,7 @@ mod json;
 mod life;
 mod mcp;
 mod mcp_calls;
+mod net;
 mod next_run;
 mod policy;
 mod repl;

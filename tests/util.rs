@@ -977,6 +977,7 @@ impl Daemon {
         Daemon::start_from(c, env, policy, &[])
     }
 
+    /// A daemon started by `cmd` (`env.cmd()` with what a test adds: its environment).
     pub fn start_from(mut cmd: Command, env: &Env, policy: &str, extra: &[&str]) -> Daemon {
         let socket = env.root.join("gw.sock");
         let child = cmd

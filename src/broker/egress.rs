@@ -73,6 +73,9 @@ struct ExecHooks<'a, 'r> {
     notes: Mutex<std::io::PipeWriter>,
     workspace: &'a std::path::Path,
     cwd: &'a std::path::Path,
+    /// The run's intent's side file: each ended connection's record, for the recovery of a
+    /// broker that dies before writing them (`intent::recover`), and how many it holds.
+    kept: Mutex<(Option<std::fs::File>, usize)>,
 }
 
 impl Hooks for ExecHooks<'_, '_> {
@@ -92,8 +95,10 @@ impl Hooks for ExecHooks<'_, '_> {
                 )],
                 risk: "medium",
                 question: format!("the command wants to connect to {dest}. Allow it?"),
+                // A standing approval (`--always-for-session`) of a host holds for the
+                // session's runs in this workspace, from whichever directory.
                 workspace: self.workspace,
-                cwd: self.cwd,
+                cwd: self.workspace,
                 env_digest: String::new(),
             },
             std::time::Duration::from_secs(req.policy.approval.timeout),
@@ -118,6 +123,34 @@ impl Hooks for ExecHooks<'_, '_> {
         }
     }
 
+    fn ended(&self, c: &Connection) {
+        let Ok(mut kept) = self.kept.lock() else {
+            return;
+        };
+        let (file, n) = &mut *kept;
+        if *n >= MAX_NET_RECORDS {
+            return;
+        }
+        let Some(f) = file.as_mut() else {
+            return;
+        };
+        let base = audit::Record {
+            session: self.req.session.clone(),
+            caller: self.req.caller.clone(),
+            cwd: self.cwd.display().to_string(),
+            policy: self.req.policy.name.clone(),
+            ..audit::Record::default()
+        };
+        if let Ok(mut line) = serde_json::to_vec(&net_record(&base, c)) {
+            line.push(b'\n');
+            // One write per line (O_APPEND): a broker that dies mid-way leaves whole lines
+            // before it.
+            if f.write_all(&line).is_ok() {
+                *n += 1;
+            }
+        }
+    }
+
     fn secret(&self, bytes: &[u8]) -> Option<String> {
         let found = crate::secrets::scanner()
             .scan(bytes, crate::secrets::TextKind::Stream, false)
@@ -134,19 +167,29 @@ impl Hooks for ExecHooks<'_, '_> {
 /// proxy's connections.
 pub(in crate::broker) fn around<T>(
     egress: Egress,
-    (req, workspace, cwd): (
+    (req, workspace, cwd, kept): (
         &crate::broker::ExecRequest<'_>,
         &std::path::Path,
         &std::path::Path,
+        Option<&std::path::Path>,
     ),
     run: impl FnOnce() -> T,
 ) -> (T, Vec<Connection>) {
     let Egress { sock, notes, cfg } = egress;
+    let file = kept.and_then(|p| {
+        // not-ws: the run's intent's side file, in the broker's own state directory
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(p)
+            .ok()
+    });
     let hooks = ExecHooks {
         req,
         notes,
         workspace,
         cwd,
+        kept: Mutex::new((file, 0)),
     };
     let (out, handle) = std::thread::scope(|s| {
         // Without its threads (no pipe could be made) the proxy does not listen: the
@@ -201,35 +244,65 @@ pub(in crate::broker) fn record(
         }
     });
     for c in each.iter().chain(summary.as_ref()) {
-        let mut rec = audit::Record {
-            session: base.session.clone(),
-            caller: base.caller.clone(),
-            tool: "net".into(),
-            args: vec![format!("{}:{}", c.host, c.port)],
-            cwd: base.cwd.clone(),
-            policy: base.policy.clone(),
-            decision: audit::RecordDecision {
-                effect: if c.allowed { "allow" } else { "deny" }.into(),
-                rules: vec![c.rule.clone()],
-                reasons: c.reason.iter().cloned().collect(),
-            },
-            approved: c.approved,
-            duration_ms: Some((c.duration.as_secs_f64() * 1e6).round() / 1e3),
-            error: c.reason.clone().filter(|_| c.allowed),
-            net: Some(audit::NetInfo {
-                command: base.seq,
-                protocol: c.protocol.into(),
-                host: c.host.clone(),
-                port: c.port,
-                address: c.address.map(|a| a.to_string()),
-                bytes_up: c.bytes_up,
-                bytes_down: c.bytes_down,
-                duration_ms: (c.duration.as_secs_f64() * 1e6).round() / 1e3,
-            }),
-            ..audit::Record::default()
-        };
+        let mut rec = net_record(base, c);
         if log.append(&mut rec).is_ok() {
             context.note_recorded();
         }
     }
+}
+
+/// The `net` record of one connection, with the session, caller, directory and policy of
+/// `base` and its `seq` as the command's.
+fn net_record(base: &audit::Record, c: &Connection) -> audit::Record {
+    let ms = (c.duration.as_secs_f64() * 1e6).round() / 1e3;
+    audit::Record {
+        session: base.session.clone(),
+        caller: base.caller.clone(),
+        tool: "net".into(),
+        args: vec![format!("{}:{}", c.host, c.port)],
+        cwd: base.cwd.clone(),
+        policy: base.policy.clone(),
+        decision: audit::RecordDecision {
+            effect: if c.allowed { "allow" } else { "deny" }.into(),
+            rules: vec![c.rule.clone()],
+            reasons: c.reason.iter().cloned().collect(),
+        },
+        approved: c.approved,
+        duration_ms: Some(ms),
+        error: c.reason.clone().filter(|_| c.allowed),
+        net: Some(audit::NetInfo {
+            command: base.seq,
+            protocol: c.protocol.into(),
+            host: c.host.clone(),
+            port: c.port,
+            address: c.address.map(|a| a.to_string()),
+            bytes_up: c.bytes_up,
+            bytes_down: c.bytes_down,
+            duration_ms: ms,
+        }),
+        ..audit::Record::default()
+    }
+}
+
+/// Recovery of a dead broker's run (`intent::recover`): the `net` records its proxy kept in
+/// the side file `kept`, after the run's record `seq`; the file is removed.
+pub(in crate::broker) fn recover(
+    log: &mut crate::broker::LogWriter<'_>,
+    kept: &std::path::Path,
+    seq: u64,
+) {
+    // not-ws: the run's intent's side file, in the broker's own state directory
+    let Ok(text) = std::fs::read_to_string(kept) else {
+        return;
+    };
+    for line in text.lines() {
+        let Ok(mut rec) = serde_json::from_str::<audit::Record>(line) else {
+            continue;
+        };
+        let Some(n) = rec.net.as_mut() else { continue };
+        n.command = seq;
+        let _ = log.append(&mut rec);
+    }
+    // not-ws: the run's intent's side file, in the broker's own state directory
+    let _ = std::fs::remove_file(kept);
 }

@@ -68,6 +68,15 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// Where the run's egress proxy keeps the records of its ended connections, for
+    /// [`recover`] should the broker die (removed with the intent).
+    pub(crate) fn connections_file(&self) -> Option<&Path> {
+        self.files
+            .iter()
+            .find(|f| f.extension().is_some_and(|x| x == "net"))
+            .map(PathBuf::as_path)
+    }
+
     /// The run's record is in the log: its intent goes.
     pub(crate) fn finish(self) {
         for f in &self.files {
@@ -163,6 +172,7 @@ impl Trace {
             what: format!("journalling the run's intent in {}", p.display()),
             source: std::io::Error::other(e.to_string()),
         })?;
+        files.push(p.with_extension("net"));
         files.insert(0, p);
         // The daemon handles its own signals; its client's hangup cancels its runs.
         let interrupts = if req.context.client().is_none() {
@@ -294,7 +304,10 @@ fn record_dead(
         }
     }
     rec.error = Some(super::redact_text(&error));
-    let seq = super::open_log(state_dir, server)?.append(&mut rec)?;
+    let mut log = super::open_log(state_dir, server)?;
+    let seq = log.append(&mut rec)?;
+    // The connections its proxy had ended, after it.
+    super::egress::recover(&mut log, &p.with_extension("net"), seq);
     // not-ws: the intent records, in the broker's own state directory
     let _ = std::fs::remove_file(p);
     // not-ws: the intent records, in the broker's own state directory

@@ -94,6 +94,8 @@ pub trait Hooks: Sync {
     /// The secrets rule that finds a secret in plaintext leaving the sandbox, when the
     /// policy refuses it; `None` to let it pass.
     fn secret(&self, bytes: &[u8]) -> Option<String>;
+    /// A connection has ended (kept where a broker that dies leaves it for recovery).
+    fn ended(&self, _c: &Connection) {}
 }
 
 /// One connection, as the audit log records it.
@@ -259,6 +261,7 @@ fn accept_loop<'scope, 'env>(
             );
             record(
                 shared,
+                hooks,
                 Connection {
                     reason: Some(format!(
                         "more than {} connections at once",
@@ -295,7 +298,7 @@ fn accept_loop<'scope, 'env>(
                 live.retain(|(i, _)| *i != id);
             }
             sh.open.fetch_sub(1, Ordering::SeqCst);
-            record(&sh, rec);
+            record(&sh, hooks, rec);
         });
     }
 }
@@ -316,7 +319,8 @@ fn unread(rule: &str, _started: Instant) -> Connection {
     }
 }
 
-fn record(shared: &Shared, c: Connection) {
+fn record(shared: &Shared, hooks: &dyn Hooks, c: Connection) {
+    hooks.ended(&c);
     if let Ok(mut d) = shared.done.lock() {
         d.push(c);
     }
@@ -457,12 +461,12 @@ impl Conn<'_> {
     /// Decides the destination (asking a person when the policy says so); on a refusal,
     /// answers the client, notes it on the command's stderr and returns `None`.
     fn decide(&mut self, dest: &Destination, refusal: Refusal) -> Option<IpAddr> {
-        let mut decided = decide(&self.cfg.rules, self.cfg.ask, None, dest);
+        let mut decided = self.decide_until(None, dest);
         if decided == Decided::Ask {
             let answer = self.hooks.ask(dest, self.stop.as_fd());
             self.rec.approved = answer;
             decided = match answer {
-                Some(a) => decide(&self.cfg.rules, true, Some(a), dest),
+                Some(a) => self.decide_until(Some(a), dest),
                 None => Decided::Refused {
                     rule: "network.unknown".into(),
                     reason: format!(
@@ -486,6 +490,44 @@ impl Conn<'_> {
                 None
             }
             Decided::Ask => None,
+        }
+    }
+
+    /// [`decide`] in a thread of its own, given up when the run ends: a name whose
+    /// resolution hangs (`getaddrinfo` has no deadline of its own) keeps neither the run nor
+    /// the broker waiting.
+    fn decide_until(&self, approved: Option<bool>, dest: &Destination) -> Decided {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (rules, ask, d) = (self.cfg.rules.clone(), self.cfg.ask, dest.clone());
+        let spawned = std::thread::Builder::new()
+            .name("gateway-resolve".into())
+            .spawn(move || {
+                let _ = tx.send(decide(&rules, ask, approved, &d));
+            });
+        let ended = || Decided::Refused {
+            rule: "network.resolve".into(),
+            reason: format!("{dest}: the run ended while the name was being resolved"),
+        };
+        if spawned.is_err() {
+            return ended();
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(d) => return d,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return ended(),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let mut fds = [PollFd::new(self.stop, PollFlags::IN)];
+                    let zero = rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    if rustix::event::poll(&mut fds, Some(&zero)).is_ok()
+                        && !fds[0].revents().is_empty()
+                    {
+                        return ended();
+                    }
+                }
+            }
         }
     }
 
@@ -749,12 +791,15 @@ fn header_safe(s: &str) -> String {
 
 /// Moves bytes from `from` to `to` until `from` ends (then shuts `to` for writing), with
 /// `splice` through a pipe; returns how many.
+///
+/// No `SPLICE_F_MORE`: it corks what reaches `to` until more follows, and a request whose
+/// sender then waits for the answer sat corked for the kernel's 200 ms timer.
 fn pump(from: &TcpStream, to: &TcpStream) -> u64 {
     let mut total = 0u64;
     let Ok((pr, pw)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else {
         return copy(from, to);
     };
-    let flags = rustix::pipe::SpliceFlags::MOVE | rustix::pipe::SpliceFlags::MORE;
+    let flags = rustix::pipe::SpliceFlags::MOVE;
     'outer: loop {
         let n = match rustix::pipe::splice(from, None, &pw, None, 1 << 20, flags) {
             Ok(0) | Err(_) => break,

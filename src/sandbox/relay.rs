@@ -324,7 +324,12 @@ impl Relay<'_> {
             _ => return,
         };
         self.r.counts[1] += n as u64;
-        if !self.r.over_limit && !self.r.aborted && !self.sink.output(Stream::Stderr, &buf[..n]) {
+        // Said now, not when the command next writes: a note may ask a person to approve
+        // what the command waits for.
+        if self.r.over_limit || self.r.aborted {
+            return;
+        }
+        if !(self.sink.output(Stream::Stderr, &buf[..n]) && self.sink.output_idle()) {
             self.abort();
         }
     }

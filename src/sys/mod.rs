@@ -514,19 +514,7 @@ fn init_main(
     if child < 0 {
         fail(r, stage::FORK);
     }
-    // The helper keeps only the report pipe: the command's output pipes must close when the
-    // command's side does.
-    // SAFETY: closing fds we own copies of; errors are irrelevant.
-    unsafe {
-        libc::close(plan.stdout);
-        libc::close(plan.stderr);
-        if let Some(fd) = plan.stdin {
-            libc::close(fd);
-        }
-        if let Some(fd) = plan.landlock {
-            libc::close(fd);
-        }
-    }
+    keep_only(r, plan);
     loop {
         let mut status = 0;
         // SAFETY: waitpid with a valid out-pointer; reaps any process re-parented to us.
@@ -553,6 +541,38 @@ fn init_main(
         if w < 0 && errno() != libc::EINTR {
             // SAFETY: see `fail`.
             unsafe { libc::_exit(1) };
+        }
+    }
+}
+
+/// The helper, once the command is started, keeps only the report pipe `r`: the command's
+/// output pipes must close when the command's side does, and nothing else the broker had
+/// open when it forked the helper (a daemon's: other clients' pipes, the lock of `intents/`,
+/// the proxy's socket pair) may be held for the run's life. Async-signal-safe.
+fn keep_only(r: RawFd, plan: &ChildPlan) {
+    // SAFETY: close_range over fds this process owns copies of, around the one it keeps;
+    // errors are irrelevant (a kernel without close_range: the plan's own fds are closed
+    // one by one).
+    unsafe {
+        let all = libc::c_uint::MAX;
+        let r = r as libc::c_uint;
+        let below = r == 0
+            || libc::syscall(
+                libc::SYS_close_range,
+                0 as libc::c_uint,
+                r - 1,
+                0 as libc::c_uint,
+            ) == 0;
+        let above = libc::syscall(libc::SYS_close_range, r + 1, all, 0 as libc::c_uint) == 0;
+        if !(below && above) {
+            libc::close(plan.stdout);
+            libc::close(plan.stderr);
+            if let Some(fd) = plan.stdin {
+                libc::close(fd);
+            }
+            if let Some(fd) = plan.landlock {
+                libc::close(fd);
+            }
         }
     }
 }

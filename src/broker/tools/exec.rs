@@ -610,6 +610,13 @@ impl ExecTool<'_, '_> {
     /// caller's sink.
     fn relay(&mut self, spec: &Spec) -> Result<Outcome, SandboxError> {
         let req = self.req;
+        // Where the egress proxy keeps its ended connections for a recovery.
+        let kept = self
+            .trace
+            .run
+            .as_ref()
+            .and_then(|r| r.connections_file())
+            .map(std::path::Path::to_path_buf);
         let (out_tap, err_tap) = (&mut self.trace.out, &mut self.trace.err);
         let heads = &mut self.trace.heads;
         let tails = &mut self.trace.tails;
@@ -653,10 +660,11 @@ impl ExecTool<'_, '_> {
         }
         let outcome = match self.egress.take() {
             Some(e) => {
-                let (outcome, connections) =
-                    broker::egress::around(e, (req, &self.ws, &self.trace.cwd), || {
-                        sandbox::run(spec, &mut g)
-                    });
+                let (outcome, connections) = broker::egress::around(
+                    e,
+                    (req, &self.ws, &self.trace.cwd, kept.as_deref()),
+                    || sandbox::run(spec, &mut g),
+                );
                 self.connections = connections;
                 outcome
             }
