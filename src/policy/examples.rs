@@ -28,8 +28,19 @@ pub fn example_env() -> ShellEnv {
 }
 
 enum Example {
-    Exec { text: String, analysis: Analysis },
-    File { tool: Tool, path: String },
+    Exec {
+        text: String,
+        analysis: Analysis,
+    },
+    File {
+        tool: Tool,
+        path: String,
+    },
+    /// An http request (`{ tool = "http", url = "https://example.com/" }`): decided by the
+    /// rules that apply to `http` and name no command, git pattern or path.
+    Http {
+        url: String,
+    },
 }
 
 const SHAPE: &str = "an example is shell text (\"rm -rf /\"), an argv array ([\"rm\", \"-rf\", \"/\"]) or a table ({ tool = \"read\", path = \"/etc/hosts\" } or { tool = \"exec\", command = \"ls\" })";
@@ -75,9 +86,19 @@ fn parse(v: &toml::Value) -> Result<Example, String> {
     })?;
     if let Some(k) = t
         .keys()
-        .find(|k| !matches!(k.as_str(), "tool" | "path" | "command"))
+        .find(|k| !matches!(k.as_str(), "tool" | "path" | "command" | "url"))
     {
         return Err(format!("example: unknown key `{k}`; {SHAPE}"));
+    }
+    if tool == Tool::Http {
+        return match (
+            t.get("url").and_then(|u| u.as_str()),
+            t.get("command"),
+            t.get("path"),
+        ) {
+            (Some(u), None, None) => Ok(Example::Http { url: u.to_string() }),
+            _ => Err("an http example needs `url` (and no `command` or `path`)".into()),
+        };
     }
     match (tool, t.get("command"), t.get("path")) {
         (Tool::Exec, Some(c), None) => exec_example(c),
@@ -106,6 +127,9 @@ pub(super) fn text_of(v: &toml::Value) -> String {
         return v.to_string();
     };
     let tool = t.get("tool").and_then(|x| x.as_str()).unwrap_or("?");
+    if let Some(u) = t.get("url").and_then(|u| u.as_str()) {
+        return format!("{tool} {u}");
+    }
     match (t.get("command"), t.get("path").and_then(|p| p.as_str())) {
         (Some(c), _) => text_of(c),
         (None, Some(p)) => format!("{tool} {p}"),
@@ -135,6 +159,14 @@ pub(super) fn check(rule: &Rule, v: &toml::Value, want: bool) -> Result<String, 
             let hit = (rule.applies_to(*tool) && rule.matches_path(Path::new(path)))
                 .then(|| format!("{tool} {path}"));
             (format!("{tool} {path}"), hit.clone(), hit)
+        }
+        Example::Http { url } => {
+            let hit = (rule.applies_to(Tool::Http)
+                && rule.commands.is_none()
+                && rule.git.is_none()
+                && rule.paths.is_none())
+            .then(|| format!("http {url}"));
+            (format!("http {url}"), hit.clone(), hit)
         }
     };
     match (want, certain, possible) {
