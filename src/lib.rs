@@ -330,6 +330,19 @@
 //!   directory, command, a digest of the environment it gets — and bounded, as are session
 //!   names (128 bytes) and pins per uid; the daemon returns large buffers to the kernel
 //!   (`M_MMAP_THRESHOLD`), so a client's megabyte message does not leave it larger.
+//! - Egress by name (`network = { proxy = ... }`, issue 36): the run's pid-1 helper, inside the
+//!   run's own network namespace, listens on `127.0.0.1:3128` before the command starts and
+//!   hands the listening socket to the broker over a socket pair (`SCM_RIGHTS`); the broker
+//!   accepts on it from its own namespace and connects out from there. No relay process
+//!   runs in the namespace (the kernel carries accepted connections across), and the
+//!   command gets no socket family it did not have. The proxy (`net::proxy`) is written on
+//!   httparse rather than hyper: it must decide, pin and scan each request from its bytes
+//!   and then only move bytes (tunnels with `splice`). One request per plaintext
+//!   connection (`Connection: close` both ways; bytes after the body are not forwarded)
+//!   keeps every request decided. Names are resolved by the broker (a thread that ends with
+//!   the run); the connection is pinned to the address checked. Connection records follow
+//!   their exec's record (they name its `seq`, known only then), and are also kept in the
+//!   run's intent side file, so a broker that dies leaves them for recovery.
 //! - The `http` tool (`broker::tools::http`, issue 36) is the broker's own request, decided
 //!   by the policy's rules (`tools = ["http"]`) and then by its network with the egress
 //!   proxy's one decision (`net::resolve::decide`; `connect_tcp` allows names on its ports,

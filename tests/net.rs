@@ -1634,3 +1634,105 @@ escape_test! {
         );
     }
 }
+
+/// A broker killed (SIGKILL) while its command's connections are open: the next gateway
+/// start records the run as died and, after it, every connection its proxy had decided —
+/// the ended ones whole, the open one with its decision and "still open".
+#[test]
+fn connections_of_a_broker_killed_mid_run_are_recorded_by_the_next_start() {
+    let env = Env::new("net-killed");
+    let f = Fixture::start(&env, &[]);
+    let dest = format!("pkg.test:{}", f.port);
+    let policy = proxy_policy(
+        &env,
+        "killed",
+        &[dest.clone(), format!("127.0.0.1:{}", f.port)],
+        &[],
+        "deny",
+    );
+    let script = format!(
+        "curl -s -o /dev/null http://{dest}/bytes?n=10; curl -s -o /dev/null http://nope.test/; \
+         exec python3 -c 'import socket,time; s=socket.create_connection((\"127.0.0.1\",3128)); \
+         s.sendall(b\"CONNECT {dest} HTTP/1.1\\r\\n\\r\\n\"); s.recv(100); \
+         open(\"ready\",\"w\").close(); time.sleep(60)'"
+    );
+    let mut child = env
+        .cmd()
+        .env("GATEWAY_TEST_RESOLVE", RESOLVE)
+        .args([
+            "exec",
+            "--timeout",
+            "90",
+            "--policy",
+            &policy,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gateway exec");
+    let ready = env.ws.join("ready");
+    for _ in 0..300 {
+        if ready.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(ready.exists(), "the tunnel was not made");
+    child.kill().expect("SIGKILL the broker");
+    child.wait().expect("reap");
+    // The next start records what the dead broker left.
+    let o = env
+        .cmd()
+        .args(["exec", "--policy", "strict", "--", "true"])
+        .output()
+        .expect("next");
+    assert!(o.status.success(), "{}", text(&o));
+    let records = log_records(&env);
+    let died = records
+        .iter()
+        .find(|r| r["tool"] == "exec" && r["broker_died"] == true)
+        .unwrap_or_else(|| panic!("no died record: {records:?}"));
+    let seq = died["seq"].as_u64().expect("seq");
+    let net: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["tool"] == "net" && r["net"]["command"].as_u64() == Some(seq))
+        .collect();
+    let summary: Vec<(String, String, String)> = net
+        .iter()
+        .map(|r| {
+            (
+                format!(
+                    "{}:{}",
+                    r["net"]["host"].as_str().unwrap_or(""),
+                    r["net"]["port"]
+                ),
+                r["decision"]["effect"].as_str().unwrap_or("").to_owned(),
+                r["decision"]["reasons"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(net.len(), 3, "{summary:?}");
+    assert_eq!(
+        (summary[0].0.as_str(), summary[0].1.as_str()),
+        (dest.as_str(), "allow")
+    );
+    assert!(
+        net[0]["net"]["bytes_down"].as_u64().unwrap_or(0) > 10,
+        "{:?}",
+        net[0]
+    );
+    assert_eq!(
+        (summary[1].0.as_str(), summary[1].1.as_str()),
+        ("nope.test:80", "deny")
+    );
+    assert_eq!(
+        (summary[2].0.as_str(), summary[2].1.as_str()),
+        (dest.as_str(), "allow")
+    );
+    assert!(summary[2].2.contains("still open"), "{summary:?}");
+    assert_log_verifies(&env);
+}

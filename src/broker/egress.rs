@@ -128,7 +128,8 @@ impl Hooks for ExecHooks<'_, '_> {
             return;
         };
         let (file, n) = &mut *kept;
-        if *n >= MAX_NET_RECORDS {
+        // A decision and an end per connection.
+        if *n >= 2 * MAX_NET_RECORDS {
             return;
         }
         let Some(f) = file.as_mut() else {
@@ -141,7 +142,8 @@ impl Hooks for ExecHooks<'_, '_> {
             policy: self.req.policy.name.clone(),
             ..audit::Record::default()
         };
-        if let Ok(mut line) = serde_json::to_vec(&net_record(&base, c)) {
+        let kept = serde_json::json!({ "id": c.id, "record": net_record(&base, c) });
+        if let Ok(mut line) = serde_json::to_vec(&kept) {
             line.push(b'\n');
             // One write per line (O_APPEND): a broker that dies mid-way leaves whole lines
             // before it.
@@ -178,11 +180,12 @@ pub(in crate::broker) fn around<T>(
     let Egress { sock, notes, cfg } = egress;
     let file = kept.and_then(|p| {
         // not-ws: the run's intent's side file, in the broker's own state directory
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(p)
-            .ok()
+        std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new().append(true).create(true),
+            0o600,
+        )
+        .open(p)
+        .ok()
     });
     let hooks = ExecHooks {
         req,
@@ -226,6 +229,7 @@ pub(in crate::broker) fn record(
     let summary = (!rest.is_empty()).then(|| {
         let allowed = rest.iter().filter(|c| c.allowed).count();
         Connection {
+            id: u64::MAX,
             protocol: "summary",
             host: String::new(),
             port: 0,
@@ -295,8 +299,25 @@ pub(in crate::broker) fn recover(
     let Ok(text) = std::fs::read_to_string(kept) else {
         return;
     };
+    // The last word on each connection (its end, else its decision), in the order they
+    // were first seen.
+    let mut order: Vec<u64> = Vec::new();
+    let mut last: std::collections::HashMap<u64, audit::Record> = std::collections::HashMap::new();
     for line in text.lines() {
-        let Ok(mut rec) = serde_json::from_str::<audit::Record>(line) else {
+        #[derive(serde::Deserialize)]
+        struct Kept {
+            id: u64,
+            record: audit::Record,
+        }
+        let Ok(k) = serde_json::from_str::<Kept>(line) else {
+            continue;
+        };
+        if last.insert(k.id, k.record).is_none() {
+            order.push(k.id);
+        }
+    }
+    for id in order {
+        let Some(mut rec) = last.remove(&id) else {
             continue;
         };
         let Some(n) = rec.net.as_mut() else { continue };

@@ -94,13 +94,16 @@ pub trait Hooks: Sync {
     /// The secrets rule that finds a secret in plaintext leaving the sandbox, when the
     /// policy refuses it; `None` to let it pass.
     fn secret(&self, bytes: &[u8]) -> Option<String>;
-    /// A connection has ended (kept where a broker that dies leaves it for recovery).
+    /// A connection was decided, or has ended: kept where a broker that dies leaves it for
+    /// recovery (the last word on each `id` counts).
     fn ended(&self, _c: &Connection) {}
 }
 
 /// One connection, as the audit log records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Connection {
+    /// Its number in the run (from 0, in the order accepted).
+    pub id: u64,
     /// `connect`, `http` or `socks5`; `unknown` when the request could not be read.
     pub protocol: &'static str,
     /// The host as the command named it (empty when the request could not be read).
@@ -288,7 +291,10 @@ fn accept_loop<'scope, 'env>(
                 shared: &sh,
                 stop: &stop,
                 id,
-                rec: unread("network.request", started),
+                rec: Connection {
+                    id,
+                    ..unread("network.request", started)
+                },
             };
             conn.serve();
             let Conn { rec, .. } = conn;
@@ -305,6 +311,7 @@ fn accept_loop<'scope, 'env>(
 
 fn unread(rule: &str, _started: Instant) -> Connection {
     Connection {
+        id: 0,
         protocol: "unknown",
         host: String::new(),
         port: 0,
@@ -481,6 +488,16 @@ impl Conn<'_> {
                 self.rec.allowed = true;
                 self.rec.rule = rule;
                 self.rec.address = Some(addr);
+                // Kept now, not only at its end: a broker killed while it runs leaves it
+                // recorded.
+                let open = Connection {
+                    reason: Some(
+                        "still open when last kept (its broker died: bytes and duration unknown)"
+                            .into(),
+                    ),
+                    ..self.rec.clone()
+                };
+                self.hooks.ended(&open);
                 Some(addr)
             }
             Decided::Refused { rule, reason } => {

@@ -813,6 +813,41 @@ pub fn wait_writable(
     }
 }
 
+/// Opens a file a caller names for reading, not blocking (a FIFO). Never through `/proc`'s
+/// magic links (`/proc/self/fd/N`, `/dev/stdin`) and never a file of `/proc` itself: a
+/// daemon opens it for its client, and there `/proc/self` is the daemon, whose open files
+/// and memory maps its own identity may read whatever the client's rights are.
+fn open_named(path: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    // not-ws: a file the caller names, opened with the caller's rights by the front end
+    let fd = match rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(std::io::Error::other(
+                "it is reached through a link of /proc to a process's files (/dev/stdin, /proc/self/fd/N) or a loop of links; gateway does not read those for a call (for stdin, name `-`)",
+            ));
+        }
+        // A kernel without openat2 (before 5.6): a plain open, still checked below.
+        Err(rustix::io::Errno::NOSYS) => rustix::fs::open(path, flags, Mode::empty())?,
+        Err(e) => return Err(e.into()),
+    };
+    // PROC_SUPER_MAGIC (linux/magic.h).
+    const PROC: i64 = 0x9fa0;
+    if rustix::fs::fstatfs(&fd).is_ok_and(|st| st.f_type as i64 == PROC) {
+        return Err(std::io::Error::other(
+            "it is a file of /proc; gateway does not read those for a call (copy what you need to a file first)",
+        ));
+    }
+    Ok(std::fs::File::from(fd))
+}
+
 /// Reads the file a caller names at `path` (`--content-file`, a baseline, an anchor): a
 /// regular file as it is; a FIFO or a pipe as `cat` would (waiting for a writer and its
 /// end), but never past `cancel` (the call's cancellation) becoming readable. Opened without
@@ -825,12 +860,8 @@ pub fn read_named(
 ) -> std::io::Result<Vec<u8>> {
     let cancel = cancel.map_or(-1, |c| c.as_raw_fd());
     use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    // not-ws: a file the caller names, opened with the caller's rights by the front end
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    use std::os::unix::fs::FileTypeExt;
+    let f = open_named(path)?;
     let mut out = Vec::new();
     if !f.metadata()?.file_type().is_fifo() {
         (&f).take(max.saturating_add(1)).read_to_end(&mut out)?;
@@ -1141,5 +1172,33 @@ mod limits_tests {
             None,
             "a value that is not one"
         );
+    }
+}
+
+#[cfg(test)]
+mod named_tests {
+    use super::read_named;
+    use std::os::fd::AsRawFd;
+
+    /// A daemon opens what its client names: never a file of /proc (its own maps), never
+    /// through /proc's magic links (its own open files, another client's workspace among
+    /// them). A plain file and a link to it are read.
+    #[test]
+    fn proc_and_its_magic_links_are_not_read_for_a_caller() {
+        let dir = std::env::temp_dir().join(format!("gw-named-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("data");
+        std::fs::write(&f, b"data").unwrap();
+        std::os::unix::fs::symlink(&f, dir.join("link")).unwrap();
+        assert_eq!(read_named(&f, 100, None).unwrap(), b"data");
+        assert_eq!(read_named(&dir.join("link"), 100, None).unwrap(), b"data");
+        let open = std::fs::File::open(&f).unwrap();
+        let through = format!("/proc/self/fd/{}", open.as_raw_fd());
+        let e = read_named(through.as_ref(), 100, None).unwrap_err();
+        assert!(e.to_string().contains("/proc"), "{e}");
+        for p in ["/proc/self/maps", "/proc/self/status", "/dev/stdin"] {
+            assert!(read_named(p.as_ref(), 100, None).is_err(), "{p} was read");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

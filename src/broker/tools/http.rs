@@ -467,7 +467,13 @@ impl Tool for HttpTool<'_, '_> {
         check_shape(req)?;
         Refusal::check_timeout(req.timeout, req.policy.sandbox.limits.timeout)?;
         let url = parse_url(&req.url, None).map_err(usage)?;
-        let mut parts = vec![("the URL".to_owned(), req.url.as_bytes().to_vec(), false)];
+        // The URL as sent and percent-decoded (`?t=ghp_%54...` is the secret the server
+        // reads).
+        let decoded = percent_encoding::percent_decode_str(&req.url).collect::<Vec<u8>>();
+        let mut parts = vec![
+            ("the URL".to_owned(), req.url.as_bytes().to_vec(), false),
+            ("the URL, percent-decoded".to_owned(), decoded, false),
+        ];
         for (k, v) in &req.headers {
             parts.push((format!("header {k}"), v.as_bytes().to_vec(), true));
         }
@@ -486,7 +492,7 @@ impl Tool for HttpTool<'_, '_> {
         self.headers = req
             .headers
             .iter()
-            .zip(parts.iter().skip(1))
+            .zip(parts.iter().skip(2))
             .map(|((k, _), p)| (k.clone(), String::from_utf8_lossy(&p.1).into_owned()))
             .collect();
         let subject = self.shown_args.join(" ");
