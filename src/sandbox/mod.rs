@@ -840,7 +840,10 @@ fn open_named(path: &Path) -> std::io::Result<std::fs::File> {
     };
     // PROC_SUPER_MAGIC (linux/magic.h).
     const PROC: i64 = 0x9fa0;
-    if rustix::fs::fstatfs(&fd).is_ok_and(|st| st.f_type as i64 == PROC) {
+    // `f_type`'s type differs between targets.
+    #[allow(clippy::unnecessary_cast)]
+    let on_proc = rustix::fs::fstatfs(&fd).is_ok_and(|st| st.f_type as i64 == PROC);
+    if on_proc {
         return Err(std::io::Error::other(
             "it is a file of /proc; gateway does not read those for a call (copy what you need to a file first)",
         ));
