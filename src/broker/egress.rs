@@ -73,8 +73,9 @@ struct ExecHooks<'a, 'r> {
     notes: Mutex<std::io::PipeWriter>,
     workspace: &'a std::path::Path,
     cwd: &'a std::path::Path,
-    /// The run's intent's side file: each ended connection's record, for the recovery of a
-    /// broker that dies before writing them (`intent::recover`), and how many it holds.
+    /// The run's intent's side file: each connection's record when it is decided and when
+    /// it ends (`{"id", "record"}` lines), for the recovery of a broker that dies before
+    /// writing them (`intent::recover`), and how many lines it holds.
     kept: Mutex<(Option<std::fs::File>, usize)>,
 }
 
