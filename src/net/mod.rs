@@ -16,6 +16,7 @@
 //! `net` sits below `broker` and imports nothing from `broker`, `cli` or `serve`.
 
 pub mod addr;
+mod forward;
 pub mod parse;
 pub mod proxy;
 pub mod resolve;

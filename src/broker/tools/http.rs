@@ -25,6 +25,10 @@
 //!   and the report says `body_truncated`); a text body is inlined, a binary one (not UTF-8,
 //!   or holding NUL) is not: both are stored as the record's artifact (`stdout`, within
 //!   `[audit] artifact_max`), `gateway log show SEQ` prints it.
+//!
+//! About 1,050 lines: the tool's steps, its redirect loop and its typed errors belong
+//! together; its tests are beside it in `http_tests.rs`. The report and record types are
+//! the seam to move out if it grows.
 
 use crate::audit::{self, Hop, HttpRecord, artifacts::ArtifactWriter};
 use crate::broker::invoke::{self, Call, Tool};
