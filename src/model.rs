@@ -363,6 +363,23 @@ pub struct UndoProfile {
     /// The most of the backup store one workspace may hold (`[undo] max_workspace_bytes`;
     /// None: half of `max_state_bytes`). See [`UndoProfile::workspace_quota`].
     pub max_workspace_bytes: Option<u64>,
+    /// How a command's changes are captured (`[undo] capture`).
+    pub capture: CaptureMode,
+    /// Hold every command's changes for review (`gateway apply`/`discard`) unless the call
+    /// says otherwise (`[undo] review`).
+    pub review: bool,
+}
+
+/// How a command's changes to the workspace are captured (`[undo] capture`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureMode {
+    /// An overlay of the workspace in the run's mount namespace: what the run wrote, applied
+    /// after it (or held for review); a walk where the overlay cannot be mounted.
+    #[default]
+    Overlay,
+    /// A walk of the workspace before and after the run (inode, size, ctime, content).
+    Walk,
 }
 
 impl UndoProfile {
@@ -437,6 +454,8 @@ impl Default for UndoProfile {
             backups_max_total: Some(2 << 30),
             max_state_bytes: 2 << 30,
             max_workspace_bytes: None,
+            capture: CaptureMode::Overlay,
+            review: false,
         }
     }
 }

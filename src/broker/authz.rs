@@ -65,6 +65,8 @@ pub fn govern(ctx: &Context, policy: &mut crate::policy::Policy) {
         backups_max_total: admin.undo.backups_max_total,
         max_state_bytes: admin.undo.max_state_bytes,
         max_workspace_bytes: Some(own.workspace_quota().min(admin.undo.workspace_quota())),
+        capture: own.capture,
+        review: own.review,
     };
     policy.approval.timeout = policy.approval.timeout.min(admin.approval.timeout);
     let own = policy.audit;

@@ -44,6 +44,19 @@ pub enum UsageError {
         /// The file.
         path: PathBuf,
     },
+    /// `apply`, `discard`, `changes ID`: no held change set of the caller's has that id.
+    #[error("no held change set {id} (`gateway changes` lists them)")]
+    NoChangeSet {
+        /// As asked.
+        id: String,
+    },
+    /// `exec --review`: the run's changes cannot be held apart (the overlay cannot capture
+    /// it).
+    #[error("--review: this run's changes cannot be held for review: {why}")]
+    ReviewUnavailable {
+        /// Why the overlay does not capture it.
+        why: String,
+    },
 }
 
 /// Why a directory cannot be the workspace.
@@ -533,6 +546,10 @@ pub(crate) mod tests {
             UsageError::MissingCommand,
             UsageError::EmptyCommand,
             UsageError::NotAVerifierKey { path: p("/k") },
+            UsageError::NoChangeSet { id: "cap-1".into() },
+            UsageError::ReviewUnavailable {
+                why: "the run has no mount namespace".into(),
+            },
             WorkspaceProblem::NoSuchDirectory { path: p("/x") }.into(),
             WorkspaceProblem::NotADirectory { path: p("/x") }.into(),
             WorkspaceProblem::Root.into(),

@@ -47,6 +47,9 @@ struct Intent {
     boot: String,
     /// The workspace snapshotted before the run, and the policy's size limit for it.
     snapshot: Option<(PathBuf, u64)>,
+    /// The run's capture layer (`workspace::capture`), when the overlay captures it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layer: Option<String>,
     /// The policy's quota for the backup store (`[undo] max_state_bytes`; intents written
     /// before it was recorded: the default).
     #[serde(default)]
@@ -122,6 +125,7 @@ impl Trace {
         approved: Option<bool>,
         pre: Option<&snapshot::Index>,
         max_file: u64,
+        layer: Option<String>,
     ) -> Result<(), BrokerError> {
         let d = dir(&req.state_dir);
         {
@@ -148,6 +152,7 @@ impl Trace {
             start: start_time("self").unwrap_or(0),
             boot: boot_id(),
             snapshot: pre.map(|_| (ws.to_path_buf(), max_file)),
+            layer,
             quota: Some(req.policy.undo.max_state_bytes),
             ws_quota: Some(req.policy.undo.workspace_quota()),
             record: audit::Record {
@@ -303,6 +308,18 @@ fn record_dead(
             Err(e) => error.push_str(&format!("; its changes were not captured: {e}")),
         }
     }
+    if let Some(id) = &intent.layer
+        && let Some((layer, mut meta)) = crate::workspace::capture::Layer::open(state_dir, id)
+    {
+        // What the run wrote is in its layer, whole: held for a person to apply or discard
+        // (the run did not end as it should; its changes may be half made).
+        meta.state = "held".into();
+        meta.why = Some("the broker died while the command ran".into());
+        let _ = layer.save(&meta);
+        error.push_str(&format!(
+            "; its changes are held as change set {id}: `gateway apply {id}` lands them, `gateway discard {id}` drops them"
+        ));
+    }
     rec.error = Some(super::redact_text(&error));
     let mut log = super::open_log(state_dir, server)?;
     let seq = log.append(&mut rec)?;
@@ -360,6 +377,7 @@ mod tests {
             start: start_time(&pid.to_string()).expect("start time"),
             boot: boot_id(),
             snapshot: None,
+            layer: None,
             quota: None,
             ws_quota: None,
             record: audit::Record::default(),

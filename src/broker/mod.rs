@@ -10,6 +10,7 @@
 
 pub mod approvals;
 pub mod authz;
+mod capture;
 pub mod client;
 pub mod credentials;
 mod egress;
@@ -458,6 +459,9 @@ pub struct ExecRequest<'a> {
     pub caller: audit::Caller,
     /// Snapshot the workspace for undo (None: as the policy's `[undo] snapshot` says).
     pub snapshot: Option<bool>,
+    /// Hold the run's changes for review instead of applying them (None: as the policy's
+    /// `[undo] review` says).
+    pub review: Option<bool>,
     /// The caller: this process or a daemon client (its environment, rights, streams).
     pub context: client::Context,
     /// The call's cancellation (`sandbox::Spec::cancel`): its client cancelled the call or

@@ -213,6 +213,7 @@ pub(crate) fn plan_with(
             private_tmp: tmpfs.then(|| (tmpdir.to_path_buf(), tmpfs_size(&sb.limits))),
             danger_openat2: false,
             run_as: None,
+            capture: None,
         },
         env,
         git: places,

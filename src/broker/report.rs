@@ -5,6 +5,7 @@
 //! once, and no front end can name a field its own way (`stdout_truncated` once was
 //! `truncated` in MCP).
 
+pub mod changes;
 pub mod credentials;
 pub mod fs;
 pub mod log;
@@ -462,6 +463,8 @@ pub enum Outcome {
     Credentials(credentials::CredentialsOutcome),
     /// `http`: the request's report.
     Http(Json<super::tools::http::HttpReport>),
+    /// `changes`, `apply`, `discard`: the held change sets.
+    Changes(changes::ChangesReport),
 }
 
 impl Outcome {
@@ -479,6 +482,7 @@ impl Outcome {
             Outcome::Approval(_) => "approval",
             Outcome::Credentials(_) => "credentials",
             Outcome::Http(_) => "http",
+            Outcome::Changes(_) => "changes",
         }
     }
 }

@@ -104,6 +104,9 @@ pub enum Request {
     Trash(TrashRequest),
     /// An HTTP request made by the broker (`gateway http`).
     Http(Http),
+    /// The change sets held instead of applied: list, show, apply, discard (`gateway
+    /// changes`, `gateway apply ID`, `gateway discard ID`).
+    Changes(ChangesRequest),
     /// Undo a change, or mark it skipped (`gateway undo`).
     Undo {
         /// The change (default: the newest).
@@ -112,6 +115,31 @@ pub enum Request {
         all: bool,
         /// What to do with it.
         action: UndoAction,
+    },
+}
+
+/// What to do with the held change sets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ChangesRequest {
+    /// The held change sets (`gateway changes`).
+    List,
+    /// One set's changes, and their diff on request (`gateway changes ID [--diff]`).
+    Show {
+        /// The set's id.
+        id: String,
+        /// The full diff of its text files.
+        diff: bool,
+    },
+    /// Land a held set's changes, each journalled (`gateway apply ID`).
+    Apply {
+        /// The set's id.
+        id: String,
+    },
+    /// Drop a held set (`gateway discard ID`): the workspace stays as it is.
+    Discard {
+        /// The set's id.
+        id: String,
     },
 }
 
@@ -128,6 +156,10 @@ pub struct Exec {
     pub env: Vec<EnvVar>,
     /// Snapshot the workspace for undo (None: the policy's `[undo] snapshot`).
     pub snapshot: Option<bool>,
+    /// Hold the run's changes for review (`gateway apply ID` / `gateway discard ID`) instead
+    /// of applying them (None: the policy's `[undo] review`).
+    #[serde(default)]
+    pub review: Option<bool>,
     /// Text given to the command on its stdin instead of the caller's stdin.
     pub stdin: Option<String>,
 }
@@ -719,6 +751,12 @@ impl Request {
                 TrashRequest::Restore { .. } => "trash restore",
                 TrashRequest::Empty { .. } => "trash empty",
             },
+            Request::Changes(c) => match c {
+                ChangesRequest::List => "changes",
+                ChangesRequest::Show { .. } => "changes show",
+                ChangesRequest::Apply { .. } => "apply",
+                ChangesRequest::Discard { .. } => "discard",
+            },
             Request::Undo {
                 action: UndoAction::Skip,
                 ..
@@ -743,6 +781,11 @@ impl Request {
             }
             Request::Tool { name, .. } => v.push(name.as_str().into()),
             Request::Answer { id, .. } => v.push(id.to_string()),
+            Request::Changes(
+                ChangesRequest::Show { id, .. }
+                | ChangesRequest::Apply { id }
+                | ChangesRequest::Discard { id },
+            ) => v.push(id.clone()),
             Request::Http(h) => {
                 v.push(h.method.clone());
                 v.push(super::redact_text(&h.url));
@@ -765,6 +808,7 @@ impl Request {
                 timeout: Some(Duration::from_millis(1500)),
                 env,
                 snapshot: Some(false),
+                review: Some(true),
                 stdin: Some("in\n".into()),
             }),
             Request::Sh {
@@ -894,6 +938,13 @@ impl Request {
                 max_redirects: Some(2),
                 max_body: Some(1024),
             }),
+            Request::Changes(ChangesRequest::List),
+            Request::Changes(ChangesRequest::Show {
+                id: "cap-1".into(),
+                diff: true,
+            }),
+            Request::Changes(ChangesRequest::Apply { id: "cap-1".into() }),
+            Request::Changes(ChangesRequest::Discard { id: "cap-1".into() }),
             Request::Trash(TrashRequest::List),
             Request::Trash(TrashRequest::Restore { name: "n".into() }),
             Request::Trash(TrashRequest::Empty {

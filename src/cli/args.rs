@@ -50,6 +50,14 @@ pub(crate) enum Cmd {
         /// Do not snapshot the workspace for this run.
         #[arg(long)]
         no_snapshot: bool,
+        /// Hold the run's changes instead of applying them: review them (`gateway changes
+        /// ID --diff`), then `gateway apply ID` or `gateway discard ID` (default: the
+        /// policy's `[undo] review`).
+        #[arg(long, overrides_with = "no_review")]
+        review: bool,
+        /// Apply the run's changes as it ends, whatever the policy's `[undo] review`.
+        #[arg(long)]
+        no_review: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
         command: Vec<String>,
@@ -243,6 +251,27 @@ pub(crate) enum Cmd {
     /// Print the man page, gateway(1) in roff, to stdout (with the exit codes).
     #[command(after_help = help::ex::MAN)]
     Man,
+    /// The change sets held instead of applied (`exec --review`, a run whose changes could
+    /// not all be applied, a run whose broker died): list them, or show one (ID) with
+    /// `--diff` for its full diff.
+    Changes {
+        /// The set's id (`gateway changes` lists them).
+        id: Option<String>,
+        /// The full diff of its text files.
+        #[arg(long, requires = "id")]
+        diff: bool,
+    },
+    /// Land a held change set in its workspace, each path journalled (`gateway undo`
+    /// reverts them).
+    Apply {
+        /// The set's id (`gateway changes`).
+        id: String,
+    },
+    /// Drop a held change set: the workspace stays as it is.
+    Discard {
+        /// The set's id (`gateway changes`).
+        id: String,
+    },
     /// Revert a change (ID, or the newest of this workspace not yet undone nor skipped);
     /// refuses if the file changed since.
     #[command(after_help = help::ex::UNDO)]

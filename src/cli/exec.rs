@@ -84,6 +84,7 @@ pub(super) fn run_exec_at(cli: &Call, e: &Exec, at: RunAt) -> Report {
         session: at.session.unwrap_or_else(|| cli.cx.session_id()),
         caller: cli.cx.caller("cli"),
         snapshot: e.snapshot,
+        review: e.review,
         context: cli.cx.clone(),
         cancel: None,
     };
@@ -182,6 +183,22 @@ fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) 
                 "and {} more file(s) not backed up (--json lists them)",
                 sn.not_backed_up.len() - 10
             )));
+        }
+        for (p, why) in sn.not_applied.iter().take(10) {
+            notes.push(Note::new(format!(
+                "not applied: {}: {}",
+                shown_path(&p.to_string_lossy()),
+                crate::shown::visible(why)
+            )));
+        }
+        if let Some(id) = &sn.held {
+            notes.push(Note::to(
+                Audience::Everyone,
+                format!(
+                    "the run's changes are held as change set {id} ({} path(s)), not applied: `gateway changes {id} --diff` shows them, `gateway apply {id}` lands them, `gateway discard {id}` drops them",
+                    sn.pending.len().max(sn.not_applied.len())
+                ),
+            ));
         }
         if sn.expired > 0 {
             notes.push(Note::new(format!("{} old backup(s) expired to keep the backup store within [undo] max_state_bytes and max_workspace_bytes and the disk from filling up (`gateway history` shows which changes lost theirs)",

@@ -186,6 +186,7 @@ pub(crate) fn exit_of_error_code(code: broker::report::ErrorCode) -> u8 {
 
 mod agent_shell;
 mod args;
+mod changes;
 mod config;
 mod credentials;
 mod daemon;
@@ -291,6 +292,7 @@ fn render(cli: &Call, r: &Report) -> ExitCode {
         Outcome::Approval(o) => daemon::render_approval(cli, o),
         Outcome::Credentials(x) => credentials::render(cli, x),
         Outcome::Http(j) => http::render(cli, j),
+        Outcome::Changes(c) => changes::render(cli, c),
     }
     for n in &r.notes {
         let said = match n.to {
@@ -784,6 +786,7 @@ fn dispatch(cli: &Call, req: Request) -> Report {
         Request::Fs(cmd) => fs::run(cli, &cmd),
         Request::History { all, limit, since } => fs::history(cli, all, (limit, since)),
         Request::Trash(cmd) => fs::trash(cli, &cmd),
+        Request::Changes(cmd) => changes::run(cli, &cmd),
         Request::Undo {
             id,
             all,

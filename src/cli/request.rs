@@ -6,8 +6,8 @@ use super::args::{
     Cli, Cmd, ConfigCmd, FsCmd, GrepModeArg, KeysCmd, LogCmd, PolicyCmd, ScanFormat, TrashCmd,
 };
 use crate::broker::request::{
-    self as rq, Content, EnvVar, Exec, FsRequest, Input, LogFilter, LogRequest, Options,
-    PolicyRequest, Request, Roots, ToolName, TrashRequest, UndoAction,
+    self as rq, ChangesRequest, Content, EnvVar, Exec, FsRequest, Input, LogFilter, LogRequest,
+    Options, PolicyRequest, Request, Roots, ToolName, TrashRequest, UndoAction,
 };
 use crate::fsops::search::GrepMode;
 use crate::fsops::text::Edit;
@@ -89,6 +89,8 @@ fn request_of(cmd: Cmd) -> Result<Request, RequestError> {
             env,
             snapshot,
             no_snapshot,
+            review,
+            no_review,
             command,
         } => Request::Exec(Exec {
             argv: command,
@@ -98,6 +100,11 @@ fn request_of(cmd: Cmd) -> Result<Request, RequestError> {
                 .map(|kv| EnvVar::parse(kv))
                 .collect::<Result<_, _>>()?,
             snapshot: match (snapshot, no_snapshot) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            review: match (review, no_review) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),
                 _ => None,
@@ -215,6 +222,10 @@ fn request_of(cmd: Cmd) -> Result<Request, RequestError> {
                 yes,
             },
         }),
+        Cmd::Changes { id: None, .. } => Request::Changes(ChangesRequest::List),
+        Cmd::Changes { id: Some(id), diff } => Request::Changes(ChangesRequest::Show { id, diff }),
+        Cmd::Apply { id } => Request::Changes(ChangesRequest::Apply { id }),
+        Cmd::Discard { id } => Request::Changes(ChangesRequest::Discard { id }),
         Cmd::Undo {
             id,
             dry_run,

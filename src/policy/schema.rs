@@ -130,6 +130,8 @@ struct RawUndo {
     backups_max_total: Option<Spanned<toml::Value>>,
     max_state_bytes: Option<Spanned<toml::Value>>,
     max_workspace_bytes: Option<Spanned<toml::Value>>,
+    capture: Option<Spanned<String>>,
+    review: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -658,6 +660,21 @@ fn compile(
         }
         if let Some(v) = raw.undo.snapshot {
             undo.snapshot = v;
+        }
+        if let Some(v) = &raw.undo.capture {
+            use crate::model::CaptureMode;
+            undo.capture = parse_choice(
+                &ctx,
+                v,
+                "undo.capture",
+                &[
+                    ("overlay", CaptureMode::Overlay),
+                    ("walk", CaptureMode::Walk),
+                ],
+            )?;
+        }
+        if let Some(v) = raw.undo.review {
+            undo.review = v;
         }
         if let Some(v) = &raw.undo.snapshot_max_file {
             undo.snapshot_max_file = parse_size(&ctx, v, "undo.snapshot_max_file")?;

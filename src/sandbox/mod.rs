@@ -144,6 +144,19 @@ pub struct Confinement {
     /// Run the program as this user instead of the broker's own (a daemon's client of
     /// another uid): set in the command just before its capabilities are cleared.
     pub run_as: Option<RunAs>,
+    /// Capture the run's changes to this workspace in an overlay (with namespaces only): the
+    /// run writes the upper layer, the workspace itself is only its lower layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureLayer>,
+}
+
+/// Where a run's changes to its workspace go (see [`Confinement::capture`]).
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct CaptureLayer {
+    /// The workspace (a writable area, or inside one): the overlay's lower layer.
+    pub workspace: PathBuf,
+    /// The call's capture directory in the state directory, holding `upper` and `work`.
+    pub dir: PathBuf,
 }
 
 /// A user a command runs as (see [`Confinement::run_as`]).
@@ -1046,6 +1059,7 @@ pub(crate) mod testing {
             private_tmp: None,
             danger_openat2: false,
             run_as: None,
+            capture: None,
         }
     }
 

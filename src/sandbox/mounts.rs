@@ -62,7 +62,7 @@ pub(crate) fn plan(
         read_only_host: !c.write.iter().any(|w| w.as_path() == Path::new("/")),
         ..Mounts::default()
     };
-    writable(c, &mut m)?;
+    writable(c, &mut m, landlock_bits)?;
     readable_in_writable(c, &mut m)?;
     pins(c, &mut m.steps)?;
     masks(c, &mut m)?;
@@ -76,6 +76,7 @@ pub(crate) fn plan(
             m.protected_read_only += 1;
         }
     }
+    loosen_inside_overlay(c, &mut m.steps);
     m.proc_access = proc_access(c, landlock_bits.is_some());
     let access = landlock_bits.unwrap_or(0);
     if let Some((path, size)) = &c.private_tmp {
@@ -164,26 +165,96 @@ fn pin_fd(
 }
 
 /// The writable areas, parents first, each pinned; a writable `/` stands for the host as it
-/// is (nothing to bind, and nothing made read-only).
-fn writable(c: &Confinement, m: &mut Mounts) -> Result<(), SandboxError> {
+/// is (nothing to bind, and nothing made read-only). The captured workspace is an overlay in
+/// its place (or inside the writable area that holds it).
+fn writable(
+    c: &Confinement,
+    m: &mut Mounts,
+    landlock_bits: Option<u64>,
+) -> Result<(), SandboxError> {
     if !m.read_only_host {
         return Ok(());
     }
-    let mut areas: Vec<&PathBuf> = c.write.iter().collect();
-    areas.sort_by_key(|p| p.as_os_str().len());
+    let capture = c
+        .capture
+        .as_ref()
+        .filter(|cap| c.write.iter().any(|w| cap.workspace.starts_with(w)));
+    let mut areas: Vec<&PathBuf> = c
+        .write
+        .iter()
+        .chain(capture.map(|cap| &cap.workspace))
+        .collect();
+    // Parents first; one step per area (the workspace is named twice when it is one).
+    areas.sort_by(|a, b| {
+        (a.components().count(), a.as_os_str().len(), *a).cmp(&(
+            b.components().count(),
+            b.as_os_str().len(),
+            *b,
+        ))
+    });
     areas.dedup();
     for w in areas {
         let inside = in_writable(c, w).map(|_| command_uid(c));
-        if let Some((fd, id)) = pin_fd(w, "writable area", inside)? {
-            m.steps.push(Step::Writable(
-                cstr(w.as_os_str().as_bytes(), "writable area")?,
-                id,
-            ));
-            m.pinned.push((w.clone(), fd));
-            m.writable += 1;
+        let Some((fd, id)) = pin_fd(w, "writable area", inside)? else {
+            continue;
+        };
+        let path = cstr(w.as_os_str().as_bytes(), "writable area")?;
+        match capture.filter(|cap| &cap.workspace == w) {
+            Some(cap) => {
+                let (_, base_id) =
+                    pin_fd(&cap.dir, "capture directory", None)?.ok_or_else(|| {
+                        SandboxError::Pin {
+                            what: "capture directory",
+                            path: cap.dir.clone(),
+                            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+                        }
+                    })?;
+                m.steps.push(Step::Overlay {
+                    path,
+                    id,
+                    base: cstr(cap.dir.as_os_str().as_bytes(), "capture directory")?,
+                    base_id,
+                    access: landlock_bits.unwrap_or(0),
+                });
+            }
+            None => m.steps.push(Step::Writable(path, id)),
         }
+        m.pinned.push((w.clone(), fd));
+        m.writable += 1;
     }
     Ok(())
+}
+
+/// Paths found through the capture overlay are checked by type only (see
+/// [`sys::mount::Identity::loose`]).
+fn loosen_inside_overlay(c: &Confinement, steps: &mut [Step]) {
+    let Some(ws) = c
+        .capture
+        .as_ref()
+        .map(|cap| cap.workspace.as_os_str().as_bytes())
+    else {
+        return;
+    };
+    if !steps.iter().any(|s| matches!(s, Step::Overlay { .. })) {
+        return;
+    }
+    let inside = |p: &std::ffi::CString| {
+        let b = p.to_bytes();
+        b.len() > ws.len() && b.starts_with(ws) && (b[ws.len()] == b'/' || ws.ends_with(b"/"))
+    };
+    for s in steps {
+        match s {
+            Step::Writable(p, id) | Step::Pin(p, id) | Step::ReadOnly(p, id) if inside(p) => {
+                id.loose = true;
+            }
+            Step::MaskDir(p, Find::Pinned(id)) | Step::MaskFile(p, Find::Pinned(id))
+                if inside(p) =>
+            {
+                id.loose = true;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Readable and executable areas inside a writable area are pinned too: landlock's rules for

@@ -202,6 +202,10 @@ struct ExecParams {
     /// 30,000); longer output keeps its head and tail around a marker naming where the
     /// whole is. Within 4,000..=200,000.
     max_output_chars: Option<u64>,
+    /// Hold the command's file changes instead of applying them: the result lists them
+    /// (`snapshot.held`, `snapshot.pending`); a person lands them with `gateway apply ID`
+    /// or drops them with `gateway discard ID` (default: the policy's `[undo] review`).
+    review: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -788,6 +792,7 @@ impl ToolSession<'_> {
             session: self.session.to_string(),
             caller: self.caller(),
             snapshot: None,
+            review: p.review,
             context: self.cx.clone(),
             cancel,
         };

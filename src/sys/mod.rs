@@ -54,6 +54,7 @@ pub(crate) mod stage {
     pub const MOUNT_MOVED: u32 = 38;
     pub const MOUNT_DEV: u32 = 39;
     pub const PROXY: u32 = 40;
+    pub const MOUNT_OVERLAY: u32 = 41;
 
     /// Human name of a stage, for errors.
     pub fn name(s: u32) -> &'static str {
@@ -91,6 +92,9 @@ pub(crate) mod stage {
                 "binding a path the broker pinned: it was replaced (renamed, re-pointed) between the check and the mount; nothing ran, try again"
             }
             MOUNT_DEV => "building the run's minimal /dev",
+            MOUNT_OVERLAY => {
+                "mounting the overlay that captures the run's changes to the workspace"
+            }
             PROXY => "listening for the egress proxy on the namespace's loopback",
             IDENTITY => {
                 "taking the caller's uid and gid (the daemon needs CAP_SETUID and CAP_SETGID to serve other users)"
@@ -613,7 +617,7 @@ fn join_cgroup_v2(cg: RawFd) -> Result<(), u32> {
 /// `landlock`, the ruleset not yet applied). Async-signal-safe; on failure, the stage (errno
 /// still set).
 pub(crate) fn apply_mounts(ns: &NsPlan, landlock: Option<RawFd>) -> Result<(), u32> {
-    mount::apply(&ns.mounts, &ns.trees, ns.read_only_host)?;
+    mount::apply(&ns.mounts, &ns.trees, ns.read_only_host, landlock)?;
     for (path, opts, access) in &ns.tmpfs {
         // A mount point inside a fresh tmpfs mounted just before (the TMPDIR's in the run's
         // own /tmp) is made here; one that exists is left as it is (EEXIST, EROFS ignored).
@@ -826,6 +830,26 @@ pub(crate) fn add_landlock_rule_fd(
         return Ok(false);
     }
     Err(e)
+}
+
+/// Adds a landlock path-beneath rule for the directory `fd` refers to (a fresh overlay's
+/// root: a rule on the workspace's own inode does not cover the overlay's). Async-signal-safe.
+pub(crate) fn add_fd_rule(ruleset: RawFd, fd: RawFd, access: u64) -> bool {
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    // SAFETY: landlock_add_rule reads a packed attr struct from our stack; both fds are
+    // valid for the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        ) == 0
+    }
 }
 
 fn add_path_rule(ruleset: RawFd, path: &std::ffi::CStr, access: u64) -> bool {

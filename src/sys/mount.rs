@@ -26,7 +26,10 @@ pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const FSCONFIG_SET_FLAG: u32 = 0;
 const FSCONFIG_SET_STRING: u32 = 1;
+const FSCONFIG_SET_FD: u32 = 5;
+const RESOLVE_BENEATH: u64 = 0x08;
 const FSOPEN_CLOEXEC: u32 = 1;
 const FSMOUNT_CLOEXEC: u32 = 1;
 const FSCONFIG_CMD_CREATE: u32 = 6;
@@ -55,11 +58,18 @@ pub(crate) struct Identity {
     pub link: bool,
     /// Hard links (not part of what the object is: compared only by the broker).
     pub nlink: u64,
+    /// Found through the run's capture overlay (`Step::Overlay`), where device and inode are
+    /// the overlay's, not the object's: only the type is compared. Nothing of the agent can
+    /// move it meanwhile: every run writes its own upper layer, never the workspace beneath.
+    pub loose: bool,
 }
 
 impl Identity {
-    /// The same object (device, inode, type)?
+    /// The same object (device, inode, type; the type only when found through the overlay)?
     fn same(&self, o: &Identity) -> bool {
+        if self.loose || o.loose {
+            return (self.dir, self.link) == (o.dir, o.link);
+        }
         (self.dev, self.ino, self.dir, self.link) == (o.dev, o.ino, o.dir, o.link)
     }
 }
@@ -87,6 +97,24 @@ pub(crate) enum Step {
     MaskDir(std::ffi::CString, Find),
     /// A denied file (or other non-directory), hidden under `/dev/null` on a nodev mount.
     MaskFile(std::ffi::CString, Find),
+    /// The workspace, captured: an overlay whose lower layer is the workspace and whose
+    /// upper and work directories are `upper` and `work` in the call's capture directory
+    /// `base` (in the state directory). Built while the host is still writable, attached in
+    /// its place among the writable areas; `access`: the landlock rights on its root.
+    Overlay {
+        path: std::ffi::CString,
+        id: Identity,
+        base: std::ffi::CString,
+        base_id: Identity,
+        access: u64,
+    },
+}
+
+impl Step {
+    /// Takes a slot of the helper's detached trees (a writable area's copy, an overlay).
+    fn has_tree(&self) -> bool {
+        matches!(self, Step::Writable(..) | Step::Overlay { .. })
+    }
 }
 
 /// Opens `path` as `O_PATH`, following no symlink in any component (`openat2`), and returns
@@ -141,6 +169,7 @@ fn identity(fd: RawFd) -> Option<Identity> {
         dir: st.st_mode & libc::S_IFMT == libc::S_IFDIR,
         link: st.st_mode & libc::S_IFMT == libc::S_IFLNK,
         nlink: st.st_nlink,
+        loose: false,
     })
 }
 
@@ -191,6 +220,139 @@ fn clone_tree(fd: RawFd) -> RawFd {
             c"".as_ptr(),
             OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32,
         ) as RawFd
+    }
+}
+
+/// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH)`: a detached copy of the one mount at
+/// `fd`, without the mounts below it (an overlay's layers may have no locked submounts).
+fn clone_one(fd: RawFd) -> RawFd {
+    // SAFETY: open_tree with a descriptor, an empty static path and flags.
+    unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd,
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32,
+        ) as RawFd
+    }
+}
+
+/// A directory `name` beneath `dir`, as `O_PATH`, following no link. -1 on failure.
+fn open_below(dir: RawFd, name: &CStr) -> RawFd {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH,
+    };
+    // SAFETY: openat2 reads a NUL-terminated name and an open_how of the size given, both
+    // live for the call; `dir` is a descriptor we hold.
+    unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            name.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        ) as RawFd
+    }
+}
+
+/// The capture overlay of [`Step::Overlay`], detached: its lower layer a copy of the mount
+/// at the workspace (found as decided), its upper and work directories beneath one copy of
+/// the capture directory's mount (overlay wants both on one mount), every layer passed by
+/// descriptor (`FSCONFIG_SET_FD`, Linux 6.13), `userxattr` (the only kind a user namespace
+/// may write). -1 on failure (errno set).
+fn overlay(path: &CStr, id: &Identity, base: &CStr, base_id: &Identity) -> Result<RawFd, u32> {
+    let st = stage::MOUNT_OVERLAY;
+    let Some(ws) = find(path, &Find::Pinned(*id), st)? else {
+        set_errno(libc::ENOENT);
+        return Err(st);
+    };
+    let Some(b) = find(base, &Find::Pinned(*base_id), st)? else {
+        close(ws);
+        set_errno(libc::ENOENT);
+        return Err(st);
+    };
+    let lower = clone_one(ws);
+    let base_tree = clone_one(b);
+    close(ws);
+    close(b);
+    let upper = if base_tree >= 0 {
+        open_below(base_tree, c"upper")
+    } else {
+        -1
+    };
+    let work = if base_tree >= 0 {
+        open_below(base_tree, c"work")
+    } else {
+        -1
+    };
+    let m = if lower >= 0 && upper >= 0 && work >= 0 {
+        overlay_fs(lower, upper, work)
+    } else {
+        -1
+    };
+    // SAFETY: errno is this thread's; saved across the closes below.
+    let e = unsafe { *libc::__errno_location() };
+    for fd in [lower, base_tree, upper, work] {
+        if fd >= 0 {
+            close(fd);
+        }
+    }
+    if m < 0 {
+        set_errno(e);
+        return Err(st);
+    }
+    Ok(m)
+}
+
+/// `fsopen("overlay")` with the three layers by descriptor: the detached mount, or -1.
+fn overlay_fs(lower: RawFd, upper: RawFd, work: RawFd) -> RawFd {
+    // SAFETY: the fs-context syscalls with NUL-terminated static keys and descriptors we
+    // hold; every descriptor but the mount's is closed.
+    unsafe {
+        let fs = libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let set_fd = |k: &CStr, fd: RawFd| {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_SET_FD,
+                k.as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                fd,
+            ) == 0
+        };
+        let ok = libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            FSCONFIG_SET_FLAG,
+            c"userxattr".as_ptr(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        ) == 0
+            && set_fd(c"lowerdir+", lower)
+            && set_fd(c"upperdir", upper)
+            && set_fd(c"workdir", work)
+            && libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) == 0;
+        let m = if ok {
+            libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV) as RawFd
+        } else {
+            -1
+        };
+        let e = *libc::__errno_location();
+        libc::close(fs);
+        *libc::__errno_location() = e;
+        m
     }
 }
 
@@ -260,6 +422,7 @@ pub(crate) fn apply(
     steps: &[Step],
     trees: &[std::cell::Cell<RawFd>],
     read_only_host: bool,
+    landlock: Option<RawFd>,
 ) -> Result<(), u32> {
     // SAFETY: mount(2) with NULL source/fstype and a static target; changes propagation of our
     // own (new) mount namespace so nothing below leaks to the host.
@@ -275,22 +438,31 @@ pub(crate) fn apply(
     {
         return Err(stage::MOUNT_PRIVATE);
     }
-    // The writable areas, cloned while the host's mounts are still writable.
-    let mut slot = 0;
-    for s in steps {
-        if let Step::Writable(p, id) = s {
-            if let Some(fd) = find(p, &Find::Pinned(*id), stage::MOUNT_WRITABLE)? {
+    // The writable areas, cloned, and the capture overlay, built, while the host's mounts
+    // are still writable.
+    for (s, slot) in steps.iter().filter(|s| s.has_tree()).zip(trees) {
+        let t = match s {
+            Step::Writable(p, id) => {
+                let Some(fd) = find(p, &Find::Pinned(*id), stage::MOUNT_WRITABLE)? else {
+                    continue;
+                };
                 let t = clone_tree(fd);
                 close(fd);
                 if t < 0 {
                     return Err(stage::MOUNT_WRITABLE);
                 }
-                if let Some(c) = trees.get(slot) {
-                    c.set(t);
-                }
+                t
             }
-            slot += 1;
-        }
+            Step::Overlay {
+                path,
+                id,
+                base,
+                base_id,
+                ..
+            } => overlay(path, id, base, base_id)?,
+            _ => continue,
+        };
+        slot.set(t);
     }
     // Everything read-only: a chmod, utimes, setxattr or rename outside the writable areas
     // fails with EROFS, whoever runs.
@@ -300,21 +472,40 @@ pub(crate) fn apply(
     minimal_dev()?;
     let mut slot = 0;
     for s in steps {
-        let tree = if matches!(s, Step::Writable(..)) {
+        let tree = if s.has_tree() {
             slot += 1;
             trees.get(slot - 1).map_or(-1, |c| c.replace(-1))
         } else {
             -1
         };
-        place(s, tree)?;
+        place(s, tree, landlock)?;
     }
     Ok(())
 }
 
 /// Makes one step's mount, after the host was made read-only (`tree`: a writable area's
 /// copy, taken before). Async-signal-safe; on failure, the stage.
-fn place(s: &Step, tree: RawFd) -> Result<(), u32> {
+fn place(s: &Step, tree: RawFd, landlock: Option<RawFd>) -> Result<(), u32> {
     match s {
+        Step::Overlay {
+            path, id, access, ..
+        } => {
+            let st = stage::MOUNT_OVERLAY;
+            let Some(fd) = find(path, &Find::Pinned(*id), st)? else {
+                close(tree);
+                set_errno(libc::ENOENT);
+                return Err(st);
+            };
+            let ok = move_onto(tree, fd);
+            close(fd);
+            // The overlay's root has inodes of its own: the workspace's landlock rule (on
+            // the directory beneath) does not cover it, so it gets its own, from the mount.
+            let ruled = ok && landlock.is_none_or(|r| super::add_fd_rule(r, tree, *access));
+            close(tree);
+            if !ruled {
+                return Err(st);
+            }
+        }
         Step::Writable(p, id) => {
             if tree < 0 {
                 return Ok(());

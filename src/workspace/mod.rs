@@ -12,6 +12,8 @@
 //! identity). The arrows test (`serve::tests::the_arrows_point_down`) lists the first as an
 //! exception.
 
+pub mod apply;
+pub mod capture;
 pub mod snapshot;
 pub mod wsfs;
 #[cfg(test)]

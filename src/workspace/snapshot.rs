@@ -150,6 +150,23 @@ pub struct SnapshotReport {
     /// Old backups expired during this run to stay within `[undo] max_state_bytes` or to keep
     /// the state directory's file system from filling up.
     pub expired: usize,
+    /// How the changes were captured: `overlay` (what the run wrote, applied after it) or
+    /// `walk` (the workspace compared before and after).
+    pub mechanism: String,
+    /// Why the overlay did not capture this run (the walk did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// The change set held instead of applied (`gateway apply ID`, `gateway discard ID`):
+    /// the run was reviewed, or some of its changes could not be applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+    /// What the held change set would change: (path, `created` | `changed` | `deleted`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<(PathBuf, &'static str)>,
+    /// Paths the run changed that could not be applied (they stay in the held change set),
+    /// and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<(PathBuf, String)>,
 }
 
 fn index_path(state_dir: &Path, ws: &Path) -> PathBuf {
@@ -328,6 +345,7 @@ pub fn after(
         files: post.files.len(),
         not_backed_up,
         expired: pre.expired + budget.expired.len(),
+        mechanism: super::capture::WALK.into(),
         ..SnapshotReport::default()
     };
     if !diffs.is_empty() {

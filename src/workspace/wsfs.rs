@@ -337,7 +337,7 @@ fn ignore_file(dir: &impl AsFd, rel: &Path) -> IgnoreFile {
 
 /// The ignore rules of one directory (None: it has none), or Err when one of its ignore files
 /// is not safe to read.
-fn dir_rules(
+pub(crate) fn dir_rules(
     dir: &impl AsFd,
     abs: &Path,
     top: bool,

@@ -351,9 +351,13 @@ impl ExecTool<'_, '_> {
         // with a snapshot even where the policy takes none (permissive, a user's own): the
         // uncommitted work it throws away stays recoverable with `gateway undo`.
         // `--no-snapshot` still wins.
-        let snap = req.snapshot.unwrap_or_else(|| {
-            req.policy.undo.snapshot || discards_git_work(&req.context, &self.argv, &spec.cwd)
-        });
+        // A reviewed run is captured whatever the policy says of snapshots: its changes are
+        // what a person reviews.
+        let review = req.review.unwrap_or(req.policy.undo.review);
+        let snap = review
+            || req.snapshot.unwrap_or_else(|| {
+                req.policy.undo.snapshot || discards_git_work(&req.context, &self.argv, &spec.cwd)
+            });
         let max_file = req.policy.undo.snapshot_max_file;
         let ws = self.ws.clone();
         // The workspace is read with the caller's rights (a daemon's client): never more. One
@@ -371,58 +375,66 @@ impl ExecTool<'_, '_> {
                     }))
                 })?;
         }
-        // The snapshot is this call's alone: no other call changes the workspace between its
-        // before and its after (`journal::capture`).
-        let _capture = if snap {
-            let cancel = req
-                .cancel
-                .as_ref()
-                .map(std::os::fd::AsFd::as_fd)
-                .or_else(|| req.context.cancel());
-            Some(
-                crate::journal::capture_lock(&req.state_dir, &ws, cancel).map_err(|e| {
-                    BrokerError::Io {
-                        what: "the workspace's capture lock".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    }
-                })?,
-            )
+        // How the run's changes are captured: the overlay (what the run wrote, in a layer of
+        // its own), else the walk (`broker::capture`).
+        let mut spec = spec;
+        let plan = if snap {
+            let command = crate::shown::argv_shown(&self.trace.argv);
+            broker::capture::choose(req, &ws, &mut spec, &command)
         } else {
-            None
+            broker::capture::Plan::None
         };
-        let pre = if snap {
-            Some(snapshot::before(
-                &req.state_dir,
-                &ws,
-                max_file,
-                undo_limits(&req.policy.undo),
-                who.as_ref(),
-            )?)
-        } else {
-            None
+        if review && let broker::capture::Plan::Walk(why) = &plan {
+            return Err(BrokerError::Usage(UsageError::ReviewUnavailable {
+                why: why.clone(),
+            }));
+        }
+        let (_capture, pre) = self.walk_before(&plan, who.as_ref())?;
+        let mut held = match self.hold(&spec, places, bound) {
+            Ok(h) => h,
+            Err(e) => {
+                discard_layer(&plan);
+                return Err(e);
+            }
         };
-        let mut held = self.hold(&spec, places, bound)?;
-        self.trace
-            .begin_run(req, &ws, approved, pre.as_ref(), max_file)?;
+        if let Err(e) = self.trace.begin_run(
+            req,
+            &ws,
+            approved,
+            pre.as_ref(),
+            max_file,
+            plan.layer().map(|l| l.id.clone()),
+        ) {
+            discard_layer(&plan);
+            return Err(e);
+        }
         let outcome = self.relay(&spec);
+        let not_started = outcome.as_ref().is_err_and(nothing_ran);
+        // What the run wrote lands in the workspace before git's places are looked at: what
+        // it planted there is quarantined like any run's.
+        let snapshot_report = broker::capture::after_run(req, &plan, not_started, review)?;
         // A run refused before its command started (a linked writable area, a host that
         // refuses user namespaces, a failed setup) changed nothing: nothing to quarantine,
         // and what a person made meanwhile is theirs.
-        let created = if outcome.as_ref().is_err_and(nothing_ran) {
+        let created = if not_started {
             vec![]
         } else {
             self.quarantine(&mut held, outcome.as_ref().ok())
         };
-        let snapshot_report = match &pre {
-            Some(pre) => Some(snapshot::after(
-                &req.state_dir,
-                &ws,
-                pre,
-                max_file,
-                undo_limits(&req.policy.undo),
-                who.as_ref(),
-            )?),
-            None => None,
+        let snapshot_report = match (&pre, &plan) {
+            (Some(pre), broker::capture::Plan::Walk(why)) => {
+                let mut r = snapshot::after(
+                    &req.state_dir,
+                    &ws,
+                    pre,
+                    max_file,
+                    undo_limits(&req.policy.undo),
+                    who.as_ref(),
+                )?;
+                r.fallback = Some(why.clone());
+                Some(r)
+            }
+            _ => snapshot_report,
         };
         if let Some(b) = &self.report.blocked
             && b.place == "stdin"
@@ -441,6 +453,40 @@ impl ExecTool<'_, '_> {
             warnings: held.warnings,
             snapshot: snapshot_report,
         }))
+    }
+
+    /// The walk's part before the run (when the walk captures it): the workspace's capture
+    /// lock (no other call changes the workspace between its before and its after,
+    /// `journal::capture`) and its index.
+    fn walk_before(
+        &self,
+        plan: &broker::capture::Plan,
+        who: Option<&wsfs::Identity>,
+    ) -> Result<(Option<crate::journal::CaptureLock>, Option<snapshot::Index>), BrokerError> {
+        let req = self.req;
+        if !matches!(plan, broker::capture::Plan::Walk(_)) {
+            return Ok((None, None));
+        }
+        let ws = &self.ws;
+        let cancel = req
+            .cancel
+            .as_ref()
+            .map(std::os::fd::AsFd::as_fd)
+            .or_else(|| req.context.cancel());
+        let lock = crate::journal::capture_lock(&req.state_dir, ws, cancel).map_err(|e| {
+            BrokerError::Io {
+                what: "the workspace's capture lock".into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
+        let pre = snapshot::before(
+            &req.state_dir,
+            ws,
+            req.policy.undo.snapshot_max_file,
+            undo_limits(&req.policy.undo),
+            who,
+        )?;
+        Ok((Some(lock), Some(pre)))
     }
 
     /// The sandbox spec: the private TMPDIR, the plan, the environment (its secrets checked),
@@ -830,6 +876,13 @@ fn stdin_of(cx: &client::Context, s: &Stdin) -> Result<Stdin, BrokerError> {
         Stdin::Fd(f) => Stdin::Fd(f.try_clone().map_err(own)?),
         Stdin::FilteredFd(f) => Stdin::FilteredFd(f.try_clone().map_err(own)?),
     })
+}
+
+/// A run that did not get as far as its layer's use: the layer goes.
+fn discard_layer(plan: &broker::capture::Plan) {
+    if let Some(l) = plan.layer() {
+        let _ = l.remove();
+    }
 }
 
 /// Paths as shown (stderr, `--json`, MCP, the record): a secret in a name the run chose is

@@ -3,6 +3,7 @@
 //! `scan` (the secrets scan of files). The core beside them (`broker/`) decides, asks,
 //! records and reports; a tool names the core, the core names a tool only to dispatch to it.
 
+pub mod changes;
 pub(super) mod exec;
 pub mod fs;
 pub mod http;

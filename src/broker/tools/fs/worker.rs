@@ -303,6 +303,7 @@ pub(crate) fn run(
             private_tmp: None,
             danger_openat2: true,
             run_as: None,
+            capture: None,
         },
         // The worker ends with its call (a copy: the spec owns its fd).
         cancel: cancel.and_then(|c| c.try_clone_to_owned().ok()),

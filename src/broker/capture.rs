@@ -1,0 +1,191 @@
+//! A run's change capture, on the broker's side: which mechanism captures it (the overlay of
+//! `workspace::capture`, or the walk of `workspace::snapshot` where the overlay cannot be
+//! mounted, and why), and what becomes of the captured layer after the run (applied with a
+//! journal entry per path, held for review, or held because applying failed).
+
+use super::*;
+use crate::workspace::apply::{self, Applied};
+use crate::workspace::capture::{self, Layer, Meta};
+
+/// How a run's changes are captured.
+pub(super) enum Plan {
+    /// Not captured (`[undo] snapshot = false`, `--no-snapshot`).
+    None,
+    /// The overlay: the run writes this layer, applied after it.
+    Overlay(Layer),
+    /// The walk, and why the overlay does not capture this run.
+    Walk(String),
+}
+
+impl Plan {
+    /// The layer's id, if any.
+    pub(super) fn layer(&self) -> Option<&Layer> {
+        match self {
+            Plan::Overlay(l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
+/// Chooses the mechanism for a captured run of `spec` in `ws`, and sets the spec's overlay.
+pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command: &str) -> Plan {
+    let why_not = (|| {
+        if req.policy.undo.capture == crate::model::CaptureMode::Walk {
+            return Some("the policy says `[undo] capture = \"walk\"`".to_string());
+        }
+        if !spec.confine.namespaces
+            || (spec.confine.best_effort && !sandbox::namespaces_available())
+        {
+            return Some("the run has no mount namespace".into());
+        }
+        let w = &spec.confine.write;
+        if w.iter().any(|p| p.as_path() == Path::new("/")) {
+            return Some("the policy lets the run write `/`".into());
+        }
+        if !w.iter().any(|p| ws.starts_with(p)) {
+            return Some("the workspace is not writable to the run".into());
+        }
+        None
+    })();
+    if let Some(why) = why_not {
+        return Plan::Walk(why);
+    }
+    let meta = Meta {
+        id: String::new(),
+        workspace: ws.to_path_buf(),
+        started: crate::journal::now(),
+        command: command.to_string(),
+        uid: req.context.fs_identity().map(|w| w.uid),
+        state: String::new(),
+        why: None,
+        seq: None,
+    };
+    match capture::prepare(&req.state_dir, ws, meta) {
+        Ok(layer) => {
+            spec.confine.capture = Some(sandbox::CaptureLayer {
+                workspace: ws.to_path_buf(),
+                dir: layer.dir.clone(),
+            });
+            Plan::Overlay(layer)
+        }
+        Err(why) => Plan::Walk(why),
+    }
+}
+
+/// Applies a run's layer (or holds it: `review`, or a run that did not start cleanly), and
+/// reports it as the snapshot report the front ends show.
+pub(super) fn finish(
+    req: &ExecRequest<'_>,
+    layer: &Layer,
+    review: Option<String>,
+) -> Result<snapshot::SnapshotReport, BrokerError> {
+    let mut report = snapshot::SnapshotReport {
+        group: format!("exec-{}", snapshot::unique_id(&layer.id)),
+        mechanism: capture::OVERLAY.into(),
+        ..snapshot::SnapshotReport::default()
+    };
+    if let Some(why) = review {
+        hold(layer, "held", &why);
+        report.held = Some(layer.id.clone());
+        report.pending = pending(req, layer);
+        return Ok(report);
+    }
+    let who = req.context.fs_identity();
+    match apply_layer(req, layer, &report.group, who.as_ref()) {
+        Ok(applied) => fill(&mut report, applied),
+        // Failed as a whole (the journal or the backup store cannot be written): nothing was
+        // changed, what the run wrote stays in its layer, held for `gateway apply`.
+        Err(e) => {
+            let why = format!("its changes could not be applied: {e}");
+            hold(layer, "failed", &why);
+            report.held = Some(layer.id.clone());
+            report.not_applied = vec![(layer.workspace.clone(), why)];
+            report.pending = pending(req, layer);
+            return Ok(report);
+        }
+    }
+    if report.not_applied.is_empty() {
+        let _ = layer.remove();
+    } else {
+        hold(
+            layer,
+            "failed",
+            &format!("{} path(s) could not be applied", report.not_applied.len()),
+        );
+        report.held = Some(layer.id.clone());
+    }
+    Ok(report)
+}
+
+/// After the run: its layer applied or held (`review`); removed when its command never
+/// started (nothing was written).
+pub(super) fn after_run(
+    req: &ExecRequest<'_>,
+    plan: &Plan,
+    not_started: bool,
+    review: bool,
+) -> Result<Option<snapshot::SnapshotReport>, BrokerError> {
+    let Plan::Overlay(layer) = plan else {
+        return Ok(None);
+    };
+    if not_started {
+        let _ = layer.remove();
+        return Ok(None);
+    }
+    let why = review.then(|| {
+        if req.review == Some(true) {
+            "the run asked for review (--review)".to_string()
+        } else {
+            "the policy holds every run's changes for review ([undo] review)".to_string()
+        }
+    });
+    finish(req, layer, why).map(Some)
+}
+
+/// Applies `layer` as the caller `who`.
+pub(super) fn apply_layer(
+    req: &ExecRequest<'_>,
+    layer: &Layer,
+    group: &str,
+    who: Option<&wsfs::Identity>,
+) -> Result<Applied, BrokerError> {
+    apply::apply(&apply::Apply {
+        state_dir: &req.state_dir,
+        layer,
+        group,
+        tool: "exec",
+        max_file: req.policy.undo.snapshot_max_file,
+        quota: super::undo_limits(&req.policy.undo),
+        who,
+        hold: &|_, _| None,
+    })
+}
+
+/// The report's fields from what was applied.
+pub(super) fn fill(report: &mut snapshot::SnapshotReport, a: Applied) {
+    report.changes = a.changes;
+    report.not_backed_up = a.not_undoable;
+    report.not_applied = a.not_applied;
+    report.expired = a.expired;
+}
+
+/// Marks `layer` held, with why.
+pub(super) fn hold(layer: &Layer, state: &str, why: &str) {
+    if let Some((_, mut meta)) = Layer::open(
+        layer
+            .dir
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("/")),
+        &layer.id,
+    ) {
+        meta.state = state.into();
+        meta.why = Some(why.into());
+        let _ = layer.save(&meta);
+    }
+}
+
+/// What a held layer would change, for its review.
+pub(super) fn pending(req: &ExecRequest<'_>, layer: &Layer) -> Vec<(PathBuf, &'static str)> {
+    super::tools::changes::pending(layer, req.context.fs_identity().as_ref())
+}
