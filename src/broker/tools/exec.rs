@@ -347,10 +347,10 @@ impl ExecTool<'_, '_> {
         // Refused before anything else is read or written when the trees are too large to
         // search (`search_bound`).
         let bound = search_bound(&places, spec.confine.best_effort)?;
-        // A git command that discards work (what strict's `deny-git-destructive` denies) runs
-        // with a snapshot even where the policy takes none (permissive, a user's own): the
-        // uncommitted work it throws away stays recoverable with `gateway undo`.
-        // `--no-snapshot` still wins.
+        // A git command that discards work (`git::DISCARDS`: `reset --hard`, `checkout -- x`,
+        // `restore .`, `clean -f`, `stash drop`, ...) runs with a snapshot even where the
+        // policy takes none (permissive, a user's own): the uncommitted work it throws away
+        // stays recoverable with `gateway undo`. `--no-snapshot` still wins.
         let snap = req.snapshot.unwrap_or_else(|| {
             req.policy.undo.snapshot || discards_git_work(&req.context, &self.argv, &spec.cwd)
         });
