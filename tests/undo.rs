@@ -1099,6 +1099,162 @@ sandbox_test!(
     }
 );
 
+/// Uncommitted work in a fresh repository of `env`'s workspace: `tracked.bin` and
+/// `dir/nested.txt` committed, then changed (bytes that are not UTF-8), `untracked.bin` and
+/// `new/deep.txt` never added. Returns the work as (path, bytes).
+fn uncommitted_work(env: &Env) -> Vec<(&'static str, Vec<u8>)> {
+    let git = |args: &[&str]| git_in(&env.ws, args);
+    env.write("tracked.bin", "committed\n");
+    env.write("dir/nested.txt", "committed nested\n");
+    git(&["init", "-q"]);
+    git(&["config", "user.name", "t"]);
+    git(&["config", "user.email", "t@t"]);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "one"]);
+    let work = vec![
+        ("tracked.bin", b"uncommitted \xff\x00\xfe edit\r\n".to_vec()),
+        ("dir/nested.txt", b"nested edit, no newline".to_vec()),
+        ("untracked.bin", b"\x00new work\x80\n".to_vec()),
+        ("new/deep.txt", b"deep new work\n".to_vec()),
+    ];
+    for (p, b) in &work {
+        env.write(p, "");
+        std::fs::write(env.ws.join(p), b).expect("write");
+    }
+    work
+}
+
+/// Runs `argv` under permissive (no snapshot of its own), checks the run discarded `gone`
+/// (paths of `work` no longer as they were) and took a snapshot, then `gateway undo` and
+/// checks every path of `work` is back byte for byte.
+fn discard_then_undo(env: &Env, work: &[(&str, Vec<u8>)], argv: &[&str], gone: &[&str]) {
+    let o = env
+        .cmd()
+        .args(["--json", "exec", "--policy", "permissive", "--"])
+        .args(argv)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{argv:?}: {}", text(&o));
+    assert!(
+        !json_of(&o)["snapshot"].is_null(),
+        "{argv:?} discards work: snapshotted under permissive: {}",
+        text(&o)
+    );
+    for p in gone {
+        let (_, b) = work.iter().find(|(w, _)| w == p).expect("a path of work");
+        assert_ne!(
+            std::fs::read(env.ws.join(p)).ok().as_ref(),
+            Some(b),
+            "{argv:?} discarded {p}"
+        );
+    }
+    let o = env.gw(&["undo"]);
+    assert_eq!(o.status.code(), Some(0), "{argv:?}: undo: {}", text(&o));
+    for (p, b) in work {
+        assert_eq!(
+            std::fs::read(env.ws.join(p)).ok().as_ref(),
+            Some(b),
+            "{argv:?}: {p} back byte for byte after undo: {}",
+            text(&o)
+        );
+    }
+}
+
+sandbox_test!(
+    fn work_discarded_by_git_checkout_or_restore_of_paths_comes_back_with_undo_under_every_policy()
+    {
+        // `git checkout -- .` and `git restore .` are ordinary (no policy denies them) and
+        // throw away every uncommitted change to tracked files: under permissive, which
+        // takes no snapshot, they are snapshotted like `git reset --hard`.
+        let changed = ["tracked.bin", "dir/nested.txt"];
+        for argv in [
+            &["git", "checkout", "--", "."][..],
+            &["git", "checkout", "."],
+            &["git", "restore", "."],
+            &[
+                "git",
+                "restore",
+                "--staged",
+                "--worktree",
+                "tracked.bin",
+                "dir",
+            ],
+            &[
+                "sh",
+                "-c",
+                "git -C dir checkout HEAD -- . && git checkout tracked.bin",
+            ],
+            &["env", "A=1", "/usr/lib/git-core/git-restore", "-W", "."],
+        ] {
+            let env = Env::new("git-discard-paths");
+            let work = uncommitted_work(&env);
+            discard_then_undo(&env, &work, argv, &changed);
+        }
+        // Restoring the index only, and switching branches, discard nothing: no snapshot.
+        let env = Env::new("git-discard-none");
+        let work = uncommitted_work(&env);
+        git_in(&env.ws, &["add", "tracked.bin"]);
+        git_in(&env.ws, &["branch", "other"]);
+        for argv in [
+            &["git", "restore", "--staged", "tracked.bin"][..],
+            &["git", "checkout", "other"],
+            &["git", "status"],
+        ] {
+            let o = env
+                .cmd()
+                .args(["--json", "exec", "--policy", "permissive", "--"])
+                .args(argv)
+                .output()
+                .expect("run");
+            assert_eq!(o.status.code(), Some(0), "{argv:?}: {}", text(&o));
+            assert!(
+                json_of(&o)["snapshot"].is_null(),
+                "{argv:?}: no snapshot: {}",
+                text(&o)
+            );
+        }
+        for (p, b) in &work {
+            assert_eq!(std::fs::read(env.ws.join(p)).ok().as_ref(), Some(b), "{p}");
+        }
+    }
+);
+
+sandbox_test!(
+    fn work_discarded_by_git_clean_or_stash_drop_comes_back_with_undo_under_every_policy() {
+        for (argv, gone) in [
+            (
+                &["git", "clean", "-fd"][..],
+                &["untracked.bin", "new/deep.txt"][..],
+            ),
+            (
+                &["git", "clean", "-f", "-d", "-x"],
+                &["untracked.bin", "new/deep.txt"],
+            ),
+            (
+                &["git", "clean", "--forc", "-d"],
+                &["untracked.bin", "new/deep.txt"],
+            ),
+            (
+                &["sh", "-c", "git stash -q -u && git stash drop -q"],
+                &[
+                    "tracked.bin",
+                    "dir/nested.txt",
+                    "untracked.bin",
+                    "new/deep.txt",
+                ],
+            ),
+            (
+                &["sh", "-c", "git stash -q && git stash clear"],
+                &["tracked.bin", "dir/nested.txt"],
+            ),
+        ] {
+            let env = Env::new("git-discard-clean");
+            let work = uncommitted_work(&env);
+            discard_then_undo(&env, &work, argv, gone);
+        }
+    }
+);
+
 sandbox_test!(
     fn the_snapshot_before_a_run_never_expires_what_that_run_may_need_to_undo() {
         // Found by the quota's author and left open, closed here: the snapshot taken before a

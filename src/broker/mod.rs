@@ -651,22 +651,11 @@ pub fn workspace_of(cx: &client::Context, p: &Path) -> Result<PathBuf, BrokerErr
         })?
 }
 
-/// Whether `argv` runs a git command that discards work or history, as strict's
-/// `deny-git-destructive` rule judges it (what git will do, not its spelling; a command it
-/// cannot analyse counts).
+/// Whether `argv` may run a git command that discards uncommitted work or local history
+/// (`policy::discards_git_work`: what git will do, not its spelling; a command it cannot
+/// analyse counts). Such a run is snapshotted under every policy.
 fn discards_git_work(cx: &client::Context, argv: &[String], cwd: &Path) -> bool {
-    if !argv.iter().any(|a| a.contains("git")) {
-        return false;
-    }
-    // Loaded once per process (a daemon decides many calls).
-    static STRICT: std::sync::OnceLock<Option<Policy>> = std::sync::OnceLock::new();
-    let Some(strict) = STRICT.get_or_init(|| Policy::builtin("strict").ok()) else {
-        return false;
-    };
-    decide_exec(cx, strict, argv, cwd)
-        .rules
-        .iter()
-        .any(|r| r.id == "deny-git-destructive")
+    argv.iter().any(|a| a.contains("git")) && policy::discards_git_work(argv, &shell_env(cx, cwd))
 }
 
 /// Decides an exec call.

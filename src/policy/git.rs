@@ -81,6 +81,33 @@ pub const SAFE_ENV: &[&str] = &[
     "GIT_ADVICE", "GIT_FLUSH",
 ];
 
+/// Git commands that throw away uncommitted work or local history (the work tree, the index,
+/// stashes, branches, reflogs): a run of one is snapshotted for `gateway undo` under every
+/// policy, also one that takes no snapshot ([`discards`]). Wider than strict's
+/// `deny-git-destructive`, which denies what an agent has no business doing:
+/// `git checkout -- x` and `git restore .` are ordinary, and lose what they overwrite all
+/// the same. `clean --force` is every `git clean` that removes files (`-n` is a dry run;
+/// without `-f` git refuses).
+#[rustfmt::skip]
+pub const DISCARDS: &[&str] = &[
+    "reset --hard", "reset --merge", "reset --keep", "checkout --force", "checkout <paths>",
+    "switch --force", "switch --discard-changes", "restore --worktree <paths>",
+    "clean --force", "clean --interactive", "stash drop", "stash clear",
+    "worktree remove --force", "branch --delete --force", "reflog expire", "reflog delete",
+    "reflog drop", "gc --prune", "filter-branch", "update-ref -d", "update-ref --stdin",
+];
+
+/// [`DISCARDS`], compiled once.
+pub fn discards() -> &'static [GitPattern] {
+    static COMPILED: std::sync::OnceLock<Vec<GitPattern>> = std::sync::OnceLock::new();
+    COMPILED.get_or_init(|| {
+        DISCARDS
+            .iter()
+            .filter_map(|p| GitPattern::compile(p).ok())
+            .collect()
+    })
+}
+
 /// Option tables, from git's builtin/*.c. One spec per option: `[short]|[long]`, then `=`
 /// (takes a value) or `=?` (an optional value, only as `--long=value`), `!` (cannot be
 /// negated), `>a,b` (also sets options `a` and `b`).
@@ -117,6 +144,13 @@ const TABLES: &[(&str, &[&str])] = &[
         "q|quiet", "|recurse-submodules=?", "|progress", "m|merge", "|conflict=", "d|detach",
         "t|track=?", "f|force", "|orphan=", "|overwrite-ignore", "|ignore-other-worktrees",
         "c|create=", "C|force-create=", "|guess", "|discard-changes",
+    ]),
+    // builtin/checkout.c: common and path options, then restore's own.
+    ("restore", &[
+        "q|quiet", "|recurse-submodules=?", "|progress", "m|merge", "|conflict=", "2|ours!",
+        "3|theirs!", "p|patch", "U|unified=!", "|inter-hunk-context=!",
+        "|ignore-skip-worktree-bits", "|pathspec-from-file=", "|pathspec-file-nul",
+        "|auto-advance", "s|source=", "S|staged", "W|worktree", "|ignore-unmerged", "|overlay",
     ]),
     // builtin/branch.c (`branch.c`: `if (force) delete *= 2`, so `-d -f` is `-D`).
     ("branch", &[
@@ -232,6 +266,21 @@ pub struct GitCall {
     /// glob, an unknown or ambiguous option): a pattern may match although `options` does
     /// not show it.
     pub wild: bool,
+    /// Whether the call names paths (`checkout` and `restore` only, for `<paths>` patterns).
+    pub paths: Paths,
+}
+
+/// Whether a `checkout` or `restore` names paths: then it writes the index's (or a tree's)
+/// content over those paths in the work tree, whatever uncommitted work they hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paths {
+    /// None (a branch switch, or a command that does not take paths).
+    No,
+    /// One operand git reads as a path only when no revision of that name exists
+    /// (`git checkout README.md`): it looks like a file name.
+    Maybe,
+    /// Certainly (`-- x`, `.`, two operands, `--patch`, `--pathspec-from-file`).
+    Yes,
 }
 
 /// What a simple command is, for git patterns.
@@ -346,8 +395,26 @@ pub fn parse(cmd: &SimpleCmd, could_be_git: impl Fn() -> bool) -> Parsed {
         subcommand,
         options: BTreeSet::new(),
         wild: false,
+        paths: Paths::No,
     };
-    let positionals = options(args, table(&key).as_deref(), &mut call);
+    let (positionals, dash_dash) = options(args, table(&key).as_deref(), &mut call);
+    match call.command.as_str() {
+        "checkout" => call.paths = checkout_paths(&call, &positionals, dash_dash),
+        "restore" => {
+            // Without `--staged` or `--worktree`, restore writes the work tree (restore's
+            // `checkout_worktree = -2`, default on); `--staged` alone writes the index only.
+            if !call.options.contains("staged") && !call.options.contains("worktree") {
+                call.options.insert("worktree".into());
+            }
+            if !positionals.is_empty()
+                || call.options.contains("patch")
+                || call.options.contains("pathspec-from-file")
+            {
+                call.paths = Paths::Yes;
+            }
+        }
+        _ => {}
+    }
     if call.command == "push" {
         // Refspecs: `+src:dst` forces that update, `:dst` deletes dst (`:` alone pushes the
         // matching branches). The repository operand is checked too (a `+`/`:` there is no
@@ -366,6 +433,43 @@ pub fn parse(cmd: &SimpleCmd, could_be_git: impl Fn() -> bool) -> Parsed {
         }
     }
     Parsed::Call(call)
+}
+
+/// Whether `git checkout` names paths (checkout.c's `parse_branchname_arg`): everything
+/// after `--` is a path; without `--`, the first operand is a revision if it names one and
+/// the rest are paths, a lone operand is a path when it names no revision. `operands` are
+/// the operands, `dash_dash` how many of them came before `--`.
+fn checkout_paths(call: &GitCall, operands: &[String], dash_dash: Option<usize>) -> Paths {
+    let o = |n: &str| call.options.contains(n);
+    if o("patch") || o("pathspec-from-file") {
+        return Paths::Yes;
+    }
+    match (dash_dash, operands) {
+        (Some(k), _) if operands.len() > k => Paths::Yes,
+        (Some(_), _) | (None, []) => Paths::No,
+        // The start point of a new branch (`checkout -b x origin/x`), never a path.
+        (None, [_]) if o("-b") || o("-B") || o("orphan") || o("detach") => Paths::No,
+        (None, [one]) => {
+            // No revision has a name component that starts with `.` (check-ref-format), a
+            // leading or trailing `/`, or a glob character; `-` is the previous branch and
+            // `...B` a merge base.
+            let revision = one == "-"
+                || one.starts_with("...")
+                || !(one.split('/').any(|c| c.starts_with('.'))
+                    || one.starts_with('/')
+                    || one.ends_with('/')
+                    || one.contains(['*', '?', '[']));
+            let last = one.rsplit('/').next().unwrap_or(one);
+            if !revision {
+                Paths::Yes
+            } else if last.trim_end_matches('.').contains('.') {
+                Paths::Maybe
+            } else {
+                Paths::No
+            }
+        }
+        (None, _) => Paths::Yes,
+    }
 }
 
 /// git.c's `handle_options`: the index of the subcommand in `args`, `None` when git only
@@ -518,9 +622,15 @@ fn long_opt<'a>(table: &'a [Opt], arg: &'a str) -> Long<'a> {
 }
 
 /// Reads a subcommand's arguments with its option table (`None`: options are not read);
-/// records options in `call` and returns the operands.
-fn options(args: &[Arg], table: Option<&[Opt]>, call: &mut GitCall) -> Vec<String> {
+/// records options in `call` and returns the operands, and how many of them came before the
+/// first `--` (after `--end-of-options` too: git leaves a `--` there for the command).
+fn options(
+    args: &[Arg],
+    table: Option<&[Opt]>,
+    call: &mut GitCall,
+) -> (Vec<String>, Option<usize>) {
     let mut positionals = Vec::new();
+    let mut dash_dash = None;
     let mut explicit: BTreeSet<String> = BTreeSet::new();
     let mut implied: BTreeSet<String> = BTreeSet::new();
     let mut set = |o: &Opt, unset: bool, explicit: &mut BTreeSet<String>| {
@@ -547,11 +657,16 @@ fn options(args: &[Arg], table: Option<&[Opt]>, call: &mut GitCall) -> Vec<Strin
                 continue;
             }
         };
+        if t == "--" && dash_dash.is_none() {
+            dash_dash = Some(positionals.len());
+            end = true;
+            continue;
+        }
         if end || t == "-" || !t.starts_with('-') {
             positionals.push(t.to_string());
             continue;
         }
-        if t == "--" || t == "--end-of-options" {
+        if t == "--end-of-options" {
             end = true;
             continue;
         }
@@ -586,10 +701,10 @@ fn options(args: &[Arg], table: Option<&[Opt]>, call: &mut GitCall) -> Vec<Strin
         }
     }
     call.options = explicit.union(&implied).cloned().collect();
-    positionals
+    (positionals, dash_dash)
 }
 
-/// A compiled `git` pattern: `<command> [<subcommand>] [--option...]`.
+/// A compiled `git` pattern: `<command> [<subcommand>] [--option...] [<paths>]`.
 #[derive(Clone, Debug)]
 pub struct GitPattern {
     /// As written.
@@ -597,7 +712,12 @@ pub struct GitPattern {
     command: String,
     subcommand: Option<String>,
     options: Vec<String>,
+    /// `<paths>`: the call names paths (checkout, restore).
+    paths: bool,
 }
+
+/// The commands whose calls say whether they name paths ([`GitCall::paths`]).
+const WITH_PATHS: &[&str] = &["checkout", "restore"];
 
 impl GitPattern {
     /// Compiles a pattern, checking its names against git's commands and option tables.
@@ -630,7 +750,18 @@ impl GitPattern {
         };
         let table = table(&key);
         let mut options = Vec::new();
+        let mut paths = false;
         for w in rest {
+            if w == "<paths>" {
+                if !WITH_PATHS.contains(&command) {
+                    return Err(format!(
+                        "`{text}`: `<paths>` is known for git {} only",
+                        WITH_PATHS.join(" and git ")
+                    ));
+                }
+                paths = true;
+                continue;
+            }
             let Some(table) = &table else {
                 return Err(format!(
                     "`{text}`: the analyser has no option table for `git {key}`; name the command alone (tables: {})",
@@ -656,7 +787,7 @@ impl GitPattern {
                 }
             } else {
                 return Err(format!(
-                    "`{text}`: `{w}` is not an option; a git pattern is `<command> [<subcommand>] [--option...]`"
+                    "`{text}`: `{w}` is not an option; a git pattern is `<command> [<subcommand>] [--option...] [<paths>]`"
                 ));
             };
             let Some(o) = found else {
@@ -679,6 +810,7 @@ impl GitPattern {
             command: command.to_string(),
             subcommand,
             options,
+            paths,
         })
     }
 
@@ -690,8 +822,14 @@ impl GitPattern {
         if self.subcommand.is_some() && call.subcommand != self.subcommand {
             return (false, false);
         }
-        let certain = self.options.iter().all(|o| call.options.contains(o));
-        (certain, certain || call.wild)
+        let options = self.options.iter().all(|o| call.options.contains(o));
+        let (paths, may_paths) = match (self.paths, call.paths) {
+            (false, _) | (true, Paths::Yes) => (true, true),
+            (true, Paths::Maybe) => (false, true),
+            (true, Paths::No) => (false, false),
+        };
+        let certain = options && paths;
+        (certain, certain || call.wild || (options && may_paths))
     }
 }
 
@@ -708,175 +846,4 @@ pub fn matches(pats: &[GitPattern], parsed: &Parsed, may: bool) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::shell::{ShellEnv, analyse_script};
-
-    fn parse_text(s: &str) -> Parsed {
-        let env = ShellEnv {
-            home: "/h".into(),
-            cwd: "/w".into(),
-        };
-        let a = analyse_script(s, &env);
-        let cmd = a.commands.last().expect("a command").clone();
-        parse(&cmd, || true)
-    }
-
-    fn opts(s: &str) -> Vec<String> {
-        match parse_text(s) {
-            Parsed::Call(c) => {
-                assert!(!c.wild, "{s}: wild");
-                c.options.into_iter().collect()
-            }
-            other => panic!("{s}: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn every_table_spec_reads_back() {
-        for (key, specs) in TABLES {
-            for s in *specs {
-                let o = Opt::parse(s);
-                assert!(o.short.is_some() || o.long.is_some(), "{key}: {s}");
-                for i in &o.implies {
-                    let t = table(key).expect("table");
-                    assert!(
-                        t.iter().any(|x| x.long == Some(i)),
-                        "{key}: {s} implies {i}"
-                    );
-                }
-            }
-            let first = key.split(' ').next().unwrap_or(key);
-            assert!(COMMANDS.contains(&first), "{key}");
-        }
-    }
-
-    #[test]
-    fn long_options_are_abbreviated_and_negated_as_git_does() {
-        assert_eq!(opts("git reset --har"), vec!["hard"]);
-        assert_eq!(opts("git reset --h"), vec!["hard"]);
-        assert_eq!(opts("git clean --forc"), vec!["force"]);
-        assert_eq!(opts("git push --force-w"), vec!["force-with-lease"]);
-        assert_eq!(
-            opts("git push --force --no-force origin x"),
-            Vec::<String>::new()
-        );
-        assert_eq!(opts("git clean -f --no-forc"), Vec::<String>::new());
-        assert_eq!(
-            opts("git push --force-with-lease=main:abc"),
-            vec!["force-with-lease"]
-        );
-        assert_eq!(opts("git push --verify"), Vec::<String>::new());
-        assert_eq!(opts("git push --no-verify"), vec!["no-verify"]);
-        assert_eq!(opts("git reset HEAD~1 --hard"), vec!["hard"]);
-        assert_eq!(opts("git reset -- --hard"), Vec::<String>::new());
-        assert_eq!(opts("git gc --prune=now"), vec!["prune"]);
-        // Ambiguous (`--forc`: force, force-with-lease, force-if-includes): git
-        // refuses, an older git might not; unknown: a newer git might know it.
-        for s in [
-            "git push --forc origin",
-            "git push --frobnicate",
-            "git clean -z",
-        ] {
-            match parse_text(s) {
-                Parsed::Call(c) => assert!(c.wild, "{s}"),
-                other => panic!("{s}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn short_clusters_values_and_implied_options() {
-        assert_eq!(opts("git clean -xdf"), vec!["-d", "-x", "force"]);
-        assert_eq!(opts("git clean -f -d"), vec!["-d", "force"]);
-        // `-e` takes the rest of the cluster, or the next word, as its value.
-        assert_eq!(opts("git clean -efx"), vec!["exclude"]);
-        assert_eq!(opts("git clean -e -f -n"), vec!["dry-run", "exclude"]);
-        assert_eq!(opts("git branch -D x"), vec!["-D", "delete", "force"]);
-        assert_eq!(opts("git branch -d -f x"), vec!["delete", "force"]);
-        assert_eq!(opts("git branch -d merged"), vec!["delete"]);
-        assert_eq!(opts("git push origin +main"), vec!["force"]);
-        assert_eq!(opts("git push origin :main"), vec!["delete"]);
-        assert_eq!(opts("git push origin :"), Vec::<String>::new());
-        assert_eq!(opts("git push --mirror"), vec!["force", "mirror"]);
-        assert_eq!(
-            opts("git update-ref -m x -d refs/heads/x"),
-            vec!["-d", "-m"]
-        );
-    }
-
-    #[test]
-    fn global_options_are_skipped_or_unsure() {
-        assert_eq!(opts("git -C sub --no-pager -p reset --hard"), vec!["hard"]);
-        assert_eq!(
-            opts("git -c user.name=x -c color.ui=never reset --hard"),
-            vec!["hard"]
-        );
-        assert_eq!(opts("/usr/lib/git-core/git-reset --hard"), vec!["hard"]);
-        for s in [
-            "git -c alias.x='reset --hard' x",
-            "git -c alias.st=status status",
-            "git -c core.pager=sh log",
-            "git -c clean.requireForce=false clean -d",
-            "git --config-env=alias.x=V x",
-            "git --exec-path=/tmp status",
-            "git --git-dir=/tmp/r/.git clean -d",
-            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0=reset git x",
-            "env GIT_CONFIG_PARAMETERS=x git status",
-            "export GIT_DIR=/tmp/x; git status",
-            "git lg",
-            "git whatchanged",
-            "git $SUB --hard",
-            "git stash $X",
-            "git --frob status",
-        ] {
-            assert!(
-                matches!(parse_text(s), Parsed::Unsure(_)),
-                "{s}: {:?}",
-                parse_text(s)
-            );
-        }
-        for s in [
-            "git --version",
-            "git",
-            "git -C",
-            "git --exec-path",
-            "gitk",
-            "ls",
-        ] {
-            assert_eq!(parse_text(s), Parsed::NotGit, "{s}");
-        }
-        assert!(matches!(
-            parse_text("GIT_AUTHOR_NAME=x git commit -m y"),
-            Parsed::Call(_)
-        ));
-    }
-
-    #[test]
-    fn patterns_are_checked_against_the_tables() {
-        assert!(GitPattern::compile("reset --hard").is_ok());
-        assert!(GitPattern::compile("update-ref -d").is_ok());
-        assert!(GitPattern::compile("stash drop").is_ok());
-        assert!(GitPattern::compile("branch --delete --force").is_ok());
-        for (bad, says) in [
-            ("rest --hard", "not a built-in"),
-            ("reset --har", "not an option of git reset"),
-            ("clean -f", "write `--force`"),
-            ("filter-branch --force", "no option table"),
-            ("git reset", "without `git`"),
-            ("reset HEAD", "not an option"),
-            ("", "names a command"),
-        ] {
-            let e = GitPattern::compile(bad).expect_err(bad);
-            assert!(e.contains(says), "{bad}: {e}");
-        }
-        let p = [GitPattern::compile("stash drop").expect("p")];
-        assert!(matches(&p, &parse_text("git stash drop"), false));
-        assert!(!matches(&p, &parse_text("git stash pop"), true));
-        assert!(!matches(&p, &parse_text("git stash"), true));
-        let p = [GitPattern::compile("reset --hard").expect("p")];
-        assert!(!matches(&p, &parse_text("git reset $X"), false));
-        assert!(matches(&p, &parse_text("git reset $X"), true));
-        assert!(!matches(&p, &parse_text("git reset --soft HEAD~1"), true));
-    }
-}
+mod tests;

@@ -165,14 +165,7 @@ impl Rule {
 
     /// How git reads `cmd` (for `git` patterns).
     fn git_parse(&self, cmd: &shell::SimpleCmd, env: &ShellEnv) -> git::Parsed {
-        static PROGRAMS: OnceLock<Vec<CommandPattern>> = OnceLock::new();
-        let programs = PROGRAMS.get_or_init(|| {
-            ["git", "git-*"]
-                .iter()
-                .filter_map(|p| CommandPattern::compile(&[p.to_string()]).ok())
-                .collect()
-        });
-        git::parse(cmd, || programs.iter().any(|p| p.matches(cmd, true, env)))
+        git_parse(cmd, env)
     }
 
     /// Why a `git` pattern of this rule may match `cmd` although it does not certainly
@@ -196,6 +189,32 @@ impl Rule {
     pub fn applies_to(&self, tool: Tool) -> bool {
         self.tools.is_empty() || self.tools.contains(&tool)
     }
+}
+
+/// How git reads `cmd` (for `git` patterns): a program that is a runtime value or a glob
+/// may be git.
+fn git_parse(cmd: &shell::SimpleCmd, env: &ShellEnv) -> git::Parsed {
+    static PROGRAMS: OnceLock<Vec<CommandPattern>> = OnceLock::new();
+    let programs = PROGRAMS.get_or_init(|| {
+        ["git", "git-*"]
+            .iter()
+            .filter_map(|p| CommandPattern::compile(&[p.to_string()]).ok())
+            .collect()
+    });
+    git::parse(cmd, || programs.iter().any(|p| p.matches(cmd, true, env)))
+}
+
+/// Whether an exec call's argv may run a git command that throws away uncommitted work or
+/// local history ([`git::DISCARDS`]), wherever the shell analysis finds it (`sh -c`, `env`,
+/// `git -C dir`, the dashed program). What it may do counts: a git command line that cannot
+/// be analysed (an alias, a runtime value) and `git checkout FILE.EXT` (a path unless a
+/// revision of that name exists). Decides whether the run is snapshotted for undo, never
+/// whether it may run.
+pub fn discards_git_work(argv: &[String], env: &ShellEnv) -> bool {
+    shell::analyse_argv(argv, env)
+        .commands
+        .iter()
+        .any(|cmd| git::matches(git::discards(), &git_parse(cmd, env), true))
 }
 
 /// A loaded, validated policy.

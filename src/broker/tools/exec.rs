@@ -347,12 +347,12 @@ impl ExecTool<'_, '_> {
         // Refused before anything else is read or written when the trees are too large to
         // search (`search_bound`).
         let bound = search_bound(&places, spec.confine.best_effort)?;
-        // A git command that discards work (what strict's `deny-git-destructive` denies) runs
-        // with a snapshot even where the policy takes none (permissive, a user's own): the
-        // uncommitted work it throws away stays recoverable with `gateway undo`.
-        // `--no-snapshot` still wins.
-        // A reviewed run is captured whatever the policy says of snapshots: its changes are
-        // what a person reviews.
+        // A git command that discards work (`git::DISCARDS`: `reset --hard`, `checkout -- x`,
+        // `restore .`, `clean -f`, `stash drop`, ...) runs with a snapshot even where the
+        // policy takes none (permissive, a user's own): the uncommitted work it throws away
+        // stays recoverable with `gateway undo`. `--no-snapshot` still wins. A reviewed run
+        // is captured whatever the policy says of snapshots: its changes are what a person
+        // reviews.
         let review = req.review.unwrap_or(req.policy.undo.review);
         let snap = review
             || req.snapshot.unwrap_or_else(|| {
