@@ -415,9 +415,11 @@ fn start_changing_run(env: &Env, marker: &str, as_nobody: bool) -> std::process:
             Ok(n) => seen.extend_from_slice(&b[..n]),
         }
     }
+    // The run's writes go to its own layer (the capture overlay): the workspace is unchanged
+    // until the run ends.
     assert_eq!(
         std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
-        "changed\n"
+        "original\n"
     );
     child
 }
@@ -543,7 +545,26 @@ fn killed_broker_is_recovered(as_nobody: bool) {
     );
     assert_eq!(r[0]["args"][0], "sh", "{}", r[0]);
     assert_eq!(r[0]["decision"]["effect"], "allow", "{}", r[0]);
-    assert_eq!(r[0]["files_changed"], 1, "{}", r[0]);
+    // What the run wrote is held whole, as a change set, for a person to apply or discard:
+    // nothing is lost, and nothing half-made lands by itself.
+    let error = r[0]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("held as change set"), "{}", r[0]);
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+        "original\n"
+    );
+    let o = gw_as(&env, as_nobody, &["--json", "changes"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let sets = json_of(&o)["sets"].as_array().cloned().unwrap_or_default();
+    assert_eq!(sets.len(), 1, "{}", text(&o));
+    let id = sets[0]["id"].as_str().expect("id").to_string();
+    assert!(error.contains(&id), "{error}");
+    let o = gw_as(&env, as_nobody, &["apply", &id]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+        "changed\n"
+    );
     let o = gw_as(&env, as_nobody, &["undo"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(
@@ -552,7 +573,8 @@ fn killed_broker_is_recovered(as_nobody: bool) {
     );
     let o = gw_as(&env, as_nobody, &["log", "verify"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(records_as(&env, as_nobody).len(), 2, "recorded once");
+    // Recorded once; the apply and the undo are records of their own.
+    assert_eq!(records_as(&env, as_nobody).len(), 3, "recorded once");
 }
 
 sandbox_test! {

@@ -1015,31 +1015,34 @@ sandbox_test!(
 );
 
 sandbox_test! {
-    fn a_directory_a_run_makes_unreadable_is_reported_not_silently_dropped() {
-        // Attack on issue 22's fix: as a normal user, a run that edits `src/main.rs` and then
-        // `chmod 000 src` leaves the broker unable to read `src` after the run: the edit
-        // cannot be recorded. It must say so (stderr, `--json`), not report a clean run.
+    fn a_directory_a_run_makes_unreadable_after_writing_in_it_keeps_the_change_undoable() {
+        // Attack on issue 22's fix, then issue 37's: as a normal user, a run that edits
+        // `src/main.rs` and then `chmod 000 src` left the walk unable to read `src` after
+        // the run. The overlay captured what the run wrote: the edit lands (the mode last),
+        // recorded, and undo brings the old content back.
         let env = Env::new("unread-dir");
         env.write("src/main.rs", "fn main() {}\n");
         env.give_to_nobody();
-        let o = env.nobody().args(["exec", "--policy", "standard", "--", "true"]).output().expect("run");
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         let o = env
             .nobody()
             .args(["--json", "exec", "--policy", "standard", "--", "sh", "-c", "echo evil > src/main.rs && chmod 000 src"])
             .output()
             .expect("run");
         let v = json_of(&o);
-        let unread = v["snapshot"]["unread_dirs"].as_array().cloned().unwrap_or_default();
-        assert_eq!(unread.len(), 1, "{}", text(&o));
-        assert!(unread[0].as_str().is_some_and(|p| p.ends_with("src")), "{unread:?}");
-        let o = env.nobody().args(["exec", "--policy", "standard", "--", "true"]).output().expect("run");
+        assert_eq!(v["snapshot"]["mechanism"], "overlay", "{}", text(&o));
+        let changes = v["snapshot"]["changes"].as_array().cloned().unwrap_or_default();
         assert!(
-            stderr(&o).contains("could not be read after the run") && stderr(&o).contains("src"),
+            changes.iter().any(|c| c[0].as_str().is_some_and(|p| p.ends_with("src/main.rs"))),
             "{}",
             text(&o)
         );
-        let _ = std::fs::set_permissions(env.ws.join("src"), std::fs::Permissions::from_mode(0o755));
+        let mode = std::fs::metadata(env.ws.join("src")).expect("src").permissions().mode();
+        assert_eq!(mode & 0o777, 0, "the run's chmod was applied");
+        std::fs::set_permissions(env.ws.join("src"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(std::fs::read_to_string(env.ws.join("src/main.rs")).expect("r"), "evil\n");
+        let o = env.nobody().args(["undo"]).output().expect("undo");
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(std::fs::read_to_string(env.ws.join("src/main.rs")).expect("r"), "fn main() {}\n");
     }
 }
 

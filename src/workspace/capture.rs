@@ -290,13 +290,7 @@ pub fn entries(upper: &Path) -> std::io::Result<Vec<Entry>> {
             let up = up_at(&dir, &name)?;
             let r = rel.join(&name);
             if let Up::Dir { .. } = up {
-                let fd = rustix::fs::openat(
-                    &dir,
-                    name.as_os_str(),
-                    OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?;
-                subdirs.push((r.clone(), fd));
+                subdirs.push((r.clone(), open_dir_in_layer(&dir, &name)?));
             }
             out.push(Entry { rel: r, up });
             if out.len() > MAX_ENTRIES {
@@ -331,16 +325,11 @@ fn list_names(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
 /// What stands at `name` in the upper directory `dir`.
 fn up_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Up> {
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let mode = st.st_mode & 0o7777;
+    let mode = recorded_mode(dir, name, &st).unwrap_or(st.st_mode & 0o7777);
     Ok(match FileType::from_raw_mode(st.st_mode) {
         FileType::CharacterDevice if st.st_rdev == 0 => Up::Whiteout,
         FileType::Directory => {
-            let fd = rustix::fs::openat(
-                dir,
-                name,
-                OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
+            let fd = open_dir_in_layer(dir, name)?;
             let mut v = [0u8; 4];
             let opaque = matches!(
                 rustix::fs::fgetxattr(&fd, "user.overlay.opaque", &mut v),
@@ -348,15 +337,22 @@ fn up_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Up> {
             );
             Up::Dir { mode, opaque }
         }
-        FileType::RegularFile => Up::File {
-            mode,
-            size: st.st_size.max(0) as u64,
-            times: [
-                (st.st_atime, st.st_atime_nsec as i64),
-                (st.st_mtime, st.st_mtime_nsec as i64),
-            ],
-            linked: (st.st_nlink > 1).then_some((st.st_dev, st.st_ino)),
-        },
+        FileType::RegularFile => {
+            // A file the run left unreadable (mode 000): its mode is recorded here; the
+            // layer's copy is the broker's to read.
+            if st.st_mode & 0o400 == 0 {
+                let _ = open_up(dir, name, mode, 0o400);
+            }
+            Up::File {
+                mode,
+                size: st.st_size.max(0) as u64,
+                times: [
+                    (st.st_atime, st.st_atime_nsec as i64),
+                    (st.st_mtime, st.st_mtime_nsec as i64),
+                ],
+                linked: (st.st_nlink > 1).then_some((st.st_dev, st.st_ino)),
+            }
+        }
         FileType::Symlink => {
             let t = rustix::fs::readlinkat(dir, name, Vec::new())?;
             Up::Link(PathBuf::from(OsStr::from_bytes(t.as_bytes())))
@@ -364,6 +360,79 @@ fn up_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Up> {
         FileType::Fifo => Up::Fifo { mode },
         _ => Up::Other,
     })
+}
+
+/// Opens the directory `name` of the layer: one the run left unsearchable (mode 000, its mode
+/// already recorded) is opened up first, the layer being the broker's own.
+fn open_dir_in_layer(dir: &impl AsFd, name: &OsStr) -> std::io::Result<OwnedFd> {
+    let open = || {
+        rustix::fs::openat(
+            dir,
+            name,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    match open() {
+        Err(rustix::io::Errno::ACCESS) => {
+            let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+            open_up(dir, name, st.st_mode & 0o7777, 0o700)?;
+            Ok(open()?)
+        }
+        r => Ok(r?),
+    }
+}
+
+/// Where the mode the run left is kept once the broker opened an entry up.
+const MODE_XATTR: &str = "user.gateway.mode";
+
+/// Gives the broker `add` on an entry of the layer, keeping the mode the run left (`mode`) in
+/// an attribute first, so that later readings of the layer (`gateway changes`, `apply`)
+/// still see it.
+fn open_up(dir: &impl AsFd, name: &OsStr, mode: u32, add: u32) -> std::io::Result<()> {
+    if recorded_mode_at(dir, name).is_none() {
+        let f = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // An O_PATH descriptor cannot carry xattr calls: through /proc/self/fd, which
+        // names exactly this object.
+        let p = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&f));
+        rustix::fs::setxattr(
+            p.as_str(),
+            MODE_XATTR,
+            mode.to_string().as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        )?;
+    }
+    rustix::fs::chmodat(dir, name, Mode::from_raw_mode(mode | add), AtFlags::empty())?;
+    Ok(())
+}
+
+fn recorded_mode_at(dir: &impl AsFd, name: &OsStr) -> Option<u32> {
+    let f = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let p = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&f));
+    let mut v = [0u8; 16];
+    let n = rustix::fs::getxattr(p.as_str(), MODE_XATTR, &mut v).ok()?;
+    std::str::from_utf8(&v[..n]).ok()?.parse().ok()
+}
+
+/// The mode the run left on an entry the broker opened up (a regular file or directory).
+fn recorded_mode(dir: &impl AsFd, name: &OsStr, st: &rustix::fs::Stat) -> Option<u32> {
+    matches!(
+        FileType::from_raw_mode(st.st_mode),
+        FileType::RegularFile | FileType::Directory
+    )
+    .then(|| recorded_mode_at(dir, name))
+    .flatten()
 }
 
 /// Opens the regular file `rel` of the upper layer for reading (no link followed, the type
