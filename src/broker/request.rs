@@ -1012,7 +1012,7 @@ mod tests {
         kinds.dedup();
         assert_eq!(kinds.len(), all.len(), "one sample per kind");
         // Every kind: a new variant names its kind (`kind` is exhaustive) and needs a sample.
-        assert_eq!(all.len(), 37, "{kinds:?}");
+        assert_eq!(all.len(), 41, "{kinds:?}");
         for r in all {
             let json = serde_json::to_string(&r).expect("serializes");
             assert_eq!(

@@ -254,6 +254,7 @@ pub(crate) enum Cmd {
     /// The change sets held instead of applied (`exec --review`, a run whose changes could
     /// not all be applied, a run whose broker died): list them, or show one (ID) with
     /// `--diff` for its full diff.
+    #[command(after_help = help::ex::CHANGES)]
     Changes {
         /// The set's id (`gateway changes` lists them).
         id: Option<String>,
@@ -263,11 +264,13 @@ pub(crate) enum Cmd {
     },
     /// Land a held change set in its workspace, each path journalled (`gateway undo`
     /// reverts them).
+    #[command(after_help = help::ex::APPLY)]
     Apply {
         /// The set's id (`gateway changes`).
         id: String,
     },
     /// Drop a held change set: the workspace stays as it is.
+    #[command(after_help = help::ex::DISCARD)]
     Discard {
         /// The set's id (`gateway changes`).
         id: String,

@@ -64,6 +64,9 @@ pub(crate) mod ex {
     pub(crate) const TRASH_RESTORE: &str = "Examples:\n  gateway trash restore notes.txt               # a name `gateway trash list` shows";
     pub(crate) const TRASH_EMPTY: &str = "Examples:\n  gateway trash empty --older-than 7d";
     pub(crate) const UNDO: &str = "Examples:\n  gateway undo                                   # the newest change of this workspace\n  gateway undo 12 --dry-run\n  gateway undo --skip";
+    pub(crate) const CHANGES: &str = "Examples:\n  gateway exec --review -- make fmt          # run, hold the changes\n  gateway changes                            # the held change sets\n  gateway changes cap-1a2b3c --diff";
+    pub(crate) const APPLY: &str = "Examples:\n  gateway apply cap-1a2b3c                   # land them (gateway undo reverts)";
+    pub(crate) const DISCARD: &str = "Examples:\n  gateway discard cap-1a2b3c                 # drop them; the workspace stays as it is";
     pub(crate) const COMPLETIONS: &str = "Examples:\n  gateway completions bash > ~/.local/share/bash-completion/completions/gateway\n  gateway completions zsh > ~/.zfunc/_gateway\n  gateway completions fish > ~/.config/fish/completions/gateway.fish";
     pub(crate) const MAN: &str =
         "Examples:\n  gateway man > ~/.local/share/man/man1/gateway.1\n  gateway man | man -l -";

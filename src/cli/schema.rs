@@ -181,6 +181,10 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("fs-cd.json", schema_of::<report::CdReport<'static>>()),
         ("undo.json", schema_of::<UndoOutput>()),
         (
+            "changes.json",
+            schema_of::<crate::broker::report::changes::ChangesReport>(),
+        ),
+        (
             "history.json",
             schema_of::<report::HistoryReport<'static>>(),
         ),
@@ -273,6 +277,9 @@ const COMMANDS: &[(&str, Option<&str>)] = &[
     ("trash empty", Some("trash-empty.json")),
     ("undo", Some("undo.json")),
     ("http", Some("http.json")),
+    ("changes", Some("changes.json")),
+    ("apply", Some("changes.json")),
+    ("discard", Some("changes.json")),
 ];
 
 /// Why the commands of [`COMMANDS`] without a schema print no JSON.

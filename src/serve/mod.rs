@@ -30,12 +30,20 @@ mod tests {
 
     /// Files that may break an arrow, each with its reason. One added here must say why, and a
     /// stale one (its file no longer names the module) fails the test.
-    const EXCEPTIONS: &[(&str, &str, &str)] = &[(
-        "src/workspace/snapshot.rs",
-        "broker",
-        "moved out of broker/ by issue 35's layout with its errors still the broker's \
-         `BrokerError`; an error type of its own ends this exception",
-    )];
+    const EXCEPTIONS: &[(&str, &str, &str)] = &[
+        (
+            "src/workspace/snapshot.rs",
+            "broker",
+            "moved out of broker/ by issue 35's layout with its errors still the broker's \
+             `BrokerError`; an error type of its own ends this exception",
+        ),
+        (
+            "src/workspace/apply.rs",
+            "broker",
+            "applies a capture layer with the journal and backup store as snapshot.rs does, \
+             and returns the same `BrokerError`; one error type for both ends both exceptions",
+        ),
+    ];
 
     /// Every `.rs` file under `src/<dir>` (or the file `src/<dir>`).
     fn sources(dir: &str) -> Vec<PathBuf> {

@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version a client speaks in its request; bumped on any change to the types of
 /// this module (see the module's documentation).
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The largest message either side accepts (a command line is at most ~2 MiB on Linux; its
 /// environment counts too).
@@ -573,7 +573,7 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), names.len(), "one sample per variant: {names:?}");
-        assert_eq!(names.len(), 1 + 37 + 1 + 7, "{names:?}");
+        assert_eq!(names.len(), 1 + 41 + 1 + 7, "{names:?}");
         let modes: Vec<StdioMode> = c
             .iter()
             .filter_map(|m| match m {
@@ -667,6 +667,10 @@ mod tests {
         (
             6,
             "4ed763ca95009c66ff112918a05c9e68d102bc9e67da5928660d068fb9f56bfe",
+        ),
+        (
+            7,
+            "fc72a064d62619a4ddb775d903762bdc90bbe02d656dba02f617f02b6539b1fe",
         ),
     ];
 
