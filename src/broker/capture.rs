@@ -7,6 +7,46 @@ use super::*;
 use crate::workspace::apply::{self, Applied};
 use crate::workspace::capture::{self, Layer, Meta};
 
+/// Room kept in the state directory for the records of a run that fills its disk: a run's
+/// layer lives there, so a run that writes until the disk is full would leave no room for
+/// its own record. Released (and the append tried again) when an append fails; made again
+/// by the next captured run that finds room.
+const RESERVE: u64 = 8 << 20;
+
+fn reserve_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("reserve")
+}
+
+/// Makes the reserve if it is missing (best effort: a disk without room has none).
+pub(super) fn keep_reserve(state_dir: &Path) {
+    let p = reserve_path(state_dir);
+    // not-ws: the state directory's reserve
+    if std::fs::symlink_metadata(&p).is_ok() {
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    // not-ws: the state directory's reserve
+    let Ok(f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&p)
+    else {
+        return;
+    };
+    if rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, RESERVE).is_err() {
+        drop(f);
+        // not-ws: the state directory's reserve
+        let _ = std::fs::remove_file(&p);
+    }
+}
+
+/// Gives the reserve back to the disk: whether there was one.
+pub(crate) fn release_reserve(state_dir: &Path) -> bool {
+    // not-ws: the state directory's reserve
+    std::fs::remove_file(reserve_path(state_dir)).is_ok()
+}
+
 /// How a run's changes are captured.
 pub(super) enum Plan {
     /// Not captured (`[undo] snapshot = false`, `--no-snapshot`).
@@ -60,6 +100,7 @@ pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command:
         why: None,
         seq: None,
     };
+    keep_reserve(&req.state_dir);
     match capture::prepare(&req.state_dir, ws, meta) {
         Ok(layer) => {
             spec.confine.capture = Some(sandbox::CaptureLayer {

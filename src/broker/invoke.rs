@@ -117,7 +117,18 @@ pub(crate) fn invoke<T: Tool>(
             _ => record_decision(decided.as_ref(), Some(e)),
         };
     }
-    let seq = log.append(&mut rec)?;
+    let seq = match log.append(&mut rec) {
+        Ok(s) => s,
+        // A run that filled the state directory's disk (its layer lives there): the room
+        // kept for its record is given back, and the append tried once more.
+        Err(e) => {
+            if !super::capture::release_reserve(call.state_dir) {
+                return Err(e.into());
+            }
+            log = open_log(call.state_dir, call.context.server())?;
+            log.append(&mut rec)?
+        }
+    };
     call.context.note_recorded();
     tool.recorded(&res, &rec);
     res.map(|output| Invoked { output, seq })

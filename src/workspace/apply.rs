@@ -529,6 +529,13 @@ fn back_up(
             None => *sha256 = "unknown".into(),
         }
     }
+    if let Act::Write { mode, .. } = &op.act
+        && mode & 0o400 == 0
+    {
+        why.push(format!(
+            "the run left it unreadable to its owner (mode {mode:03o}): `gateway undo` cannot check it"
+        ));
+    }
     if let (Act::Write { .. }, PathState::File { sha256, size, .. }) = (&op.act, &mut op.after) {
         match read_upper(upper, &op.rel, a.max_file) {
             Ok((data, digest, n)) => {

@@ -155,6 +155,7 @@ pub fn prepare(state_dir: &Path, ws: &Path, mut meta: Meta) -> Result<Layer, Str
             // not-ws: the capture directories, in the state directory
             std::fs::DirBuilder::new().mode(0o700).create(d)?;
         }
+        root_like(ws, &dir.join("upper"))?;
         let layer = Layer {
             id: id.clone(),
             dir: dir.clone(),
@@ -174,6 +175,25 @@ pub fn prepare(state_dir: &Path, ws: &Path, mut meta: Meta) -> Result<Layer, Str
             crate::shown::os_error(&e)
         )
     })
+}
+
+/// The overlay's root shows its upper directory's owner and mode: made those of the
+/// workspace, so that the run (a daemon's client) finds its workspace as it is.
+fn root_like(ws: &Path, upper: &Path) -> std::io::Result<()> {
+    let w = wsfs::open_dir_nolinks(ws)?;
+    let st = rustix::fs::fstat(&w)?;
+    let u = wsfs::open_dir_nolinks(upper)?;
+    match rustix::fs::fchown(
+        &u,
+        Some(rustix::fs::Uid::from_raw(st.st_uid)),
+        Some(rustix::fs::Gid::from_raw(st.st_gid)),
+    ) {
+        // A normal user's broker cannot give it away: its own is what it has.
+        Ok(()) | Err(rustix::io::Errno::PERM) => {}
+        Err(e) => return Err(e.into()),
+    }
+    rustix::fs::fchmod(&u, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+    Ok(())
 }
 
 /// A mount point strictly inside `ws`, from this process's mount table.

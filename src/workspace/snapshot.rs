@@ -23,6 +23,11 @@ use std::path::{Path, PathBuf};
 struct Entry {
     size: u64,
     mtime_ns: i128,
+    /// Status change time and inode (older indexes have none: never reused by them alone).
+    #[serde(default)]
+    ctime_ns: i128,
+    #[serde(default)]
+    ino: u64,
     mode: u32,
     sha256: String,
     /// Its content is not in the backup store, and why (the store's quota, the disk nearly
@@ -214,7 +219,7 @@ fn index(
     idx.skipped.extend(walked.skipped);
     for (rel, kind) in walked.entries {
         let key = rel.as_os_str().to_os_string();
-        let (size, mtime_ns, mode) = match kind {
+        let (size, mtime_ns, mode, ctime_ns, ino) = match kind {
             wsfs::Kind::Dir { mode } => {
                 idx.dirs.insert(key, mode);
                 continue;
@@ -234,11 +239,14 @@ fn index(
                 size,
                 mtime_ns,
                 mode,
-            } => (size, mtime_ns, mode),
+                ctime_ns,
+                ino,
+            } => (size, mtime_ns, mode, ctime_ns, ino),
         };
+        // Reused only when nothing about the file could have changed: a run can put size and
+        // mtime back, never the ctime, and a file replaced by a rename has another inode.
         if let Some(e) = old.files.get(&key)
-            && e.size == size
-            && e.mtime_ns == mtime_ns
+            && (e.size, e.mtime_ns, e.ctime_ns, e.ino) == (size, mtime_ns, ctime_ns, ino)
             && !(retry && e.unsaved.is_some())
         {
             idx.files.insert(key, e.clone());
@@ -261,6 +269,8 @@ fn index(
             Entry {
                 size,
                 mtime_ns,
+                ctime_ns,
+                ino,
                 mode,
                 sha256,
                 unsaved,

@@ -49,6 +49,10 @@ pub enum Kind {
         mtime_ns: i128,
         /// Permission bits.
         mode: u32,
+        /// Status change time, nanoseconds since the epoch: no process can set it back.
+        ctime_ns: i128,
+        /// Inode number (a file replaced by another of the same size and times differs).
+        ino: u64,
     },
     /// A directory and its permission bits.
     Dir {
@@ -69,6 +73,8 @@ impl Kind {
                 size: st.st_size.max(0) as u64,
                 mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
                 mode,
+                ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+                ino: st.st_ino,
             },
             FileType::Directory => Kind::Dir { mode },
             FileType::Symlink => Kind::Link(PathBuf::new()),

@@ -905,9 +905,12 @@ fn shown(mut r: Ran) -> Ran {
                 *p = shown(std::mem::take(p));
             }
         }
-        for (p, why) in &mut sn.not_backed_up {
+        for (p, why) in sn.not_backed_up.iter_mut().chain(&mut sn.not_applied) {
             *p = shown(std::mem::take(p));
             *why = redact_text(why);
+        }
+        for (p, _) in &mut sn.pending {
+            *p = shown(std::mem::take(p));
         }
     }
     r
