@@ -34,6 +34,7 @@ mod argv_secrets;
 mod audit;
 mod bootstrap;
 mod calls;
+mod capture;
 mod config;
 mod confine;
 mod consistency;
