@@ -41,6 +41,17 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// The bytes of lower-case or upper-case hex `s` (None: not hex, or of odd length).
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// The directory holding `path`, as a path a system call accepts: its parent, or `.` for a
 /// bare relative name, whose `parent()` is `Some("")` (opening `""` fails with ENOENT, so a
 /// write to `leak.py` would rename the file and then fail to sync its directory).

@@ -1057,9 +1057,14 @@ sandbox_test!(
         let o = as_uid(65534).args(["apply", &id]).output().expect("apply");
         assert!(o.status.success(), "{}", text(&o));
         assert_eq!(read(&env, "a.txt"), b"rev\n");
-        let o = as_uid(65534).args(["undo"]).output().expect("undo");
-        assert!(o.status.success(), "{}", text(&o));
-        assert_eq!(read(&env, "a.txt"), b"orig\n");
+        // (Its undo is a file tool, which a root daemon refuses to another uid: see
+        // `daemon::` tests. The change is in the journal as the client's.)
+        let o = as_uid(65534).args(["history"]).output().expect("history");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("a.txt"),
+            "{}",
+            text(&o)
+        );
     }
 );
 

@@ -11,7 +11,7 @@ use crate::workspace::capture::{self, Layer, Meta};
 /// layer lives there, so a run that writes until the disk is full would leave no room for
 /// its own record. Released (and the append tried again) when an append fails; made again
 /// by the next captured run that finds room.
-const RESERVE: u64 = 8 << 20;
+const RESERVE: u64 = 512 << 10;
 
 fn reserve_path(state_dir: &Path) -> PathBuf {
     state_dir.join("reserve")

@@ -300,6 +300,7 @@ pub const MAX_ENTRIES: usize = 5_000_000;
 /// name and type in it.
 pub fn entries(upper: &Path) -> std::io::Result<Vec<Entry>> {
     let top = wsfs::open_dir_nolinks(upper)?;
+    let mut modes = Modes::load(upper);
     let mut out = Vec::new();
     let mut stack: Vec<(PathBuf, OwnedFd)> = vec![(PathBuf::new(), top)];
     while let Some((rel, dir)) = stack.pop() {
@@ -307,10 +308,10 @@ pub fn entries(upper: &Path) -> std::io::Result<Vec<Entry>> {
         names.sort();
         let mut subdirs = Vec::new();
         for name in names {
-            let up = up_at(&dir, &name)?;
             let r = rel.join(&name);
+            let up = up_at(&dir, &name, &r, &mut modes)?;
             if let Up::Dir { .. } = up {
-                subdirs.push((r.clone(), open_dir_in_layer(&dir, &name)?));
+                subdirs.push((r.clone(), open_dir_in_layer(&dir, &name, &r, &mut modes)?));
             }
             out.push(Entry { rel: r, up });
             if out.len() > MAX_ENTRIES {
@@ -343,13 +344,13 @@ fn list_names(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
 }
 
 /// What stands at `name` in the upper directory `dir`.
-fn up_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Up> {
+fn up_at(dir: &OwnedFd, name: &OsStr, rel: &Path, modes: &mut Modes) -> std::io::Result<Up> {
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let mode = recorded_mode(dir, name, &st).unwrap_or(st.st_mode & 0o7777);
+    let mode = modes.kept.get(rel).copied().unwrap_or(st.st_mode & 0o7777);
     Ok(match FileType::from_raw_mode(st.st_mode) {
         FileType::CharacterDevice if st.st_rdev == 0 => Up::Whiteout,
         FileType::Directory => {
-            let fd = open_dir_in_layer(dir, name)?;
+            let fd = open_dir_in_layer(dir, name, rel, modes)?;
             let mut v = [0u8; 4];
             let opaque = matches!(
                 rustix::fs::fgetxattr(&fd, "user.overlay.opaque", &mut v),
@@ -361,7 +362,7 @@ fn up_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Up> {
             // A file the run left unreadable (mode 000): its mode is recorded here; the
             // layer's copy is the broker's to read.
             if st.st_mode & 0o400 == 0 {
-                let _ = open_up(dir, name, mode, 0o400);
+                modes.open_up(dir, name, rel, mode, 0o400)?;
             }
             Up::File {
                 mode,
@@ -384,7 +385,12 @@ fn up_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Up> {
 
 /// Opens the directory `name` of the layer: one the run left unsearchable (mode 000, its mode
 /// already recorded) is opened up first, the layer being the broker's own.
-fn open_dir_in_layer(dir: &impl AsFd, name: &OsStr) -> std::io::Result<OwnedFd> {
+fn open_dir_in_layer(
+    dir: &impl AsFd,
+    name: &OsStr,
+    rel: &Path,
+    modes: &mut Modes,
+) -> std::io::Result<OwnedFd> {
     let open = || {
         rustix::fs::openat(
             dir,
@@ -396,63 +402,63 @@ fn open_dir_in_layer(dir: &impl AsFd, name: &OsStr) -> std::io::Result<OwnedFd> 
     match open() {
         Err(rustix::io::Errno::ACCESS) => {
             let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-            open_up(dir, name, st.st_mode & 0o7777, 0o700)?;
+            let mode = modes.kept.get(rel).copied().unwrap_or(st.st_mode & 0o7777);
+            modes.open_up(dir, name, rel, mode, 0o700)?;
             Ok(open()?)
         }
         r => Ok(r?),
     }
 }
 
-/// Where the mode the run left is kept once the broker opened an entry up.
-const MODE_XATTR: &str = "user.gateway.mode";
+/// The modes the run left on entries the broker had to open up (a directory or file of mode
+/// 000): kept beside the layer (`modes`, one `HEX-PATH MODE` line each) before the entry is
+/// opened up, so that every later reading of the layer (`gateway changes`, `apply`) sees the
+/// mode the run left.
+#[derive(Default)]
+struct Modes {
+    file: PathBuf,
+    kept: std::collections::HashMap<PathBuf, u32>,
+}
 
-/// Gives the broker `add` on an entry of the layer, keeping the mode the run left (`mode`) in
-/// an attribute first, so that later readings of the layer (`gateway changes`, `apply`)
-/// still see it.
-fn open_up(dir: &impl AsFd, name: &OsStr, mode: u32, add: u32) -> std::io::Result<()> {
-    if recorded_mode_at(dir, name).is_none() {
-        let f = rustix::fs::openat(
-            dir,
-            name,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        // An O_PATH descriptor cannot carry xattr calls: through /proc/self/fd, which
-        // names exactly this object.
-        let p = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&f));
-        rustix::fs::setxattr(
-            p.as_str(),
-            MODE_XATTR,
-            mode.to_string().as_bytes(),
-            rustix::fs::XattrFlags::empty(),
-        )?;
+impl Modes {
+    fn load(upper: &Path) -> Modes {
+        let file = upper.with_file_name("modes");
+        // not-ws: the layer's own record of modes, in the state directory
+        let text = std::fs::read(&file).unwrap_or_default();
+        let kept = text
+            .split(|&b| b == b'\n')
+            .filter_map(|l| {
+                let (h, m) = std::str::from_utf8(l).ok()?.split_once(' ')?;
+                let bytes = crate::durable::unhex(h)?;
+                Some((PathBuf::from(OsString::from_vec(bytes)), m.parse().ok()?))
+            })
+            .collect();
+        Modes { file, kept }
     }
-    rustix::fs::chmodat(dir, name, Mode::from_raw_mode(mode | add), AtFlags::empty())?;
-    Ok(())
-}
 
-fn recorded_mode_at(dir: &impl AsFd, name: &OsStr) -> Option<u32> {
-    let f = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let p = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&f));
-    let mut v = [0u8; 16];
-    let n = rustix::fs::getxattr(p.as_str(), MODE_XATTR, &mut v).ok()?;
-    std::str::from_utf8(&v[..n]).ok()?.parse().ok()
-}
-
-/// The mode the run left on an entry the broker opened up (a regular file or directory).
-fn recorded_mode(dir: &impl AsFd, name: &OsStr, st: &rustix::fs::Stat) -> Option<u32> {
-    matches!(
-        FileType::from_raw_mode(st.st_mode),
-        FileType::RegularFile | FileType::Directory
-    )
-    .then(|| recorded_mode_at(dir, name))
-    .flatten()
+    /// Keeps `mode` for `rel` (durably), then gives the broker `add` on it.
+    fn open_up(
+        &mut self,
+        dir: &impl AsFd,
+        name: &OsStr,
+        rel: &Path,
+        mode: u32,
+        add: u32,
+    ) -> std::io::Result<()> {
+        if !self.kept.contains_key(rel) {
+            self.kept.insert(rel.to_path_buf(), mode);
+            let mut text = String::new();
+            for (p, m) in &self.kept {
+                text.push_str(&crate::durable::hex(p.as_os_str().as_bytes()));
+                text.push_str(&format!(" {m}\n"));
+            }
+            // not-ws: the layer's own record of modes, in the state directory
+            crate::durable::write_atomic(&self.file, text.as_bytes())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+        rustix::fs::chmodat(dir, name, Mode::from_raw_mode(mode | add), AtFlags::empty())?;
+        Ok(())
+    }
 }
 
 /// Opens the regular file `rel` of the upper layer for reading (no link followed, the type
