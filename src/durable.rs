@@ -43,7 +43,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// The bytes of lower-case or upper-case hex `s` (None: not hex, or of odd length).
 pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
