@@ -357,6 +357,25 @@
 //!   broker reaches it through the call (`Context::server`; `broker::open_log` and
 //!   `append_record` take it), not through statics, so two servers in one process share
 //!   nothing. A record with no server (a one-shot front end) opens the log itself.
+//! - Change capture (issue 37) is an overlay, not a walk: the workspace is the lower layer of
+//!   an overlayfs the run's helper mounts in its own user and mount namespace (`userxattr`,
+//!   every layer passed by descriptor with `FSCONFIG_SET_FD`, the lower a non-recursive
+//!   `open_tree` clone of the workspace's mount, upper and work beneath one clone of the
+//!   call's capture directory, which overlay wants on one mount); landlock gets a rule on the
+//!   overlay's root (a rule on the workspace's inode does not cover the overlay's inodes).
+//!   Paths found through the overlay (protected, denied, pinned inside the workspace) are
+//!   checked by type only: the overlay reports its own device and inode, and no agent process
+//!   writes the lower layer (every run writes its own upper). The upper layer is applied after
+//!   the run beneath the workspace's descriptor, each path journalled (`workspace::apply`);
+//!   it is the record of what the run did, so mtimes put back, ignore files written, growth
+//!   past a bound or `chmod 000` cannot hide a change, and the cost follows what changed.
+//!   Alternatives weighed: fanotify (needs CAP_SYS_ADMIN in the initial namespace; no normal
+//!   user), a seccomp user-notification tracer of every write (a syscall round trip per
+//!   write, and races on paths), and a walk comparing ctime and content (kept as the
+//!   fallback: still O(files)). What it costs a command: a directory that existed cannot be
+//!   renamed (EXDEV; `mv` copies), a hard link written through one name shows on the others
+//!   only once applied (then in place), and an unmapped uid's file is read-only (EOVERFLOW).
+//!   docs/undo.md says all of it.
 //!
 //! # Test strategy
 //!

@@ -280,6 +280,32 @@ pub struct Record {
     /// is `stdout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpRecord>,
+    /// An `exec` whose changes were captured: how, and what did not land as it should.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureRecord>,
+}
+
+/// How a run's changes were captured (`workspace::capture`), on its `exec` record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CaptureRecord {
+    /// `overlay` or `walk`.
+    pub mechanism: String,
+    /// Why the overlay did not capture the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// The change set held instead of applied (`gateway apply ID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+    /// Paths not applied (held).
+    #[serde(default)]
+    pub not_applied: u64,
+    /// Paths applied but not undoable.
+    #[serde(default)]
+    pub not_undoable: u64,
+    /// Journal ids of other calls' changes this run's apply overwrote (they changed the
+    /// same paths while it ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overwrote: Vec<u64>,
 }
 
 /// One connection through the egress proxy (a `net` record, written after its command's).

@@ -199,6 +199,7 @@ pub(super) fn apply_layer(
         quota: super::undo_limits(&req.policy.undo),
         who,
         hold: &|_, _| None,
+        since: Layer::open(&req.state_dir, &layer.id).map_or_else(crate::journal::now, |(_, m)| m.started),
     })
 }
 
@@ -208,6 +209,7 @@ pub(super) fn fill(report: &mut snapshot::SnapshotReport, a: Applied) {
     report.not_backed_up = a.not_undoable;
     report.not_applied = a.not_applied;
     report.expired = a.expired;
+    report.overwrote = a.overwrote;
 }
 
 /// Marks `layer` held, with why.

@@ -191,6 +191,12 @@ fn exec_notes(notes: &mut Vec<Note>, res: &broker::ExecResult, policy: &Policy) 
                 crate::shown::visible(why)
             )));
         }
+        for (p, id) in sn.overwrote.iter().take(10) {
+            notes.push(Note::new(format!(
+                "{} was changed by another call while the command ran (change {id}); the command's version replaced it (`gateway undo` brings that one back)",
+                shown_path(&p.to_string_lossy())
+            )));
+        }
         if let Some(id) = &sn.held {
             notes.push(Note::to(
                 Audience::Everyone,

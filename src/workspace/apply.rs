@@ -40,6 +40,9 @@ pub struct Applied {
     pub applied: usize,
     /// Old backups expired to make room.
     pub expired: usize,
+    /// Paths another call changed while the run ran, which this apply overwrote: (path,
+    /// that change's journal id).
+    pub overwrote: Vec<(PathBuf, u64)>,
 }
 
 /// How to apply a layer.
@@ -60,6 +63,9 @@ pub struct Apply<'a> {
     pub who: Option<&'a wsfs::Identity>,
     /// Paths (relative) the broker holds back (git's places): not applied, with why.
     pub hold: &'a dyn Fn(&Path, &Up) -> Option<String>,
+    /// When the run started (seconds since the epoch): changes journalled since by other
+    /// calls, to the paths this apply changes, are said to be overwritten.
+    pub since: u64,
 }
 
 /// What one step does to the workspace.
@@ -160,6 +166,7 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
             ..Change::default()
         })
         .collect();
+    out.overwrote = overwritten(a, &ops);
     let begun = journal::begin_many(a.state_dir, &lock, intents).map_err(j_err)?;
     let mut ids = begun.iter().map(|c| c.id);
     let mut done = Vec::new();
@@ -195,6 +202,34 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
     }
     drop(lock);
     Ok(out)
+}
+
+/// The changes other calls journalled since the run started to the paths `ops` change: the
+/// run's own view of them was older, and applying it overwrites them.
+fn overwritten(a: &Apply<'_>, ops: &[Op]) -> Vec<(PathBuf, u64)> {
+    let ws = &a.layer.workspace;
+    let Ok(all) = journal::changes(a.state_dir) else {
+        return Vec::new();
+    };
+    let mut latest: HashMap<PathBuf, u64> = HashMap::new();
+    for (c, phase) in all {
+        if phase == journal::Phase::Committed
+            && c.time >= a.since
+            && c.group.as_deref() != Some(a.group)
+            && c.path.starts_with(ws)
+        {
+            latest.insert(c.path, c.id);
+        }
+    }
+    if latest.is_empty() {
+        return Vec::new();
+    }
+    ops.iter()
+        .filter_map(|o| {
+            let p = ws.join(&o.rel);
+            latest.get(&p).map(|id| (p, *id))
+        })
+        .collect()
 }
 
 fn kind_of(op: &Op) -> &'static str {

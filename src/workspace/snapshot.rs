@@ -172,6 +172,10 @@ pub struct SnapshotReport {
     /// and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_applied: Vec<(PathBuf, String)>,
+    /// Paths another call changed while the run ran, which applying its changes overwrote:
+    /// (path, that change's journal id).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overwrote: Vec<(PathBuf, u64)>,
 }
 
 fn index_path(state_dir: &Path, ws: &Path) -> PathBuf {

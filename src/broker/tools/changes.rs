@@ -233,6 +233,7 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             quota: crate::broker::undo_limits(&ctx.policy.undo),
             who: who.as_ref(),
             hold: &|_, _| None,
+            since: m.started,
         })?;
         let shown = super::fs::redact_path;
         let report = ChangesReport {

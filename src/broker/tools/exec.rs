@@ -298,6 +298,16 @@ fn record_result(r: &ExecResult, rec: &mut audit::Record) {
         rec.journal_group = Some(sn.group.clone());
         rec.files_changed = sn.changes.len() as u64;
     }
+    if let Some(sn) = &r.snapshot {
+        rec.capture = Some(audit::CaptureRecord {
+            mechanism: sn.mechanism.clone(),
+            fallback: sn.fallback.clone(),
+            held: sn.held.clone(),
+            not_applied: sn.not_applied.len() as u64,
+            not_undoable: sn.not_backed_up.len() as u64,
+            overwrote: sn.overwrote.iter().map(|(_, id)| *id).collect(),
+        });
+    }
     rec.secrets = r
         .secrets
         .input
