@@ -951,6 +951,9 @@ sandbox_test!(
                 "trash empty",
                 vec!["trash".into(), "empty".into(), "--yes".into()],
             ),
+            ("changes", vec!["--json".into(), "changes".into()]),
+            ("apply", vec!["apply".into(), "cap-000000000000".into()]),
+            ("discard", vec!["discard".into(), "cap-000000000000".into()]),
             ("undo", vec!["undo".into(), "--all".into()]),
             ("undo", vec!["undo".into(), change.clone()]),
             ("undo", vec!["undo".into(), "--skip".into(), change.clone()]),
@@ -1154,6 +1157,7 @@ sandbox_test!(
                 "log tail",
                 "trash list",
                 "tool history",
+                "changes",
             ]
             .contains(name)
             {

@@ -179,7 +179,7 @@ sandbox_test!(
         // Truncated: half a message, then the client goes away.
         let mut s = UnixStream::connect(&d.socket).expect("connect");
         let f = frame(
-            br#"{"type":"request","version":6,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
+            br#"{"type":"request","version":7,"context":{"cwd":"/","env":[],"session":null,"stdio":"passed","prompts":false},"body":{"call":{"options":{"state_dir":null,"policy":null,"cwd":null,"json":false},"request":{"exec":{"argv":["true"],"timeout":null,"env":[],"snapshot":null,"stdin":null}}}}}"#,
         );
         s.write_all(&f[..f.len() / 2]).expect("send");
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
@@ -804,7 +804,29 @@ sandbox_test!(
         let recs = json_of(&o)["records"].as_array().expect("records").clone();
         assert_eq!(recs.len(), 1, "{recs:?}");
         assert_eq!(recs[0]["broker_died"], true, "{}", recs[0]);
-        assert_eq!(recs[0]["files_changed"], 1, "{}", recs[0]);
+        // What the run wrote is held whole for a person (nothing half-made lands by itself).
+        assert!(
+            recs[0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("held as change set")),
+            "{}",
+            recs[0]
+        );
+        let o = d
+            .cmd(&env)
+            .args(["--json", "changes"])
+            .output()
+            .expect("changes");
+        let id = json_of(&o)["sets"][0]["id"]
+            .as_str()
+            .expect("a held set")
+            .to_string();
+        let o = d.cmd(&env).args(["apply", &id]).output().expect("apply");
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("important.txt")).expect("r"),
+            "changed\n"
+        );
         let o = d.cmd(&env).args(["undo"]).output().expect("undo");
         assert!(o.status.success(), "{}", text(&o));
         assert_eq!(
@@ -1076,13 +1098,13 @@ sandbox_test!(
         let msg = f[0]["message"].as_str().unwrap_or_default();
         for part in [
             "protocol version 1 is not spoken here",
-            "this daemon speaks 6",
+            "this daemon speaks 7",
             "restart `gateway serve`",
         ] {
             assert!(msg.contains(part), "{part}: {msg}");
         }
         assert!(!env.ws.join("v1-ran").exists());
-        let hello = serde_json::json!({"type": "request", "version": 6, "context": {
+        let hello = serde_json::json!({"type": "request", "version": 7, "context": {
             "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
             "body": "hello"});
         let f = wire(&env, &d.socket, false, &hello, false);
@@ -1094,16 +1116,16 @@ sandbox_test!(
         assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
         // A request of a later version, in this version's shape, is refused the same way.
         let mut later = hello.clone();
-        later["version"] = 7.into();
+        later["version"] = 8.into();
         let f = wire(&env, &d.socket, false, &later, false);
         let msg = f[0]["message"].as_str().unwrap_or_default();
         assert!(
-            msg.contains("protocol version 7 is not spoken here (this daemon speaks 6)"),
+            msg.contains("protocol version 8 is not spoken here (this daemon speaks 7)"),
             "{f:?}"
         );
         // Version 2's command line (`argv`, which the daemon parsed with clap): refused as
         // another version, and in this version's number too — no body is a command line.
-        for version in [2, 3, 4, 5, 6] {
+        for version in [2, 3, 4, 5, 6, 7] {
             let argv = serde_json::json!({"type": "request", "version": version, "context": {
                 "cwd": ws, "env": [], "session": null, "stdio": "frames", "prompts": false},
                 "body": {"argv": ["exec", "--", "touch", "argv-ran"]}});
@@ -1111,8 +1133,8 @@ sandbox_test!(
             assert_eq!(f.len(), 1, "{f:?}");
             assert_eq!(f[0]["type"], "error", "{f:?}");
             let msg = f[0]["message"].as_str().unwrap_or_default();
-            let why = if version < 6 {
-                format!("protocol version {version} is not spoken here (this daemon speaks 6)")
+            let why = if version < 7 {
+                format!("protocol version {version} is not spoken here (this daemon speaks 7)")
             } else {
                 "unknown variant `argv`".to_string()
             };

@@ -117,10 +117,11 @@ fn exec_records(env: &Env, n: usize) -> Vec<serde_json::Value> {
     }
 }
 
-/// Waits (up to 20 s) for a file the command makes as it starts.
+/// Waits (up to 20 s) for a file the command makes as it starts: in the workspace, or (the
+/// run's writes land when it ends) in the run's capture layer.
 fn wait_for_file(p: &Path) {
     let t = std::time::Instant::now();
-    while !p.exists() {
+    while !made_by_a_run(p) {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(20),
             "{} never appeared",

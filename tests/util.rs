@@ -211,7 +211,7 @@ pub fn call_message(
     json: bool,
     request: &serde_json::Value,
 ) -> serde_json::Value {
-    serde_json::json!({"type": "request", "version": 6, "context": {
+    serde_json::json!({"type": "request", "version": 7, "context": {
         "cwd": cwd.display().to_string(), "env": env, "session": session,
         "stdio": "frames", "prompts": false}, "body": {"call": {"options": {
         "state_dir": null, "policy": null, "cwd": null, "json": json},
@@ -1122,4 +1122,25 @@ pub fn pending_seen(mut cmd: Command) -> Vec<serde_json::Value> {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("pending json");
     v["requests"].as_array().cloned().expect("requests")
+}
+
+/// Whether `p` (a path in an `Env`'s workspace) exists, or is in the capture layer of a run
+/// in flight (a run's writes land in the workspace when it ends).
+pub fn made_by_a_run(p: &Path) -> bool {
+    if p.exists() {
+        return true;
+    }
+    let Some(ws) = p.parent() else { return false };
+    let Some(root) = ws.parent() else {
+        return false;
+    };
+    let Ok(rel) = p.strip_prefix(ws) else {
+        return false;
+    };
+    let Ok(layers) = std::fs::read_dir(root.join("state").join("capture")) else {
+        return false;
+    };
+    layers
+        .filter_map(Result::ok)
+        .any(|l| l.path().join("upper").join(rel).exists())
 }

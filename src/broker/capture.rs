@@ -100,8 +100,12 @@ pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command:
         why: None,
         seq: None,
     };
+    if let Some(why) = overlay_refused(&req.state_dir) {
+        return Plan::Walk(why);
+    }
     keep_reserve(&req.state_dir);
-    match capture::prepare(&req.state_dir, ws, meta) {
+    let run_as = req.context.run_as().map(|r| r.uid);
+    match capture::prepare(&req.state_dir, ws, meta, run_as) {
         Ok(layer) => {
             spec.confine.capture = Some(sandbox::CaptureLayer {
                 workspace: ws.to_path_buf(),
@@ -110,6 +114,105 @@ pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command:
             Plan::Overlay(layer)
         }
         Err(why) => Plan::Walk(why),
+    }
+}
+
+/// Why this machine cannot mount the capture overlay (an older kernel, a state directory on
+/// a file system overlay cannot write its upper layer to), or `None` when it can: found once
+/// per boot and state directory by a probe — `true` run with the overlay over a scratch
+/// directory, the real mechanism end to end — and kept in `capture/probe`.
+fn overlay_refused(state_dir: &Path) -> Option<String> {
+    let boot = super::intent::boot_id();
+    let kept = capture::root(state_dir).join("probe");
+    // not-ws: the probe's answer, in the state directory
+    if let Ok(t) = std::fs::read_to_string(&kept)
+        && let Some((b, answer)) = t.split_once('\n')
+        && b == boot
+    {
+        return (!answer.is_empty()).then(|| answer.to_string());
+    }
+    let answer = probe(state_dir).err();
+    let text = format!("{boot}\n{}", answer.as_deref().unwrap_or(""));
+    // not-ws: the probe's answer, in the state directory
+    let _ = crate::durable::write_atomic(&kept, text.as_bytes());
+    answer
+}
+
+/// Runs `true` with the capture overlay over a scratch workspace in the state directory.
+fn probe(state_dir: &Path) -> Result<(), String> {
+    let scratch = capture::root(state_dir).join(format!("probe-{}", std::process::id()));
+    let lower = scratch.join("lower");
+    let made = (|| {
+        use std::os::unix::fs::DirBuilderExt;
+        // not-ws: a scratch directory of the probe, in the state directory
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&lower)?;
+        for d in ["upper", "work"] {
+            // not-ws: a scratch directory of the probe, in the state directory
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(scratch.join(d))?;
+        }
+        Ok::<_, std::io::Error>(())
+    })();
+    let result = made
+        .map_err(|e| format!("the probe's scratch directory: {e}"))
+        .and_then(|()| probe_run(&lower, &scratch));
+    let _ = capture::remove_tree(&scratch);
+    result
+}
+
+fn probe_run(lower: &Path, dir: &Path) -> Result<(), String> {
+    let program = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .map(PathBuf::from)
+        // not-ws: a system program, to probe the overlay with
+        .find(|p| std::fs::metadata(p).is_ok())
+        .ok_or("no `true` program to probe the overlay with")?;
+    let spec = Spec {
+        program: program.clone(),
+        argv: vec![program.into_os_string()],
+        env: vec![],
+        cwd: lower.to_path_buf(),
+        stdin: Stdin::Null,
+        confine: sandbox::Confinement {
+            read: vec![PathBuf::from("/")],
+            write: vec![lower.to_path_buf()],
+            exec: vec![PathBuf::from("/")],
+            deny: vec![],
+            protected: vec![],
+            hidden: vec![],
+            network: sandbox::Network::None,
+            limits: sandbox::Limits {
+                timeout: Some(Duration::from_secs(10)),
+                ..sandbox::Limits::default()
+            },
+            namespaces: true,
+            best_effort: false,
+            memory_cgroup: false,
+            private_tmp: None,
+            danger_openat2: false,
+            run_as: None,
+            capture: Some(sandbox::CaptureLayer {
+                workspace: lower.to_path_buf(),
+                dir: dir.to_path_buf(),
+            }),
+        },
+        cancel: None,
+        proxy: None,
+    };
+    let mut sink = |_: Stream, _: &[u8]| {};
+    match sandbox::run(&spec, &mut sink) {
+        Ok(o) if o.exit_code == Some(0) => Ok(()),
+        Ok(o) => Err(format!(
+            "the overlay probe ended with exit code {:?}, signal {:?}",
+            o.exit_code, o.signal
+        )),
+        Err(e) => Err(format!(
+            "this machine cannot mount the capture overlay ({e})"
+        )),
     }
 }
 
@@ -198,8 +301,11 @@ pub(super) fn apply_layer(
         max_file: req.policy.undo.snapshot_max_file,
         quota: super::undo_limits(&req.policy.undo),
         who,
-        hold: &|_, _| None,
-        since: Layer::open(&req.state_dir, &layer.id).map_or_else(crate::journal::now, |(_, m)| m.started),
+        hold: &|rel, _, existed| {
+            crate::workspace::apply::git_place(rel, &req.policy.sandbox.protected, false, existed)
+        },
+        since: Layer::open(&req.state_dir, &layer.id)
+            .map_or_else(crate::journal::now, |(_, m)| m.started),
     })
 }
 

@@ -50,6 +50,14 @@ pub enum UsageError {
         /// As asked.
         id: String,
     },
+    /// `apply`, `discard`: the set's run has not ended.
+    #[error(
+        "change set {id} belongs to a run that has not ended; wait for it (`gateway changes` says when it is held)"
+    )]
+    ChangeSetRunning {
+        /// As asked.
+        id: String,
+    },
     /// `exec --review`: the run's changes cannot be held apart (the overlay cannot capture
     /// it).
     #[error("--review: this run's changes cannot be held for review: {why}")]
@@ -547,6 +555,7 @@ pub(crate) mod tests {
             UsageError::EmptyCommand,
             UsageError::NotAVerifierKey { path: p("/k") },
             UsageError::NoChangeSet { id: "cap-1".into() },
+            UsageError::ChangeSetRunning { id: "cap-1".into() },
             UsageError::ReviewUnavailable {
                 why: "the run has no mount namespace".into(),
             },

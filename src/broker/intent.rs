@@ -107,7 +107,7 @@ fn start_time(pid: &str) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-fn boot_id() -> String {
+pub(crate) fn boot_id() -> String {
     // not-ws: /proc, the boot id
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())

@@ -209,12 +209,20 @@ fn writable(
                             source: std::io::Error::from_raw_os_error(libc::ENOENT),
                         }
                     })?;
+                let name = |p: &Path| cstr(p.as_os_str().as_bytes(), "capture directory");
+                let by_name = [
+                    path.clone(),
+                    cstr(&escape_lowerdir(w.as_os_str().as_bytes()), "writable area")?,
+                    name(&cap.dir.join("upper"))?,
+                    name(&cap.dir.join("work"))?,
+                ];
                 m.steps.push(Step::Overlay {
                     path,
                     id,
-                    base: cstr(cap.dir.as_os_str().as_bytes(), "capture directory")?,
+                    base: name(&cap.dir)?,
                     base_id,
                     access: landlock_bits.unwrap_or(0),
+                    by_name,
                 });
             }
             None => m.steps.push(Step::Writable(path, id)),
@@ -223,6 +231,18 @@ fn writable(
         m.writable += 1;
     }
     Ok(())
+}
+
+/// A path as overlay's `lowerdir` option reads it: `:` separates layers and `\\` escapes.
+fn escape_lowerdir(p: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(p.len());
+    for &b in p {
+        if b == b':' || b == b'\\' || b == b',' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
 }
 
 /// Paths found through the capture overlay are checked by type only (see

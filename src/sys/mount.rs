@@ -107,6 +107,10 @@ pub(crate) enum Step {
         base: std::ffi::CString,
         base_id: Identity,
         access: u64,
+        /// For kernels that take layers by name only (before Linux 6.13): the workspace as
+        /// `lowerdir+` takes it and, escaped, as `lowerdir` does (before 6.7); `base`'s
+        /// `upper` and `work`.
+        by_name: [std::ffi::CString; 4],
     },
 }
 
@@ -262,7 +266,13 @@ fn open_below(dir: RawFd, name: &CStr) -> RawFd {
 /// the capture directory's mount (overlay wants both on one mount), every layer passed by
 /// descriptor (`FSCONFIG_SET_FD`, Linux 6.13), `userxattr` (the only kind a user namespace
 /// may write). -1 on failure (errno set).
-fn overlay(path: &CStr, id: &Identity, base: &CStr, base_id: &Identity) -> Result<RawFd, u32> {
+fn overlay(
+    path: &CStr,
+    id: &Identity,
+    base: &CStr,
+    base_id: &Identity,
+    by_name: &[std::ffi::CString; 4],
+) -> Result<RawFd, u32> {
     let st = stage::MOUNT_OVERLAY;
     let Some(ws) = find(path, &Find::Pinned(*id), st)? else {
         set_errno(libc::ENOENT);
@@ -287,11 +297,19 @@ fn overlay(path: &CStr, id: &Identity, base: &CStr, base_id: &Identity) -> Resul
     } else {
         -1
     };
-    let m = if lower >= 0 && upper >= 0 && work >= 0 {
+    let mut m = if lower >= 0 && upper >= 0 && work >= 0 {
         overlay_fs(lower, upper, work)
     } else {
         -1
     };
+    // A kernel that takes layers by name only: by the names just checked (nothing of the
+    // agent runs yet in this namespace, and no run writes the workspace itself).
+    if m < 0 {
+        m = overlay_by_name(c"lowerdir+", &by_name[0], &by_name[2], &by_name[3]);
+    }
+    if m < 0 {
+        m = overlay_by_name(c"lowerdir", &by_name[1], &by_name[2], &by_name[3]);
+    }
     // SAFETY: errno is this thread's; saved across the closes below.
     let e = unsafe { *libc::__errno_location() };
     for fd in [lower, base_tree, upper, work] {
@@ -336,6 +354,57 @@ fn overlay_fs(lower: RawFd, upper: RawFd, work: RawFd) -> RawFd {
             && set_fd(c"lowerdir+", lower)
             && set_fd(c"upperdir", upper)
             && set_fd(c"workdir", work)
+            && libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) == 0;
+        let m = if ok {
+            libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV) as RawFd
+        } else {
+            -1
+        };
+        let e = *libc::__errno_location();
+        libc::close(fs);
+        *libc::__errno_location() = e;
+        m
+    }
+}
+
+/// `fsopen("overlay")` with the layers by name (`lower_key`: `lowerdir+`, or `lowerdir`
+/// with the name escaped): the detached mount, or -1.
+fn overlay_by_name(lower_key: &CStr, lower: &CStr, upper: &CStr, work: &CStr) -> RawFd {
+    // SAFETY: the fs-context syscalls with NUL-terminated strings that live for the calls;
+    // every descriptor but the mount's is closed.
+    unsafe {
+        let fs = libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let set = |k: &CStr, v: &CStr| {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_SET_STRING,
+                k.as_ptr(),
+                v.as_ptr(),
+                0,
+            ) == 0
+        };
+        let ok = libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            FSCONFIG_SET_FLAG,
+            c"userxattr".as_ptr(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        ) == 0
+            && set(lower_key, lower)
+            && set(c"upperdir", upper)
+            && set(c"workdir", work)
             && libc::syscall(
                 libc::SYS_fsconfig,
                 fs,
@@ -458,8 +527,9 @@ pub(crate) fn apply(
                 id,
                 base,
                 base_id,
+                by_name,
                 ..
-            } => overlay(path, id, base, base_id)?,
+            } => overlay(path, id, base, base_id, by_name)?,
             _ => continue,
         };
         slot.set(t);

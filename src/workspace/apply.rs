@@ -24,7 +24,7 @@ use crate::journal::{self, Change, PathState};
 use rustix::fs::{AtFlags, Mode, OFlags, Timespec, Timestamps};
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// What applying a layer did.
@@ -61,11 +61,72 @@ pub struct Apply<'a> {
     pub quota: journal::quota::Limits,
     /// The caller's filesystem identity (a daemon's client): the workspace is changed as it.
     pub who: Option<&'a wsfs::Identity>,
-    /// Paths (relative) the broker holds back (git's places): not applied, with why.
-    pub hold: &'a dyn Fn(&Path, &Up) -> Option<String>,
+    /// Paths (relative) the broker holds back (git's places): not applied, with why; the
+    /// flag: the workspace has something at that path now.
+    pub hold: &'a dyn Fn(&Path, &Up, bool) -> Option<String>,
     /// When the run started (seconds since the epoch): changes journalled since by other
     /// calls, to the paths this apply changes, are said to be overwritten.
     pub since: u64,
+}
+
+/// Paths of a layer the broker never applies silently: git's exclude file in any run (a `*`
+/// there would keep every later run's changes out of the journal), and, from a held change
+/// set (`gateway apply`, where no quarantine follows), everything in a `.git` and every
+/// path the policy protects (`protected`: relative patterns, `*` and `?` per component).
+/// Held back, with why; the rest lands.
+pub fn git_place(
+    rel: &Path,
+    protected: &[String],
+    held_set: bool,
+    existed: bool,
+) -> Option<String> {
+    let comps: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let is_git = |c: &&std::ffi::OsStr| *c == ".git";
+    // (A new repository's own exclude file, which `git init` writes, lands with it.)
+    if existed
+        && let Some(i) = comps.iter().position(is_git)
+        && comps[i + 1..]
+            == [
+                std::ffi::OsStr::new("info"),
+                std::ffi::OsStr::new("exclude"),
+            ]
+    {
+        return Some(
+            "git's exclude file is not applied from a run: it would keep later changes out of the journal; write it yourself if it is meant"
+                .into(),
+        );
+    }
+    if !held_set {
+        return None;
+    }
+    if comps.iter().any(is_git) {
+        return Some("inside a `.git`: not applied from a held change set (git's config, hooks and objects are not landed unseen; run the git command again)".into());
+    }
+    let names: Vec<String> = comps
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    for p in protected
+        .iter()
+        .filter(|p| !p.starts_with('/') && !p.starts_with('~'))
+    {
+        let pat: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+        // A protected name anywhere (a nested repository's, a subdirectory's `.envrc`), and
+        // what lies below it.
+        let hit = (0..names.len()).any(|start| {
+            names.len() - start >= pat.len()
+                && pat
+                    .iter()
+                    .zip(&names[start..])
+                    .all(|(g, n)| crate::policy::wildcard(g, n))
+        });
+        if hit {
+            return Some(format!(
+                "protected by the policy (`{p}`): not applied from a held change set"
+            ));
+        }
+    }
+    None
 }
 
 /// What one step does to the workspace.
@@ -122,6 +183,9 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
         )
     })?;
     let mut out = Applied::default();
+    // The journal's lock for the whole apply: another call's apply or file tool changing
+    // these paths between this plan's `before` and its change would be recorded wrong.
+    let lock = journal::lock(a.state_dir).map_err(j_err)?;
     let mut planner = Planner {
         a,
         tree: &tree,
@@ -149,7 +213,6 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
     out.expired = budget.expired.len();
     drop(budget);
     journal::sync_store(a.state_dir).map_err(j_err)?;
-    let lock = journal::lock(a.state_dir).map_err(j_err)?;
     let intents: Vec<Change> = ops
         .iter()
         .filter(|o| o.journal)
@@ -289,11 +352,11 @@ impl Planner<'_, '_> {
             ));
             return;
         }
-        if let Some(why) = (self.a.hold)(rel, &e.up) {
+        let lower = self.lower(rel);
+        if let Some(why) = (self.a.hold)(rel, &e.up, lower.is_some()) {
             self.held.push((rel.clone(), why));
             return;
         }
-        let lower = self.lower(rel);
         match &e.up {
             Up::Whiteout => {
                 if lower.is_some() {
@@ -338,7 +401,11 @@ impl Planner<'_, '_> {
                 self.push(rel, Act::Link(t.clone()), lower);
             }
             Up::Fifo { mode } => {
-                let lower = self.clear_dir(rel, lower);
+                let mut lower = self.clear_dir(rel, lower);
+                // What the FIFO replaces is deleted first, journalled (its content backed up).
+                if matches!(lower, Some(Kind::File { .. } | Kind::Link(_))) {
+                    self.push(rel, Act::Delete, lower.take());
+                }
                 self.push(rel, Act::Fifo(*mode & 0o1777), lower);
             }
             Up::Other => self.held.push((
@@ -766,6 +833,35 @@ fn act(tree: &wsfs::Tree, op: &Op, source: Option<std::fs::File>) -> std::io::Re
     }
 }
 
+/// Copies `src` into `dst` (empty) range by range of data: the holes of a sparse file stay
+/// holes (a run's 2 GiB sparse file does not become 2 GiB on the user's disk).
+fn copy_sparse(src: &std::fs::File, dst: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let len = src.metadata()?.len();
+    let mut pos: u64 = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    while pos < len {
+        let start = match rustix::fs::seek(src, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(s) => s,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let end = rustix::fs::seek(src, rustix::fs::SeekFrom::Hole(start))?.min(len);
+        let mut at = start;
+        while at < end {
+            let want = usize::try_from((end - at).min(buf.len() as u64)).unwrap_or(buf.len());
+            let n = src.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                break;
+            }
+            dst.write_all_at(&buf[..n], at)?;
+            at += n as u64;
+        }
+        pos = end;
+    }
+    dst.set_len(len)
+}
+
 fn chmod_dir(
     dir: &impl rustix::fd::AsFd,
     name: &std::ffi::OsStr,
@@ -838,13 +934,12 @@ fn write_file(
             Mode::from_raw_mode(0o600),
         )?
     };
-    let mut f = std::fs::File::from(fd);
+    let f = std::fs::File::from(fd);
     let written = (|| {
         match (data, source) {
-            (Some(d), _) => f.write_all(d)?,
-            (None, Some(mut s)) => {
-                std::io::copy(&mut s, &mut f)?;
-            }
+            // Runs of zeros become holes: a sparse file stays sparse.
+            (Some(d), _) => crate::journal::blob::write_sparse(&f, d)?,
+            (None, Some(s)) => copy_sparse(&s, &f)?,
             (None, None) => {}
         }
         rustix::fs::fchmod(&f, Mode::from_raw_mode(mode))?;

@@ -122,7 +122,12 @@ impl Layer {
 
 /// Makes a capture layer for a run in `ws`, or says why the overlay cannot capture it (the
 /// run then falls back to the walk).
-pub fn prepare(state_dir: &Path, ws: &Path, mut meta: Meta) -> Result<Layer, String> {
+pub fn prepare(
+    state_dir: &Path,
+    ws: &Path,
+    mut meta: Meta,
+    run_as: Option<u32>,
+) -> Result<Layer, String> {
     if state_dir.starts_with(ws) {
         return Err(format!(
             "the state directory {} is inside the workspace",
@@ -155,7 +160,7 @@ pub fn prepare(state_dir: &Path, ws: &Path, mut meta: Meta) -> Result<Layer, Str
             // not-ws: the capture directories, in the state directory
             std::fs::DirBuilder::new().mode(0o700).create(d)?;
         }
-        root_like(ws, &dir.join("upper"))?;
+        root_like(ws, &dir.join("upper"), run_as)?;
         let layer = Layer {
             id: id.clone(),
             dir: dir.clone(),
@@ -178,22 +183,30 @@ pub fn prepare(state_dir: &Path, ws: &Path, mut meta: Meta) -> Result<Layer, Str
 }
 
 /// The overlay's root shows its upper directory's owner and mode: made those of the
-/// workspace, so that the run (a daemon's client) finds its workspace as it is.
-fn root_like(ws: &Path, upper: &Path) -> std::io::Result<()> {
+/// workspace, so that the run finds its workspace as it is. Given to the run's uid (a
+/// daemon's client, `run_as`) only when the workspace is that uid's: another uid is not
+/// mapped in the run's user namespace, and the overlay could not write an upper layer of
+/// an unmapped owner.
+fn root_like(ws: &Path, upper: &Path, run_as: Option<u32>) -> std::io::Result<()> {
     let w = wsfs::open_dir_nolinks(ws)?;
     let st = rustix::fs::fstat(&w)?;
     let u = wsfs::open_dir_nolinks(upper)?;
-    match rustix::fs::fchown(
-        &u,
-        Some(rustix::fs::Uid::from_raw(st.st_uid)),
-        Some(rustix::fs::Gid::from_raw(st.st_gid)),
-    ) {
-        // A normal user's broker cannot give it away: its own is what it has.
-        Ok(()) | Err(rustix::io::Errno::PERM) => {}
-        Err(e) => return Err(e.into()),
+    if run_as.is_some_and(|r| r == st.st_uid) {
+        give(&u, st.st_uid, st.st_gid)?;
     }
     rustix::fs::fchmod(&u, Mode::from_raw_mode(st.st_mode & 0o7777))?;
     Ok(())
+}
+
+fn give(u: &OwnedFd, uid: u32, gid: u32) -> std::io::Result<()> {
+    match rustix::fs::fchown(
+        u,
+        Some(rustix::fs::Uid::from_raw(uid)),
+        Some(rustix::fs::Gid::from_raw(gid)),
+    ) {
+        Ok(()) | Err(rustix::io::Errno::PERM) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A mount point strictly inside `ws`, from this process's mount table.
@@ -299,11 +312,14 @@ pub const MAX_ENTRIES: usize = 5_000_000;
 /// entries sorted by name. Read beneath a descriptor, no link followed: the run chose every
 /// name and type in it.
 pub fn entries(upper: &Path) -> std::io::Result<Vec<Entry>> {
-    let top = wsfs::open_dir_nolinks(upper)?;
+    let tree = wsfs::Tree::open(upper)?;
     let mut modes = Modes::load(upper);
     let mut out = Vec::new();
-    let mut stack: Vec<(PathBuf, OwnedFd)> = vec![(PathBuf::new(), top)];
-    while let Some((rel, dir)) = stack.pop() {
+    // Directories to list, by name beneath the layer's descriptor (one open at a time: a
+    // layer may hold more directories than a process may have descriptors).
+    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = tree.open_dir(&rel)?;
         let mut names = list_names(&dir)?;
         names.sort();
         let mut subdirs = Vec::new();
@@ -311,7 +327,9 @@ pub fn entries(upper: &Path) -> std::io::Result<Vec<Entry>> {
             let r = rel.join(&name);
             let up = up_at(&dir, &name, &r, &mut modes)?;
             if let Up::Dir { .. } = up {
-                subdirs.push((r.clone(), open_dir_in_layer(&dir, &name, &r, &mut modes)?));
+                // Opened up now if the run left it unsearchable; listed in its turn.
+                drop(open_dir_in_layer(&dir, &name, &r, &mut modes)?);
+                subdirs.push(r.clone());
             }
             out.push(Entry { rel: r, up });
             if out.len() > MAX_ENTRIES {

@@ -131,7 +131,7 @@ fn diff_of(ctx: &FsContext<'_>, l: &Layer) -> String {
             &new,
         ));
     }
-    crate::broker::redact_text(&out)
+    crate::shown::visible_lines(&crate::broker::redact_text(&out)).into_owned()
 }
 
 /// `gateway apply ID` / `gateway discard ID`.
@@ -210,6 +210,11 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<ChangesReport, BrokerError> {
         let ctx = self.ctx;
         let (l, m) = own(ctx, &self.id).ok_or_else(|| no_such(&self.id))?;
+        if m.state == "running" {
+            return Err(BrokerError::Usage(UsageError::ChangeSetRunning {
+                id: self.id.clone(),
+            }));
+        }
         let set = set_of(ctx, &l, &m);
         if !self.apply {
             l.remove().map_err(|e| BrokerError::Io {
@@ -232,7 +237,9 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             max_file: ctx.policy.undo.snapshot_max_file,
             quota: crate::broker::undo_limits(&ctx.policy.undo),
             who: who.as_ref(),
-            hold: &|_, _| None,
+            hold: &|rel, _, existed| {
+                apply::git_place(rel, &ctx.policy.sandbox.protected, true, existed)
+            },
             since: m.started,
         })?;
         let shown = super::fs::redact_path;
