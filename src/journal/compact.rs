@@ -293,17 +293,26 @@ fn replace(state_dir: &Path, out: &Out) -> Result<u64, JournalError> {
     let dir = state_dir.join("journal");
     let tmp = dir.join("journal.jsonl.compact");
     let jp = index::journal_path(state_dir);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("creating", &tmp))?;
-    f.write_all(&out.data).map_err(io("writing", &tmp))?;
-    f.sync_all().map_err(io("syncing", &tmp))?;
-    let m = f.metadata().map_err(io("reading", &tmp))?;
-    drop(f);
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io("creating", &tmp))?;
+        f.write_all(&out.data).map_err(io("writing", &tmp))?;
+        f.sync_all().map_err(io("syncing", &tmp))?;
+        f.metadata().map_err(io("reading", &tmp))
+    })();
+    let m = match written {
+        Ok(m) => m,
+        Err(e) => {
+            // The journal is as it was; the half-written copy goes (a full disk).
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
     let round = |n: u64| n.div_ceil(4096) * 4096;
     let floor = round(out.data.len() as u64) + round(((out.recs.len() + 1) * index::REC) as u64);
     std::fs::rename(&tmp, &jp).map_err(io("renaming over", &jp))?;

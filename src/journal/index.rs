@@ -179,25 +179,46 @@ pub(crate) fn journal_path(state_dir: &Path) -> PathBuf {
     state_dir.join("journal").join("journal.jsonl")
 }
 
-pub(crate) fn index_path(state_dir: &Path) -> PathBuf {
+/// Where the journal's index is (`<state>/journal/journal.idx`).
+pub fn index_path(state_dir: &Path) -> PathBuf {
     state_dir.join("journal").join("journal.idx")
 }
 
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), 16 bytes; zeros if unknown.
+fn boot() -> [u8; 16] {
+    static BOOT: std::sync::OnceLock<[u8; 16]> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+        let mut out = [0u8; 16];
+        for (i, pair) in hex.chunks_exact(2).take(16).enumerate() {
+            let v = std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok());
+            out[i] = v.unwrap_or(0);
+        }
+        out
+    })
+}
+
 /// The header for a journal whose metadata is `m`; `floor`: the journal's size after its last
-/// compaction (when to compact next, `compact`).
+/// compaction (when to compact next, `compact`). It names the boot that wrote it: the index
+/// is never synced, so after a reboot (perhaps a power loss that lost some of its pages)
+/// it is rebuilt from the journal, which is.
 pub(crate) fn header(m: &std::fs::Metadata, floor: u64) -> [u8; REC] {
     let mut h = [0u8; REC];
     h[..8].copy_from_slice(MAGIC);
     h[8..16].copy_from_slice(&m.ino().to_le_bytes());
     h[16..24].copy_from_slice(&m.dev().to_le_bytes());
     h[24..32].copy_from_slice(&floor.to_le_bytes());
+    h[32..48].copy_from_slice(&boot());
     h
 }
 
-/// Does the header `h` describe the journal `m`? Its floor if so.
+/// Does the header `h` describe the journal `m`, written in this boot? Its floor if so.
 fn header_matches(h: &[u8], m: &std::fs::Metadata) -> Option<u64> {
     let ours = header(m, 0);
-    (h.len() >= REC && h[..24] == ours[..24]).then(|| {
+    (h.len() >= REC && h[..24] == ours[..24] && h[32..48] == ours[32..48]).then(|| {
         let mut a = [0u8; 8];
         a.copy_from_slice(&h[24..32]);
         u64::from_le_bytes(a)
@@ -225,13 +246,61 @@ fn ends_a_line(journal: &File, size: u64, end: u64) -> bool {
     journal.read_exact_at(&mut b, end - 1).is_ok() && b[0] == b'\n'
 }
 
-/// The index of an open journal: its records (the index file's, checked, and what it does not
-/// cover parsed from the journal), the journal's floor, and how many of the records the file
-/// holds (the rest are new; `None`: the file does not match and must be rewritten).
+/// The index of an open journal: its records (the index file's, checked, and what it does
+/// not cover parsed from the journal), and the journal's floor. The file's records are read
+/// in chunks as they are walked, never held whole.
 pub(crate) struct Loaded {
-    pub recs: Vec<Rec>,
+    /// The index file, when it matches the journal.
+    file: Option<File>,
+    /// How many of its records are read.
+    stored: usize,
+    /// The records of the lines it does not cover.
+    tail: Vec<Rec>,
     pub floor: u64,
-    pub stored: Option<usize>,
+}
+
+/// Records read per chunk.
+const CHUNK_RECS: usize = 4096;
+
+impl Loaded {
+    /// Calls `f` with every record, in journal order.
+    pub fn each(&self, mut f: impl FnMut(Rec)) -> Result<(), JournalError> {
+        if let Some(file) = &self.file {
+            let mut buf = Vec::new();
+            let mut next = 0usize;
+            while next < self.stored {
+                let n = CHUNK_RECS.min(self.stored - next);
+                buf.resize(n * REC, 0);
+                file.read_exact_at(&mut buf, (REC * (next + 1)) as u64)
+                    .map_err(|source| JournalError::Io {
+                        what: "reading",
+                        path: PathBuf::from("journal.idx"),
+                        source,
+                    })?;
+                buf.chunks_exact(REC).map(Rec::decode).for_each(&mut f);
+                next += n;
+            }
+        }
+        self.tail.iter().copied().for_each(f);
+        Ok(())
+    }
+
+    /// Every record, in journal order.
+    pub fn recs(&self) -> Result<Vec<Rec>, JournalError> {
+        let mut out = Vec::with_capacity(self.len());
+        self.each(|r| out.push(r))?;
+        Ok(out)
+    }
+
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.stored + self.tail.len()
+    }
+
+    /// Does the index file hold them all?
+    pub fn complete(&self) -> bool {
+        self.tail.is_empty() && self.stored > 0
+    }
 }
 
 /// Reads the index of `journal` (open, with metadata `m`) and brings it up to date in memory.
@@ -241,39 +310,52 @@ pub(crate) fn load(
     m: &std::fs::Metadata,
 ) -> Result<Loaded, JournalError> {
     let ip = index_path(state_dir);
-    let data = match std::fs::read(&ip) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(io("reading", &ip)(e)),
-    };
     let mut loaded = Loaded {
-        recs: Vec::new(),
+        file: None,
+        stored: 0,
+        tail: Vec::new(),
         floor: 0,
-        stored: None,
     };
-    if let Some(floor) = header_matches(&data, m) {
-        // A partial last record (an append in progress) is not read.
-        let n = (data.len() - REC) / REC;
-        let recs: Vec<Rec> = (0..n)
-            .map(|i| Rec::decode(&data[REC + i * REC..REC + (i + 1) * REC]))
-            .collect();
-        let end = recs.last().map_or(0, Rec::end);
-        if ends_a_line(journal, m.len(), end) {
-            loaded = Loaded {
-                recs,
-                floor,
-                stored: Some(n),
+    let mut covered = 0;
+    match File::open(&ip) {
+        Ok(f) => {
+            let ilen = f.metadata().map_err(io("reading", &ip))?.len();
+            let mut h = [0u8; REC];
+            let floor = if ilen >= REC as u64 && f.read_exact_at(&mut h, 0).is_ok() {
+                header_matches(&h, m)
+            } else {
+                None
             };
+            if let Some(floor) = floor {
+                // A partial last record (an append in progress) is not read.
+                let n = usize::try_from((ilen - REC as u64) / REC as u64).unwrap_or(0);
+                let mut last = [0u8; REC];
+                let end = if n > 0 && f.read_exact_at(&mut last, (REC * n) as u64).is_ok() {
+                    Rec::decode(&last).end()
+                } else {
+                    0
+                };
+                if ends_a_line(journal, m.len(), end) {
+                    covered = end;
+                    loaded = Loaded {
+                        file: Some(f),
+                        stored: n,
+                        tail: Vec::new(),
+                        floor,
+                    };
+                }
+            }
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("reading", &ip)(e)),
     }
-    let covered = loaded.recs.last().map_or(0, Rec::end);
     let jp = journal_path(state_dir);
     let len = m.len().saturating_sub(covered);
     let mut tail = vec![0u8; usize::try_from(len).unwrap_or(0)];
     journal
         .read_exact_at(&mut tail, covered)
         .map_err(io("reading", &jp))?;
-    loaded.recs.extend(recs_of(&tail, covered).0);
+    loaded.tail = recs_of(&tail, covered).0;
     Ok(loaded)
 }
 
@@ -335,7 +417,7 @@ fn update_from(
     if floor.is_none() || !ends_a_line(&journal, m.len(), end) {
         // Not this journal's (or damaged): rebuilt whole.
         let loaded = load(state_dir, &journal, &m)?;
-        return rewrite(state_dir, &m, 0, &loaded.recs);
+        return rewrite(state_dir, &m, 0, &loaded.recs()?);
     }
     if end >= m.len() {
         return Ok(());
@@ -547,6 +629,8 @@ pub struct View {
     journal: Option<File>,
     path: PathBuf,
     entries: Vec<Entry>,
+    /// Each workspace hash, and where its first change is.
+    spaces: Vec<(u64, usize)>,
     /// The last id given (by a change, or before a compaction).
     last: u64,
     /// The journal's size and floor (for compaction).
@@ -563,6 +647,7 @@ impl View {
             journal: None,
             path: path.clone(),
             entries: Vec::new(),
+            spaces: Vec::new(),
             last: 0,
             size: 0,
             floor: 0,
@@ -574,42 +659,59 @@ impl View {
         };
         let m = journal.metadata().map_err(io("reading", &path))?;
         let loaded = load(state_dir, &journal, &m)?;
-        if loaded.stored != Some(loaded.recs.len()) {
+        if !loaded.complete() && loaded.len() > 0 {
             // Persisted when no writer is at it (a cache: a failure changes nothing).
             let _ = update_if_free(state_dir);
         }
         v.size = m.len();
         v.floor = loaded.floor;
         v.journal = Some(journal);
-        v.build(&loaded.recs);
+        v.build(&loaded)?;
         Ok(v)
     }
 
-    fn build(&mut self, recs: &[Rec]) {
-        let mut sorted = true;
-        for r in recs {
-            match r.kind {
-                kind::INTENT => {
-                    sorted &= self.entries.last().is_none_or(|e| e.id < r.id);
-                    self.last = self.last.max(r.id);
-                    self.entries.push(Entry {
-                        id: r.id,
-                        time: r.time,
-                        uid: r.uid,
-                        phase: Phase::Pending,
-                        skipped: false,
-                        undoes: (r.undoes != 0).then_some(r.undoes),
-                        ws: r.ws,
-                        group: r.group,
-                        expired: None,
-                        off: r.off,
-                        len: r.len,
-                    });
-                }
-                kind::BASE => self.last = self.last.max(r.id),
-                _ => {}
-            }
+    /// Runs `f` on the journal's view; if the index turns out not to match the journal
+    /// ([`JournalError::Index`]: it was removed), once more on a view rebuilt from the journal.
+    pub fn retrying<T>(
+        state_dir: &Path,
+        f: impl Fn(&View) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        match f(&View::open(state_dir)?) {
+            Err(JournalError::Index { .. }) => f(&View::open(state_dir)?),
+            r => r,
         }
+    }
+
+    fn build(&mut self, loaded: &Loaded) -> Result<(), JournalError> {
+        let mut sorted = true;
+        let (mut seen, mut prev) = (std::collections::HashSet::new(), 0);
+        let (entries, spaces, last) = (&mut self.entries, &mut self.spaces, &mut self.last);
+        entries.reserve(loaded.len() / 2);
+        loaded.each(|r| match r.kind {
+            kind::INTENT => {
+                sorted &= entries.last().is_none_or(|e| e.id < r.id);
+                *last = (*last).max(r.id);
+                if r.ws != 0 && r.ws != prev && seen.insert(r.ws) {
+                    spaces.push((r.ws, entries.len()));
+                }
+                prev = r.ws;
+                entries.push(Entry {
+                    id: r.id,
+                    time: r.time,
+                    uid: r.uid,
+                    phase: Phase::Pending,
+                    skipped: false,
+                    undoes: (r.undoes != 0).then_some(r.undoes),
+                    ws: r.ws,
+                    group: r.group,
+                    expired: None,
+                    off: r.off,
+                    len: r.len,
+                });
+            }
+            kind::BASE => *last = (*last).max(r.id),
+            _ => {}
+        })?;
         // Ids grow with each append; a journal where they do not is looked up by map.
         let by_id: Option<HashMap<u64, usize>> = (!sorted).then(|| {
             self.entries
@@ -618,22 +720,32 @@ impl View {
                 .map(|(i, e)| (e.id, i))
                 .collect()
         });
-        for r in recs {
+        let entries = &mut self.entries;
+        loaded.each(|r| {
+            if !matches!(
+                r.kind,
+                kind::COMMIT | kind::ABORT | kind::SKIP | kind::EXPIRE
+            ) {
+                return;
+            }
             let at = match &by_id {
                 Some(m) => m.get(&r.id).copied(),
-                None => self.entries.binary_search_by_key(&r.id, |e| e.id).ok(),
+                None => position(entries, r.id),
             };
-            let Some(e) = at.and_then(|i| self.entries.get_mut(i)) else {
-                continue;
+            let Some(e) = at.and_then(|i| entries.get_mut(i)) else {
+                return;
             };
             match r.kind {
                 kind::COMMIT => e.phase = Phase::Committed,
                 kind::ABORT => e.phase = Phase::Aborted,
                 kind::SKIP => e.skipped = true,
-                kind::EXPIRE => e.expired = Some((r.off, r.len)),
-                _ => {}
+                _ => e.expired = Some((r.off, r.len)),
             }
-        }
+        })
+    }
+
+    fn position(&self, id: u64) -> Option<usize> {
+        position(&self.entries, id)
     }
 
     /// Every change, oldest first.
@@ -648,9 +760,9 @@ impl View {
 
     /// The change with id `id`.
     pub fn get(&self, id: u64) -> Option<&Entry> {
-        match self.entries.binary_search_by_key(&id, |e| e.id) {
-            Ok(i) => self.entries.get(i),
-            Err(_) => self.entries.iter().find(|e| e.id == id),
+        match self.position(id) {
+            Some(i) => self.entries.get(i),
+            None => self.entries.iter().find(|e| e.id == id),
         }
     }
 
@@ -666,18 +778,14 @@ impl View {
 
     /// The change of `e`, parsed from its line; a tombstone's why is its `not_undoable`.
     pub fn load(&self, e: &Entry) -> Result<super::Change, JournalError> {
-        let bad = |what: String| JournalError::Io {
-            what: "reading an entry of",
-            path: self.path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, what),
-        };
         let mut c = match super::parse_line(&self.line(e.off, e.len)?) {
             Ok(Line::Intent(c)) if c.id == e.id => *c,
             _ => {
-                return Err(bad(format!(
-                    "change {} is not where journal.idx says: remove journal.idx (it is rebuilt)",
-                    e.id
-                )));
+                // Damaged (by hand: a crash is caught by the boot id): rebuilt next time.
+                if let Some(dir) = self.path.parent() {
+                    let _ = std::fs::remove_file(dir.join("journal.idx"));
+                }
+                return Err(JournalError::Index { id: e.id });
             }
         };
         if let Some((off, len)) = e.expired
@@ -703,12 +811,11 @@ impl View {
     /// The workspace path of each workspace hash (read from the first change that names it).
     pub fn workspaces(&self) -> Result<HashMap<u64, PathBuf>, JournalError> {
         let mut out = HashMap::new();
-        for e in &self.entries {
-            if e.ws != 0 && !out.contains_key(&e.ws) {
-                let c = self.load(e)?;
-                if let Some(w) = c.workspace {
-                    out.insert(e.ws, w);
-                }
+        for &(h, i) in &self.spaces {
+            if let Some(e) = self.entries.get(i)
+                && let Some(w) = self.load(e)?.workspace
+            {
+                out.insert(h, w);
             }
         }
         Ok(out)
@@ -728,6 +835,18 @@ impl View {
             .filter_map(|e| e.undoes)
             .collect()
     }
+}
+
+/// Where change `id` is among `entries` (sorted by id): where it would be if the ids since
+/// the first were all there (they mostly are), else by binary search.
+fn position(entries: &[Entry], id: u64) -> Option<usize> {
+    let first = entries.first()?.id;
+    if let Some(i) = id.checked_sub(first).and_then(|d| usize::try_from(d).ok())
+        && entries.get(i).is_some_and(|e| e.id == id)
+    {
+        return Some(i);
+    }
+    entries.binary_search_by_key(&id, |e| e.id).ok()
 }
 
 /// [`update`], unless a writer holds the index's lock (then it brings it up to date itself).

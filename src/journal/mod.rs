@@ -59,6 +59,15 @@ pub enum JournalError {
         /// The lock.
         path: PathBuf,
     },
+    /// The journal's index (`journal/journal.idx`) did not match the journal: it was removed,
+    /// and is rebuilt from the journal at the next read.
+    #[error(
+        "the journal's index did not match the journal at change {id}; it is rebuilt from the journal: try again"
+    )]
+    Index {
+        /// The change where it did not match.
+        id: u64,
+    },
     /// A backup could not be read back.
     #[error("reading backup {path}: {source}")]
     Blob {
@@ -391,15 +400,16 @@ pub struct Journal {
 /// Reads the whole journal (every line parsed: for what needs every change; `history` and
 /// `undo` go through the index, [`View`]).
 pub fn read(state_dir: &Path) -> Result<Journal, JournalError> {
-    let v = View::open(state_dir)?;
-    Ok(Journal {
-        changes: v.load_all(v.entries())?,
-        skipped: v
-            .entries()
-            .iter()
-            .filter(|e| e.skipped)
-            .map(|e| e.id)
-            .collect(),
+    View::retrying(state_dir, |v| {
+        Ok(Journal {
+            changes: v.load_all(v.entries())?,
+            skipped: v
+                .entries()
+                .iter()
+                .filter(|e| e.skipped)
+                .map(|e| e.id)
+                .collect(),
+        })
     })
 }
 
@@ -411,19 +421,20 @@ pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
 /// The committed changes of group `group` that no committed undo reverted, oldest first
 /// (what undo of the group reverts), read through the index.
 pub fn group_members(state_dir: &Path, group: &str) -> Result<Vec<Change>, JournalError> {
-    let v = View::open(state_dir)?;
-    let undone = v.undone();
-    let mut out = Vec::new();
-    for e in v.group(group) {
-        if e.phase != Phase::Committed || undone.contains(&e.id) {
-            continue;
+    View::retrying(state_dir, |v| {
+        let undone = v.undone();
+        let mut out = Vec::new();
+        for e in v.group(group) {
+            if e.phase != Phase::Committed || undone.contains(&e.id) {
+                continue;
+            }
+            let c = v.load(e)?;
+            if c.group.as_deref() == Some(group) {
+                out.push(c);
+            }
         }
-        let c = v.load(e)?;
-        if c.group.as_deref() == Some(group) {
-            out.push(c);
-        }
-    }
-    Ok(out)
+        Ok(out)
+    })
 }
 
 /// A held journal lock (changes are serialised: intent, act, commit).
@@ -648,9 +659,20 @@ pub fn recover(
     lock: &Lock,
     current: &dyn Fn(&Path) -> Option<PathState>,
 ) -> Result<Vec<Change>, JournalError> {
+    recover_pending(state_dir, lock, pending(state_dir)?, current)
+}
+
+/// [`recover`] of the changes [`pending`] returned (read once by a caller that needs them
+/// too).
+pub fn recover_pending(
+    state_dir: &Path,
+    lock: &Lock,
+    pending: Vec<Change>,
+    current: &dyn Fn(&Path) -> Option<PathState>,
+) -> Result<Vec<Change>, JournalError> {
     let _ = lock;
     let mut unresolved = Vec::new();
-    for c in pending(state_dir)? {
+    for c in pending {
         let now = current(&c.path);
         let same = |s: &PathState| match (now.as_ref(), s) {
             (Some(PathState::Absent), PathState::Absent) => true,
@@ -672,12 +694,13 @@ pub fn recover(
 
 /// The changes whose intent is written and that are neither committed nor aborted.
 pub fn pending(state_dir: &Path) -> Result<Vec<Change>, JournalError> {
-    let v = View::open(state_dir)?;
-    v.entries()
-        .iter()
-        .filter(|e| e.phase == Phase::Pending)
-        .map(|e| v.load(e))
-        .collect()
+    View::retrying(state_dir, |v| {
+        v.entries()
+            .iter()
+            .filter(|e| e.phase == Phase::Pending)
+            .map(|e| v.load(e))
+            .collect()
+    })
 }
 
 /// Backup retention: keeps the contents of the last `keep_versions` changes of each path and
@@ -811,6 +834,9 @@ pub fn now() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod journal_tests;
 
 #[cfg(test)]
 mod wal_tests {

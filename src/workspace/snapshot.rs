@@ -366,31 +366,10 @@ pub fn after(
         journal::sync_store(state_dir).map_err(j_err)?;
         let lock = journal::lock(state_dir).map_err(j_err)?;
         let kinds: Vec<&'static str> = diffs.iter().map(|d| d.kind).collect();
-        // Which content of each change the store lacks, and why (recorded in the journal:
-        // `history` shows it, `undo` refuses plainly).
-        let missing = |d: &Diff| -> Option<String> {
-            let mut why = Vec::new();
-            for (state, idx, which) in [(&d.before, pre, "before"), (&d.after, &post, "after")] {
-                let PathState::File { sha256, .. } = state else {
-                    continue;
-                };
-                if journal::has_backup(state_dir, sha256) {
-                    continue;
-                }
-                let reason = idx
-                    .files
-                    .get(d.rel.as_os_str())
-                    .and_then(|e| e.unsaved.clone())
-                    .unwrap_or_else(|| {
-                        "its backup expired (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
-                    });
-                why.push(format!(
-                    "the content {which} the change was not backed up: {reason}"
-                ));
-            }
-            (!why.is_empty()).then(|| why.join("; "))
-        };
-        let missing: Vec<Option<String>> = diffs.iter().map(missing).collect();
+        let missing: Vec<Option<String>> = diffs
+            .iter()
+            .map(|d| missing(state_dir, d, pre, &post))
+            .collect();
         // A change whose content before is missing cannot be undone: journalled as such (the
         // rest of the group is reverted by undo), with why.
         let not_undoable = |why: &Option<String>| {
@@ -480,6 +459,31 @@ pub(crate) fn keep_index(
 pub(crate) fn load_index(p: &Path) -> Option<Index> {
     // not-ws: the snapshot index, in the broker's own state directory
     serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+}
+
+/// Which content of a change the store lacks, and why (recorded in the journal: `history`
+/// shows it; one before the change makes it not undoable).
+fn missing(state_dir: &Path, d: &Diff, pre: &Index, post: &Index) -> Option<String> {
+    let mut why = Vec::new();
+    for (state, idx, which) in [(&d.before, pre, "before"), (&d.after, post, "after")] {
+        let PathState::File { sha256, .. } = state else {
+            continue;
+        };
+        if journal::has_backup(state_dir, sha256) {
+            continue;
+        }
+        let reason = idx
+            .files
+            .get(d.rel.as_os_str())
+            .and_then(|e| e.unsaved.clone())
+            .unwrap_or_else(|| {
+                "its backup expired (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
+            });
+        why.push(format!(
+            "the content {which} the change was not backed up: {reason}"
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// One path that differs after a run.

@@ -53,6 +53,8 @@ pub struct HistoryEntry {
 struct InScope {
     /// `None`: every workspace.
     hashes: Option<HashSet<u64>>,
+    /// The last workspace hash asked about, and the answer.
+    last: std::cell::Cell<(u64, bool)>,
 }
 
 impl InScope {
@@ -69,6 +71,7 @@ impl InScope {
                         .collect(),
                 ),
             },
+            last: std::cell::Cell::new((0, false)),
         })
     }
 
@@ -76,7 +79,15 @@ impl InScope {
         match &self.hashes {
             None => Some(true),
             Some(_) if e.ws == 0 => None,
-            Some(h) => Some(h.contains(&e.ws)),
+            // Changes come in runs of one workspace: the last answer is kept.
+            Some(h) => Some(match self.last.get() {
+                (ws, b) if ws == e.ws => b,
+                _ => {
+                    let b = h.contains(&e.ws);
+                    self.last.set((e.ws, b));
+                    b
+                }
+            }),
         }
     }
 
@@ -125,14 +136,40 @@ pub fn history_page(
     since: Option<u64>,
 ) -> Result<HistoryPage, BrokerError> {
     let seen = crate::broker::authz::seen_uid(cx);
-    let v = journal::View::open(state_dir).map_err(j_err)?;
-    let within = InScope::new(&v, scope)?;
+    with_view(state_dir, |v| {
+        page(state_dir, v, scope, seen, (limit, since))
+    })
+}
+
+/// Runs `f` on the journal's view, and once more if it failed after finding the index out of
+/// step with the journal (then removed: the view is rebuilt from the journal).
+fn with_view<T>(
+    state_dir: &Path,
+    f: impl Fn(&journal::View) -> Result<T, BrokerError>,
+) -> Result<T, BrokerError> {
+    let r = f(&journal::View::open(state_dir).map_err(j_err)?);
+    let idx = journal::index::index_path(state_dir);
+    // not-ws: the journal's index, in the broker's own state directory
+    if r.is_err() && !idx.exists() {
+        return f(&journal::View::open(state_dir).map_err(j_err)?);
+    }
+    r
+}
+
+fn page(
+    state_dir: &Path,
+    v: &journal::View,
+    scope: Scope<'_>,
+    seen: Option<u32>,
+    (limit, since): (usize, Option<u64>),
+) -> Result<HistoryPage, BrokerError> {
+    let within = InScope::new(v, scope)?;
     let mut hits = Vec::new();
     for e in v.entries() {
         if since.is_some_and(|t| e.time < t) || seen.is_some_and(|u| e.uid != Some(u)) {
             continue;
         }
-        if within.check(&v, scope, e)? {
+        if within.check(v, scope, e)? {
             hits.push(e);
         }
     }
@@ -183,7 +220,16 @@ pub(super) fn find_change(
     scope: Scope<'_>,
     mine: &dyn Fn(&Change) -> bool,
 ) -> Result<Change, BrokerError> {
-    let v = journal::View::open(state_dir).map_err(j_err)?;
+    with_view(state_dir, |v| find_in(state_dir, v, id, scope, mine))
+}
+
+fn find_in(
+    state_dir: &Path,
+    v: &journal::View,
+    id: Option<u64>,
+    scope: Scope<'_>,
+    mine: &dyn Fn(&Change) -> bool,
+) -> Result<Change, BrokerError> {
     let committed = |e: &&journal::Entry| e.phase == Phase::Committed;
     if let Some(id) = id {
         return match v.get(id).filter(committed) {
@@ -201,7 +247,7 @@ pub(super) fn find_change(
     let open = |e: &&journal::Entry| {
         e.phase == Phase::Committed && e.undoes.is_none() && !undone.contains(&e.id) && !e.skipped
     };
-    let within = InScope::new(&v, scope)?;
+    let within = InScope::new(v, scope)?;
     let settled = |e: &journal::Entry, c: &Change| {
         e.group != 0 && partly_undone.contains(&e.group) && cannot_undo(state_dir, c)
     };
