@@ -13,9 +13,11 @@
 //!   quarter of the bound) by half that share since the last compaction, the oldest groups
 //!   go, whole, until it is within half its share.
 //!
-//! Never removed: a pending change (crash recovery needs it) and the newest group of each
+//! Never removed: a pending change (crash recovery needs it), the newest group of each
 //! workspace (what its next `undo` takes, as the quota never expires its contents) — so the
-//! journal may exceed its share by those groups; and an undo while the change it reverted is
+//! journal may exceed its share by those groups —, a change whose trash item is still in the
+//! trash (`gateway trash restore` finds the item's origin by it; the trash is bounded by
+//! `trash empty`, not by `max_state_bytes`), and an undo while the change it reverted is
 //! kept (that change would look not undone). Ids keep growing: a compacted journal starts
 //! with a `base` line naming the last id given.
 //!
@@ -117,14 +119,18 @@ fn cost(e: &index::Entry) -> u64 {
 
 /// Which changes are kept: not those marked as tombstones before, and when over `target`
 /// bytes, not the oldest groups; but every pending change, the newest group of each
-/// workspace, and an undo while the change it reverts is kept.
-fn choose(entries: &[index::Entry], target: Option<u64>) -> Vec<bool> {
+/// workspace, a change whose trash item is still in the trash (`trash restore` finds it by
+/// its change), and an undo while the change it reverts is kept.
+fn choose(entries: &[index::Entry], target: Option<u64>, in_trash: &HashSet<u64>) -> Vec<bool> {
     let mut newest: HashMap<u64, (bool, u64)> = HashMap::new();
     for e in entries {
         newest.insert(e.ws, group_key(e));
     }
-    let protected =
-        |e: &index::Entry| e.phase == Phase::Pending || newest.get(&e.ws) == Some(&group_key(e));
+    let protected = |e: &index::Entry| {
+        e.phase == Phase::Pending
+            || newest.get(&e.ws) == Some(&group_key(e))
+            || in_trash.contains(&e.id)
+    };
     let mut keep: Vec<bool> = entries
         .iter()
         .map(|e| e.expired.is_none() || protected(e))
@@ -230,17 +236,56 @@ pub fn compact(
     if entries.is_empty() && v.size == 0 {
         return Ok(Compacted::default());
     }
-    let keep = choose(entries, target);
+    // The changes that name a trash item still there (few: removals of directories).
+    let (files, _) = super::trash_dirs(state_dir);
+    let mut in_trash = HashSet::new();
+    for e in entries.iter().filter(|e| e.trash) {
+        if let Some(name) = v.load(e)?.trash
+            && !name.contains('/')
+            && std::fs::symlink_metadata(files.join(&name)).is_ok()
+        {
+            in_trash.insert(e.id);
+        }
+    }
+    let keep = choose(entries, target, &in_trash);
+    // Newly expired changes (when asked: each one's line is read).
+    let mut marks: HashMap<u64, String> = HashMap::new();
+    if mark {
+        for (e, _) in entries.iter().zip(&keep).filter(|(_, k)| **k) {
+            if e.expired.is_none()
+                && e.phase == Phase::Committed
+                && let Some(why) = expired(state_dir, &v.load(e)?)
+            {
+                marks.insert(e.id, why);
+            }
+        }
+    }
+    let mut done = Compacted {
+        removed: keep.iter().filter(|k| !**k).count(),
+        expired: marks.len(),
+        bytes: 0,
+    };
+    if done.removed == 0 {
+        // Nothing goes: the journal is not rewritten; new tombstones are appended.
+        drop(_ilock);
+        let mut lines: Vec<(u64, String)> = marks.into_iter().collect();
+        lines.sort();
+        let lines: Vec<Line> = lines
+            .into_iter()
+            .map(|(id, why)| Line::Expire { id, why })
+            .collect();
+        super::append_lines(state_dir, &lines)?;
+        done.bytes = bytes(state_dir);
+        return Ok(done);
+    }
     let mut out = Out {
         data: Vec::with_capacity(usize::try_from(v.size).unwrap_or(0)),
         recs: Vec::new(),
     };
     let last = v.last_id();
     out.push_line(&Line::Base { last }, kind::BASE, last)?;
-    let mut done = Compacted::default();
     for (e, k) in entries.iter().zip(&keep) {
         if !*k {
-            done.removed += 1;
             continue;
         }
         let line = v.line(e.off, e.len)?;
@@ -254,6 +299,7 @@ pub fn compact(
                 ws: e.ws,
                 group: e.group,
                 undoes: e.undoes.unwrap_or(0),
+                trash: e.trash,
                 ..Rec::default()
             },
         );
@@ -275,12 +321,8 @@ pub fn compact(
                     ..Rec::default()
                 },
             );
-        } else if mark
-            && e.phase == Phase::Committed
-            && let Some(why) = expired(state_dir, &v.load(e)?)
-        {
+        } else if let Some(why) = marks.remove(&e.id) {
             out.push_line(&Line::Expire { id: e.id, why }, kind::EXPIRE, e.id)?;
-            done.expired += 1;
         }
     }
     done.bytes = replace(state_dir, &out)?;
@@ -415,6 +457,25 @@ mod tests {
         assert_eq!(j.changes[0].1, Phase::Committed);
         let n = record_done(&d, &l, vec![change("/w", "f", "r", PathState::Absent)]).expect("f");
         assert_eq!(n[0].id, 6);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_removal_whose_item_is_still_in_the_trash_stays() {
+        let d = state("trash");
+        let l = lock(&d).expect("lock");
+        let (files, _) = super::super::trash_dirs(&d);
+        std::fs::create_dir_all(files.join("kept")).expect("mkdir");
+        let rm = |name: &str, item: &str| Change {
+            trash: Some(item.into()),
+            ..change("/w", name, &format!("rm-{name}"), PathState::Absent)
+        };
+        record_done(&d, &l, vec![rm("a", "kept")]).expect("a");
+        record_done(&d, &l, vec![rm("b", "emptied")]).expect("b");
+        record_done(&d, &l, vec![change("/w", "c", "x", PathState::Absent)]).expect("c");
+        let c = compact(&d, &l, Some(1), true).expect("compact");
+        assert_eq!(c.removed, 1);
+        assert_eq!(ids(&d), vec![1, 3], "the removal whose item is there stays");
         let _ = std::fs::remove_dir_all(&d);
     }
 

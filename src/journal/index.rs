@@ -65,13 +65,15 @@ pub(crate) struct Rec {
     pub group: u64,
     /// The change it undoes (0: none).
     pub undoes: u64,
+    /// It names a trash item (a removal, or the restore that undoes one).
+    pub trash: bool,
 }
 
 impl Rec {
     fn encode(&self) -> [u8; REC] {
         let mut b = [0u8; REC];
         b[0] = self.kind;
-        b[1] = u8::from(self.uid.is_some());
+        b[1] = u8::from(self.uid.is_some()) | (u8::from(self.trash) << 1);
         b[4..8].copy_from_slice(&self.uid.unwrap_or(0).to_le_bytes());
         b[8..16].copy_from_slice(&self.id.to_le_bytes());
         b[16..24].copy_from_slice(&self.time.to_le_bytes());
@@ -97,6 +99,7 @@ impl Rec {
         Rec {
             kind: b[0],
             uid: (b[1] & 1 == 1).then(|| u32_at(4)),
+            trash: b[1] & 2 == 2,
             id: u64_at(8),
             time: u64_at(16),
             off: u64_at(24),
@@ -153,6 +156,7 @@ pub(crate) fn rec_for(line: &Line) -> Rec {
                 .map_or(0, |w| hash(w.as_os_str().as_bytes()));
             r.group = c.group.as_ref().map_or(0, |g| hash(g.as_bytes()));
             r.undoes = c.undoes.unwrap_or(0);
+            r.trash = c.trash.is_some();
         }
         Line::Commit { id } => (r.kind, r.id) = (kind::COMMIT, *id),
         Line::Abort { id } => (r.kind, r.id) = (kind::ABORT, *id),
@@ -617,6 +621,8 @@ pub struct Entry {
     pub ws: u64,
     /// Hash of its group (0: none).
     pub group: u64,
+    /// It names a trash item.
+    pub trash: bool,
     /// Its backups expired (a tombstone): where the line saying so is.
     pub(crate) expired: Option<(u64, u32)>,
     pub(crate) off: u64,
@@ -704,6 +710,7 @@ impl View {
                     undoes: (r.undoes != 0).then_some(r.undoes),
                     ws: r.ws,
                     group: r.group,
+                    trash: r.trash,
                     expired: None,
                     off: r.off,
                     len: r.len,
@@ -870,6 +877,7 @@ mod tests {
             ws: hash(b"/w"),
             group: hash(b"exec-1"),
             undoes: 3,
+            trash: true,
         };
         assert_eq!(Rec::decode(&r.encode()), r);
         let none = Rec { uid: None, ..r };

@@ -21,6 +21,10 @@
 //! unless some workspace's newest change needs it. So a busy workspace can expire only what
 //! it alone holds: another workspace's backups, even of the same content, stay.
 //!
+//! **The journal counts.** Its lines and index (`journal::compact::bytes`) are counted as used
+//! against `max_state_bytes` when a content is stored; the journal keeps itself within a
+//! quarter of it (`journal::compact`), knowing the bound from [`Budget::for_workspace`].
+//!
 //! **The usage record** (`<state>/journal/usage`, a cache): which blobs the store holds, their
 //! allocated bytes, when stored and who claims them, as an append-only list of lines replayed
 //! when a budget first needs it (instead of listing and `stat`-ing the whole store at each
@@ -30,8 +34,8 @@
 //! blob's write and its line left uncounted is counted again then; the free-space margin is
 //! checked on the real file system at every store whatever the record says).
 //!
-//! Over 1,000 lines: the accounting (~810 lines: attribution, expiry, the usage record) and
-//! its unit tests (~270); the seam, when it grows, is the usage record (`journal/usage`) apart
+//! Over 1,000 lines: the accounting (~850 lines: attribution, expiry, the usage record) and
+//! its unit tests (~260); the seam, when it grows, is the usage record (`journal/usage`) apart
 //! from the budget that spends it.
 
 use super::{Change, JournalError, PathState, blob, io, private_dir, sha256_hex};
