@@ -228,7 +228,7 @@ pub fn compact(
     target: Option<u64>,
     mark: bool,
 ) -> Result<Compacted, JournalError> {
-    let Some(_ilock) = index::lock_index(state_dir, true)? else {
+    let Some(ilock) = index::lock_index(state_dir, true)? else {
         return Ok(Compacted::default());
     };
     let v = View::open(state_dir)?;
@@ -266,8 +266,10 @@ pub fn compact(
         bytes: 0,
     };
     if done.removed == 0 {
-        // Nothing goes: the journal is not rewritten; new tombstones are appended.
-        drop(_ilock);
+        // Nothing goes: the journal is not rewritten (the next compaction waits for it to
+        // grow); new tombstones are appended.
+        index::set_floor(state_dir, &ilock, bytes(state_dir));
+        drop(ilock);
         let mut lines: Vec<(u64, String)> = marks.into_iter().collect();
         lines.sort();
         let lines: Vec<Line> = lines

@@ -469,6 +469,17 @@ pub(crate) fn floor(state_dir: &Path) -> u64 {
     header_matches(&h, &j).unwrap_or(0)
 }
 
+/// Notes `floor` in the header of the index open as `idx` (locked), if it describes the journal:
+/// a compaction that could remove nothing says so, and the next waits for the journal to grow.
+pub(crate) fn set_floor(state_dir: &Path, idx: &File, floor: u64) {
+    let (Ok(j), mut h) = (std::fs::metadata(journal_path(state_dir)), [0u8; REC]) else {
+        return;
+    };
+    if idx.read_exact_at(&mut h, 0).is_ok() && header_matches(&h, &j).is_some() {
+        let _ = idx.write_all_at(&floor.to_le_bytes(), 24);
+    }
+}
+
 /// What the index says of the last id given.
 pub(crate) enum LastId {
     /// This id, checked against its journal line.
