@@ -3,8 +3,8 @@
 
 use crate::util::*;
 
-/// Where a test named `a::b::name` in the seams table lives: `tests/a.rs` for an integration
-/// module, else `src/a/b.rs`, `src/a/b_tests.rs` or `src/a/b/mod.rs` (a unit test module
+/// Where a test named `a::b::name` in the seams table lives: `tests/a.rs` (or `tests/a/b.rs`)
+/// for an integration module, else `src/a/b.rs`, `src/a/b_tests.rs` or `src/a/b/mod.rs` (a unit test module
 /// `tests` beside the code, or in a file of its own).
 fn test_exists(qualified: &str) -> bool {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -17,6 +17,8 @@ fn test_exists(qualified: &str) -> bool {
         root.join("tests").join(format!("{}.rs", modules[0])),
         root.join("tests/secrets")
             .join(format!("{}.rs", modules[0])),
+        // A module of an integration module (`undo::journal`: `tests/undo/journal.rs`).
+        root.join("tests").join(format!("{}.rs", modules.join("/"))),
     ];
     let src: Vec<&str> = modules.iter().copied().filter(|m| *m != "tests").collect();
     if !src.is_empty() {

@@ -1609,3 +1609,6 @@ sandbox_test!(
         assert_eq!(stdout(&o).lines().count(), 1, "{}", text(&o));
     }
 );
+
+/// Issue 37: the journal itself (names as bytes, entries that cannot be undone, its bound).
+mod journal;

@@ -435,28 +435,20 @@ pub(super) fn history(
         bfs::Scope::Workspace(&ws)
     };
     // Through the daemon, a client sees its own changes (an auditor or the admin all).
-    match bfs::history(&state_dir(cli), scope, &cli.cx) {
-        Ok(mut list) => {
-            if let Some(t) = since {
-                list.retain(|e| e.change.time >= t);
-            }
-            // The newest `limit` (oldest first, as all of them are).
-            let omitted = if limit == 0 {
-                0
-            } else {
-                list.len().saturating_sub(limit)
-            };
-            list.drain(..omitted);
-            Report::new(
-                0,
-                Outcome::Fs(FsOutcome::History {
-                    changes: list,
-                    workspace: (!all).then_some(ws),
-                    omitted,
-                    limit,
-                }),
-            )
-        }
+    // The newest `limit` (oldest first, as all of them are).
+    match bfs::history_page(&state_dir(cli), scope, &cli.cx, limit, since) {
+        Ok(bfs::HistoryPage {
+            changes: list,
+            omitted,
+        }) => Report::new(
+            0,
+            Outcome::Fs(FsOutcome::History {
+                changes: list,
+                workspace: (!all).then_some(ws),
+                omitted,
+                limit,
+            }),
+        ),
         Err(e) => broker_failed(e),
     }
 }
@@ -499,12 +491,18 @@ fn history_table(cli: &Call, list: &[bfs::HistoryEntry]) {
             Cell::new(format!("{delta:+}")),
             Cell::new(tail),
         ]);
-        notes.push(e.backup_missing.as_ref().map(|why| {
-            format!(
+        // Why undo cannot revert it (its entry says, or its content is not in the store).
+        notes.push(match (&c.not_undoable, &e.backup_missing) {
+            (Some(why), _) => Some(format!(
+                "       not undoable: {}",
+                crate::shown::visible(why)
+            )),
+            (None, Some(why)) => Some(format!(
                 "       undo cannot restore its content: {}",
                 crate::shown::visible(why)
-            )
-        }));
+            )),
+            (None, None) => None,
+        });
     }
     for (l, n) in t.lines(colour(cli)).into_iter().zip(notes) {
         outln!(cli, "{l}");

@@ -5,12 +5,27 @@
 //! (what, where, before and after), synced before the change is made, then a `commit` or an
 //! `abort` line. After a crash, [`recover`] completes or rolls back what was pending.
 //! Blobs are compressed ([`blob`]); the store is bounded ([`quota`]).
+//!
+//! Each change is journalled on its own line: one that cannot be undone (its content before
+//! not in the store, or a line that could not be encoded) is recorded with `not_undoable`
+//! and why, never dropped with its group. Paths are bytes ([`pathbytes`]). The journal is
+//! indexed ([`index`]: `history` and `undo` parse only the lines they show) and pruned with
+//! the backup store, within its share of `[undo] max_state_bytes` ([`compact`]).
 
 pub mod blob;
 mod capture;
+pub mod compact;
+pub mod index;
+pub mod pathbytes;
 pub mod quota;
+mod trash;
 
 pub use capture::{CaptureLock, capture_lock};
+pub use index::{Entry, View};
+pub use trash::{
+    TrashItem, trash_dirs, trash_emptied, trash_forget, trash_list, trash_mark_emptied,
+    trash_reserve,
+};
 
 use serde::Serialize;
 use std::io::Write;
@@ -43,6 +58,15 @@ pub enum JournalError {
     Cancelled {
         /// The lock.
         path: PathBuf,
+    },
+    /// The journal's index (`journal/journal.idx`) did not match the journal: it was removed,
+    /// and is rebuilt from the journal at the next read.
+    #[error(
+        "the journal's index did not match the journal at change {id}; it is rebuilt from the journal: try again"
+    )]
+    Index {
+        /// The change where it did not match.
+        id: u64,
     },
     /// A backup could not be read back.
     #[error("reading backup {path}: {source}")]
@@ -185,7 +209,9 @@ pub struct Change {
     pub time: u64,
     /// The tool (`fs.write`, `fs.edit`, `undo`, `scan.redact`, ...).
     pub tool: String,
-    /// The file (absolute).
+    /// The file (absolute). A name that is not UTF-8 is `{"bytes_b64": ...}` ([`pathbytes`]).
+    #[serde(with = "pathbytes")]
+    #[schemars(with = "pathbytes::PathBytes")]
     pub path: PathBuf,
     /// Before the change (its content backed up).
     pub before: PathState,
@@ -195,7 +221,8 @@ pub struct Change {
     /// The change this one reverts, for `undo`.
     pub undoes: Option<u64>,
     /// For a move: where `path` went.
-    #[serde(default)]
+    #[serde(default, with = "pathbytes::option")]
+    #[schemars(with = "Option<pathbytes::PathBytes>")]
     pub dest: Option<PathBuf>,
     /// For a removal (or the restore that undoes one): the trash item's name.
     #[serde(default)]
@@ -205,7 +232,12 @@ pub struct Change {
     pub group: Option<String>,
     /// The workspace of the call that made it (set by the broker). Journals written before
     /// it was recorded have none: see [`Change::in_workspace`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "pathbytes::option"
+    )]
+    #[schemars(with = "Option<pathbytes::PathBytes>")]
     pub workspace: Option<PathBuf>,
     /// When `before` is a directory: its permission bits, so that undo recreates it as it
     /// was (snapshots record them; `None` in older journals and for `fs` tools).
@@ -215,6 +247,11 @@ pub struct Change {
     /// or the disk nearly full: `[undo] max_state_bytes`); `None` when both were stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_backed_up: Option<String>,
+    /// Undo cannot revert this change, and why: its content before is not in the backup
+    /// store (not stored: the quota, an I/O error; or expired since), or its entry could not
+    /// be journalled whole. The rest of its group is still reverted; `None`: undoable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_undoable: Option<String>,
     /// The daemon client whose call made it, when that client is not the daemon's own user
     /// or root (`None`: the daemon's user, root, or a one-shot front end). A daemon client
     /// sees its own changes only (`broker::authz`).
@@ -239,7 +276,7 @@ impl Change {
 /// A journal line: an intent (before acting), then a commit or an abort.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
-enum Line {
+pub(crate) enum Line {
     Intent(Box<Change>),
     Commit {
         id: u64,
@@ -251,6 +288,27 @@ enum Line {
     Skip {
         id: u64,
     },
+    /// The first line of a compacted journal ([`compact`]): the last id given before, so that
+    /// ids keep growing whatever was pruned. (Older builds skip it as a line they do not read.)
+    Base {
+        last: u64,
+    },
+    /// A tombstone: change `id`'s content before expired from the backup store; undo passes
+    /// over it, and the next compaction removes it.
+    Expire {
+        id: u64,
+        why: String,
+    },
+}
+
+/// Parses a journal line. An intent's line (`{"phase":"intent",` then the change's fields, as
+/// serde writes an internally tagged variant) is read as the change directly: the generic
+/// path buffers the whole line first, which dominated reading a long journal.
+pub(crate) fn parse_line(line: &[u8]) -> Result<Line, serde_json::Error> {
+    if line.starts_with(br#"{"phase":"intent","#) {
+        return serde_json::from_slice::<Change>(line).map(|c| Line::Intent(Box::new(c)));
+    }
+    serde_json::from_slice::<Line>(line)
 }
 
 /// Where a change stands.
@@ -268,16 +326,21 @@ pub enum Phase {
 }
 
 fn journal_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("journal").join("journal.jsonl")
+    index::journal_path(state_dir)
 }
 
 fn append_line(state_dir: &Path, line: &Line) -> Result<(), JournalError> {
     append_lines(state_dir, std::slice::from_ref(line))
 }
 
-/// Appends whole lines and syncs.
-fn append_raw(path: &Path, mut data: Vec<u8>) -> Result<(), JournalError> {
-    let path = path.to_path_buf();
+/// Appends whole lines and syncs; then the index follows (a cache: the lines are durable
+/// whether or not it does).
+fn append_raw(
+    state_dir: &Path,
+    mut data: Vec<u8>,
+    recs: &[index::Rec],
+) -> Result<(), JournalError> {
+    let path = journal_path(state_dir);
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -289,6 +352,7 @@ fn append_raw(path: &Path, mut data: Vec<u8>) -> Result<(), JournalError> {
     // After a torn last line (a crash mid-append), start a new line: the torn one is
     // skipped by readers, this one must not be glued to it.
     let len = f.metadata().map_err(io("reading", &path))?.len();
+    let mut base = len;
     if len > 0 {
         use std::os::unix::fs::FileExt;
         let mut last = [0u8];
@@ -296,14 +360,35 @@ fn append_raw(path: &Path, mut data: Vec<u8>) -> Result<(), JournalError> {
             .map_err(io("reading", &path))?;
         if last[0] != b'\n' {
             data.insert(0, b'\n');
+            base += 1;
         }
     }
     f.write_all(&data).map_err(io("appending to", &path))?;
-    f.sync_data().map_err(io("syncing", &path))
+    f.sync_data().map_err(io("syncing", &path))?;
+    let _ = index::append_known(state_dir, base, recs);
+    Ok(())
+}
+
+/// Encodes `line` (with its newline) onto `data`, and its record, placed, onto `recs`.
+fn encode_line(
+    line: &Line,
+    data: &mut Vec<u8>,
+    recs: &mut Vec<index::Rec>,
+) -> Result<(), serde_json::Error> {
+    let off = data.len();
+    serde_json::to_writer(&mut *data, line)?;
+    recs.push(index::Rec {
+        off: off as u64,
+        len: u32::try_from(data.len() - off).unwrap_or(u32::MAX),
+        ..index::rec_for(line)
+    });
+    data.push(b'\n');
+    Ok(())
 }
 
 /// The journal as read: every change with its phase, in order (old-format entries are
-/// skipped), and the ids `undo --skip` passed over.
+/// skipped), and the ids `undo --skip` passed over. A tombstone's change has its
+/// `not_undoable` set (its backups expired).
 #[derive(Debug, Default)]
 pub struct Journal {
     /// Every change with its phase, oldest first.
@@ -312,43 +397,44 @@ pub struct Journal {
     pub skipped: std::collections::HashSet<u64>,
 }
 
-/// Reads the whole journal.
+/// Reads the whole journal (every line parsed: for what needs every change; `history` and
+/// `undo` go through the index, [`View`]).
 pub fn read(state_dir: &Path) -> Result<Journal, JournalError> {
-    let path = journal_path(state_dir);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Journal::default()),
-        Err(e) => return Err(io("reading", &path)(e)),
-    };
-    let mut j = Journal::default();
-    let out = &mut j.changes;
-    for l in text.lines() {
-        match serde_json::from_str::<Line>(l) {
-            Ok(Line::Intent(c)) => out.push((*c, Phase::Pending)),
-            Ok(Line::Commit { id }) => {
-                if let Some(e) = out.iter_mut().rev().find(|(c, _)| c.id == id) {
-                    e.1 = Phase::Committed;
-                }
-            }
-            Ok(Line::Abort { id }) => {
-                if let Some(e) = out.iter_mut().rev().find(|(c, _)| c.id == id) {
-                    e.1 = Phase::Aborted;
-                }
-            }
-            Ok(Line::Skip { id }) => {
-                j.skipped.insert(id);
-            }
-            // A torn last line (a crash while appending an intent): that change never
-            // started acting, since acting waits for the intent to be synced.
-            Err(_) => {}
-        }
-    }
-    Ok(j)
+    View::retrying(state_dir, |v| {
+        Ok(Journal {
+            changes: v.load_all(v.entries())?,
+            skipped: v
+                .entries()
+                .iter()
+                .filter(|e| e.skipped)
+                .map(|e| e.id)
+                .collect(),
+        })
+    })
 }
 
 /// Every change with its phase, in order (old-format entries are skipped).
 pub fn changes(state_dir: &Path) -> Result<Vec<(Change, Phase)>, JournalError> {
     Ok(read(state_dir)?.changes)
+}
+
+/// The committed changes of group `group` that no committed undo reverted, oldest first
+/// (what undo of the group reverts), read through the index.
+pub fn group_members(state_dir: &Path, group: &str) -> Result<Vec<Change>, JournalError> {
+    View::retrying(state_dir, |v| {
+        let undone = v.undone();
+        let mut out = Vec::new();
+        for e in v.group(group) {
+            if e.phase != Phase::Committed || undone.contains(&e.id) {
+                continue;
+            }
+            let c = v.load(e)?;
+            if c.group.as_deref() == Some(group) {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    })
 }
 
 /// A held journal lock (changes are serialised: intent, act, commit).
@@ -361,8 +447,17 @@ pub fn lock(state_dir: &Path) -> Result<Lock, JournalError> {
     lock_named(state_dir, "lock")
 }
 
-/// Takes the exclusive lock `<state>/journal/<name>` (created 0600 if missing).
-pub(crate) fn lock_named(state_dir: &Path, name: &str) -> Result<Lock, JournalError> {
+/// Takes the journal's lock if no other call holds it (this process's other calls included).
+pub fn try_lock(state_dir: &Path) -> Result<Option<Lock>, JournalError> {
+    let (f, p) = open_lock(state_dir, "lock")?;
+    match f.try_lock() {
+        Ok(()) => Ok(Some(Lock { _file: f })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(io("locking", &p)(e)),
+    }
+}
+
+fn open_lock(state_dir: &Path, name: &str) -> Result<(std::fs::File, PathBuf), JournalError> {
     let dir = state_dir.join("journal");
     private_dir(&dir)?;
     let p = dir.join(name);
@@ -375,18 +470,26 @@ pub(crate) fn lock_named(state_dir: &Path, name: &str) -> Result<Lock, JournalEr
         .mode(0o600)
         .open(&p)
         .map_err(io("opening", &p))?;
+    Ok((f, p))
+}
+
+/// Takes the exclusive lock `<state>/journal/<name>` (created 0600 if missing).
+pub(crate) fn lock_named(state_dir: &Path, name: &str) -> Result<Lock, JournalError> {
+    let (f, p) = open_lock(state_dir, name)?;
     f.lock().map_err(io("locking", &p))?;
     Ok(Lock { _file: f })
 }
 
 /// Writes the intent of a change (durably) and returns its id. Call with the lock held; the
-/// contents of `before` and `after` must already be in the backup store.
-pub fn begin(state_dir: &Path, _lock: &Lock, mut change: Change) -> Result<Change, JournalError> {
-    let last = changes(state_dir)?.last().map_or(0, |(c, _)| c.id);
-    change.id = last + 1;
-    change.time = now();
-    append_line(state_dir, &Line::Intent(Box::new(change.clone())))?;
-    Ok(change)
+/// contents of `before` and `after` must already be in the backup store (one that is not
+/// makes the change `not_undoable`).
+pub fn begin(state_dir: &Path, lock: &Lock, change: Change) -> Result<Change, JournalError> {
+    let mut v = append_many(state_dir, lock, vec![change], false)?;
+    v.pop().ok_or_else(|| JournalError::Io {
+        what: "journalling",
+        path: journal_path(state_dir),
+        source: std::io::Error::other("no entry"),
+    })
 }
 
 /// Records changes that were already made (a command's, found by a snapshot): their
@@ -401,7 +504,9 @@ pub fn record_done(
 
 /// Writes the intents of many changes (one append, one sync) and returns them with their
 /// ids; then act, and [`commit_many`]. Call with the lock held; their `before` and `after`
-/// contents must already be in the backup store.
+/// contents must already be in the backup store. Each change is journalled on its own: one
+/// whose content before is not in the store, or whose line cannot be encoded, is journalled
+/// as `not_undoable` with why, and the others as they are.
 pub fn begin_many(
     state_dir: &Path,
     lock: &Lock,
@@ -410,26 +515,95 @@ pub fn begin_many(
     append_many(state_dir, lock, changes, false)
 }
 
+/// Why undo could not revert `c` now that it is journalled, if so: its content before is
+/// not in the backup store.
+fn missing_before(state_dir: &Path, c: &Change) -> Option<String> {
+    let PathState::File { sha256, .. } = &c.before else {
+        return None;
+    };
+    if has_backup(state_dir, sha256) {
+        return None;
+    }
+    Some(
+        c.not_backed_up
+            .as_ref()
+            .filter(|w| w.contains("content before"))
+            .cloned()
+            .unwrap_or_else(|| "its content before the change is not in the backup store".into()),
+    )
+}
+
+/// One change's line; if it cannot be encoded, a line that says so (with its path, tool and
+/// group: history shows it, undo passes over it).
+fn encode_intent(c: &mut Change, out: &mut Vec<u8>, recs: &mut Vec<index::Rec>) {
+    let at = out.len();
+    if let Err(e) = encode_line(&Line::Intent(Box::new(c.clone())), out, recs) {
+        out.truncate(at);
+        *c = Change {
+            id: c.id,
+            time: c.time,
+            tool: c.tool.clone(),
+            path: std::mem::take(&mut c.path),
+            group: c.group.take(),
+            workspace: c.workspace.take(),
+            uid: c.uid,
+            not_undoable: Some(format!("its journal entry could not be encoded: {e}")),
+            ..Change::default()
+        };
+        if encode_line(&Line::Intent(Box::new(c.clone())), out, recs).is_err() {
+            out.truncate(at);
+        }
+    }
+}
+
 fn append_many(
     state_dir: &Path,
-    _lock: &Lock,
+    lock: &Lock,
     changes: Vec<Change>,
     done: bool,
 ) -> Result<Vec<Change>, JournalError> {
-    let first = self::changes(state_dir)?.last().map_or(0, |(c, _)| c.id) + 1;
-    let mut lines = Vec::with_capacity(changes.len() * 2);
+    if changes.is_empty() {
+        return Ok(changes);
+    }
+    let first = last_id(state_dir)? + 1;
+    let mut data = Vec::with_capacity(changes.len() * 400);
+    let mut recs = Vec::with_capacity(changes.len() * 2);
     let mut out = Vec::with_capacity(changes.len());
+    let time = now();
     for (id, mut c) in (first..).zip(changes) {
         c.id = id;
-        c.time = now();
-        lines.push(Line::Intent(Box::new(c.clone())));
+        c.time = time;
+        if c.not_undoable.is_none() {
+            c.not_undoable = missing_before(state_dir, &c);
+        }
+        encode_intent(&mut c, &mut data, &mut recs);
         if done {
-            lines.push(Line::Commit { id });
+            // A commit line always encodes.
+            let _ = encode_line(&Line::Commit { id }, &mut data, &mut recs);
         }
         out.push(c);
     }
-    append_lines(state_dir, &lines)?;
+    let dir = state_dir.join("journal");
+    private_dir(&dir)?;
+    append_raw(state_dir, data, &recs)?;
+    compact::maybe(state_dir, lock);
     Ok(out)
+}
+
+/// The last id given: from the index's last intent (or the base line of a compacted
+/// journal), checked against the journal; the whole journal is read only when they disagree.
+fn last_id(state_dir: &Path) -> Result<u64, JournalError> {
+    let _ = index::update(state_dir);
+    match index::last_given(state_dir) {
+        index::LastId::Given(id) => Ok(id),
+        // Not written (a full disk): the journal's tail, parsed in memory.
+        index::LastId::Stale => Ok(View::open(state_dir)?.last_id()),
+        index::LastId::Mismatch => {
+            // The index disagrees with the journal: rebuilt from it.
+            let _ = std::fs::remove_file(index::index_path(state_dir));
+            Ok(View::open(state_dir)?.last_id())
+        }
+    }
 }
 
 /// Appends lines in one write and one sync.
@@ -439,17 +613,17 @@ fn append_lines(state_dir: &Path, lines: &[Line]) -> Result<(), JournalError> {
     }
     let dir = state_dir.join("journal");
     private_dir(&dir)?;
-    let path = dir.join("journal.jsonl");
+    let path = journal_path(state_dir);
     let mut data = Vec::new();
+    let mut recs = Vec::with_capacity(lines.len());
     for line in lines {
-        serde_json::to_writer(&mut data, line).map_err(|e| JournalError::Io {
+        encode_line(line, &mut data, &mut recs).map_err(|e| JournalError::Io {
             what: "encoding an entry for",
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        data.push(b'\n');
     }
-    append_raw(&path, data)
+    append_raw(state_dir, data, &recs)
 }
 
 /// Marks many changes done (one append, one sync).
@@ -478,18 +652,27 @@ pub fn abort(state_dir: &Path, id: u64) -> Result<(), JournalError> {
 /// Recovery after a crash: each pending change is completed (the path is in its `after`
 /// state: commit) or rolled back (in its `before` state: abort); `current` tells the state
 /// of a path now. Returns the changes that are neither (changed by something else since),
-/// left pending and reported.
+/// left pending and reported. Only the pending changes' lines are read (the index says
+/// which).
 pub fn recover(
     state_dir: &Path,
     lock: &Lock,
     current: &dyn Fn(&Path) -> Option<PathState>,
 ) -> Result<Vec<Change>, JournalError> {
+    recover_pending(state_dir, lock, pending(state_dir)?, current)
+}
+
+/// [`recover`] of the changes [`pending`] returned (read once by a caller that needs them
+/// too).
+pub fn recover_pending(
+    state_dir: &Path,
+    lock: &Lock,
+    pending: Vec<Change>,
+    current: &dyn Fn(&Path) -> Option<PathState>,
+) -> Result<Vec<Change>, JournalError> {
     let _ = lock;
     let mut unresolved = Vec::new();
-    for (c, phase) in changes(state_dir)? {
-        if phase != Phase::Pending {
-            continue;
-        }
+    for c in pending {
         let now = current(&c.path);
         let same = |s: &PathState| match (now.as_ref(), s) {
             (Some(PathState::Absent), PathState::Absent) => true,
@@ -509,186 +692,15 @@ pub fn recover(
     Ok(unresolved)
 }
 
-/// The trash (freedesktop layout): `<state>/trash/files/<name>` holds the item,
-/// `<state>/trash/info/<name>.trashinfo` where it came from and when.
-pub fn trash_dirs(state_dir: &Path) -> (PathBuf, PathBuf) {
-    let t = state_dir.join("trash");
-    (t.join("files"), t.join("info"))
-}
-
-/// Reserves a trash name for `original` and writes its `.trashinfo` (synced). The caller
-/// then moves the item to `files/<name>`.
-pub fn trash_reserve(state_dir: &Path, original: &Path) -> Result<String, JournalError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let (files, info) = trash_dirs(state_dir);
-    private_dir(&files)?;
-    private_dir(&info)?;
-    let base = original
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "item".into());
-    let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let when = when.trim_end_matches('Z');
-    let encoded: String = original
-        .to_string_lossy()
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    for n in 0..10_000u32 {
-        let name = if n == 0 {
-            base.clone()
-        } else {
-            format!("{base}.{n}")
-        };
-        let p = info.join(format!("{name}.trashinfo"));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&p)
-        {
-            Ok(mut f) => {
-                if files.join(&name).exists() {
-                    drop(f);
-                    let _ = std::fs::remove_file(&p);
-                    continue;
-                }
-                f.write_all(
-                    format!("[Trash Info]\nPath={encoded}\nDeletionDate={when}\n").as_bytes(),
-                )
-                .map_err(io("writing", &p))?;
-                f.sync_all().map_err(io("syncing", &p))?;
-                return Ok(name);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io("creating", &p)(e)),
-        }
-    }
-    Err(JournalError::Io {
-        what: "finding a free name in the trash for",
-        path: original.to_path_buf(),
-        source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+/// The changes whose intent is written and that are neither committed nor aborted.
+pub fn pending(state_dir: &Path) -> Result<Vec<Change>, JournalError> {
+    View::retrying(state_dir, |v| {
+        v.entries()
+            .iter()
+            .filter(|e| e.phase == Phase::Pending)
+            .map(|e| v.load(e))
+            .collect()
     })
-}
-
-/// One trash item.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct TrashItem {
-    /// Its name in the trash (the id for `restore`).
-    pub name: String,
-    /// Where it was.
-    pub original: PathBuf,
-    /// When it was removed (local time, as freedesktop writes it).
-    pub deleted: String,
-    /// Whether the item is still there.
-    pub present: bool,
-    /// When `gateway trash empty` removed it for good (its info stays behind as a
-    /// tombstone: undo of its removal says so, and the name is never given again).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub emptied: Option<String>,
-}
-
-/// The trash's items, oldest first.
-pub fn trash_list(state_dir: &Path) -> Result<Vec<TrashItem>, JournalError> {
-    let (files, info) = trash_dirs(state_dir);
-    let rd = match std::fs::read_dir(&info) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io("listing", &info)(e)),
-    };
-    let mut out = Vec::new();
-    for e in rd.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        let Some(name) = n.strip_suffix(".trashinfo") else {
-            continue;
-        };
-        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(k))
-                .unwrap_or("")
-                .to_string()
-        };
-        out.push(TrashItem {
-            name: name.to_string(),
-            original: PathBuf::from(percent_decode(&get("Path="))),
-            deleted: get("DeletionDate="),
-            present: std::fs::symlink_metadata(files.join(name)).is_ok(),
-            emptied: Some(get("EmptiedDate=")).filter(|w| !w.is_empty()),
-        });
-    }
-    out.sort_by(|a, b| a.deleted.cmp(&b.deleted).then(a.name.cmp(&b.name)));
-    Ok(out)
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Notes in a trash item's info that `gateway trash empty` removed it for good, and when
-/// (the info stays: a tombstone). Returns the time noted.
-pub fn trash_mark_emptied(state_dir: &Path, name: &str) -> Result<String, JournalError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let (_, info) = trash_dirs(state_dir);
-    let p = info.join(format!("{name}.trashinfo"));
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(io("marking as emptied", &p)(std::io::Error::from(
-            std::io::ErrorKind::InvalidInput,
-        )));
-    }
-    let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&p)
-        .map_err(io("opening", &p))?;
-    f.write_all(format!("EmptiedDate={when}\n").as_bytes())
-        .map_err(io("writing", &p))?;
-    f.sync_all().map_err(io("syncing", &p))?;
-    Ok(when)
-}
-
-/// When trash item `name` was emptied for good by `gateway trash empty`, if it was.
-pub fn trash_emptied(state_dir: &Path, name: &str) -> Option<String> {
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return None;
-    }
-    let (_, info) = trash_dirs(state_dir);
-    let text = std::fs::read_to_string(info.join(format!("{name}.trashinfo"))).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("EmptiedDate="))
-        .map(str::to_string)
-}
-
-/// Forgets a trash item's info (after it was restored).
-pub fn trash_forget(state_dir: &Path, name: &str) {
-    // Only a name trash_reserve can give: one plain component.
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return;
-    }
-    let (_, info) = trash_dirs(state_dir);
-    let _ = std::fs::remove_file(info.join(format!("{name}.trashinfo")));
 }
 
 /// Backup retention: keeps the contents of the last `keep_versions` changes of each path and
@@ -762,17 +774,32 @@ pub fn prune_backups(
         remove(&id, &mut sizes);
     }
     if let Some(cap) = max_total {
+        let mut total: u64 = sizes.values().sum();
         for id in by_age {
-            if sizes.values().sum::<u64>() <= cap {
+            if total <= cap {
                 break;
             }
             if !pinned.contains(&id) {
+                let len = sizes.get(&id).copied().unwrap_or(0);
                 remove(&id, &mut sizes);
+                if !sizes.contains_key(&id) {
+                    total = total.saturating_sub(len);
+                }
             }
         }
     }
     // The store's usage record (a cache) follows.
     quota::forget(state_dir, &gone);
+    // So does the journal: what lost its content before becomes a tombstone, earlier
+    // tombstones go, and it is brought within its share. Not while another call holds the
+    // journal (it compacts when it appends past its share).
+    if let Ok(Some(lock)) = try_lock(state_dir) {
+        let target = compact::bound(state_dir)
+            .map(compact::cap)
+            .filter(|c| compact::bytes(state_dir) > *c)
+            .map(|c| c / 2);
+        let _ = compact::compact(state_dir, &lock, target, true);
+    }
     Ok((removed, freed))
 }
 
@@ -809,6 +836,9 @@ pub fn now() -> u64 {
 }
 
 #[cfg(test)]
+mod journal_tests;
+
+#[cfg(test)]
 mod wal_tests {
     use super::*;
 
@@ -827,6 +857,7 @@ mod wal_tests {
             workspace: None,
             dir_mode: None,
             not_backed_up: None,
+            not_undoable: None,
             uid: None,
         }
     }

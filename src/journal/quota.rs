@@ -21,6 +21,10 @@
 //! unless some workspace's newest change needs it. So a busy workspace can expire only what
 //! it alone holds: another workspace's backups, even of the same content, stay.
 //!
+//! **The journal counts.** Its lines and index (`journal::compact::bytes`) are counted as used
+//! against `max_state_bytes` when a content is stored; the journal keeps itself within a
+//! quarter of it (`journal::compact`), knowing the bound from [`Budget::for_workspace`].
+//!
 //! **The usage record** (`<state>/journal/usage`, a cache): which blobs the store holds, their
 //! allocated bytes, when stored and who claims them, as an append-only list of lines replayed
 //! when a budget first needs it (instead of listing and `stat`-ing the whole store at each
@@ -30,8 +34,8 @@
 //! blob's write and its line left uncounted is counted again then; the free-space margin is
 //! checked on the real file system at every store whatever the record says).
 //!
-//! Over 1,000 lines: the accounting (~810 lines: attribution, expiry, the usage record) and
-//! its unit tests (~270); the seam, when it grows, is the usage record (`journal/usage`) apart
+//! Over 1,000 lines: the accounting (~850 lines: attribution, expiry, the usage record) and
+//! its unit tests (~260); the seam, when it grows, is the usage record (`journal/usage`) apart
 //! from the budget that spends it.
 
 use super::{Change, JournalError, PathState, blob, io, private_dir, sha256_hex};
@@ -454,6 +458,13 @@ pub struct Budget {
     protected: HashSet<String>,
     /// The blobs this budget expired (removed from the store).
     pub expired: Vec<String>,
+    /// The journal's changes, read when expiry first needs them (once per budget: not for
+    /// every content stored while the store is full).
+    changes: Option<std::sync::Arc<Vec<Change>>>,
+    /// The journal's bytes, read when the quota first needs them.
+    journal_bytes: Option<u64>,
+    /// The blobs this budget claimed.
+    claimed: HashSet<String>,
 }
 
 fn human(n: u64) -> String {
@@ -484,12 +495,27 @@ impl Budget {
             pending: Vec::new(),
             protected: HashSet::new(),
             expired: Vec::new(),
+            changes: None,
+            journal_bytes: None,
+            claimed: HashSet::new(),
         }
+    }
+
+    /// The journal's changes (read once).
+    fn journal(&mut self) -> Result<std::sync::Arc<Vec<Change>>, JournalError> {
+        if let Some(c) = &self.changes {
+            return Ok(c.clone());
+        }
+        let c = std::sync::Arc::new(journal_changes(&self.state_dir)?);
+        self.changes = Some(c.clone());
+        Ok(c)
     }
 
     /// A budget for workspace `ws` within `limits` (a workspace limit not below the total is
     /// the total's: the store's quota is what binds, and names itself when it does).
     pub fn for_workspace(state_dir: &Path, ws: &Path, limits: Limits) -> Budget {
+        // The journal is pruned within its share of the same bound (`journal::compact`).
+        super::compact::set_bound(state_dir, limits.total);
         let own = (limits.workspace < limits.total).then_some(limits.workspace);
         Budget::new(state_dir, Some(limits.total)).workspace(ws, own)
     }
@@ -537,7 +563,9 @@ impl Budget {
     /// The workspace claims the stored blob `id` (found in the store, or told by a file
     /// tool that it is there): charged to it from now on, and not expired by this budget.
     pub fn claim(&mut self, id: &str) -> Result<(), JournalError> {
-        if !is_id(id) {
+        // Once per budget: a run of many files with one content (empty files) claims it once,
+        // not one line of the record per file.
+        if !is_id(id) || !self.claimed.insert(id.to_string()) {
             return Ok(());
         }
         self.protected.insert(id.to_string());
@@ -624,11 +652,16 @@ impl Budget {
             }
         }
         if let Some(limit) = self.limit {
-            let used = self.usage()?.total;
+            // The journal counts too (its lines and index: `journal::compact` keeps it within
+            // its share).
+            let journal = *self
+                .journal_bytes
+                .get_or_insert_with(|| super::compact::bytes(&self.state_dir));
+            let used = self.usage()?.total + journal;
             if used + need > limit {
                 self.expire(used + need - limit)?;
             }
-            let used = self.usage()?.total;
+            let used = self.usage()?.total + journal;
             if used + need > limit {
                 return Ok(Some(format!(
                     "the backup store is at its quota ([undo] max_state_bytes = {}; it holds {}, this content needs {}, and the rest belongs to the newest change of a workspace or to this run); raise max_state_bytes in the policy",
@@ -689,7 +722,7 @@ impl Budget {
     /// Expires blobs, oldest first, until `bytes` are freed or none may go.
     fn expire(&mut self, bytes: u64) -> Result<(), JournalError> {
         self.usage()?;
-        let changes = journal_changes(&self.state_dir)?;
+        let changes = self.journal()?;
         let newest = newest_groups(&changes);
         let mut keep: HashSet<&str> = newest.values().flatten().map(String::as_str).collect();
         keep.extend(self.protected.iter().map(String::as_str));
@@ -715,7 +748,7 @@ impl Budget {
         let Some(key) = self.ws.as_ref().map(|w| w.key.clone()) else {
             return Ok(());
         };
-        let changes = journal_changes(&self.state_dir)?;
+        let changes = self.journal()?;
         let newest = newest_groups(&changes);
         let empty = HashSet::new();
         let own = newest.get(&key).unwrap_or(&empty);

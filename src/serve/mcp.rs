@@ -947,17 +947,22 @@ impl ToolSession<'_> {
         } else {
             bfs::Scope::Workspace(&ws)
         };
-        match bfs::history(self.state_dir, scope, self.cx) {
-            Ok(all) => {
-                let n = p.limit.unwrap_or(50);
-                let skip = all.len().saturating_sub(n);
-                let changes: Vec<bfs::HistoryEntry> = all.into_iter().skip(skip).collect();
-                ok_report(&crate::broker::report::HistoryReport {
-                    changes: &changes,
-                    workspace: (!p.all).then_some(ws.as_path()),
-                    omitted: skip,
-                })
-            }
+        // The newest `limit` (50 by default; 0: none, as before).
+        let n = p.limit.unwrap_or(50);
+        let page = if n == 0 {
+            bfs::history_page(self.state_dir, scope, self.cx, 0, None).map(|p| bfs::HistoryPage {
+                omitted: p.changes.len(),
+                changes: Vec::new(),
+            })
+        } else {
+            bfs::history_page(self.state_dir, scope, self.cx, n, None)
+        };
+        match page {
+            Ok(page) => ok_report(&crate::broker::report::HistoryReport {
+                changes: &page.changes,
+                workspace: (!p.all).then_some(ws.as_path()),
+                omitted: page.omitted,
+            }),
             Err(e) => broker_err(e),
         }
     }

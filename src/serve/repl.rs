@@ -224,14 +224,15 @@ impl Repl<'_> {
         } else {
             bfs::Scope::Workspace(&ws)
         };
-        match bfs::history(
+        match bfs::history_page(
             &self.state,
             scope,
             &crate::broker::client::Context::this_process(),
+            20,
+            None,
         ) {
-            Ok(list) => {
-                let skip = list.len().saturating_sub(20);
-                for e in list.into_iter().skip(skip) {
+            Ok(page) => {
+                for e in page.changes {
                     let c = &e.change;
                     println!(
                         "{:>5}  {:<16} {:<10} {}{}{}",

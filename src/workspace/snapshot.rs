@@ -12,6 +12,7 @@
 
 use super::wsfs;
 use crate::broker::BrokerError;
+use crate::journal::pathbytes::{self, BytesPath};
 use crate::journal::{self, Change, PathState};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -59,14 +60,15 @@ pub struct Index {
     dirty: bool,
 }
 
-/// The index as saved: a list (JSON map keys must be strings; paths may not be UTF-8).
+/// The index as saved: a list (JSON map keys must be strings), each path a string when it is
+/// UTF-8 and its bytes otherwise (`journal::pathbytes`: a name need not be UTF-8).
 #[derive(Serialize, Deserialize, Clone)]
 struct SavedIndex {
-    files: Vec<(PathBuf, Entry)>,
+    files: Vec<(BytesPath, Entry)>,
     #[serde(default)]
-    dirs: Vec<(PathBuf, u32)>,
+    dirs: Vec<(BytesPath, u32)>,
     #[serde(default)]
-    links: Vec<(PathBuf, String)>,
+    links: Vec<(BytesPath, String)>,
 }
 
 impl From<SavedIndex> for Index {
@@ -75,17 +77,17 @@ impl From<SavedIndex> for Index {
             files: s
                 .files
                 .into_iter()
-                .map(|(p, e)| (p.into_os_string(), e))
+                .map(|(p, e)| (p.0.into_os_string(), e))
                 .collect(),
             dirs: s
                 .dirs
                 .into_iter()
-                .map(|(p, m)| (p.into_os_string(), m))
+                .map(|(p, m)| (p.0.into_os_string(), m))
                 .collect(),
             links: s
                 .links
                 .into_iter()
-                .map(|(p, t)| (p.into_os_string(), t))
+                .map(|(p, t)| (p.0.into_os_string(), t))
                 .collect(),
             ..Index::default()
         }
@@ -98,17 +100,17 @@ impl From<Index> for SavedIndex {
             files: i
                 .files
                 .into_iter()
-                .map(|(p, e)| (PathBuf::from(p), e))
+                .map(|(p, e)| (BytesPath(PathBuf::from(p)), e))
                 .collect(),
             dirs: i
                 .dirs
                 .into_iter()
-                .map(|(p, m)| (PathBuf::from(p), m))
+                .map(|(p, m)| (BytesPath(PathBuf::from(p)), m))
                 .collect(),
             links: i
                 .links
                 .into_iter()
-                .map(|(p, t)| (PathBuf::from(p), t))
+                .map(|(p, t)| (BytesPath(PathBuf::from(p)), t))
                 .collect(),
         }
     }
@@ -135,22 +137,33 @@ impl Index {
     }
 }
 
-/// What a snapshot found after a run.
+/// What a snapshot found after a run. Paths that are not UTF-8 are shown as their bytes
+/// (`{"bytes_b64": ...}`, `journal::pathbytes`).
 #[derive(Debug, Default, Clone, Serialize, schemars::JsonSchema)]
 pub struct SnapshotReport {
     /// The journal group (`gateway undo ID` with any of its changes reverts them all).
     pub group: String,
     /// (path, `created` | `changed` | `deleted`, journal id).
+    #[serde(serialize_with = "changes_shown")]
+    #[schemars(with = "Vec<(pathbytes::PathBytes, String, u64)>")]
     pub changes: Vec<(PathBuf, &'static str, u64)>,
     /// Files too large to snapshot, or unreadable.
+    #[serde(serialize_with = "pathbytes::list::serialize")]
+    #[schemars(with = "Vec<pathbytes::PathBytes>")]
     pub skipped: Vec<PathBuf>,
     /// Directories that could not be read after the run (made unreadable, swapped for a
     /// link): what changed inside them is not recorded, and `gateway undo` cannot revert it.
+    #[serde(serialize_with = "pathbytes::list::serialize")]
+    #[schemars(with = "Vec<pathbytes::PathBytes>")]
     pub unread_dirs: Vec<PathBuf>,
     /// Files in the workspace index.
     pub files: usize,
     /// Files whose content (now or before the run) is not in the backup store, and why:
     /// `gateway undo` cannot bring that content back (`[undo] max_state_bytes`, free space).
+    /// A change whose content before is among them is journalled as not undoable; undo of
+    /// the run reverts the rest.
+    #[serde(serialize_with = "pathbytes::pairs::serialize")]
+    #[schemars(with = "Vec<(pathbytes::PathBytes, String)>")]
     pub not_backed_up: Vec<(PathBuf, String)>,
     /// Old backups expired during this run to stay within `[undo] max_state_bytes` or to keep
     /// the state directory's file system from filling up.
@@ -176,6 +189,19 @@ pub struct SnapshotReport {
     /// (path, that change's journal id).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overwrote: Vec<(PathBuf, u64)>,
+}
+
+/// [`SnapshotReport::changes`] with each path as `journal::pathbytes` writes it.
+fn changes_shown<S: serde::Serializer>(
+    v: &[(PathBuf, &'static str, u64)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for (p, k, id) in v {
+        seq.serialize_element(&(BytesPath(p.clone()), k, id))?;
+    }
+    seq.end()
 }
 
 fn index_path(state_dir: &Path, ws: &Path) -> PathBuf {
@@ -264,9 +290,15 @@ fn index(
             idx.skipped.push(rel);
             continue;
         };
-        let (sha256, unsaved) = match budget.store(&data, false).map_err(j_err)? {
-            journal::quota::Stored::Kept(id) => (id, None),
-            journal::quota::Stored::NotBackedUp { id, reason } => (id, Some(reason)),
+        // A content that cannot be stored (the quota, an I/O error) is recorded as such:
+        // the change it is part of is journalled as not undoable, never the whole run lost.
+        let (sha256, unsaved) = match budget.store(&data, false) {
+            Ok(journal::quota::Stored::Kept(id)) => (id, None),
+            Ok(journal::quota::Stored::NotBackedUp { id, reason }) => (id, Some(reason)),
+            Err(e) => (
+                journal::sha256_hex(&data),
+                Some(format!("storing it failed: {e}")),
+            ),
         };
         idx.files.insert(
             key,
@@ -366,31 +398,17 @@ pub fn after(
         journal::sync_store(state_dir).map_err(j_err)?;
         let lock = journal::lock(state_dir).map_err(j_err)?;
         let kinds: Vec<&'static str> = diffs.iter().map(|d| d.kind).collect();
-        // Which content of each change the store lacks, and why (recorded in the journal:
-        // `history` shows it, `undo` refuses plainly).
-        let missing = |d: &Diff| -> Option<String> {
-            let mut why = Vec::new();
-            for (state, idx, which) in [(&d.before, pre, "before"), (&d.after, &post, "after")] {
-                let PathState::File { sha256, .. } = state else {
-                    continue;
-                };
-                if journal::has_backup(state_dir, sha256) {
-                    continue;
-                }
-                let reason = idx
-                    .files
-                    .get(d.rel.as_os_str())
-                    .and_then(|e| e.unsaved.clone())
-                    .unwrap_or_else(|| {
-                        "its backup expired (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
-                    });
-                why.push(format!(
-                    "the content {which} the change was not backed up: {reason}"
-                ));
-            }
-            (!why.is_empty()).then(|| why.join("; "))
+        let missing: Vec<Option<String>> = diffs
+            .iter()
+            .map(|d| missing(state_dir, d, pre, &post))
+            .collect();
+        // A change whose content before is missing cannot be undone: journalled as such (the
+        // rest of the group is reverted by undo), with why.
+        let not_undoable = |why: &Option<String>| {
+            why.as_deref()
+                .filter(|w| w.contains("content before"))
+                .map(str::to_string)
         };
-        let missing: Vec<Option<String>> = diffs.iter().map(missing).collect();
         // The command already made the changes: recorded as done, in one append.
         let done = journal::record_done(
             state_dir,
@@ -400,6 +418,7 @@ pub fn after(
                 .zip(missing)
                 .map(|(d, not_backed_up)| Change {
                     tool: "exec".into(),
+                    not_undoable: not_undoable(&not_backed_up),
                     not_backed_up,
                     path: ws.join(&d.rel),
                     before: d.before,
@@ -472,6 +491,31 @@ pub(crate) fn keep_index(
 pub(crate) fn load_index(p: &Path) -> Option<Index> {
     // not-ws: the snapshot index, in the broker's own state directory
     serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+}
+
+/// Which content of a change the store lacks, and why (recorded in the journal: `history`
+/// shows it; one before the change makes it not undoable).
+fn missing(state_dir: &Path, d: &Diff, pre: &Index, post: &Index) -> Option<String> {
+    let mut why = Vec::new();
+    for (state, idx, which) in [(&d.before, pre, "before"), (&d.after, post, "after")] {
+        let PathState::File { sha256, .. } = state else {
+            continue;
+        };
+        if journal::has_backup(state_dir, sha256) {
+            continue;
+        }
+        let reason = idx
+            .files
+            .get(d.rel.as_os_str())
+            .and_then(|e| e.unsaved.clone())
+            .unwrap_or_else(|| {
+                "its backup expired (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
+            });
+        why.push(format!(
+            "the content {which} the change was not backed up: {reason}"
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// One path that differs after a run.

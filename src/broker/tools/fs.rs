@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 pub use crate::fsops::search::{GrepMode, GrepOptions, GrepResult};
 pub use crate::fsops::text::Edit;
 pub use crate::journal::{Change, PathState, Phase};
-pub use undo::{HistoryEntry, Scope, history, skip};
+pub use undo::{HistoryEntry, HistoryPage, Scope, history, history_page, skip};
 pub use upkeep::{TrashEmptied, prune_backups, prune_backups_hourly, trash_empty, trash_list};
 
 #[cfg(test)]

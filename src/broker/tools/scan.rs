@@ -599,6 +599,7 @@ fn redact_file(
             workspace: cx.cwd().and_then(std::fs::canonicalize).ok(),
             dir_mode: None,
             not_backed_up: None,
+            not_undoable: None,
             uid: cx.fs_identity().map(|i| i.uid),
         },
     )

@@ -22,7 +22,7 @@ use crate::broker::tools::fs::types::FsOutput;
 use crate::broker::{BrokerError, GroupConflict, PathProblem, UndoProblem, redact_text};
 use crate::fsops::path::{OwnerFix, Root};
 use crate::fsops::text;
-use crate::journal::{self, Change, PathState, Phase};
+use crate::journal::{self, Change, PathState};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -130,9 +130,9 @@ pub(super) fn undo(
 
 /// Why the content before `c` is not in the backup store.
 pub(super) fn missing_reason(c: &Change) -> String {
-    c.not_backed_up
+    c.not_undoable
         .as_ref()
-        .filter(|w| w.contains("content before"))
+        .or(c.not_backed_up.as_ref().filter(|w| w.contains("content before")))
         .cloned()
         .unwrap_or_else(|| {
             "the content before the change expired from the backup store (backup retention: [undo] keep_versions, backups_max_total, max_state_bytes)".into()
@@ -339,26 +339,7 @@ pub(super) fn undo_group(
     dry_run: bool,
     force: bool,
 ) -> Result<FsOutput, BrokerError> {
-    let all = t.state.changes()?;
-    let undone: HashSet<u64> = all
-        .iter()
-        .filter(|(_, p)| *p == Phase::Committed)
-        .filter_map(|(c, _)| c.undoes)
-        .collect();
-    let members: Vec<Change> = all
-        .into_iter()
-        .filter(|(c, p)| {
-            *p == Phase::Committed && c.group.as_deref() == Some(group) && !undone.contains(&c.id)
-        })
-        .map(|(c, _)| c)
-        .collect();
-    if members.is_empty() {
-        return Err(usage(UndoProblem::AlreadyUndone {
-            group: group.to_string(),
-        }));
-    }
-    // Contents that cannot come back refuse the undo first: --force cannot help there.
-    need_backups(t, &members)?;
+    let (members, cannot) = undoable_members(t, group)?;
     let mut steps = Vec::with_capacity(members.len());
     let mut conflicts = Vec::new();
     for c in members {
@@ -387,13 +368,14 @@ pub(super) fn undo_group(
     if dry_run {
         return Ok(FsOutput::Done {
             what: format!(
-                "dry run: would revert {} file(s): {}",
+                "dry run: would revert {} file(s): {}{}",
                 steps.len(),
                 steps
                     .iter()
                     .map(|s| format!("{} ({})", s.c.path.display(), describe(&s.c.before)))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                not_undoable_note(&cannot)
             ),
             change: None,
             undoable: true,
@@ -421,7 +403,76 @@ pub(super) fn undo_group(
     }
     let begun = t.state.begin_many(intents)?;
     let acted = act(t, &steps);
-    settle(t, &steps, &begun, acted)
+    match settle(t, &steps, &begun, acted)? {
+        FsOutput::Done {
+            what,
+            change,
+            undoable,
+        } => Ok(FsOutput::Done {
+            what: format!("{what}{}", not_undoable_note(&cannot)),
+            change,
+            undoable,
+        }),
+        out => Ok(out),
+    }
+}
+
+/// The changes of `group` that undo reverts (committed, not undone yet), and those of them it
+/// cannot (their content before is not in the backup store, or their entry says why), which
+/// it passes over and names. None that it can: refused, naming why, before anything is
+/// touched (`--force` cannot help there).
+#[allow(clippy::type_complexity)]
+fn undoable_members(
+    t: &mut Tools<'_>,
+    group: &str,
+) -> Result<(Vec<Change>, Vec<(PathBuf, String)>), BrokerError> {
+    let members = t.state.group(group)?;
+    let Some(first) = members.first().map(|c| c.id) else {
+        return Err(usage(UndoProblem::AlreadyUndone {
+            group: group.to_string(),
+        }));
+    };
+    let (mut can, mut cannot) = (Vec::new(), Vec::new());
+    for c in members {
+        match not_undoable(t, &c)? {
+            Some(why) => cannot.push((c.path.clone(), why)),
+            None => can.push(c),
+        }
+    }
+    if can.is_empty() {
+        return Err(usage(UndoProblem::NotBackedUp {
+            id: first,
+            missing: cannot,
+        }));
+    }
+    Ok((can, cannot))
+}
+
+/// Why undo cannot revert `c`, if it cannot: its entry says so, or its content before is not
+/// in the backup store.
+pub(super) fn not_undoable(t: &mut Tools<'_>, c: &Change) -> Result<Option<String>, BrokerError> {
+    if let Some(why) = &c.not_undoable {
+        return Ok(Some(why.clone()));
+    }
+    Ok(match &c.before {
+        PathState::File { sha256, .. } if !t.state.has_backup(sha256)? => Some(missing_reason(c)),
+        _ => None,
+    })
+}
+
+/// What a group's undo left as it was, said after what it did.
+fn not_undoable_note(cannot: &[(PathBuf, String)]) -> String {
+    if cannot.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; not undoable, left as they are: {}",
+        cannot
+            .iter()
+            .map(|(p, why)| format!("{} ({why})", p.display()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
 }
 
 /// A change being undone whose path's directory is gone and that does not recreate it

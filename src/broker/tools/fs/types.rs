@@ -9,7 +9,7 @@ use crate::broker::refusal::Refusal;
 use crate::fsops::path as fpath;
 use crate::fsops::search::{GrepOptions, GrepResult};
 use crate::fsops::text::Edit;
-use crate::journal::{Change, Phase};
+use crate::journal::Change;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -322,8 +322,8 @@ pub(crate) trait StateOps {
     fn read_backup(&mut self, sha256: &str) -> Result<Vec<u8>, BrokerError>;
     /// Is this content in the backup store?
     fn has_backup(&mut self, sha256: &str) -> Result<bool, BrokerError>;
-    /// Every change in the journal, oldest first.
-    fn changes(&mut self) -> Result<Vec<(Change, Phase)>, BrokerError>;
+    /// The committed changes of a group that no undo reverted yet, oldest first.
+    fn group(&mut self, group: &str) -> Result<Vec<Change>, BrokerError>;
 }
 
 /// What a file tool's body works with.

@@ -47,6 +47,73 @@ pub struct HistoryEntry {
     pub backup_missing: Option<String>,
 }
 
+/// Which changes of a journal are in a scope, by the index where it can tell (the workspace
+/// hashes whose path is in the scope); `None` for a change that did not record its workspace
+/// (older journals: its line is read).
+struct InScope {
+    /// `None`: every workspace.
+    hashes: Option<HashSet<u64>>,
+    /// The last workspace hash asked about, and the answer.
+    last: std::cell::Cell<(u64, bool)>,
+}
+
+impl InScope {
+    fn new(v: &journal::View, scope: Scope<'_>) -> Result<InScope, BrokerError> {
+        Ok(InScope {
+            hashes: match scope {
+                Scope::All => None,
+                Scope::Workspace(ws) => Some(
+                    v.workspaces()
+                        .map_err(j_err)?
+                        .into_iter()
+                        .filter(|(_, w)| w.starts_with(ws))
+                        .map(|(h, _)| h)
+                        .collect(),
+                ),
+            },
+            last: std::cell::Cell::new((0, false)),
+        })
+    }
+
+    fn holds(&self, e: &journal::Entry) -> Option<bool> {
+        match &self.hashes {
+            None => Some(true),
+            Some(_) if e.ws == 0 => None,
+            // Changes come in runs of one workspace: the last answer is kept.
+            Some(h) => Some(match self.last.get() {
+                (ws, b) if ws == e.ws => b,
+                _ => {
+                    let b = h.contains(&e.ws);
+                    self.last.set((e.ws, b));
+                    b
+                }
+            }),
+        }
+    }
+
+    /// Is `e` in the scope, its line read only when the index cannot tell.
+    fn check(
+        &self,
+        v: &journal::View,
+        scope: Scope<'_>,
+        e: &journal::Entry,
+    ) -> Result<bool, BrokerError> {
+        match self.holds(e) {
+            Some(b) => Ok(b),
+            None => Ok(scope.holds(&v.load(e).map_err(j_err)?)),
+        }
+    }
+}
+
+/// A page of `history`.
+#[derive(Clone, Debug, Default)]
+pub struct HistoryPage {
+    /// The newest changes asked for, oldest first.
+    pub changes: Vec<HistoryEntry>,
+    /// How many older ones (in the scope, since the time asked) are left out.
+    pub omitted: usize,
+}
+
 /// The journal's changes in `scope` that `cx` may see, oldest first: a daemon client that is
 /// neither auditor nor admin sees its own changes only (`authz::seen_uid`), whichever front
 /// end asks (the CLI, the MCP `history` tool, the REPL).
@@ -55,70 +122,152 @@ pub fn history(
     scope: Scope<'_>,
     cx: &crate::broker::client::Context,
 ) -> Result<Vec<HistoryEntry>, BrokerError> {
+    Ok(history_page(state_dir, scope, cx, 0, None)?.changes)
+}
+
+/// [`history`]'s newest `limit` changes (0: all) made at or after `since` (seconds since the
+/// epoch), and how many older ones are left out. Through the journal's index: only the lines
+/// shown are read.
+pub fn history_page(
+    state_dir: &Path,
+    scope: Scope<'_>,
+    cx: &crate::broker::client::Context,
+    limit: usize,
+    since: Option<u64>,
+) -> Result<HistoryPage, BrokerError> {
     let seen = crate::broker::authz::seen_uid(cx);
-    let j = journal::read(state_dir).map_err(j_err)?;
-    Ok(j.changes
-        .into_iter()
-        .filter(|(c, _)| scope.holds(c))
-        .filter(|(c, _)| seen.is_none_or(|u| c.uid == Some(u)))
-        .map(|(mut change, phase)| {
-            let backup_missing = match &change.before {
-                PathState::File { sha256, .. } if !journal::has_backup(state_dir, sha256) => {
-                    Some(missing_reason(&change))
-                }
-                _ => None,
-            };
-            // Shown, not acted on: a secret in a name is redacted as in any output.
-            change.path = super::redact_path(change.path);
-            change.dest = change.dest.map(super::redact_path);
-            HistoryEntry {
-                skipped: j.skipped.contains(&change.id),
-                backup_missing,
-                change,
-                phase,
+    with_view(state_dir, |v| {
+        page(state_dir, v, scope, seen, (limit, since))
+    })
+}
+
+/// Runs `f` on the journal's view, and once more if it failed after finding the index out of
+/// step with the journal (then removed: the view is rebuilt from the journal).
+fn with_view<T>(
+    state_dir: &Path,
+    f: impl Fn(&journal::View) -> Result<T, BrokerError>,
+) -> Result<T, BrokerError> {
+    let r = f(&journal::View::open(state_dir).map_err(j_err)?);
+    let idx = journal::index::index_path(state_dir);
+    // not-ws: the journal's index, in the broker's own state directory
+    if r.is_err() && !idx.exists() {
+        return f(&journal::View::open(state_dir).map_err(j_err)?);
+    }
+    r
+}
+
+fn page(
+    state_dir: &Path,
+    v: &journal::View,
+    scope: Scope<'_>,
+    seen: Option<u32>,
+    (limit, since): (usize, Option<u64>),
+) -> Result<HistoryPage, BrokerError> {
+    let within = InScope::new(v, scope)?;
+    let mut hits = Vec::new();
+    for e in v.entries() {
+        if since.is_some_and(|t| e.time < t) || seen.is_some_and(|u| e.uid != Some(u)) {
+            continue;
+        }
+        if within.check(v, scope, e)? {
+            hits.push(e);
+        }
+    }
+    let omitted = if limit == 0 {
+        0
+    } else {
+        hits.len().saturating_sub(limit)
+    };
+    let mut changes = Vec::with_capacity(hits.len() - omitted);
+    for e in &hits[omitted..] {
+        let mut change = v.load(e).map_err(j_err)?;
+        let backup_missing = match &change.before {
+            PathState::File { sha256, .. } if !journal::has_backup(state_dir, sha256) => {
+                Some(missing_reason(&change))
             }
-        })
-        .collect())
+            _ => None,
+        };
+        // Shown, not acted on: a secret in a name is redacted as in any output.
+        change.path = super::redact_path(change.path);
+        change.dest = change.dest.map(super::redact_path);
+        changes.push(HistoryEntry {
+            skipped: e.skipped,
+            backup_missing,
+            change,
+            phase: e.phase,
+        });
+    }
+    Ok(HistoryPage { changes, omitted })
+}
+
+/// Why undo cannot revert `c` (its entry says so, or its content before is not in the backup
+/// store), if it cannot.
+fn cannot_undo(state_dir: &Path, c: &Change) -> bool {
+    c.not_undoable.is_some()
+        || matches!(&c.before, PathState::File { sha256, .. } if !journal::has_backup(state_dir, sha256))
 }
 
 /// The change to undo: the given id (any workspace's: the policy decides), or the newest
 /// committed change in `scope` that is not an undo, not undone and not skipped.
 /// The change `undo` reverts: `id`, else the newest open one in `scope` that `mine` accepts
 /// (a daemon client's own: another user's newer change in the same workspace is passed
-/// over, not refused).
+/// over, not refused). A change undo could not revert when it reverted the rest of its group
+/// is settled with them: not taken again. Through the journal's index: the lines of the
+/// candidates only are read.
 pub(super) fn find_change(
     state_dir: &Path,
     id: Option<u64>,
     scope: Scope<'_>,
     mine: &dyn Fn(&Change) -> bool,
 ) -> Result<Change, BrokerError> {
-    let j = journal::read(state_dir).map_err(j_err)?;
-    let committed: Vec<&Change> = j
-        .changes
-        .iter()
-        .filter(|(_, p)| *p == Phase::Committed)
-        .map(|(c, _)| c)
-        .collect();
+    with_view(state_dir, |v| find_in(state_dir, v, id, scope, mine))
+}
+
+fn find_in(
+    state_dir: &Path,
+    v: &journal::View,
+    id: Option<u64>,
+    scope: Scope<'_>,
+    mine: &dyn Fn(&Change) -> bool,
+) -> Result<Change, BrokerError> {
+    let committed = |e: &&journal::Entry| e.phase == Phase::Committed;
     if let Some(id) = id {
-        return committed
-            .iter()
-            .find(|c| c.id == id)
-            .map(|c| (*c).clone())
-            .ok_or_else(|| usage(UndoProblem::NoSuchChange { id }));
+        return match v.get(id).filter(committed) {
+            Some(e) => v.load(e).map_err(j_err),
+            None => Err(usage(UndoProblem::NoSuchChange { id })),
+        };
     }
-    let undone: HashSet<u64> = committed.iter().filter_map(|c| c.undoes).collect();
-    let open =
-        |c: &&&Change| c.undoes.is_none() && !undone.contains(&c.id) && !j.skipped.contains(&c.id);
-    if let Some(c) = committed
+    let undone = v.undone();
+    let partly_undone: HashSet<u64> = v
+        .entries()
         .iter()
-        .rev()
-        .filter(open)
-        .find(|c| scope.holds(c) && mine(c))
-    {
-        return Ok((*c).clone());
+        .filter(|e| e.group != 0 && undone.contains(&e.id))
+        .map(|e| e.group)
+        .collect();
+    let open = |e: &&journal::Entry| {
+        e.phase == Phase::Committed && e.undoes.is_none() && !undone.contains(&e.id) && !e.skipped
+    };
+    let within = InScope::new(v, scope)?;
+    let settled = |e: &journal::Entry, c: &Change| {
+        e.group != 0 && partly_undone.contains(&e.group) && cannot_undo(state_dir, c)
+    };
+    for e in v.entries().iter().rev().filter(open) {
+        if within.holds(e) == Some(false) {
+            continue;
+        }
+        let c = v.load(e).map_err(j_err)?;
+        if scope.holds(&c) && mine(&c) && !settled(e, &c) {
+            return Ok(c);
+        }
     }
     // Only the caller's own (another user's changes are not counted for it).
-    let elsewhere = committed.iter().filter(open).filter(|c| mine(c)).count();
+    let mut elsewhere = 0;
+    for e in v.entries().iter().filter(open) {
+        let c = v.load(e).map_err(j_err)?;
+        if mine(&c) && !settled(e, &c) {
+            elsewhere += 1;
+        }
+    }
     Err(usage(match scope {
         Scope::Workspace(ws) if elsewhere > 0 => UndoProblem::NothingHereButElsewhere {
             workspace: ws.to_path_buf(),
@@ -210,12 +359,16 @@ impl crate::broker::invoke::Tool for SkipTool<'_, '_> {
         // Passing over another user's change would change what their `undo` takes.
         crate::broker::authz::may_revert(&ctx.client, c.uid, || format!("change {}", c.id))?;
         let ids: Vec<u64> = match &c.group {
-            Some(g) => journal::changes(&ctx.state_dir)
-                .map_err(j_err)?
-                .iter()
-                .filter(|(m, p)| *p == Phase::Committed && m.group.as_ref() == Some(g))
-                .map(|(m, _)| m.id)
-                .collect(),
+            Some(g) => {
+                let v = journal::View::open(&ctx.state_dir).map_err(j_err)?;
+                let mut ids = Vec::new();
+                for e in v.group(g).filter(|e| e.phase == Phase::Committed) {
+                    if v.load(e).map_err(j_err)?.group.as_ref() == Some(g) {
+                        ids.push(e.id);
+                    }
+                }
+                ids
+            }
             None => vec![c.id],
         };
         journal::skip(&ctx.state_dir, &lock, &ids).map_err(j_err)?;

@@ -4,7 +4,7 @@
 
 use super::j_err;
 use crate::broker::BrokerError;
-use crate::journal::{self, PathState, Phase};
+use crate::journal::{self, PathState};
 use crate::policy::Policy;
 use crate::workspace::wsfs;
 use std::path::Path;
@@ -35,10 +35,8 @@ pub(super) fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), Brok
     };
     // Temporary files of writers killed mid-write (`.NAME.gateway-tmp-PID-N` next to a
     // pending change's file, PID no longer running) are removed.
-    for (c, phase) in journal::changes(state_dir).map_err(j_err)? {
-        if phase != Phase::Pending {
-            continue;
-        }
+    let pending = journal::pending(state_dir).map_err(j_err)?;
+    for c in &pending {
         let (Some(dir), Some(name)) = (c.path.parent(), c.path.file_name()) else {
             continue;
         };
@@ -62,7 +60,7 @@ pub(super) fn recover(state_dir: &Path, lock: &journal::Lock) -> Result<(), Brok
             }
         }
     }
-    journal::recover(state_dir, lock, &now).map_err(j_err)?;
+    journal::recover_pending(state_dir, lock, pending, &now).map_err(j_err)?;
     Ok(())
 }
 

@@ -36,7 +36,7 @@ use crate::broker;
 use crate::broker::BrokerError;
 use crate::broker::refusal::Refusal;
 use crate::fsops::path::{OwnerFix, Root};
-use crate::journal::{self, Change, Phase};
+use crate::journal::{self, Change};
 use crate::policy::Policy;
 use crate::sandbox::{self, Confinement, EnforcementStatus, Network, Spec, Stdin, Stream};
 use serde::{Deserialize, Serialize};
@@ -96,13 +96,16 @@ enum Up {
     /// The change was not made.
     Abort { id: u64 },
     /// Reserve a trash name for this path.
-    TrashReserve { original: PathBuf },
+    TrashReserve {
+        #[serde(with = "journal::pathbytes")]
+        original: PathBuf,
+    },
     /// Forget a trash item's metadata.
     TrashForget { name: String },
     /// A backup's content.
     ReadBackup { sha256: String },
-    /// The journal's changes.
-    Changes,
+    /// The committed changes of a group that no undo reverted yet.
+    Group { group: String },
     /// The tool's result; the last frame.
     Done {
         result: ToolResult,
@@ -163,8 +166,8 @@ enum Down {
     },
     /// The payload is the data.
     Data,
-    Changes {
-        changes: Vec<(Change, Phase)>,
+    Members {
+        changes: Vec<Change>,
     },
     Err {
         message: String,
@@ -561,10 +564,10 @@ impl<'a> Server<'a> {
                 }
                 (Down::Data, journal::read_backup(st, &sha256).map_err(je)?)
             }
-            Up::Changes if !self.history => return Err(history("changes")),
-            Up::Changes => (
-                Down::Changes {
-                    changes: journal::changes(st).map_err(je)?,
+            Up::Group { .. } if !self.history => return Err(history("group")),
+            Up::Group { group } => (
+                Down::Members {
+                    changes: journal::group_members(st, &group).map_err(je)?,
                 },
                 vec![],
             ),
@@ -806,9 +809,14 @@ impl StateOps for Remote {
             (d, _) => Err(unexpected(&d)),
         }
     }
-    fn changes(&mut self) -> Result<Vec<(Change, Phase)>, BrokerError> {
-        match self.call(Up::Changes, &[])? {
-            (Down::Changes { changes }, _) => Ok(changes),
+    fn group(&mut self, group: &str) -> Result<Vec<Change>, BrokerError> {
+        match self.call(
+            Up::Group {
+                group: group.to_string(),
+            },
+            &[],
+        )? {
+            (Down::Members { changes }, _) => Ok(changes),
             (d, _) => Err(unexpected(&d)),
         }
     }
@@ -1009,7 +1017,7 @@ mod tests {
             Up::TrashReserve {
                 original: "/x".into(),
             },
-            Up::Changes,
+            Up::Group { group: "g".into() },
             Up::ReadBackup {
                 sha256: "0".repeat(64),
             },
