@@ -1111,7 +1111,7 @@ sandbox_test!(
         let version = stdout(&env.gw(&["--version"]));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0]["type"], "hello", "{f:?}");
-        assert_eq!(f[0]["version"], 6, "{f:?}");
+        assert_eq!(f[0]["version"], 7, "{f:?}");
         let gw = f[0]["gateway"].as_str().unwrap_or_default();
         assert!(!gw.is_empty() && version.contains(gw), "{gw} vs {version}");
         // A request of a later version, in this version's shape, is refused the same way.

@@ -538,7 +538,7 @@ sandbox_test! {
             .spawn()
             .expect("log tail -f");
         let t = Instant::now();
-        while !env.ws.join("started.txt").exists() {
+        while !made_by_a_run(&env.ws.join("started.txt")) {
             assert!(t.elapsed() < Duration::from_secs(20), "the command never started");
             std::thread::sleep(Duration::from_millis(20));
         }

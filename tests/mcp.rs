@@ -190,7 +190,10 @@ sandbox_test! {
             writeln!(input, "{m}").expect("write");
         }
         let t = std::time::Instant::now();
-        while std::fs::read_to_string(env.ws.join("important.txt")).expect("r") != "changed\n" {
+        // The run's writes are in its capture layer until it ends.
+        while !made_by_a_run(&env.ws.join("important.txt"))
+            || !layer_holds(&env.ws.join("important.txt"), "changed\n")
+        {
             assert!(t.elapsed() < std::time::Duration::from_secs(20), "the exec never ran");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

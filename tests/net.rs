@@ -1676,12 +1676,12 @@ fn connections_of_a_broker_killed_mid_run_are_recorded_by_the_next_start() {
         .expect("gateway exec");
     let ready = env.ws.join("ready");
     for _ in 0..300 {
-        if ready.exists() {
+        if made_by_a_run(&ready) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert!(ready.exists(), "the tunnel was not made");
+    assert!(made_by_a_run(&ready), "the tunnel was not made");
     child.kill().expect("SIGKILL the broker");
     child.wait().expect("reap");
     // The next start records what the dead broker left.

@@ -1144,3 +1144,20 @@ pub fn made_by_a_run(p: &Path) -> bool {
         .filter_map(Result::ok)
         .any(|l| l.path().join("upper").join(rel).exists())
 }
+
+/// Whether the capture layer of a run in flight holds `p` (a path in an `Env`'s workspace)
+/// with this content.
+pub fn layer_holds(p: &Path, content: &str) -> bool {
+    let (Some(ws), Ok(rel)) = (p.parent(), p.strip_prefix(p.parent().unwrap_or(p))) else {
+        return false;
+    };
+    let Some(root) = ws.parent() else {
+        return false;
+    };
+    let Ok(layers) = std::fs::read_dir(root.join("state").join("capture")) else {
+        return false;
+    };
+    layers.filter_map(Result::ok).any(|l| {
+        std::fs::read_to_string(l.path().join("upper").join(rel)).is_ok_and(|c| c == content)
+    })
+}

@@ -123,7 +123,7 @@ pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command:
 /// directory, the real mechanism end to end — and kept in `capture/probe`.
 fn overlay_refused(state_dir: &Path) -> Option<String> {
     let boot = super::intent::boot_id();
-    let kept = capture::root(state_dir).join("probe");
+    let kept = state_dir.join("overlay-probe");
     // not-ws: the probe's answer, in the state directory
     if let Ok(t) = std::fs::read_to_string(&kept)
         && let Some((b, answer)) = t.split_once('\n')

@@ -207,6 +207,22 @@ fn dead(i: &Intent, boot: &str) -> bool {
     }
 }
 
+/// Whether a run in flight (its broker alive) writes the capture layer `id`: such a set may
+/// not be applied or discarded yet.
+pub(crate) fn layer_in_flight(state_dir: &Path, id: &str) -> bool {
+    // not-ws: the intent records, in the broker's own state directory
+    let Ok(rd) = std::fs::read_dir(dir(state_dir)) else {
+        return false;
+    };
+    let boot = boot_id();
+    rd.filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        // not-ws: the intent records, in the broker's own state directory
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .filter_map(|d| serde_json::from_slice::<Intent>(&d).ok())
+        .any(|i| i.layer.as_deref() == Some(id) && !dead(&i, &boot))
+}
+
 /// Records the runs of `state_dir` whose broker died (see the module's comment). Returns
 /// the seqs of the records written. Quiet and cheap when there is nothing to recover.
 pub fn recover(

@@ -144,6 +144,21 @@ pub fn prepare(
         ));
     }
     let base = root(state_dir);
+    // The run's helper reaches the layer through these as the broker's uid in the run's user
+    // namespace, where another owner is not mapped (a state directory another user made).
+    let me = crate::sandbox::effective_uid();
+    for d in [state_dir, base.as_path()] {
+        if let Ok(st) = wsfs::open_dir_nolinks(d).and_then(|f| Ok(rustix::fs::fstat(&f)?))
+            && st.st_uid != me
+            && Some(st.st_uid) != run_as
+        {
+            return Err(format!(
+                "{} belongs to uid {}, which the run's user namespace does not map (the broker's uid is {me})",
+                d.display(),
+                st.st_uid
+            ));
+        }
+    }
     let id = format!(
         "cap-{}",
         super::snapshot::unique_id(&ws.display().to_string())

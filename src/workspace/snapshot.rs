@@ -172,22 +172,22 @@ pub struct SnapshotReport {
     /// `walk` (the workspace compared before and after).
     pub mechanism: String,
     /// Why the overlay did not capture this run (the walk did).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
     /// The change set held instead of applied (`gateway apply ID`, `gateway discard ID`):
     /// the run was reviewed, or some of its changes could not be applied.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
     /// What the held change set would change: (path, `created` | `changed` | `deleted`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<(PathBuf, &'static str)>,
     /// Paths the run changed that could not be applied (they stay in the held change set),
     /// and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_applied: Vec<(PathBuf, String)>,
     /// Paths another call changed while the run ran, which applying its changes overwrote:
     /// (path, that change's journal id).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overwrote: Vec<(PathBuf, u64)>,
 }
 

@@ -26,6 +26,14 @@ fn no_such(id: &str) -> BrokerError {
     BrokerError::Usage(UsageError::NoChangeSet { id: id.to_string() })
 }
 
+/// A path as a report's JSON string shows it (a name that is not UTF-8 with U+FFFD).
+fn lossy(p: PathBuf) -> PathBuf {
+    match p.to_str() {
+        Some(_) => p,
+        None => PathBuf::from(p.to_string_lossy().into_owned()),
+    }
+}
+
 /// The caller's held sets, oldest first.
 pub fn list(ctx: &FsContext<'_>) -> ChangesReport {
     let sets = capture::held(&ctx.state_dir)
@@ -66,7 +74,7 @@ fn set_of(ctx: &FsContext<'_>, l: &Layer, m: &Meta) -> ChangeSet {
         changes: pending(l, who.as_ref())
             .into_iter()
             .map(|(p, kind)| PendingChange {
-                path: super::fs::redact_path(p),
+                path: lossy(super::fs::redact_path(p)),
                 kind: kind.into(),
             })
             .collect(),
@@ -210,7 +218,8 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
     fn perform(&mut self, _d: Decision, _a: Option<bool>) -> Result<ChangesReport, BrokerError> {
         let ctx = self.ctx;
         let (l, m) = own(ctx, &self.id).ok_or_else(|| no_such(&self.id))?;
-        if m.state == "running" {
+        if m.state == "running" && crate::broker::intent::layer_in_flight(&ctx.state_dir, &self.id)
+        {
             return Err(BrokerError::Usage(UsageError::ChangeSetRunning {
                 id: self.id.clone(),
             }));
@@ -242,7 +251,7 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             },
             since: m.started,
         })?;
-        let shown = super::fs::redact_path;
+        let shown = |p: PathBuf| lossy(super::fs::redact_path(p));
         let report = ChangesReport {
             action: "apply".into(),
             sets: vec![set],

@@ -915,12 +915,22 @@ fn shown(mut r: Ran) -> Ran {
                 *p = shown(std::mem::take(p));
             }
         }
-        for (p, why) in sn.not_backed_up.iter_mut().chain(&mut sn.not_applied) {
+        // (A name that is not UTF-8 is shown with U+FFFD in these lists, which are plain
+        // JSON strings; `changes` keeps its bytes.)
+        let lossy = |p: PathBuf| PathBuf::from(shown(p).to_string_lossy().into_owned());
+        for (p, why) in &mut sn.not_applied {
+            *p = lossy(std::mem::take(p));
+            *why = redact_text(why);
+        }
+        for (p, why) in &mut sn.not_backed_up {
             *p = shown(std::mem::take(p));
             *why = redact_text(why);
         }
         for (p, _) in &mut sn.pending {
-            *p = shown(std::mem::take(p));
+            *p = lossy(std::mem::take(p));
+        }
+        for (p, _) in &mut sn.overwrote {
+            *p = lossy(std::mem::take(p));
         }
     }
     r

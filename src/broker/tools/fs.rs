@@ -520,13 +520,7 @@ fn bound_diff(
 pub(crate) fn redact_path(p: PathBuf) -> PathBuf {
     let shown = p.to_string_lossy();
     let r = redact_text(&shown);
-    // A name that is not UTF-8 is shown with its bad bytes replaced (U+FFFD): every report
-    // is JSON, whose strings are UTF-8; the journal keeps the real bytes.
-    if r == shown && p.to_str().is_some() {
-        p
-    } else {
-        PathBuf::from(r)
-    }
+    if r == shown { p } else { PathBuf::from(r) }
 }
 
 impl FsOutput {
