@@ -837,7 +837,7 @@ fn act(tree: &wsfs::Tree, op: &Op, source: Option<std::fs::File>) -> std::io::Re
 /// holes (a run's 2 GiB sparse file does not become 2 GiB on the user's disk).
 fn copy_sparse(src: &std::fs::File, dst: &std::fs::File) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let len = src.metadata()?.len();
+    let len = u64::try_from(rustix::fs::fstat(src)?.st_size).unwrap_or(0);
     let mut pos: u64 = 0;
     let mut buf = vec![0u8; 1 << 20];
     while pos < len {
