@@ -2,6 +2,10 @@
 //! applied after the run with a journal entry per path, or held for review (`exec --review`,
 //! `gateway changes`/`apply`/`discard`); the walk is the fallback.
 //!
+//! Over 1,000 lines: twenty self-contained scenarios (each sets up its own workspace, policy,
+//! daemon or small file system), one per promise of the issue; split by theme (hiding,
+//! review, owners, disk) should it grow.
+//!
 //! One test per promise, each as root and as uid 65534 (`escape_test!`'s two variants: most
 //! users are not root) where a second user makes sense; the full disk needs a mount (root),
 //! and the tests of another user's change set drive a daemon.
