@@ -326,74 +326,56 @@ fn overlay(
 
 /// `fsopen("overlay")` with the three layers by descriptor: the detached mount, or -1.
 fn overlay_fs(lower: RawFd, upper: RawFd, work: RawFd) -> RawFd {
-    // SAFETY: the fs-context syscalls with NUL-terminated static keys and descriptors we
-    // hold; every descriptor but the mount's is closed.
-    unsafe {
-        let fs = libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
-        if fs < 0 {
-            return -1;
-        }
+    overlay_with(|fs| {
         let set_fd = |k: &CStr, fd: RawFd| {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs,
-                FSCONFIG_SET_FD,
-                k.as_ptr(),
-                std::ptr::null::<libc::c_char>(),
-                fd,
-            ) == 0
+            // SAFETY: fsconfig on our fs context with a static key and a descriptor we hold.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_fsconfig,
+                    fs,
+                    FSCONFIG_SET_FD,
+                    k.as_ptr(),
+                    std::ptr::null::<libc::c_char>(),
+                    fd,
+                ) == 0
+            }
         };
-        let ok = libc::syscall(
-            libc::SYS_fsconfig,
-            fs,
-            FSCONFIG_SET_FLAG,
-            c"userxattr".as_ptr(),
-            std::ptr::null::<libc::c_char>(),
-            0,
-        ) == 0
-            && set_fd(c"lowerdir+", lower)
-            && set_fd(c"upperdir", upper)
-            && set_fd(c"workdir", work)
-            && libc::syscall(
-                libc::SYS_fsconfig,
-                fs,
-                FSCONFIG_CMD_CREATE,
-                std::ptr::null::<libc::c_char>(),
-                std::ptr::null::<libc::c_char>(),
-                0,
-            ) == 0;
-        let m = if ok {
-            libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV) as RawFd
-        } else {
-            -1
-        };
-        let e = *libc::__errno_location();
-        libc::close(fs);
-        *libc::__errno_location() = e;
-        m
-    }
+        set_fd(c"lowerdir+", lower) && set_fd(c"upperdir", upper) && set_fd(c"workdir", work)
+    })
 }
 
 /// `fsopen("overlay")` with the layers by name (`lower_key`: `lowerdir+`, or `lowerdir`
 /// with the name escaped): the detached mount, or -1.
 fn overlay_by_name(lower_key: &CStr, lower: &CStr, upper: &CStr, work: &CStr) -> RawFd {
-    // SAFETY: the fs-context syscalls with NUL-terminated strings that live for the calls;
-    // every descriptor but the mount's is closed.
+    overlay_with(|fs| {
+        let set = |k: &CStr, v: &CStr| {
+            // SAFETY: fsconfig on our fs context with NUL-terminated strings that live for
+            // the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_fsconfig,
+                    fs,
+                    FSCONFIG_SET_STRING,
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    0,
+                ) == 0
+            }
+        };
+        set(lower_key, lower) && set(c"upperdir", upper) && set(c"workdir", work)
+    })
+}
+
+/// An overlay's fs context (`userxattr`), its layers set by `layers`, created and mounted
+/// detached: the mount, or -1 (errno kept). Async-signal-safe when `layers` is.
+fn overlay_with(layers: impl Fn(RawFd) -> bool) -> RawFd {
+    // SAFETY: the fs-context syscalls with static NUL-terminated strings; every descriptor
+    // but the mount's is closed.
     unsafe {
         let fs = libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
         if fs < 0 {
             return -1;
         }
-        let set = |k: &CStr, v: &CStr| {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs,
-                FSCONFIG_SET_STRING,
-                k.as_ptr(),
-                v.as_ptr(),
-                0,
-            ) == 0
-        };
         let ok = libc::syscall(
             libc::SYS_fsconfig,
             fs,
@@ -402,9 +384,7 @@ fn overlay_by_name(lower_key: &CStr, lower: &CStr, upper: &CStr, work: &CStr) ->
             std::ptr::null::<libc::c_char>(),
             0,
         ) == 0
-            && set(lower_key, lower)
-            && set(c"upperdir", upper)
-            && set(c"workdir", work)
+            && layers(fs)
             && libc::syscall(
                 libc::SYS_fsconfig,
                 fs,
