@@ -67,6 +67,19 @@ impl Plan {
     }
 }
 
+/// Whether a run of `req` will be captured by the overlay, asked before its plan is made (git's
+/// places in the workspace are then taken from the kept list, `known_places`, not searched):
+/// the conditions of [`choose`] the policy decides, and the probe's answer. A run where it
+/// then does not (`capture::prepare` refuses the workspace) has its places searched again.
+pub(super) fn overlay_expected(req: &ExecRequest<'_>) -> bool {
+    let sb = &req.policy.sandbox;
+    req.policy.undo.capture != crate::model::CaptureMode::Walk
+        && sb.namespaces
+        && (!sb.best_effort || sandbox::namespaces_available())
+        && !sb.write.iter().any(|w| w == "/")
+        && overlay_refused(&req.state_dir).is_none()
+}
+
 /// Chooses the mechanism for a captured run of `spec` in `ws`, and sets the spec's overlay.
 pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command: &str) -> Plan {
     let why_not = (|| {
@@ -216,13 +229,30 @@ fn probe_run(lower: &Path, dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Applies a run's layer (or holds it: `review`, or a run that did not start cleanly), and
-/// reports it as the snapshot report the front ends show.
+/// What became of a run's layer after it.
+#[derive(Default)]
+pub(super) struct AfterRun {
+    /// The snapshot report (None: a run the policy does not snapshot, applied whole).
+    pub report: Option<snapshot::SnapshotReport>,
+    /// What the run wrote in git's or the policy's protected places: kept out of the
+    /// workspace, moved to `<state>/quarantine/` (`places::LayerCheck`).
+    pub quarantined: Vec<Quarantined>,
+    /// Deletions of protected paths, not applied.
+    pub warnings: Vec<String>,
+}
+
+/// Applies a run's layer (or holds it: `review`), and reports it as the snapshot report the
+/// front ends show; `record`: journalled with backups (`[undo] snapshot`), else applied
+/// plainly. What the run wrote in git's places is quarantined, judged from the layer with
+/// `places` (what was known before the run).
 pub(super) fn finish(
     req: &ExecRequest<'_>,
     layer: &Layer,
     review: Option<String>,
-) -> Result<snapshot::SnapshotReport, BrokerError> {
+    record: bool,
+    places: &GitPlaces,
+) -> Result<AfterRun, BrokerError> {
+    let mut out = AfterRun::default();
     let mut report = snapshot::SnapshotReport {
         group: format!("exec-{}", snapshot::unique_id(&layer.id)),
         mechanism: capture::OVERLAY.into(),
@@ -232,11 +262,32 @@ pub(super) fn finish(
         hold(layer, "held", &why);
         report.held = Some(layer.id.clone());
         report.pending = pending(req, layer);
-        return Ok(report);
+        out.report = Some(report);
+        return Ok(out);
     }
     let who = req.context.fs_identity();
-    match apply_layer(req, layer, &report.group, who.as_ref()) {
-        Ok(applied) => fill(&mut report, applied),
+    let applied = layer_check(req, layer, places, who.as_ref()).and_then(|(check, unknown)| {
+        let q = |rel: &Path, up: &capture::Up, _: bool| check.check(rel, up);
+        apply_layer(req, layer, &report.group, who.as_ref(), Some(&q), record).map(|a| (a, unknown))
+    });
+    match applied {
+        Ok((mut applied, unknown)) => {
+            let mut new_git = std::mem::take(&mut applied.new_git_dirs);
+            new_git.extend(
+                unknown
+                    .iter()
+                    .filter_map(|p| p.strip_prefix(&layer.workspace).ok())
+                    .map(Path::to_path_buf),
+            );
+            super::known_places::after_apply(
+                &req.state_dir,
+                &layer.workspace,
+                &new_git,
+                applied.journalled,
+            );
+            quarantine_from_layer(req, layer, &mut applied, &mut out);
+            fill(&mut report, applied);
+        }
         // Failed as a whole (the journal or the backup store cannot be written): nothing was
         // changed, what the run wrote stays in its layer, held for `gateway apply`.
         Err(e) => {
@@ -245,7 +296,8 @@ pub(super) fn finish(
             report.held = Some(layer.id.clone());
             report.not_applied = vec![(layer.workspace.clone(), why)];
             report.pending = pending(req, layer);
-            return Ok(report);
+            out.report = Some(report);
+            return Ok(out);
         }
     }
     if report.not_applied.is_empty() {
@@ -258,7 +310,82 @@ pub(super) fn finish(
         );
         report.held = Some(layer.id.clone());
     }
-    Ok(report)
+    if record || report.held.is_some() {
+        out.report = Some(report);
+    }
+    Ok(out)
+}
+
+/// The check of what the run wrote in git's places, for `layer` (`places::LayerCheck`).
+fn layer_check(
+    req: &ExecRequest<'_>,
+    layer: &Layer,
+    places: &GitPlaces,
+    who: Option<&wsfs::Identity>,
+) -> Result<(LayerCheck, Vec<PathBuf>), BrokerError> {
+    let ws = &layer.workspace;
+    let tree = wsfs::as_identity(who, || wsfs::Tree::open(ws))
+        .and_then(|r| r)
+        .map_err(|e| BrokerError::Io {
+            what: format!("opening the workspace {}", ws.display()),
+            source: e,
+        })?;
+    let upper = layer.upper();
+    let entries = capture::entries(&upper).map_err(|e| BrokerError::Io {
+        what: format!("listing the capture layer {}", upper.display()),
+        source: e,
+    })?;
+    let home = home(&req.context);
+    let globals = global_git_configs(&home);
+    Ok(LayerCheck::new(
+        &tree,
+        &entries,
+        &req.policy.sandbox.protected,
+        places.refs.clone(),
+        &places.entries,
+        (&globals, &home, who),
+    ))
+}
+
+/// Moves what the apply kept out of the workspace from the layer to `<state>/quarantine/`
+/// (a deletion it kept is a warning).
+fn quarantine_from_layer(
+    req: &ExecRequest<'_>,
+    layer: &Layer,
+    applied: &mut Applied,
+    out: &mut AfterRun,
+) {
+    let q = std::mem::take(&mut applied.quarantined);
+    if q.is_empty() {
+        return;
+    }
+    let dir = req.state_dir.join("quarantine");
+    // not-ws: the broker's own state directory
+    let made = std::fs::create_dir_all(&dir);
+    let upper = wsfs::Tree::open(&layer.upper());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for (i, (rel, why, deleted)) in q.into_iter().enumerate() {
+        let path = layer.workspace.join(&rel);
+        if deleted {
+            out.warnings.push(format!("{}: {why}", path.display()));
+            continue;
+        }
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dst = format!("{stamp}-{i}-{name}");
+        let to = match (&made, &upper) {
+            (Ok(()), Ok(t)) => t
+                .move_out(&rel, &dir, OsStr::new(&dst))
+                .ok()
+                .map(|()| dir.join(&dst)),
+            _ => None,
+        };
+        out.quarantined.push(Quarantined { path, to });
+    }
 }
 
 /// After the run: its layer applied or held (`review`); removed when its command never
@@ -267,14 +394,15 @@ pub(super) fn after_run(
     req: &ExecRequest<'_>,
     plan: &Plan,
     not_started: bool,
-    review: bool,
-) -> Result<Option<snapshot::SnapshotReport>, BrokerError> {
+    (review, record): (bool, bool),
+    places: &GitPlaces,
+) -> Result<AfterRun, BrokerError> {
     let Plan::Overlay(layer) = plan else {
-        return Ok(None);
+        return Ok(AfterRun::default());
     };
     if not_started {
         let _ = layer.remove();
-        return Ok(None);
+        return Ok(AfterRun::default());
     }
     let why = review.then(|| {
         if req.review == Some(true) {
@@ -283,15 +411,18 @@ pub(super) fn after_run(
             "the policy holds every run's changes for review ([undo] review)".to_string()
         }
     });
-    finish(req, layer, why).map(Some)
+    finish(req, layer, why, record, places)
 }
 
-/// Applies `layer` as the caller `who`.
+/// Applies `layer` as the caller `who`; `quarantine`: what the run's own apply keeps out of
+/// the workspace; `record`: journalled.
 pub(super) fn apply_layer(
     req: &ExecRequest<'_>,
     layer: &Layer,
     group: &str,
     who: Option<&wsfs::Identity>,
+    quarantine: Option<apply::PathRule<'_>>,
+    record: bool,
 ) -> Result<Applied, BrokerError> {
     apply::apply(&apply::Apply {
         state_dir: &req.state_dir,
@@ -304,6 +435,8 @@ pub(super) fn apply_layer(
         hold: &|rel, _, existed| {
             crate::workspace::apply::git_place(rel, &req.policy.sandbox.protected, false, existed)
         },
+        quarantine,
+        record,
         since: Layer::open(&req.state_dir, &layer.id)
             .map_or_else(crate::journal::now, |(_, m)| m.started),
     })

@@ -18,6 +18,7 @@ mod error;
 mod guard;
 pub mod intent;
 mod invoke;
+mod known_places;
 pub mod log;
 pub mod mutation;
 mod next_run;

@@ -153,11 +153,31 @@ pub fn plan(
     tmpfs: bool,
     extra_env: &[(String, String)],
 ) -> Result<SandboxPlan, BrokerError> {
-    plan_with(cx, policy, ws, state_dir, tmpdir, tmpfs, extra_env, true)
+    plan_with(
+        cx,
+        policy,
+        ws,
+        state_dir,
+        tmpdir,
+        tmpfs,
+        extra_env,
+        GitSearch::Full,
+    )
 }
 
-/// [`plan`], with git's places in the writable trees searched (`git`) or not (a file tool
-/// that only reads).
+/// How a plan finds git's places in the writable trees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GitSearch {
+    /// Not at all (a file tool that only reads).
+    Skip,
+    /// Every writable tree searched.
+    Full,
+    /// The workspace's from the kept list (`known_places`: a run the overlay captures, whose
+    /// writes in git's places are judged from its layer), the other trees searched.
+    Known,
+}
+
+/// [`plan`], with git's places in the writable trees found as `git` says.
 #[allow(
     clippy::too_many_arguments,
     reason = "the plan's inputs: who calls, the policy, the three places, the extra environment and what to search"
@@ -170,7 +190,7 @@ pub(crate) fn plan_with(
     tmpdir: &Path,
     tmpfs: bool,
     extra_env: &[(String, String)],
-    git: bool,
+    git: GitSearch,
 ) -> Result<SandboxPlan, BrokerError> {
     let sb = &policy.sandbox;
     let vars = Vars {
@@ -194,7 +214,7 @@ pub(crate) fn plan_with(
     });
     let exec = list(&sb.exec);
     let (deny, hidden) = plan_denied(cx, policy, &vars, state_dir, [&read, &write, &exec])?;
-    let (protected, places) = plan_protected(cx, policy, &vars, &write, git)?;
+    let (protected, places) = plan_protected(cx, policy, &vars, &write, (git, state_dir))?;
     let env = plan_env(cx, policy, &vars, extra_env)?;
 
     Ok(SandboxPlan {
@@ -352,7 +372,7 @@ pub(super) fn plan_protected(
     policy: &Policy,
     vars: &Vars<'_>,
     write: &[PathBuf],
-    git: bool,
+    (git, state_dir): (GitSearch, &Path),
 ) -> Result<(Vec<PathBuf>, GitPlaces), BrokerError> {
     let sb = &policy.sandbox;
     let (ws, tmpdir) = (vars.workspace, vars.tmpdir);
@@ -401,17 +421,29 @@ pub(super) fn plan_protected(
         .iter()
         .filter_map(|r| wsfs::Tree::open(r).ok())
         .collect();
-    let places = if git {
-        git_places(
+    let places = if git == GitSearch::Skip {
+        GitPlaces::default()
+    } else {
+        // The workspace's search is kept for the next run (`known_places`), and taken from
+        // what was kept when the overlay captures this one.
+        let found = trees
+            .iter()
+            .map(|t| match git {
+                GitSearch::Known if t.path() == ws => {
+                    super::known_places::found(state_dir, t, NESTED_MAX_DIRS).0
+                }
+                _ if t.path() == ws => super::known_places::search(state_dir, t, NESTED_MAX_DIRS),
+                _ => t.find_git(NESTED_MAX_DIRS),
+            })
+            .collect();
+        git_places_of(
             &trees,
+            found,
             &global_git_configs(&vars.home),
             &vars.home,
             ws,
             cx.fs_identity().as_ref(),
-            NESTED_MAX_DIRS,
         )
-    } else {
-        GitPlaces::default()
     };
     for d in &places.dirs {
         for t in &sb.protected {

@@ -552,6 +552,65 @@ pub(crate) fn last_given(state_dir: &Path) -> LastId {
     LastId::Given(0)
 }
 
+/// The changes journalled after the id `after` in the workspace whose hash is `ws` (or with
+/// no workspace recorded), parsed; read backwards from the index's end, so that the cost is
+/// what was journalled since. None: the index does not cover the journal, or a line does not
+/// match its record (the caller treats it as "anything may have changed").
+pub(crate) fn changes_after(state_dir: &Path, after: u64, ws: u64) -> Option<Vec<super::Change>> {
+    let (jp, ip) = (journal_path(state_dir), index_path(state_dir));
+    let Ok(journal) = File::open(&jp) else {
+        return (!jp.exists()).then(Vec::new);
+    };
+    let m = journal.metadata().ok()?;
+    let idx = File::open(&ip).ok()?;
+    let ilen = idx.metadata().map_or(0, |m| m.len());
+    let mut h = [0u8; REC];
+    if ilen < REC as u64 || idx.read_exact_at(&mut h, 0).is_err() {
+        return None;
+    }
+    header_matches(&h, &m)?;
+    let n = (ilen - REC as u64) / REC as u64;
+    const CHUNK: u64 = 1024;
+    let mut hi = n;
+    let mut first = true;
+    let mut out = Vec::new();
+    'chunks: while hi > 0 {
+        let lo = hi.saturating_sub(CHUNK);
+        let mut b = vec![0u8; ((hi - lo) as usize) * REC];
+        idx.read_exact_at(&mut b, REC as u64 * (lo + 1)).ok()?;
+        let recs: Vec<Rec> = b.chunks_exact(REC).map(Rec::decode).collect();
+        if first {
+            let end = recs.last().map_or(0, Rec::end);
+            if !covers(&journal, m.len(), end) {
+                return None;
+            }
+            first = false;
+        }
+        for r in recs.iter().rev() {
+            // A compacted journal's first line: what was journalled after `after` and before
+            // it is gone, unread.
+            if r.kind == kind::BASE && r.id > after {
+                return None;
+            }
+            if r.kind == kind::BASE || (r.kind == kind::INTENT && r.id <= after) {
+                break 'chunks;
+            }
+            if r.kind != kind::INTENT || (r.ws != 0 && r.ws != ws) {
+                continue;
+            }
+            let mut line = vec![0u8; r.len as usize];
+            journal.read_exact_at(&mut line, r.off).ok()?;
+            match super::parse_line(&line) {
+                Ok(Line::Intent(c)) if c.id == r.id => out.push(*c),
+                _ => return None,
+            }
+        }
+        hi = lo;
+    }
+    out.reverse();
+    Some(out)
+}
+
 /// Does an index whose records end at `end` cover the journal (of `size` bytes): nothing
 /// after but a torn line?
 fn covers(journal: &File, size: u64, end: u64) -> bool {

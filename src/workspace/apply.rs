@@ -43,7 +43,19 @@ pub struct Applied {
     /// Paths another call changed while the run ran, which this apply overwrote: (path,
     /// that change's journal id).
     pub overwrote: Vec<(PathBuf, u64)>,
+    /// Paths (relative) of the layer the broker keeps out of the workspace ([`Apply::quarantine`]):
+    /// not applied, not held (their entries are moved out of the layer by the caller), with
+    /// why; the flag: the run deleted the path (a whiteout; the workspace keeps it).
+    pub quarantined: Vec<(PathBuf, String, bool)>,
+    /// Directories named `.git` the apply made (relative): repositories the run created.
+    pub new_git_dirs: Vec<PathBuf>,
+    /// The first and last journal id of its changes (None: nothing journalled).
+    pub journalled: Option<(u64, u64)>,
 }
+
+/// A rule on a layer's path (relative), what the run left there, and whether the workspace
+/// has something there now: why it is held or kept out, if it is.
+pub type PathRule<'a> = &'a dyn Fn(&Path, &Up, bool) -> Option<String>;
 
 /// How to apply a layer.
 pub struct Apply<'a> {
@@ -63,7 +75,16 @@ pub struct Apply<'a> {
     pub who: Option<&'a wsfs::Identity>,
     /// Paths (relative) the broker holds back (git's places): not applied, with why; the
     /// flag: the workspace has something at that path now.
-    pub hold: &'a dyn Fn(&Path, &Up, bool) -> Option<String>,
+    pub hold: PathRule<'a>,
+    /// Paths (relative) of a run's own layer that must not land where git, a shell or an
+    /// editor would obey them (git's places, the policy's protected paths: `broker::places`),
+    /// with why: kept out of the workspace and reported ([`Applied::quarantined`]). None for a
+    /// held change set, whose `hold` keeps such paths in the layer.
+    pub quarantine: Option<PathRule<'a>>,
+    /// Journalled, with backups (`[undo] snapshot`); else applied plainly: a run the policy
+    /// does not snapshot still writes through its layer, so that what it wrote is known
+    /// without a walk of the workspace.
+    pub record: bool,
     /// When the run started (seconds since the epoch): changes journalled since by other
     /// calls, to the paths this apply changes, are said to be overwritten.
     pub since: u64,
@@ -194,6 +215,8 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
         ops: Vec::new(),
         chmods: Vec::new(),
         held: Vec::new(),
+        quarantined: Vec::new(),
+        new_git_dirs: Vec::new(),
     };
     for e in &entries {
         planner.entry(e);
@@ -202,17 +225,29 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
         mut ops,
         chmods,
         held,
+        quarantined,
+        new_git_dirs,
         ..
     } = planner;
     ops.extend(chmods.into_iter().rev());
     out.not_applied.extend(held);
-    let mut budget = journal::quota::Budget::for_workspace(a.state_dir, ws, a.quota);
-    for op in &mut ops {
-        back_up(a, &tree, &upper, &mut budget, op);
+    out.quarantined = quarantined;
+    out.new_git_dirs = new_git_dirs;
+    if a.record {
+        let mut budget = journal::quota::Budget::for_workspace(a.state_dir, ws, a.quota);
+        for op in &mut ops {
+            back_up(a, &tree, &upper, &mut budget, op);
+        }
+        out.expired = budget.expired.len();
+        drop(budget);
+        journal::sync_store(a.state_dir).map_err(j_err)?;
+    } else {
+        for op in &mut ops {
+            op.journal = false;
+            op.not_undoable = None;
+            op.note = None;
+        }
     }
-    out.expired = budget.expired.len();
-    drop(budget);
-    journal::sync_store(a.state_dir).map_err(j_err)?;
     let intents: Vec<Change> = ops
         .iter()
         .filter(|o| o.journal)
@@ -229,15 +264,45 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
             ..Change::default()
         })
         .collect();
-    out.overwrote = overwritten(a, &ops);
-    let begun = journal::begin_many(a.state_dir, &lock, intents).map_err(j_err)?;
+    let begun = if a.record {
+        out.overwrote = overwritten(a, &ops);
+        journal::begin_many(a.state_dir, &lock, intents).map_err(j_err)?
+    } else {
+        Vec::new()
+    };
+    out.journalled = begun.first().zip(begun.last()).map(|(f, l)| (f.id, l.id));
+    let (done, failed) = perform_all(a, (&tree, &upper), &ops, &begun, &mut out);
+    // One sync of the workspace's file system: the changes are on disk before their commits
+    // (a crash before it leaves them pending, and the layer still holds them).
+    let _ = rustix::fs::syncfs(tree.fd());
+    if done.is_empty() && failed.is_empty() {
+        return Ok(out);
+    }
+    journal::commit_many(a.state_dir, &done).map_err(j_err)?;
+    for id in failed {
+        journal::abort(a.state_dir, id).map_err(j_err)?;
+    }
+    drop(lock);
+    Ok(out)
+}
+
+/// Changes each path of `ops` (`begun`: the intents of those journalled, in order): the
+/// ids done and those that failed.
+fn perform_all(
+    a: &Apply<'_>,
+    (tree, upper): (&wsfs::Tree, &wsfs::Tree),
+    ops: &[Op],
+    begun: &[Change],
+    out: &mut Applied,
+) -> (Vec<u64>, Vec<u64>) {
+    let ws = &a.layer.workspace;
     let mut ids = begun.iter().map(|c| c.id);
     let mut done = Vec::new();
     let mut failed = Vec::new();
     let mut first_name: HashMap<(u64, u64), PathBuf> = HashMap::new();
-    for op in &ops {
+    for op in ops {
         let id = if op.journal { ids.next() } else { None };
-        let r = perform(a, &tree, &upper, op, &mut first_name);
+        let r = perform(a, tree, upper, op, &mut first_name);
         match r {
             Ok(()) => {
                 out.applied += 1;
@@ -256,15 +321,7 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
             }
         }
     }
-    // One sync of the workspace's file system: the changes are on disk before their commits
-    // (a crash before it leaves them pending, and the layer still holds them).
-    let _ = rustix::fs::syncfs(tree.fd());
-    journal::commit_many(a.state_dir, &done).map_err(j_err)?;
-    for id in failed {
-        journal::abort(a.state_dir, id).map_err(j_err)?;
-    }
-    drop(lock);
-    Ok(out)
+    (done, failed)
 }
 
 /// The changes other calls journalled since the run started to the paths `ops` change: the
@@ -326,6 +383,9 @@ struct Planner<'p, 'a> {
     /// after writing in it: its contents first), deepest first.
     chmods: Vec<Op>,
     held: Vec<(PathBuf, String)>,
+    /// Quarantined paths (their contents in the layer go with them).
+    quarantined: Vec<(PathBuf, String, bool)>,
+    new_git_dirs: Vec<PathBuf>,
 }
 
 impl Planner<'_, '_> {
@@ -352,10 +412,31 @@ impl Planner<'_, '_> {
             ));
             return;
         }
+        // Below a quarantined directory: moved away with it.
+        if self
+            .quarantined
+            .iter()
+            .any(|(p, _, _)| rel.starts_with(p) && p != rel)
+        {
+            return;
+        }
         let lower = self.lower(rel);
         if let Some(why) = (self.a.hold)(rel, &e.up, lower.is_some()) {
             self.held.push((rel.clone(), why));
             return;
+        }
+        if let Some(q) = self.a.quarantine
+            && let Some(why) = q(rel, &e.up, lower.is_some())
+        {
+            let deleted = matches!(e.up, Up::Whiteout);
+            self.quarantined.push((rel.clone(), why, deleted));
+            return;
+        }
+        if rel.file_name() == Some(std::ffi::OsStr::new(".git"))
+            && matches!(e.up, Up::Dir { .. })
+            && !matches!(lower, Some(Kind::Dir { .. }))
+        {
+            self.new_git_dirs.push(rel.clone());
         }
         match &e.up {
             Up::Whiteout => {

@@ -461,7 +461,7 @@ impl Tree {
 }
 
 /// What [`Tree::find_git`] found.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct GitFound {
     /// Every `.git` entry (any type; not entered), relative.
     pub dot_git: Vec<PathBuf>,

@@ -249,6 +249,8 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             hold: &|rel, _, existed| {
                 apply::git_place(rel, &ctx.policy.sandbox.protected, true, existed)
             },
+            quarantine: None,
+            record: true,
             since: m.started,
         })?;
         let shown = |p: PathBuf| lossy(super::fs::redact_path(p));

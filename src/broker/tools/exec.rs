@@ -353,10 +353,6 @@ impl ExecTool<'_, '_> {
     /// The "perform" step: plan, hold, run, quarantine, report.
     fn run(&mut self, approved: Option<bool>) -> Result<Ran, BrokerError> {
         let req = self.req;
-        let (spec, tmp, places) = self.spec()?;
-        // Refused before anything else is read or written when the trees are too large to
-        // search (`search_bound`).
-        let bound = search_bound(&places, spec.confine.best_effort)?;
         // A git command that discards work (`git::DISCARDS`: `reset --hard`, `checkout -- x`,
         // `restore .`, `clean -f`, `stash drop`, ...) runs with a snapshot even where the
         // policy takes none (permissive, a user's own): the uncommitted work it throws away
@@ -366,8 +362,22 @@ impl ExecTool<'_, '_> {
         let review = req.review.unwrap_or(req.policy.undo.review);
         let snap = review
             || req.snapshot.unwrap_or_else(|| {
-                req.policy.undo.snapshot || discards_git_work(&req.context, &self.argv, &spec.cwd)
+                req.policy.undo.snapshot
+                    || discards_git_work(&req.context, &self.argv, &self.trace.cwd)
             });
+        // Every run the overlay can capture writes through it, snapshotted or not: what it
+        // wrote in git's places is judged from its layer, so the workspace is not searched
+        // for them before or after it (`known_places`, `places::LayerCheck`).
+        let expect_overlay = broker::capture::overlay_expected(req);
+        let search = if expect_overlay {
+            GitSearch::Known
+        } else {
+            GitSearch::Full
+        };
+        let (mut spec, mut tmp, mut places) = self.spec(search)?;
+        // Refused before anything else is read or written when the trees are too large to
+        // search (`search_bound`).
+        let mut bound = search_bound(&places, spec.confine.best_effort)?;
         let max_file = req.policy.undo.snapshot_max_file;
         let ws = self.ws.clone();
         // The workspace is read with the caller's rights (a daemon's client): never more. One
@@ -385,15 +395,10 @@ impl ExecTool<'_, '_> {
                     }))
                 })?;
         }
-        // How the run's changes are captured: the overlay (what the run wrote, in a layer of
-        // its own), else the walk (`broker::capture`).
-        let mut spec = spec;
-        let plan = if snap {
-            let command = crate::shown::argv_shown(&self.trace.argv);
-            broker::capture::choose(req, &ws, &mut spec, &command)
-        } else {
-            broker::capture::Plan::None
-        };
+        let plan = self.capture_plan(snap, expect_overlay, &mut spec, &mut tmp, &mut places)?;
+        if expect_overlay && plan.layer().is_none() {
+            bound = search_bound(&places, spec.confine.best_effort)?;
+        }
         if review && let broker::capture::Plan::Walk(why) = &plan {
             return Err(BrokerError::Usage(UsageError::ReviewUnavailable {
                 why: why.clone(),
@@ -420,17 +425,22 @@ impl ExecTool<'_, '_> {
         }
         let outcome = self.relay(&spec);
         let not_started = outcome.as_ref().is_err_and(nothing_ran);
-        // What the run wrote lands in the workspace before git's places are looked at: what
-        // it planted there is quarantined like any run's.
-        let snapshot_report = broker::capture::after_run(req, &plan, not_started, review)?;
+        // What the run wrote lands in the workspace, but for what it wrote in git's places
+        // (quarantined from its layer); then the writable trees the overlay did not cover
+        // are looked at.
+        let after =
+            broker::capture::after_run(req, &plan, not_started, (review, snap), &held.places)?;
+        held.warnings.extend(after.warnings);
         // A run refused before its command started (a linked writable area, a host that
         // refuses user namespaces, a failed setup) changed nothing: nothing to quarantine,
         // and what a person made meanwhile is theirs.
-        let created = if not_started {
+        let mut created = if not_started {
             vec![]
         } else {
-            self.quarantine(&mut held, outcome.as_ref().ok())
+            self.quarantine(&mut held, outcome.as_ref().ok(), plan.layer().is_some())
         };
+        created.extend(after.quarantined);
+        let snapshot_report = after.report;
         let snapshot_report = match (&pre, &plan) {
             (Some(pre), broker::capture::Plan::Walk(why)) => {
                 let mut r = snapshot::after(
@@ -463,6 +473,31 @@ impl ExecTool<'_, '_> {
             warnings: held.warnings,
             snapshot: snapshot_report,
         }))
+    }
+
+    /// How the run's changes are captured: the overlay (what the run wrote, in a layer of its
+    /// own), else the walk (`broker::capture`); a run the policy does not snapshot and the
+    /// overlay cannot capture is not captured. A run planned from the kept list of git's
+    /// places that the overlay does not capture has them searched, and its plan made again.
+    fn capture_plan(
+        &mut self,
+        snap: bool,
+        expect_overlay: bool,
+        spec: &mut Spec,
+        tmp: &mut Option<TempDir>,
+        places: &mut GitPlaces,
+    ) -> Result<broker::capture::Plan, BrokerError> {
+        let command = crate::shown::argv_shown(&self.trace.argv);
+        let plan = match broker::capture::choose(self.req, &self.ws, spec, &command) {
+            broker::capture::Plan::Walk(_) if !snap => broker::capture::Plan::None,
+            p => p,
+        };
+        if expect_overlay && plan.layer().is_none() {
+            let input = self.report.input.len();
+            (*spec, *tmp, *places) = self.spec(GitSearch::Full)?;
+            self.report.input.truncate(input);
+        }
+        Ok(plan)
     }
 
     /// The walk's part before the run (when the walk captures it): the workspace's capture
@@ -501,7 +536,10 @@ impl ExecTool<'_, '_> {
 
     /// The sandbox spec: the private TMPDIR, the plan, the environment (its secrets checked),
     /// the program, the confinement and stdin.
-    fn spec(&mut self) -> Result<(Spec, Option<TempDir>, GitPlaces), BrokerError> {
+    fn spec(
+        &mut self,
+        search: GitSearch,
+    ) -> Result<(Spec, Option<TempDir>, GitPlaces), BrokerError> {
         let req = self.req;
         let (use_tmpfs, mut tmp) = tmp_plan(req.policy)?;
         let tmpdir = match &tmp {
@@ -520,7 +558,7 @@ impl ExecTool<'_, '_> {
             },
             None => std::env::temp_dir(),
         };
-        let plan = plan(
+        let plan = plan_with(
             &req.context,
             req.policy,
             &self.ws,
@@ -528,6 +566,7 @@ impl ExecTool<'_, '_> {
             &tmpdir,
             use_tmpfs,
             &req.env,
+            search,
         )?;
         let mut env = plan.env;
         self.report
@@ -738,9 +777,26 @@ impl ExecTool<'_, '_> {
     /// places it planted, judged against what was found before (`GitPlaces::after_run`) —
     /// quarantined. What existed before is never moved or reverted (`Held::read_only`); without
     /// a mount namespace (best effort) it was writable, and the warnings say so.
-    fn quarantine(&self, held: &mut Held, outcome: Option<&Outcome>) -> Vec<Quarantined> {
+    fn quarantine(
+        &self,
+        held: &mut Held,
+        outcome: Option<&Outcome>,
+        overlaid: bool,
+    ) -> Vec<Quarantined> {
         let req = self.req;
         let cx = &req.context;
+        // The workspace the overlay covered is judged from the run's layer: no search of it.
+        if overlaid {
+            held.trees.retain(|t| t.path() != self.ws);
+            held.before
+                .retain(|(p, _)| tree_of(&held.trees, p).is_some());
+            let keep = |p: &PathBuf| tree_of(&held.trees, p).is_some();
+            held.places.dirs.retain(keep);
+            held.places.entries.retain(keep);
+            held.places.dot_git_dirs.retain(keep);
+            held.places.bare.retain(keep);
+            held.places.refs.retain(keep);
+        }
         let places_now = git_places(
             &held.trees,
             &held.globals,

@@ -67,7 +67,12 @@ pub(crate) fn root_paths(
     let tmp = state_dir.join("no-tmpdir-for-file-tools");
     // A tool that only reads changes no protected path: the search for git's places (a walk
     // of the workspace) is skipped for it.
-    let p = broker::plan_with(cx, policy, ws, state_dir, &tmp, false, &[], !only_reads)?;
+    let search = if only_reads {
+        broker::GitSearch::Skip
+    } else {
+        broker::GitSearch::Full
+    };
+    let p = broker::plan_with(cx, policy, ws, state_dir, &tmp, false, &[], search)?;
     let keep = |v: &[PathBuf]| -> Vec<PathBuf> {
         v.iter().filter(|p| !p.starts_with(&tmp)).cloned().collect()
     };

@@ -1,0 +1,179 @@
+//! The git places known in a workspace, kept between runs (`<state>/places/<hash>.json`): a
+//! run whose changes the overlay captures is not preceded by a search of the whole workspace
+//! for nested repositories (issue 37).
+//!
+//! **What keeps the list true.** It is made by a search (`wsfs::Tree::find_git`) and records
+//! the journal's last change id at that moment. Before a run it is used as it is when
+//! nothing journalled since in that workspace could have made or moved a repository: a path
+//! in a `.git`, a `HEAD`, `objects` or `refs` (a bare repository), a directory made, removed,
+//! moved or restored from the trash (a repository inside it). Anything else journalled since
+//! is read once (from the journal's index, backwards: what is new only) and the list moves
+//! past it; anything of those kinds, a journal the index does not cover, or a compaction past
+//! the list's id, and the workspace is searched again. A run captured by the overlay updates
+//! the list itself with the `.git` directories it made (`after_apply`): what it wrote in git's
+//! places is decided from its layer (`places::LayerCheck`), never searched for.
+//!
+//! What the list cannot see is a repository a person makes outside gateway (a `git clone`
+//! in their own shell) after the last search. A run does not find it read-only; what the run
+//! writes in it is still judged from its layer: paths in any `.git`, a bare repository's
+//! config and hooks, and what the config of every repository on the way to a changed path
+//! names (`LayerCheck::new` looks for `.git` in each ancestor, as git's own discovery does).
+
+use super::*;
+use crate::journal::pathbytes::BytesPath;
+use std::os::unix::ffi::OsStrExt;
+
+/// The kept list of one workspace.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Kept {
+    /// The workspace.
+    tree: BytesPath,
+    /// The journal's last change id the list accounts for.
+    journal_last: u64,
+    /// Every `.git` entry, relative.
+    dot_git: Vec<BytesPath>,
+    /// Bare repositories, relative.
+    bare: Vec<BytesPath>,
+}
+
+fn file_of(state_dir: &Path, tree: &Path) -> PathBuf {
+    let h = crate::journal::index::hash(tree.as_os_str().as_bytes());
+    state_dir.join("places").join(format!("{h:016x}.json"))
+}
+
+fn load(state_dir: &Path, tree: &Path) -> Option<Kept> {
+    // not-ws: the broker's own state directory
+    let data = std::fs::read(file_of(state_dir, tree)).ok()?;
+    let k: Kept = serde_json::from_slice(&data).ok()?;
+    (k.tree.0 == tree).then_some(k)
+}
+
+fn save(state_dir: &Path, k: &Kept) {
+    let p = file_of(state_dir, &k.tree.0);
+    if let Some(d) = p.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        // not-ws: the broker's own state directory
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d);
+    }
+    if let Ok(data) = serde_json::to_vec(k) {
+        // not-ws: the broker's own state directory (a cache: rebuilt when lost)
+        let _ = crate::durable::write_atomic_unsynced(&p, &data);
+    }
+}
+
+/// Could this journalled change have made, moved or brought back a repository?
+fn could_make_repo(c: &crate::journal::Change) -> bool {
+    use crate::journal::PathState;
+    let named = |p: &Path| {
+        p.iter().any(|n| n == ".git")
+            || p.file_name()
+                .is_some_and(|n| n == "HEAD" || n == "objects" || n == "refs")
+    };
+    c.dest.is_some()
+        || c.trash.is_some()
+        || matches!(c.before, PathState::Dir)
+        || matches!(c.after, PathState::Dir)
+        || named(&c.path)
+}
+
+fn is_bare(tree: &wsfs::Tree, rel: &Path) -> bool {
+    matches!(
+        tree.kind(&rel.join("HEAD")),
+        Ok(Some(wsfs::Kind::File { .. }))
+    ) && matches!(
+        tree.kind(&rel.join("objects")),
+        Ok(Some(wsfs::Kind::Dir { .. }))
+    ) && matches!(
+        tree.kind(&rel.join("refs")),
+        Ok(Some(wsfs::Kind::Dir { .. }))
+    )
+}
+
+/// What the workspace `tree` holds of git's places: the kept list when nothing journalled
+/// since could have changed it, else a search of at most `max_dirs` directories (kept when
+/// complete). Whether the list was used is the second value.
+pub(super) fn found(
+    state_dir: &Path,
+    tree: &wsfs::Tree,
+    max_dirs: usize,
+) -> (wsfs::GitFound, bool) {
+    let _lock = crate::journal::lock_named(state_dir, "places.lock").ok();
+    let ws_hash = crate::journal::index::hash(tree.path().as_os_str().as_bytes());
+    if let Some(mut k) = load(state_dir, tree.path())
+        && let Some(since) =
+            crate::journal::index::changes_after(state_dir, k.journal_last, ws_hash)
+        && !since.iter().any(could_make_repo)
+    {
+        if let Some(last) = since.last() {
+            k.journal_last = last.id;
+            save(state_dir, &k);
+        }
+        let found = wsfs::GitFound {
+            dot_git: k
+                .dot_git
+                .into_iter()
+                .map(|p| p.0)
+                .filter(|p| tree.kind(p).is_ok_and(|k| k.is_some()))
+                .collect(),
+            bare: k
+                .bare
+                .into_iter()
+                .map(|p| p.0)
+                .filter(|p| is_bare(tree, p))
+                .collect(),
+            incomplete: false,
+        };
+        return (found, true);
+    }
+    (search(state_dir, tree, max_dirs), false)
+}
+
+/// Searches the workspace `tree` and keeps what it found (when the search was complete and
+/// the journal's last id is known).
+pub(super) fn search(state_dir: &Path, tree: &wsfs::Tree, max_dirs: usize) -> wsfs::GitFound {
+    let last = crate::journal::index::last_given(state_dir);
+    let found = tree.find_git(max_dirs);
+    if let crate::journal::index::LastId::Given(last) = last
+        && !found.incomplete
+    {
+        save(
+            state_dir,
+            &Kept {
+                tree: BytesPath(tree.path().to_path_buf()),
+                journal_last: last,
+                dot_git: found.dot_git.iter().cloned().map(BytesPath).collect(),
+                bare: found.bare.iter().cloned().map(BytesPath).collect(),
+            },
+        );
+    }
+    found
+}
+
+/// After a run's layer was applied to the workspace `ws`: the `.git` directories it made
+/// join the list, and the list moves past the changes the apply journalled (`journalled`:
+/// the first and last id) when it accounted for everything before them.
+pub(super) fn after_apply(
+    state_dir: &Path,
+    ws: &Path,
+    new_git_dirs: &[PathBuf],
+    journalled: Option<(u64, u64)>,
+) {
+    let _lock = crate::journal::lock_named(state_dir, "places.lock").ok();
+    let Some(mut k) = load(state_dir, ws) else {
+        return;
+    };
+    for d in new_git_dirs {
+        if !k.dot_git.iter().any(|p| p.0 == *d) {
+            k.dot_git.push(BytesPath(d.clone()));
+        }
+    }
+    if let Some((first, last)) = journalled
+        && k.journal_last + 1 == first
+    {
+        k.journal_last = last;
+    }
+    save(state_dir, &k);
+}
