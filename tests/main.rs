@@ -35,6 +35,7 @@ mod audit;
 mod bootstrap;
 mod calls;
 mod capture;
+mod capture_places;
 mod config;
 mod confine;
 mod consistency;

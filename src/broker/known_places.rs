@@ -103,12 +103,12 @@ pub(super) fn found(
     let _lock = crate::journal::lock_named(state_dir, "places.lock").ok();
     let ws_hash = crate::journal::index::hash(tree.path().as_os_str().as_bytes());
     if let Some(mut k) = load(state_dir, tree.path())
-        && let Some(since) =
+        && let Some((since, last)) =
             crate::journal::index::changes_after(state_dir, k.journal_last, ws_hash)
         && !since.iter().any(could_make_repo)
     {
-        if let Some(last) = since.last() {
-            k.journal_last = last.id;
+        if last != k.journal_last {
+            k.journal_last = last;
             save(state_dir, &k);
         }
         let found = wsfs::GitFound {
@@ -176,4 +176,100 @@ pub(super) fn after_apply(
         k.journal_last = last;
     }
     save(state_dir, &k);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{self, Change, PathState};
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gw-known-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::canonicalize(&d).expect("canon")
+    }
+
+    fn journal_change(state: &Path, ws: &Path, rel: &str, before: PathState, after: PathState) {
+        let lock = journal::lock(state).expect("lock");
+        let c = journal::begin(
+            state,
+            &lock,
+            Change {
+                tool: "write".into(),
+                path: ws.join(rel),
+                before,
+                after,
+                workspace: Some(ws.to_path_buf()),
+                ..Change::default()
+            },
+        )
+        .expect("begin");
+        journal::commit(state, c.id).expect("commit");
+    }
+
+    fn file() -> PathState {
+        PathState::File {
+            sha256: "0".repeat(64),
+            mode: 0o644,
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn the_kept_list_is_used_until_the_journal_says_a_repository_may_have_changed() {
+        // Issue 37: a captured run does not search the workspace for nested repositories; the
+        // list kept from the last search holds until a journalled change could have made or
+        // moved one.
+        let root = tmp("list");
+        let (ws, state) = (root.join("ws"), root.join("state"));
+        std::fs::create_dir_all(ws.join("a/.git")).expect("mkdir");
+        std::fs::create_dir_all(&state).expect("mkdir");
+        journal_change(&state, &ws, "first.txt", PathState::Absent, file());
+        let tree = wsfs::Tree::open(&ws).expect("tree");
+        let (f, kept) = found(&state, &tree, 1000);
+        assert!(!kept, "no list yet: searched");
+        assert_eq!(f.dot_git, [PathBuf::from("a/.git")]);
+        // A repository made behind gateway's back is not seen: the list is used, no search.
+        std::fs::create_dir_all(ws.join("b/.git")).expect("mkdir");
+        let (f, kept) = found(&state, &tree, 1000);
+        assert!(kept);
+        assert_eq!(f.dot_git, [PathBuf::from("a/.git")]);
+        // An ordinary file change moves the list past it.
+        journal_change(&state, &ws, "notes.txt", PathState::Absent, file());
+        let (_, kept) = found(&state, &tree, 1000);
+        assert!(kept);
+        // A change in another workspace says nothing of this one.
+        journal_change(
+            &state,
+            &root.join("other"),
+            "x/HEAD",
+            PathState::Absent,
+            file(),
+        );
+        assert!(found(&state, &tree, 1000).1);
+        // A `HEAD`, a directory made, a change in a `.git`: searched again.
+        for (rel, after) in [
+            ("c/HEAD", file()),
+            ("d", PathState::Dir),
+            ("e/.git/config", file()),
+        ] {
+            journal_change(&state, &ws, rel, PathState::Absent, after);
+            let (f, kept) = found(&state, &tree, 1000);
+            assert!(!kept, "{rel}");
+            assert!(f.dot_git.contains(&PathBuf::from("b/.git")), "{rel}: {f:?}");
+            assert!(found(&state, &tree, 1000).1, "{rel}: kept again");
+        }
+        // A repository that is gone is dropped; one a captured run made is added.
+        std::fs::remove_dir_all(ws.join("a")).expect("rm");
+        std::fs::create_dir_all(ws.join("n/.git")).expect("mkdir");
+        after_apply(&state, &ws, &[PathBuf::from("n/.git")], None);
+        let (f, kept) = found(&state, &tree, 1000);
+        assert!(kept);
+        assert_eq!(
+            f.dot_git,
+            [PathBuf::from("b/.git"), PathBuf::from("n/.git")]
+        );
+        let _ = std::fs::remove_dir_all(root);
+    }
 }

@@ -321,6 +321,7 @@ impl LayerCheck {
                 unknown.push(ws.path().join(g));
             }
         }
+        unknown.sort();
         if !unknown.is_empty() {
             let found = wsfs::GitFound {
                 dot_git: unknown
@@ -879,6 +880,105 @@ mod tests {
         assert_eq!(all.dot_git_dirs, [ws.join("zzz/.git")]);
         let refused = nested_refusal(&bounded.incomplete);
         assert!(refused.contains(&ws.display().to_string()) && refused.contains("--cwd"));
+        let _ = std::fs::remove_dir_all(ws);
+    }
+
+    #[test]
+    fn what_a_run_wrote_in_gits_places_is_judged_from_its_layer() {
+        // Issue 37: no search of the workspace after a run; its layer says what it wrote.
+        use crate::workspace::capture::{Entry, Up};
+        let ws = tmp("layer");
+        for d in [
+            ".git/objects",
+            ".git/refs",
+            "eb/objects",
+            "eb/refs",
+            "u/.git",
+            "tools",
+        ] {
+            std::fs::create_dir_all(ws.join(d)).expect("mkdir");
+        }
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").expect("w");
+        std::fs::write(ws.join("eb/HEAD"), "ref: refs/heads/main\n").expect("w");
+        // A repository made outside gateway since the last search: its config names a hooks
+        // directory of the work tree.
+        std::fs::write(ws.join("u/.git/config"), "[core]\n\thooksPath = myhooks\n").expect("w");
+        std::fs::write(ws.join("tools/clean.sh"), "#!/bin/sh\n").expect("w");
+        std::fs::create_dir_all(ws.join("p")).expect("mkdir");
+        std::os::unix::fs::symlink("/elsewhere/.git", ws.join("p/.git")).expect("ln");
+        let file = Up::File {
+            mode: 0o644,
+            size: 1,
+            times: [(0, 0), (0, 0)],
+            linked: None,
+        };
+        let dir = Up::Dir {
+            mode: 0o755,
+            opaque: false,
+        };
+        let e = |rel: &str, up: &Up| Entry {
+            rel: PathBuf::from(rel),
+            up: up.clone(),
+        };
+        let entries = vec![
+            e(".envrc", &file),
+            e(".git/config", &file),
+            e("b/HEAD", &file),
+            e("b/config", &file),
+            e("b/objects", &dir),
+            e("b/refs", &dir),
+            e("deep/x/.git", &Up::Link(PathBuf::from("/tmp/evil"))),
+            e("deep/y/.git", &dir),
+            e("deep/y/.git/HEAD", &file),
+            e("deep/y/.git/hooks/pre-commit", &file),
+            e("eb/hooks/post-update", &file),
+            e("p/.git", &dir),
+            e("src/main.rs", &file),
+            e("sub/.envrc", &file),
+            e("tools/clean.sh", &Up::Whiteout),
+            e("u/myhooks/pre-commit", &file),
+        ];
+        let tree = wsfs::Tree::open(&ws).expect("tree");
+        let protected: Vec<String> = [".git/hooks", ".git/config", ".envrc", ".git/commondir"]
+            .map(String::from)
+            .to_vec();
+        let home = ws.join("no-home");
+        let (check, unknown) = LayerCheck::new(
+            &tree,
+            &entries,
+            &protected,
+            vec![ws.join("tools/clean.sh")],
+            &[ws.join(".git")],
+            (&[], &home, None),
+        );
+        assert_eq!(unknown, [ws.join("p/.git"), ws.join("u/.git")]);
+        let kept: Vec<&str> = entries
+            .iter()
+            .filter(|e| check.check(&e.rel, &e.up).is_some())
+            .map(|e| e.rel.to_str().expect("utf-8"))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ".envrc",
+                ".git/config",
+                "b/HEAD",
+                "b/config",
+                "deep/x/.git",
+                "deep/y/.git/hooks/pre-commit",
+                "eb/hooks/post-update",
+                "p/.git",
+                "tools/clean.sh",
+                "u/myhooks/pre-commit",
+            ]
+        );
+        let why = check
+            .check(Path::new("tools/clean.sh"), &Up::Whiteout)
+            .expect("kept");
+        assert!(
+            why.contains("deleted") && why.contains("git's config"),
+            "{why}"
+        );
         let _ = std::fs::remove_dir_all(ws);
     }
 }

@@ -555,11 +555,42 @@ pub(crate) fn last_given(state_dir: &Path) -> LastId {
 /// The changes journalled after the id `after` in the workspace whose hash is `ws` (or with
 /// no workspace recorded), parsed; read backwards from the index's end, so that the cost is
 /// what was journalled since. None: the index does not cover the journal, or a line does not
-/// match its record (the caller treats it as "anything may have changed").
-pub(crate) fn changes_after(state_dir: &Path, after: u64, ws: u64) -> Option<Vec<super::Change>> {
+/// match its record (the caller treats it as "anything may have changed"). The second value
+/// is the journal's last id (`after` when nothing was journalled since).
+pub(crate) fn changes_after(
+    state_dir: &Path,
+    after: u64,
+    ws: u64,
+) -> Option<(Vec<super::Change>, u64)> {
+    let (v, last) = back_until(state_dir, ws, after, |r| r.id <= after)?;
+    Some((v.into_iter().map(|(c, _)| c).collect(), last))
+}
+
+/// The changes committed since `time` (seconds since the epoch) in the workspace whose hash is
+/// `ws`, read backwards from the index's end (None: as [`changes_after`]).
+pub(crate) fn committed_since(state_dir: &Path, time: u64, ws: u64) -> Option<Vec<super::Change>> {
+    let (v, _) = back_until(state_dir, ws, 0, |r| r.time < time)?;
+    Some(
+        v.into_iter()
+            .filter(|(_, done)| *done)
+            .map(|(c, _)| c)
+            .collect(),
+    )
+}
+
+/// The intents read backwards from the index's end until `stop` says so of one (a base line
+/// stops too; past an id above `after`, it answers None: what it compacted away is unread),
+/// in the workspace `ws` (or none recorded), oldest first, each with whether it was committed;
+/// and the last id given.
+fn back_until(
+    state_dir: &Path,
+    ws: u64,
+    after: u64,
+    stop: impl Fn(&Rec) -> bool,
+) -> Option<(Vec<(super::Change, bool)>, u64)> {
     let (jp, ip) = (journal_path(state_dir), index_path(state_dir));
     let Ok(journal) = File::open(&jp) else {
-        return (!jp.exists()).then(Vec::new);
+        return (!jp.exists()).then(|| (Vec::new(), after));
     };
     let m = journal.metadata().ok()?;
     let idx = File::open(&ip).ok()?;
@@ -574,6 +605,8 @@ pub(crate) fn changes_after(state_dir: &Path, after: u64, ws: u64) -> Option<Vec
     let mut hi = n;
     let mut first = true;
     let mut out = Vec::new();
+    let mut last = after;
+    let mut committed = std::collections::HashSet::new();
     'chunks: while hi > 0 {
         let lo = hi.saturating_sub(CHUNK);
         let mut b = vec![0u8; ((hi - lo) as usize) * REC];
@@ -592,8 +625,14 @@ pub(crate) fn changes_after(state_dir: &Path, after: u64, ws: u64) -> Option<Vec
             if r.kind == kind::BASE && r.id > after {
                 return None;
             }
-            if r.kind == kind::BASE || (r.kind == kind::INTENT && r.id <= after) {
+            if r.kind == kind::BASE || (r.kind == kind::INTENT && stop(r)) {
                 break 'chunks;
+            }
+            if r.kind == kind::COMMIT {
+                committed.insert(r.id);
+            }
+            if r.kind == kind::INTENT {
+                last = last.max(r.id);
             }
             if r.kind != kind::INTENT || (r.ws != 0 && r.ws != ws) {
                 continue;
@@ -601,14 +640,17 @@ pub(crate) fn changes_after(state_dir: &Path, after: u64, ws: u64) -> Option<Vec
             let mut line = vec![0u8; r.len as usize];
             journal.read_exact_at(&mut line, r.off).ok()?;
             match super::parse_line(&line) {
-                Ok(Line::Intent(c)) if c.id == r.id => out.push(*c),
+                Ok(Line::Intent(c)) if c.id == r.id => {
+                    let done = committed.contains(&c.id);
+                    out.push((*c, done));
+                }
                 _ => return None,
             }
         }
         hi = lo;
     }
     out.reverse();
-    Some(out)
+    Some((out, last))
 }
 
 /// Does an index whose records end at `end` cover the journal (of `size` bytes): nothing

@@ -327,17 +327,24 @@ fn perform_all(
 /// The changes other calls journalled since the run started to the paths `ops` change: the
 /// run's own view of them was older, and applying it overwrites them.
 fn overwritten(a: &Apply<'_>, ops: &[Op]) -> Vec<(PathBuf, u64)> {
+    use std::os::unix::ffi::OsStrExt;
     let ws = &a.layer.workspace;
-    let Ok(all) = journal::changes(a.state_dir) else {
-        return Vec::new();
+    // Read backwards from the journal's end to the run's start (its index), not whole.
+    let wsh = journal::index::hash(ws.as_os_str().as_bytes());
+    let all = match journal::index::committed_since(a.state_dir, a.since, wsh) {
+        Some(v) => v,
+        None => match journal::changes(a.state_dir) {
+            Ok(all) => all
+                .into_iter()
+                .filter(|(_, p)| *p == journal::Phase::Committed)
+                .map(|(c, _)| c)
+                .collect(),
+            Err(_) => return Vec::new(),
+        },
     };
     let mut latest: HashMap<PathBuf, u64> = HashMap::new();
-    for (c, phase) in all {
-        if phase == journal::Phase::Committed
-            && c.time >= a.since
-            && c.group.as_deref() != Some(a.group)
-            && c.path.starts_with(ws)
-        {
+    for c in all {
+        if c.time >= a.since && c.group.as_deref() != Some(a.group) && c.path.starts_with(ws) {
             latest.insert(c.path, c.id);
         }
     }
@@ -616,7 +623,7 @@ impl Planner<'_, '_> {
             }
             _ => None,
         };
-        self.ops.push(Op {
+        let mut op = Op {
             rel: rel.to_path_buf(),
             act,
             before,
@@ -626,7 +633,24 @@ impl Planner<'_, '_> {
             not_undoable,
             note,
             data: None,
-        });
+        };
+        // A type changed (a file where a directory was, or the other way): one journal entry
+        // from what was there to what the run left, as the walk records it, so that one undo
+        // reverts it (two entries for one path, the deletion's `after` no longer there, made
+        // undo refuse without `--force`). The deletion before it still acts, unjournalled.
+        if op.journal
+            && op.before == PathState::Absent
+            && let Some(prev) = self.ops.last_mut()
+            && prev.rel == op.rel
+            && prev.journal
+            && matches!(prev.act, Act::Delete)
+        {
+            op.before = prev.before.clone();
+            op.dir_mode = prev.dir_mode;
+            op.not_undoable = op.not_undoable.or(prev.not_undoable.take());
+            prev.journal = false;
+        }
+        self.ops.push(op);
     }
 
     /// Excluded from undo: in a `.git` directory, or ignored by the workspace's own rules

@@ -83,6 +83,22 @@ fn set_of(ctx: &FsContext<'_>, l: &Layer, m: &Meta) -> ChangeSet {
 
 /// What a held layer would change: (path, `created` | `changed` | `deleted`), parents first.
 pub(crate) fn pending(l: &Layer, who: Option<&wsfs::Identity>) -> Vec<(PathBuf, &'static str)> {
+    pending_entries(l, who)
+        .into_iter()
+        .map(|p| (l.workspace.join(&p.rel), p.kind))
+        .collect()
+}
+
+/// One path a held layer would change.
+struct Pending {
+    rel: PathBuf,
+    kind: &'static str,
+    up: Up,
+    lower: Option<wsfs::Kind>,
+}
+
+/// [`pending`], with what the run left and what the workspace has at each path.
+fn pending_entries(l: &Layer, who: Option<&wsfs::Identity>) -> Vec<Pending> {
     let Ok(entries) = capture::entries(&l.upper()) else {
         return Vec::new();
     };
@@ -100,16 +116,35 @@ pub(crate) fn pending(l: &Layer, who: Option<&wsfs::Identity>) -> Vec<(PathBuf, 
             let kind = match (&e.up, &lower) {
                 (Up::Whiteout, None) => return None,
                 (Up::Whiteout, Some(_)) => "deleted",
-                (Up::Dir { opaque: false, .. }, Some(wsfs::Kind::Dir { .. })) => return None,
+                // A directory the run only entered, or whose mode it changed.
+                (
+                    Up::Dir {
+                        opaque: false,
+                        mode,
+                    },
+                    Some(wsfs::Kind::Dir { mode: m }),
+                ) => {
+                    if (mode & 0o7777) == (m & 0o7777) {
+                        return None;
+                    }
+                    "changed"
+                }
                 (_, None) => "created",
                 _ => "changed",
             };
-            Some((l.workspace.join(&e.rel), kind))
+            Some(Pending {
+                rel: e.rel,
+                kind,
+                up: e.up,
+                lower,
+            })
         })
         .collect()
 }
 
-/// The unified diff of a set's text files (within the file tools' size bound), redacted.
+/// The unified diff of a set's files, redacted: text within the file tools' size bound in
+/// full; a mode change as git writes it (`old mode`/`new mode`, directories too); a file over
+/// the bound, or not text, by its sizes — never an empty diff that reads as "no change".
 fn diff_of(ctx: &FsContext<'_>, l: &Layer) -> String {
     let who = ctx.client.fs_identity();
     let max = ctx.policy.files.max_size.min(1 << 20);
@@ -118,10 +153,38 @@ fn diff_of(ctx: &FsContext<'_>, l: &Layer) -> String {
         .and_then(Result::ok);
     let upper = wsfs::Tree::open(&l.upper()).ok();
     let mut out = String::new();
-    for (p, kind) in pending(l, who.as_ref()) {
-        let Ok(rel) = p.strip_prefix(&l.workspace) else {
-            continue;
+    for p in pending_entries(l, who.as_ref()) {
+        let rel = &p.rel;
+        let name = rel.to_string_lossy();
+        let (old_mode, old_size) = match &p.lower {
+            Some(wsfs::Kind::File { mode, size, .. }) => (Some(0o100_000 | (mode & 0o7777)), *size),
+            Some(wsfs::Kind::Dir { mode }) => (Some(0o040_000 | (mode & 0o7777)), 0),
+            _ => (None, 0),
         };
+        let (new_mode, new_size) = match &p.up {
+            Up::File { mode, size, .. } => (Some(0o100_000 | (mode & 0o7777)), *size),
+            Up::Dir { mode, .. } => (Some(0o040_000 | (mode & 0o7777)), 0),
+            _ => (None, 0),
+        };
+        if let (Some(a), Some(b)) = (old_mode, new_mode)
+            && a != b
+        {
+            out.push_str(&format!(
+                "diff --gateway a/{name} b/{name}\nold mode {a:o}\nnew mode {b:o}\n"
+            ));
+        }
+        let files = matches!(p.lower, None | Some(wsfs::Kind::File { .. }))
+            && matches!(p.up, Up::File { .. } | Up::Whiteout);
+        if !files {
+            continue;
+        }
+        if old_size > max || new_size > max {
+            out.push_str(&format!(
+                "diff --gateway a/{name} b/{name}\n{} ({old_size} bytes -> {new_size} bytes; over the diff's bound of {max} bytes, not shown)\n",
+                p.kind
+            ));
+            continue;
+        }
         let old = tree
             .as_ref()
             .and_then(|t| t.read_as(who.as_ref(), rel, max))
@@ -130,14 +193,10 @@ fn diff_of(ctx: &FsContext<'_>, l: &Layer) -> String {
             .as_ref()
             .and_then(|u| u.read(rel, max))
             .unwrap_or_default();
-        if old == new && kind != "deleted" {
+        if old == new && p.kind != "deleted" {
             continue;
         }
-        out.push_str(&crate::fsops::text::unified_diff(
-            &rel.to_string_lossy(),
-            &old,
-            &new,
-        ));
+        out.push_str(&crate::fsops::text::unified_diff(&name, &old, &new));
     }
     crate::shown::visible_lines(&crate::broker::redact_text(&out)).into_owned()
 }

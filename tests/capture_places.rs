@@ -1,0 +1,155 @@
+//! What a captured run's layer may land (issue 37): what it wrote in git's places and the
+//! policy's protected paths is judged from the layer itself — no search of the workspace
+//! before or after the run — and kept out of the workspace; and how what lands is undone.
+//!
+//! Each test as root and as uid 65534 (`escape_test!`).
+
+use crate::util::*;
+
+fn quarantined(o: &Output, rel: &str) -> bool {
+    let e = stderr(o);
+    e.lines()
+        .any(|l| l.contains("created protected path") && l.contains(rel))
+}
+
+escape_test!(
+    /// The workspace's git places are kept between runs (no search per run): a repository a
+    /// person makes outside gateway after the last search is still guarded by what the run
+    /// wrote — its `.git`, and the hooks directory its config names — while the rest lands.
+    fn a_repository_made_outside_gateway_after_the_last_search_is_still_guarded() {
+        let env = Env::new("capp-outside-repo");
+        env.write("readme.txt", "hello\n");
+        let o = env.sh("standard", "echo one > one.txt");
+        assert!(o.status.success(), "{}", text(&o));
+        // A `git init` of the person's own, outside gateway: the kept list does not know it.
+        env.write("sub/.git/HEAD", "ref: refs/heads/main\n");
+        env.write("sub/.git/config", "[core]\n\thooksPath = githooks\n");
+        std::fs::create_dir_all(env.ws.join("sub/.git/objects")).expect("mkdir");
+        std::fs::create_dir_all(env.ws.join("sub/.git/refs")).expect("mkdir");
+        let o = env.sh(
+            "standard",
+            "echo '[core] fsmonitor = evil' > sub/.git/config.worktree; \
+             mkdir -p sub/githooks && echo evil > sub/githooks/pre-commit; \
+             mkdir -p sub/.git/hooks && echo evil > sub/.git/hooks/post-checkout; \
+             echo ok > sub/file.txt; echo ran",
+        );
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        assert!(
+            env.ws.join("sub/file.txt").exists(),
+            "the rest lands: {}",
+            text(&o)
+        );
+        for p in [
+            "sub/.git/config.worktree",
+            "sub/githooks/pre-commit",
+            "sub/.git/hooks/post-checkout",
+        ] {
+            assert!(!env.ws.join(p).exists(), "{p} landed: {}", text(&o));
+        }
+        assert!(quarantined(&o, "sub/githooks"), "{}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(env.ws.join("sub/.git/config")).expect("config"),
+            "[core]\n\thooksPath = githooks\n"
+        );
+    }
+);
+
+escape_test!(
+    /// A run the policy does not snapshot (strict) writes through its layer too: what it
+    /// plants in a repository it makes, or a bare repository, is quarantined; nothing of it is
+    /// journalled.
+    fn an_unsnapshotted_run_is_judged_from_its_layer_too() {
+        let env = Env::new("capp-strict");
+        let o = env.sh(
+            "strict",
+            "mkdir -p n/.git/hooks n/.git/objects n/.git/refs && echo 'ref: x' > n/.git/HEAD && \
+             echo evil > n/.git/hooks/post-checkout && \
+             mkdir -p b/objects b/refs && echo 'ref: x' > b/HEAD && echo '[core]' > b/config && \
+             echo ok > f.txt && echo ran",
+        );
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        assert_eq!(std::fs::read(env.ws.join("f.txt")).expect("f"), b"ok\n");
+        assert!(env.ws.join("n/.git/HEAD").exists(), "{}", text(&o));
+        for p in ["n/.git/hooks/post-checkout", "b/HEAD", "b/config"] {
+            assert!(!env.ws.join(p).exists(), "{p} landed: {}", text(&o));
+        }
+        let h = env.gw(&["--json", "history"]);
+        let v: serde_json::Value = serde_json::from_slice(&h.stdout).expect("json");
+        assert_eq!(v["changes"].as_array().map(Vec::len), Some(0), "{v}");
+    }
+);
+
+escape_test!(
+    /// A protected path a run created is kept out of the workspace, so it is not in the run's
+    /// journal group: a plain `gateway undo` reverts the rest (it used to refuse, the
+    /// quarantined path "changed since").
+    fn a_protected_path_the_run_created_does_not_stop_its_undo() {
+        let env = Env::new("capp-undo-protected");
+        let o = env.sh("standard", "echo x > new.txt; echo 'export A=1' > .envrc");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(quarantined(&o, ".envrc"), "{}", text(&o));
+        assert!(!env.ws.join(".envrc").exists());
+        let u = env.gw(&["undo"]);
+        assert!(u.status.success(), "undo: {}", text(&u));
+        assert!(!env.ws.join("new.txt").exists(), "{}", text(&u));
+    }
+);
+
+escape_test!(
+    /// A file the run replaced by a directory (and a directory by a file) is one journal
+    /// entry: one plain `gateway undo` puts each back (it needed `--force`).
+    fn a_type_change_is_undone_in_one_step() {
+        let env = Env::new("capp-type-change");
+        env.write("a", "old file\n");
+        env.write("d/inner.txt", "inner\n");
+        let o = env.sh(
+            "standard",
+            "rm a && mkdir a && echo x > a/b && rm d/inner.txt && rmdir d && echo now-a-file > d",
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(env.ws.join("a/b").exists() && env.ws.join("d").is_file());
+        let u = env.gw(&["undo"]);
+        assert!(u.status.success(), "undo: {}", text(&u));
+        assert_eq!(std::fs::read(env.ws.join("a")).expect("a"), b"old file\n");
+        assert_eq!(
+            std::fs::read(env.ws.join("d/inner.txt")).expect("d/inner.txt"),
+            b"inner\n"
+        );
+    }
+);
+
+escape_test!(
+    /// `gateway changes ID --diff` shows a mode change (a directory's too) as git writes it,
+    /// and names a file over its bound with its sizes: neither was shown, so the diff read as
+    /// "no change" where `apply` would change something.
+    fn the_review_diff_shows_mode_changes_and_names_files_over_its_bound() {
+        let env = Env::new("capp-diff");
+        env.write("s.sh", "#!/bin/sh\n");
+        env.write("d/f.txt", "f\n");
+        env.write("big.txt", &"a".repeat(2 << 20));
+        let o = env
+            .cmd()
+            .args(["--json", "exec", "--policy", "standard", "--review", "--"])
+            .args([
+                "sh",
+                "-c",
+                "chmod 700 d && chmod 755 s.sh && echo more >> big.txt",
+            ])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let id = v["snapshot"]["held"].as_str().expect("held").to_string();
+        let o = env.gw(&["--json", "changes", &id, "--diff"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let diff = v["diff"].as_str().expect("diff");
+        for needle in [
+            "a/d b/d\nold mode 40755\nnew mode 40700",
+            "a/s.sh b/s.sh\nold mode 100644\nnew mode 100755",
+            "a/big.txt b/big.txt\nchanged (2097152 bytes -> 2097157 bytes; over the diff's bound",
+        ] {
+            assert!(diff.contains(needle), "{needle:?}: {diff}");
+        }
+    }
+);
