@@ -214,8 +214,9 @@
 //!   capture lock it waits on, its FIFO reads, its file-tool worker and its writes to a stuck
 //!   client watch it. An MCP call forwarded to the daemon closes its connection when it is
 //!   cancelled, and the daemon ends it there.
-//! - Capture scope: until captures come from an overlay (issue 37), a snapshot is a walk
-//!   before and after the run, so no other call may change the tree in between. A
+//! - Capture scope: a run the overlay captures takes no lock (each writes its own layer,
+//!   applied under the journal's lock). A walk (the fallback) compares before and after the
+//!   run, so no other call may change the tree in between. A
 //!   per-workspace capture lock (`journal::capture_lock`: `flock`s on files in the state
 //!   directory, the workspace's exclusive and its ancestors' shared, taken root first) is
 //!   held by a snapshotted run from before to after and by each file tool that changes
@@ -376,6 +377,16 @@
 //!   renamed (EXDEV; `mv` copies), a hard link written through one name shows on the others
 //!   only once applied (then in place), and an unmapped uid's file is read-only (EOVERFLOW).
 //!   docs/undo.md says all of it.
+//! - Git's places under capture are judged from the run's layer, not searched for
+//!   (`broker::places::LayerCheck`): every run the overlay can capture writes through it,
+//!   snapshotted or not (applied plainly when not), so what it wrote in a `.git`, a bare
+//!   repository, a protected path or what git's config names is known exactly and kept out
+//!   of the workspace. The places that exist are kept per workspace between runs
+//!   (`broker::known_places`) and searched again only when the journal shows a change that
+//!   could have made or moved a repository: a run's cost no longer grows with the workspace.
+//!   What the kept list cannot see (a repository made outside gateway since) is not
+//!   read-only to the next run, but what the run writes in it is still judged from the layer
+//!   (each changed path's ancestors are looked at for a `.git`, as git's discovery does).
 //!
 //! # Test strategy
 //!
