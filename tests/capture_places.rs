@@ -153,3 +153,160 @@ escape_test!(
         }
     }
 );
+
+escape_test!(
+    /// The walk (the fallback) reads the ignore rules after the run too: an ignore file the run
+    /// wrote made a tracked file it changed read as deleted, and hid its change. Every path
+    /// the walk before the run knew is compared where it still exists.
+    fn under_the_walk_an_ignore_file_the_run_writes_hides_neither_a_change_nor_a_deletion() {
+        let env = Env::new("capp-walk-ignore");
+        env.write("changed.txt", "before\n");
+        env.write("gone.txt", "gone\n");
+        let policy = env.policy_file("extends = \"standard\"\n\n[undo]\ncapture = \"walk\"\n");
+        let o = env
+            .cmd()
+            .args(["--json", "exec", "--policy", &policy, "--", "sh", "-c"])
+            .arg("echo after > changed.txt && rm gone.txt && printf 'changed.txt\\ngone.txt\\n' > .ignore")
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["snapshot"]["mechanism"], "walk", "{v}");
+        let ws = env.ws.display().to_string();
+        let changes: Vec<(String, String)> = v["snapshot"]["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .map(|c| {
+                let p = c[0].as_str().expect("path");
+                let p = p.strip_prefix(&format!("{ws}/")).unwrap_or(p).to_string();
+                (p, c[1].as_str().expect("kind").to_string())
+            })
+            .collect();
+        for (p, k) in [("changed.txt", "changed"), ("gone.txt", "deleted")] {
+            assert!(
+                changes.iter().any(|(q, j)| q == p && j == k),
+                "{p} {k}: {changes:?}"
+            );
+        }
+        let u = env.gw(&["undo"]);
+        assert!(u.status.success(), "undo: {}", text(&u));
+        assert_eq!(
+            std::fs::read(env.ws.join("changed.txt")).expect("r"),
+            b"before\n"
+        );
+        assert_eq!(
+            std::fs::read(env.ws.join("gone.txt")).expect("r"),
+            b"gone\n"
+        );
+    }
+);
+
+escape_test!(
+    /// A bare repository is what git takes for one (`HEAD`, and `objects` and `refs` of any
+    /// type — links, files — or a `commondir`), made in one run or across two: what would make
+    /// the directory one is kept out, with its config.
+    fn a_bare_repository_is_not_made_through_links_files_commondir_or_two_runs() {
+        let env = Env::new("capp-bare");
+        let o = env.sh(
+            "standard",
+            "mkdir -p l f c && echo 'ref: refs/heads/main' > l/HEAD && ln -s /tmp l/objects && \
+             ln -s /tmp l/refs && echo '[core]' > l/config && \
+             echo 'ref: refs/heads/main' > f/HEAD && : > f/objects && : > f/refs && chmod +x f/objects f/refs && \
+             echo 'ref: refs/heads/main' > c/HEAD && echo ../elsewhere > c/commondir && echo '[core]' > c/config && \
+             mkdir two && echo 'ref: refs/heads/main' > two/HEAD && echo '[core]' > two/config && echo ran",
+        );
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        for p in [
+            "l/HEAD",
+            "l/config",
+            "f/HEAD",
+            "c/HEAD",
+            "c/commondir",
+            "c/config",
+        ] {
+            assert!(
+                std::fs::symlink_metadata(env.ws.join(p)).is_err(),
+                "{p} landed: {}",
+                text(&o)
+            );
+        }
+        // `two` is not a repository yet: its HEAD and config land; the second run's `objects`
+        // and `refs` would make it one.
+        assert!(env.ws.join("two/config").exists());
+        let o = env.sh("standard", "mkdir two/objects two/refs && echo ran");
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        for p in ["two/objects", "two/refs"] {
+            assert!(!env.ws.join(p).exists(), "{p} landed: {}", text(&o));
+        }
+    }
+);
+
+escape_test!(
+    /// A run that deletes a repository (one made outside gateway since the last search, which
+    /// the kept list does not know) deletes its files, never its `.git`: what is in a `.git` is
+    /// not journalled, so undo could not bring its history back.
+    fn a_repositorys_git_directory_is_never_deleted_by_a_run() {
+        let env = Env::new("capp-keep-git");
+        let o = env.sh("standard", "echo one > one.txt");
+        assert!(o.status.success(), "{}", text(&o));
+        env.write("repo/f.txt", "work\n");
+        env.write("repo/.git/HEAD", "ref: refs/heads/main\n");
+        env.write("repo/.git/objects/ab/cdef", "history\n");
+        std::fs::create_dir_all(env.ws.join("repo/.git/refs/heads")).expect("mkdir");
+        let script = env.root.join("del.sh");
+        std::fs::write(&script, "find repo -delete; echo ran\n").expect("script");
+        let o = env.sh("standard", &format!("sh {}", script.display()));
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        assert!(stderr(&o).contains("keeps it"), "{}", text(&o));
+        assert_eq!(
+            std::fs::read(env.ws.join("repo/.git/objects/ab/cdef")).expect("kept"),
+            b"history\n"
+        );
+        assert!(!env.ws.join("repo/f.txt").exists(), "the rest is deleted");
+        let u = env.gw(&["undo"]);
+        assert!(u.status.success(), "undo: {}", text(&u));
+        assert_eq!(
+            std::fs::read(env.ws.join("repo/f.txt")).expect("back"),
+            b"work\n"
+        );
+    }
+);
+
+escape_test!(
+    /// `gateway apply` of a held set judges it as a run's apply does: what the workspace's git
+    /// config names (`core.hooksPath`) is held back, the rest lands.
+    fn applying_a_held_set_keeps_back_what_gits_config_names() {
+        let env = Env::new("capp-held-refs");
+        env.write(".git/HEAD", "ref: refs/heads/main\n");
+        env.write(".git/config", "[core]\n\thooksPath = .githooks\n");
+        std::fs::create_dir_all(env.ws.join(".git/objects")).expect("mkdir");
+        std::fs::create_dir_all(env.ws.join(".git/refs")).expect("mkdir");
+        let o = env
+            .cmd()
+            .args(["--json", "exec", "--policy", "standard", "--review", "--"])
+            .args([
+                "sh",
+                "-c",
+                "mkdir -p .githooks && echo crash > .githooks/pre-commit && echo ok > a.txt",
+            ])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let id = v["snapshot"]["held"].as_str().expect("held").to_string();
+        let o = env.gw(&["--json", "apply", &id]);
+        assert_eq!(
+            std::fs::read(env.ws.join("a.txt")).expect("landed"),
+            b"ok\n",
+            "{}",
+            text(&o)
+        );
+        assert!(
+            !env.ws.join(".githooks/pre-commit").exists(),
+            "the hook landed: {}",
+            text(&o)
+        );
+        assert!(stdout(&o).contains(".githooks"), "{}", text(&o));
+    }
+);

@@ -286,6 +286,11 @@ pub(super) fn finish(
                 applied.journalled,
             );
             quarantine_from_layer(req, layer, &mut applied, &mut out);
+            out.warnings.extend(
+                std::mem::take(&mut applied.kept)
+                    .into_iter()
+                    .map(|(p, why)| format!("{}: {why}", p.display())),
+            );
             fill(&mut report, applied);
         }
         // Failed as a whole (the journal or the backup store cannot be written): nothing was
@@ -323,6 +328,23 @@ fn layer_check(
     places: &GitPlaces,
     who: Option<&wsfs::Identity>,
 ) -> Result<(LayerCheck, Vec<PathBuf>), BrokerError> {
+    check_of(
+        &req.context,
+        &req.policy.sandbox.protected,
+        layer,
+        places,
+        who,
+    )
+}
+
+/// [`layer_check`] for the caller `cx` under the protected patterns `protected`.
+fn check_of(
+    cx: &client::Context,
+    protected: &[String],
+    layer: &Layer,
+    places: &GitPlaces,
+    who: Option<&wsfs::Identity>,
+) -> Result<(LayerCheck, Vec<PathBuf>), BrokerError> {
     let ws = &layer.workspace;
     let tree = wsfs::as_identity(who, || wsfs::Tree::open(ws))
         .and_then(|r| r)
@@ -335,16 +357,45 @@ fn layer_check(
         what: format!("listing the capture layer {}", upper.display()),
         source: e,
     })?;
-    let home = home(&req.context);
+    let home = home(cx);
     let globals = global_git_configs(&home);
     Ok(LayerCheck::new(
         &tree,
         &entries,
-        &req.policy.sandbox.protected,
+        protected,
         places.refs.clone(),
         &places.entries,
         (&globals, &home, who),
     ))
+}
+
+/// The check for applying a held change set (`gateway apply`): as a run's, with git's places
+/// in its workspace as kept (`known_places`; searched when the list is not current).
+pub(crate) fn held_set_check(
+    state_dir: &Path,
+    protected: &[String],
+    cx: &client::Context,
+    layer: &Layer,
+) -> Result<LayerCheck, BrokerError> {
+    let who = cx.fs_identity();
+    let ws = &layer.workspace;
+    let tree = wsfs::as_identity(who.as_ref(), || wsfs::Tree::open(ws))
+        .and_then(|r| r)
+        .map_err(|e| BrokerError::Io {
+            what: format!("opening the workspace {}", ws.display()),
+            source: e,
+        })?;
+    let home = home(cx);
+    let (found, _) = super::known_places::found(state_dir, &tree, NESTED_MAX_DIRS);
+    let places = git_places_of(
+        std::slice::from_ref(&tree),
+        vec![found],
+        &global_git_configs(&home),
+        &home,
+        ws,
+        who.as_ref(),
+    );
+    check_of(cx, protected, layer, &places, who.as_ref()).map(|(c, _)| c)
 }
 
 /// Moves what the apply kept out of the workspace from the layer to `<state>/quarantine/`

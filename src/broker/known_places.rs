@@ -80,16 +80,13 @@ fn could_make_repo(c: &crate::journal::Change) -> bool {
 }
 
 fn is_bare(tree: &wsfs::Tree, rel: &Path) -> bool {
-    matches!(
-        tree.kind(&rel.join("HEAD")),
-        Ok(Some(wsfs::Kind::File { .. }))
-    ) && matches!(
-        tree.kind(&rel.join("objects")),
-        Ok(Some(wsfs::Kind::Dir { .. }))
-    ) && matches!(
-        tree.kind(&rel.join("refs")),
-        Ok(Some(wsfs::Kind::Dir { .. }))
-    )
+    let at = |n: &str| {
+        tree.kind(&rel.join(n))
+            .ok()
+            .flatten()
+            .map(|k| matches!(k, wsfs::Kind::Dir { .. }))
+    };
+    super::places::bare_like(at("HEAD"), at("objects"), at("refs"), at("commondir"))
 }
 
 /// What the workspace `tree` holds of git's places: the kept list when nothing journalled

@@ -231,6 +231,19 @@ pub(super) fn git_places_of(
     g
 }
 
+/// Would git take a directory for a repository (`is_git_directory`), from what stands in it
+/// (Some(true): a directory; Some(false): anything else)? A `HEAD` that is not a directory,
+/// and `objects` and `refs` (anything: git follows links and takes a searchable file), or a
+/// `commondir` naming where they are.
+pub(super) fn bare_like(
+    head: Option<bool>,
+    objects: Option<bool>,
+    refs: Option<bool>,
+    commondir: Option<bool>,
+) -> bool {
+    head == Some(false) && ((objects.is_some() && refs.is_some()) || commondir == Some(false))
+}
+
 /// What a run's captured layer may not land in the workspace, decided from what the run
 /// wrote (`workspace::apply`'s quarantine), with no search of the workspace: what git, a
 /// shell or an editor would obey next.
@@ -281,20 +294,18 @@ impl LayerCheck {
                 .and_then(Result::ok)
                 .flatten()
         };
-        let has = |rel: &Path, dir: bool| -> (bool, bool) {
-            let low = match lower_kind(rel) {
-                Some(wsfs::Kind::Dir { .. }) => dir,
-                Some(wsfs::Kind::File { .. }) => !dir,
-                _ => false,
-            };
+        // What stands at `rel`, in the merged view and in the workspace alone: (a directory,
+        // anything else) — git enters `objects` and `refs` through a link, and takes any file
+        // it may search (`access(X_OK)`), so anything there counts; `HEAD` is a file or a link.
+        let has = |rel: &Path| -> (Option<bool>, Option<bool>) {
+            let low = lower_kind(rel).map(|k| matches!(k, wsfs::Kind::Dir { .. }));
             let merged = match up.get(rel) {
-                Some(Up::Whiteout) => false,
-                Some(Up::Dir { .. }) => dir,
-                Some(Up::File { .. }) => !dir,
-                Some(_) => false,
+                Some(Up::Whiteout) => None,
+                Some(Up::Dir { .. }) => Some(true),
+                Some(_) => Some(false),
                 None => low,
             };
-            (merged || low, low)
+            (merged.or(low), low)
         };
         let mut dirs: std::collections::HashSet<&Path> = std::collections::HashSet::new();
         for e in entries {
@@ -307,11 +318,11 @@ impl LayerCheck {
         let mut bare = HashMap::new();
         let mut unknown = Vec::new();
         for d in dirs {
-            let (h, hl) = has(&d.join("HEAD"), false);
-            let (o, ol) = has(&d.join("objects"), true);
-            let (r, rl) = has(&d.join("refs"), true);
-            if h && o && r {
-                bare.insert(d.to_path_buf(), hl && ol && rl);
+            let at = |n: &str| has(&d.join(n));
+            let (h, o, r, c) = (at("HEAD"), at("objects"), at("refs"), at("commondir"));
+            let merged = bare_like(h.0, o.0, r.0, c.0);
+            if merged {
+                bare.insert(d.to_path_buf(), bare_like(h.1, o.1, r.1, c.1));
             }
             let g = d.join(".git");
             if !d.iter().any(|c| c == ".git")
@@ -419,10 +430,14 @@ impl LayerCheck {
                 continue;
             };
             let start = a.iter().count();
-            if !was_bare && !a.iter().any(|c| c == ".git") && names[start..] == ["HEAD"] && !deleted
-            {
+            // What made a directory a repository (in this run, or with what an earlier one
+            // left): kept out, so that it is not one.
+            let makes = names.len() == start + 1
+                && ["HEAD", "objects", "refs", "commondir"].contains(&names[start].as_str());
+            if !was_bare && !a.iter().any(|c| c == ".git") && makes && !deleted {
                 return said(format!(
-                    "the HEAD of a bare repository the command made in {}",
+                    "`{}` would make {} a git repository (with `HEAD`, `objects/`, `refs/`), whose config and hooks git would obey",
+                    names[start],
                     if a.as_os_str().is_empty() {
                         Path::new(".")
                     } else {
@@ -964,6 +979,8 @@ mod tests {
                 ".git/config",
                 "b/HEAD",
                 "b/config",
+                "b/objects",
+                "b/refs",
                 "deep/x/.git",
                 "deep/y/.git/hooks/pre-commit",
                 "eb/hooks/post-update",

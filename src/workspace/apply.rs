@@ -51,6 +51,9 @@ pub struct Applied {
     pub new_git_dirs: Vec<PathBuf>,
     /// The first and last journal id of its changes (None: nothing journalled).
     pub journalled: Option<(u64, u64)>,
+    /// Deletions the run made that are not applied (a repository's `.git` directory), with
+    /// why: the workspace keeps them.
+    pub kept: Vec<(PathBuf, String)>,
 }
 
 /// A rule on a layer's path (relative), what the run left there, and whether the workspace
@@ -217,6 +220,7 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
         held: Vec::new(),
         quarantined: Vec::new(),
         new_git_dirs: Vec::new(),
+        kept: Vec::new(),
     };
     for e in &entries {
         planner.entry(e);
@@ -227,8 +231,10 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
         held,
         quarantined,
         new_git_dirs,
+        kept,
         ..
     } = planner;
+    out.kept = kept.into_iter().map(|(p, why)| (ws.join(p), why)).collect();
     ops.extend(chmods.into_iter().rev());
     out.not_applied.extend(held);
     out.quarantined = quarantined;
@@ -393,6 +399,8 @@ struct Planner<'p, 'a> {
     /// Quarantined paths (their contents in the layer go with them).
     quarantined: Vec<(PathBuf, String, bool)>,
     new_git_dirs: Vec<PathBuf>,
+    /// Deletions not applied (a repository's `.git`), with why.
+    kept: Vec<(PathBuf, String)>,
 }
 
 impl Planner<'_, '_> {
@@ -475,7 +483,9 @@ impl Planner<'_, '_> {
                 ..
             } => {
                 let in_place = self.in_place(rel, &lower);
-                let lower = self.clear_dir(rel, lower);
+                let Ok(lower) = self.clear_dir(rel, lower) else {
+                    return;
+                };
                 let act = Act::Write {
                     mode: *mode & 0o1777,
                     times: *times,
@@ -485,11 +495,15 @@ impl Planner<'_, '_> {
                 self.push(rel, act, lower);
             }
             Up::Link(t) => {
-                let lower = self.clear_dir(rel, lower);
+                let Ok(lower) = self.clear_dir(rel, lower) else {
+                    return;
+                };
                 self.push(rel, Act::Link(t.clone()), lower);
             }
             Up::Fifo { mode } => {
-                let mut lower = self.clear_dir(rel, lower);
+                let Ok(mut lower) = self.clear_dir(rel, lower) else {
+                    return;
+                };
                 // What the FIFO replaces is deleted first, journalled (its content backed up).
                 if matches!(lower, Some(Kind::File { .. } | Kind::Link(_))) {
                     self.push(rel, Act::Delete, lower.take());
@@ -531,26 +545,46 @@ impl Planner<'_, '_> {
             .is_ok_and(|st| st.st_nlink > 1)
     }
 
-    /// A directory where the run left something else: deleted first.
-    fn clear_dir(&mut self, rel: &Path, lower: Option<Kind>) -> Option<Kind> {
+    /// A directory where the run left something else: deleted first. Err: it holds a
+    /// repository's `.git`, which is kept (`delete_tree`): what the run left there is held.
+    fn clear_dir(&mut self, rel: &Path, lower: Option<Kind>) -> Result<Option<Kind>, ()> {
         if matches!(lower, Some(Kind::Dir { .. })) {
-            self.delete_tree(rel, lower);
-            return None;
+            if !self.delete_tree(rel, lower) {
+                self.held.push((
+                    rel.to_path_buf(),
+                    "it replaces a directory holding a repository's `.git`, which is kept".into(),
+                ));
+                return Err(());
+            }
+            return Ok(None);
         }
-        lower
+        Ok(lower)
     }
 
-    /// Deletes what the workspace has at `rel`: a directory's contents first.
-    fn delete_tree(&mut self, rel: &Path, lower: Option<Kind>) {
+    /// Deletes what the workspace has at `rel`: a directory's contents first. A repository's
+    /// `.git` directory is never deleted by an apply (what is in it is not journalled, so its
+    /// history could not come back with undo): kept, with why, and the directories above it
+    /// with it. Whether `rel` is deleted.
+    fn delete_tree(&mut self, rel: &Path, lower: Option<Kind>) -> bool {
         if let Some(Kind::Dir { .. }) = lower {
-            self.delete_hidden(rel);
+            if rel.file_name() == Some(std::ffi::OsStr::new(".git")) {
+                self.kept.push((
+                    rel.to_path_buf(),
+                    "a repository's `.git` directory: the command deleted it, and the workspace keeps it (its history is not journalled, so undo could not bring it back); delete it yourself if it is meant".into(),
+                ));
+                return false;
+            }
+            if !self.delete_hidden(rel) {
+                return false;
+            }
         }
         self.push(rel, Act::Delete, lower);
+        true
     }
 
     /// An opaque directory (or one deleted): every entry the workspace has in it that the
-    /// upper layer does not, deleted (those it has are its own entries).
-    fn delete_hidden(&mut self, rel: &Path) {
+    /// upper layer does not, deleted (those it has are its own entries). Whether all were.
+    fn delete_hidden(&mut self, rel: &Path) -> bool {
         let listed = wsfs::as_identity(self.a.who, || self.tree.list(rel, usize::MAX))
             .ok()
             .and_then(Result::ok);
@@ -559,15 +593,17 @@ impl Planner<'_, '_> {
                 rel.to_path_buf(),
                 "its contents in the workspace could not be listed".into(),
             ));
-            return;
+            return false;
         };
+        let mut all = true;
         for (name, kind) in listed {
             let child = rel.join(&name);
             if self.in_upper(&child) {
                 continue;
             }
-            self.delete_tree(&child, Some(kind));
+            all &= self.delete_tree(&child, Some(kind));
         }
+        all
     }
 
     fn in_upper(&self, rel: &Path) -> bool {

@@ -219,7 +219,10 @@ fn j_err(e: journal::JournalError) -> BrokerError {
 }
 
 /// Indexes the tree, reusing `old` entries whose size and mtime did not change (but trying
-/// again to back up those whose content was not stored, when `retry`); contents go to the
+/// again to back up those whose content was not stored, when `retry`); with `known`, every
+/// path of `old` that still exists is indexed even where an ignore rule now excludes it (after
+/// a run: an ignore file the run wrote must not make a tracked file read as deleted, nor hide
+/// its change); contents go to the
 /// store through `budget`. Everything is read through [`wsfs`] (beneath the workspace's
 /// descriptor, nothing followed, regular files only, bounded), with the caller's filesystem
 /// identity when the broker serves another user (`who`).
@@ -228,7 +231,7 @@ fn index(
     ws: &Path,
     old: &Index,
     max: u64,
-    retry: bool,
+    (retry, known): (bool, bool),
     who: Option<&wsfs::Identity>,
 ) -> Result<Index, BrokerError> {
     let mut idx = Index::default();
@@ -246,8 +249,31 @@ fn index(
         source: e,
     })?;
     idx.unread_dirs.clone_from(&walked.skipped);
+    let mut entries = walked.entries;
+    if known {
+        let seen: std::collections::HashSet<OsString> = entries
+            .iter()
+            .map(|(r, _)| r.as_os_str().to_os_string())
+            .collect();
+        let unread = &walked.skipped;
+        let mut more: Vec<(PathBuf, wsfs::Kind)> = old
+            .files
+            .keys()
+            .chain(old.dirs.keys())
+            .chain(old.links.keys())
+            .filter(|k| !seen.contains(*k))
+            .map(PathBuf::from)
+            .filter(|r| !unread.iter().any(|u| r.starts_with(u)))
+            .filter_map(|r| {
+                let k = wsfs::as_identity(who, || tree.kind(&r)).ok()?.ok()??;
+                Some((r, k))
+            })
+            .collect();
+        more.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.extend(more);
+    }
     idx.skipped.extend(walked.skipped);
-    for (rel, kind) in walked.entries {
+    for (rel, kind) in entries {
         let key = rel.as_os_str().to_os_string();
         let (size, mtime_ns, mode, ctime_ns, ino) = match kind {
             wsfs::Kind::Dir { mode } => {
@@ -335,7 +361,7 @@ pub fn before(
     // What the saved index describes is what this run starts from where nothing changed
     // since: the contents its undo needs, not expired to make room now.
     budget.protect(old.files.values().map(|e| e.sha256.clone()));
-    let mut idx = index(&mut budget, ws, &old, max, true, who)?;
+    let mut idx = index(&mut budget, ws, &old, max, (true, false), who)?;
     idx.expired = budget.expired.len();
     drop(budget);
     if !idx.same_entries(&old) {
@@ -369,7 +395,7 @@ pub fn after(
     // The contents the run started from are what its undo needs: not expired now.
     let mut budget = journal::quota::Budget::for_workspace(state_dir, ws, quota);
     budget.protect(pre.files.values().map(|e| e.sha256.clone()));
-    let post = index(&mut budget, ws, pre, max, false, who)?;
+    let post = index(&mut budget, ws, pre, max, (false, true), who)?;
     let group = format!("exec-{}", unique_id(&ws.display().to_string()));
     let diffs = diff(pre, &post);
     let mut not_backed_up: Vec<(PathBuf, String)> = Vec::new();

@@ -495,7 +495,7 @@ impl Tree {
                 continue;
             };
             let mut subdirs = Vec::new();
-            let (mut head, mut objects, mut refs) = (false, false, false);
+            let (mut head, mut objects, mut refs, mut commondir) = (false, false, false, false);
             while let Some(Ok(ent)) = entries.read() {
                 let n = OsStr::from_bytes(ent.file_name().to_bytes());
                 if n == "." || n == ".." {
@@ -512,14 +512,17 @@ impl Tree {
                         .is_ok_and(|d| matches!(kind_at(&d, n), Ok(Some(Kind::Dir { .. })))),
                     _ => false,
                 };
+                // As git's `is_git_directory`: `objects` and `refs` of any type (git follows
+                // a link, and takes a file it may search), or a `commondir` naming them.
                 head |= n == "HEAD" && !is_dir;
-                objects |= n == "objects" && is_dir;
-                refs |= n == "refs" && is_dir;
+                objects |= n == "objects";
+                refs |= n == "refs";
+                commondir |= n == "commondir" && !is_dir;
                 if is_dir {
                     subdirs.push(rel.join(n));
                 }
             }
-            if head && objects && refs {
+            if head && ((objects && refs) || commondir) {
                 found.bare.push(rel);
                 continue;
             }

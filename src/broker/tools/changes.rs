@@ -297,6 +297,15 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
         }
         let who = ctx.client.fs_identity();
         let group = format!("apply-{}", self.id);
+        // What the set holds in git's places, bare repositories and what git's config names
+        // is held back as from a run (`places::LayerCheck`), with `.git` and every protected
+        // name (`git_place`).
+        let check = crate::broker::capture::held_set_check(
+            &ctx.state_dir,
+            &ctx.policy.sandbox.protected,
+            &ctx.client,
+            &l,
+        )?;
         let a = apply::apply(&apply::Apply {
             state_dir: &ctx.state_dir,
             layer: &l,
@@ -305,8 +314,9 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             max_file: ctx.policy.undo.snapshot_max_file,
             quota: crate::broker::undo_limits(&ctx.policy.undo),
             who: who.as_ref(),
-            hold: &|rel, _, existed| {
+            hold: &|rel, up, existed| {
                 apply::git_place(rel, &ctx.policy.sandbox.protected, true, existed)
+                    .or_else(|| check.check(rel, up))
             },
             quarantine: None,
             record: true,
@@ -330,6 +340,7 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             not_applied: a
                 .not_applied
                 .iter()
+                .chain(&a.kept)
                 .map(|(p, w)| (shown(p.clone()), crate::broker::redact_text(w)))
                 .collect(),
             ..ChangesReport::default()
