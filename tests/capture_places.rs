@@ -18,37 +18,38 @@ escape_test!(
     /// wrote — its `.git`, and the hooks directory its config names — while the rest lands.
     fn a_repository_made_outside_gateway_after_the_last_search_is_still_guarded() {
         let env = Env::new("capp-outside-repo");
-        env.write("readme.txt", "hello\n");
+        env.write("lib/readme.txt", "hello\n");
         let o = env.sh("standard", "echo one > one.txt");
         assert!(o.status.success(), "{}", text(&o));
-        // A `git init` of the person's own, outside gateway: the kept list does not know it.
-        env.write("sub/.git/HEAD", "ref: refs/heads/main\n");
-        env.write("sub/.git/config", "[core]\n\thooksPath = githooks\n");
-        std::fs::create_dir_all(env.ws.join("sub/.git/objects")).expect("mkdir");
-        std::fs::create_dir_all(env.ws.join("sub/.git/refs")).expect("mkdir");
+        // A `git init` of the person's own, outside gateway, below the top (which the kept list
+        // would notice): the kept list does not know it.
+        env.write("lib/sub/.git/HEAD", "ref: refs/heads/main\n");
+        env.write("lib/sub/.git/config", "[core]\n\thooksPath = githooks\n");
+        std::fs::create_dir_all(env.ws.join("lib/sub/.git/objects")).expect("mkdir");
+        std::fs::create_dir_all(env.ws.join("lib/sub/.git/refs")).expect("mkdir");
         let o = env.sh(
             "standard",
-            "echo '[core] fsmonitor = evil' > sub/.git/config.worktree; \
-             mkdir -p sub/githooks && echo evil > sub/githooks/pre-commit; \
-             mkdir -p sub/.git/hooks && echo evil > sub/.git/hooks/post-checkout; \
-             echo ok > sub/file.txt; echo ran",
+            "echo '[core] fsmonitor = evil' > lib/sub/.git/config.worktree; \
+             mkdir -p lib/sub/githooks && echo evil > lib/sub/githooks/pre-commit; \
+             mkdir -p lib/sub/.git/hooks && echo evil > lib/sub/.git/hooks/post-checkout; \
+             echo ok > lib/sub/file.txt; echo ran",
         );
         assert!(stdout(&o).contains("ran"), "{}", text(&o));
         assert!(
-            env.ws.join("sub/file.txt").exists(),
+            env.ws.join("lib/sub/file.txt").exists(),
             "the rest lands: {}",
             text(&o)
         );
         for p in [
-            "sub/.git/config.worktree",
-            "sub/githooks/pre-commit",
-            "sub/.git/hooks/post-checkout",
+            "lib/sub/.git/config.worktree",
+            "lib/sub/githooks/pre-commit",
+            "lib/sub/.git/hooks/post-checkout",
         ] {
             assert!(!env.ws.join(p).exists(), "{p} landed: {}", text(&o));
         }
-        assert!(quarantined(&o, "sub/githooks"), "{}", text(&o));
+        assert!(quarantined(&o, "lib/sub/githooks"), "{}", text(&o));
         assert_eq!(
-            std::fs::read_to_string(env.ws.join("sub/.git/config")).expect("config"),
+            std::fs::read_to_string(env.ws.join("lib/sub/.git/config")).expect("config"),
             "[core]\n\thooksPath = githooks\n"
         );
     }

@@ -8,13 +8,15 @@
 //! in a `.git`, a `HEAD`, `objects` or `refs` (a bare repository), a directory made, removed,
 //! moved or restored from the trash (a repository inside it). Anything else journalled since
 //! is read once (from the journal's index, backwards: what is new only) and the list moves
-//! past it; anything of those kinds, a journal the index does not cover, or a compaction past
-//! the list's id, and the workspace is searched again. A run captured by the overlay updates
+//! past it; anything of those kinds, a journal the index does not cover, a compaction past
+//! the list's id, an entry made or removed at the workspace's top since (its ctime), or a list
+//! older than five minutes, and the workspace is searched again. A run captured by the overlay updates
 //! the list itself with the `.git` directories it made (`after_apply`): what it wrote in git's
 //! places is decided from its layer (`places::LayerCheck`), never searched for.
 //!
 //! What the list cannot see is a repository a person makes outside gateway (a `git clone`
-//! in their own shell) after the last search. A run does not find it read-only; what the run
+//! in their own shell) below the workspace's top, within five minutes of the last search. A
+//! run does not find it read-only; what the run
 //! writes in it is still judged from its layer: paths in any `.git`, a bare repository's
 //! config and hooks, and what the config of every repository on the way to a changed path
 //! names (`LayerCheck::new` looks for `.git` in each ancestor, as git's own discovery does).
@@ -34,6 +36,25 @@ struct Kept {
     dot_git: Vec<BytesPath>,
     /// Bare repositories, relative.
     bare: Vec<BytesPath>,
+    /// The workspace directory's ctime (ns) when the list was last known current: an entry
+    /// made or removed at its top since (a person's `git clone` there) makes it stale.
+    #[serde(default)]
+    root_ctime: i64,
+    /// When the workspace was last searched (seconds since the epoch): a list older than
+    /// [`MAX_AGE`] is searched again, so that a repository made outside gateway deeper down
+    /// is found within that time.
+    #[serde(default)]
+    searched: u64,
+}
+
+/// The longest a kept list is used without a search (seconds).
+const MAX_AGE: u64 = 300;
+
+/// The workspace directory's ctime (ns), or 0.
+fn root_ctime(tree: &wsfs::Tree) -> i64 {
+    rustix::fs::fstat(tree.fd()).map_or(0, |st| {
+        st.st_ctime * 1_000_000_000 + i64::try_from(st.st_ctime_nsec).unwrap_or(0)
+    })
 }
 
 fn file_of(state_dir: &Path, tree: &Path) -> PathBuf {
@@ -100,6 +121,8 @@ pub(super) fn found(
     let _lock = crate::journal::lock_named(state_dir, "places.lock").ok();
     let ws_hash = crate::journal::index::hash(tree.path().as_os_str().as_bytes());
     if let Some(mut k) = load(state_dir, tree.path())
+        && crate::journal::now().saturating_sub(k.searched) < MAX_AGE
+        && k.root_ctime == root_ctime(tree)
         && let Some((since, last)) =
             crate::journal::index::changes_after(state_dir, k.journal_last, ws_hash)
         && !since.iter().any(could_make_repo)
@@ -143,6 +166,8 @@ pub(super) fn search(state_dir: &Path, tree: &wsfs::Tree, max_dirs: usize) -> ws
                 journal_last: last,
                 dot_git: found.dot_git.iter().cloned().map(BytesPath).collect(),
                 bare: found.bare.iter().cloned().map(BytesPath).collect(),
+                root_ctime: root_ctime(tree),
+                searched: crate::journal::now(),
             },
         );
     }
@@ -167,10 +192,15 @@ pub(super) fn after_apply(
             k.dot_git.push(BytesPath(d.clone()));
         }
     }
+    k.dot_git.sort_by(|a, b| a.0.cmp(&b.0));
     if let Some((first, last)) = journalled
         && k.journal_last + 1 == first
     {
         k.journal_last = last;
+    }
+    // The apply changed the workspace's top itself (what the run created there).
+    if let Ok(t) = wsfs::Tree::open(ws) {
+        k.root_ctime = root_ctime(&t);
     }
     save(state_dir, &k);
 }
@@ -221,14 +251,16 @@ mod tests {
         let root = tmp("list");
         let (ws, state) = (root.join("ws"), root.join("state"));
         std::fs::create_dir_all(ws.join("a/.git")).expect("mkdir");
+        std::fs::create_dir_all(ws.join("x")).expect("mkdir");
         std::fs::create_dir_all(&state).expect("mkdir");
         journal_change(&state, &ws, "first.txt", PathState::Absent, file());
         let tree = wsfs::Tree::open(&ws).expect("tree");
         let (f, kept) = found(&state, &tree, 1000);
         assert!(!kept, "no list yet: searched");
         assert_eq!(f.dot_git, [PathBuf::from("a/.git")]);
-        // A repository made behind gateway's back is not seen: the list is used, no search.
-        std::fs::create_dir_all(ws.join("b/.git")).expect("mkdir");
+        // A repository made behind gateway's back below the top is not seen: the list is
+        // used, no search.
+        std::fs::create_dir_all(ws.join("x/b/.git")).expect("mkdir");
         let (f, kept) = found(&state, &tree, 1000);
         assert!(kept);
         assert_eq!(f.dot_git, [PathBuf::from("a/.git")]);
@@ -254,7 +286,10 @@ mod tests {
             journal_change(&state, &ws, rel, PathState::Absent, after);
             let (f, kept) = found(&state, &tree, 1000);
             assert!(!kept, "{rel}");
-            assert!(f.dot_git.contains(&PathBuf::from("b/.git")), "{rel}: {f:?}");
+            assert!(
+                f.dot_git.contains(&PathBuf::from("x/b/.git")),
+                "{rel}: {f:?}"
+            );
             assert!(found(&state, &tree, 1000).1, "{rel}: kept again");
         }
         // A repository that is gone is dropped; one a captured run made is added.
@@ -265,8 +300,19 @@ mod tests {
         assert!(kept);
         assert_eq!(
             f.dot_git,
-            [PathBuf::from("b/.git"), PathBuf::from("n/.git")]
+            [PathBuf::from("n/.git"), PathBuf::from("x/b/.git")]
         );
+        // An entry made at the workspace's top outside gateway (a `git clone` there): searched.
+        std::fs::create_dir_all(ws.join("top/.git")).expect("mkdir");
+        let (f, kept) = found(&state, &tree, 1000);
+        assert!(!kept);
+        assert!(f.dot_git.contains(&PathBuf::from("top/.git")), "{f:?}");
+        // A list older than its bound: searched.
+        let mut k = load(&state, &ws).expect("kept");
+        k.searched -= MAX_AGE;
+        save(&state, &k);
+        assert!(!found(&state, &tree, 1000).1);
+        assert!(found(&state, &tree, 1000).1);
         let _ = std::fs::remove_dir_all(root);
     }
 }
