@@ -311,3 +311,21 @@ escape_test!(
         assert!(stdout(&o).contains(".githooks"), "{}", text(&o));
     }
 );
+
+escape_test!(
+    /// Runs one after the other in the same second: the second did not overwrite the first's
+    /// change (it started after it), so it says nothing of one. It did, when the journal was
+    /// read by the second the run started in rather than by the id it had then.
+    fn sequential_runs_do_not_say_they_overwrote_each_other() {
+        let env = Env::new("capp-seq");
+        for i in 0..3 {
+            let o = env.sh("standard", &format!("echo {i} > f.txt"));
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(
+                !stderr(&o).contains("changed by another call"),
+                "run {i}: {}",
+                text(&o)
+            );
+        }
+    }
+);

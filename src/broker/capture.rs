@@ -112,6 +112,10 @@ pub(super) fn choose(req: &ExecRequest<'_>, ws: &Path, spec: &mut Spec, command:
         state: String::new(),
         why: None,
         seq: None,
+        journal_last: match crate::journal::index::last_given(&req.state_dir) {
+            crate::journal::index::LastId::Given(n) => Some(n),
+            _ => None,
+        },
     };
     if let Some(why) = overlay_refused(&req.state_dir) {
         return Plan::Walk(why);
@@ -488,8 +492,10 @@ pub(super) fn apply_layer(
         },
         quarantine,
         record,
-        since: Layer::open(&req.state_dir, &layer.id)
-            .map_or_else(crate::journal::now, |(_, m)| m.started),
+        since: Layer::open(&req.state_dir, &layer.id).map_or_else(
+            || (crate::journal::now(), None),
+            |(_, m)| (m.started, m.journal_last),
+        ),
     })
 }
 

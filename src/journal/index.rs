@@ -578,6 +578,18 @@ pub(crate) fn committed_since(state_dir: &Path, time: u64, ws: u64) -> Option<Ve
     )
 }
 
+/// The changes committed after the id `after` in the workspace whose hash is `ws`, read
+/// backwards from the index's end (None: as [`changes_after`]).
+pub(crate) fn committed_after(state_dir: &Path, after: u64, ws: u64) -> Option<Vec<super::Change>> {
+    let (v, _) = back_until(state_dir, ws, after, |r| r.id <= after)?;
+    Some(
+        v.into_iter()
+            .filter(|(_, done)| *done)
+            .map(|(c, _)| c)
+            .collect(),
+    )
+}
+
 /// The intents read backwards from the index's end until `stop` says so of one (a base line
 /// stops too; past an id above `after`, it answers None: what it compacted away is unread),
 /// in the workspace `ws` (or none recorded), oldest first, each with whether it was committed;

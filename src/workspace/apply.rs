@@ -88,9 +88,10 @@ pub struct Apply<'a> {
     /// does not snapshot still writes through its layer, so that what it wrote is known
     /// without a walk of the workspace.
     pub record: bool,
-    /// When the run started (seconds since the epoch): changes journalled since by other
-    /// calls, to the paths this apply changes, are said to be overwritten.
-    pub since: u64,
+    /// When the run started (seconds since the epoch), and the journal's last change id then
+    /// (when known): changes journalled after it by other calls (else since that second), to
+    /// the paths this apply changes, are said to be overwritten.
+    pub since: (u64, Option<u64>),
 }
 
 /// Paths of a layer the broker never applies silently: git's exclude file in any run (a `*`
@@ -280,7 +281,9 @@ pub fn apply(a: &Apply<'_>) -> Result<Applied, BrokerError> {
     let (done, failed) = perform_all(a, (&tree, &upper), &ops, &begun, &mut out);
     // One sync of the workspace's file system: the changes are on disk before their commits
     // (a crash before it leaves them pending, and the layer still holds them).
-    let _ = rustix::fs::syncfs(tree.fd());
+    if out.applied > 0 {
+        let _ = rustix::fs::syncfs(tree.fd());
+    }
     if done.is_empty() && failed.is_empty() {
         return Ok(out);
     }
@@ -337,7 +340,12 @@ fn overwritten(a: &Apply<'_>, ops: &[Op]) -> Vec<(PathBuf, u64)> {
     let ws = &a.layer.workspace;
     // Read backwards from the journal's end to the run's start (its index), not whole.
     let wsh = journal::index::hash(ws.as_os_str().as_bytes());
-    let all = match journal::index::committed_since(a.state_dir, a.since, wsh) {
+    let (since, since_id) = a.since;
+    let read = match since_id {
+        Some(id) => journal::index::committed_after(a.state_dir, id, wsh),
+        None => journal::index::committed_since(a.state_dir, since, wsh),
+    };
+    let all = match read {
         Some(v) => v,
         None => match journal::changes(a.state_dir) {
             Ok(all) => all
@@ -350,7 +358,8 @@ fn overwritten(a: &Apply<'_>, ops: &[Op]) -> Vec<(PathBuf, u64)> {
     };
     let mut latest: HashMap<PathBuf, u64> = HashMap::new();
     for c in all {
-        if c.time >= a.since && c.group.as_deref() != Some(a.group) && c.path.starts_with(ws) {
+        let after = since_id.map_or(c.time >= since, |id| c.id > id);
+        if after && c.group.as_deref() != Some(a.group) && c.path.starts_with(ws) {
             latest.insert(c.path, c.id);
         }
     }

@@ -76,6 +76,10 @@ pub struct Meta {
     /// The run's audit record, once written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+    /// The journal's last change id when the run started: what other calls journalled after
+    /// it, to the paths the run changed, its apply overwrites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_last: Option<u64>,
 }
 
 /// Where capture directories live.

@@ -320,7 +320,7 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
             },
             quarantine: None,
             record: true,
-            since: m.started,
+            since: (m.started, m.journal_last),
         })?;
         let shown = |p: PathBuf| lossy(super::fs::redact_path(p));
         let report = ChangesReport {
