@@ -374,8 +374,8 @@
 //!   user), a seccomp user-notification tracer of every write (a syscall round trip per
 //!   write, and races on paths), and a walk comparing ctime and content (kept as the
 //!   fallback: still O(files)). What it costs a command: a directory that existed cannot be
-//!   renamed (EXDEV; `mv` copies), a hard link written through one name shows on the others
-//!   only once applied (then in place), and an unmapped uid's file is read-only (EOVERFLOW).
+//!   renamed (EXDEV; `mv` copies), a file with hard links is replaced by name, never
+//!   written through (its other names, maybe outside the workspace, keep their content), and an unmapped uid's file is read-only (EOVERFLOW).
 //!   docs/undo.md says all of it.
 //! - Git's places under capture are judged from the run's layer, not searched for
 //!   (`broker::places::LayerCheck`): every run the overlay can capture writes through it,

@@ -567,32 +567,52 @@ escape_test!(
 );
 
 escape_test!(
-    /// A file with two names written through one: after the run both names have the new
-    /// content (applied in place, still one file); undo gives both the old content back.
-    fn a_hard_linked_file_written_through_one_name_changes_both_names() {
+    /// A file with two names written through one: the name is replaced; the other names (one
+    /// outside the workspace) keep their content; undo gives the old content back.
+    fn a_hard_linked_file_is_replaced_by_name_and_its_other_names_keep_their_content() {
+        // The overlay copies a file up before the run writes it, so the run's write never
+        // reaches the file's other names (the run itself read the old content through them);
+        // the apply replaces the name too. Writing through the shared file instead changed a
+        // name the run never wrote, and — with the other name outside the workspace (a
+        // package store's hard link) — wrote outside it.
         let env = Env::new("cap-hardlink");
         env.write("a.txt", "old\n");
         std::fs::hard_link(env.ws.join("a.txt"), env.ws.join("b.txt")).expect("link");
-        let (o, v) = exec_json(&env, "standard", &[], "echo new > a.txt");
+        std::fs::write(env.outside.join("store.py"), "genuine\n").expect("w");
+        std::fs::create_dir_all(env.ws.join("lib")).expect("mkdir");
+        std::fs::hard_link(env.outside.join("store.py"), env.ws.join("lib/pkg.py")).expect("link");
+        let (o, v) = exec_json(
+            &env,
+            "standard",
+            &[],
+            "echo new > a.txt && cat b.txt && rm lib/pkg.py && echo pwned > lib/pkg.py",
+        );
         assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            stdout(&o).contains("old"),
+            "the run saw b.txt unchanged: {}",
+            text(&o)
+        );
         assert!(has(&changes(&env, &v), "a.txt", "changed"), "{v}");
         assert_eq!(read(&env, "a.txt"), b"new\n");
         assert_eq!(
             read(&env, "b.txt"),
-            b"new\n",
-            "the other name shares the file"
+            b"old\n",
+            "the other name as the run saw it"
         );
-        let (a, b) = (
-            std::fs::metadata(env.ws.join("a.txt")).expect("a"),
-            std::fs::metadata(env.ws.join("b.txt")).expect("b"),
+        assert_eq!(read(&env, "lib/pkg.py"), b"pwned\n");
+        assert_eq!(
+            std::fs::read(env.outside.join("store.py")).expect("store"),
+            b"genuine\n",
+            "nothing outside the workspace is written"
         );
-        assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "still one file");
         undo(&env);
         assert_eq!(read(&env, "a.txt"), b"old\n");
+        assert_eq!(read(&env, "b.txt"), b"old\n");
+        assert_eq!(read(&env, "lib/pkg.py"), b"genuine\n");
         assert_eq!(
-            read(&env, "b.txt"),
-            b"old\n",
-            "undo reverts the other name too"
+            std::fs::read(env.outside.join("store.py")).expect("store"),
+            b"genuine\n"
         );
     }
 );

@@ -329,3 +329,58 @@ escape_test!(
         }
     }
 );
+
+escape_test!(
+    /// A run that deletes what it can of a known repository's `.git` (its config and hooks are
+    /// read-only to it) leaves its history: `HEAD`, `objects`, `refs` are kept, said on
+    /// stderr, so the repository is still one (git in a nested one would otherwise use the
+    /// repository above it).
+    fn a_runs_deletion_of_a_repositorys_history_is_kept() {
+        let env = Env::new("capp-keep-history");
+        env.write(".git/HEAD", "ref: refs/heads/main\n");
+        env.write(".git/config", "[core]\n");
+        env.write(".git/objects/ab/cdef", "history\n");
+        env.write(".git/refs/heads/main", "0123\n");
+        env.write("f.txt", "work\n");
+        let o = env.sh(
+            "standard",
+            "python3 -c 'import shutil; shutil.rmtree(\".git\", ignore_errors=True)'; echo ran",
+        );
+        assert!(stdout(&o).contains("ran"), "{}", text(&o));
+        for p in [".git/HEAD", ".git/objects/ab/cdef", ".git/refs/heads/main"] {
+            assert!(env.ws.join(p).exists(), "{p} deleted: {}", text(&o));
+        }
+        assert!(stderr(&o).contains("keeps it"), "{}", text(&o));
+    }
+);
+
+escape_test!(
+    /// Two runs at once, each making half of a bare repository (`HEAD` and a config; `objects`
+    /// and `refs`): judged one after the other against the workspace as the other's apply
+    /// left it, so the directory never becomes a repository git would obey.
+    fn two_concurrent_runs_cannot_make_a_bare_repository_between_them() {
+        let env = Env::new("capp-bare-race");
+        let run = |script: &str| {
+            env.cmd()
+                .args(["exec", "--policy", "standard", "--", "sh", "-c", script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run")
+        };
+        let a = run(
+            "mkdir -p x && echo 'ref: refs/heads/m' > x/HEAD && echo '[core]' > x/config && sleep 2",
+        );
+        let b = run("mkdir -p x/objects x/refs && sleep 2");
+        let (a, b) = (
+            a.wait_with_output().expect("a"),
+            b.wait_with_output().expect("b"),
+        );
+        let all = format!("{}\n{}", text(&a), text(&b));
+        let has = |p: &str| std::fs::symlink_metadata(env.ws.join(p)).is_ok();
+        assert!(
+            !(has("x/HEAD") && has("x/objects") && has("x/refs")),
+            "a bare repository was made: {all}"
+        );
+    }
+);

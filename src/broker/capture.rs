@@ -270,7 +270,18 @@ pub(super) fn finish(
         return Ok(out);
     }
     let who = req.context.fs_identity();
-    let applied = layer_check(req, layer, places, who.as_ref()).and_then(|(check, unknown)| {
+    // One layer judged and applied at a time: judged against the workspace as another run's
+    // apply left it (two runs could each make half a repository, neither seeing the other's).
+    let serial =
+        crate::journal::lock_named(&req.state_dir, "apply.lock").map_err(|e| BrokerError::Io {
+            what: "the state directory's apply lock".into(),
+            source: std::io::Error::other(e.to_string()),
+        });
+    let applied = serial.and_then(|lock| {
+        let r = layer_check(req, layer, places, who.as_ref());
+        r.map(|c| (c, lock))
+    });
+    let applied = applied.and_then(|((check, unknown), _lock)| {
         let q = |rel: &Path, up: &capture::Up, _: bool| check.check(rel, up);
         apply_layer(req, layer, &report.group, who.as_ref(), Some(&q), record).map(|a| (a, unknown))
     });

@@ -6,8 +6,9 @@
 //! `before`) and what the run left (its `after`). Then, in order: every content the undo
 //! needs is put in the backup store; all intents are written in one append (durable before
 //! anything changes); each path is changed beneath the workspace's descriptor (a file through
-//! a temporary name and a rename, or in place when it has other names, so that they keep
-//! sharing it); one `syncfs`; the commits in one append. A path that cannot be backed up (over
+//! a temporary name and a rename: a file with other names is never written through, as the
+//! run itself did not write them, and one of them may lie outside the workspace); one
+//! `syncfs`; the commits in one append. A path that cannot be backed up (over
 //! `[undo] snapshot_max_file`, the store full) is still applied and journalled as not
 //! undoable, with why. A path that cannot be applied stays in the upper layer (nothing is
 //! lost) and the layer is kept for `gateway apply` or `gateway discard`; the others land.
@@ -164,7 +165,6 @@ enum Act {
         mode: u32,
         times: [(i64, i64); 2],
         linked: Option<(u64, u64)>,
-        in_place: bool,
     },
     Link(PathBuf),
     Fifo(u32),
@@ -491,15 +491,16 @@ impl Planner<'_, '_> {
                 linked,
                 ..
             } => {
-                let in_place = self.in_place(rel, &lower);
                 let Ok(lower) = self.clear_dir(rel, lower) else {
                     return;
                 };
+                // Replaced by name, never written through: a file with other names (hard links,
+                // some outside the workspace: a package store's) keeps them as they were, as the
+                // run itself saw them (the overlay copies a file up before it is written).
                 let act = Act::Write {
                     mode: *mode & 0o1777,
                     times: *times,
                     linked: *linked,
-                    in_place,
                 };
                 self.push(rel, act, lower);
             }
@@ -542,18 +543,6 @@ impl Planner<'_, '_> {
         });
     }
 
-    /// A file with other names is written in place, so that they keep sharing it.
-    fn in_place(&self, rel: &Path, lower: &Option<Kind>) -> bool {
-        if !matches!(lower, Some(Kind::File { .. })) {
-            return false;
-        }
-        let Ok((dir, name)) = self.tree.open_parent(rel) else {
-            return false;
-        };
-        rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| st.st_nlink > 1)
-    }
-
     /// A directory where the run left something else: deleted first. Err: it holds a
     /// repository's `.git`, which is kept (`delete_tree`): what the run left there is held.
     fn clear_dir(&mut self, rel: &Path, lower: Option<Kind>) -> Result<Option<Kind>, ()> {
@@ -575,6 +564,22 @@ impl Planner<'_, '_> {
     /// history could not come back with undo): kept, with why, and the directories above it
     /// with it. Whether `rel` is deleted.
     fn delete_tree(&mut self, rel: &Path, lower: Option<Kind>) -> bool {
+        // What makes a `.git` a repository and holds its history: kept as the `.git` is (a
+        // run that deleted everything it could in a `.git` whose config is read-only to it
+        // would leave a directory git skips, and git in it would use the repository above).
+        const HISTORY: [&str; 5] = ["HEAD", "objects", "refs", "packed-refs", "logs"];
+        if lower.is_some()
+            && rel.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new(".git"))
+            && rel
+                .file_name()
+                .is_some_and(|n| HISTORY.iter().any(|h| n == *h))
+        {
+            self.kept.push((
+                rel.to_path_buf(),
+                "a repository's history: the command deleted it, and the workspace keeps it (what is in a `.git` is not journalled, so undo could not bring it back)".into(),
+            ));
+            return false;
+        }
         if let Some(Kind::Dir { .. }) = lower {
             if rel.file_name() == Some(std::ffi::OsStr::new(".git")) {
                 self.kept.push((
@@ -966,20 +971,9 @@ fn act(tree: &wsfs::Tree, op: &Op, source: Option<std::fs::File>) -> std::io::Re
             )?;
             Ok(())
         }
-        Act::Write {
-            mode,
-            times,
-            in_place,
-            ..
-        } => write_file(
-            &dir,
-            name,
-            op.data.as_deref(),
-            source,
-            *mode,
-            *times,
-            *in_place,
-        ),
+        Act::Write { mode, times, .. } => {
+            write_file(&dir, name, op.data.as_deref(), source, *mode, *times)
+        }
     }
 }
 
@@ -1052,7 +1046,8 @@ fn rename_over(
     Ok(())
 }
 
-/// Writes a file's new content: through a temporary name and a rename, or in place.
+/// Writes a file's new content through a temporary name and a rename (the name replaced,
+/// never the file written through).
 fn write_file(
     dir: &impl rustix::fd::AsFd,
     name: &std::ffi::OsStr,
@@ -1060,30 +1055,14 @@ fn write_file(
     source: Option<std::fs::File>,
     mode: u32,
     times: [(i64, i64); 2],
-    in_place: bool,
 ) -> std::io::Result<()> {
     let tmp = temp_name(name);
-    let fd = if in_place {
-        let f = rustix::fs::openat(
-            dir,
-            name,
-            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let st = rustix::fs::fstat(&f)?;
-        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-            return Err(std::io::Error::other("no longer a regular file"));
-        }
-        rustix::fs::ftruncate(&f, 0)?;
-        f
-    } else {
-        rustix::fs::openat(
-            dir,
-            tmp.as_os_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?
-    };
+    let fd = rustix::fs::openat(
+        dir,
+        tmp.as_os_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
     let f = std::fs::File::from(fd);
     let written = (|| {
         match (data, source) {
@@ -1108,13 +1087,8 @@ fn write_file(
     })();
     drop(f);
     if let Err(e) = written {
-        if !in_place {
-            let _ = rustix::fs::unlinkat(dir, tmp.as_os_str(), AtFlags::empty());
-        }
+        let _ = rustix::fs::unlinkat(dir, tmp.as_os_str(), AtFlags::empty());
         return Err(e);
-    }
-    if in_place {
-        return Ok(());
     }
     rename_over(dir, &tmp, name)
 }

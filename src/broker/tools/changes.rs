@@ -300,6 +300,13 @@ impl crate::broker::invoke::Tool for ActTool<'_, '_> {
         // What the set holds in git's places, bare repositories and what git's config names
         // is held back as from a run (`places::LayerCheck`), with `.git` and every protected
         // name (`git_place`).
+        // Judged and applied as one, after any other apply (`broker::capture::finish`).
+        let _serial = crate::journal::lock_named(&ctx.state_dir, "apply.lock").map_err(|e| {
+            BrokerError::Io {
+                what: "the state directory's apply lock".into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
         let check = crate::broker::capture::held_set_check(
             &ctx.state_dir,
             &ctx.policy.sandbox.protected,

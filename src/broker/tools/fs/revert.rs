@@ -689,9 +689,6 @@ fn put(
 ) -> Result<Option<OwnerFix>, BrokerError> {
     let abs = s.abs();
     let (dir, name) = need_parent(s)?;
-    if let Some(done) = put_in_place(&dir, &name, &abs, data, mode)? {
-        return Ok(done);
-    }
     let (tmp, fd) = temp(&name, &abs, |n| {
         rustix::fs::openat(
             &dir,
@@ -736,46 +733,6 @@ fn put(
         let _ = rustix::fs::unlinkat(&dir, &tmp, AtFlags::empty());
     }
     done
-}
-
-/// A regular file with other names (hard links) is written in place, so that its other names
-/// come back with it, as the run changed them together (`workspace::apply` writes such a
-/// file in place too). `None`: not such a file, written the usual way.
-fn put_in_place(
-    dir: &OwnedFd,
-    name: &OsString,
-    abs: &Path,
-    data: &[u8],
-    mode: u32,
-) -> Result<Option<Option<OwnerFix>>, BrokerError> {
-    let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-        return Ok(None);
-    };
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
-        || st.st_nlink < 2
-    {
-        return Ok(None);
-    }
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(ioe("opening", abs))?;
-    let now = rustix::fs::fstat(&fd).map_err(ioe("reading", abs))?;
-    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
-        return Ok(None);
-    }
-    rustix::fs::ftruncate(&fd, 0).map_err(ioe("truncating", abs))?;
-    let f = std::fs::File::from(fd);
-    journal::blob::write_sparse(&f, data).map_err(|source| BrokerError::Io {
-        what: format!("writing {}", abs.display()),
-        source,
-    })?;
-    rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(ioe("setting the mode of", abs))?;
-    rustix::fs::fsync(&f).map_err(ioe("syncing", abs))?;
-    Ok(Some(None))
 }
 
 /// Makes the name a symbolic link to `target` (created aside, renamed over the name).
