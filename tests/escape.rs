@@ -1718,10 +1718,13 @@ escape_test! {
         // creates 100,001 directories under `aaaa/` and then `zzz/.git/config` hid it from
         // that search, and (issue 34) a warning was all that said so. After a run whose
         // search before it was complete, every directory is searched: the planted repository
-        // is quarantined.
+        // is quarantined. (Issue 37: a run the overlay captures is judged from what it wrote,
+        // with no search — `capture_places` tests it; the search, and its bound, are what a
+        // run the overlay does not capture has: that run is tested here.)
         let env = Env::new("many-dirs");
+        let policy = env.policy_file("extends = \"standard\"\n\n[undo]\nsnapshot = false\ncapture = \"walk\"\n");
         let script = "mkdir aaaa && cd aaaa && seq 1 100001 | xargs mkdir && cd .. && mkdir -p zzz/.git/objects zzz/.git/refs && echo 'ref: refs/heads/main' > zzz/.git/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > zzz/.git/config; echo ran";
-        let o = env.sh("standard", script);
+        let o = env.sh(&policy, script);
         assert!(stdout(&o).contains("ran"), "the run happened: {}", text(&o));
         assert!(!env.ws.join("zzz/.git/config").exists(), "a planted config stayed: {}", text(&o));
         assert!(stderr(&o).contains("created protected path"), "{}", text(&o));
