@@ -62,6 +62,9 @@ struct Relay<'a> {
     /// With namespaces: the helper's status record has arrived.
     reported: bool,
     buf: Vec<u8>,
+    /// The command's stderr so far ends inside a line: a note of the broker's starts a line
+    /// of its own (a note said in the middle of the command's line cut both).
+    err_mid_line: bool,
     r: Relayed,
 }
 
@@ -108,6 +111,7 @@ pub(crate) fn relay(
         // Reads of up to 256 KiB (the pipes are enlarged to 1 MiB): a command that writes
         // fast is relayed in few, large chunks. Pages are touched only as far as reads fill.
         buf: vec![0u8; 256 * 1024],
+        err_mid_line: false,
         r: Relayed {
             timed_out: false,
             over_limit: false,
@@ -290,6 +294,9 @@ impl Relay<'_> {
                 Ok(n) => n,
             };
             drained |= n < self.buf.len();
+            if i == 1 {
+                self.err_mid_line = self.buf[n - 1] != b'\n';
+            }
             self.r.counts[i] += n as u64;
             let total = self.r.counts[0] + self.r.counts[1];
             let limit = self.watch.output_limit.unwrap_or(u64::MAX);
@@ -329,7 +336,16 @@ impl Relay<'_> {
         if self.r.over_limit || self.r.aborted {
             return;
         }
-        if !(self.sink.output(Stream::Stderr, &buf[..n]) && self.sink.output_idle()) {
+        let lead: &[u8] = if std::mem::take(&mut self.err_mid_line) {
+            b"\n"
+        } else {
+            b""
+        };
+        if !(self
+            .sink
+            .output(Stream::Stderr, &[lead, &buf[..n]].concat())
+            && self.sink.output_idle())
+        {
             self.abort();
         }
     }
