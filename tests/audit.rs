@@ -480,3 +480,24 @@ sandbox_test!(
         assert_eq!(json_of(&o)["artifacts"][0]["omitted"], true, "{}", text(&o));
     }
 );
+
+sandbox_test! {
+    fn a_working_directory_named_with_a_secret_is_recorded_redacted() {
+        // Issue 38: an exec record's `cwd` was recorded raw; a directory named with a token
+        // kept it in the log, `log show` and `--json`.
+        let env = Env::new("cwd-secret");
+        let token = "AKIAZ4XQ7MBRT2KD9WJH";
+        std::fs::create_dir_all(env.ws.join(token)).expect("mkdir");
+        let o = env
+            .cmd()
+            .args(["exec", "--policy", "standard", "--cwd", token, "--", "true"])
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+        let recs = log_records(&env);
+        assert!(!recs.is_empty(), "no records");
+        let all = serde_json::to_string(&recs).expect("json");
+        assert!(!all.contains(token), "the token is in the log: {all}");
+        assert!(all.contains("REDACTED"), "{all}");
+    }
+}

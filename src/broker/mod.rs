@@ -218,6 +218,11 @@ impl LogWriter<'_> {
     pub(crate) fn append(&mut self, rec: &mut audit::Record) -> Result<u64, audit::AuditError> {
         // A session's first record names the policy it pinned.
         self.stamps.stamp(rec);
+        // The working directory is a name the agent chose (a directory named with a token):
+        // recorded redacted, like any output.
+        if !rec.cwd.is_empty() {
+            rec.cwd = redact_text(&rec.cwd);
+        }
         let seq = match &mut self.log {
             Log::Own(l) => l.append(rec),
             Log::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),
