@@ -107,7 +107,7 @@ fn is_bare(tree: &wsfs::Tree, rel: &Path) -> bool {
             .flatten()
             .map(|k| matches!(k, wsfs::Kind::Dir { .. }))
     };
-    super::places::bare_like(at("HEAD"), at("objects"), at("refs"), at("commondir"))
+    super::layer_check::bare_like(at("HEAD"), at("objects"), at("refs"), at("commondir"))
 }
 
 /// What the workspace `tree` holds of git's places: the kept list when nothing journalled

@@ -19,6 +19,7 @@ mod guard;
 pub mod intent;
 mod invoke;
 mod known_places;
+mod layer_check;
 pub mod log;
 pub mod mutation;
 mod next_run;
@@ -41,6 +42,7 @@ pub use error::{
     WorkspaceProblem,
 };
 pub use guard::{InputSecret, OutputSecret, SecretsReport, redact_argv, redact_text};
+use layer_check::*;
 use places::*;
 use planner::*;
 pub use planner::{SandboxPlan, plan};

@@ -4,6 +4,9 @@
 //! journal (the next id comes from its tail), and `history` and `undo` read the records (64
 //! bytes a line, no JSON) and parse only the lines they show or act on.
 //!
+//! Over 1,000 lines: the record format, the readers that walk it (forwards, and backwards
+//! from its end) and their tests, which share its private layout.
+//!
 //! **Why an index beside one file, not segments.** The journal stays one append-only file,
 //! so what reads it (older builds, `recover`, a person with `jq`) and its crash rules are as
 //! before: an intent is synced before its change is made, a torn last line is skipped. The

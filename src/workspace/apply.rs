@@ -1,6 +1,10 @@
 //! Applying a captured upper layer (`workspace::capture`) to the workspace, each path
 //! journalled on its own.
 //!
+//! Over 1,000 lines: the plan, the backups, the journal and the acts on each path are one
+//! sequence under one lock, with their unit tests; split, each part would take the others'
+//! state as arguments.
+//!
 //! The plan is made from the upper layer and the workspace as it is now (the lower layer,
 //! which the run could not write): for each entry, what stands in the workspace (the change's
 //! `before`) and what the run left (its `after`). Then, in order: every content the undo
