@@ -20,7 +20,8 @@
 //! positives per family and per context, then totals; writes every case's result to
 //! `target/recall.json`.
 //!
-//! Run: `cargo bench --bench recall`. `RECALL_BRIEF=1` (CI): six contexts; `RECALL_CONTEXTS=a,b`
+//! Run: `cargo bench --bench recall` (`RECALL_BEFORE=<gateway binary>`: another build scans the
+//! same tree in the same run, and the cases whose result differs are listed). `RECALL_BRIEF=1` (CI): six contexts; `RECALL_CONTEXTS=a,b`
 //! picks contexts by name; `RECALL_KEEP=1` keeps the tree (its path is printed).
 
 #![allow(
@@ -313,8 +314,7 @@ fn norm(p: &str, root: &Path) -> String {
         .to_string()
 }
 
-fn run_gateway(root: &Path, state: &Path) -> Result<Found, String> {
-    let gw = env!("CARGO_BIN_EXE_gateway");
+fn run_gateway(gw: &str, root: &Path, state: &Path) -> Result<Found, String> {
     let out = Command::new(gw)
         .args(["scan", "--format", "json", "."])
         .current_dir(root)
@@ -455,6 +455,70 @@ struct Placed {
     context: &'static str,
     path: String,
     line: u64,
+}
+
+/// `RECALL_BEFORE=<gateway binary>`: the same tree scanned by another build, in this run; prints
+/// both builds' totals and every case whose result differs between them.
+fn compare_before(
+    before: &str,
+    root: &Path,
+    state: &Path,
+    placed: &[Placed],
+    cases: &[Case],
+    now: Option<&Found>,
+) {
+    let (Some(now), Ok(old)) = (now, run_gateway(before, root, state)) else {
+        println!("RECALL_BEFORE: {before} did not run");
+        return;
+    };
+    let (mut pos, mut found, mut fp, mut neg) = ([0usize; 2], [0usize; 2], [0usize; 2], 0usize);
+    let mut changed = Vec::new();
+    for p in placed {
+        let c = &cases[p.case];
+        let r = [hit(&old, p), hit(now, p)];
+        if c.positive {
+            pos[0] += 1;
+            pos[1] += 1;
+        } else {
+            neg += 1;
+        }
+        for k in 0..2 {
+            if r[k] {
+                if c.positive {
+                    found[k] += 1;
+                } else {
+                    fp[k] += 1;
+                }
+            }
+        }
+        if r[0] != r[1] {
+            changed.push(format!(
+                "  {} {} {} ({}): before {}, now {}",
+                if c.positive { "positive" } else { "negative" },
+                c.id,
+                p.context,
+                p.path,
+                r[0],
+                r[1]
+            ));
+        }
+    }
+    let pct = |a: usize, b: usize| 100.0 * a as f64 / b.max(1) as f64;
+    println!(
+        "before ({before}): recall {}/{} ({:.1}%), false positives {}/{neg}\nthis build: recall {}/{} ({:.1}%), false positives {}/{neg}\ncases that differ: {}",
+        found[0],
+        pos[0],
+        pct(found[0], pos[0]),
+        fp[0],
+        found[1],
+        pos[1],
+        pct(found[1], pos[1]),
+        fp[1],
+        changed.len()
+    );
+    for l in changed.iter().take(60) {
+        println!("{l}");
+    }
 }
 
 fn hit(found: &Found, p: &Placed) -> bool {
@@ -618,7 +682,7 @@ fn main() {
     );
 
     let t = Instant::now();
-    let gw = run_gateway(&root, &state);
+    let gw = run_gateway(env!("CARGO_BIN_EXE_gateway"), &root, &state);
     let gw_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let ds = run_detect_secrets(&root);
@@ -698,6 +762,9 @@ fn main() {
             "context": p.context, "path": p.path,
             "gateway": res[0], "detect_secrets": res[1], "gitleaks": res[2],
         }));
+    }
+    if let Ok(before) = std::env::var("RECALL_BEFORE") {
+        compare_before(&before, &root, &state, &placed, &cases, tools[0].as_ref());
     }
     print!("{}", table("family", &by_family, avail));
     print!("{}", table("context", &by_context, avail));
