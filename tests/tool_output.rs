@@ -7,10 +7,12 @@
 //! literal in the repository). Each class's test writes its fixtures to a workspace and runs
 //! them through the real binary: `gateway exec -- cat ...` under standard and strict (stdout and
 //! `--json`), MCP `exec` with the Python SDK (one call per fixture, both policies), `gateway log
-//! show SEQ` of every CLI run (text and `--json`, whole output), `log query --json`, and the raw
-//! files of the state directory (audit log, artifacts, indexes). It first asserts that every
-//! planted value is in its fixture's input (a broken fixture cannot pass), then collects every
-//! leak of the class before failing, naming fixture, value, part and route.
+//! show SEQ` of the `--json` runs' records (text and `--json`, whole output), `log query
+//! --json`, and the raw files of the state directory (audit log, artifacts, indexes). It first
+//! asserts that every planted value is in its fixture's input (a broken fixture cannot pass),
+//! then collects every leak of the class before failing, naming fixture, value, part and route.
+//! A control class (`control.toml`: shapes today's rules redact) passes through the same
+//! harness, so a failure is the engine's, not the harness's.
 //!
 //! Fixtures of a class share one `cat` (a header line `==> FILE <==` before each, as `tail`
 //! prints): each secret is unique to its fixture, so a leak names it, and every header must
@@ -31,7 +33,7 @@ fn seed() -> u64 {
 }
 
 /// The classes, each a file of fixtures.
-const CLASSES: [(&str, &str); 7] = [
+const CLASSES: [(&str, &str); 8] = [
     ("colour", include_str!("fixtures/tool_output/colour.toml")),
     ("long", include_str!("fixtures/tool_output/long.toml")),
     (
@@ -42,6 +44,7 @@ const CLASSES: [(&str, &str); 7] = [
     ("apart", include_str!("fixtures/tool_output/apart.toml")),
     ("partial", include_str!("fixtures/tool_output/partial.toml")),
     ("utf16", include_str!("fixtures/tool_output/utf16.toml")),
+    ("control", include_str!("fixtures/tool_output/control.toml")),
 ];
 
 #[derive(serde::Deserialize)]
@@ -636,6 +639,9 @@ pub fn run_class(class: &'static str) {
     }
     let mut leaks = Leaks::default();
     let mut hidden = Vec::new();
+    // The records `log show` shows (text and --json): the `--json` runs' (the other runs'
+    // records are read by `log query` and in the state directory's files).
+    let mut shown = Vec::new();
     for batch in &batches {
         let mut args = vec!["cat".to_string()];
         for f in batch {
@@ -671,6 +677,12 @@ pub fn run_class(class: &'static str) {
                 "{class}: cat --json under {policy}: {}",
                 text(&o)
             );
+            if let Some(seq) = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .ok()
+                .and_then(|v| v["audit"]["seq"].as_u64())
+            {
+                shown.push(seq);
+            }
             leaks.check(
                 &fixtures,
                 &format!("exec --json {policy}"),
@@ -682,8 +694,13 @@ pub fn run_class(class: &'static str) {
     let q = env.gw(&["log", "query", "--json", "--limit", "0"]);
     assert!(q.status.success(), "{}", text(&q));
     leaks.check(&fixtures, "log query --json", &out_and_err(&q));
-    for r in json_of(&q)["records"].as_array().expect("records") {
-        let seq = r["seq"].as_u64().expect("seq").to_string();
+    assert_eq!(
+        shown.len(),
+        2 * batches.len(),
+        "every --json run names its record"
+    );
+    for seq in shown {
+        let seq = seq.to_string();
         let o = env.gw(&["log", "show", &seq, "--output-limit", "0"]);
         assert!(o.status.success(), "{}", text(&o));
         leaks.check(&fixtures, "log show", &out_and_err(&o));
@@ -854,6 +871,15 @@ sandbox_test!(
 sandbox_test!(
     fn utf16() {
         run_class("utf16");
+    }
+);
+
+// The harness's control: shapes that today's rules redact pass every route, so a class's
+// failure is the engine's leak, not the harness's (its headers, file names, or what it reads
+// as a leak).
+sandbox_test!(
+    fn control_shapes_redacted_today_pass() {
+        run_class("control");
     }
 );
 
