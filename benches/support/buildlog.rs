@@ -942,6 +942,13 @@ fn ci_prelude(r: &mut Rng, o: &mut String) {
             "Download action repository 'actions/cache@v4' (SHA:{})",
             r.hex(40)
         ),
+        "GITHUB_TOKEN Permissions".to_string(),
+        "  Contents: read".to_string(),
+        "  Metadata: read".to_string(),
+        "  Packages: write".to_string(),
+        "Secret source: Actions".to_string(),
+        "Prepare workflow directory".to_string(),
+        "Prepare all required actions".to_string(),
         "Complete job name: build (ubuntu-latest)".to_string(),
         format!("Run actions/checkout@{}", r.hex(40)),
         "Syncing repository: acme/app".to_string(),
@@ -969,6 +976,16 @@ fn ci_prelude(r: &mut Rng, o: &mut String) {
         "[command]/usr/bin/git log -1 --format=%H".to_string(),
         sha.clone(),
         format!("Cache restored from key: Linux-cargo-{}", r.hex(64)),
+        format!(
+            "Run docker build --build-arg GIT_SHA={sha} --build-arg BUILD_ID={} -t ghcr.io/acme/app:{} .",
+            r.range(1000, 99999),
+            &sha[..7]
+        ),
+        "  env:".to_string(),
+        "    CARGO_TERM_COLOR: always".to_string(),
+        "    REGISTRY: ghcr.io".to_string(),
+        "    IMAGE_NAME: acme/app".to_string(),
+        format!("    CACHE_KEY: Linux-cargo-{}", r.hex(64)),
         format!(
             "Received {} of {} (100.0%), {}.{} MBs/sec",
             r.range(1_000_000, 900_000_000),
