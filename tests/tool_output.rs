@@ -496,13 +496,16 @@ fn broken(fixtures: &[Fixture]) -> Vec<String> {
     out
 }
 
-/// What comes back with NULs, carriage returns and terminal escapes (CSI, OSC; raw or as
-/// JSON's `\u001b`) taken out.
+/// What comes back with NULs, carriage returns and terminal escapes (CSI, OSC) taken out,
+/// raw or escaped as JSON (`\u0000`, `\u001b`) or `log show` (`\x00`, `\x1b`) writes them.
 fn normalise(s: &str) -> String {
     let s = s
         .replace("\\u0000", "")
+        .replace("\\x00", "")
         .replace("\\u001b", "\x1b")
         .replace("\\u001B", "\x1b")
+        .replace("\\x1b", "\x1b")
+        .replace("\\x1B", "\x1b")
         .replace("\\r", "");
     let mut out = String::with_capacity(s.len());
     let mut it = s.chars().peekable();
@@ -897,4 +900,36 @@ fn fixtures_plant_what_they_name() {
             assert_ne!(x.needles[0].text, y.needles[0].text, "{class}/{}", x.name);
         }
     }
+}
+
+/// The harness's eyes: a value is found however what comes back writes it — split by colour
+/// escapes, NUL-interleaved (UTF-16), escaped as JSON or as `log show` escapes bytes — and
+/// not found when only its neighbours come back.
+#[test]
+fn a_leak_is_seen_through_escapes_and_encodings() {
+    let secret = "Qm4vL9xR2tK7wP3z";
+    let seen = |raw: &str| found(&views(raw), secret);
+    assert!(seen(&format!("DB_PASSWORD={secret}\n")));
+    assert!(seen(&format!(
+        "pw=\x1b[35m{}\x1b[0m{}\n",
+        &secret[..5],
+        &secret[5..]
+    )));
+    assert!(seen(&format!(
+        "x\x1b]8;;http://a\x07{secret}\x1b]8;;\x1b\\\n"
+    )));
+    let u16: String = secret.chars().flat_map(|c| [c, '\0']).collect();
+    assert!(seen(&u16));
+    let shown: String = secret.chars().map(|c| format!("{c}\\x00")).collect();
+    assert!(seen(&shown));
+    assert!(seen(
+        &serde_json::json!({"stdout": format!("a\u{1b}[32m{secret}\u{0}")}).to_string()
+    ));
+    let quoted = "ab\\\"cd\\\\ef";
+    assert!(found(
+        &views(&serde_json::json!({ "v": quoted }).to_string()),
+        quoted
+    ));
+    assert!(!seen("DB_PASSWORD=[REDACTED:keyword-secret]\n"));
+    assert!(!seen(&secret[1..]));
 }
