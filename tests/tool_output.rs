@@ -617,7 +617,8 @@ fn out_and_err(o: &Output) -> String {
     format!("{}{}", stdout(o), stderr(o))
 }
 
-/// Runs a class's fixtures through every route; returns (leaks, hidden headers, summary).
+/// Runs a class's fixtures through every route and fails listing every leak (and every
+/// fixture a redaction of another hid).
 pub fn run_class(class: &'static str) {
     let t0 = std::time::Instant::now();
     let fixtures = fixtures(class, seed());
@@ -693,7 +694,7 @@ pub fn run_class(class: &'static str) {
             );
         }
     }
-    // The record of every CLI run, shown whole.
+    // The records: all of them queried, the `--json` runs' shown whole.
     let q = env.gw(&["log", "query", "--json", "--limit", "0"]);
     assert!(q.status.success(), "{}", text(&q));
     leaks.check(&fixtures, "log query --json", &out_and_err(&q));

@@ -5,7 +5,11 @@
 //! 99.9% of them). Pure and seeded: [`build_log`] gives the same text for the same seed.
 //!
 //! Shared by the test that measures it (`tests/secrets/buildlog.rs`) and benchmarks
-//! (`#[path = "support/buildlog.rs"]`).
+//! (`#[path = "support/buildlog.rs"]`); a benchmark wanting N MiB calls [`build_log`] with
+//! successive seeds until it has them.
+//!
+//! Over 1,000 lines: data — one writer per tool, each line of its output a format string of
+//! its own (rustfmt lays each `writeln!` over several lines).
 
 #![allow(dead_code, reason = "each user takes what it needs")]
 
