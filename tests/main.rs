@@ -24,6 +24,10 @@
 #[macro_use]
 mod util;
 
+#[path = "secrets/buildlog.rs"]
+mod buildlog;
+#[path = "../benches/support/buildlog.rs"]
+mod buildlog_gen;
 #[path = "secrets/corpus.rs"]
 mod corpus;
 #[path = "secrets/stream.rs"]
@@ -60,4 +64,5 @@ mod reports;
 mod secrets;
 mod shell;
 mod shown;
+mod tool_output;
 mod undo;
