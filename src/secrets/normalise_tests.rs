@@ -153,6 +153,19 @@ fn coloured_cases(seed: u64) -> Vec<Case> {
             "\x1b[m\n",
             &[&k],
         ),
+        // ... with the changed part highlighted (diff-highlight, `--color-words`).
+        case(
+            "\x1b[32m+AWS_SECRET_ACCESS_KEY=\x1b[m\x1b[7;32m",
+            &k,
+            "\x1b[m\n",
+            &[&k],
+        ),
+        case(
+            "AWS_SECRET_ACCESS_KEY=\x1b[31m",
+            &format!("{}\x1b[m\x1b[32m{}", &k[..20], &k[20..]),
+            "\x1b[m\n",
+            &[&k[..20], &k[20..]],
+        ),
         // jq -C
         case(
             "\x1b[1;39m{\n  \x1b[0m\x1b[34;1m\"password\"\x1b[0m\x1b[1;39m:\x1b[0;32m\"",
@@ -353,7 +366,7 @@ fn utf16_values_are_redacted_in_utf16() {
         let k = random_of(B64, 40, seed + 1);
         let lines = [
             (
-                format!("Name: app\r\nPassword: "),
+                "Name: app\r\nPassword: ".to_string(),
                 v.clone(),
                 "\r\nPort: 5432\r\n".to_string(),
             ),
