@@ -176,7 +176,9 @@ pub(crate) struct Escapes {
     norm_pos: usize,
     /// `(n, r)`: from normalised offset `n` on, normalised byte `n + k` is raw byte `r + k`
     /// (up to the next entry). Empty: the identity.
-    segs: VecDeque<(usize, usize)>,
+    segs: Vec<(usize, usize)>,
+    /// Entries of `segs` before this one are forgotten ([`Escapes::forget_before`]).
+    lo: usize,
     /// Raw ranges of string sequences' payloads, scanned apart.
     pub(crate) strings: VecDeque<(usize, usize)>,
 }
@@ -204,8 +206,9 @@ impl Escapes {
     /// The raw offset of normalised byte `n` (past the escapes before it); for `n` at the end
     /// of the text so far, past the escapes after it.
     pub(crate) fn raw_of(&self, n: usize) -> usize {
-        let k = self.segs.partition_point(|s| s.0 <= n);
-        match k.checked_sub(1).map(|k| self.segs[k]) {
+        let segs = &self.segs[self.lo..];
+        let k = segs.partition_point(|s| s.0 <= n);
+        match k.checked_sub(1).map(|k| segs[k]) {
             Some((sn, sr)) => sr + (n - sn),
             None => n,
         }
@@ -215,27 +218,25 @@ impl Escapes {
     /// one (no sequence removed after `n`, none pending).
     pub(crate) fn identity_from(&self, n: usize) -> bool {
         self.partial.is_empty()
-            && self.segs.back().is_none_or(|s| s.0 <= n)
+            && self.segs.last().is_none_or(|s| s.0 <= n)
             && self.strings.is_empty()
     }
 
     /// Forgets the map before normalised offset `n` (no offset before it is asked again).
     pub(crate) fn forget_before(&mut self, n: usize) {
-        while self.segs.len() >= 2 && self.segs[1].0 <= n {
-            self.segs.pop_front();
+        while self.lo + 1 < self.segs.len() && self.segs[self.lo + 1].0 <= n {
+            self.lo += 1;
+        }
+        if self.lo >= 4096 && self.lo * 2 >= self.segs.len() {
+            self.segs.drain(..self.lo);
+            self.lo = 0;
         }
     }
 
-    /// Feeds raw bytes: appends the normalised text to `norm` and the raw bytes taken to
-    /// `raw` (a sequence not finished at the chunk's end is held; `at_end`: none follows, it
-    /// is text).
-    pub(crate) fn push(
-        &mut self,
-        chunk: &[u8],
-        norm: &mut Vec<u8>,
-        raw: &mut Vec<u8>,
-        at_end: bool,
-    ) {
+    /// Feeds raw bytes: appends the normalised text to `norm` (a sequence not finished at the
+    /// chunk's end is held; `at_end`: none follows, it is text). The caller keeps the raw
+    /// bytes: the map's offsets are into them, all of them, the held ones included.
+    pub(crate) fn push(&mut self, chunk: &[u8], norm: &mut Vec<u8>, at_end: bool) {
         let mut rest = chunk;
         while !self.partial.is_empty() {
             let old = self.partial.len();
@@ -245,28 +246,32 @@ impl Escapes {
                 Seq::Partial => return,
                 Seq::Whole { len, payload } => {
                     let p = std::mem::take(&mut self.partial);
-                    self.remove(&p[..len], payload, raw);
+                    self.remove(&p[..len], payload);
                     rest = &rest[len.saturating_sub(old).min(rest.len())..];
                 }
                 Seq::Text => {
                     let mut p = std::mem::take(&mut self.partial);
                     p.truncate(old);
-                    self.text(&p[..1], norm, raw);
+                    self.text(&p[..1], norm);
                     // What followed the `ESC` is read again, before the chunk.
-                    self.push(&p[1..], norm, raw, false);
+                    self.push(&p[1..], norm, false);
                 }
             }
         }
-        let taken = self.run(rest, norm, raw, at_end);
+        let taken = self.run(rest, norm, at_end);
         self.partial.extend_from_slice(&rest[taken..]);
     }
 
     /// Normalises `bytes`; returns where a sequence not finished in them starts (else their
     /// length).
-    fn run(&mut self, bytes: &[u8], norm: &mut Vec<u8>, raw: &mut Vec<u8>, at_end: bool) -> usize {
+    fn run(&mut self, bytes: &[u8], norm: &mut Vec<u8>, at_end: bool) -> usize {
         let mut last = 0;
         let mut i = 0;
-        while let Some(j) = memchr::memchr2(ESC, CSI8, &bytes[i..]).map(|j| i + j) {
+        for j in memchr::memchr2_iter(ESC, CSI8, bytes) {
+            if j < i {
+                // Inside a sequence just removed (its `ESC \` terminator).
+                continue;
+            }
             let before = if j > 0 { bytes[j - 1] } else { self.prev };
             if bytes[j] == CSI8 && before >= 0x80 {
                 i = j + 1;
@@ -275,37 +280,35 @@ impl Escapes {
             match parse(&bytes[j..], at_end) {
                 Seq::Text => i = j + 1,
                 Seq::Partial => {
-                    self.text(&bytes[last..j], norm, raw);
+                    self.text(&bytes[last..j], norm);
                     return j;
                 }
                 Seq::Whole { len, payload } => {
-                    self.text(&bytes[last..j], norm, raw);
-                    self.remove(&bytes[j..j + len], payload, raw);
+                    self.text(&bytes[last..j], norm);
+                    self.remove(&bytes[j..j + len], payload);
                     i = j + len;
                     last = i;
                 }
             }
         }
-        self.text(&bytes[last..], norm, raw);
+        self.text(&bytes[last..], norm);
         bytes.len()
     }
 
-    fn text(&mut self, t: &[u8], norm: &mut Vec<u8>, raw: &mut Vec<u8>) {
+    fn text(&mut self, t: &[u8], norm: &mut Vec<u8>) {
         norm.extend_from_slice(t);
-        raw.extend_from_slice(t);
         self.skip(t);
     }
 
-    fn remove(&mut self, seq: &[u8], payload: Option<(usize, usize)>, raw: &mut Vec<u8>) {
-        raw.extend_from_slice(seq);
+    fn remove(&mut self, seq: &[u8], payload: Option<(usize, usize)>) {
         if let Some((s, e)) = payload.filter(|p| p.0 < p.1) {
             self.strings.push_back((self.raw_pos + s, self.raw_pos + e));
         }
         self.raw_pos += seq.len();
         self.prev = seq.last().copied().unwrap_or(self.prev);
-        match self.segs.back_mut() {
+        match self.segs.last_mut() {
             Some(s) if s.0 == self.norm_pos => s.1 = self.raw_pos,
-            _ => self.segs.push_back((self.norm_pos, self.raw_pos)),
+            _ => self.segs.push((self.norm_pos, self.raw_pos)),
         }
     }
 }
@@ -518,12 +521,22 @@ impl Utf16Encoder {
             self.sequence(&c, out);
         }
         out.reserve(b.len() * 2);
+        let off = usize::from(self.be);
         let mut i = 0;
         while i < b.len() {
             let c = b[i];
             if c < 0x80 {
-                self.put(u16::from(c), out);
-                i += 1;
+                // A run of ASCII: each byte and a NUL.
+                let run = b[i..]
+                    .iter()
+                    .position(|&x| x >= 0x80)
+                    .unwrap_or(b.len() - i);
+                let at = out.len();
+                out.resize(at + 2 * run, 0);
+                for (d, &x) in out[at..].chunks_exact_mut(2).zip(&b[i..i + run]) {
+                    d[off] = x;
+                }
+                i += run;
                 continue;
             }
             let n = seq_len(c);
@@ -637,8 +650,7 @@ pub(crate) fn write_redacted(
 pub(crate) fn strip_escapes(raw: &[u8]) -> (Vec<u8>, Escapes) {
     let mut e = Escapes::default();
     let mut norm = Vec::with_capacity(raw.len());
-    let mut sink = Vec::with_capacity(raw.len());
-    e.push(raw, &mut norm, &mut sink, true);
+    e.push(raw, &mut norm, true);
     (norm, e)
 }
 

@@ -59,8 +59,8 @@ pub struct Redactor {
     /// Escape sequences removed from the stream, and the map back to its bytes.
     esc: Escapes,
     /// Set while a sequence was removed from the pending text (or one is pending): then
-    /// `raw` holds the raw bytes not emitted yet, from raw offset `raw_base`; else the raw
-    /// bytes not emitted are `buf[ctx..]`.
+    /// `raw` holds the raw bytes not emitted yet (a sequence held included), from raw offset
+    /// `raw_base`; else the raw bytes not emitted are `buf[ctx..]`.
     mapped: bool,
     raw: Vec<u8>,
     raw_base: usize,
@@ -241,7 +241,8 @@ impl Redactor {
                 self.raw.extend_from_slice(&self.buf[self.ctx..]);
                 self.raw_base = self.esc.raw_of(self.drained + self.ctx);
             }
-            self.esc.push(chunk, &mut self.buf, &mut self.raw, false);
+            self.raw.extend_from_slice(chunk);
+            self.esc.push(chunk, &mut self.buf, false);
         }
         self.unflushed += self.buf.len() - before;
         let pending = self.buf.len() - self.ctx;
@@ -269,7 +270,7 @@ impl Redactor {
     /// [`Redactor::finish`] of text: a sequence left unfinished is text.
     fn finish_text(&mut self, out: &mut Vec<u8>) {
         if self.esc.pending() {
-            self.esc.push(&[], &mut self.buf, &mut self.raw, true);
+            self.esc.push(&[], &mut self.buf, true);
         }
         let limit = self.buf.len();
         self.emit(limit, false, out);
