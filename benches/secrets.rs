@@ -9,7 +9,10 @@
 //!      `gateway exec` with output redaction, both read from a pipe by this harness.
 //!
 //!   4. the same through one extra `| cat`, and adversarial streams (base64 of zeros, one
-//!      line of them, a run of `A`) against random base64 of the same size (issue 16).
+//!      line of them, a run of `A`) against random base64 of the same size (issue 16);
+//!   5. coloured text (a structured log's SGR colours, `git diff --color` lines) and UTF-16
+//!      text, through exec against `| cat`, and coloured and UTF-16 random base64 and
+//!      escape-dense streams against random base64 (issue 38: normalised before matching).
 //!
 //! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3, 0 skips parts 1 and 2; EXEC_MIB, default 1024;
 //! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16; GATEWAY_BENCH_BEFORE, another gateway
@@ -324,6 +327,62 @@ fn exec_streams(gateway: &str, state: &Path, tmp: &Path) {
             b / q
         );
     }
+    // Coloured and UTF-16 text (issue 38), the same way: each against its own `| cat`.
+    let coloured_log = "yes \"$(printf '\\033[2m2026-12-07T21:00:00Z\\033[0m \\033[32m INFO\\033[0m \\033[2mapp::build\\033[0m: step 42 finished \\033[3mstatus\\033[0m\\033[2m=\\033[0mok')\"";
+    let diff = "yes \"$(printf '\\033[1mdiff --git a/x b/x\\033[m\\n\\033[36m@@ -1,2 +1,2 @@\\033[m\\n \\033[31m-old = 1\\033[m\\n\\033[32m+new = 2\\033[m')\"";
+    let text_kinds = [
+        (
+            "coloured log text",
+            format!("{coloured_log} | head -c {mib}M"),
+        ),
+        ("git diff --color text", format!("{diff} | head -c {mib}M")),
+        (
+            "UTF-16 text (iconv, with a BOM)",
+            format!(
+                "yes 'build step 42 finished: all good, nothing to see' | head -c {}M | iconv -f UTF-8 -t UTF-16",
+                mib / 2
+            ),
+        ),
+    ];
+    for (name, script) in &text_kinds {
+        let (mut p, mut q, mut g, mut b) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..exec_runs {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]).current_dir(&ws);
+            p.push(drain(c).0);
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("{script} | cat")]).current_dir(&ws);
+            q.push(drain(c).0);
+            let mut c = Command::new(gateway);
+            c.args(["exec", "--policy"])
+                .arg(&policy)
+                .args(["--", "sh", "-c", script])
+                .current_dir(&ws)
+                .env("GATEWAY_STATE_DIR", state);
+            g.push(drain(c).0);
+            if let Some(bin) = &before {
+                let mut c = Command::new(bin);
+                c.args(["exec", "--policy"])
+                    .arg(&policy)
+                    .args(["--", "sh", "-c", script])
+                    .current_dir(&ws)
+                    .env("GATEWAY_STATE_DIR", state);
+                b.push(drain(c).0);
+            }
+        }
+        let (p, q, g) = (median(p), median(q), median(g));
+        let then = if b.is_empty() {
+            String::new()
+        } else {
+            let b = median(b);
+            format!("; before {b:.2} s ({:.2}x `| cat`)", b / q)
+        };
+        println!(
+            "{mib} MiB of {name}: unconfined {p:.2} s, `| cat` {q:.2} s, gateway exec {g:.2} s; gateway exec / `| cat` = {:.2}x (goal <= 1.3x): {}{then}",
+            g / q,
+            if g / q <= 1.3 { "met" } else { "NOT met" }
+        );
+    }
     // Adversarial streams (issue 16) against random text of the same size, through exec.
     let adv_mib = env_usize("ADV_MIB", 16);
     let once = |gateway: &str, cmd: &str| -> f64 {
@@ -357,6 +416,41 @@ fn exec_streams(gateway: &str, state: &Path, tmp: &Path) {
         (
             "a run of A, one line",
             format!("head -c {raw} /dev/zero | tr '\\0' A"),
+        ),
+        // Issue 38: the same random text coloured line by line, as UTF-16, and streams of
+        // escapes: a colour between every two characters, `ESC [` never finished, string
+        // sequences (`ESC ]`) never ended.
+        (
+            "random base64, coloured lines",
+            format!("head -c {raw} /dev/urandom | base64 | sed 's/^/\\x1b[32m/; s/$/\\x1b[0m/'"),
+        ),
+        (
+            "random base64 as UTF-16",
+            format!(
+                "head -c {} /dev/urandom | base64 | iconv -f UTF-8 -t UTF-16",
+                raw / 2
+            ),
+        ),
+        (
+            "a colour between every two characters",
+            format!(
+                "head -c {raw} /dev/urandom | base64 | head -c {} | sed 's/./\\x1b[1m&/g'",
+                raw / 4
+            ),
+        ),
+        (
+            "ESC [ never finished, one line",
+            format!(
+                "yes \"$(printf '\\033[1;')\" | tr -d '\\n' | head -c {}",
+                raw * 4 / 3
+            ),
+        ),
+        (
+            "ESC ] never ended in 4 KB, one line",
+            format!(
+                "yes \"$(printf '\\033]8;;')$(head -c 4000 /dev/zero | tr '\\0' x)\" | tr -d '\\n' | head -c {}",
+                raw * 4 / 3
+            ),
         ),
     ];
     let times: Vec<Vec<f64>> = kinds

@@ -955,3 +955,56 @@ fn scan_finds_a_secret_deep_in_a_minified_json_line() {
         text(&o)
     );
 }
+
+// Issue 38, normalised before matching: a UTF-16 file (with a BOM) is scanned decoded;
+// coloured output and UTF-16 output through exec are redacted, the value gone, the escapes
+// around it and the encoding kept.
+sandbox_test!(
+    fn coloured_and_utf16_output_and_files_are_scanned_normalised() {
+        let env = Env::new("scan-utf16");
+        let tok = gh_token(38);
+        let pw = corpus::expand("{a:24}", 38);
+        let utf16 = |s: &str| -> Vec<u8> {
+            let mut v = vec![0xff, 0xfe];
+            for u in s.encode_utf16() {
+                v.extend_from_slice(&u.to_le_bytes());
+            }
+            v
+        };
+        std::fs::write(
+            env.ws.join("creds.txt"),
+            utf16(&format!("token = {tok}\r\n")),
+        )
+        .expect("write");
+        let o = env
+            .cmd()
+            .args(["scan", "--format", "json", "creds.txt"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert_eq!(json_of(&o)["findings"][0]["rule"], "github-pat");
+        let (a, b) = tok.split_at(12);
+        env.write(
+            "colour.txt",
+            &format!("\x1b[1mpassword\x1b[0m: {pw}\n+\x1b[32mtoken {a}\x1b[1m{b}\x1b[0m\n"),
+        );
+        let o = env.exec("strict", &["cat", "colour.txt"]);
+        let out = stdout(&o);
+        for v in [pw.as_str(), a, b] {
+            assert!(!out.contains(v), "{v} shown: {out:?}");
+        }
+        assert!(
+            out.contains("\x1b[1mpassword\x1b[0m: [REDACTED:")
+                && out.contains("+\x1b[32mtoken [REDACTED:github-pat]\x1b[0m\n"),
+            "{out:?}"
+        );
+        let o = env.exec("strict", &["cat", "creds.txt"]);
+        assert!(o.stdout.starts_with(&[0xff, 0xfe]), "{:?}", o.stdout);
+        let units: Vec<u16> = o.stdout[2..]
+            .chunks_exact(2)
+            .map(|p| u16::from_le_bytes([p[0], p[1]]))
+            .collect();
+        let shown = String::from_utf16_lossy(&units);
+        assert_eq!(shown, "token = [REDACTED:github-pat]\r\n");
+    }
+);

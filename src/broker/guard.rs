@@ -637,11 +637,11 @@ pub fn redact_decision(d: &mut crate::model::Decision) {
 
 /// `text` with every secret replaced by `[REDACTED:<rule>]` (for messages that quote input).
 pub fn redact_text(text: &str) -> String {
-    if scanner()
-        .scan(text.as_bytes(), TextKind::Stream, false)
-        .is_empty()
-    {
+    // Through the redactor, as output: what it scans is normalised (escape sequences
+    // removed), which a scan of the raw text is not.
+    let (out, found) = redact_all(text.as_bytes());
+    if found.is_empty() {
         return text.to_string();
     }
-    String::from_utf8_lossy(&redact_all(text.as_bytes()).0).into_owned()
+    String::from_utf8_lossy(&out).into_owned()
 }

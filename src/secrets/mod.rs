@@ -15,6 +15,7 @@
 mod confidence;
 mod context;
 mod entropy;
+mod normalise;
 mod precision;
 pub(crate) mod prefilter;
 mod redact;
@@ -22,6 +23,7 @@ pub mod rules;
 mod scan;
 
 pub use confidence::Confidence;
+pub use normalise::{decode_utf16, encode_like};
 pub use redact::Redactor;
 pub use scan::{Finding, Scanner, scanner};
 
@@ -192,17 +194,10 @@ pub fn fuzz_scan(data: &[u8]) {
 }
 
 /// `input` with every secret a scan of the whole text finds replaced by its marker: what
-/// the streaming redactor must produce, however the stream is chunked or paused.
+/// the streaming redactor must produce, however the stream is chunked or paused. (The text
+/// scanned is normalised as the redactor's: escape sequences removed, UTF-16 decoded.)
 pub(crate) fn redacted_whole(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(input.len());
-    let mut pos = 0;
-    for f in scanner().scan(input, TextKind::Stream, false) {
-        out.extend_from_slice(&input[pos..f.start]);
-        out.extend_from_slice(format!("[REDACTED:{}]", f.rule).as_bytes());
-        pos = f.end;
-    }
-    out.extend_from_slice(&input[pos..]);
-    out
+    normalise::redact_whole(input)
 }
 
 /// Fuzz entry (fuzz/fuzz_targets/secrets_redact.rs): the first byte picks chunk sizes and

@@ -6,8 +6,18 @@
 //! names the value in the next). When the source goes quiet, [`Redactor::flush_lines`] emits
 //! up to the last newline: single-line secrets cannot continue past it, and a private key
 //! block still open is held from its armour line on.
+//!
+//! What is scanned is the stream normalised ([`super::normalise`]): escape sequences
+//! removed, UTF-16 decoded. `buf` holds the normalised text; while a sequence was removed
+//! from what is pending, `raw` holds the raw bytes not emitted yet and findings are mapped
+//! back to them (the escapes inside a redacted value go with it, the others stay). A
+//! stream with no escape sequence and not UTF-16 costs one `memchr` per chunk more.
 
 use super::context::{LexState, REDO_NAMES, Trace};
+use super::normalise::{
+    Encoding, Escapes, RawSpan, Utf16Decoder, Utf16Encoder, detect, has_sequence, payload_findings,
+    write_redacted,
+};
 use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, scanner};
 use super::{Confidence, TextKind};
 
@@ -40,12 +50,46 @@ pub struct Redactor {
     /// `lex_pos` are kept for the keyword windows and names that reach past it).
     lex: LexState,
     lex_pos: usize,
-    /// Bytes drained from the front of `buf` so far, and the spans redacted (offsets in
-    /// the stream): what the property test compares with the whole text's findings.
-    #[cfg(test)]
+    /// Bytes drained from the front of `buf` so far (the normalised offset of `buf[0]`).
     drained: usize,
+    /// The spans redacted (normalised offsets in the stream): what the property test
+    /// compares with the whole text's findings.
     #[cfg(test)]
     spans: Vec<(usize, usize)>,
+    /// Escape sequences removed from the stream, and the map back to its bytes.
+    esc: Escapes,
+    /// Set while a sequence was removed from the pending text (or one is pending): then
+    /// `raw` holds the raw bytes not emitted yet (a sequence held included), from raw offset
+    /// `raw_base`; else the raw bytes not emitted are `buf[ctx..]`.
+    mapped: bool,
+    raw: Vec<u8>,
+    raw_base: usize,
+    /// The stream's encoding, once its first bytes tell.
+    enc: Enc,
+}
+
+/// A stream's encoding in the redactor.
+enum Enc {
+    /// Not known yet: the first bytes, held (fewer than `normalise::DETECT`, like UTF-16).
+    Undecided(Vec<u8>),
+    Bytes,
+    Utf16(Box<Utf16>),
+}
+
+/// A UTF-16 stream's decoder and encoder, and scratch buffers.
+struct Utf16 {
+    dec: Utf16Decoder,
+    enc: Utf16Encoder,
+    text: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// What a UTF-16 stream's bytes go through after decoding.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Feed,
+    Flush,
+    Finish,
 }
 
 impl Redactor {
@@ -61,10 +105,14 @@ impl Redactor {
             batch: BATCH,
             lex: LexState::default(),
             lex_pos: 0,
-            #[cfg(test)]
             drained: 0,
             #[cfg(test)]
             spans: Vec::new(),
+            esc: Escapes::default(),
+            mapped: false,
+            raw: Vec::new(),
+            raw_base: 0,
+            enc: Enc::Undecided(Vec::new()),
         }
     }
 
@@ -89,8 +137,114 @@ impl Redactor {
 
     /// Feeds a chunk; appends to `out` what is final (redacted).
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        self.buf.extend_from_slice(chunk);
-        self.unflushed += chunk.len();
+        match &mut self.enc {
+            Enc::Bytes => self.feed_text(chunk, out),
+            Enc::Undecided(head) => {
+                head.extend_from_slice(chunk);
+                if let Some(e) = detect(head, false) {
+                    self.begin(e, out);
+                }
+            }
+            Enc::Utf16(_) => self.utf16(chunk, out, Step::Feed),
+        }
+    }
+
+    /// The source has paused: emits through the last newline that no open multi-line secret
+    /// needs. (Not at `\r`: a quoted value may contain one; no single-line rule crosses `\n`.)
+    /// A stream whose encoding is not known yet (its first bytes look like UTF-16, fewer
+    /// than `normalise::DETECT` of them) is held.
+    pub fn flush_lines(&mut self, out: &mut Vec<u8>) {
+        match self.enc {
+            Enc::Bytes => self.flush_text(out),
+            Enc::Undecided(_) => {}
+            Enc::Utf16(_) => self.utf16(&[], out, Step::Flush),
+        }
+    }
+
+    /// End of stream: emits everything.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if let Enc::Undecided(head) = &self.enc {
+            let e = detect(head, true).unwrap_or(Encoding::Bytes);
+            self.begin(e, out);
+        }
+        match self.enc {
+            Enc::Utf16(_) => self.utf16(&[], out, Step::Finish),
+            _ => self.finish_text(out),
+        }
+    }
+
+    /// The stream's encoding is known: the bytes held go on.
+    fn begin(&mut self, e: Encoding, out: &mut Vec<u8>) {
+        let Enc::Undecided(head) = std::mem::replace(&mut self.enc, Enc::Bytes) else {
+            return;
+        };
+        match e {
+            Encoding::Bytes => self.feed_text(&head, out),
+            Encoding::Utf16 { be, bom } => {
+                // The BOM is written as it came, never scanned.
+                let body = if bom {
+                    out.extend_from_slice(&head[..2]);
+                    &head[2..]
+                } else {
+                    &head[..]
+                };
+                self.enc = Enc::Utf16(Box::new(Utf16 {
+                    dec: Utf16Decoder::new(be),
+                    enc: Utf16Encoder::new(be),
+                    text: Vec::new(),
+                    out: Vec::new(),
+                }));
+                self.utf16(body, out, Step::Feed);
+            }
+        }
+    }
+
+    /// A UTF-16 stream's chunk: decoded, redacted as text, the result encoded back.
+    fn utf16(&mut self, chunk: &[u8], out: &mut Vec<u8>, step: Step) {
+        let Enc::Utf16(mut u) = std::mem::replace(&mut self.enc, Enc::Bytes) else {
+            return;
+        };
+        u.text.clear();
+        u.out.clear();
+        u.dec.decode(chunk, &mut u.text);
+        let odd = if step == Step::Finish {
+            u.dec.finish(&mut u.text)
+        } else {
+            None
+        };
+        let Utf16 { text, out: red, .. } = &mut *u;
+        self.feed_text(text, red);
+        match step {
+            Step::Feed => {}
+            Step::Flush => self.flush_text(red),
+            Step::Finish => self.finish_text(red),
+        }
+        u.enc.encode(&u.out, out);
+        if step == Step::Finish {
+            u.enc.finish(out);
+            out.extend(odd);
+        }
+        self.enc = Enc::Utf16(u);
+    }
+
+    /// Feeds a chunk of text (not UTF-16): escape sequences are removed from what is scanned.
+    fn feed_text(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        let before = self.buf.len();
+        if !self.mapped && !self.esc.pending() && !has_sequence(chunk, self.esc.prev()) {
+            // The common case: no sequence, the chunk is the text.
+            self.buf.extend_from_slice(chunk);
+            self.esc.skip(chunk);
+        } else {
+            if !self.mapped {
+                self.mapped = true;
+                self.raw.clear();
+                self.raw.extend_from_slice(&self.buf[self.ctx..]);
+                self.raw_base = self.esc.raw_of(self.drained + self.ctx);
+            }
+            self.raw.extend_from_slice(chunk);
+            self.esc.push(chunk, &mut self.buf, false);
+        }
+        self.unflushed += self.buf.len() - before;
         let pending = self.buf.len() - self.ctx;
         if pending >= MAX_EXTENT + self.batch {
             let limit = self.buf.len() - MAX_EXTENT;
@@ -98,9 +252,8 @@ impl Redactor {
         }
     }
 
-    /// The source has paused: emits through the last newline that no open multi-line secret
-    /// needs. (Not at `\r`: a quoted value may contain one; no single-line rule crosses `\n`.)
-    pub fn flush_lines(&mut self, out: &mut Vec<u8>) {
+    /// [`Redactor::flush_lines`] of text.
+    fn flush_text(&mut self, out: &mut Vec<u8>) {
         let pending = &self.buf[self.ctx..];
         let new = &pending[pending.len() - self.unflushed.min(pending.len())..];
         self.unflushed = 0;
@@ -114,8 +267,11 @@ impl Redactor {
         self.emit(limit, true, out);
     }
 
-    /// End of stream: emits everything.
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
+    /// [`Redactor::finish`] of text: a sequence left unfinished is text.
+    fn finish_text(&mut self, out: &mut Vec<u8>) {
+        if self.esc.pending() {
+            self.esc.push(&[], &mut self.buf, true);
+        }
         let limit = self.buf.len();
         self.emit(limit, false, out);
     }
@@ -154,22 +310,7 @@ impl Redactor {
         if limit <= self.ctx {
             return;
         }
-        let mut pos = self.ctx;
-        let min = self.min_confidence;
-        for f in findings.iter().filter(|f| {
-            f.start < limit && (min == Confidence::Low || f.confidence(&self.buf) >= min)
-        }) {
-            out.extend_from_slice(&self.buf[pos..f.start]);
-            out.extend_from_slice(b"[REDACTED:");
-            out.extend_from_slice(f.rule.as_bytes());
-            out.push(b']');
-            self.found.push(f.rule);
-            #[cfg(test)]
-            self.spans
-                .push((self.drained + f.start, self.drained + f.end));
-            pos = f.end;
-        }
-        out.extend_from_slice(&self.buf[pos..limit]);
+        self.write(&findings, limit, out);
         // Keep CONTEXT bytes of what was emitted, from the last point before them where the
         // tokenizer's state is known (`resume_at`), with the text the keyword windows and the
         // names in that state reach back to, and everything pending.
@@ -184,11 +325,63 @@ impl Redactor {
         self.lex = lex.shifted(keep_from);
         self.lex_pos = pos - keep_from;
         self.buf.drain(..keep_from);
-        #[cfg(test)]
-        {
-            self.drained += keep_from;
-        }
+        self.drained += keep_from;
         self.ctx = limit - keep_from;
+        let at = self.drained + self.ctx;
+        self.esc.forget_before(at);
+        if self.mapped && self.esc.identity_from(at) {
+            // No sequence left in what is pending: `buf[ctx..]` is the raw text again.
+            self.mapped = false;
+            self.raw = Vec::new();
+        }
+    }
+
+    /// Writes `buf[ctx..limit]` (its raw bytes) with the findings starting before `limit`
+    /// (at the policy's confidence) replaced by their markers.
+    fn write(&mut self, findings: &[Finding], limit: usize, out: &mut Vec<u8>) {
+        let min = self.min_confidence;
+        let chosen = findings.iter().filter(|f| {
+            f.start < limit && (min == Confidence::Low || f.confidence(&self.buf) >= min)
+        });
+        if !self.mapped {
+            let mut pos = self.ctx;
+            for f in chosen {
+                out.extend_from_slice(&self.buf[pos..f.start]);
+                out.extend_from_slice(b"[REDACTED:");
+                out.extend_from_slice(f.rule.as_bytes());
+                out.push(b']');
+                self.found.push(f.rule);
+                #[cfg(test)]
+                self.spans
+                    .push((self.drained + f.start, self.drained + f.end));
+                pos = f.end;
+            }
+            out.extend_from_slice(&self.buf[pos..limit]);
+            return;
+        }
+        // Findings in the normalised text cover their raw bytes: from the first byte's (past
+        // the escapes before it) to the last's (before the escapes after it).
+        let (base, rb) = (self.drained, self.raw_base);
+        let mut spans: Vec<RawSpan> = Vec::new();
+        for f in chosen {
+            let s = self.esc.raw_of(base + f.start) - rb;
+            let e = self.esc.raw_of(base + f.end - 1) + 1 - rb;
+            spans.push((s, e, f.rule));
+            #[cfg(test)]
+            self.spans.push((base + f.start, base + f.end));
+        }
+        let cut = self.esc.raw_of(base + limit) - rb;
+        let extra = payload_findings(&self.raw, rb, cut, &mut self.esc.strings, |f, p| {
+            min == Confidence::Low || f.confidence(p) >= min
+        });
+        if !extra.is_empty() {
+            spans.extend(extra);
+            spans.sort_by_key(|s| s.0);
+        }
+        let rules = write_redacted(&self.raw, cut, &spans, out);
+        self.found.extend(rules);
+        self.raw.drain(..cut);
+        self.raw_base += cut;
     }
 
     /// Where the next scan resumes lexing (at or before `keep`) and the tokenizer's state

@@ -857,3 +857,110 @@ fn streamed_redaction_agrees_with_the_whole_text_scan_on_random_mixes() {
         failures.join("\n\n")
     );
 }
+
+/// `text` with SGR colours and other sequences put between its bytes at random (where no
+/// sequence would be read otherwise: not after a `\` nor inside an existing sequence).
+fn coloured(r: &mut Rng, text: &str) -> Vec<u8> {
+    const SEQS: &[&str] = &[
+        "\x1b[31m",
+        "\x1b[0m",
+        "\x1b[1;32m",
+        "\x1b[m\x1b[K",
+        "\x1b[38;5;208m",
+        "\x1b(B",
+        "\x1b]8;;https://example.invalid/a\x1b\\",
+        "\x1b]8;;\x07",
+    ];
+    let mut out = Vec::with_capacity(text.len() * 2);
+    for &b in text.as_bytes() {
+        if r.chance(8) {
+            out.extend_from_slice(SEQS[r.below(SEQS.len())].as_bytes());
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// `plain` with the stream's spans (normalised offsets: offsets in `plain`) replaced by
+/// markers of `rules`.
+fn with_markers(plain: &[u8], spans: &[(usize, usize)], rules: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for (&(s, e), rule) in spans.iter().zip(rules) {
+        out.extend_from_slice(&plain[pos..s]);
+        out.extend_from_slice(format!("[REDACTED:{rule}]").as_bytes());
+        pos = e;
+    }
+    out.extend_from_slice(&plain[pos..]);
+    out
+}
+
+/// The property on coloured and UTF-16 streams: random mixes, coloured at random (or
+/// encoded as UTF-16), fed in random chunks with random pauses. Every secret of the plain
+/// text is redacted (the stream's spans, in normalised offsets, cover the whole text's
+/// findings), and the output is the input with those spans' bytes replaced: with its
+/// escapes removed (decoded) it is the plain text with the same markers. `COLOUR_CASES`
+/// sets the count.
+#[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the test's own count variable, not a caller's environment"
+)]
+fn coloured_and_utf16_streams_are_redacted_as_their_plain_text() {
+    use super::super::normalise::{decode_utf16, strip_escapes};
+    let n: u64 = std::env::var_os("COLOUR_CASES")
+        .and_then(|s| s.to_str()?.parse().ok())
+        .unwrap_or(300);
+    let mut failures = Vec::new();
+    for seed in 0..n {
+        let mut r = Rng::new(seed + 90_000);
+        let plain: String = (0..2 + r.below(10)).map(|_| fragment(&mut r)).collect();
+        let utf16 = r.chance(30);
+        let input = if utf16 {
+            let mut v = vec![0xff, 0xfe];
+            for u in plain.encode_utf16() {
+                v.extend_from_slice(&u.to_le_bytes());
+            }
+            v
+        } else {
+            coloured(&mut r, &plain)
+        };
+        let cuts = cuts(&mut r, input.len());
+        let batch = if r.chance(60) { BATCH } else { r.below(4096) };
+        let mut red = Redactor::new(TextKind::Stream).with_batch(batch);
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &(c, pause) in &cuts {
+            red.feed(&input[at..c], &mut out);
+            if pause {
+                red.flush_lines(&mut out);
+            }
+            at = c;
+        }
+        red.feed(&input[at..], &mut out);
+        red.finish(&mut out);
+        let found = scanner().scan(plain.as_bytes(), TextKind::Stream, false);
+        let leaks: Vec<_> = found
+            .iter()
+            .filter(|f| !red.spans.iter().any(|&(s, e)| s <= f.start && f.end <= e))
+            .map(|f| (f.rule, &plain[f.start..f.end]))
+            .collect();
+        let shown = if utf16 {
+            decode_utf16(&out).unwrap_or_default()
+        } else {
+            strip_escapes(&out).0
+        };
+        let want = with_markers(plain.as_bytes(), &red.spans, red.findings());
+        if !leaks.is_empty() || shown != want {
+            failures.push(format!(
+                "seed {seed} (utf16 {utf16}, batch {batch}): leaks {leaks:?}\nshown {:?}\nwant  {:?}",
+                String::from_utf8_lossy(&shown),
+                String::from_utf8_lossy(&want)
+            ));
+            if failures.len() >= 3 {
+                break;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -392,7 +392,9 @@ fn gather(
             if n.is_multiple_of(256) {
                 progress(n, b);
             }
-            // Binary content (a NUL in the first 8 KiB) is not text.
+            // UTF-16 text is scanned decoded; binary content (a NUL in the first 8 KiB of
+            // what is left) is not text.
+            let data = secrets::decode_utf16(&data).unwrap_or(data);
             if memchr::memchr(0, &data[..data.len().min(8192)]).is_some() {
                 return ignore::WalkState::Continue;
             }
@@ -550,22 +552,31 @@ fn redact_file(
         })
         .and_then(|r| r)
         .map_err(|e| err("re-reading", e.to_string()))?;
-    let hits = scanner().scan(&data, TextKind::of_path(path), true);
+    // A UTF-16 file is scanned decoded, as the scan that found its secrets read it, and
+    // written back in UTF-16.
+    let decoded = secrets::decode_utf16(&data);
+    let text = decoded.as_deref().unwrap_or(&data);
+    let hits = scanner().scan(text, TextKind::of_path(path), true);
     let mut out = Vec::with_capacity(data.len());
     let mut pos = 0;
     for h in hits {
-        let fp = secrets::fingerprint(&data[h.start..h.end]);
+        let fp = secrets::fingerprint(&text[h.start..h.end]);
         if !which
             .iter()
             .any(|f| f.fingerprint == fp && f.rule == h.rule)
         {
             continue;
         }
-        out.extend_from_slice(&data[pos..h.start]);
+        out.extend_from_slice(&text[pos..h.start]);
         out.extend_from_slice(format!("[REDACTED:{}]", h.rule).as_bytes());
         pos = h.end;
     }
-    out.extend_from_slice(&data[pos..]);
+    out.extend_from_slice(&text[pos..]);
+    let out = if decoded.is_some() {
+        secrets::encode_like(&data, &out)
+    } else {
+        out
+    };
     if out == data {
         return Ok(());
     }
