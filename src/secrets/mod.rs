@@ -15,6 +15,7 @@
 mod confidence;
 mod context;
 mod entropy;
+mod pairs;
 mod precision;
 pub(crate) mod prefilter;
 mod redact;
