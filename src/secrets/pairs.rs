@@ -153,6 +153,11 @@ fn refers(key: &[u8]) -> bool {
         .any(|e| lower.ends_with(e) && lower.len() > e.len() + 2)
 }
 
+/// A HAR entry's `cookies` array (and YAML's).
+fn is_cookies(key: &[u8]) -> bool {
+    key.eq_ignore_ascii_case(b"cookies")
+}
+
 /// An authentication header's name: its value's scheme word (`Bearer`) stays readable.
 fn is_auth_header(name: &[u8]) -> bool {
     let name = name.trim_ascii();
@@ -169,7 +174,13 @@ pub(super) fn scan(
     trace: &mut Trace,
     out: &mut Vec<(usize, Finding)>,
 ) {
-    if !matches!(kind, TextKind::Stream | TextKind::Config) || windows.is_empty() {
+    if !matches!(kind, TextKind::Stream | TextKind::Config) {
+        return;
+    }
+    if let Some(h) = hold_open_values(text) {
+        trace.hold = Some(trace.hold.map_or(h, |t| t.min(h)));
+    }
+    if windows.is_empty() {
         return;
     }
     let Some(gi) = RULES.iter().position(|r| r.generic) else {
@@ -211,6 +222,70 @@ pub(super) fn scan(
     if let Some(h) = p.hold {
         trace.hold = Some(trace.hold.map_or(h, |t| t.min(h)));
     }
+}
+
+/// Where a `value` member is, near the text's end, whose object is still open (a name
+/// written after it may yet come and make it a secret, see [`Pairs::value_first`]): the
+/// redactor holds its line back until the object closes, the reach passes, or the stream
+/// ends. Reads the last [`REACH`] bytes (and the lines they begin in), once per scan.
+fn hold_open_values(text: &[u8]) -> Option<usize> {
+    let len = text.len();
+    let lo = len.saturating_sub(REACH);
+    memchr::memmem::find(&text[lo..], b"alue")?;
+    let mut ls = line_start(text, lo).unwrap_or(lo);
+    // The open candidate so far: its line start and its key's column.
+    let mut open: Option<(usize, usize)> = None;
+    while ls < len {
+        let le = line_end(text, ls);
+        let line = &text[ls..le];
+        if let Some(c) = indent(line) {
+            let mut k = c;
+            let entry = line[c..].starts_with(b"- ");
+            if entry {
+                k += 2;
+                while k < line.len() && line[k] == b' ' {
+                    k += 1;
+                }
+            }
+            // The candidate's object ends here, or its name comes (decided): judged on
+            // whole lines only (the last one may go on).
+            let whole = le < len && text[le] == b'\n';
+            if let Some((_, kc)) = open.filter(|_| whole) {
+                let body = &line[c..];
+                let closes = c < kc
+                    || (c == kc && (entry || body.starts_with(b"}") || body.starts_with(b"]")))
+                    || (k == kc
+                        && member_key(text, ls + k, le).is_some_and(|(key, _)| {
+                            let key = key_text(text, key);
+                            NAME_KEYS.contains(&key) || VALUE_KEYS.contains(&key)
+                        }));
+                if closes {
+                    open = None;
+                }
+            }
+            if open.is_none()
+                && let Some((key, val)) = member_key(text, ls + k, le)
+                && VALUE_KEYS.contains(&key_text(text, key))
+                && let Val::Scalar(s, _, _) = val
+                && s + REACH >= len
+            {
+                open = Some((ls, k));
+            }
+        }
+        if le >= len || text[le] != b'\n' {
+            break;
+        }
+        ls = le + 1;
+    }
+    open.map(|(ls, _)| ls)
+}
+
+/// The first member of the line read from `p` (to `le`): its key and value.
+fn member_key(text: &[u8], p: usize, le: usize) -> Option<((usize, usize), Val)> {
+    let toks = lex(text, p, le);
+    let objects = parse(text, &toks, le);
+    let m = objects.first()?.members.first()?;
+    Some((m.key, m.val))
 }
 
 /// The start of the line holding `p`, looked for at most [`REACH`] bytes back; `None` when
@@ -265,7 +340,37 @@ impl<'a> Pairs<'a, '_> {
             self.table(ls, le);
         }
         self.vault_row(ls, le, col);
+        self.bare_name(ls, le, col);
         self.members(ls, le, col);
+    }
+
+    /// A line that is only a setting's name (`requirepass`, `db_password`), then a line that
+    /// is only a value: `redis-cli CONFIG GET` piped (names and values on lines of their
+    /// own). Names of one word are not taken (`Password` alone on a line is a prompt).
+    fn bare_name(&mut self, ls: usize, le: usize, col: usize) {
+        let text = self.text;
+        let name = text[ls + col..le].trim_ascii_end();
+        let other = OTHER_NAMES.iter().any(|n| name.eq_ignore_ascii_case(n));
+        if name.is_empty()
+            || !name
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            || !(other || name.contains(&b'_'))
+        {
+            return;
+        }
+        let Some(st) = strength(name) else { return };
+        let p = le + 1;
+        if p >= text.len() {
+            return;
+        }
+        let e = line_end(text, p);
+        let v = &text[p..e];
+        let v = v.trim_ascii_end();
+        if v.is_empty() || v[0].is_ascii_whitespace() || v.iter().any(u8::is_ascii_whitespace) {
+            return;
+        }
+        self.judge(ls, st, (p, p + v.len()), true);
     }
 
     /// Judges the value `s..e`, named with `strength` by text beginning at `origin`, and
@@ -374,6 +479,13 @@ impl<'a> Pairs<'a, '_> {
             };
             self.siblings(ls, le, key_col, st);
         }
+        if valued.is_none() && names.is_some() {
+            self.value_first(ls, le, key_col, names.unwrap_or(Strength::Token));
+        }
+        if top.members.len() == 1 && last.val == Val::Other && is_cookies(key_text(text, last.key))
+        {
+            self.cookie_values(ls, le, key_col);
+        }
         if top.members.len() == 1 {
             let key = key_text(text, last.key);
             if let Some(st) = strength(key).filter(|_| !refers(key)) {
@@ -473,6 +585,98 @@ impl<'a> Pairs<'a, '_> {
                     .any(|(k, v)| *k == key && text[s..e2].eq_ignore_ascii_case(v))
             {
                 st = Some(Strength::Strong);
+            }
+            p = e + 1;
+        }
+    }
+
+    /// Lines above a name member (at `key_col` of the line `ls..le`) holding its sibling
+    /// `value` member written first (`- value: ...` then `  name: DB_PASSWORD`): the first
+    /// member line at the same column going up, within the object (a less indented line, or
+    /// the line opening the sequence entry, ends it). A stream holds such a value back until
+    /// its object closes or the reach passes (see [`Pairs::hold_open_values`]).
+    fn value_first(&mut self, ls: usize, le: usize, key_col: usize, st: Strength) {
+        let text = self.text;
+        let name_text = self.name_on(ls, le);
+        let mut e = ls;
+        while e > 0 {
+            let lo = e - 1;
+            let Some(ps) = line_start(text, lo) else {
+                return;
+            };
+            if ps + REACH < ls {
+                return;
+            }
+            let line = &text[ps..lo];
+            let Some(c) = indent(line) else {
+                e = ps;
+                continue;
+            };
+            let mut k = c;
+            let entry = line[c..].starts_with(b"- ");
+            if entry {
+                k += 2;
+                while k < line.len() && line[k] == b' ' {
+                    k += 1;
+                }
+            }
+            if k > key_col && !entry {
+                e = ps;
+                continue;
+            }
+            if k != key_col {
+                return;
+            }
+            let toks = lex(text, ps + k, lo);
+            let objects = parse(text, &toks, lo);
+            let Some(m) = objects.first().and_then(|o| o.members.first()).copied() else {
+                return;
+            };
+            let key = key_text(text, m.key);
+            if VALUE_KEYS.contains(&key) {
+                if let Val::Scalar(s, e2, q) = m.val {
+                    // Decided by the name below it: no further than the reach from it.
+                    if ls <= s + REACH {
+                        self.judge_named(ps, &name_text, st, (s, e2, q));
+                    }
+                }
+                return;
+            }
+            if NAME_KEYS.contains(&key) || entry {
+                return;
+            }
+            e = ps;
+        }
+    }
+
+    /// The `value` members of the objects in a `cookies` array opening at the end of the
+    /// line `ls..le` (HAR): a cookie's value is a session's credential whatever its name.
+    fn cookie_values(&mut self, ls: usize, le: usize, key_col: usize) {
+        let text = self.text;
+        let mut p = le + 1;
+        while p < text.len() && p <= ls + REACH {
+            let e = line_end(text, p);
+            let line = &text[p..e];
+            let Some(c) = indent(line) else {
+                p = e + 1;
+                continue;
+            };
+            if c <= key_col {
+                return;
+            }
+            let mut k = c;
+            while text[p + k..e].starts_with(b"- ") {
+                k += 2;
+            }
+            let toks = lex(text, p + k, e);
+            for o in parse(text, &toks, e) {
+                for m in &o.members {
+                    if VALUE_KEYS.contains(&key_text(text, m.key))
+                        && let Val::Scalar(s, e2, q) = m.val
+                    {
+                        self.judge(ls, Strength::Strong, (s, e2), !q);
+                    }
+                }
             }
             p = e + 1;
         }

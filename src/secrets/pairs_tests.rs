@@ -191,6 +191,38 @@ fn redis_config_get_reply() {
     }
 }
 
+/// What tools print where the value comes first or the name is no keyword of the rule:
+/// a hand-written manifest (value, then name), redis-cli piped (a name line, a value line),
+/// HAR's `x-api-key` header and `cookies` array.
+#[test]
+fn value_first_piped_redis_and_har_cookies() {
+    let (a, b, c, d, e) = (
+        tok(90, 22),
+        tok(91, 32),
+        tok(92, 40),
+        tok(93, 32),
+        tok(94, 20),
+    );
+    let manifest = format!(
+        "        env:\n        - value: {a}\n          name: REDIS_PASSWORD\n        - value: \"8080\"\n          name: PORT\n"
+    );
+    hides(&manifest, &[&a], &["REDIS_PASSWORD", "8080"]);
+    let json =
+        format!("[\n  {{\n    \"value\": \"{e}\",\n    \"name\": \"DB_PASSWORD\"\n  }}\n]\n");
+    hides(&json, &[&e], &["DB_PASSWORD"]);
+    let piped = format!("requirepass\n{b}\nport\n6379\n");
+    hides(&piped, &[&b], &["requirepass", "6379"]);
+    let har = format!(
+        "{{\n  \"headers\": [\n    {{\n      \"name\": \"accept\",\n      \"value\": \"application/json\"\n    }},\n    {{\n      \"name\": \"x-api-key\",\n      \"value\": \"{c}\"\n    }}\n  ],\n  \"cookies\": [\n    {{\n      \"name\": \"sessionid\",\n      \"value\": \"{}\",\n      \"httpOnly\": true\n    }}\n  ],\n  \"bodySize\": 0\n}}\n",
+        d.to_ascii_lowercase()
+    );
+    hides(
+        &har,
+        &[&c, &d.to_ascii_lowercase()],
+        &["x-api-key", "sessionid", "application/json"],
+    );
+}
+
 #[test]
 fn names_that_name_no_secret_or_values_that_are_none_stay() {
     // Secret-named variables without a literal value, and values that are no secret.
@@ -250,6 +282,11 @@ fn streamed_pairs_agree_with_the_whole_text() {
         v[6]
     ));
     texts.push(format!("db:\n  password: |\n    {}\n    {}\n", v[7], v[8]));
+    texts.push(format!(
+        "env:\n- value: {}\n  other: 1\n  name: DB_PASSWORD\n- value: {}\n  name: PORT\n",
+        v[9], v[10]
+    ));
+    texts.push(format!("requirepass\n{}\n", v[11]));
     let filler: String = (0..200)
         .map(|i| format!("log line {i} nothing here\n"))
         .collect();
@@ -278,16 +315,55 @@ fn streamed_pairs_agree_with_the_whole_text() {
             at = end;
         }
         r.finish(&mut out);
-        assert!(
-            out == want,
-            "round {round}: the stream differs from the whole text:\n{}",
-            String::from_utf8_lossy(&out)
-        );
+        if out != want {
+            let (o, w) = (
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&want),
+            );
+            let diff: Vec<String> = o
+                .lines()
+                .zip(w.lines())
+                .filter(|(a, b)| a != b)
+                .take(6)
+                .map(|(a, b)| format!("stream {a:?}\nwhole  {b:?}"))
+                .collect();
+            panic!(
+                "round {round}: the stream differs from the whole text:\n{}",
+                diff.join("\n")
+            );
+        }
     }
-    for s in &v[..9] {
+    for s in v[..10].iter().chain(&v[11..12]) {
         assert!(
             !String::from_utf8_lossy(&want).contains(s.as_str()),
             "{s} shown"
+        );
+    }
+}
+
+/// A value written before its name, cut at every byte with a pause: the stream holds the
+/// value's line until its object has its name (or closes), never emitting it unredacted.
+#[test]
+fn a_value_before_its_name_is_held_at_every_pause() {
+    let t = format!(
+        "x\nenv:\n- value: {}\n  other: 1\n  name: DB_PASSWORD\n- value: {}\n  name: PORT\n",
+        tok(1, 18),
+        tok(2, 18)
+    );
+    let want = redacted_whole(t.as_bytes());
+    assert!(!String::from_utf8_lossy(&want).contains(&tok(1, 18)));
+    for cut in 1..t.len() {
+        let mut out = Vec::new();
+        let mut r = Redactor::new(TextKind::Stream);
+        r.feed(&t.as_bytes()[..cut], &mut out);
+        r.flush_lines(&mut out);
+        r.feed(&t.as_bytes()[cut..], &mut out);
+        r.finish(&mut out);
+        assert!(
+            out == want,
+            "paused after {:?}:\n{}",
+            &t[..cut],
+            String::from_utf8_lossy(&out)
         );
     }
 }
