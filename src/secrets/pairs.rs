@@ -153,6 +153,27 @@ fn refers(key: &[u8]) -> bool {
         .any(|e| lower.ends_with(e) && lower.len() > e.len() + 2)
 }
 
+/// A digest as build tools print it: hex of a hash's length (MD5 to SHA-512), bare or after
+/// `sha256:`, `sha1-` and the like, or an `sha512-` integrity string. A value named only by
+/// `token` (`TOKEN_CACHE_DIGEST`) that is one stays readable: the entropy that says a
+/// secret elsewhere is a hash's here.
+fn is_digest(v: &[u8]) -> bool {
+    let lower = v.to_ascii_lowercase();
+    let body = [
+        "sha512-", "sha384-", "sha256-", "sha256:", "sha512:", "sha1:", "sha1-", "md5:",
+    ]
+    .iter()
+    .find_map(|p| lower.strip_prefix(p.as_bytes()));
+    if let Some(b) = body
+        && lower.starts_with(b"sha5")
+        && lower[6] == b'-'
+    {
+        return b.len() >= 80;
+    }
+    let body = body.unwrap_or(&lower);
+    [32, 40, 56, 64, 96, 128].contains(&body.len()) && body.iter().all(u8::is_ascii_hexdigit)
+}
+
 /// A HAR entry's `cookies` array (and YAML's).
 fn is_cookies(key: &[u8]) -> bool {
     key.eq_ignore_ascii_case(b"cookies")
@@ -392,7 +413,8 @@ impl<'a> Pairs<'a, '_> {
             && (v.len() < 16
                 || entropy::shannon(v) < 3.5
                 || precision::is_wordy(v)
-                || scan::is_letter_run(v))
+                || scan::is_letter_run(v)
+                || is_digest(v))
         {
             return;
         }
@@ -1022,7 +1044,11 @@ fn secret_columns(text: &[u8], header: &[(usize, usize)]) -> Vec<(usize, Strengt
         .enumerate()
         .filter_map(|(i, &(s, e))| {
             let c = &text[s..e];
-            (!c.is_empty() && c.len() <= 64)
+            // A column's name: words of a name's bytes (not code: `let x = f()?;`).
+            let name_like = c
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b"_-. ".contains(&b));
+            (!c.is_empty() && c.len() <= 40 && name_like)
                 .then(|| strength(c))
                 .flatten()
                 .map(|st| (i, st))

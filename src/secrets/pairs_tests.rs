@@ -223,6 +223,37 @@ fn value_first_piped_redis_and_har_cookies() {
     );
 }
 
+/// Entropy where the context says so: a value named only by `token` is a secret when long
+/// and random, but a digest (hex of a hash's length, `sha256:`, an `sha512-` integrity
+/// string), a UUID, a number or a word under such a name stays readable.
+#[test]
+fn a_value_named_only_by_token_is_random_and_no_digest() {
+    let hex = |seed: u64, n: usize| -> String {
+        tok(seed, n * 2)
+            .bytes()
+            .map(|b| char::from(b"0123456789abcdef"[(b % 16) as usize]))
+            .take(n)
+            .collect()
+    };
+    let (t, d, g) = (tok(95, 40), hex(96, 64), hex(97, 40));
+    let u = format!(
+        "{}-{}-4{}-a{}-{}",
+        hex(98, 8),
+        hex(99, 4),
+        hex(100, 3),
+        hex(101, 3),
+        hex(102, 12)
+    );
+    let text = format!(
+        "- name: SLACK_BOT_TOKEN\n  value: {t}\n- name: TOKEN_CACHE_DIGEST\n  value: sha256:{d}\n- name: COMMIT_TOKEN\n  value: {g}\n- name: NEXT_TOKEN\n  value: {u}\n- name: TOKEN_TTL\n  value: \"3600\"\n"
+    );
+    hides(&text, &[&t], &[&d, &g, &u, "3600"]);
+    assert!(super::is_digest(
+        format!("sha512-{}", tok(103, 86)).as_bytes()
+    ));
+    assert!(super::is_digest(d.as_bytes()) && !super::is_digest(t.as_bytes()));
+}
+
 #[test]
 fn names_that_name_no_secret_or_values_that_are_none_stay() {
     // Secret-named variables without a literal value, and values that are no secret.
