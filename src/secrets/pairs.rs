@@ -5,30 +5,37 @@
 //! those shapes, starting from the lines where a secret's name is (the keyword rule's
 //! windows, and those of the rules whose keyword is an authentication header's name):
 //!
-//! - name/value siblings in JSON and YAML, block or flow, in any order on one line, name
-//!   first across lines: Kubernetes and ECS `env` (`- name: DB_PASSWORD` / `value: ...`),
-//!   `Name`/`Value`, `key`/`value`, `Key`/`Value` (tags), `ParameterKey`/`ParameterValue`,
-//!   `aws ssm get-parameter` (a `Name` that is a path ending in a secret's name), HAR headers
-//!   (`{"name": "Authorization", "value": "Bearer ..."}`: the credential after the scheme);
-//!   a sibling `"sensitive": true` (`terraform output -json`), `"Type": "SecureString"`
-//!   (SSM) or `"masked": true` (GitLab variables) says the same as a secret's name;
+//! - name/value siblings in JSON and YAML, block or flow, in any order on one line, and
+//!   across lines name first or value first: Kubernetes and ECS `env` (`- name: DB_PASSWORD`
+//!   / `value: ...`), `Name`/`Value`, `key`/`value`, `Key`/`Value` (tags),
+//!   `ParameterKey`/`ParameterValue`, `aws ssm get-parameter` (a `Name` that is a path ending
+//!   in a secret's name), HAR headers (`{"name": "Authorization", "value": "Bearer ..."}`: the
+//!   credential after the scheme) and HAR `cookies` arrays (every cookie's value); a sibling
+//!   `"sensitive": true` (`terraform output -json`), `"Type": "SecureString"` (SSM) or
+//!   `"masked": true` (GitLab variables) says the same as a secret's name;
 //! - the `value` child of an object whose key names a secret (`terraform output -json`:
 //!   `"db_password": {"sensitive": true, "type": "string", "value": ...}`);
 //! - a YAML value on the next line (`password:` then an indented scalar), the lines of a
 //!   block scalar under a secret's name (`password: |`, `>-`), INI continuation lines
-//!   (`password =` then indented values);
+//!   (`password =` then indented values), a name alone on a line then its value alone on
+//!   the next (`redis-cli CONFIG GET` piped);
 //! - tables: a header naming a secret column, then its cells (markdown, mysql, psql), and
 //!   vault's `Key`/`Value` tables (`password    s3cr...`);
 //! - PHP's `print_r` (`[password] => ...`) and `var_dump` (`["password"]=>` then
 //!   `string(N) "..."`), redis-cli's `CONFIG GET` replies (`1) "requirepass"` / `2) "..."`).
 //!
 //! A paired value passes the keyword rule's checks (`scan::accept`: placeholders, references,
-//! `looks_random` for unquoted values, demo words, UUIDs...), and a name that names a secret
-//! only by `token` asks, as there, a long random value (16 bytes, entropy 3.5).
+//! `looks_random` for unquoted values, demo words, UUIDs...). Entropy decides where the
+//! context says only a little: a name that names a secret only by `token` asks, as the
+//! keyword rule does, a long random value (16 bytes, entropy 3.5), and not a digest (hex of
+//! a hash's length, `sha256:...`, an `sha512-` integrity string: build logs print those
+//! under such names).
 //!
 //! Streaming: the text that decides a value lies within [`REACH`] bytes before the value's
-//! start and on the value's own line (at most [`LINE_CAP`] bytes from that line's start):
-//! never after the value's line. The redactor keeps at least [`MAX_WINDOW`] bytes of left
+//! start and on the value's own line (at most [`LINE_CAP`] bytes from that line's start),
+//! and never after the value's line but for a value written before its name (the name at
+//! most [`REACH`] bytes after it): at a pause, such a value's line is held back
+//! (`Trace::hold`) while its object is open, so it is emitted only once decided. The redactor keeps at least [`MAX_WINDOW`] bytes of left
 //! context before anything it has not emitted, and holds back [`super::scan::MAX_EXTENT`]
 //! bytes (more than a line's cap) when it cuts between lines, so a stream finds a pair
 //! exactly as the whole text does. Beyond the reach (a table more than 3 KiB after its
@@ -248,7 +255,9 @@ pub(super) fn scan(
 /// Where a `value` member is, near the text's end, whose object is still open (a name
 /// written after it may yet come and make it a secret, see [`Pairs::value_first`]): the
 /// redactor holds its line back until the object closes, the reach passes, or the stream
-/// ends. Reads the last [`REACH`] bytes (and the lines they begin in), once per scan.
+/// ends. Only a member inside a structure (a sequence entry, or indented) is held: a log
+/// line `value: 42` at a line's start is not. Reads the last [`REACH`] bytes (and the line
+/// they begin in), once per scan.
 fn hold_open_values(text: &[u8]) -> Option<usize> {
     let len = text.len();
     let lo = len.saturating_sub(REACH);
@@ -268,15 +277,16 @@ fn hold_open_values(text: &[u8]) -> Option<usize> {
                     k += 1;
                 }
             }
-            // The candidate's object ends here, or its name comes (decided): judged on
-            // whole lines only (the last one may go on).
+            // The candidate's object ends here (a line less indented, a new entry, a
+            // bracket, a line at its column that is no member), or its name comes (decided):
+            // judged on whole lines only (the last one may go on).
             let whole = le < len && text[le] == b'\n';
             if let Some((_, kc)) = open.filter(|_| whole) {
                 let body = &line[c..];
                 let closes = c < kc
                     || (c == kc && (entry || body.starts_with(b"}") || body.starts_with(b"]")))
                     || (k == kc
-                        && member_key(text, ls + k, le).is_some_and(|(key, _)| {
+                        && member_key(text, ls + k, le).is_none_or(|(key, _)| {
                             let key = key_text(text, key);
                             NAME_KEYS.contains(&key) || VALUE_KEYS.contains(&key)
                         }));
@@ -289,6 +299,7 @@ fn hold_open_values(text: &[u8]) -> Option<usize> {
                 && VALUE_KEYS.contains(&key_text(text, key))
                 && let Val::Scalar(s, _, _) = val
                 && s + REACH >= len
+                && (entry || k > 0)
             {
                 open = Some((ls, k));
             }
@@ -1027,6 +1038,9 @@ impl<'a> Pairs<'a, '_> {
 
 /// `---  -----`: vault's rule under `Key  Value`.
 fn is_vault_dashes(l: &[u8]) -> bool {
+    if !l.starts_with(b"---") {
+        return false;
+    }
     let words: Vec<&[u8]> = l
         .split(u8::is_ascii_whitespace)
         .filter(|w| !w.is_empty())

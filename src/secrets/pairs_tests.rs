@@ -159,36 +159,19 @@ fn php_dumps_redis_replies_and_next_line_values() {
     hides(&ini, &[&f], &["password =", "host = x"]);
 }
 
-/// The redis reply is found where a rule's keyword marks its line (`requirepass`); without
-/// one, nothing triggers the pairing and the test says so rather than pass vacuously.
+/// redis-cli's reply to `CONFIG GET requirepass` (`requirepass` is a trigger word of the
+/// keyword rule: its line is read, though the rule's regex takes no value there).
 #[test]
 fn redis_config_get_reply() {
     let a = tok(50, 18);
     let text = format!("1) \"requirepass\"\n2) \"{a}\"\n3) \"port\"\n4) \"6379\"\n");
-    let triggered = super::super::rules::RULES.iter().enumerate().any(|(i, r)| {
-        !r.generic
-            && super::is_trigger(i)
-            && r.keywords
-                .iter()
-                .any(|k| k.eq_ignore_ascii_case("requirepass"))
-    });
-    if triggered {
-        hides(&text, &[&a], &["requirepass", "6379"]);
-    } else {
-        // The shape itself, read from its line as a trigger would.
-        let mut found = Vec::new();
-        let mut w = vec![(0, text.find('\n').unwrap_or(0))];
-        super::scan(
-            text.as_bytes(),
-            TextKind::Stream,
-            &mut w,
-            &mut super::super::context::Trace::default(),
-            &mut found,
-        );
-        assert_eq!(found.len(), 1, "{found:?}");
-        let f = &found[0].1;
-        assert_eq!(&text[f.start..f.end], a);
-    }
+    hides(&text, &[&a], &["requirepass", "6379"]);
+    let b = tok(51, 24);
+    hides(
+        &format!("127.0.0.1:6379> CONFIG GET masterauth\n1) \"masterauth\"\n2) \"{b}\"\n"),
+        &[&b],
+        &["masterauth"],
+    );
 }
 
 /// What tools print where the value comes first or the name is no keyword of the rule:
