@@ -57,6 +57,10 @@ pub(super) const REACH: usize = MAX_WINDOW;
 /// redactor holds back after a value it has not emitted.
 pub(super) const LINE_CAP: usize = 8 * 1024;
 
+// What a value's decision reads after it (its line; for a value before its name, the name's
+// line within the reach) must be in the tail the redactor holds back.
+const _: () = assert!(REACH + LINE_CAP <= super::scan::MAX_EXTENT);
+
 /// Keys that hold a variable's name in a name/value object.
 const NAME_KEYS: &[&[u8]] = &[
     b"name",
