@@ -204,6 +204,12 @@ fn value_first_piped_redis_and_har_cookies() {
         &[&c, &d.to_ascii_lowercase()],
         &["x-api-key", "sessionid", "application/json"],
     );
+    // A request's `Cookie` header as HAR records it: the whole value.
+    let f = tok(104, 32).to_ascii_lowercase();
+    let cookie = format!(
+        "    {{\n      \"name\": \"Cookie\",\n      \"value\": \"sessionid={f}\"\n    }},\n"
+    );
+    hides(&cookie, &[&f], &["Cookie"]);
 }
 
 /// Entropy where the context says so: a value named only by `token` is a secret when long
