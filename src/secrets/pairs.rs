@@ -31,6 +31,11 @@
 //! a hash's length, `sha256:...`, an `sha512-` integrity string: build logs print those
 //! under such names).
 //!
+//! Over 1,000 lines: one reader per shape, each a few dozen lines, over the state they share
+//! (the reach each decision keeps to, the vault rows' memo, the hold a stream waits on);
+//! split, each part would need that state and the name tests. The line lexer is in
+//! `pairs_lex.rs`, the tests in `pairs_tests.rs`.
+//!
 //! Streaming: the text that decides a value lies within [`REACH`] bytes before the value's
 //! start and on the value's own line (at most [`LINE_CAP`] bytes from that line's start),
 //! and never after the value's line but for a value written before its name (the name at
