@@ -40,10 +40,11 @@
 //! start and on the value's own line (at most [`LINE_CAP`] bytes from that line's start),
 //! and never after the value's line but for a value written before its name (the name at
 //! most [`REACH`] bytes after it): at a pause, such a value's line is held back
-//! (`Trace::hold`) while its object is open, so it is emitted only once decided. The redactor keeps at least [`MAX_WINDOW`] bytes of left
-//! context before anything it has not emitted, and holds back [`super::scan::MAX_EXTENT`]
-//! bytes (more than a line's cap) when it cuts between lines, so a stream finds a pair
-//! exactly as the whole text does. Beyond the reach (a table more than 3 KiB after its
+//! (`Trace::hold`) while its object is open, so it is emitted only once decided. The
+//! redactor keeps at least [`MAX_WINDOW`] bytes of left context before anything it has not
+//! emitted, and holds back [`super::scan::MAX_EXTENT`] bytes (more than the reach and a
+//! line's cap) when it cuts between lines, so a stream finds a pair exactly as the whole
+//! text does. Beyond the reach (a table more than 3 KiB after its
 //! header, a sibling more than 3 KiB after its name) nothing is paired.
 
 use super::TextKind;
