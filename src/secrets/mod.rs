@@ -16,6 +16,7 @@ mod confidence;
 mod context;
 mod entropy;
 mod normalise;
+mod pairs;
 mod precision;
 pub(crate) mod prefilter;
 mod redact;

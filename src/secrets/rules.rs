@@ -1913,6 +1913,11 @@ pub static RULES: &[Rule] = &[
                 // `_token` covers `access_token`, `auth_token`, `api_token`.
                 "_token",
                 "contrase",
+                // Not names the regex takes: lines `pairs.rs` reads (redis' password
+                // settings, HAR's `cookies`).
+                "requirepass",
+                "masterauth",
+                "cookie",
             ],
             // `scan::keyword_value` reads a match's value off its span by this shape (no
             // capture pass per match); `keyword_values_read_off_the_span_are_the_captures`

@@ -155,13 +155,22 @@ impl Scanner {
     ) -> Vec<Finding> {
         let mut found = Vec::new();
         let mut generic_windows = Vec::new();
-        let names = self.scan_rules(text, kind, &mut found, &mut generic_windows);
+        let mut pair_windows = Vec::new();
+        let names = self.scan_rules(
+            text,
+            kind,
+            &mut found,
+            &mut generic_windows,
+            &mut pair_windows,
+        );
         if kind != TextKind::Lock {
             let programs = names.found.then_some(&names.programs[..]);
             let resume = start.mid.then_some(start.at);
             let regions = context_regions(text, &generic_windows, programs, resume);
             self.scan_contexts(text, kind, &regions, start, trace, &mut found);
         }
+        // Names and values apart (siblings, tables, next lines): see `pairs`.
+        super::pairs::scan(text, kind, &mut pair_windows, trace, &mut found);
         if entropy && kind != TextKind::Lock {
             entropy::scan(text, kind, &mut found);
         }
@@ -169,14 +178,15 @@ impl Scanner {
     }
 
     /// The rules' findings in `text`; `generic_windows` gets the windows (lines) searched
-    /// for the keyword rule, in order. Returns the other names the prefilter found in its
-    /// pass (see [`prefilter::Names`]).
+    /// for the keyword rule, in order, and `pair_windows` those `pairs` reads from. Returns
+    /// the other names the prefilter found in its pass (see [`prefilter::Names`]).
     fn scan_rules(
         &self,
         text: &[u8],
         kind: TextKind,
         out: &mut Vec<(usize, Finding)>,
         generic_windows: &mut Vec<(usize, usize)>,
+        pair_windows: &mut Vec<(usize, usize)>,
     ) -> prefilter::Names {
         // Windows (rule, start, end) around keyword hits, built in one pass over hits that
         // come in order of their start (see `Windows`).
@@ -215,6 +225,9 @@ impl Scanner {
             let rule = &RULES[ri];
             if rule.generic {
                 generic_windows.push((ws, we));
+            }
+            if super::pairs::is_trigger(ri) {
+                pair_windows.push((ws, we));
             }
             let Some(re) = self.regex(ri) else { continue };
             let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
@@ -728,7 +741,7 @@ fn resync(text: &[u8], s: usize, e: usize) -> usize {
 
 /// Whether the text before a keyword match's value holds one of the strong secret names
 /// ([`super::rules::STRONG_SECRET_NAME`]), not only `token`.
-fn names_strongly(name: &[u8]) -> bool {
+pub(super) fn names_strongly(name: &[u8]) -> bool {
     static RE: OnceLock<Option<Regex>> = OnceLock::new();
     RE.get_or_init(|| {
         RegexBuilder::new(super::rules::STRONG_SECRET_NAME)
@@ -859,7 +872,13 @@ impl Scanner {
             return;
         }
         let mut found = Vec::new();
-        self.scan_rules(&side.buf, kind, &mut found, &mut Vec::new());
+        self.scan_rules(
+            &side.buf,
+            kind,
+            &mut found,
+            &mut Vec::new(),
+            &mut Vec::new(),
+        );
         for (ri, f) in found {
             if side.starts[f.start..f.end].contains(&usize::MAX) {
                 continue;
@@ -953,7 +972,7 @@ const CREDENTIAL_SLOTS: &[&str] = &[
 ];
 
 /// Rule-level checks of a candidate secret at `s..e`, in a match that begins at `at`.
-fn accept(
+pub(super) fn accept(
     rule: &Rule,
     text: &[u8],
     (at, s, e): (usize, usize, usize),
@@ -1050,7 +1069,7 @@ fn accept(
 
 /// Letters of one case and no digit (other bytes, and one letter of the other case such as a
 /// `s.` prefix, aside): words run together, not a token.
-fn is_letter_run(v: &[u8]) -> bool {
+pub(super) fn is_letter_run(v: &[u8]) -> bool {
     let digit = v.iter().any(u8::is_ascii_digit);
     let upper = v.iter().filter(|b| b.is_ascii_uppercase()).count();
     let lower = v.iter().filter(|b| b.is_ascii_lowercase()).count();
