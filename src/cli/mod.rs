@@ -266,6 +266,16 @@ fn broker_failed(e: BrokerError) -> Report {
 /// object under `--json` and its message on stderr; the notes on stderr.
 fn render(cli: &Call, r: &Report) -> ExitCode {
     use broker::report::{Audience, Outcome};
+    // Whatever made the report (the broker here, a daemon, a front end's own failure), what
+    // is shown passes the gate whole (`broker::gate`).
+    let gated = match broker::gate::gated(r) {
+        Ok(g) => g,
+        Err(e) => Some(failed(
+            exit::VERIFY_FAILED,
+            format!("the report could not pass the redaction gate ({e}); please report this bug"),
+        )),
+    };
+    let r = gated.as_ref().unwrap_or(r);
     let json = cli.json_errors();
     match &r.outcome {
         Outcome::Streamed => {}
