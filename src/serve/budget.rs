@@ -308,7 +308,12 @@ mod tests {
         let r = v["refusal"]["reason"].as_str().expect("reason");
         assert!(r.starts_with("why why") && r.contains("cut here"), "{r}");
         assert!(r.contains("`gateway log show 9`"), "{r}");
-        assert!(!v["decision"]["commands"].as_array().expect("commands").is_empty());
+        assert!(
+            !v["decision"]["commands"]
+                .as_array()
+                .expect("commands")
+                .is_empty()
+        );
         // A kept part under budget is not touched when the rest fits.
         let mut w = serde_json::json!({"refusal": {"reason": "no"}, "stdout": long});
         bound(&mut w, 2_000, "w");
