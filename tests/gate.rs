@@ -56,25 +56,32 @@ fn mcp_call(env: &Env, policy: &str, name: &str, arguments: serde_json::Value) -
     ] {
         writeln!(input, "{m}").expect("write");
     }
-    // The answer to the call, then its stdin closed.
-    let mut out = child.stdout.take().expect("stdout");
-    let mut text = String::new();
-    let mut buf = [0u8; 65536];
-    let t = std::time::Instant::now();
-    while !text.lines().any(|l| l.contains("\"id\":2")) {
-        assert!(t.elapsed() < std::time::Duration::from_secs(120), "{text}");
-        let n = std::io::Read::read(&mut out, &mut buf).expect("read");
-        if n == 0 {
+    // The answer to the call (read line by line on a thread of its own, so that a server
+    // that never answers fails the test instead of hanging it), then its stdin closed.
+    let out = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut answer = String::new();
+    while let Ok(line) =
+        rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    {
+        if line.contains("\"id\":2") {
+            answer = line;
             break;
         }
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     drop(input);
+    let _ = child.kill();
     let _ = child.wait();
-    text.lines()
-        .find(|l| l.contains("\"id\":2"))
-        .unwrap_or_default()
-        .to_string()
+    answer
 }
 
 sandbox_test! {
