@@ -49,6 +49,7 @@ mod docs;
 mod escape;
 mod exec;
 mod fs;
+mod gate;
 mod help;
 mod http;
 mod human;

@@ -153,6 +153,11 @@ fn redact_levels(a: &str, levels: usize) -> (String, Vec<&'static str>) {
     if spans.is_empty() {
         return (a.to_string(), vec![]);
     }
+    // A secret that is a flag's or an assignment's value is redacted whole, whatever its
+    // length and punctuation (the scan may stop at a `;` or after its longest match).
+    for sp in &mut spans {
+        sp.1 = value_end(raw, sp.0, sp.1, levels == 1);
+    }
     spans.sort();
     let mut out = Vec::with_capacity(raw.len());
     let mut rules = Vec::new();
@@ -181,6 +186,61 @@ fn redact_levels(a: &str, levels: usize) -> (String, Vec<&'static str>) {
     }
     out.extend_from_slice(&raw[pos..]);
     (String::from_utf8_lossy(&out).into_owned(), rules)
+}
+
+/// Where the secret found at `start..end` of `raw` ends when it is the value of a flag or an
+/// assignment (`--password=...`, `AWS_SESSION_TOKEN=...`, `'NAME=...'`): a secret's value is
+/// all of it, whatever its length or shape (`a;b`, 900 bytes of session token), so the span
+/// runs to the value's closing quote, else to the next whitespace — else, for a whole argv
+/// word (`word`) that is a flag or holds no whitespace, to the word's end. `end` when the
+/// finding is not such a value (it does not start where the value does).
+pub(crate) fn value_end(raw: &[u8], start: usize, end: usize, word: bool) -> usize {
+    let ws = raw[..start]
+        .iter()
+        .rposition(u8::is_ascii_whitespace)
+        .map_or(0, |i| i + 1);
+    let mut before = &raw[ws..start];
+    let mut quote = None;
+    // `'NAME=value`, `NAME='value`.
+    if let [q @ (b'\'' | b'"'), rest @ ..] = before {
+        quote = Some(*q);
+        before = rest;
+    }
+    if let [rest @ .., q @ (b'\'' | b'"')] = before
+        && rest.ends_with(b"=")
+    {
+        quote = Some(*q);
+        before = rest;
+    }
+    let Some(name) = before.strip_suffix(b"=") else {
+        return end;
+    };
+    let name = name
+        .strip_prefix(b"--")
+        .or_else(|| name.strip_prefix(b"-"))
+        .unwrap_or(name);
+    let named = name
+        .first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+        && name
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(c));
+    if !named || end > raw.len() {
+        return end;
+    }
+    let rest = &raw[end..];
+    if word
+        && ws == 0
+        && quote.is_none()
+        && (raw[0] == b'-' || !rest.iter().any(u8::is_ascii_whitespace))
+    {
+        return raw.len();
+    }
+    let n = match quote {
+        Some(q) => memchr::memchr(q, rest),
+        None => rest.iter().position(u8::is_ascii_whitespace),
+    };
+    end + n.unwrap_or(rest.len())
 }
 
 /// argv as records, displays and approvals keep it: every argument redacted, in its raw text
@@ -263,12 +323,16 @@ fn command_line_secrets(words: &[String]) -> Vec<(usize, usize, usize, &'static 
         if f.start < ws || f.start >= we {
             continue;
         }
-        let (s, e) = (f.start - ws, f.end.min(we) - ws);
+        let (s, mut e) = (f.start - ws, f.end.min(we) - ws);
         // Findings inside one word are the per-word scan's (redacted before this).
         let own = scanner()
             .scan(words[i].as_bytes(), TextKind::Stream, false)
             .iter()
             .any(|h| h.start <= s && e <= h.end);
+        // A flag's value is the whole word (`--password` `a;b`, `-pa;b`), whatever its shape.
+        if s == 0 || words[i].starts_with('-') {
+            e = words[i].len();
+        }
         if !own && words[i].is_char_boundary(s) && words[i].is_char_boundary(e) {
             out.push((i, s, e, f.rule));
         }
@@ -559,8 +623,14 @@ impl StreamIo for Guard<'_> {
         self.stdin.feed(data, &mut buf);
         self.stdin.flush_lines(&mut buf);
         let from = out.len();
+        // The stored copy is redacted whatever the command is given (under `warn`, its
+        // input unchanged): an artifact never keeps a secret.
+        let redacted = (self.profile.input == SecretsInput::Warn).then(|| buf.clone());
         let go = self.stdin_result(before, buf, data, out);
-        self.tap_stdin(&out[from..]);
+        match redacted {
+            Some(r) => self.tap_stdin(&r),
+            None => self.tap_stdin(&out[from..]),
+        }
         go
     }
 
@@ -569,8 +639,14 @@ impl StreamIo for Guard<'_> {
         let mut buf = Vec::new();
         self.stdin.finish(&mut buf);
         let from = out.len();
+        // The stored copy is redacted whatever the command is given (under `warn`, its
+        // input unchanged): an artifact never keeps a secret.
+        let redacted = (self.profile.input == SecretsInput::Warn).then(|| buf.clone());
         let go = self.stdin_result(before, buf, &[], out);
-        self.tap_stdin(&out[from..]);
+        match redacted {
+            Some(r) => self.tap_stdin(&r),
+            None => self.tap_stdin(&out[from..]),
+        }
         go
     }
 }

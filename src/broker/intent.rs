@@ -336,7 +336,7 @@ fn record_dead(
             "; its changes are held as change set {id}: `gateway apply {id}` lands them, `gateway discard {id}` drops them"
         ));
     }
-    rec.error = Some(super::redact_text(&error));
+    rec.error = Some(error);
     let mut log = super::open_log(state_dir, server)?;
     let seq = log.append(&mut rec)?;
     // The connections its proxy had ended, after it.

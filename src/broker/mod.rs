@@ -15,6 +15,7 @@ pub mod client;
 pub mod credentials;
 mod egress;
 mod error;
+pub mod gate;
 mod guard;
 pub mod intent;
 mod invoke;
@@ -220,11 +221,9 @@ impl LogWriter<'_> {
     pub(crate) fn append(&mut self, rec: &mut audit::Record) -> Result<u64, audit::AuditError> {
         // A session's first record names the policy it pinned.
         self.stamps.stamp(rec);
-        // The working directory is a name the agent chose (a directory named with a token):
-        // recorded redacted, like any output.
-        if !rec.cwd.is_empty() {
-            rec.cwd = redact_text(&rec.cwd);
-        }
+        // Every record passes the gate whole: its working directory (a directory named with
+        // a token), its arguments, its error, the names in it — and any field added later.
+        gate::record(rec);
         let seq = match &mut self.log {
             Log::Own(l) => l.append(rec),
             Log::Shared(m) => m.lock().unwrap_or_else(|p| p.into_inner()).append(rec),

@@ -5,9 +5,9 @@
 //! asked or confirmed on a terminal, performed, and recorded once, refusals as a `deny`
 //! naming their rule. (`trash restore` and `undo` are file tools already: `fs.rs`.)
 
+use super::BrokerError;
 use super::refusal::Refusal;
 use super::tools::fs::FsContext;
-use super::{BrokerError, redact_text};
 use crate::audit;
 use crate::model::{Decision, Tool, ToolCall};
 use std::path::PathBuf;
@@ -113,7 +113,8 @@ impl<T> super::invoke::Tool for MutationTool<'_, '_, '_, T> {
             tool: self.name.to_string(),
             what: "decided twice",
         })?;
-        rec.args = m.args.iter().map(|a| redact_text(a)).collect();
+        // Recorded through the gate (`broker::gate::record`), like every field.
+        rec.args = m.args.clone();
         rec.cwd = self.ctx.cwd.display().to_string();
         let mut decision = self.ctx.policy.evaluate(
             &ToolCall {
@@ -161,8 +162,7 @@ impl<T> super::invoke::Tool for MutationTool<'_, '_, '_, T> {
     fn record(&mut self, res: &Result<Option<T>, BrokerError>, rec: &mut audit::Record) {
         if let Ok(Some(out)) = res {
             rec.exit_code = Some(0);
-            rec.args
-                .extend((self.describe)(out).iter().map(|a| redact_text(a)));
+            rec.args.extend((self.describe)(out));
         }
     }
 

@@ -236,9 +236,7 @@ pub fn reload(
         Err(e) => {
             rec.policy = old.policy.name.clone();
             rec.policy_sha256 = Some(old_hash);
-            rec.error = Some(super::redact_text(&format!(
-                "{e}; the policy in force is unchanged"
-            )));
+            rec.error = Some(format!("{e}; the policy in force is unchanged"));
         }
     }
     let seq = super::append_record(state_dir, by.server, &mut rec)?;

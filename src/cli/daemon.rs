@@ -55,6 +55,7 @@ pub fn daemon_call(
         return *r;
     }
     cli.options.state_dir = Some(state.to_path_buf());
+    // `dispatch` passes the report through the gate before the daemon sends it.
     dispatch(&cli, request)
 }
 

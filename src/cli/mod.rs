@@ -265,6 +265,25 @@ fn broker_failed(e: BrokerError) -> Report {
 /// result as JSON under `--json` (and for `tool`), else as text; a failure as its error
 /// object under `--json` and its message on stderr; the notes on stderr.
 fn render(cli: &Call, r: &Report) -> ExitCode {
+    // A report that did not come from `dispatch` or a daemon (a front end's own failure, the
+    // REPL's `/log`) passes the gate whole here (`broker::gate`).
+    let gated = gate_report(r);
+    render_gated(cli, gated.as_ref().unwrap_or(r))
+}
+
+/// `r` through the gate: `None` when it is shown as it is; a report that cannot pass (a bug:
+/// every report serializes and reads back) is replaced by an error saying so.
+fn gate_report(r: &Report) -> Option<Report> {
+    broker::gate::gated(r).unwrap_or_else(|e| {
+        Some(failed(
+            exit::VERIFY_FAILED,
+            format!("the report could not pass the redaction gate ({e}); please report this bug"),
+        ))
+    })
+}
+
+/// [`render`] of a report that passed the gate already: `dispatch`'s, here or in a daemon.
+fn render_gated(cli: &Call, r: &Report) -> ExitCode {
     use broker::report::{Audience, Outcome};
     let json = cli.json_errors();
     match &r.outcome {
@@ -535,7 +554,7 @@ pub fn main() -> ExitCode {
     match daemon_socket() {
         Ok(None) => {
             let r = dispatch(cli, req);
-            let code = render(cli, &r);
+            let code = render_gated(cli, &r);
             cli.end(code)
         }
         Ok(Some(sock)) => {
@@ -549,7 +568,8 @@ pub fn main() -> ExitCode {
                 _ => serve::daemon::call(&sock, call),
             };
             match called {
-                Ok(r) => render(cli, &r),
+                // The daemon's `dispatch` gated it.
+                Ok(r) => render_gated(cli, &r),
                 Err(e) => fail(cli, exit::SANDBOX, e),
             }
         }
@@ -744,11 +764,22 @@ fn json_errors_for(cli: &Call, req: &Request) -> bool {
 
 /// Runs one request here: the embedded broker's, or the daemon's for one of its clients
 /// (`daemon_call`). The one dispatch of every request, whichever front end made it.
+fn dispatch(cli: &Call, req: Request) -> Report {
+    let r = dispatch_ungated(cli, req);
+    // Every report a call returns passes the gate whole, once: here, whether the call runs
+    // in this process or in a daemon for its client.
+    match gate_report(&r) {
+        Some(g) => g,
+        None => r,
+    }
+}
+
+/// [`dispatch`] before the gate.
 #[allow(
     clippy::too_many_lines,
     reason = "one arm per request (the requests are in broker/request.rs)"
 )]
-fn dispatch(cli: &Call, req: Request) -> Report {
+fn dispatch_ungated(cli: &Call, req: Request) -> Report {
     cli.set_json_errors(json_errors_for(cli, &req));
     recover_dead_runs(cli);
     match req {

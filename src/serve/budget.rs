@@ -4,14 +4,16 @@
 //! A longer output keeps its head and its tail; the middle is replaced by a marker saying how
 //! much was cut and where the whole is (`gateway log show SEQ`, the artifact id).
 //!
-//! What is never cut: the decision, the rules, a refusal and an error — a budget cannot hide
-//! why a call was refused or failed. A result whose error alone is over budget stays over it.
+//! What is cut last: the decision, the rules, a refusal and an error — a budget cuts them only
+//! when the rest of the result, cut, still leaves it over, and then visibly, head and tail
+//! kept around the same marker (issue 38: a 100 KB command wrapped in `eval`s came back as
+//! 3.4 M characters of decision against a budget of 4,000). The whole result is bounded.
 
 use serde_json::Value;
 
 use crate::model::OutputProfile;
 
-/// Keys whose values are never shortened: why a call was refused or failed, and what decided.
+/// Keys whose values are shortened last: why a call was refused or failed, and what decided.
 const KEPT: &[&str] = &[
     "error",
     "refusal",
@@ -118,30 +120,33 @@ fn marker_len(whole: &str) -> usize {
 }
 
 /// Shortens `v` (a tool's report) to `budget` characters of JSON: the largest strings and
-/// arrays outside [`KEPT`] lose their middle (head and tail kept), longest first. Returns the
-/// characters cut, 0 when it fitted. `whole` says where the whole output is.
+/// arrays outside [`KEPT`] lose their middle (head and tail kept), longest first; then, if it
+/// is still over, those inside [`KEPT`] too. Returns the characters cut, 0 when it fitted.
+/// `whole` says where the whole output is.
 pub fn fit(v: &mut Value, budget: usize, whole: &str) -> usize {
     let mut cut = 0;
-    // A few rounds: each shortens the largest part by what is over, and escaping or markers
-    // may leave a little over.
-    for _ in 0..16 {
-        let len = value_len(v);
-        if len <= budget {
-            break;
+    for kept in [false, true] {
+        // A few rounds: each shortens the largest part by what is over, and escaping or
+        // markers may leave a little over.
+        for _ in 0..64 {
+            let len = value_len(v);
+            if len <= budget {
+                return cut;
+            }
+            let over = len - budget;
+            let Some(part) = largest(v, kept).and_then(|p| v.pointer_mut(&p)) else {
+                break;
+            };
+            let size = part_len(part);
+            let target = size.saturating_sub(over);
+            let before = size;
+            shrink(part, target, whole);
+            let after = part_len(part);
+            if after >= before {
+                break;
+            }
+            cut += before - after;
         }
-        let over = len - budget;
-        let Some(part) = largest(v).and_then(|p| v.pointer_mut(&p)) else {
-            break;
-        };
-        let size = part_len(part);
-        let target = size.saturating_sub(over);
-        let before = size;
-        shrink(part, target, whole);
-        let after = part_len(part);
-        if after >= before {
-            break;
-        }
-        cut += before - after;
     }
     cut
 }
@@ -154,9 +159,9 @@ fn part_len(v: &Value) -> usize {
 }
 
 /// The JSON pointer of the largest string or array (of more than two items) outside
-/// [`KEPT`].
-fn largest(v: &Value) -> Option<String> {
-    fn walk(v: &Value, at: &str, best: &mut Option<(usize, String)>) {
+/// [`KEPT`] (inside too, with `kept`).
+fn largest(v: &Value, kept: bool) -> Option<String> {
+    fn walk(v: &Value, at: &str, best: &mut Option<(usize, String)>, kept: bool) {
         let size = match v {
             Value::String(s) if s.len() > 64 => str_len(s),
             Value::Array(a) if a.len() > 2 => value_len(v),
@@ -170,22 +175,22 @@ fn largest(v: &Value) -> Option<String> {
         match v {
             Value::Object(m) => {
                 for (k, x) in m {
-                    if !KEPT.contains(&k.as_str()) {
+                    if kept || !KEPT.contains(&k.as_str()) {
                         let k = k.replace('~', "~0").replace('/', "~1");
-                        walk(x, &format!("{at}/{k}"), best);
+                        walk(x, &format!("{at}/{k}"), best, kept);
                     }
                 }
             }
             Value::Array(a) => {
                 for (i, x) in a.iter().enumerate() {
-                    walk(x, &format!("{at}/{i}"), best);
+                    walk(x, &format!("{at}/{i}"), best, kept);
                 }
             }
             _ => {}
         }
     }
     let mut best = None;
-    walk(v, "", &mut best);
+    walk(v, "", &mut best, kept);
     best.map(|(_, p)| p)
 }
 
@@ -225,6 +230,9 @@ fn shrink(v: &mut Value, target: usize, whole: &str) {
                     break;
                 }
             }
+            // An array whose first item alone is over its share keeps that item (cut in
+            // its turn, as a string of its own), not nothing.
+            let i = i.max(1).min(j);
             a.drain(i..j);
         }
         _ => {}
@@ -283,13 +291,33 @@ mod tests {
     }
 
     #[test]
-    fn errors_and_refusals_are_never_cut() {
+    fn errors_and_refusals_are_cut_last_and_visibly() {
+        // Issue 38: what decided and why it was refused once kept any length (3.4 M
+        // characters of an `eval`-wrapped command against a budget of 4,000).
         let long = "why ".repeat(5_000);
-        let mut v =
-            serde_json::json!({"error": long, "refusal": {"reason": long}, "x": "y".repeat(100)});
-        bound(&mut v, 2_000, "w");
-        assert_eq!(v["error"].as_str(), Some(long.as_str()));
-        assert_eq!(v["refusal"]["reason"].as_str(), Some(long.as_str()));
+        let mut v = serde_json::json!({
+            "error": "short",
+            "refusal": {"reason": long},
+            "decision": {"commands": [long, long, long, long]},
+            "x": "y".repeat(100),
+        });
+        bound(&mut v, 2_000, "see `gateway log show 9`");
+        assert!(value_len(&v) <= 2_000, "{}", value_len(&v));
+        // The rest was cut first: a short error stays whole.
+        assert_eq!(v["error"].as_str(), Some("short"));
+        let r = v["refusal"]["reason"].as_str().expect("reason");
+        assert!(r.starts_with("why why") && r.contains("cut here"), "{r}");
+        assert!(r.contains("`gateway log show 9`"), "{r}");
+        assert!(
+            !v["decision"]["commands"]
+                .as_array()
+                .expect("commands")
+                .is_empty()
+        );
+        // A kept part under budget is not touched when the rest fits.
+        let mut w = serde_json::json!({"refusal": {"reason": "no"}, "stdout": long});
+        bound(&mut w, 2_000, "w");
+        assert_eq!(w["refusal"]["reason"].as_str(), Some("no"));
     }
 
     #[test]

@@ -622,9 +622,33 @@ pub fn run_tool(s: &ToolSession<'_>, name: &str, args: serde_json::Value) -> Cal
             TOOLS.join(", ")
         )),
     };
+    gate_result(&mut r);
     let whole = whole_of(name, r.structured_content.as_ref());
     bound_result(&mut r, budget, &whole);
     r
+}
+
+/// A result through the broker's gate (`broker::gate`): every string of its structured
+/// content, and its text content — that content's JSON again, rebuilt from it, or its own
+/// text when it has no structured content.
+fn gate_result(r: &mut CallToolResult) {
+    match r.structured_content.as_mut() {
+        Some(v) => {
+            if crate::broker::gate::value(v) {
+                r.content = vec![Content::text(v.to_string())];
+            }
+        }
+        None => {
+            for c in &mut r.content {
+                let gated = c
+                    .as_text()
+                    .map(|t| crate::broker::gate::text(&t.text).into_owned());
+                if let Some(t) = gated {
+                    *c = Content::text(t);
+                }
+            }
+        }
+    }
 }
 
 /// Where the whole of a cut result is, in words for the agent.
@@ -662,18 +686,33 @@ fn whole_of(name: &str, v: Option<&serde_json::Value>) -> String {
     }
 }
 
-/// A result within `budget` characters: its structured content bounded
-/// (`serve::budget`), and its text content that content's JSON again. A result of plain
-/// text (an error) is left whole: an error is never cut.
+/// A result within `budget` characters, whole: its structured content bounded
+/// (`serve::budget`: what decided and why it was refused cut last, but cut), and its text
+/// content that content's JSON again; a result of plain text has each text cut the same way
+/// (head and tail around a marker saying where the whole is).
 fn bound_result(r: &mut CallToolResult, budget: usize, whole: &str) {
-    let Some(v) = r.structured_content.as_mut() else {
-        return;
-    };
-    if super::budget::value_len(v) <= budget {
+    use super::budget::{head_within, joined, str_len, tail_within, value_len};
+    if let Some(v) = r.structured_content.as_mut() {
+        if value_len(v) <= budget {
+            return;
+        }
+        super::budget::bound(v, budget, whole);
+        r.content = vec![Content::text(v.to_string())];
         return;
     }
-    super::budget::bound(v, budget, whole);
-    r.content = vec![Content::text(v.to_string())];
+    let share = budget / r.content.len().max(1);
+    for c in &mut r.content {
+        let cut = c.as_text().filter(|t| str_len(&t.text) > share).map(|t| {
+            let room = share.saturating_sub(str_len(&joined("", "", "", whole)) + 40) / 2;
+            let head = head_within(&t.text, room);
+            let tail = tail_within(&t.text[head.len()..], room);
+            let n = t.text.chars().count() - head.chars().count() - tail.chars().count();
+            joined(head, &format!("{n} characters"), tail, whole)
+        });
+        if let Some(t) = cut {
+            *c = Content::text(t);
+        }
+    }
 }
 
 impl ToolSession<'_> {

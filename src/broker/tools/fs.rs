@@ -242,8 +242,9 @@ impl broker::invoke::Tool for FsTool<'_, '_> {
                 what: "the call was decided twice",
             });
         };
-        // Paths can hold a token (a file named after one): recorded redacted, always.
-        rec.args = describe(op).iter().map(|a| redact_text(a)).collect();
+        // Paths can hold a token (a file named after one): the record passes the gate
+        // (`broker::gate::record`) whole.
+        rec.args = describe(op);
         rec.cwd = ctx.cwd.display().to_string();
         // A content over `[files] max_size` is refused here, before it travels to the worker
         // (copies of it cost the broker several times its size).
@@ -812,7 +813,7 @@ impl broker::invoke::Tool for CdTool<'_, '_> {
     }
 
     fn decide(&mut self, rec: &mut audit::Record) -> Result<Decision, BrokerError> {
-        rec.args = vec![redact_text(self.target)];
+        rec.args = vec![self.target.to_string()];
         rec.cwd = self.ctx.cwd.display().to_string();
         self.ws = broker::workspace_of(&self.ctx.client, &self.ctx.workspace)?;
         self.base = broker::workspace_of(&self.ctx.client, &self.ctx.cwd)?;

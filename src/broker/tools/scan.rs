@@ -794,7 +794,7 @@ impl broker::invoke::Tool for ScanTool<'_, '_> {
         if req.min_confidence != secrets::Confidence::Low {
             args.push(format!("--min-confidence={}", req.min_confidence));
         }
-        rec.args = args.iter().map(|a| broker::redact_text(a)).collect();
+        rec.args = args;
         // The caller's directory (a daemon client's, not the daemon's).
         rec.cwd = self
             .cx
