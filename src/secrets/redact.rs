@@ -8,7 +8,7 @@
 //! block still open is held from its armour line on.
 
 use super::context::{LexState, REDO_NAMES, Trace};
-use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, scanner};
+use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, rest_end, scanner};
 use super::{Confidence, TextKind};
 
 /// Bytes of emitted text kept as left context for the next scan.
@@ -40,6 +40,9 @@ pub struct Redactor {
     /// `lex_pos` are kept for the keyword windows and names that reach past it).
     lex: LexState,
     lex_pos: usize,
+    /// The last finding emitted was a value cut at `VALUE_BOUND` whose token ran to the
+    /// buffer's end: the bytes that continue it are dropped as they come (issue 38).
+    rest: bool,
     /// Bytes drained from the front of `buf` so far, and the spans redacted (offsets in
     /// the stream): what the property test compares with the whole text's findings.
     #[cfg(test)]
@@ -61,6 +64,7 @@ impl Redactor {
             batch: BATCH,
             lex: LexState::default(),
             lex_pos: 0,
+            rest: false,
             #[cfg(test)]
             drained: 0,
             #[cfg(test)]
@@ -123,6 +127,16 @@ impl Redactor {
     /// Scans the buffer and emits `buf[ctx..limit]` (or less, never splitting a secret or, with
     /// `lines`, an open private key block), redacted.
     fn emit(&mut self, limit: usize, lines: bool, out: &mut Vec<u8>) {
+        if self.rest {
+            // The rest of a cut value's token: dropped (its marker is out already).
+            let e = rest_end(&self.buf, self.ctx);
+            #[cfg(test)]
+            if let Some(last) = self.spans.last_mut() {
+                last.1 += e - self.ctx;
+            }
+            self.rest = e == self.buf.len();
+            self.ctx = e;
+        }
         if limit <= self.ctx {
             return;
         }
@@ -148,7 +162,13 @@ impl Redactor {
         }
         for f in &findings {
             if f.start < limit && f.end > limit {
-                limit = f.start;
+                // A value cut at the bound is final: emitted now, its token's rest dropped.
+                limit = if f.end - f.start > MAX_TOKEN {
+                    self.rest = f.end == self.buf.len();
+                    f.end
+                } else {
+                    f.start
+                };
             }
         }
         if limit <= self.ctx {

@@ -289,8 +289,11 @@ fn jwt_structure(s: &[u8]) -> bool {
     let mut parts = s.split(|&b| b == b'.').skip(1);
     let payload = parts.next().unwrap_or(&[]);
     let signed = parts.next().is_some_and(|sig| !sig.is_empty());
+    // A payload of 16 KiB or more is judged by its header: a JWT past the scanner's
+    // `VALUE_BOUND` is judged on its first bytes, where its payload is cut.
     jwt_header_is_json(s)
         && (signed
+            || payload.len() >= 16 * 1024
             || jwt_part(payload).is_some_and(|p| {
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&p).is_ok()
             }))
@@ -1921,7 +1924,10 @@ pub static RULES: &[Rule] = &[
                 r#"(?i)[A-Za-z0-9_.-]{0,40}?"#,
                 secret_names!(),
                 r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|==|=|:)\s{0,5}"#,
-                r#"(?:"(?P<s>[^"\n\\]{4,200})"|'(?P<s2>[^'\n\\]{4,200})'|(?P<s3>[^\s'",;)(\]\[{}<>]{4,200}))"#
+                // Unbounded: a value reaches `scan::VALUE_BOUND` (a window cut inside it is
+                // matched again); a quoted one still open at the window's end (`$`) is judged
+                // by the scanner (open at its line's end: none; at the window's: go on).
+                r#"(?:"(?P<s>[^"\n\\]{4,})(?:"|$)|'(?P<s2>[^'\n\\]{4,})(?:'|$)|(?P<s3>[^\s'",;)(\]\[{}<>]{4,}))"#
             ),
         )
     },

@@ -34,18 +34,41 @@ const MAX_AFTER: usize = 2048;
 /// Bytes searched after a keyword hit for multi-line rules (private keys).
 const MAX_AFTER_MULTILINE: usize = 16 * 1024;
 
+/// The longest value found whole (issue 38, "no length cliffs"): a keyword value, a JWT, a
+/// base64 token of any length up to this is one finding. A value that runs on past it is
+/// redacted to it and over the rest of its token ([`is_rest_byte`]): never half-shown.
+pub const VALUE_BOUND: usize = 64 * 1024;
+
 /// The longest span, from a keyword hit to the end of its secret, that any rule matches: the
 /// redactor keeps this much of a stream back so that a secret split across chunks is whole
-/// when scanned.
-pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
+/// when scanned (or known to run past [`VALUE_BOUND`]).
+pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER + MAX_TOKEN;
 
 /// The furthest a keyword hit's line window reaches on either side of it: text kept this
 /// far before a point holds every hit whose window covers the point.
 pub const MAX_WINDOW: usize = MAX_BEFORE + MAX_AFTER;
 
-/// The longest secret reported: the multi-line window (a private key block), within
-/// [`MAX_EXTENT`].
-pub const MAX_TOKEN: usize = MAX_AFTER_MULTILINE;
+/// The longest secret reported whole ([`VALUE_BOUND`]; a private key block's multi-line
+/// window is shorter), within [`MAX_EXTENT`]. A longer finding is a value cut at the bound
+/// and extended over the rest of its token: the redactor emits it at once and drops the
+/// rest of the token as it comes (`Redactor`'s `rest`).
+pub const MAX_TOKEN: usize = VALUE_BOUND;
+
+/// A byte that continues a token cut at [`VALUE_BOUND`]: anything but a space, a quote or a
+/// backslash (a JSON string's `\"` ends it). The scanner and the redactor both end a cut
+/// value at the first other byte.
+pub fn is_rest_byte(b: u8) -> bool {
+    !is_regex_space(b) && !matches!(b, b'"' | b'\'' | b'\\')
+}
+
+/// The end of a cut value's token: the first byte from `from` on that is not a
+/// [`is_rest_byte`], or the text's end.
+pub fn rest_end(text: &[u8], from: usize) -> usize {
+    text[from..]
+        .iter()
+        .position(|&b| !is_rest_byte(b))
+        .map_or(text.len(), |i| from + i)
+}
 
 /// Texts up to this size (command-line arguments, environment values) are searched for
 /// keywords directly: building the prefilter would cost more than it saves.
@@ -218,15 +241,41 @@ impl Scanner {
             }
             let Some(re) = self.regex(ri) else { continue };
             let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
-                let (at, s, e) = (ws + at, ws + s, ws + e);
+                let (at, mut s, mut e, mut unquoted) = (ws + at, ws + s, ws + e, unquoted);
+                if e == we && we < text.len() {
+                    if text[we] == b'\n' {
+                        // A quoted value still open at its line's end (the keyword rule's
+                        // `(?:"|$)`): not a value.
+                        if rule.generic && !unquoted {
+                            return;
+                        }
+                    } else {
+                        // The window was cut inside the match: matched again over up to
+                        // VALUE_BOUND bytes of its value (a 3 KiB JWT, a 2 KiB session token).
+                        match rematch(re, rule.generic, text, at, s) {
+                            Some(v) => (s, e, unquoted) = v,
+                            None => return,
+                        }
+                    }
+                }
                 // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
-                // private key's body and a JWT's parts are bounded here): a longer match is
-                // not a finding, so the redactor's held-back tail always holds a finding
-                // whole and never waits on a match that grows with the input.
-                if e - s > MAX_TOKEN {
+                // private key's body is bounded here) but one cut at VALUE_BOUND by
+                // `rematch`, which the redactor emits at once: a longer match is not a
+                // finding, so the redactor's held-back tail always holds a finding whole and
+                // never waits on a match that grows with the input.
+                let cut = e - s > VALUE_BOUND;
+                if e - s > MAX_TOKEN && !cut {
                     return;
                 }
-                if !accept(rule, text, (at, s, e), &text[s..e], kind, unquoted) {
+                let judged = e.min(s + VALUE_BOUND);
+                if !accept(
+                    rule,
+                    text,
+                    (at, s, judged),
+                    &text[s..judged],
+                    kind,
+                    unquoted,
+                ) {
                     return;
                 }
                 out.push((
@@ -256,6 +305,47 @@ impl Scanner {
     }
 }
 
+/// A match of rule regex `re` at `at` whose window was cut inside it, matched again over
+/// the text up to [`VALUE_BOUND`] bytes past its secret's start `s`: the secret's (start,
+/// end, unquoted), or `None` if no match starts at `at` any more (a quoted value that its
+/// line ends before it closes). A secret that reaches the bound is cut there and goes on
+/// over the rest of its token ([`rest_end`]). Runs only where a window ends inside a match;
+/// each such window is followed by the bytes this reads, so the work stays linear.
+fn rematch(
+    re: &Regex,
+    generic: bool,
+    text: &[u8],
+    at: usize,
+    s: usize,
+) -> Option<(usize, usize, bool)> {
+    let hi = text.len().min(s.saturating_add(VALUE_BOUND));
+    let hay = &text[..hi];
+    let m = re.find_at(hay, at).filter(|m| m.start() == at)?;
+    let read = if generic && m.end() < hi {
+        keyword_value(&hay[at..m.end()], false).map(|(vs, ve, u)| (at + vs, at + ve, u))
+    } else {
+        None
+    };
+    let (vs, ve, u) = match read {
+        Some(v) => v,
+        None => {
+            let caps = re.captures_at(&hay[..m.end()], at)?;
+            let (_, vs, ve, u) = secret_of(&caps)?;
+            (vs, ve, u)
+        }
+    };
+    // Still open at the line's end: not a value (as in the first pass).
+    if generic && !u && ve == m.end() && hi < text.len() && text[ve] == b'\n' {
+        return None;
+    }
+    let ve = if ve == hi && hi < text.len() {
+        rest_end(text, hi)
+    } else {
+        ve
+    };
+    Some((vs, ve, u))
+}
+
 /// A match's secret from its captures: the group `s`, `s2` or `s3` (the last one: an
 /// unquoted value), else the whole match; as (match start, secret start, end, unquoted).
 fn secret_of(caps: &regex::bytes::Captures) -> Option<(usize, usize, usize, bool)> {
@@ -280,7 +370,7 @@ fn keyword_matches(re: &Regex, hay: &[u8], on: &mut dyn FnMut((usize, usize, usi
         #[cfg(test)]
         tests::KEYWORD_MATCHES.with(|n| n.set(n.get() + 1));
         let (ms, me) = (m.start(), m.end());
-        match keyword_value(&hay[ms..me]) {
+        match keyword_value(&hay[ms..me], me == hay.len()) {
             Some((s, e, unquoted)) => on((ms, ms + s, ms + e, unquoted)),
             None => {
                 #[cfg(test)]
@@ -328,21 +418,39 @@ const KEYWORD_OPERATORS: [&[u8]; 5] = [b":=", b"=>", b"==", b"=", b":"];
 ///   - `>`, or a space after an operator's last byte: the value starts just after `b`;
 ///   - a quote after the name, or a space after the name or that quote: the operator starts
 ///     just after `b`, and the regex takes the first operator in its order that leaves a
-///     value of 4 to 200 bytes (every path has the operator there, and the rest of the span
+///     value of 4 bytes or more (every path has the operator there, and the rest of the span
 ///     depends on nothing before it).
 /// - No such byte: the span is the name token, the operator and the value, glued. The
 ///   prefix, the name and the suffix are `[A-Za-z0-9_.-]` but for the `ñ` of a
 ///   `contraseña`, so the operator starts at the first byte that is neither, whichever name
 ///   occurrence a path takes; the operator is then chosen as above.
-fn keyword_value(span: &[u8]) -> Option<(usize, usize, bool)> {
-    let quoted =
-        |q: u8| -> Option<(usize, usize, bool)> {
-            let close = span.len() - 1;
-            let open = memchr::memrchr(q, &span[..close])?;
-            let v = &span[open + 1..close];
-            ((4..=200).contains(&v.len()) && !v.iter().any(|&b| b == b'\n' || b == b'\\'))
-                .then_some((open + 1, close, false))
+///
+/// `at_end`: the span ends at the haystack's end, where a quoted value may be open (the
+/// regex's `(?:"|$)`, and a quote ending the span may be an open value's byte): such a span
+/// is left to the captures.
+fn keyword_value(span: &[u8], at_end: bool) -> Option<(usize, usize, bool)> {
+    if at_end {
+        let (dq, sq) = (memchr::memchr(b'"', span), memchr::memchr(b'\'', span));
+        let sure = match span.last() {
+            // Closing: a `"` is no open `"` value's byte, and no open `'` value is there.
+            Some(b'"') => sq.is_none(),
+            Some(b'\'') => dq.is_none(),
+            _ => dq.is_none() && sq.is_none(),
         };
+        if !sure {
+            return None;
+        }
+    }
+    let quoted = |q: u8| -> Option<(usize, usize, bool)> {
+        let close = span.len() - 1;
+        let open = memchr::memrchr(q, &span[..close])?;
+        let v = &span[open + 1..close];
+        (v.len() >= 4 && !v.iter().any(|&b| b == b'\n' || b == b'\\')).then_some((
+            open + 1,
+            close,
+            false,
+        ))
+    };
     match *span.last()? {
         b'"' => return quoted(b'"'),
         b'\'' => return quoted(b'\''),
@@ -353,8 +461,8 @@ fn keyword_value(span: &[u8]) -> Option<(usize, usize, bool)> {
         .iter()
         .rposition(|&b| !is_bare_value_byte(b))
         .map_or(0, |i| i + 1);
-    let bare = |st: usize| ((4..=200).contains(&(me - st))).then_some((st, me, true));
-    // The first operator at `o` that leaves a value of 4 to 200 bytes.
+    let bare = |st: usize| (me - st >= 4).then_some((st, me, true));
+    // The first operator at `o` that leaves a value of 4 bytes or more.
     let operator_at = |o: usize| {
         KEYWORD_OPERATORS.iter().find_map(|op| {
             let st = o + op.len();
@@ -820,7 +928,7 @@ impl Scanner {
             let secret = v.unescaped.map_or(&text[v.start..v.end], |u| &u.bytes[..]);
             // As the keyword rule's regex: one line, no backslash left (an escape it does
             // not know is not read as a value).
-            if (4..=200).contains(&secret.len())
+            if (4..=VALUE_BOUND).contains(&secret.len())
                 && !secret.contains(&b'\n')
                 && !secret.contains(&b'\\')
                 && accept(
@@ -952,6 +1060,9 @@ const CREDENTIAL_SLOTS: &[&str] = &[
     "netrc-password",
 ];
 
+/// The bytes of a long value that the placeholder and fixture filters read (see [`accept`]).
+const JUDGED_HEAD: usize = 256;
+
 /// Rule-level checks of a candidate secret at `s..e`, in a match that begins at `at`.
 fn accept(
     rule: &Rule,
@@ -961,6 +1072,12 @@ fn accept(
     kind: TextKind,
     unquoted: bool,
 ) -> bool {
+    // What a person writes to stand for a secret (a placeholder, a fixture's words, a
+    // demo value) is short: a value longer than JUDGED_HEAD bytes (a session token, a JWT)
+    // is judged by its head, where its length would otherwise spell such words by chance
+    // (`xxxx`, two fixture words in 40 KiB of base64).
+    let head = &secret[..secret.len().min(JUDGED_HEAD)];
+    let e_head = s + head.len();
     // A run of one character, or of a short unit, is not a secret (`AAAA...` in base64 of
     // zeros, a keyword's prefix repeated, `ghp_xxxx...`, `0000...`).
     if entropy::is_repetitive(secret) {
@@ -981,7 +1098,7 @@ fn accept(
     }
     // A vendor prefix followed by a placeholder body (`github_pat_xxxx...`, `hvs.0000...`,
     // `AIzaSy` + the alphabet in order): documentation, not a token.
-    if !rule.generic && entropy::is_placeholder_token(secret) {
+    if !rule.generic && entropy::is_placeholder_token(head) {
         return false;
     }
     if rule.generic {
@@ -991,7 +1108,7 @@ fn accept(
         if unquoted && kind == TextKind::Code {
             return false;
         }
-        if entropy::is_placeholder(secret) || entropy::is_sequential(secret) {
+        if entropy::is_placeholder(head) || entropy::is_sequential(head) {
             return false;
         }
         // Punctuation only (`password = "****!!"`, `"----"`), or a URL (the URL rules judge
@@ -1032,17 +1149,17 @@ fn accept(
         }
         // Where the value sits: a keyword inside a value or before `::`, a key naming an
         // object, a metavariable, a UUID, a demo word (see `precision`).
-        if precision::keyword_value_is_not_a_secret(text, at, s, e) {
+        if precision::keyword_value_is_not_a_secret(text, at, s, e_head) {
             return false;
         }
     }
     if rule.id == "basic-auth-url" || rule.id == "database-url" {
-        return !entropy::is_placeholder(secret)
-            && !precision::credential_is_not_a_secret(secret)
+        return !entropy::is_placeholder(head)
+            && !precision::credential_is_not_a_secret(head)
             && !precision::password_is_the_user(text, s, e);
     }
     // A slot that declares a credential: only the value can say it is not one.
-    if CREDENTIAL_SLOTS.contains(&rule.id) && precision::credential_is_not_a_secret(secret) {
+    if CREDENTIAL_SLOTS.contains(&rule.id) && precision::credential_is_not_a_secret(head) {
         return false;
     }
     true
@@ -1409,7 +1526,8 @@ mod tests {
             for &(at, s, e, unquoted) in &want {
                 let m = re.find_at(&text, at).expect("the match");
                 matches += 1;
-                if let Some((vs, ve, u)) = keyword_value(&text[at..m.end()]) {
+                if let Some((vs, ve, u)) = keyword_value(&text[at..m.end()], m.end() == text.len())
+                {
                     sure += 1;
                     assert_eq!(
                         (at + vs, at + ve, u),
@@ -1423,8 +1541,10 @@ mod tests {
             keyword_matches(re, &text, &mut |v| got.push(v));
             assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&text));
         }
+        // 97%: a span at the text's end holding a quote goes to the captures (a quoted value
+        // may be open there, issue 38); these short random texts end in a match often.
         assert!(
-            matches > 20_000 && sure * 100 >= matches * 99,
+            matches > 20_000 && sure * 100 >= matches * 97,
             "{sure} of {matches}"
         );
     }
@@ -1480,10 +1600,17 @@ mod tests {
                 KEYWORD_MATCHES.with(|n| n.get()),
             );
             let unit = String::from_utf8_lossy(unit);
-            // Dense: a match every 256 bytes at least (`api_token=`'s run into one 200-byte
-            // value).
-            assert!(matches >= text.len() / 256, "{unit:?}: {matches} matches");
-            assert_eq!(passes, 0, "{unit:?}: {passes} capture passes of {matches}");
+            // Dense: a match every 256 bytes at least (but `api_token=`'s, one bare value to
+            // the bound since issue 38).
+            if unit != "api_token=" {
+                assert!(matches >= text.len() / 256, "{unit:?}: {matches} matches");
+            }
+            // None per match: only a match that its window's end cuts (a quoted value open
+            // there, issue 38) is read by the captures, one per window at most.
+            assert!(
+                passes <= 8,
+                "{unit:?}: {passes} capture passes of {matches}"
+            );
         }
         // The fuzz run's artifact, held to the target's own budget.
         super::super::fuzz_time_budget(b"password=  'x");
