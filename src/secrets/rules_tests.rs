@@ -210,3 +210,274 @@ fn long_values_keep_the_keyword_rule_discipline() {
         assert!(f.is_empty(), "{:?}: {f:?}", &text[..40]);
     }
 }
+
+/// Standard base64 of `s`.
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Asserts that `text` (a stream) has exactly the findings `want` (rule, secret), and that
+/// its redaction streams as the whole text's.
+fn finds(text: &str, want: &[(&str, &str)]) {
+    let got = found(text);
+    let got: Vec<(&str, &str)> = got.iter().map(|(r, s)| (*r, s.as_str())).collect();
+    assert_eq!(got, want, "in {text:?}");
+    let secrets: Vec<&str> = want.iter().map(|w| w.1).collect();
+    streams_redacted(text, &secrets);
+}
+
+/// Asserts that `text` holds no finding of the rules named (as a stream and as the file
+/// kinds named).
+fn no_finding_of(text: &str, rules: &[&str]) {
+    for kind in [TextKind::Stream, TextKind::Config, TextKind::Prose] {
+        let got = rules_in(text, kind);
+        assert!(
+            !got.iter().any(|r| rules.contains(r)),
+            "{kind:?} {text:?}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn docker_and_npm_auth_entries() {
+    let pw = random_of(AN, 20, 60);
+    let auth = b64(&format!("robot$ci:{pw}"));
+    finds(
+        &format!(
+            "{{\n  \"auths\": {{\n    \"registry.example.io\": {{\n      \"auth\": \"{auth}\"\n    }}\n  }}\n}}\n"
+        ),
+        &[("docker-config-auth", &auth)],
+    );
+    finds(
+        &format!("DOCKER_AUTH_CONFIG={{\"auths\":{{\"r.io\":{{\"auth\":\"{auth}\"}}}}}}\n"),
+        &[("docker-config-auth", &auth)],
+    );
+    finds(&format!("_auth={auth}\n"), &[("npmrc-auth", &auth)]);
+    let p64 = b64(&pw);
+    finds(
+        &format!("//registry.internal/:_password=\"{p64}\"\n"),
+        &[("npmrc-auth", &p64)],
+    );
+    // Not user:password, a placeholder, a reference.
+    let not_pair = b64(&random_of(AN, 20, 61));
+    no_finding_of(
+        &format!(
+            "{{\"auth\": \"{not_pair}\", \"oauth\": \"x\"}}\n_auth=${{NPM_AUTH}}\n\"auth\": \"\"\n"
+        ),
+        &["docker-config-auth", "npmrc-auth"],
+    );
+}
+
+#[test]
+fn cookies_keep_names_and_attributes() {
+    let sid = random_of(AN, 32, 62);
+    let sess = random_of(B64URL, 40, 63);
+    finds(
+        &format!("> GET / HTTP/1.1\r\n> Cookie: theme=dark; sid={sid}; lang=en\r\n"),
+        &[("http-cookie", &sid)],
+    );
+    finds(
+        &format!(
+            "< Set-Cookie: session={sess}; Path=/; Expires=Wed, 09 Jun 2027 10:18:14 GMT; HttpOnly\r\n"
+        ),
+        &[("http-set-cookie", &sess)],
+    );
+    let out = String::from_utf8_lossy(&redacted_whole(
+        format!("< Set-Cookie: session={sess}; Path=/; HttpOnly\n").as_bytes(),
+    ))
+    .to_string();
+    assert_eq!(
+        out,
+        "< Set-Cookie: session=[REDACTED:http-set-cookie]; Path=/; HttpOnly\n"
+    );
+    no_finding_of(
+        "Cookie: theme=dark; lang=en-US\nSet-Cookie: seen=1; Path=/\ndocument.cookie = \"a=b\";\n",
+        &["http-cookie", "http-set-cookie"],
+    );
+}
+
+#[test]
+fn headers_named_for_secrets_and_any_authorization_scheme() {
+    let key = random_of(AN, 32, 64);
+    let tok = random_of(B64URL, 40, 65);
+    finds(
+        &format!("> X-Api-Key: {key}\r\n"),
+        &[("http-secret-header", &key)],
+    );
+    finds(
+        &format!("curl -H 'X-Auth-Token: {tok}' https://api.example.io/v1\n"),
+        &[("http-secret-header", &tok)],
+    );
+    finds(
+        &format!("Private-Token: {key}\n"),
+        &[("http-secret-header", &key)],
+    );
+    finds(
+        &format!("X-Vault-Token: {tok}\n"),
+        &[("http-secret-header", &tok)],
+    );
+    no_finding_of(
+        "X-Api-Key: <your-api-key>\nX-Auth-Token: ${TOKEN}\nX-Request-Id: 42\nx-api-key: required\nX-Session: none\n",
+        &["http-secret-header"],
+    );
+    // Authorization, any scheme.
+    let sig = random_of(b"0123456789abcdef", 64, 66);
+    let akid = format!(
+        "AKIA{}",
+        random_of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 67)
+    );
+    let aws4 = format!(
+        "Credential={akid}/20261207/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature={sig}"
+    );
+    finds(
+        &format!("> Authorization: AWS4-HMAC-SHA256 {aws4}\r\n"),
+        &[("http-authorization", &aws4)],
+    );
+    finds(
+        &format!("{{\"Authorization\": \"AWS4-HMAC-SHA256 {aws4}\", \"Host\": \"s3\"}}\n"),
+        &[("http-authorization", &aws4)],
+    );
+    let resp = random_of(b"0123456789abcdef", 32, 68);
+    let digest =
+        format!("username=\"bob\", realm=\"api\", nonce=\"{sig}\", uri=\"/\", response=\"{resp}\"");
+    finds(
+        &format!("Authorization: Digest {digest}\n"),
+        &[("http-authorization", &digest)],
+    );
+    let blob = format!("TlRMTVNTUAAB{}", random_of(B64, 120, 69));
+    finds(
+        &format!("Proxy-Authorization: NTLM {blob}\n"),
+        &[("http-authorization", &blob)],
+    );
+    finds(
+        &format!("Authorization: Negotiate {blob}\n"),
+        &[("http-authorization", &blob)],
+    );
+    let custom = format!("00{}", random_of(AN, 40, 70));
+    finds(
+        &format!("Authorization: SSWS {custom}\n"),
+        &[("http-authorization", &custom)],
+    );
+    no_finding_of(
+        "Authorization: Negotiate authentication is used by the proxy\nAuthorization: Bearer $TOKEN\nAuthorization: Digest <credentials>\n",
+        &["http-authorization"],
+    );
+}
+
+#[test]
+fn google_kubeadm_pgpass_and_ecr() {
+    let ya = format!("ya29.a0{}", random_of(B64URL, 160, 71));
+    finds(
+        &format!("access_token\t{ya}\n"),
+        &[("google-oauth-access-token", &ya)],
+    );
+    let kt = format!(
+        "{}.{}",
+        random_of(LOWER_DIGITS, 6, 72),
+        random_of(LOWER_DIGITS, 16, 73)
+    );
+    finds(
+        &format!("kubeadm join 10.0.0.1:6443 --token {kt} \\\n    --control-plane\n"),
+        &[("kubeadm-bootstrap-token", &kt)],
+    );
+    finds(
+        &format!(
+            "TOKEN                     TTL   EXPIRES                USAGES                   DESCRIPTION   EXTRA GROUPS\n{kt}   23h   2026-12-08T10:00:00Z   authentication,signing   <none>        system:bootstrappers:kubeadm:default-node-token\n"
+        ),
+        &[("kubeadm-bootstrap-token", &kt)],
+    );
+    let ts = random_of(LOWER_DIGITS, 16, 75);
+    finds(
+        &format!(
+            "stringData:\n  token-id: {}\n  token-secret: {ts}\n",
+            &kt[..6]
+        ),
+        &[("kubeadm-bootstrap-token", &ts)],
+    );
+    no_finding_of(
+        "kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef\nkubeadm join --token <token>\n",
+        &["kubeadm-bootstrap-token"],
+    );
+    let pw = random_of(AN, 18, 76);
+    finds(
+        &format!("db.internal:5432:app:app_user:{pw}\n"),
+        &[("pgpass-password", &pw)],
+    );
+    finds(
+        &format!("*:*:*:postgres:{pw}\n"),
+        &[("pgpass-password", &pw)],
+    );
+    no_finding_of(
+        "ports:\n  - \"127.0.0.1:5432:5432\"\n*:*:*:postgres:${PGPASSWORD}\n",
+        &["pgpass-password"],
+    );
+    let ecr = b64(&format!(
+        "{{\"payload\":\"{}\",\"datakey\":\"{}\",\"version\":\"2\",\"type\":\"DATA_KEY\",\"expiration\":1765000000}}",
+        random_of(B64, 1500, 77),
+        random_of(B64, 300, 78)
+    ));
+    finds(&format!("{ecr}\n"), &[("aws-ecr-password", &ecr)]);
+    no_finding_of("eyJwYXlsb2FkIjoi\n", &["aws-ecr-password"]);
+}
+
+/// `openssl rsa -text` / `ec -text` / `genpkey -text`: the private numbers' hex lines are
+/// redacted, each line, whole-text and streamed; the public ones stay.
+#[test]
+fn openssl_text_dumps_keep_public_numbers_only() {
+    let hex_block = |n: usize, seed: u64| -> Vec<String> {
+        let h = random_of(b"0123456789abcdef", n * 2, seed);
+        let bytes: Vec<&str> = (0..n).map(|i| &h[2 * i..2 * i + 2]).collect();
+        bytes
+            .chunks(15)
+            .map(|c| format!("    {}", c.join(":")))
+            .collect()
+    };
+    let mut text = String::from("Private-Key: (2048 bit, 2 primes)\nmodulus:\n");
+    let public = hex_block(257, 80);
+    for l in &public {
+        text.push_str(&format!("{l}:\n"));
+    }
+    text.push_str("publicExponent: 65537 (0x10001)\n");
+    let mut secret_lines = Vec::new();
+    for (i, name) in [
+        "privateExponent",
+        "prime1",
+        "prime2",
+        "exponent1",
+        "exponent2",
+        "coefficient",
+    ]
+    .iter()
+    .enumerate()
+    {
+        text.push_str(&format!("{name}:\n"));
+        let block = hex_block(if i == 0 { 256 } else { 129 }, 81 + i as u64);
+        let last = block.len() - 1;
+        for (j, l) in block.iter().enumerate() {
+            let line = if j < last { format!("{l}:") } else { l.clone() };
+            text.push_str(&format!("{line}\n"));
+            secret_lines.push(line.trim().to_string());
+        }
+    }
+    let f = found(&text);
+    let got: Vec<&str> = f.iter().map(|(_, s)| s.as_str()).collect();
+    let want: Vec<&str> = secret_lines.iter().map(String::as_str).collect();
+    assert_eq!(got, want);
+    assert!(f.iter().all(|(r, _)| *r == "openssl-private-key-dump"));
+    let refs: Vec<&str> = secret_lines.iter().map(String::as_str).collect();
+    streams_redacted(&text, &refs);
+    // EC: `priv:` is secret, `pub:` is not.
+    let pv = hex_block(32, 90);
+    let pb = hex_block(65, 91);
+    let ec = format!(
+        "read EC key\nPrivate-Key: (256 bit)\npriv:\n{}\npub:\n{}\nASN1 OID: prime256v1\n",
+        pv.join(":\n"),
+        pb.join(":\n")
+    );
+    let f = found(&ec);
+    assert_eq!(f.len(), pv.len(), "{f:?}");
+    for l in pb {
+        assert!(String::from_utf8_lossy(&redacted_whole(ec.as_bytes())).contains(l.trim()));
+    }
+}

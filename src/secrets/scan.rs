@@ -258,6 +258,23 @@ impl Scanner {
                         }
                     }
                 }
+                if let Some(parts) = rule.parts {
+                    for (ps, pe) in parts(&text[s..e]) {
+                        let (ps, pe) = (s + ps, s + pe);
+                        if accept(rule, text, (at, ps, pe), &text[ps..pe], kind, unquoted) {
+                            out.push((
+                                ri,
+                                Finding {
+                                    rule: rule.id,
+                                    start: ps,
+                                    end: pe,
+                                    specific: true,
+                                },
+                            ));
+                        }
+                    }
+                    return;
+                }
                 // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
                 // private key's body is bounded here) but one cut at VALUE_BOUND by
                 // `rematch`, which the redactor emits at once: a longer match is not a
