@@ -272,8 +272,9 @@ fn line_start(buf: &[u8], at: usize) -> usize {
     memchr::memrchr(b'\n', &buf[lo..at]).map_or(lo, |i| lo + i + 1)
 }
 
-/// Where an unfinished multi-line secret (a private key armour line without its end) starts
-/// in `buf[from..limit]`, else `limit`. Only the last [`MAX_TOKEN`] bytes before `limit` are
+/// Where an unfinished multi-line secret (a private key armour line without its end, or a
+/// run of key-wide base64 lines that a key's tail may end: `scan::key_body_run_start`)
+/// starts in `buf[from..limit]`, else `limit`. Only the last [`MAX_TOKEN`] bytes before `limit` are
 /// looked at: a secret starting earlier ends before `limit` (no finding is longer). Linear:
 /// the last `-----end` is found once, and whether a finding covers an armour line by binary
 /// search (findings are sorted and disjoint).
@@ -285,14 +286,20 @@ fn open_block(buf: &[u8], from: usize, limit: usize, findings: &[Finding]) -> us
         for i in memchr::memmem::find_iter(&lower, needle) {
             let p = from_ + i;
             let k = findings.partition_point(|f| f.end <= p);
-            let covered = findings.get(k).is_some_and(|f| f.start <= p);
+            // A key block found without its END (issue 38) is still open: more of it may come.
+            let covered = findings.get(k).is_some_and(|f| {
+                f.start <= p
+                    && !(f.rule == "private-key"
+                        && memchr::memmem::find(&buf[f.start..f.end], b"-----END").is_none())
+            });
             let has_end = needle == b"-----begin" && last_end.is_some_and(|e| e >= i);
             if !covered && !has_end {
                 return memchr::memrchr(b'\n', &buf[from..p]).map_or(from, |j| from + j + 1);
             }
         }
     }
-    limit
+    // Base64 lines as wide as a key's ending the text: a key's tail may follow (issue 38).
+    super::scan::key_body_run_start(buf, from, limit).unwrap_or(limit)
 }
 
 #[cfg(test)]

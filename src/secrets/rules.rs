@@ -43,6 +43,9 @@ pub struct Rule {
     /// The secret group holds several secrets: these spans of it (relative) are the findings
     /// (a `Cookie:` header's values, not its names; an `openssl -text` dump's hex lines).
     pub parts: Option<fn(&[u8]) -> Vec<(usize, usize)>>,
+    /// Bytes before its keyword's line that the rule's window reaches back (a key block's
+    /// tail: the base64 lines before `-----END`); 0: the keyword's line only.
+    pub back: usize,
 }
 
 impl Rule {
@@ -77,6 +80,7 @@ const fn rule(
         checksum: None,
         named: false,
         parts: None,
+        back: 0,
     }
 }
 
@@ -551,7 +555,27 @@ pub static RULES: &[Rule] = &[
             "private-key",
             "Private key (PEM, OpenSSH, PGP, SSH2)",
             &["-----begin"],
-            r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
+            concat!(
+                r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:",
+                r"[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
+                // No END (`head -n 3 key.pem`): the block's lines that follow, PEM headers
+                // (`Proc-Type:`, `DEK-Info:`), blank lines and base64.
+                r"|[ \t]*\r?\n(?:[A-Za-z][A-Za-z-]{0,40}:[^\r\n]{0,200}\r?\n|[ \t]*\r?\n)*",
+                r"(?:[A-Za-z0-9+/=]{4,200}[ \t]*(?:\r?\n|$))+",
+                r")"
+            ),
+        )
+    },
+    Rule {
+        back: 16 * 1024,
+        check: Some(has_key_body),
+        ..rule(
+            "private-key-tail",
+            "The end of a private key block without its BEGIN line (`tail key.pem`): its base64 lines and END line",
+            // The armour's end, not `-----end`: an anchor `----` would be searched in
+            // every dashed line.
+            &["private key-----", "private key block-----"],
+            r"(?m)(?P<s>(?:^[A-Za-z0-9+/=]{4,200}\r?\n){2,}-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)",
         )
     },
     Rule {

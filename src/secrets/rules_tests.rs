@@ -481,3 +481,63 @@ fn openssl_text_dumps_keep_public_numbers_only() {
         assert!(String::from_utf8_lossy(&redacted_whole(ec.as_bytes())).contains(l.trim()));
     }
 }
+
+/// A PEM block's base64 lines, 64 wide, the last one shorter.
+fn pem_lines(n: usize, seed: u64) -> Vec<String> {
+    let body = random_of(B64, n, seed);
+    body.as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).to_string())
+        .collect()
+}
+
+/// `head -n 3 key.pem` (BEGIN without END) and `tail -n 4 key.pem` (END without BEGIN):
+/// the key's lines are redacted, whole-text and streamed (a pause after each line too).
+#[test]
+fn open_and_tail_key_blocks_are_redacted() {
+    let lines = pem_lines(1600, 100);
+    let head = format!(
+        "$ head -n 3 key.pem\n-----BEGIN PRIVATE KEY-----\n{}\n{}\n",
+        lines[0], lines[1]
+    );
+    let f = found(&head);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].0, "private-key");
+    assert!(f[0].1.contains(&lines[1]));
+    streams_redacted(&head, &[&lines[0], &lines[1]]);
+    // More output after the open block: the block ends at its last base64 line.
+    let more = format!("{head}$ echo done\ndone\n");
+    let out = String::from_utf8_lossy(&redacted_whole(more.as_bytes())).to_string();
+    assert!(
+        out.ends_with("$ echo done\ndone\n") && !out.contains(&lines[0][..16]),
+        "{out}"
+    );
+    streams_redacted(&more, &[&lines[0], &lines[1]]);
+    let n = lines.len();
+    let tail = format!(
+        "$ tail -n 4 id_rsa\n{}\n{}\n{}\n-----END OPENSSH PRIVATE KEY-----\n$ ls\n",
+        lines[n - 3],
+        lines[n - 2],
+        lines[n - 1]
+    );
+    let f = found(&tail);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].0, "private-key-tail");
+    assert!(f[0].1.starts_with(&lines[n - 3]));
+    streams_redacted(&tail, &[&lines[n - 3], &lines[n - 2]]);
+    // Paused after each line: the key-wide lines are held until the END comes.
+    let mut r = Redactor::new(TextKind::Stream);
+    let mut out = Vec::new();
+    for l in tail.split_inclusive('\n') {
+        r.feed(l.as_bytes(), &mut out);
+        r.flush_lines(&mut out);
+    }
+    r.finish(&mut out);
+    assert_eq!(out, redacted_whole(tail.as_bytes()));
+    // A certificate's tail and a lone armour line are not keys.
+    let cert = format!(
+        "{}\n{}\n-----END CERTIFICATE-----\n-----BEGIN RSA PRIVATE KEY-----\nsee the docs\n",
+        lines[0], lines[1]
+    );
+    assert!(found(&cert).is_empty(), "{:?}", found(&cert));
+}

@@ -61,6 +61,39 @@ pub fn is_rest_byte(b: u8) -> bool {
     !is_regex_space(b) && !matches!(b, b'"' | b'\'' | b'\\')
 }
 
+/// Where a run of wrapped base64 lines ending `buf[..limit]` (just after a newline) starts,
+/// if its last line is as wide as a key block's (64, 70 or 76 bytes): a private key's tail
+/// may follow (its `-----END` line, `private-key-tail`), so a stream holds the run back from
+/// there. Walks back at most the tail rule's reach.
+pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize> {
+    let b64 = |l: &[u8]| {
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        (4..=200).contains(&l.len())
+            && l.iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
+    let line_before = |end: usize| {
+        // `end` is just after a newline: the line before it.
+        let e = end.checked_sub(1)?;
+        let s = memchr::memrchr(b'\n', &buf[from..e]).map_or(from, |i| from + i + 1);
+        Some((s, e))
+    };
+    let (s, e) = line_before(limit).filter(|&(s, _)| s >= from)?;
+    let width = buf[s..e].strip_suffix(b"\r").unwrap_or(&buf[s..e]).len();
+    if !matches!(width, 64 | 70 | 76) || !b64(&buf[s..e]) {
+        return None;
+    }
+    let floor = limit.saturating_sub(16 * 1024).max(from);
+    let mut start = s;
+    while start > floor {
+        match line_before(start) {
+            Some((ps, pe)) if ps >= floor && b64(&buf[ps..pe]) => start = ps,
+            _ => break,
+        }
+    }
+    Some(start)
+}
+
 /// The end of a cut value's token: the first byte from `from` on that is not a
 /// [`is_rest_byte`], or the text's end.
 pub fn rest_end(text: &[u8], from: usize) -> usize {
@@ -1415,8 +1448,16 @@ impl<'a> Windows<'a> {
             Some((ws, we, _)) if we < s && ws <= s => we,
             _ => 0,
         };
-        let lo = s.saturating_sub(MAX_BEFORE).max(floor);
-        let ls = memchr::memrchr(b'\n', &text[lo..s]).map_or(lo, |i| lo + i + 1);
+        let lo = s.saturating_sub(MAX_BEFORE.max(rule.back)).max(floor);
+        let ls = if rule.back > 0 {
+            // From the first line start in reach (the lines before the keyword's).
+            match memchr::memchr(b'\n', &text[lo..s]) {
+                Some(i) if lo > 0 => lo + i + 1,
+                _ => lo,
+            }
+        } else {
+            memchr::memrchr(b'\n', &text[lo..s]).map_or(lo, |i| lo + i + 1)
+        };
         let (le, capped) = if rule.lines_after > 0 {
             let hi = e.saturating_add(MAX_AFTER_MULTILINE).min(text.len());
             (hi, hi < text.len())
