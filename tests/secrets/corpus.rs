@@ -2392,6 +2392,26 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
         "Proxy-Authorization: NTLM TlRMTVNTUAAB{b:120}\n",
     ),
     (
+        "private-key-tail",
+        "tail-key.log",
+        "$ tail -n 3 key.pem\n{b:64}\n{b:40}==\n-----END PRIVATE KEY-----\n",
+    ),
+    (
+        "private-key-tail",
+        "id_rsa.part",
+        "{b:70}\n{b:70}\n{b:22}\n-----END OPENSSH PRIVATE KEY-----\n",
+    ),
+    (
+        "private-key-tail",
+        "gpg-tail.txt",
+        "{b:64}\n{b:64}\n={b:4}\n-----END PGP PRIVATE KEY BLOCK-----\n",
+    ),
+    (
+        "private-key",
+        "head-key.log",
+        "$ head -n 3 ec.pem\n-----BEGIN EC PRIVATE KEY-----\n{b:64}\n{b:64}\n",
+    ),
+    (
         "docker-config-auth",
         "config.json",
         "{\n  \"auths\": {\n    \"registry.example.io\": {\n      \"auth\": \"{userpass64}\"\n    }\n  }\n}\n",
