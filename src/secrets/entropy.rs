@@ -290,10 +290,12 @@ pub fn is_placeholder(v: &[u8]) -> bool {
     }
     if t[0] == b'$'
         || t.starts_with(b"[redacted")
-        || t.starts_with(b"<")
+        // An opening bracket that closes (`<your-password>`, `{password}`); one that does not
+        // opens the value (`PASSWORD=<x9...`, issue 38).
+        || (t.starts_with(b"<") && t.contains(&b'>'))
         || t.starts_with(b"%(")
         || t.starts_with(b"#{")
-        || t.starts_with(b"{")
+        || (t.starts_with(b"{") && t.contains(&b'}'))
         || t.starts_with(b"your")
         || t.starts_with(b"/")
         || t.starts_with(b"./")

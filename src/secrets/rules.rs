@@ -1317,7 +1317,11 @@ pub static RULES: &[Rule] = &[
             "google-oauth-access-token",
             "Google OAuth 2.0 access token (`ya29.`)",
             &["ya29."],
-            concat!(start!(), r"(?P<s>ya29\.[A-Za-z0-9_-]{30,})", end!()),
+            concat!(
+                start!(),
+                r"(?P<s>ya29\.[A-Za-z0-9._-]{30,})",
+                r"(?:[^A-Za-z0-9._-]|$)"
+            ),
         ),
         3.0,
     ),
@@ -1371,31 +1375,6 @@ pub static RULES: &[Rule] = &[
             concat!(
                 r"(?m)^[ \t]*(?:privateExponent|prime1|prime2|exponent1|exponent2|coefficient|priv|private-key):[ \t]*\r?\n",
                 r"(?P<s>(?:[ \t]+[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})*:?[ \t]*(?:\r?\n|$))+)"
-            ),
-        )
-    },
-    // Any header named for a secret: after the specific shapes above.
-    Rule {
-        check: Some(header_credential),
-        ..rule(
-            "http-secret-header",
-            "HTTP header whose name says token, key, secret, auth, session or password (X-Api-Key, X-Auth-Token, X-Vault-Token, Private-Token)",
-            &[
-                "-token:",
-                "-key:",
-                "-secret:",
-                "-auth:",
-                "-session:",
-                "-password:",
-                "-token\":",
-                "-key\":",
-                "-secret\":",
-                "-auth\":",
-            ],
-            concat!(
-                r#"(?i)(?:^|[\s'"])(?:[<>][ \t])?(?:x-[A-Za-z0-9-]{0,40}|[A-Za-z0-9]{1,40}-(?:[A-Za-z0-9]{1,40}-)?)"#,
-                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}['"]?"#,
-                r#"(?P<s>[^\s'"]{8,4000})(?:[\s'"]|$)"#
             ),
         )
     },
@@ -2183,6 +2162,30 @@ pub static RULES: &[Rule] = &[
         &["://"],
         r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'"<>{}]{1,256}:(?P<s>[^\s:/@'"<>{}]{1,256})@[^\s/'"@]{1,256}"#,
     ),
+    // Any header named for a secret: after every specific and vendor rule.
+    Rule {
+        check: Some(header_credential),
+        ..rule(
+            "http-secret-header",
+            "HTTP header whose name says token, key, secret, auth, session or password (X-Api-Key, X-Auth-Token, X-Vault-Token, Private-Token)",
+            // Not `-secret:` nor `-password:`: the keyword rule reads those names already
+            // (and a run of them is its adversarial input).
+            &[
+                "-token:",
+                "-key:",
+                "-auth:",
+                "-session:",
+                "-token\":",
+                "-key\":",
+                "-auth\":",
+            ],
+            concat!(
+                r#"(?i)(?:^|[\s'"])(?:[<>][ \t])?(?:x-[A-Za-z0-9-]{0,40}|[A-Za-z0-9]{1,40}-(?:[A-Za-z0-9]{1,40}-)?)"#,
+                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}['"]?"#,
+                r#"(?P<s>[^\s'"]{8,4000})(?:[\s'"]|$)"#
+            ),
+        )
+    },
     // --- Generic keyword assignments (detect-secrets' KeywordDetector) ---
     Rule {
         generic: true,

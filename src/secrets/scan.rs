@@ -350,6 +350,9 @@ impl Scanner {
             if rule.generic && matches!(kind, TextKind::Config | TextKind::Stream) {
                 continuation_values(ri, text, ws, we, kind, out);
             }
+            if rule.generic && kind != TextKind::Code {
+                punctuated_values(ri, text, ws, we, kind, out);
+            }
         }
         names
     }
@@ -593,6 +596,24 @@ fn camel_windows(text: &[u8], occurrences: &[(usize, usize)]) -> Vec<(usize, usi
         }
     }
     windows.done()
+}
+
+/// Every backslash of `raw` starts one of JSON's escapes (`\\\\`, `\\"`, `\\/`, `\\n`, ...):
+/// a string whose unescaping is known, so a backslash left in its value is the value's
+/// (`"password": "a\\\\b"`, issue 38).
+fn json_escapes_only(raw: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(k) = memchr::memchr(b'\\', &raw[i..]) {
+        let p = i + k;
+        if !matches!(
+            raw.get(p + 1),
+            Some(b'\\' | b'"' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u')
+        ) {
+            return false;
+        }
+        i = p + 2;
+    }
+    true
 }
 
 /// Unescaped values are scanned in batches of about this many bytes.
@@ -980,7 +1001,7 @@ impl Scanner {
             // not know is not read as a value).
             if (4..=VALUE_BOUND).contains(&secret.len())
                 && !secret.contains(&b'\n')
-                && !secret.contains(&b'\\')
+                && (!secret.contains(&b'\\') || json_escapes_only(&text[v.start..v.end]))
                 && accept(
                     generic,
                     text,
@@ -1099,6 +1120,188 @@ fn continuation_values(
         }
         ls = le + 1;
     }
+}
+
+/// Words of prose: a line `Password: must be at least 8 characters` says something about a
+/// password, it is not one (`Password: correct horse battery staple` holds none).
+const PROSE_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "is",
+    "are",
+    "be",
+    "was",
+    "must",
+    "should",
+    "will",
+    "can",
+    "not",
+    "no",
+    "and",
+    "or",
+    "of",
+    "to",
+    "in",
+    "on",
+    "for",
+    "with",
+    "at",
+    "by",
+    "your",
+    "you",
+    "it",
+    "this",
+    "that",
+    "if",
+    "as",
+    "from",
+    "has",
+    "have",
+    "set",
+    "use",
+    "see",
+    "enter",
+    "required",
+    "characters",
+    "incorrect",
+    "invalid",
+    "wrong",
+    "expired",
+    "changed",
+    "reset",
+];
+
+/// Keyword values whose extent the keyword regex cannot tell (issue 38): `NAME=value` where
+/// the value holds or starts with punctuation (`DB_PASSWORD=a(b)c`, `PASSWORD=a;b`,
+/// `--password=(x`), whole to the next space; and in prose and streams, a `Name: words`
+/// line's value to the end of the line (a passphrase: `Password: correct horse battery
+/// staple`) when no word of it is prose ([`PROSE_WORDS`]). Quoted values are the regex's.
+/// The keyword rule's judgement applies (placeholders, references, calls such as
+/// `get_password()`, `${X}`, `<your-password>` stay). One pass over each line's operators.
+fn punctuated_values(
+    ri: usize,
+    text: &[u8],
+    ws: usize,
+    we: usize,
+    kind: TextKind,
+    out: &mut Vec<(usize, Finding)>,
+) {
+    let rule = &RULES[ri];
+    let mut ls = ws;
+    while ls < we {
+        let le = memchr::memchr(b'\n', &text[ls..we]).map_or(we, |i| ls + i);
+        // A value read on past the window (cut at a byte limit), to VALUE_BOUND: one that
+        // runs further is not taken (never half of it).
+        let (full, cut) = if le == we && we < text.len() && text[we] != b'\n' {
+            let hi = text.len().min(we + VALUE_BOUND);
+            match memchr::memchr(b'\n', &text[we..hi]) {
+                Some(i) => (we + i, false),
+                None => (hi, hi < text.len()),
+            }
+        } else {
+            (le, false)
+        };
+        let line = &text[ls..full];
+        let mut i = 0;
+        while let Some(k) = memchr::memchr2(b'=', b':', line.get(i..le - ls).unwrap_or_default()) {
+            let o = i + k;
+            i = o + 1;
+            if let Some((ns, vs, ve)) = punctuated_value(line, o, kind)
+                && !(cut && ve == line.len())
+            {
+                let (s, e) = (ls + vs, ls + ve);
+                if accept(rule, text, (ls + ns, s, e), &text[s..e], kind, true) {
+                    out.push((
+                        ri,
+                        Finding {
+                            rule: rule.id,
+                            start: s,
+                            end: e,
+                            specific: true,
+                        },
+                    ));
+                }
+                i = ve.max(i);
+            }
+        }
+        ls = le + 1;
+    }
+}
+
+/// The value after the operator at `o` of `line` that [`punctuated_values`] takes: (name
+/// start, value start, value end), or `None`.
+fn punctuated_value(line: &[u8], o: usize, kind: TextKind) -> Option<(usize, usize, usize)> {
+    let mut ne = o;
+    while ne > 0 && line[ne - 1] == b' ' {
+        ne -= 1;
+    }
+    let mut ns = ne;
+    while ns > 0 && is_name_byte(line[ns - 1]) {
+        ns -= 1;
+    }
+    if ns == ne || !names_a_secret(&line[ns..ne]) {
+        return None;
+    }
+    let mut vs = o + 1;
+    if matches!(line.get(vs), Some(b'=')) {
+        vs += 1;
+    }
+    let spaced = vs < line.len() && matches!(line[vs], b' ' | b'\t');
+    while vs < line.len() && matches!(line[vs], b' ' | b'\t') {
+        vs += 1;
+    }
+    if vs >= line.len() || matches!(line[vs], b'"' | b'\'' | b'`') {
+        return None;
+    }
+    let word_end = line[vs..]
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .map_or(line.len(), |p| vs + p);
+    let v = &line[vs..word_end];
+    // A passphrase: `Name: words` alone on its line, in prose and streams.
+    let trimmed_end = line.trim_ascii_end().len();
+    let rest = &line[vs..trimmed_end.max(vs)];
+    let head = line[..ns].trim_ascii();
+    let passphrase = line[o] == b':'
+        && spaced
+        && matches!(kind, TextKind::Prose | TextKind::Stream)
+        && (head.is_empty() || head == b">" || head == b"<" || head == b"#")
+        && rest.len() > v.len()
+        && rest.len() <= 200
+        && (2..=8).contains(&rest.split(|&b| b == b' ').filter(|w| !w.is_empty()).count())
+        && rest.split(|&b| b == b' ').all(|w| {
+            !w.is_empty()
+                && w.iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_!@#%^&*+=".contains(b))
+                && !PROSE_WORDS
+                    .iter()
+                    .any(|p| w.eq_ignore_ascii_case(p.as_bytes()))
+        });
+    if passphrase {
+        return Some((ns, vs, trimmed_end));
+    }
+    // Punctuation the regex's bare value stops at, inside or first.
+    let punct = |b: &u8| b"();[]{}<>,".contains(b);
+    if v.len() < 4 || !v.iter().any(punct) || v.len() > VALUE_BOUND {
+        return None;
+    }
+    // Calls, references, templates, placeholders: `get_password()`, `$(cat f)`, `${X}`,
+    // `<your-password>`, `{{ x }}`, `[REDACTED]`, `(none)`.
+    let call = v
+        .iter()
+        .position(|&b| b == b'(')
+        .is_some_and(|p| p > 0 && v[..p].iter().all(|&b| is_name_byte(b)) && v.ends_with(b")"))
+        || v.ends_with(b");")
+        || v.ends_with(b"),");
+    let wrapped = matches!(
+        (v[0], v[v.len() - 1]),
+        (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
+    );
+    if call || wrapped || v.starts_with(b"$") || entropy::is_placeholder(v) {
+        return None;
+    }
+    Some((ns, vs, word_end))
 }
 
 /// Rules whose match is a slot that declares a credential (see
