@@ -5,7 +5,9 @@
 //! it has emitted as the scan's left context (a `password = ` emitted in one chunk still
 //! names the value in the next). When the source goes quiet, [`Redactor::flush_lines`] emits
 //! up to the last newline: single-line secrets cannot continue past it, and a private key
-//! block still open is held from its armour line on.
+//! block still open is held from its armour line on (and key-wide base64 lines that a key's
+//! tail may end). A value cut at `scan::VALUE_BOUND` (issue 38) is emitted as its marker as
+//! soon as it is seen past the bound, and the rest of its token is dropped as it comes.
 
 use super::context::{LexState, REDO_NAMES, Trace};
 use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, rest_end, scanner};

@@ -1203,11 +1203,16 @@ fn punctuated_values(
             (le, false)
         };
         let line = &text[ls..full];
+        let trimmed_end = line.trim_ascii_end().len();
         let mut i = 0;
         while let Some(k) = memchr::memchr2(b'=', b':', line.get(i..le - ls).unwrap_or_default()) {
             let o = i + k;
             i = o + 1;
-            if let Some((ns, vs, ve)) = punctuated_value(line, o, kind)
+            let (taken, word_end) = punctuated_value(line, o, kind, trimmed_end);
+            // The rest of the word is read: its operators are not looked at again (a run of
+            // `password=password=...` would otherwise read on to its end at each one).
+            i = i.max(word_end);
+            if let Some((ns, vs, ve)) = taken
                 && !(cut && ve == line.len())
             {
                 let (s, e) = (ls + vs, ls + ve);
@@ -1229,20 +1234,39 @@ fn punctuated_values(
     }
 }
 
-/// The value after the operator at `o` of `line` that [`punctuated_values`] takes: (name
-/// start, value start, value end), or `None`.
-fn punctuated_value(line: &[u8], o: usize, kind: TextKind) -> Option<(usize, usize, usize)> {
+/// The value after the operator at `o` of `line` (whose end without trailing spaces is
+/// `trimmed_end`) that [`punctuated_values`] takes: (name start, value start, value end), or
+/// `None`; and where the word after the operator ends (the caller goes on from there).
+/// Reads a name of at most 128 bytes back and one word forward.
+fn punctuated_value(
+    line: &[u8],
+    o: usize,
+    kind: TextKind,
+    trimmed_end: usize,
+) -> (Option<(usize, usize, usize)>, usize) {
     let mut ne = o;
-    while ne > 0 && line[ne - 1] == b' ' {
+    while ne > 0 && o - ne < 8 && line[ne - 1] == b' ' {
         ne -= 1;
     }
     let mut ns = ne;
-    while ns > 0 && is_name_byte(line[ns - 1]) {
+    while ns > 0 && ne - ns < 128 && is_name_byte(line[ns - 1]) {
         ns -= 1;
     }
     if ns == ne || !names_a_secret(&line[ns..ne]) {
-        return None;
+        return (None, o + 1);
     }
+    let (v, word_end) = punctuated_word(line, o, kind, trimmed_end, ns);
+    (v, word_end)
+}
+
+/// [`punctuated_value`] once the name is known to name a secret.
+fn punctuated_word(
+    line: &[u8],
+    o: usize,
+    kind: TextKind,
+    trimmed_end: usize,
+    ns: usize,
+) -> (Option<(usize, usize, usize)>, usize) {
     let mut vs = o + 1;
     if matches!(line.get(vs), Some(b'=')) {
         vs += 1;
@@ -1252,23 +1276,27 @@ fn punctuated_value(line: &[u8], o: usize, kind: TextKind) -> Option<(usize, usi
         vs += 1;
     }
     if vs >= line.len() || matches!(line[vs], b'"' | b'\'' | b'`') {
-        return None;
+        return (None, vs);
     }
-    let word_end = line[vs..]
+    let mut word_end = line[vs..]
         .iter()
         .position(|b| b.is_ascii_whitespace())
         .map_or(line.len(), |p| vs + p);
+    // A `;` or `,` ending the word ends the statement or the item (`PASSWORD=x;`,
+    // `Set-Cookie: a=x; Path=/`), it is no part of the value.
+    while word_end > vs && matches!(line[word_end - 1], b';' | b',') {
+        word_end -= 1;
+    }
     let v = &line[vs..word_end];
     // A passphrase: `Name: words` alone on its line, in prose and streams.
-    let trimmed_end = line.trim_ascii_end().len();
     let rest = &line[vs..trimmed_end.max(vs)];
-    let head = line[..ns].trim_ascii();
     let passphrase = line[o] == b':'
         && spaced
         && matches!(kind, TextKind::Prose | TextKind::Stream)
-        && (head.is_empty() || head == b">" || head == b"<" || head == b"#")
         && rest.len() > v.len()
         && rest.len() <= 200
+        && ns <= 8
+        && matches!(line[..ns].trim_ascii(), b"" | b">" | b"<" | b"#")
         && (2..=8).contains(&rest.split(|&b| b == b' ').filter(|w| !w.is_empty()).count())
         && rest.split(|&b| b == b' ').all(|w| {
             !w.is_empty()
@@ -1279,12 +1307,12 @@ fn punctuated_value(line: &[u8], o: usize, kind: TextKind) -> Option<(usize, usi
                     .any(|p| w.eq_ignore_ascii_case(p.as_bytes()))
         });
     if passphrase {
-        return Some((ns, vs, trimmed_end));
+        return (Some((ns, vs, trimmed_end)), trimmed_end);
     }
     // Punctuation the regex's bare value stops at, inside or first.
     let punct = |b: &u8| b"();[]{}<>,".contains(b);
     if v.len() < 4 || !v.iter().any(punct) || v.len() > VALUE_BOUND {
-        return None;
+        return (None, word_end);
     }
     // Calls, references, templates, placeholders: `get_password()`, `$(cat f)`, `${X}`,
     // `<your-password>`, `{{ x }}`, `[REDACTED]`, `(none)`.
@@ -1299,9 +1327,9 @@ fn punctuated_value(line: &[u8], o: usize, kind: TextKind) -> Option<(usize, usi
         (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
     );
     if call || wrapped || v.starts_with(b"$") || entropy::is_placeholder(v) {
-        return None;
+        return (None, word_end);
     }
-    Some((ns, vs, word_end))
+    (Some((ns, vs, word_end)), word_end)
 }
 
 /// Rules whose match is a slot that declares a credential (see
