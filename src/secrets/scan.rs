@@ -1001,7 +1001,8 @@ impl Scanner {
             // not know is not read as a value).
             if (4..=VALUE_BOUND).contains(&secret.len())
                 && !secret.contains(&b'\n')
-                && (!secret.contains(&b'\\') || json_escapes_only(&text[v.start..v.end]))
+                && (!secret.contains(&b'\\')
+                    || (v.unescaped.is_some() && json_escapes_only(&text[v.start..v.end])))
                 && accept(
                     generic,
                     text,
@@ -1275,7 +1276,9 @@ fn punctuated_word(
     while vs < line.len() && matches!(line[vs], b' ' | b'\t') {
         vs += 1;
     }
-    if vs >= line.len() || matches!(line[vs], b'"' | b'\'' | b'`') {
+    // Quoted (an escaped quote too: `password=\"x\"` inside a string): the regex's and the
+    // unescaped values'.
+    if vs >= line.len() || matches!(line[vs], b'"' | b'\'' | b'`' | b'\\') {
         return (None, vs);
     }
     let mut word_end = line[vs..]
