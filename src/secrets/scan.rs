@@ -1,8 +1,9 @@
 //! The scanner: keyword prefilter, windowed regexes, entropy, filters, overlap resolution.
 //!
 //! Over 1,000 lines: the one hot path (prefilter, trigger regions, side scans of unescaped
-//! values and shell words, overlap resolution) in one place, so its passes stay visible
-//! together; the filters themselves are in `precision.rs`, the lexer in `context.rs`.
+//! values and shell words, the extents a regex cannot tell: values its window cuts, values
+//! with punctuation; overlap resolution) in one place, so its passes stay visible together;
+//! the filters themselves are in `precision.rs`, the lexer in `context.rs`.
 
 use super::TextKind;
 use super::context::{self, LexState, Trace};
@@ -274,38 +275,14 @@ impl Scanner {
             }
             let Some(re) = self.regex(ri) else { continue };
             let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
-                let (at, mut s, mut e, mut unquoted) = (ws + at, ws + s, ws + e, unquoted);
-                if e == we && we < text.len() {
-                    if text[we] == b'\n' {
-                        // A quoted value still open at its line's end (the keyword rule's
-                        // `(?:"|$)`): not a value.
-                        if rule.generic && !unquoted {
-                            return;
-                        }
-                    } else {
-                        // The window was cut inside the match: matched again over up to
-                        // VALUE_BOUND bytes of its value (a 3 KiB JWT, a 2 KiB session token).
-                        match rematch(re, rule.generic, text, at, s) {
-                            Some(v) => (s, e, unquoted) = v,
-                            None => return,
-                        }
-                    }
-                }
+                let at = ws + at;
+                let Some((s, e, unquoted)) =
+                    at_window_end(re, rule.generic, text, we, at, (ws + s, ws + e, unquoted))
+                else {
+                    return;
+                };
                 if let Some(parts) = rule.parts {
-                    for (ps, pe) in parts(&text[s..e]) {
-                        let (ps, pe) = (s + ps, s + pe);
-                        if accept(rule, text, (at, ps, pe), &text[ps..pe], kind, unquoted) {
-                            out.push((
-                                ri,
-                                Finding {
-                                    rule: rule.id,
-                                    start: ps,
-                                    end: pe,
-                                    specific: true,
-                                },
-                            ));
-                        }
-                    }
+                    push_parts(ri, parts, text, (at, s, e), kind, unquoted, out);
                     return;
                 }
                 // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
@@ -355,6 +332,55 @@ impl Scanner {
             }
         }
         names
+    }
+}
+
+/// A match (its secret `s..e`) as it stands once its window's end `we` is taken into
+/// account: a quoted keyword value still open at its line's end (the keyword rule's
+/// `(?:"|$)`) is none; one the window cut (at a byte limit) is matched again over up to
+/// VALUE_BOUND bytes of its value (a 3 KiB JWT, a 2 KiB session token, see [`rematch`]).
+fn at_window_end(
+    re: &Regex,
+    generic: bool,
+    text: &[u8],
+    we: usize,
+    at: usize,
+    (s, e, unquoted): (usize, usize, bool),
+) -> Option<(usize, usize, bool)> {
+    if e != we || we >= text.len() {
+        return Some((s, e, unquoted));
+    }
+    if text[we] == b'\n' {
+        return (!generic || unquoted).then_some((s, e, unquoted));
+    }
+    rematch(re, generic, text, at, s)
+}
+
+/// The findings of a rule whose secret group holds several ([`super::rules::Rule::parts`]):
+/// each part the rule's checks accept.
+fn push_parts(
+    ri: usize,
+    parts: super::rules::Parts,
+    text: &[u8],
+    (at, s, e): (usize, usize, usize),
+    kind: TextKind,
+    unquoted: bool,
+    out: &mut Vec<(usize, Finding)>,
+) {
+    let rule = &RULES[ri];
+    for (ps, pe) in parts(&text[s..e]) {
+        let (ps, pe) = (s + ps, s + pe);
+        if accept(rule, text, (at, ps, pe), &text[ps..pe], kind, unquoted) {
+            out.push((
+                ri,
+                Finding {
+                    rule: rule.id,
+                    start: ps,
+                    end: pe,
+                    specific: true,
+                },
+            ));
+        }
     }
 }
 
