@@ -289,11 +289,9 @@ fn open_block(buf: &[u8], from: usize, limit: usize, findings: &[Finding]) -> us
             let p = from_ + i;
             let k = findings.partition_point(|f| f.end <= p);
             // A key block found without its END (issue 38) is still open: more of it may come.
-            let covered = findings.get(k).is_some_and(|f| {
-                f.start <= p
-                    && !(f.rule == "private-key"
-                        && memchr::memmem::find(&buf[f.start..f.end], b"-----END").is_none())
-            });
+            let covered = findings
+                .get(k)
+                .is_some_and(|f| f.start <= p && f.rule != "private-key-open");
             let has_end = needle == b"-----begin" && last_end.is_some_and(|e| e >= i);
             if !covered && !has_end {
                 return memchr::memrchr(b'\n', &buf[from..p]).map_or(from, |j| from + j + 1);

@@ -558,14 +558,23 @@ pub static RULES: &[Rule] = &[
             "private-key",
             "Private key (PEM, OpenSSH, PGP, SSH2)",
             &["-----begin"],
+            r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
+        )
+    },
+    // A rule of its own, not an alternative of the one above: there, each BEGIN's match
+    // would look on for an END to the window's end (quadratic on BEGIN lines repeated).
+    // A whole block is found by both; the longer (`private-key`) wins.
+    Rule {
+        lines_after: 400,
+        check: Some(has_key_body),
+        ..rule(
+            "private-key-open",
+            "A private key block without its END line (`head -n 3 key.pem`): its armour line and the base64 lines that follow",
+            &["-----begin"],
             concat!(
-                r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:",
-                r"[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
-                // No END (`head -n 3 key.pem`): the block's lines that follow, PEM headers
-                // (`Proc-Type:`, `DEK-Info:`), blank lines and base64.
-                r"|[ \t]*\r?\n(?:[A-Za-z][A-Za-z-]{0,40}:[^\r\n]{0,200}\r?\n|[ \t]*\r?\n)*",
-                r"(?:[A-Za-z0-9+/=]{4,200}[ \t]*(?:\r?\n|$))+",
-                r")"
+                r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[ \t]*\r?\n",
+                r"(?:[A-Za-z][A-Za-z-]{0,40}:[^\r\n]{0,200}\r?\n|[ \t]*\r?\n)*",
+                r"(?:[A-Za-z0-9+/=]{4,200}[ \t]*(?:\r?\n|$))+"
             ),
         )
     },

@@ -499,7 +499,7 @@ fn open_and_tail_key_blocks_are_redacted() {
     );
     let f = found(&head);
     assert_eq!(f.len(), 1, "{f:?}");
-    assert_eq!(f[0].0, "private-key");
+    assert_eq!(f[0].0, "private-key-open");
     assert!(f[0].1.contains(&lines[1]));
     streams_redacted(&head, &[&lines[0], &lines[1]]);
     // More output after the open block: the block ends at its last base64 line.

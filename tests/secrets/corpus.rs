@@ -2407,9 +2407,19 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
         "{b:64}\n{b:64}\n={b:4}\n-----END PGP PRIVATE KEY BLOCK-----\n",
     ),
     (
-        "private-key",
+        "private-key-open",
         "head-key.log",
         "$ head -n 3 ec.pem\n-----BEGIN EC PRIVATE KEY-----\n{b:64}\n{b:64}\n",
+    ),
+    (
+        "private-key-open",
+        "head-rsa.txt",
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,{H:32}\n\n{b:64}\n{b:64}\n",
+    ),
+    (
+        "private-key-open",
+        "cut-key.pem",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n{b:70}\n{b:70}\n{b:70}\n",
     ),
     (
         "docker-config-auth",
