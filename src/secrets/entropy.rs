@@ -290,10 +290,12 @@ pub fn is_placeholder(v: &[u8]) -> bool {
     }
     if t[0] == b'$'
         || t.starts_with(b"[redacted")
+        // `<` always (`<your-password>`, markup such as `<add key=` read as a value); `{`
+        // only when it closes (`{password}`): an unclosed one opens the value (issue 38).
         || t.starts_with(b"<")
         || t.starts_with(b"%(")
         || t.starts_with(b"#{")
-        || t.starts_with(b"{")
+        || (t.starts_with(b"{") && t.contains(&b'}'))
         || t.starts_with(b"your")
         || t.starts_with(b"/")
         || t.starts_with(b"./")
@@ -301,8 +303,11 @@ pub fn is_placeholder(v: &[u8]) -> bool {
     {
         return true;
     }
-    let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
-    if has_example(v) {
+    // Marks are looked for in the first 256 bytes: a value longer than that (a session
+    // token, a JWT) spells `xxxx` by chance (once in about 16 KiB of base64).
+    let head = &t[..t.len().min(256)];
+    let has = |n: &[u8]| memchr::memmem::find(head, n).is_some();
+    if has_example(head) {
         return true;
     }
     if has(b"${") || has(b"{{") || has(b"xxxx") || has(b"****") || has(b"...") || has(b"%s") {

@@ -172,6 +172,8 @@ pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod context_tests;
 #[cfg(test)]
+mod rules_tests;
+#[cfg(test)]
 mod tests;
 
 /// Fuzz entry (fuzz/fuzz_targets/secrets_scan.rs): scanning any bytes, of any kind, never

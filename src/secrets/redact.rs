@@ -5,7 +5,9 @@
 //! it has emitted as the scan's left context (a `password = ` emitted in one chunk still
 //! names the value in the next). When the source goes quiet, [`Redactor::flush_lines`] emits
 //! up to the last newline: single-line secrets cannot continue past it, and a private key
-//! block still open is held from its armour line on.
+//! block still open is held from its armour line on (and key-wide base64 lines that a key's
+//! tail may end). A value cut at `scan::VALUE_BOUND` is emitted as its marker as soon as it
+//! is seen past the bound, and the rest of its token is dropped as it comes.
 //!
 //! What is scanned is the stream normalised ([`super::normalise`]): escape sequences
 //! removed, UTF-16 decoded. `buf` holds the normalised text; while a sequence was removed
@@ -18,7 +20,7 @@ use super::normalise::{
     Encoding, Escapes, RawSpan, Utf16Decoder, Utf16Encoder, detect, has_sequence, payload_findings,
     write_redacted,
 };
-use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, scanner};
+use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, rest_end, scanner};
 use super::{Confidence, TextKind};
 
 /// Bytes of emitted text kept as left context for the next scan.
@@ -50,6 +52,9 @@ pub struct Redactor {
     /// `lex_pos` are kept for the keyword windows and names that reach past it).
     lex: LexState,
     lex_pos: usize,
+    /// The last finding emitted was a value cut at `VALUE_BOUND` whose token ran to the
+    /// buffer's end: the bytes that continue it are dropped as they come.
+    rest: bool,
     /// Bytes drained from the front of `buf` so far (the normalised offset of `buf[0]`).
     drained: usize,
     /// The spans redacted (normalised offsets in the stream): what the property test
@@ -105,6 +110,7 @@ impl Redactor {
             batch: BATCH,
             lex: LexState::default(),
             lex_pos: 0,
+            rest: false,
             drained: 0,
             #[cfg(test)]
             spans: Vec::new(),
@@ -279,6 +285,22 @@ impl Redactor {
     /// Scans the buffer and emits `buf[ctx..limit]` (or less, never splitting a secret or, with
     /// `lines`, an open private key block), redacted.
     fn emit(&mut self, limit: usize, lines: bool, out: &mut Vec<u8>) {
+        if self.rest {
+            // The rest of a cut value's token: dropped (its marker is out already).
+            let e = rest_end(&self.buf, self.ctx);
+            #[cfg(test)]
+            if let Some(last) = self.spans.last_mut() {
+                last.1 += e - self.ctx;
+            }
+            if self.mapped {
+                // Its raw bytes (escapes inside it too) go with it.
+                let cut = (self.esc.raw_of(self.drained + e) - self.raw_base).min(self.raw.len());
+                self.raw.drain(..cut);
+                self.raw_base += cut;
+            }
+            self.rest = e == self.buf.len();
+            self.ctx = e;
+        }
         if limit <= self.ctx {
             return;
         }
@@ -304,7 +326,13 @@ impl Redactor {
         }
         for f in &findings {
             if f.start < limit && f.end > limit {
-                limit = f.start;
+                // A value cut at the bound is final: emitted now, its token's rest dropped.
+                limit = if f.end - f.start > MAX_TOKEN {
+                    self.rest = f.end == self.buf.len();
+                    f.end
+                } else {
+                    f.start
+                };
             }
         }
         if limit <= self.ctx {
@@ -445,8 +473,9 @@ fn line_start(buf: &[u8], at: usize) -> usize {
     memchr::memrchr(b'\n', &buf[lo..at]).map_or(lo, |i| lo + i + 1)
 }
 
-/// Where an unfinished multi-line secret (a private key armour line without its end) starts
-/// in `buf[from..limit]`, else `limit`. Only the last [`MAX_TOKEN`] bytes before `limit` are
+/// Where an unfinished multi-line secret (a private key armour line without its end, or a
+/// run of key-wide base64 lines that a key's tail may end: `scan::key_body_run_start`)
+/// starts in `buf[from..limit]`, else `limit`. Only the last [`MAX_TOKEN`] bytes before `limit` are
 /// looked at: a secret starting earlier ends before `limit` (no finding is longer). Linear:
 /// the last `-----end` is found once, and whether a finding covers an armour line by binary
 /// search (findings are sorted and disjoint).
@@ -458,14 +487,18 @@ fn open_block(buf: &[u8], from: usize, limit: usize, findings: &[Finding]) -> us
         for i in memchr::memmem::find_iter(&lower, needle) {
             let p = from_ + i;
             let k = findings.partition_point(|f| f.end <= p);
-            let covered = findings.get(k).is_some_and(|f| f.start <= p);
+            // A key block found without its END (issue 38) is still open: more of it may come.
+            let covered = findings
+                .get(k)
+                .is_some_and(|f| f.start <= p && f.rule != "private-key-open");
             let has_end = needle == b"-----begin" && last_end.is_some_and(|e| e >= i);
             if !covered && !has_end {
                 return memchr::memrchr(b'\n', &buf[from..p]).map_or(from, |j| from + j + 1);
             }
         }
     }
-    limit
+    // Base64 lines as wide as a key's ending the text: a key's tail may follow (issue 38).
+    super::scan::key_body_run_start(buf, from, limit).unwrap_or(limit)
 }
 
 #[cfg(test)]

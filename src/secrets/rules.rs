@@ -10,6 +10,9 @@
 //! Over 1,000 lines: data — one entry per detector (176, covering gitleaks' rule families and
 //! detect-secrets' plugins, see docs/secrets-coverage.md) and the few checks they name.
 
+/// The spans (relative) of the secrets inside a rule's secret group ([`Rule::parts`]).
+pub type Parts = fn(&[u8]) -> Vec<(usize, usize)>;
+
 /// One detector.
 #[derive(Debug)]
 pub struct Rule {
@@ -40,6 +43,12 @@ pub struct Rule {
     /// Found only by a vendor's name assigned a value of the vendor's shape (gitleaks'
     /// `twitter... = <45 chars>` families): `medium` confidence, as no prefix proves the vendor.
     pub named: bool,
+    /// The secret group holds several secrets: these spans of it (relative) are the findings
+    /// (a `Cookie:` header's values, not its names; an `openssl -text` dump's hex lines).
+    pub parts: Option<Parts>,
+    /// Bytes before its keyword's line that the rule's window reaches back (a key block's
+    /// tail: the base64 lines before `-----END`); 0: the keyword's line only.
+    pub back: usize,
 }
 
 impl Rule {
@@ -73,6 +82,8 @@ const fn rule(
         check: None,
         checksum: None,
         named: false,
+        parts: None,
+        back: 0,
     }
 }
 
@@ -289,8 +300,11 @@ fn jwt_structure(s: &[u8]) -> bool {
     let mut parts = s.split(|&b| b == b'.').skip(1);
     let payload = parts.next().unwrap_or(&[]);
     let signed = parts.next().is_some_and(|sig| !sig.is_empty());
+    // A payload of 16 KiB or more is judged by its header: a JWT past the scanner's
+    // `VALUE_BOUND` is judged on its first bytes, where its payload is cut.
     jwt_header_is_json(s)
         && (signed
+            || payload.len() >= 16 * 1024
             || jwt_part(payload).is_some_and(|p| {
                 serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&p).is_ok()
             }))
@@ -356,6 +370,144 @@ fn has_key_body(s: &[u8]) -> bool {
         >= 64
 }
 
+/// The standard base64 decoding of `s`, if it is some.
+fn base64_decoded(s: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let t: Vec<u8> = s.iter().copied().filter(|&b| b != b'=').collect();
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(t)
+        .ok()
+}
+
+/// Printable ASCII (and no control byte): what a user name or a password decodes to.
+fn is_printable(d: &[u8]) -> bool {
+    !d.is_empty() && d.iter().all(|b| (0x20..0x7F).contains(b))
+}
+
+/// docker's and npm's `auth`: base64 of `user:password`, both non-empty and printable.
+fn decodes_to_user_password(s: &[u8]) -> bool {
+    base64_decoded(s).is_some_and(|d| {
+        is_printable(&d)
+            && d.iter()
+                .position(|&b| b == b':')
+                .is_some_and(|c| c > 0 && c + 1 < d.len())
+    })
+}
+
+/// npm's `_auth` (`user:password`) or `_password` (the password): base64 of printable text
+/// of 3 bytes or more, not a placeholder.
+fn decodes_to_text(s: &[u8]) -> bool {
+    base64_decoded(s).is_some_and(|d| d.len() >= 3 && is_printable(&d) && opaque_credential(&d))
+}
+
+/// The value of a header whose name says it holds a credential: a value (not a placeholder
+/// or reference), and one that a program made (a digit, mixed case or a symbol: not a word
+/// such as `required`).
+fn header_credential(s: &[u8]) -> bool {
+    opaque_credential(s)
+        && super::entropy::looks_random(s)
+        && super::entropy::shannon(s) >= 2.5
+        && !s.ends_with(b":")
+}
+
+/// An Authorization header's credential: for Bearer/Basic/token, the token; for another
+/// scheme, its parameters, which must hold a run of 12 or more token characters with a digit
+/// (an AWS4 signature, a Digest response, an NTLM blob), else it is prose
+/// (`Authorization: Negotiate authentication is used`).
+fn authorization_credential(s: &[u8]) -> bool {
+    if !opaque_credential(s) {
+        return false;
+    }
+    if s.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b))
+    {
+        return true;
+    }
+    s.split(|&b| !(b.is_ascii_alphanumeric() || b"+/=_-".contains(&b)))
+        .any(|run| run.len() >= 12 && run.iter().any(u8::is_ascii_digit))
+}
+
+/// Not a run of one character nor the documented example (`abcdef.0123456789abcdef`).
+fn not_a_run(s: &[u8]) -> bool {
+    !super::entropy::is_repetitive(s)
+        && !super::entropy::is_placeholder(s)
+        && !super::entropy::is_sequential(s)
+        && !s.windows(10).any(|w| w == b"0123456789")
+}
+
+/// A cookie's value that is a credential: a name saying session, token, auth, key, secret,
+/// sid or login with a value of 4 bytes or more, or any value of 8 or more that a program
+/// made (a digit, mixed case or a symbol): `theme=dark`, `lang=en` stay.
+fn cookie_value_is_secret(name: &[u8], v: &[u8]) -> bool {
+    let n = name.to_ascii_lowercase();
+    let sessiony = [
+        "sess", "sid", "token", "auth", "key", "secret", "login", "jwt",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(&n, w.as_bytes()).is_some());
+    opaque_credential(v)
+        && ((sessiony && v.len() >= 4) || (v.len() >= 8 && super::entropy::looks_random(v)))
+}
+
+/// One `name=value` pair of a cookie header at `p..e` of `s`: the value's span, if it is a
+/// credential (quotes around it stay).
+fn cookie_pair(s: &[u8], p: usize, e: usize) -> Option<(usize, usize)> {
+    let pair = &s[p..e];
+    let eq = memchr::memchr(b'=', pair)?;
+    let name = pair[..eq].trim_ascii();
+    let mut vs = p + eq + 1;
+    let mut ve = e;
+    while vs < ve && s[vs].is_ascii_whitespace() {
+        vs += 1;
+    }
+    while ve > vs && s[ve - 1].is_ascii_whitespace() {
+        ve -= 1;
+    }
+    if ve - vs >= 2 && s[vs] == b'"' && s[ve - 1] == b'"' {
+        vs += 1;
+        ve -= 1;
+    }
+    (!name.is_empty() && ve > vs && cookie_value_is_secret(name, &s[vs..ve])).then_some((vs, ve))
+}
+
+/// A `Cookie:` header's values (`a=b; sid=...`): each pair's value that is a credential.
+fn cookie_values(s: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < s.len() {
+        let e = memchr::memchr(b';', &s[p..]).map_or(s.len(), |i| p + i);
+        out.extend(cookie_pair(s, p, e));
+        p = e + 1;
+    }
+    out
+}
+
+/// A `Set-Cookie:` header's value: its first pair is the cookie; the attributes after `;`
+/// (`Path`, `Expires`, `HttpOnly`) are not secrets.
+fn set_cookie_value(s: &[u8]) -> Vec<(usize, usize)> {
+    let e = memchr::memchr(b';', s).unwrap_or(s.len());
+    cookie_pair(s, 0, e).into_iter().collect()
+}
+
+/// The hex lines of an `openssl -text` number (`    00:c3:5a:...`), each one a finding (a
+/// stream's later lines are still found when the block's head has been emitted).
+fn hex_dump_lines(s: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < s.len() {
+        let e = memchr::memchr(b'\n', &s[p..]).map_or(s.len(), |i| p + i);
+        let line = &s[p..e];
+        if let (Some(a), Some(b)) = (
+            line.iter().position(|b| !b.is_ascii_whitespace()),
+            line.iter().rposition(|b| !b.is_ascii_whitespace()),
+        ) {
+            out.push((p + a, p + b + 1));
+        }
+        p = e + 1;
+    }
+    out
+}
+
 /// A credential that is a value, not a placeholder or a reference (`$TOKEN`, `${X}`,
 /// `<token>`, `{{ x }}`, `%s`, `xxxx`, `****`, `changeme`).
 fn opaque_credential(s: &[u8]) -> bool {
@@ -407,6 +559,35 @@ pub static RULES: &[Rule] = &[
             "Private key (PEM, OpenSSH, PGP, SSH2)",
             &["-----begin"],
             r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
+        )
+    },
+    // A rule of its own, not an alternative of the one above: there, each BEGIN's match
+    // would look on for an END to the window's end (quadratic on BEGIN lines repeated).
+    // A whole block is found by both; the longer (`private-key`) wins.
+    Rule {
+        lines_after: 400,
+        check: Some(has_key_body),
+        ..rule(
+            "private-key-open",
+            "A private key block without its END line (`head -n 3 key.pem`): its armour line and the base64 lines that follow",
+            &["-----begin"],
+            concat!(
+                r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[ \t]*\r?\n",
+                r"(?:[A-Za-z][A-Za-z-]{0,40}:[^\r\n]{0,200}\r?\n|[ \t]*\r?\n)*",
+                r"(?:[A-Za-z0-9+/=]{4,200}[ \t]*(?:\r?\n|$))+"
+            ),
+        )
+    },
+    Rule {
+        back: 16 * 1024,
+        check: Some(has_key_body),
+        ..rule(
+            "private-key-tail",
+            "The end of a private key block without its BEGIN line (`tail key.pem`): its base64 lines and END line",
+            // The armour's end, not `-----end`: an anchor `----` would be searched in
+            // every dashed line.
+            &["private key-----", "private key block-----"],
+            r"(?m)(?P<s>(?:^[A-Za-z0-9+/=]{4,200}\r?\n){2,}-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)",
         )
     },
     Rule {
@@ -1039,14 +1220,21 @@ pub static RULES: &[Rule] = &[
         r"_gitlab_session=(?P<s>[0-9a-z]{32})(?:[^0-9a-z]|$)",
     ),
     Rule {
-        check: Some(opaque_credential),
+        check: Some(authorization_credential),
         ..rule(
             "http-authorization",
-            "HTTP Authorization header with a Bearer, Basic or token credential",
+            "HTTP Authorization or Proxy-Authorization header, any scheme (Bearer, Basic, token, AWS4-HMAC-SHA256, Digest, Negotiate, NTLM, custom)",
             &["authorization"],
             concat!(
-                r#"(?i)authorization['"]?\s{0,5}(?::|=>|=)\s{0,5}['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
-                r"(?P<s>[A-Za-z0-9._~+/=-]{12,4000})(?:[^A-Za-z0-9._~+/=-]|$)"
+                r#"(?i)authorization['"]?\s{0,5}(?::|=>|=)\s{0,5}(?:"#,
+                // Bearer, Basic, token: the credential, one token.
+                r#"['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
+                r"(?P<s>[A-Za-z0-9._~+/=-]{12,4000})(?:[^A-Za-z0-9._~+/=-]|$)",
+                // Any other scheme: its parameters, to the closing quote of a JSON string...
+                r#"|"[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s2>(?:[^"\\\n]|\\.){8,4000})""#,
+                // ... or to the end of the line (a `'...'` argument's closing quote aside).
+                r#"|'?[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s3>[^\s'"][^\r\n']{6,4000}[^\s'])"#,
+                r")"
             ),
         )
     },
@@ -1097,6 +1285,109 @@ pub static RULES: &[Rule] = &[
             // `LS0tLS1CRUdJTi` repeated); the scanner drops matches over MAX_TOKEN.
             &["LS0tLS1CRUdJTi"],
             r"(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{100}[A-Za-z0-9+/]*={0,2})(?:[^A-Za-z0-9+/=]|$)",
+        )
+    },
+    // --- What tools print (issue 38) ---
+    Rule {
+        check: Some(decodes_to_user_password),
+        ..rule(
+            "docker-config-auth",
+            "Docker config.json or DOCKER_AUTH_CONFIG `auth` entry (base64 of user:password)",
+            &["auth\"", "auth\\\""],
+            r#"(?i)(?:^|[^A-Za-z0-9_])auth\\?"\s{0,5}:\s{0,5}\\?"(?P<s>[A-Za-z0-9+/]{4,}={0,2})\\?""#,
+        )
+    },
+    Rule {
+        check: Some(decodes_to_text),
+        ..rule(
+            "npmrc-auth",
+            "npm .npmrc `_auth` (base64 of user:password) or `:_password` (base64 password)",
+            &["_auth", "_password"],
+            r#"(?i)(?:^|[\s:/])_(?:auth|password)\s{0,5}=\s{0,5}["']?(?P<s>[A-Za-z0-9+/]{4,}={0,2})(?:["'\s]|$)"#,
+        )
+    },
+    Rule {
+        parts: Some(cookie_values),
+        ..rule(
+            "http-cookie",
+            "Cookie values in a `Cookie:` request header (curl -v `> Cookie: ...`)",
+            &["cookie:", "cookie\":", "cookie':"],
+            r#"(?i)(?:^|[^A-Za-z0-9-])cookie['"]?[ \t]{0,5}:[ \t]{0,5}['"]?(?P<s>[^\r\n'"]{3,8000})"#,
+        )
+    },
+    Rule {
+        parts: Some(set_cookie_value),
+        ..rule(
+            "http-set-cookie",
+            "The cookie value in a `Set-Cookie:` response header (its name and attributes stay)",
+            &["set-cookie"],
+            r#"(?i)set-cookie['"]?[ \t]{0,5}:[ \t]{0,5}['"]?(?P<s>[^\r\n'"]{3,8000})"#,
+        )
+    },
+    with_entropy(
+        exact(
+            "google-oauth-access-token",
+            "Google OAuth 2.0 access token (`ya29.`)",
+            &["ya29."],
+            concat!(
+                start!(),
+                r"(?P<s>ya29\.[A-Za-z0-9._-]{30,})",
+                r"(?:[^A-Za-z0-9._-]|$)"
+            ),
+        ),
+        3.0,
+    ),
+    Rule {
+        check: Some(not_a_run),
+        ..rule(
+            "kubeadm-bootstrap-token",
+            "kubeadm bootstrap token (`kubeadm join --token`, `kubeadm token list`, a bootstrap Secret's token-secret)",
+            &["kubeadm", "system:bootstrappers", "token-secret"],
+            concat!(
+                r"(?i)kubeadm\b[^\n]{0,400}?--token(?:[ \t]{1,5}|=)(?P<s>[a-z0-9]{6}\.[a-z0-9]{16})(?:[^a-z0-9]|$)",
+                r"|(?:^|\s)(?P<s2>[a-z0-9]{6}\.[a-z0-9]{16})\s[^\n]{0,400}system:bootstrappers",
+                r#"|token-secret['"]?[ \t]{0,5}:[ \t]{0,5}['"]?(?P<s3>[a-z0-9]{16}|[A-Za-z0-9+/]{22}==)(?:[^A-Za-z0-9+/=]|$)"#
+            ),
+        )
+    },
+    Rule {
+        check: Some(opaque_credential),
+        ..rule(
+            "pgpass-password",
+            "Password field of a .pgpass line (host:port:database:user:password; port 5432, 5433, 6432 or *)",
+            &[":5432:", ":5433:", ":6432:", ":*:"],
+            concat!(
+                r"(?m)^[ \t]*(?:[^:\s\\]|\\.)+:(?:5432|5433|6432|\*):(?:[^:\s\\]|\\.)+:(?:[^:\s\\]|\\.)+:",
+                r"(?P<s>(?:[^:\r\n\\]|\\.){3,400}?)[ \t]*\r?$"
+            ),
+        )
+    },
+    exact(
+        "aws-ecr-password",
+        "AWS ECR login password (`aws ecr get-login-password`: base64 of a JSON payload)",
+        &["eyJwYXlsb2FkIjoi"],
+        r"(?P<s>eyJwYXlsb2FkIjoi[A-Za-z0-9+/]{100,}={0,2})(?:[^A-Za-z0-9+/=]|$)",
+    ),
+    Rule {
+        lines_after: 80,
+        parts: Some(hex_dump_lines),
+        ..rule(
+            "openssl-private-key-dump",
+            "Private key numbers in `openssl rsa/ec/pkey/genpkey -text` output (privateExponent, primes, exponents, coefficient, priv)",
+            &[
+                "privateexponent:",
+                "prime1:",
+                "prime2:",
+                "exponent1:",
+                "exponent2:",
+                "coefficient:",
+                "priv:",
+                "private-key:",
+            ],
+            concat!(
+                r"(?m)^[ \t]*(?:privateExponent|prime1|prime2|exponent1|exponent2|coefficient|priv|private-key):[ \t]*\r?\n",
+                r"(?P<s>(?:[ \t]+[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})*:?[ \t]*(?:\r?\n|$))+)"
+            ),
         )
     },
     // --- gitleaks' rule families (issue 16): vendor prefixes and shapes ---
@@ -1883,6 +2174,30 @@ pub static RULES: &[Rule] = &[
         &["://"],
         r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'"<>{}]{1,256}:(?P<s>[^\s:/@'"<>{}]{1,256})@[^\s/'"@]{1,256}"#,
     ),
+    // Any header named for a secret: after every specific and vendor rule.
+    Rule {
+        check: Some(header_credential),
+        ..rule(
+            "http-secret-header",
+            "HTTP header whose name says token, key, secret, auth, session or password (X-Api-Key, X-Auth-Token, X-Vault-Token, Private-Token)",
+            // Not `-secret:` nor `-password:`: the keyword rule reads those names already
+            // (and a run of them is its adversarial input).
+            &[
+                "-token:",
+                "-key:",
+                "-auth:",
+                "-session:",
+                "-token\":",
+                "-key\":",
+                "-auth\":",
+            ],
+            concat!(
+                r#"(?i)(?:^|[\s'"])(?:[<>][ \t])?(?:x-[A-Za-z0-9-]{0,40}|[A-Za-z0-9]{1,40}-(?:[A-Za-z0-9]{1,40}-)?)"#,
+                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}['"]?"#,
+                r#"(?P<s>[^\s'"]{8,4000})(?:[\s'"]|$)"#
+            ),
+        )
+    },
     // --- Generic keyword assignments (detect-secrets' KeywordDetector) ---
     Rule {
         generic: true,
@@ -1926,7 +2241,10 @@ pub static RULES: &[Rule] = &[
                 r#"(?i)[A-Za-z0-9_.-]{0,40}?"#,
                 secret_names!(),
                 r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|==|=|:)\s{0,5}"#,
-                r#"(?:"(?P<s>[^"\n\\]{4,200})"|'(?P<s2>[^'\n\\]{4,200})'|(?P<s3>[^\s'",;)(\]\[{}<>]{4,200}))"#
+                // Unbounded: a value reaches `scan::VALUE_BOUND` (a window cut inside it is
+                // matched again); a quoted one still open at the window's end (`$`) is judged
+                // by the scanner (open at its line's end: none; at the window's: go on).
+                r#"(?:"(?P<s>[^"\n\\]{4,})(?:"|$)|'(?P<s2>[^'\n\\]{4,})(?:'|$)|(?P<s3>[^\s'",;)(\]\[{}<>]{4,}))"#
             ),
         )
     },

@@ -1,8 +1,9 @@
 //! The scanner: keyword prefilter, windowed regexes, entropy, filters, overlap resolution.
 //!
 //! Over 1,000 lines: the one hot path (prefilter, trigger regions, side scans of unescaped
-//! values and shell words, overlap resolution) in one place, so its passes stay visible
-//! together; the filters themselves are in `precision.rs`, the lexer in `context.rs`.
+//! values and shell words, the extents a regex cannot tell: values its window cuts, values
+//! with punctuation; overlap resolution) in one place, so its passes stay visible together;
+//! the filters themselves are in `precision.rs`, the lexer in `context.rs`.
 
 use super::TextKind;
 use super::context::{self, LexState, Trace};
@@ -34,18 +35,74 @@ const MAX_AFTER: usize = 2048;
 /// Bytes searched after a keyword hit for multi-line rules (private keys).
 const MAX_AFTER_MULTILINE: usize = 16 * 1024;
 
+/// The longest value found whole (issue 38, "no length cliffs"): a keyword value, a JWT, a
+/// base64 token of any length up to this is one finding. A value that runs on past it is
+/// redacted to it and over the rest of its token ([`is_rest_byte`]): never half-shown.
+pub const VALUE_BOUND: usize = 64 * 1024;
+
 /// The longest span, from a keyword hit to the end of its secret, that any rule matches: the
 /// redactor keeps this much of a stream back so that a secret split across chunks is whole
-/// when scanned.
-pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER_MULTILINE;
+/// when scanned (or known to run past [`VALUE_BOUND`]).
+pub const MAX_EXTENT: usize = MAX_BEFORE + MAX_AFTER + MAX_TOKEN;
 
 /// The furthest a keyword hit's line window reaches on either side of it: text kept this
 /// far before a point holds every hit whose window covers the point.
 pub const MAX_WINDOW: usize = MAX_BEFORE + MAX_AFTER;
 
-/// The longest secret reported: the multi-line window (a private key block), within
-/// [`MAX_EXTENT`].
-pub const MAX_TOKEN: usize = MAX_AFTER_MULTILINE;
+/// The longest secret reported whole ([`VALUE_BOUND`]; a private key block's multi-line
+/// window is shorter), within [`MAX_EXTENT`]. A longer finding is a value cut at the bound
+/// and extended over the rest of its token: the redactor emits it at once and drops the
+/// rest of the token as it comes (`Redactor`'s `rest`).
+pub const MAX_TOKEN: usize = VALUE_BOUND;
+
+/// A byte that continues a token cut at [`VALUE_BOUND`]: anything but a space, a quote or a
+/// backslash (a JSON string's `\"` ends it). The scanner and the redactor both end a cut
+/// value at the first other byte.
+pub fn is_rest_byte(b: u8) -> bool {
+    !is_regex_space(b) && !matches!(b, b'"' | b'\'' | b'\\')
+}
+
+/// Where a run of wrapped base64 lines ending `buf[..limit]` (just after a newline) starts,
+/// if its last line is as wide as a key block's (64, 70 or 76 bytes): a private key's tail
+/// may follow (its `-----END` line, `private-key-tail`), so a stream holds the run back from
+/// there. Walks back at most the tail rule's reach.
+pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize> {
+    let b64 = |l: &[u8]| {
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        (4..=200).contains(&l.len())
+            && l.iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
+    let line_before = |end: usize| {
+        // `end` is just after a newline: the line before it.
+        let e = end.checked_sub(1)?;
+        let s = memchr::memrchr(b'\n', &buf[from..e]).map_or(from, |i| from + i + 1);
+        Some((s, e))
+    };
+    let (s, e) = line_before(limit).filter(|&(s, _)| s >= from)?;
+    let width = buf[s..e].strip_suffix(b"\r").unwrap_or(&buf[s..e]).len();
+    if !matches!(width, 64 | 70 | 76) || !b64(&buf[s..e]) {
+        return None;
+    }
+    let floor = limit.saturating_sub(16 * 1024).max(from);
+    let mut start = s;
+    while start > floor {
+        match line_before(start) {
+            Some((ps, pe)) if ps >= floor && b64(&buf[ps..pe]) => start = ps,
+            _ => break,
+        }
+    }
+    Some(start)
+}
+
+/// The end of a cut value's token: the first byte from `from` on that is not a
+/// [`is_rest_byte`], or the text's end.
+pub fn rest_end(text: &[u8], from: usize) -> usize {
+    text[from..]
+        .iter()
+        .position(|&b| !is_rest_byte(b))
+        .map_or(text.len(), |i| from + i)
+}
 
 /// Texts up to this size (command-line arguments, environment values) are searched for
 /// keywords directly: building the prefilter would cost more than it saves.
@@ -231,15 +288,34 @@ impl Scanner {
             }
             let Some(re) = self.regex(ri) else { continue };
             let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
-                let (at, s, e) = (ws + at, ws + s, ws + e);
-                // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
-                // private key's body and a JWT's parts are bounded here): a longer match is
-                // not a finding, so the redactor's held-back tail always holds a finding
-                // whole and never waits on a match that grows with the input.
-                if e - s > MAX_TOKEN {
+                let at = ws + at;
+                let Some((s, e, unquoted)) =
+                    at_window_end(re, rule.generic, text, we, at, (ws + s, ws + e, unquoted))
+                else {
+                    return;
+                };
+                if let Some(parts) = rule.parts {
+                    push_parts(ri, parts, text, (at, s, e), kind, unquoted, out);
                     return;
                 }
-                if !accept(rule, text, (at, s, e), &text[s..e], kind, unquoted) {
+                // No secret is longer than MAX_TOKEN (rules bound their repetitions; the
+                // private key's body is bounded here) but one cut at VALUE_BOUND by
+                // `rematch`, which the redactor emits at once: a longer match is not a
+                // finding, so the redactor's held-back tail always holds a finding whole and
+                // never waits on a match that grows with the input.
+                let cut = e - s > VALUE_BOUND;
+                if e - s > MAX_TOKEN && !cut {
+                    return;
+                }
+                let judged = e.min(s + VALUE_BOUND);
+                if !accept(
+                    rule,
+                    text,
+                    (at, s, judged),
+                    &text[s..judged],
+                    kind,
+                    unquoted,
+                ) {
                     return;
                 }
                 out.push((
@@ -264,9 +340,102 @@ impl Scanner {
             if rule.generic && matches!(kind, TextKind::Config | TextKind::Stream) {
                 continuation_values(ri, text, ws, we, kind, out);
             }
+            if rule.generic && kind != TextKind::Code {
+                punctuated_values(ri, text, ws, we, kind, out);
+            }
         }
         names
     }
+}
+
+/// A match (its secret `s..e`) as it stands once its window's end `we` is taken into
+/// account: a quoted keyword value still open at its line's end (the keyword rule's
+/// `(?:"|$)`) is none; one the window cut (at a byte limit) is matched again over up to
+/// VALUE_BOUND bytes of its value (a 3 KiB JWT, a 2 KiB session token, see [`rematch`]).
+fn at_window_end(
+    re: &Regex,
+    generic: bool,
+    text: &[u8],
+    we: usize,
+    at: usize,
+    (s, e, unquoted): (usize, usize, bool),
+) -> Option<(usize, usize, bool)> {
+    if e != we || we >= text.len() {
+        return Some((s, e, unquoted));
+    }
+    if text[we] == b'\n' {
+        return (!generic || unquoted).then_some((s, e, unquoted));
+    }
+    rematch(re, generic, text, at, s)
+}
+
+/// The findings of a rule whose secret group holds several ([`super::rules::Rule::parts`]):
+/// each part the rule's checks accept.
+fn push_parts(
+    ri: usize,
+    parts: super::rules::Parts,
+    text: &[u8],
+    (at, s, e): (usize, usize, usize),
+    kind: TextKind,
+    unquoted: bool,
+    out: &mut Vec<(usize, Finding)>,
+) {
+    let rule = &RULES[ri];
+    for (ps, pe) in parts(&text[s..e]) {
+        let (ps, pe) = (s + ps, s + pe);
+        if accept(rule, text, (at, ps, pe), &text[ps..pe], kind, unquoted) {
+            out.push((
+                ri,
+                Finding {
+                    rule: rule.id,
+                    start: ps,
+                    end: pe,
+                    specific: true,
+                },
+            ));
+        }
+    }
+}
+
+/// A match of rule regex `re` at `at` whose window was cut inside it, matched again over
+/// the text up to [`VALUE_BOUND`] bytes past its secret's start `s`: the secret's (start,
+/// end, unquoted), or `None` if no match starts at `at` any more (a quoted value that its
+/// line ends before it closes). A secret that reaches the bound is cut there and goes on
+/// over the rest of its token ([`rest_end`]). Runs only where a window ends inside a match;
+/// each such window is followed by the bytes this reads, so the work stays linear.
+fn rematch(
+    re: &Regex,
+    generic: bool,
+    text: &[u8],
+    at: usize,
+    s: usize,
+) -> Option<(usize, usize, bool)> {
+    let hi = text.len().min(s.saturating_add(VALUE_BOUND));
+    let hay = &text[..hi];
+    let m = re.find_at(hay, at).filter(|m| m.start() == at)?;
+    let read = if generic && m.end() < hi {
+        keyword_value(&hay[at..m.end()], false).map(|(vs, ve, u)| (at + vs, at + ve, u))
+    } else {
+        None
+    };
+    let (vs, ve, u) = match read {
+        Some(v) => v,
+        None => {
+            let caps = re.captures_at(&hay[..m.end()], at)?;
+            let (_, vs, ve, u) = secret_of(&caps)?;
+            (vs, ve, u)
+        }
+    };
+    // Still open at the line's end: not a value (as in the first pass).
+    if generic && !u && ve == m.end() && hi < text.len() && text[ve] == b'\n' {
+        return None;
+    }
+    let ve = if ve == hi && hi < text.len() {
+        rest_end(text, hi)
+    } else {
+        ve
+    };
+    Some((vs, ve, u))
 }
 
 /// A match's secret from its captures: the group `s`, `s2` or `s3` (the last one: an
@@ -293,7 +462,7 @@ fn keyword_matches(re: &Regex, hay: &[u8], on: &mut dyn FnMut((usize, usize, usi
         #[cfg(test)]
         tests::KEYWORD_MATCHES.with(|n| n.set(n.get() + 1));
         let (ms, me) = (m.start(), m.end());
-        match keyword_value(&hay[ms..me]) {
+        match keyword_value(&hay[ms..me], me == hay.len()) {
             Some((s, e, unquoted)) => on((ms, ms + s, ms + e, unquoted)),
             None => {
                 #[cfg(test)]
@@ -341,21 +510,39 @@ const KEYWORD_OPERATORS: [&[u8]; 5] = [b":=", b"=>", b"==", b"=", b":"];
 ///   - `>`, or a space after an operator's last byte: the value starts just after `b`;
 ///   - a quote after the name, or a space after the name or that quote: the operator starts
 ///     just after `b`, and the regex takes the first operator in its order that leaves a
-///     value of 4 to 200 bytes (every path has the operator there, and the rest of the span
+///     value of 4 bytes or more (every path has the operator there, and the rest of the span
 ///     depends on nothing before it).
 /// - No such byte: the span is the name token, the operator and the value, glued. The
 ///   prefix, the name and the suffix are `[A-Za-z0-9_.-]` but for the `ñ` of a
 ///   `contraseña`, so the operator starts at the first byte that is neither, whichever name
 ///   occurrence a path takes; the operator is then chosen as above.
-fn keyword_value(span: &[u8]) -> Option<(usize, usize, bool)> {
-    let quoted =
-        |q: u8| -> Option<(usize, usize, bool)> {
-            let close = span.len() - 1;
-            let open = memchr::memrchr(q, &span[..close])?;
-            let v = &span[open + 1..close];
-            ((4..=200).contains(&v.len()) && !v.iter().any(|&b| b == b'\n' || b == b'\\'))
-                .then_some((open + 1, close, false))
+///
+/// `at_end`: the span ends at the haystack's end, where a quoted value may be open (the
+/// regex's `(?:"|$)`, and a quote ending the span may be an open value's byte): such a span
+/// is left to the captures.
+fn keyword_value(span: &[u8], at_end: bool) -> Option<(usize, usize, bool)> {
+    if at_end {
+        let (dq, sq) = (memchr::memchr(b'"', span), memchr::memchr(b'\'', span));
+        let sure = match span.last() {
+            // Closing: a `"` is no open `"` value's byte, and no open `'` value is there.
+            Some(b'"') => sq.is_none(),
+            Some(b'\'') => dq.is_none(),
+            _ => dq.is_none() && sq.is_none(),
         };
+        if !sure {
+            return None;
+        }
+    }
+    let quoted = |q: u8| -> Option<(usize, usize, bool)> {
+        let close = span.len() - 1;
+        let open = memchr::memrchr(q, &span[..close])?;
+        let v = &span[open + 1..close];
+        (v.len() >= 4 && !v.iter().any(|&b| b == b'\n' || b == b'\\')).then_some((
+            open + 1,
+            close,
+            false,
+        ))
+    };
     match *span.last()? {
         b'"' => return quoted(b'"'),
         b'\'' => return quoted(b'\''),
@@ -366,8 +553,8 @@ fn keyword_value(span: &[u8]) -> Option<(usize, usize, bool)> {
         .iter()
         .rposition(|&b| !is_bare_value_byte(b))
         .map_or(0, |i| i + 1);
-    let bare = |st: usize| ((4..=200).contains(&(me - st))).then_some((st, me, true));
-    // The first operator at `o` that leaves a value of 4 to 200 bytes.
+    let bare = |st: usize| (me - st >= 4).then_some((st, me, true));
+    // The first operator at `o` that leaves a value of 4 bytes or more.
     let operator_at = |o: usize| {
         KEYWORD_OPERATORS.iter().find_map(|op| {
             let st = o + op.len();
@@ -448,6 +635,24 @@ fn camel_windows(text: &[u8], occurrences: &[(usize, usize)]) -> Vec<(usize, usi
         }
     }
     windows.done()
+}
+
+/// Every backslash of `raw` starts one of JSON's escapes (`\\\\`, `\\"`, `\\/`, `\\n`, ...):
+/// a string whose unescaping is known, so a backslash left in its value is the value's
+/// (`"password": "a\\\\b"`, issue 38).
+fn json_escapes_only(raw: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(k) = memchr::memchr(b'\\', &raw[i..]) {
+        let p = i + k;
+        if !matches!(
+            raw.get(p + 1),
+            Some(b'\\' | b'"' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u')
+        ) {
+            return false;
+        }
+        i = p + 2;
+    }
+    true
 }
 
 /// Unescaped values are scanned in batches of about this many bytes.
@@ -833,9 +1038,10 @@ impl Scanner {
             let secret = v.unescaped.map_or(&text[v.start..v.end], |u| &u.bytes[..]);
             // As the keyword rule's regex: one line, no backslash left (an escape it does
             // not know is not read as a value).
-            if (4..=200).contains(&secret.len())
+            if (4..=VALUE_BOUND).contains(&secret.len())
                 && !secret.contains(&b'\n')
-                && !secret.contains(&b'\\')
+                && (!secret.contains(&b'\\')
+                    || (v.unescaped.is_some() && json_escapes_only(&text[v.start..v.end])))
                 && accept(
                     generic,
                     text,
@@ -962,6 +1168,218 @@ fn continuation_values(
     }
 }
 
+/// Words of prose: a line `Password: must be at least 8 characters` says something about a
+/// password, it is not one (`Password: correct horse battery staple` holds none).
+const PROSE_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "is",
+    "are",
+    "be",
+    "was",
+    "must",
+    "should",
+    "will",
+    "can",
+    "not",
+    "no",
+    "and",
+    "or",
+    "of",
+    "to",
+    "in",
+    "on",
+    "for",
+    "with",
+    "at",
+    "by",
+    "your",
+    "you",
+    "it",
+    "this",
+    "that",
+    "if",
+    "as",
+    "from",
+    "has",
+    "have",
+    "set",
+    "use",
+    "see",
+    "enter",
+    "required",
+    "characters",
+    "incorrect",
+    "invalid",
+    "wrong",
+    "expired",
+    "changed",
+    "reset",
+];
+
+/// Keyword values whose extent the keyword regex cannot tell (issue 38): `NAME=value` where
+/// the value holds or starts with punctuation (`DB_PASSWORD=a(b)c`, `PASSWORD=a;b`,
+/// `--password=(x`), whole to the next space; and in prose and streams, a `Name: words`
+/// line's value to the end of the line (a passphrase: `Password: correct horse battery
+/// staple`) when no word of it is prose ([`PROSE_WORDS`]). Quoted values are the regex's.
+/// The keyword rule's judgement applies (placeholders, references, calls such as
+/// `get_password()`, `${X}`, `<your-password>` stay). One pass over each line's operators.
+fn punctuated_values(
+    ri: usize,
+    text: &[u8],
+    ws: usize,
+    we: usize,
+    kind: TextKind,
+    out: &mut Vec<(usize, Finding)>,
+) {
+    let rule = &RULES[ri];
+    let mut ls = ws;
+    while ls < we {
+        let le = memchr::memchr(b'\n', &text[ls..we]).map_or(we, |i| ls + i);
+        // A value read on past the window (cut at a byte limit), to VALUE_BOUND: one that
+        // runs further is not taken (never half of it).
+        let (full, cut) = if le == we && we < text.len() && text[we] != b'\n' {
+            let hi = text.len().min(we + VALUE_BOUND);
+            match memchr::memchr(b'\n', &text[we..hi]) {
+                Some(i) => (we + i, false),
+                None => (hi, hi < text.len()),
+            }
+        } else {
+            (le, false)
+        };
+        let line = &text[ls..full];
+        let trimmed_end = line.trim_ascii_end().len();
+        let mut i = 0;
+        while let Some(k) = memchr::memchr2(b'=', b':', line.get(i..le - ls).unwrap_or_default()) {
+            let o = i + k;
+            i = o + 1;
+            let (taken, word_end) = punctuated_value(line, o, kind, trimmed_end);
+            // The rest of the word is read: its operators are not looked at again (a run of
+            // `password=password=...` would otherwise read on to its end at each one).
+            i = i.max(word_end);
+            if let Some((ns, vs, ve)) = taken
+                && !(cut && ve == line.len())
+            {
+                let (s, e) = (ls + vs, ls + ve);
+                if accept(rule, text, (ls + ns, s, e), &text[s..e], kind, true) {
+                    out.push((
+                        ri,
+                        Finding {
+                            rule: rule.id,
+                            start: s,
+                            end: e,
+                            specific: true,
+                        },
+                    ));
+                }
+                i = ve.max(i);
+            }
+        }
+        ls = le + 1;
+    }
+}
+
+/// The value after the operator at `o` of `line` (whose end without trailing spaces is
+/// `trimmed_end`) that [`punctuated_values`] takes: (name start, value start, value end), or
+/// `None`; and where the word after the operator ends (the caller goes on from there).
+/// Reads a name of at most 128 bytes back and one word forward.
+fn punctuated_value(
+    line: &[u8],
+    o: usize,
+    kind: TextKind,
+    trimmed_end: usize,
+) -> (Option<(usize, usize, usize)>, usize) {
+    let mut ne = o;
+    while ne > 0 && o - ne < 8 && line[ne - 1] == b' ' {
+        ne -= 1;
+    }
+    let mut ns = ne;
+    while ns > 0 && ne - ns < 128 && is_name_byte(line[ns - 1]) {
+        ns -= 1;
+    }
+    if ns == ne || !names_a_secret(&line[ns..ne]) {
+        return (None, o + 1);
+    }
+    let (v, word_end) = punctuated_word(line, o, kind, trimmed_end, ns);
+    (v, word_end)
+}
+
+/// [`punctuated_value`] once the name is known to name a secret.
+fn punctuated_word(
+    line: &[u8],
+    o: usize,
+    kind: TextKind,
+    trimmed_end: usize,
+    ns: usize,
+) -> (Option<(usize, usize, usize)>, usize) {
+    let mut vs = o + 1;
+    if matches!(line.get(vs), Some(b'=')) {
+        vs += 1;
+    }
+    let spaced = vs < line.len() && matches!(line[vs], b' ' | b'\t');
+    while vs < line.len() && matches!(line[vs], b' ' | b'\t') {
+        vs += 1;
+    }
+    // Quoted (an escaped quote too: `password=\"x\"` inside a string): the regex's and the
+    // unescaped values'.
+    if vs >= line.len() || matches!(line[vs], b'"' | b'\'' | b'`' | b'\\') {
+        return (None, vs);
+    }
+    let mut word_end = line[vs..]
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .map_or(line.len(), |p| vs + p);
+    // A `;` or `,` ending the word ends the statement or the item (`PASSWORD=x;`,
+    // `Set-Cookie: a=x; Path=/`), it is no part of the value.
+    while word_end > vs && matches!(line[word_end - 1], b';' | b',') {
+        word_end -= 1;
+    }
+    let v = &line[vs..word_end];
+    // A passphrase: `Name: words` alone on its line, in prose and streams.
+    let rest = &line[vs..trimmed_end.max(vs)];
+    let passphrase = line[o] == b':'
+        && spaced
+        && matches!(kind, TextKind::Prose | TextKind::Stream)
+        && rest.len() > v.len()
+        && rest.len() <= 200
+        && ns <= 8
+        && matches!(line[..ns].trim_ascii(), b"" | b">" | b"<" | b"#")
+        && (2..=8).contains(&rest.split(|&b| b == b' ').filter(|w| !w.is_empty()).count())
+        && rest.split(|&b| b == b' ').all(|w| {
+            !w.is_empty()
+                && w.iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_!@#%^&*+=".contains(b))
+                && !PROSE_WORDS
+                    .iter()
+                    .any(|p| w.eq_ignore_ascii_case(p.as_bytes()))
+        });
+    if passphrase {
+        return (Some((ns, vs, trimmed_end)), trimmed_end);
+    }
+    // Punctuation the regex's bare value stops at, inside or first.
+    let punct = |b: &u8| b"();[]{}<>,".contains(b);
+    if v.len() < 4 || !v.iter().any(punct) || v.len() > VALUE_BOUND {
+        return (None, word_end);
+    }
+    // Calls, references, templates, placeholders: `get_password()`, `$(cat f)`, `${X}`,
+    // `<your-password>`, `{{ x }}`, `[REDACTED]`, `(none)`.
+    let call = v
+        .iter()
+        .position(|&b| b == b'(')
+        .is_some_and(|p| p > 0 && v[..p].iter().all(|&b| is_name_byte(b)) && v.ends_with(b")"))
+        || v.ends_with(b");")
+        || v.ends_with(b"),");
+    let wrapped = matches!(
+        (v[0], v[v.len() - 1]),
+        (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
+    );
+    if call || wrapped || v.starts_with(b"$") || entropy::is_placeholder(v) {
+        return (None, word_end);
+    }
+    (Some((ns, vs, word_end)), word_end)
+}
+
 /// Rules whose match is a slot that declares a credential (see
 /// [`precision::credential_is_not_a_secret`]).
 const CREDENTIAL_SLOTS: &[&str] = &[
@@ -970,6 +1388,9 @@ const CREDENTIAL_SLOTS: &[&str] = &[
     "connection-string-password",
     "netrc-password",
 ];
+
+/// The bytes of a long value that the placeholder and fixture filters read (see [`accept`]).
+const JUDGED_HEAD: usize = 256;
 
 /// Rule-level checks of a candidate secret at `s..e`, in a match that begins at `at`.
 pub(super) fn accept(
@@ -980,6 +1401,12 @@ pub(super) fn accept(
     kind: TextKind,
     unquoted: bool,
 ) -> bool {
+    // What a person writes to stand for a secret (a placeholder, a fixture's words, a
+    // demo value) is short: a value longer than JUDGED_HEAD bytes (a session token, a JWT)
+    // is judged by its head, where its length would otherwise spell such words by chance
+    // (`xxxx`, two fixture words in 40 KiB of base64).
+    let head = &secret[..secret.len().min(JUDGED_HEAD)];
+    let e_head = s + head.len();
     // A run of one character, or of a short unit, is not a secret (`AAAA...` in base64 of
     // zeros, a keyword's prefix repeated, `ghp_xxxx...`, `0000...`).
     if entropy::is_repetitive(secret) {
@@ -1000,7 +1427,7 @@ pub(super) fn accept(
     }
     // A vendor prefix followed by a placeholder body (`github_pat_xxxx...`, `hvs.0000...`,
     // `AIzaSy` + the alphabet in order): documentation, not a token.
-    if !rule.generic && entropy::is_placeholder_token(secret) {
+    if !rule.generic && entropy::is_placeholder_token(head) {
         return false;
     }
     if rule.generic {
@@ -1010,7 +1437,7 @@ pub(super) fn accept(
         if unquoted && kind == TextKind::Code {
             return false;
         }
-        if entropy::is_placeholder(secret) || entropy::is_sequential(secret) {
+        if entropy::is_placeholder(head) || entropy::is_sequential(head) {
             return false;
         }
         // Punctuation only (`password = "****!!"`, `"----"`), or a URL (the URL rules judge
@@ -1051,17 +1478,17 @@ pub(super) fn accept(
         }
         // Where the value sits: a keyword inside a value or before `::`, a key naming an
         // object, a metavariable, a UUID, a demo word (see `precision`).
-        if precision::keyword_value_is_not_a_secret(text, at, s, e) {
+        if precision::keyword_value_is_not_a_secret(text, at, s, e_head) {
             return false;
         }
     }
     if rule.id == "basic-auth-url" || rule.id == "database-url" {
-        return !entropy::is_placeholder(secret)
-            && !precision::credential_is_not_a_secret(secret)
+        return !entropy::is_placeholder(head)
+            && !precision::credential_is_not_a_secret(head)
             && !precision::password_is_the_user(text, s, e);
     }
     // A slot that declares a credential: only the value can say it is not one.
-    if CREDENTIAL_SLOTS.contains(&rule.id) && precision::credential_is_not_a_secret(secret) {
+    if CREDENTIAL_SLOTS.contains(&rule.id) && precision::credential_is_not_a_secret(head) {
         return false;
     }
     true
@@ -1300,8 +1727,16 @@ impl<'a> Windows<'a> {
             Some((ws, we, _)) if we < s && ws <= s => we,
             _ => 0,
         };
-        let lo = s.saturating_sub(MAX_BEFORE).max(floor);
-        let ls = memchr::memrchr(b'\n', &text[lo..s]).map_or(lo, |i| lo + i + 1);
+        let lo = s.saturating_sub(MAX_BEFORE.max(rule.back)).max(floor);
+        let ls = if rule.back > 0 {
+            // From the first line start in reach (the lines before the keyword's).
+            match memchr::memchr(b'\n', &text[lo..s]) {
+                Some(i) if lo > 0 => lo + i + 1,
+                _ => lo,
+            }
+        } else {
+            memchr::memrchr(b'\n', &text[lo..s]).map_or(lo, |i| lo + i + 1)
+        };
         let (le, capped) = if rule.lines_after > 0 {
             let hi = e.saturating_add(MAX_AFTER_MULTILINE).min(text.len());
             (hi, hi < text.len())
@@ -1428,7 +1863,8 @@ mod tests {
             for &(at, s, e, unquoted) in &want {
                 let m = re.find_at(&text, at).expect("the match");
                 matches += 1;
-                if let Some((vs, ve, u)) = keyword_value(&text[at..m.end()]) {
+                if let Some((vs, ve, u)) = keyword_value(&text[at..m.end()], m.end() == text.len())
+                {
                     sure += 1;
                     assert_eq!(
                         (at + vs, at + ve, u),
@@ -1442,8 +1878,10 @@ mod tests {
             keyword_matches(re, &text, &mut |v| got.push(v));
             assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&text));
         }
+        // 97%: a span at the text's end holding a quote goes to the captures (a quoted value
+        // may be open there, issue 38); these short random texts end in a match often.
         assert!(
-            matches > 20_000 && sure * 100 >= matches * 99,
+            matches > 20_000 && sure * 100 >= matches * 97,
             "{sure} of {matches}"
         );
     }
@@ -1499,10 +1937,17 @@ mod tests {
                 KEYWORD_MATCHES.with(|n| n.get()),
             );
             let unit = String::from_utf8_lossy(unit);
-            // Dense: a match every 256 bytes at least (`api_token=`'s run into one 200-byte
-            // value).
-            assert!(matches >= text.len() / 256, "{unit:?}: {matches} matches");
-            assert_eq!(passes, 0, "{unit:?}: {passes} capture passes of {matches}");
+            // Dense: a match every 256 bytes at least (but `api_token=`'s, one bare value to
+            // the bound since issue 38).
+            if unit != "api_token=" {
+                assert!(matches >= text.len() / 256, "{unit:?}: {matches} matches");
+            }
+            // None per match: only a match that its window's end cuts (a quoted value open
+            // there, issue 38) is read by the captures, one per window at most.
+            assert!(
+                passes <= 8,
+                "{unit:?}: {passes} capture passes of {matches}"
+            );
         }
         // The fuzz run's artifact, held to the target's own budget.
         super::super::fuzz_time_budget(b"password=  'x");

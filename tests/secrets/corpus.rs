@@ -58,6 +58,34 @@ fn unsigned_jwt(seed: u64) -> String {
     )
 }
 
+/// Issue 38's generated values: `{userpass64}` (base64 of `user:password`, docker's and
+/// npm's `auth`), `{pass64}` (base64 of a password), `{ecr}` (an `aws ecr
+/// get-login-password` token: base64 of its JSON payload), `{hexlines}` (the indented hex
+/// lines of an `openssl -text` number).
+fn generated(spec: &str, seed: u64) -> Option<String> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let r = |class: char, n: usize, k: u64| expand(&format!("{{{class}:{n}}}"), seed ^ k);
+    Some(match spec {
+        "userpass64" => b64.encode(format!("ci-{}:{}", r('l', 6, 1), r('a', 20, 2))),
+        "pass64" => b64.encode(r('a', 18, 3)),
+        "ecr" => b64.encode(format!(
+            "{{\"payload\":\"{}\",\"datakey\":\"{}\",\"version\":\"2\",\"type\":\"DATA_KEY\",\"expiration\":1765000000}}",
+            r('b', 900, 4),
+            r('b', 200, 5)
+        )),
+        "hexlines" => (0..5)
+            .map(|i| {
+                let h = r('h', 30, 6 + i);
+                let pairs: Vec<&str> = (0..15).map(|j| &h[2 * j..2 * j + 2]).collect();
+                format!("    {}:", pairs.join(":"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    })
+}
+
 /// Expands a template with a xorshift generator seeded by `seed`.
 pub fn expand(template: &str, seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -80,6 +108,11 @@ pub fn expand(template: &str, seed: u64) -> String {
         }
         if spec == "jwtu" {
             out.push_str(&unsigned_jwt(next()));
+            rest = &rest[end + 1..];
+            continue;
+        }
+        if let Some(g) = generated(spec, next()) {
+            out.push_str(&g);
             rest = &rest[end + 1..];
             continue;
         }
@@ -2342,6 +2375,186 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
         "client.js",
         "fetch(url, { headers: { \"Authorization\": \"Bearer {a:20}.{w:24}\" } });\n",
     ),
+    // --- What tools print (issue 38) ---
+    (
+        "http-authorization",
+        "s3-trace.log",
+        "> Authorization: AWS4-HMAC-SHA256 Credential=AKIA{U:16}/20261207/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature={h:64}\r\n",
+    ),
+    (
+        "http-authorization",
+        "digest.txt",
+        "Authorization: Digest username=\"bob\", realm=\"api\", nonce=\"{h:32}\", uri=\"/\", response=\"{h:32}\"\n",
+    ),
+    (
+        "http-authorization",
+        "proxy.log",
+        "Proxy-Authorization: NTLM TlRMTVNTUAAB{b:120}\n",
+    ),
+    (
+        "private-key-tail",
+        "tail-key.log",
+        "$ tail -n 3 key.pem\n{b:64}\n{b:40}==\n-----END PRIVATE KEY-----\n",
+    ),
+    (
+        "private-key-tail",
+        "id_rsa.part",
+        "{b:70}\n{b:70}\n{b:22}\n-----END OPENSSH PRIVATE KEY-----\n",
+    ),
+    (
+        "private-key-tail",
+        "gpg-tail.txt",
+        "{b:64}\n{b:64}\n={b:4}\n-----END PGP PRIVATE KEY BLOCK-----\n",
+    ),
+    (
+        "private-key-open",
+        "head-key.log",
+        "$ head -n 3 ec.pem\n-----BEGIN EC PRIVATE KEY-----\n{b:64}\n{b:64}\n",
+    ),
+    (
+        "private-key-open",
+        "head-rsa.txt",
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,{H:32}\n\n{b:64}\n{b:64}\n",
+    ),
+    (
+        "private-key-open",
+        "cut-key.pem",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n{b:70}\n{b:70}\n{b:70}\n",
+    ),
+    (
+        "docker-config-auth",
+        "config.json",
+        "{\n  \"auths\": {\n    \"registry.example.io\": {\n      \"auth\": \"{userpass64}\"\n    }\n  }\n}\n",
+    ),
+    (
+        "docker-config-auth",
+        "docker-env.sh",
+        "export DOCKER_AUTH_CONFIG='{\"auths\":{\"r.example.io\":{\"auth\":\"{userpass64}\"}}}'\n",
+    ),
+    (
+        "docker-config-auth",
+        "gitlab-ci.yml",
+        "variables:\n  DOCKER_AUTH_CONFIG: '{\"auths\": {\"registry.gitlab.com\": {\"auth\": \"{userpass64}\"}}}'\n",
+    ),
+    (
+        "npmrc-auth",
+        ".npmrc",
+        "registry=https://npm.internal/\n_auth={userpass64}\n",
+    ),
+    (
+        "npmrc-auth",
+        "npmrc-scoped.ini",
+        "//npm.internal/:username=ci\n//npm.internal/:_password={pass64}\n",
+    ),
+    ("npmrc-auth", "npm-config.txt", "_auth = \"{userpass64}\"\n"),
+    (
+        "http-cookie",
+        "curl-verbose.log",
+        "> GET /api HTTP/1.1\r\n> Host: app.example.io\r\n> Cookie: theme=dark; sid={a:32}\r\n",
+    ),
+    (
+        "http-cookie",
+        "request.txt",
+        "Cookie: session_id={w:40}; lang=en\n",
+    ),
+    (
+        "http-cookie",
+        "headers.json",
+        "{\"Cookie\": \"csrftoken=abc; sessionid={L:32}\"}\n",
+    ),
+    (
+        "http-set-cookie",
+        "curl-response.log",
+        "< HTTP/1.1 200 OK\r\n< Set-Cookie: session={w:40}; Path=/; HttpOnly; Secure\r\n",
+    ),
+    (
+        "http-set-cookie",
+        "response.txt",
+        "Set-Cookie: JSESSIONID={H:32}; Path=/app; HttpOnly\n",
+    ),
+    (
+        "http-set-cookie",
+        "headers.yaml",
+        "set-cookie: auth_token={a:40}; Max-Age=3600; SameSite=Lax\n",
+    ),
+    (
+        "http-secret-header",
+        "api-trace.log",
+        "> X-Api-Key: {a:32}\r\n",
+    ),
+    (
+        "http-secret-header",
+        "call.sh",
+        "curl -H 'X-Auth-Token: {w:40}' https://api.example.io/v1/items\n",
+    ),
+    ("http-secret-header", "gitlab.md", "Private-Token: {a:20}\n"),
+    (
+        "google-oauth-access-token",
+        "gcloud.log",
+        "access_token: ya29.a0{w:150}\n",
+    ),
+    (
+        "google-oauth-access-token",
+        "token.json",
+        "{\"token\": \"ya29.c.{w:160}\", \"expiry\": \"2026-12-08T10:00:00Z\"}\n",
+    ),
+    (
+        "google-oauth-access-token",
+        "call.py",
+        "headers = {\"Authorization\": \"Bearer \" + \"ya29.a0{w:140}\"}\n",
+    ),
+    (
+        "kubeadm-bootstrap-token",
+        "join.sh",
+        "kubeadm join 10.0.0.1:6443 --token {L:6}.{L:16} \\\n    --control-plane\n",
+    ),
+    (
+        "kubeadm-bootstrap-token",
+        "tokens.txt",
+        "TOKEN                     TTL   USAGES                   EXTRA GROUPS\n{L:6}.{L:16}   23h   authentication,signing   system:bootstrappers:kubeadm:default-node-token\n",
+    ),
+    (
+        "kubeadm-bootstrap-token",
+        "bootstrap-token.yaml",
+        "apiVersion: v1\nkind: Secret\nstringData:\n  token-id: {L:6}\n  token-secret: {L:16}\n",
+    ),
+    (
+        "pgpass-password",
+        ".pgpass",
+        "db.internal:5432:app:app_user:{a:18}\n",
+    ),
+    (
+        "pgpass-password",
+        "pgpass.txt",
+        "localhost:5432:*:postgres:{a:16}\n*:6432:*:bouncer:{a:20}\n",
+    ),
+    (
+        "pgpass-password",
+        "cat-pgpass.log",
+        "*:*:*:replicator:{a:24}\n",
+    ),
+    ("aws-ecr-password", "ecr.txt", "{ecr}\n"),
+    (
+        "aws-ecr-password",
+        "login.sh",
+        "echo {ecr} | docker login --username AWS --password-stdin 123456789012.dkr.ecr.us-east-1.amazonaws.com\n",
+    ),
+    ("aws-ecr-password", "ci.log", "+ ECR_PASSWORD={ecr}\n"),
+    (
+        "openssl-private-key-dump",
+        "rsa-text.txt",
+        "Private-Key: (2048 bit, 2 primes)\npublicExponent: 65537 (0x10001)\nprivateExponent:\n{hexlines}\n",
+    ),
+    (
+        "openssl-private-key-dump",
+        "ec-text.log",
+        "read EC key\nPrivate-Key: (256 bit)\npriv:\n{hexlines}\nASN1 OID: prime256v1\n",
+    ),
+    (
+        "openssl-private-key-dump",
+        "genpkey.out",
+        "prime1:\n{hexlines}\ncoefficient:\n{hexlines}\n",
+    ),
     (
         "http-authorization",
         "trace.log",
@@ -2449,6 +2662,23 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
 
 /// (file name, template): none of these holds a secret.
 pub const NEGATIVES: &[(&str, &str)] = &[
+    // What tools print (issue 38): placeholders, public parts, names without values.
+    (
+        "cookies.log",
+        "> Cookie: theme=dark; lang=en-US\n< Set-Cookie: seen=1; Path=/; HttpOnly\n",
+    ),
+    (
+        "headers.md",
+        "X-Api-Key: <your-api-key>\nX-Auth-Token: ${TOKEN}\nAuthorization: Negotiate authentication is used by the proxy\n",
+    ),
+    (
+        "ec-public.txt",
+        "pub:\n    04:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:{h:2}:\nASN1 OID: prime256v1\n",
+    ),
+    (
+        "compose.yaml",
+        "services:\n  db:\n    ports:\n      - \"127.0.0.1:5432:5432\"\n",
+    ),
     // Vendor-name rules (gitleaks' families, issue 16): placeholders, references, digests.
     (
         "vn1.env",
