@@ -70,7 +70,11 @@ pub fn text(text: &str) -> Cow<'_, str> {
     if memchr::memchr2(0x1b, 0, raw).is_some() {
         // Escape sequences or UTF-16 (NUL-interleaved): read normalised, as output is.
         let r = super::redact_text(text);
-        return if r == text { Cow::Borrowed(text) } else { Cow::Owned(r) };
+        return if r == text {
+            Cow::Borrowed(text)
+        } else {
+            Cow::Owned(r)
+        };
     }
     let found = scanner().scan(raw, TextKind::Stream, false);
     let mut out: Vec<u8> = Vec::new();

@@ -1364,11 +1364,14 @@ fn punctuated_word(
     }
     // Calls, references, templates, placeholders: `get_password()`, `$(cat f)`, `${X}`,
     // `<your-password>`, `{{ x }}`, `[REDACTED]`, `(none)`.
-    let call = v
-        .iter()
-        .position(|&b| b == b'(')
-        .is_some_and(|p| p > 0 && v[..p].iter().all(|&b| is_name_byte(b)) && v.ends_with(b")"))
-        || v.ends_with(b");")
+    // A call ends at its closing parenthesis, or goes on with `?`, `!` or a method
+    // (`load(&config)?`, `f(x).unwrap()`); `a(b)c` is a value.
+    let call = v.iter().position(|&b| b == b'(').is_some_and(|p| {
+        p > 0
+            && v[..p].iter().all(|&b| is_name_byte(b) || b == b':')
+            && memchr::memrchr(b')', v)
+                .is_some_and(|c| c > p && matches!(v.get(c + 1), None | Some(b'?' | b'!' | b'.')))
+    }) || v.ends_with(b");")
         || v.ends_with(b"),");
     let wrapped = matches!(
         (v[0], v[v.len() - 1]),
