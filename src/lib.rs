@@ -156,6 +156,17 @@
 //!   hash and backups). Recall is measured against gitleaks and detect-secrets on their own
 //!   test suites' cases (`benches/recall.rs`), re-randomised each run, never on a corpus
 //!   tuned to our rules.
+//! - What is matched is the text a person would read, not the bytes: escape sequences are
+//!   removed and UTF-16 decoded first (`secrets::normalise`), and a finding redacts the raw
+//!   bytes it maps back to (the escapes inside the value with it). Values are paired with
+//!   their names by structure too (`secrets::pairs`: name/value siblings, tables, dumps),
+//!   within the redactor's held-back tail so that a stream finds what the whole text does.
+//!   Values are found whole up to 64 KiB (`VALUE_BOUND`); past it, to the bound and the
+//!   rest of the token, never half-shown.
+//! - One gate (`broker::gate`) for what leaves the broker: every audit record as it is
+//!   appended, every report as a front end renders it, every MCP result before its budget.
+//!   It walks the serialised value whole, so a field added later cannot be forgotten; the
+//!   undo store keeps real names (undo restores them), its views pass the gate.
 //! - File tools run in a confined child (`broker::tools::fs::worker`): the broker starts
 //!   `gateway __fs-worker` through the sandbox with landlock rules for just the directories
 //!   the call resolves in, seccomp, no capabilities and the policy's limits, and answers the
