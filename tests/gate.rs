@@ -168,6 +168,76 @@ sandbox_test! {
     }
 }
 
+#[test]
+fn log_tail_follow_shows_a_raw_record_redacted() {
+    // `log tail -f` prints records outside a report: a record that holds a token (written by
+    // a build before the gate, or by hand) is shown redacted like `log show` shows it.
+    let env = Env::new("gate-tail-follow");
+    let o = env.gw(&["exec", "--policy", "permissive", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let log = env.state.join("audit").join("log.jsonl");
+    let lines = std::fs::read_to_string(&log).expect("log");
+    let last = lines.lines().last().expect("a record");
+    let mut rec: serde_json::Value = serde_json::from_str(last).expect("json");
+    let tok = gh_token(3807);
+    rec["seq"] = serde_json::json!(rec["seq"].as_u64().expect("seq") + 1);
+    rec["args"] = serde_json::json!(["echo", tok]);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .expect("open");
+    writeln!(f, "{rec}").expect("append");
+    for json in [false, true] {
+        let mut args = vec!["log", "tail", "-f", "-n", "5"];
+        if json {
+            args.push("--json");
+        }
+        let mut child = env
+            .cmd()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tail -f");
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = child.kill();
+        let o = child.wait_with_output().expect("wait");
+        let out = stdout(&o);
+        assert!(!out.contains(&tok), "json {json}: {out}");
+        assert!(out.contains("REDACTED:github-pat"), "json {json}: {out}");
+    }
+}
+
+sandbox_test! {
+    fn output_passed_through_under_warn_is_stored_redacted() {
+        // `secrets.output = "warn"` gives the caller the output unchanged; the record (the
+        // stored stdout and stderr, the inline output) kept it raw too.
+        let env = Env::new("gate-warn-output");
+        let tok = gh_token(3806);
+        env.write("t", &tok);
+        let warn = env.root.join("warn.toml");
+        std::fs::write(&warn, "extends = \"standard\"\n[secrets]\noutput = \"warn\"\n")
+            .expect("policy");
+        let script = "cat t; echo; cat t >&2; echo >&2";
+        let o = env.sh(warn.to_str().expect("utf-8"), script);
+        assert!(o.status.success(), "{}", text(&o));
+        // The caller got it whole, on both streams ...
+        assert_eq!(stdout(&o), format!("{tok}\n"));
+        assert!(stderr(&o).contains(&tok), "{}", stderr(&o));
+        // ... and nothing stored or shown from the record keeps it.
+        let rec = log_records(&env).last().cloned().expect("record");
+        assert!(rec["stdout"]["artifact"].is_string(), "{rec}");
+        assert!(!state_text(&env).contains(&tok), "the state directory keeps the token");
+        let seq = rec["seq"].to_string();
+        for args in [vec!["log", "show", &seq], vec!["log", "show", "--json", &seq]] {
+            let shown = env.gw(&args);
+            assert!(shown.status.success(), "{}", text(&shown));
+            assert!(!text(&shown).contains(&tok), "{args:?}: {}", text(&shown));
+            assert!(text(&shown).contains("[REDACTED:github-pat]"), "{}", text(&shown));
+        }
+    }
+}
+
 sandbox_test! {
     fn a_file_named_with_a_token_is_shown_redacted_by_every_view() {
         // The undo store keeps real names (undo restores them); every view of it passes the

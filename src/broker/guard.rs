@@ -499,13 +499,26 @@ pub(crate) fn redact_output(
     }
 }
 
+/// Who a guard's delivery is for: under `secrets.output = "warn"` the caller gets the output
+/// unchanged and the record (artifacts, inline output) its redacted copy, so that nothing
+/// stored keeps a secret; under `redact` and `block` both get the same bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum To {
+    /// The caller and the record.
+    Both,
+    /// The caller only.
+    Caller,
+    /// The record only.
+    Record,
+}
+
 /// The [`StreamIo`] of an exec: output through redactors per stream, stdin through one.
 pub struct Guard<'a> {
     profile: SecretsProfile,
     out: Redactor,
     err: Redactor,
     stdin: Redactor,
-    sink: &'a mut dyn FnMut(Stream, &[u8]),
+    sink: &'a mut dyn FnMut(Stream, &[u8], To),
     buf: Vec<u8>,
     /// Filled as the run goes.
     pub report: SecretsReport,
@@ -515,7 +528,7 @@ pub struct Guard<'a> {
 
 impl<'a> Guard<'a> {
     /// A guard delivering to `sink`.
-    pub fn new(profile: SecretsProfile, sink: &'a mut dyn FnMut(Stream, &[u8])) -> Guard<'a> {
+    pub fn new(profile: SecretsProfile, sink: &'a mut dyn FnMut(Stream, &[u8], To)) -> Guard<'a> {
         Guard {
             profile,
             out: Redactor::new(TextKind::Stream).with_min_confidence(profile.redact_min_confidence),
@@ -551,7 +564,7 @@ impl<'a> Guard<'a> {
             if self.profile.output == SecretsOutput::Block {
                 let marker = format!("[REDACTED:{}]", rules[0]);
                 let cut = memchr::memmem::find(&self.buf, marker.as_bytes()).unwrap_or(0);
-                (self.sink)(stream, &self.buf[..cut]);
+                (self.sink)(stream, &self.buf[..cut], To::Both);
                 self.buf.clear();
                 self.report.blocked = Some(InputSecret {
                     place: name.to_string(),
@@ -560,9 +573,16 @@ impl<'a> Guard<'a> {
                 return false;
             }
         }
-        // Warn delivered the raw bytes already; redact and (so far clean) block deliver these.
-        if self.profile.output != SecretsOutput::Warn && !self.buf.is_empty() {
-            (self.sink)(stream, &self.buf);
+        // Warn delivered the raw bytes to the caller already: the record (artifacts, inline
+        // heads and tails) gets these, redacted. Redact and (so far clean) block deliver
+        // these to both.
+        if !self.buf.is_empty() {
+            let to = if self.profile.output == SecretsOutput::Warn {
+                To::Record
+            } else {
+                To::Both
+            };
+            (self.sink)(stream, &self.buf, to);
         }
         self.buf.clear();
         true
@@ -591,8 +611,8 @@ impl StreamIo for Guard<'_> {
             return false;
         }
         if self.profile.output == SecretsOutput::Warn {
-            // Unchanged to the caller; scanned for the report.
-            (self.sink)(stream, data);
+            // Unchanged to the caller; scanned for the report, and recorded redacted.
+            (self.sink)(stream, data, To::Caller);
         }
         let before = self.redactor(stream).findings().len();
         let mut buf = std::mem::take(&mut self.buf);

@@ -151,7 +151,18 @@ pub(super) fn run(cli: &Call, cmd: &LogCmd) -> Report {
     }
 }
 
+/// Prints records as `log tail -f` streams them: outside a report, so each passes the gate
+/// here (a record written before the gate existed, or by another build, is shown redacted).
 fn emit(cli: &Call, json: bool, records: &[Record]) {
+    let records: Vec<Record> = records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            crate::broker::gate::record(&mut r);
+            r
+        })
+        .collect();
+    let records = &records[..];
     if json {
         let mut out = cli.cx.stdout_writer();
         for r in records {

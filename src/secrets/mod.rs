@@ -289,8 +289,12 @@ pub fn fuzz_time_budget(data: &[u8]) {
         return;
     }
     let text = repeated(data);
-    // The best of two, so that a pause of the machine is not taken for the input's cost.
-    let t = work(&text).min(work(&text));
+    // Measured again when over (the best of two), so that a pause of the machine is not
+    // taken for the input's cost; an input within the budget is measured once.
+    let mut t = work(&text);
+    if t > FUZZ_TIME_FACTOR * reference {
+        t = t.min(work(&text));
+    }
     assert!(
         t <= FUZZ_TIME_FACTOR * reference,
         "{FUZZ_TIME_LEN} bytes of {:?} repeated took {t:.3} s, more than \

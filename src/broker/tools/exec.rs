@@ -717,7 +717,11 @@ impl ExecTool<'_, '_> {
         let tails = &mut self.trace.tails;
         let keep = req.policy.audit.inline_output as usize + 1;
         let sink = &mut self.sink;
-        let mut tap = |s: Stream, b: &[u8]| {
+        let mut tap = |s: Stream, b: &[u8], to: guard::To| {
+            if to == guard::To::Caller {
+                sink(s, b);
+                return;
+            }
             let (w, head, tail) = match s {
                 Stream::Stdout => (out_tap.as_mut(), &mut heads[0], &mut tails[0]),
                 Stream::Stderr => (err_tap.as_mut(), &mut heads[1], &mut tails[1]),
@@ -732,7 +736,9 @@ impl ExecTool<'_, '_> {
             if tail.len() > 2 * broker::TAIL_KEEP {
                 tail.drain(..tail.len() - broker::TAIL_KEEP);
             }
-            sink(s, b);
+            if to == guard::To::Both {
+                sink(s, b);
+            }
         };
         let mut g = guard::Guard::new(req.policy.secrets, &mut tap);
         if matches!(spec.stdin, Stdin::Filtered) {
