@@ -169,6 +169,59 @@ sandbox_test! {
 }
 
 #[test]
+fn config_show_says_why_a_policy_does_not_load_without_its_secrets() {
+    // `config show` prints outside a report: a policy's load error quotes the policy's text,
+    // a token in a value or in a field's name with it.
+    let env = Env::new("gate-config-show");
+    let tok = gh_token(3808);
+    for (i, body) in [
+        format!("name = \"bad\"\nunanalysable = \"{tok}\"\n"),
+        format!("name = \"bad\"\n{tok} = 1\n"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let p = env.root.join(format!("p{i}.toml"));
+        std::fs::write(&p, body).expect("policy");
+        let p = p.to_str().expect("utf-8");
+        for json in [false, true] {
+            let mut args = vec!["--policy", p, "config", "show"];
+            if json {
+                args.push("--json");
+            }
+            let o = env.gw(&args);
+            assert!(!o.status.success(), "{}", text(&o));
+            assert!(!text(&o).contains(&tok), "{args:?}: {}", text(&o));
+            assert!(
+                text(&o).contains("does not load") || text(&o).contains("policy_error"),
+                "{}",
+                text(&o)
+            );
+            assert!(
+                text(&o).contains("REDACTED:github-pat"),
+                "{args:?}: {}",
+                text(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn an_argument_with_an_escape_inside_a_token_is_recorded_redacted() {
+    // `echo "x<half>ESC[0m<half>"`: a terminal shows the token whole; the record kept it.
+    let env = Env::new("gate-argv-escape");
+    let tok = gh_token(3809);
+    let arg = format!("x{}\x1b[0m{}", &tok[..12], &tok[12..]);
+    let _ = env.gw(&["exec", "--policy", "permissive", "--", "echo", &arg]);
+    let rec = log_records(&env).last().cloned().expect("record");
+    let args = rec["args"].to_string();
+    let shown = args.replace("\\u001b[0m", "");
+    assert!(!shown.contains(&tok), "{args}");
+    assert!(!shown.contains(&tok[12..]), "{args}");
+    assert!(args.contains("REDACTED"), "{args}");
+}
+
+#[test]
 fn log_tail_follow_shows_a_raw_record_redacted() {
     // `log tail -f` prints records outside a report: a record that holds a token (written by
     // a build before the gate, or by hand) is shown redacted like `log show` shows it.

@@ -110,6 +110,26 @@ pub fn value(v: &mut Value) -> bool {
 /// is cut out of the strings it covers: a secret split over two strings (a key block over
 /// a file's lines) goes from each.
 fn strings(v: &mut Value, skip: &dyn Fn(&str, &str) -> bool) -> bool {
+    let joined = joined_strings(v, skip);
+    // A string holding escape sequences or NULs is read normalised on its own too, as
+    // output is (`ghp_…ESC[0m…` in an argument: the joined scan reads it raw).
+    let normalised = walk(v, &mut |key, s| {
+        if skip(key, s) || memchr::memchr2(0x1b, 0, s.as_bytes()).is_none() {
+            return false;
+        }
+        match text(s) {
+            Cow::Owned(r) => {
+                *s = r;
+                true
+            }
+            Cow::Borrowed(_) => false,
+        }
+    });
+    joined | normalised
+}
+
+/// [`strings`]' scan of every string joined (see there).
+fn joined_strings(v: &mut Value, skip: &dyn Fn(&str, &str) -> bool) -> bool {
     let mut joined: Vec<u8> = Vec::new();
     let mut spans: Vec<(usize, usize)> = Vec::new();
     walk(v, &mut |key, s| {

@@ -30,6 +30,12 @@ use std::time::Duration;
 macro_rules! outln {
     ($cli:expr, $($t:tt)*) => { $cli.cx.out(|w| writeln!(w, $($t)*)) };
 }
+/// `println!` to the caller's stdout, through the gate (text outside a report).
+macro_rules! gated_ln {
+    ($cli:expr, $($t:tt)*) => {
+        $cli.cx.out(|w| writeln!(w, "{}", crate::broker::gate::text(&format!($($t)*))))
+    };
+}
 /// `print!` to the caller's stdout.
 macro_rules! outs {
     ($cli:expr, $($t:tt)*) => { $cli.cx.out(|w| write!(w, $($t)*)) };
@@ -935,7 +941,8 @@ fn config_show(cli: &Call) -> ExitCode {
         .shell
         .clone()
         .unwrap_or_else(|| PathBuf::from("/bin/sh"));
-    let policy = load_policy(cli);
+    // What is shown passes the gate (a policy's load error quotes its text).
+    let policy = load_policy(cli).map_err(|e| crate::broker::gate::text(&e).into_owned());
     if cli.json {
         let shown = config::Shown {
             config_file: &cfg.path,
@@ -954,21 +961,27 @@ fn config_show(cli: &Call) -> ExitCode {
             effective_retention: policy.as_ref().ok().map(policy::report::Retention::from),
             policy_error: policy.as_ref().err().map(String::as_str),
         };
-        outln!(cli, "{}", to_json(&shown));
+        match serde_json::to_value(&shown) {
+            Ok(mut v) => {
+                crate::broker::gate::value(&mut v);
+                outln!(cli, "{v}");
+            }
+            Err(e) => outln!(cli, "{}", render_failed(&e)),
+        }
     } else {
-        outln!(
+        gated_ln!(
             cli,
             "config file: {} ({})",
             cfg.path.display(),
             if cfg.found { "found" } else { "not found" }
         );
-        outln!(cli, "policy:      {} ({policy_src})", policy_name(cli));
-        outln!(
+        gated_ln!(cli, "policy:      {} ({policy_src})", policy_name(cli));
+        gated_ln!(
             cli,
             "state_dir:   {} ({state_src})",
             state_dir(cli).display()
         );
-        outln!(
+        gated_ln!(
             cli,
             "socket:      {}",
             cfg.socket
@@ -977,12 +990,12 @@ fn config_show(cli: &Call) -> ExitCode {
                     .display()
                     .to_string())
         );
-        outln!(cli, "shell:       {} (for gateway sh)", shell.display());
+        gated_ln!(cli, "shell:       {} (for gateway sh)", shell.display());
         match &policy {
             Ok(p) => {
                 use crate::model::units;
                 let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
-                outln!(
+                gated_ln!(
                     cli,
                     "retention:   artifacts_max_age {}, artifacts_max_total {}, backups_max_total {}, keep_versions {}",
                     or_none(
@@ -995,7 +1008,7 @@ fn config_show(cli: &Call) -> ExitCode {
                     p.undo.keep_versions
                 );
             }
-            Err(e) => outln!(cli, "retention:   (the policy does not load: {e})"),
+            Err(e) => gated_ln!(cli, "retention:   (the policy does not load: {e})"),
         }
     }
     if policy.is_err() {
