@@ -454,6 +454,11 @@ fn push_utf8(c: u32, out: &mut Vec<u8>) {
     }
 }
 
+/// Eight little-endian code units each below 0x80 have no bit of this set (read as one
+/// little-endian `u128`); [`ASCII_UNITS_BE`] the same for big-endian units.
+const ASCII_UNITS_LE: u128 = 0xff80_ff80_ff80_ff80_ff80_ff80_ff80_ff80;
+const ASCII_UNITS_BE: u128 = 0x80ff_80ff_80ff_80ff_80ff_80ff_80ff_80ff;
+
 /// UTF-16 to UTF-8 (WTF-8 for lone surrogates), fed in chunks.
 #[derive(Debug)]
 pub(crate) struct Utf16Decoder {
@@ -493,17 +498,39 @@ impl Utf16Decoder {
             b = rest;
         }
         out.reserve(b.len() / 2);
-        let mut units = b.chunks_exact(2);
-        for p in &mut units {
-            let u = self.unit_of(p[0], p[1]);
+        // ASCII is taken 8 code units at a time: one mask tells that each is below 0x80
+        // (its high byte NUL), and their low bytes are the text.
+        let (mask, low) = if self.be {
+            (ASCII_UNITS_BE, 1)
+        } else {
+            (ASCII_UNITS_LE, 0)
+        };
+        let whole = b.len() & !1;
+        let mut i = 0;
+        while i < whole {
+            if self.high.is_none()
+                && let Some(block) = b.get(i..i + 16)
+                && let Ok(block) = <[u8; 16]>::try_from(block)
+                && u128::from_le_bytes(block) & mask == 0
+            {
+                let mut text = [0u8; 8];
+                for (k, t) in text.iter_mut().enumerate() {
+                    *t = block[2 * k + low];
+                }
+                out.extend_from_slice(&text);
+                i += 16;
+                continue;
+            }
+            let u = self.unit_of(b[i], b[i + 1]);
             if u < 0x80 && self.high.is_none() {
                 out.push(u as u8);
             } else {
                 self.unit(u, out);
             }
+            i += 2;
         }
-        if let [x] = units.remainder() {
-            self.odd = Some(*x);
+        if whole < b.len() {
+            self.odd = Some(b[whole]);
         }
     }
 
