@@ -30,6 +30,11 @@ const CONTEXT: usize = 1024;
 /// small (1.7% at 1 MiB). A quiet source is flushed by lines regardless.
 const BATCH: usize = 1024 * 1024;
 
+/// Raw bytes held (a batch's text and the escape sequences among it) before a scan, in
+/// batches: a coloured log holds ~1.6 raw bytes for each byte of text, a colour between
+/// every two characters 5.
+const RAW_BATCHES: usize = 4;
+
 /// A streaming redactor for one byte stream.
 pub struct Redactor {
     kind: TextKind,
@@ -252,7 +257,12 @@ impl Redactor {
         }
         self.unflushed += self.buf.len() - before;
         let pending = self.buf.len() - self.ctx;
-        if pending >= MAX_EXTENT + self.batch {
+        // The raw bytes held count too (RAW_BATCHES batches of them): an escape-dense stream
+        // holds several for each byte of text, and the map an entry for each sequence.
+        let raw = if self.mapped { self.raw.len() } else { 0 };
+        if pending >= MAX_EXTENT + self.batch
+            || (pending > MAX_EXTENT && raw >= RAW_BATCHES * (MAX_EXTENT + self.batch))
+        {
             let limit = self.buf.len() - MAX_EXTENT;
             self.emit(limit, false, out);
         }
