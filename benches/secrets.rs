@@ -12,11 +12,15 @@
 //!      line of them, a run of `A`) against random base64 of the same size (issue 16);
 //!   5. coloured text (a structured log's SGR colours, `git diff --color` lines) and UTF-16
 //!      text, through exec against `| cat`, and coloured and UTF-16 random base64 and
-//!      escape-dense streams against random base64 (issue 38: normalised before matching).
+//!      escape-dense streams against random base64 (issue 38: normalised before matching),
+//!      with each stream's producer alone through `| cat` (the floor: no stream goes through
+//!      exec faster than it is made, and sed colouring every character is slow).
 //!
 //! Run: `cargo bench --bench secrets` (SCAN_RUNS, default 3, 0 skips parts 1 and 2; EXEC_MIB, default 1024;
 //! EXEC_RUNS, default 5, interleaved; ADV_MIB, default 16; GATEWAY_BENCH_BEFORE, another gateway
-//! binary measured in the same runs, side by side).
+//! binary measured in the same runs, side by side). REDACT_FILES=<file>[:<file>...]: instead,
+//! each file through the streaming redactor alone, in this process (256 KiB chunks, as exec
+//! reads them), CPU-bound: where exec's time goes without the pipes and the sandbox.
 
 #![allow(
     clippy::print_stdout,
@@ -87,7 +91,48 @@ fn files_sorted(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Each file through the streaming redactor alone: the best of 5 runs.
+fn redact_files(files: &str) {
+    for f in files.split(':') {
+        let data = std::fs::read(f).expect("read");
+        for batch in [1 << 20, 4 << 20] {
+            redact_file(f, &data, batch);
+        }
+    }
+}
+
+/// `data` through the streaming redactor alone, scanning every `batch` bytes.
+fn redact_file(f: &str, data: &[u8], batch: usize) {
+    let mut best = f64::MAX;
+    let mut len = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let mut r =
+            gateway::secrets::Redactor::new(gateway::secrets::TextKind::Stream).with_batch(batch);
+        let mut out = Vec::new();
+        len = 0;
+        for c in data.chunks(256 * 1024) {
+            r.feed(c, &mut out);
+            len += out.len();
+            out.clear();
+        }
+        r.finish(&mut out);
+        len += out.len();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "redactor alone, batch {} MiB, {f}: {:.1} MB in {best:.3} s ({:.0} MB/s), {len} bytes out",
+        batch >> 20,
+        data.len() as f64 / 1e6,
+        data.len() as f64 / best / 1e6
+    );
+}
+
 fn main() {
+    if let Ok(files) = std::env::var("REDACT_FILES") {
+        redact_files(&files);
+        return;
+    }
     let gateway = env!("CARGO_BIN_EXE_gateway");
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let corpus = std::env::var_os("GATEWAY_BENCH_CORPUS")
@@ -453,18 +498,34 @@ fn exec_streams(gateway: &str, state: &Path, tmp: &Path) {
             ),
         ),
     ];
+    // The last column: the stream's producer alone through `| cat` (the floor: a stream
+    // that takes long to make, such as sed's colour between every two characters, cannot go
+    // through exec faster than it is made).
     let times: Vec<Vec<f64>> = kinds
         .iter()
         .map(|(_, cmd)| {
-            let mut per = vec![Vec::new(); binaries.len()];
+            let mut per = vec![Vec::new(); binaries.len() + 1];
             for _ in 0..3 {
                 for (bi, (_, bin)) in binaries.iter().enumerate() {
                     per[bi].push(once(bin, cmd));
                 }
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("{cmd} | cat")]).current_dir(&ws);
+                per[binaries.len()].push(drain(c).0);
             }
             per.into_iter().map(median).collect()
         })
         .collect();
+    let cat = binaries.len();
+    println!(
+        "the streams' producers alone through `| cat`, {adv_mib} MiB: {}",
+        kinds
+            .iter()
+            .zip(&times)
+            .map(|((name, _), t)| format!("{name} {:.3} s", t[cat]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     for (bi, (label, _)) in binaries.iter().enumerate() {
         let random = times[0][bi];
         println!("{label}: exec of {adv_mib} MiB of random base64: {random:.3} s");
