@@ -268,6 +268,13 @@ impl Redactor {
         {
             let limit = self.buf.len() - MAX_EXTENT;
             self.emit(limit, false, out);
+        } else if raw >= RAW_BATCHES * (MAX_EXTENT + self.batch) {
+            // Escape sequences and little text (a stream of sequences alone): the text held
+            // is emitted whole, so that the raw bytes after it go too; without this they were
+            // held without limit. A secret with megabytes of sequences inside it is cut here.
+            let limit = self.buf.len();
+            self.emit(limit, false, out);
+            self.write_sequences(out);
         }
     }
 
@@ -293,6 +300,17 @@ impl Redactor {
         }
         let limit = self.buf.len();
         self.emit(limit, false, out);
+        self.write_sequences(out);
+    }
+
+    /// Writes the escape sequences held after the last text once all text is out (`emit`
+    /// writes raw bytes only with text: the sequences a stream ended on, after its last
+    /// text was emitted, were lost).
+    fn write_sequences(&mut self, out: &mut Vec<u8>) {
+        if self.mapped && self.ctx == self.buf.len() {
+            let ctx = self.ctx;
+            self.write(&[], ctx, out);
+        }
     }
 
     /// Scans the buffer and emits `buf[ctx..limit]` (or less, never splitting a secret or, with

@@ -964,3 +964,63 @@ fn coloured_and_utf16_streams_are_redacted_as_their_plain_text() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// A stream of escape sequences with no text between them (after some text) is held within
+/// a bound, and comes out byte for byte: the raw bytes held once grew without limit, no
+/// text building up to start a scan.
+#[test]
+fn a_stream_of_escape_sequences_alone_is_held_within_a_bound() {
+    let mut r = Redactor::new(TextKind::Stream);
+    let mut out = Vec::new();
+    let mut input = b"hello, some text first\n".to_vec();
+    r.feed(&input, &mut out);
+    let chunk = b"\x1b[0m".repeat(16 * 1024);
+    let mut most = 0;
+    for _ in 0..512 {
+        r.feed(&chunk, &mut out);
+        input.extend_from_slice(&chunk);
+        most = most.max(r.raw.len());
+    }
+    // 32 MiB fed; the bound is a few batches of raw bytes.
+    let bound = 2 * RAW_BATCHES * (MAX_EXTENT + BATCH);
+    assert!(most <= bound, "{most} raw bytes held (bound {bound})");
+    r.finish(&mut out);
+    if out != input {
+        let at = out
+            .iter()
+            .zip(&input)
+            .position(|(a, b)| a != b)
+            .unwrap_or(out.len().min(input.len()));
+        panic!(
+            "the output differs from the input at {at} (lengths {} and {}): {:?} / {:?}",
+            out.len(),
+            input.len(),
+            String::from_utf8_lossy(&out[at.saturating_sub(20)..(at + 20).min(out.len())]),
+            String::from_utf8_lossy(&input[at.saturating_sub(20)..(at + 20).min(input.len())])
+        );
+    }
+}
+
+/// Escape sequences a stream ends on, after its last text was emitted at a pause, come out
+/// (they were dropped: `ls` and prompts end on a colour reset).
+#[test]
+fn sequences_after_the_last_text_emitted_are_not_lost() {
+    for tail in [
+        &b"\x1b[0m"[..],
+        b"\x1b[0m\x1b]8;;\x07",
+        b"\x1b[1m\x1b[0m\x1b[K",
+    ] {
+        let mut r = Redactor::new(TextKind::Stream);
+        let mut out = Vec::new();
+        r.feed(b"a line of text\n", &mut out);
+        r.flush_lines(&mut out);
+        r.feed(tail, &mut out);
+        r.flush_lines(&mut out);
+        r.finish(&mut out);
+        let want = [&b"a line of text\n"[..], tail].concat();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&want)
+        );
+    }
+}
