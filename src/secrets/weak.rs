@@ -6,15 +6,20 @@
 //! weakly secret names and in authentication fields, which tools print:
 //!
 //! - a name whose last word is `key`, `credential(s)`, `cred(s)` or `auth` (`key=` as
-//!   `openssl enc -P` prints it, `encryption_key:`, `"auth":`, `basic_auth=`);
+//!   `openssl enc -P` prints it, `encryption_key:`, `PresharedKey =` as `wg showconf` prints
+//!   it, `primary_key:` as `rails db:encryption:init` does, `APP_KEY=base64:...`, `"auth":`);
 //! - a session cookie (`sessionid=`, `PHPSESSID=`, `JSESSIONID=`, `connect.sid=`,
-//!   `_app_session=`): `=` with no space, as cookies are written;
+//!   `_app_session=`; `;jsessionid=` in a path): `=` with no space, as cookies are written;
 //! - a URL's query parameter that carries a credential: `sig=` (Azure SAS),
 //!   `signature=`/`Signature=` (CloudFront), `X-Amz-Signature=`, `X-Goog-Signature=`,
 //!   `X-Amz-Security-Token=`, `code=` (an OAuth authorization code), `key=`, `token=`,
 //!   `auth=`;
 //! - an `X-...` header naming a key, a signature, a token or auth (`X-Hub-Signature-256:
-//!   sha256=...`, `X-Auth-Key:`): the value after a scheme word or an `alg=` prefix.
+//!   sha256=...`, `X-Custom-Auth:`): the value after an `alg=` prefix, which stays.
+//!
+//! `sig`/`signature` under a name (`"sig":` in `npm view`'s registry signatures, a JWKS's
+//! `"use": "sig"`) is a published signature, not a credential: only URL parameters and
+//! headers count.
 //!
 //! Such a value is a secret only when it looks random: 20 bytes or more under a name (16 in
 //! a URL parameter, a header or a cookie), a digit and a letter, entropy over a limit that
@@ -22,12 +27,14 @@
 //! then a hash is a cache key), and none of the shapes of identifiers and digests (UUIDs,
 //! `sha256:`/`sha512-`/`h1:` digests, placeholders, sequences, paths and URLs). Bare hex
 //! counts only where a credential is hex: a URL parameter (`X-Amz-Signature` is), a header,
-//! a cookie, and the bare name `key` (openssl prints keys in hex); under any other name hex
-//! is a commit, a digest or an id, and stays readable.
+//! a cookie, and the bare name `key` in upper case of a cipher key's length (as openssl
+//! prints it; build tools print digests in lower case); under any other name hex is a
+//! commit, a digest or a key id, and stays readable.
 //!
 //! A name that says the value is public or an identifier is no secret's name: `public_key`,
-//! `pubkey`, `key_id`, `kid`, `fingerprint`, `cache_key` (`Cache key:`), `primary_key`, and
-//! the like; nor is a name the keyword rule reads (`api_key`, `secret_key`): it judges those.
+//! `pubkey`, `key_id`, `keyId`, `fingerprint`, `cache_key` (and `Cache key:`, `from key:` in
+//! prose), `sort_key`, and the like; nor is a name the keyword rule reads (`api_key`,
+//! `secret_key`): it judges those.
 //!
 //! Cost: one Aho-Corasick pass for the anchors (`key`, `sig`, `auth`, `cred`, `sess`, `sid`,
 //! `code`, `token`); each hit reads its name and the bytes right after it, and only a name
@@ -62,6 +69,8 @@ const ANCHORS: &[&str] = &["key", "sig", "auth", "cred", "sess", "sid", "code", 
 /// Words that make a name an identifier's, a public value's, or a description's.
 const NOT_SECRET_WORDS: &[&str] = &[
     "public",
+    "publishable",
+    "site",
     "pub",
     "pubkey",
     "publickey",

@@ -184,6 +184,7 @@ fn identifiers_and_digests_in_the_same_positions_stay_readable() {
         format!("Cache not found for input keys: macOS-gradle-{h64}, macOS-gradle-\n"),
         format!("Cache key: {h64}\n"),
         format!("public_key: {pk}\npublicKey={pk}\npubkey = {pk}\n"),
+        format!("STRIPE_PUBLISHABLE_KEY=pk_test_{pk}\nRECAPTCHA_SITE_KEY={pk}\n"),
         format!("key_id: {kid}\nkeyId: {kid}\n\"kid\": \"{kid}\"\nsigningkey = {kid}\n"),
         format!("Primary key fingerprint: {h40}\nfingerprint={h40}\n"),
         format!("\"signatures\": [{{\"keyid\": \"SHA256:{pk}\", \"sig\": \"{b}\"}}]\n"),
