@@ -197,6 +197,8 @@ fn identifiers_and_digests_in_the_same_positions_stay_readable() {
         "exit code: 137\nerror code=ERR_PNPM_FETCH_404\nstatus code: 200\n".to_string(),
         format!("key = \"terraform/{h40}/state.tfstate\"\n"),
         format!("Sort key: {h64}\nkey={h40}\n"),
+        format!("<entry key=\"jetbrains.mps.v8_elimination\" value=\"{h40}\" />\n"),
+        format!("primaryKey={}\n", b62(52, 30)),
         format!("auth: {}\n", "abcdefghijklmnopqrstuvwx"),
         format!("ssh_key: ~/.ssh/id_{h40}\n"),
         format!("https://registry.example.com/pkg?checksum={h64}&id={kid}\n"),
