@@ -1,8 +1,9 @@
 //! A generated build log: what CI prints for cargo build and test, npm install, pip install,
 //! pytest, go test and docker build (BuildKit and the classic builder), with their commit
 //! hashes, sha256 digests, UUIDs, `sha512-` integrity strings, go.sum `h1:` hashes, build ids,
-//! timestamps and paths — text whose lines a redactor must leave alone (issue 38: at least
-//! 99.9% of them). Pure and seeded: [`build_log`] gives the same text for the same seed.
+//! timestamps and paths, and what it prints about keys, signatures and caches (cache keys,
+//! registry signatures, key ids, fingerprints, public keys) — text whose lines a redactor must
+//! leave alone (issue 38: at least 99.9% of them). Pure and seeded: [`build_log`] gives the same text for the same seed.
 //!
 //! Shared by the test that measures it (`tests/secrets/buildlog.rs`) and benchmarks
 //! (`#[path = "support/buildlog.rs"]`); a benchmark wanting N MiB calls [`build_log`] with
@@ -1003,6 +1004,154 @@ fn ci_prelude(r: &mut Rng, o: &mut String) {
     }
 }
 
+/// What CI prints about keys, signatures and caches that is no secret: actions/cache key
+/// lines, `npm publish`'s notice and `npm view`'s registry signatures, gpg and apt key ids
+/// and fingerprints, ssh host key fingerprints, terraform's key names and public keys, cargo
+/// and go checksums, a cosign verification: names holding `key`, `sig`, `signature`, `auth`
+/// and `session` with values that are digests and identifiers.
+fn keys_and_signatures(r: &mut Rng, o: &mut String) {
+    let os = r.pick(&["Linux", "macOS", "Windows"]);
+    let tool = r.pick(&["cargo", "npm", "pip", "gradle"]);
+    let h = r.hex(64);
+    let _ = writeln!(o, "Run actions/cache@v4");
+    let _ = writeln!(o, "  with:");
+    let _ = writeln!(o, "    path: ~/.{tool}");
+    let _ = writeln!(o, "    key: {os}-{tool}-{h}");
+    let _ = writeln!(o, "    restore-keys: {os}-{tool}-");
+    let _ = writeln!(o, "    enableCrossOsArchive: false");
+    let _ = writeln!(o, "Cache key: {os}-{tool}-{h}");
+    let _ = writeln!(
+        o,
+        "Cache not found for input keys: {os}-{tool}-{h}, {os}-{tool}-"
+    );
+    let _ = writeln!(o, "##[debug]Resolved Keys:");
+    let _ = writeln!(o, "##[debug][\"{os}-{tool}-{h}\",\"{os}-{tool}-\"]");
+    let _ = writeln!(o, "Cache saved with key: {os}-{tool}-{h}");
+    let _ = writeln!(o, "Cache Size: ~{0} MB ({0}123456 B)", r.range(10, 900));
+    let (pkg, v) = (r.pick(CRATES), r.version());
+    let _ = writeln!(o, "npm notice");
+    let _ = writeln!(o, "npm notice package: @acme/{pkg}@{v}");
+    let _ = writeln!(o, "npm notice shasum: {}", r.hex(40));
+    let _ = writeln!(
+        o,
+        "npm notice integrity: sha512-{}[...]{}==",
+        r.b64(13),
+        r.b64(13)
+    );
+    let _ = writeln!(o, "npm notice total files: {}", r.range(3, 90));
+    let _ = writeln!(
+        o,
+        "npm notice Publishing to https://registry.npmjs.org/ with tag latest and public access"
+    );
+    let _ = writeln!(o, "$ npm view @acme/{pkg}@{v} dist --json");
+    let _ = writeln!(o, "{{");
+    let _ = writeln!(o, "  \"integrity\": \"sha512-{}==\",", r.b64(86));
+    let _ = writeln!(o, "  \"shasum\": \"{}\",", r.hex(40));
+    let _ = writeln!(o, "  \"signatures\": [");
+    let _ = writeln!(o, "    {{");
+    let _ = writeln!(o, "      \"keyid\": \"SHA256:{}\",", r.b64(43));
+    let _ = writeln!(o, "      \"sig\": \"MEUCI{}\"", r.b64(91));
+    let _ = writeln!(o, "    }}");
+    let _ = writeln!(o, "  ]");
+    let _ = writeln!(o, "}}");
+    let _ = writeln!(
+        o,
+        "audited {0} packages in {1}\n\n{0} packages have verified registry signatures",
+        r.range(100, 2000),
+        r.secs(4000)
+    );
+    let fpr = r.hex(40).to_ascii_uppercase();
+    let kid = fpr[24..].to_string();
+    let _ = writeln!(o, "gpg: Signature made Fri Mar  1 10:22:31 2024 UTC");
+    let _ = writeln!(o, "gpg:                using RSA key {fpr}");
+    let _ = writeln!(
+        o,
+        "gpg: Good signature from \"Acme Release Signing <release@example.com>\" [unknown]"
+    );
+    let spaced: Vec<&str> = (0..10).map(|i| &fpr[i * 4..i * 4 + 4]).collect();
+    let _ = writeln!(o, "Primary key fingerprint: {}", spaced.join(" "));
+    let _ = writeln!(
+        o,
+        "W: GPG error: https://repo.example.com stable InRelease: The following signatures couldn't be verified because the public key is not available: NO_PUBKEY {kid}"
+    );
+    let _ = writeln!(o, "signingkey = {kid}");
+    let _ = writeln!(o, "key_id: {kid}");
+    let _ = writeln!(o, "fingerprint={fpr}");
+    let _ = writeln!(
+        o,
+        "Warning: Permanently added 'github.com' (ED25519) to the list of known hosts."
+    );
+    let _ = writeln!(
+        o,
+        "256 SHA256:{} runner@fv-az{}-{} (ED25519)",
+        r.b64(43),
+        r.range(100, 999),
+        r.range(100, 999)
+    );
+    let _ = writeln!(o, "Host key fingerprint is SHA256:{}", r.b64(43));
+    let _ = writeln!(o, "  # aws_key_pair.deployer will be created");
+    let _ = writeln!(o, "  + resource \"aws_key_pair\" \"deployer\" {{");
+    let _ = writeln!(o, "      + fingerprint = (known after apply)");
+    let _ = writeln!(o, "      + key_name    = \"deployer-{}\"", r.hex(8));
+    let _ = writeln!(o, "      + key_pair_id = (known after apply)");
+    let _ = writeln!(
+        o,
+        "      + public_key  = \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{} deploy@ci\"",
+        r.b64(43)
+    );
+    let _ = writeln!(
+        o,
+        "      + kms_key_id  = \"arn:aws:kms:us-east-1:123456789012:key/{}\"",
+        r.uuid()
+    );
+    let _ = writeln!(o, "    }}");
+    let _ = writeln!(o, "Initializing the backend...");
+    let _ = writeln!(o, "  bucket = \"acme-tfstate\"");
+    let _ = writeln!(o, "  key    = \"env/prod/{}/terraform.tfstate\"", r.hex(8));
+    let _ = writeln!(
+        o,
+        "- Installed hashicorp/aws v{} (signed by HashiCorp)",
+        r.version()
+    );
+    let _ = writeln!(o, "checksum = \"{}\"", r.hex(64));
+    let _ = writeln!(
+        o,
+        "verifying github.com/acme/lib@v{}: checksum mismatch",
+        r.version()
+    );
+    let _ = writeln!(o, "\tdownloaded: h1:{}=", r.b64(43));
+    let _ = writeln!(o, "\tgo.sum:     h1:{}=", r.b64(43));
+    let d = r.hex(64);
+    let _ = writeln!(o, "Verification for ghcr.io/acme/app@sha256:{d} --");
+    let _ = writeln!(
+        o,
+        "The following checks were performed on each of these signatures:"
+    );
+    let _ = writeln!(o, "  - The cosign claims were validated");
+    let _ = writeln!(
+        o,
+        "[{{\"critical\":{{\"identity\":{{\"docker-reference\":\"ghcr.io/acme/app\"}},\"image\":{{\"docker-manifest-digest\":\"sha256:{d}\"}},\"type\":\"cosign container image signature\"}},\"optional\":{{\"Bundle\":{{\"SignedEntryTimestamp\":\"{}\",\"Payload\":{{\"logIndex\":{},\"logID\":\"{}\"}}}}}}}}]",
+        r.b64(96),
+        r.range(1_000_000, 90_000_000),
+        r.hex(64)
+    );
+    let _ = writeln!(o, "session: {}", r.uuid());
+    let _ = writeln!(o, "Session ID: {}", r.hex(32));
+    let _ = writeln!(o, "auth: token (from GITHUB_TOKEN)");
+    let _ = writeln!(
+        o,
+        "Credentials: using ambient credentials from the runner (OIDC)"
+    );
+    let _ = writeln!(o, "##[debug]Evaluating: secrets.NPM_AUTH");
+    let _ = writeln!(o, "keys: {} loaded, {} skipped", r.range(1, 9), r.below(3));
+    let _ = writeln!(
+        o,
+        "error code: {}  exit code: {}",
+        r.range(400, 599),
+        r.below(3)
+    );
+}
+
 /// A build log of at least `min_lines` lines, the same for the same seed.
 pub fn build_log(seed: u64, min_lines: usize) -> String {
     let mut r = Rng::new(seed);
@@ -1011,7 +1160,7 @@ pub fn build_log(seed: u64, min_lines: usize) -> String {
     let mut lines = 0;
     while lines < min_lines {
         let mut section = String::new();
-        match r.below(9) {
+        match r.below(10) {
             0 => cargo_build(&mut r, &mut section),
             1 => cargo_test(&mut r, &mut section),
             2 => npm_install(&mut r, &mut section),
@@ -1020,6 +1169,7 @@ pub fn build_log(seed: u64, min_lines: usize) -> String {
             5 => go_test(&mut r, &mut section),
             6 => docker_buildkit(&mut r, &mut section),
             7 => docker_classic(&mut r, &mut section),
+            8 => keys_and_signatures(&mut r, &mut section),
             _ => ci_prelude(&mut r, &mut section),
         }
         // Half the sections as GitHub Actions shows them: each line stamped.

@@ -22,6 +22,7 @@ pub(crate) mod prefilter;
 mod redact;
 pub mod rules;
 mod scan;
+mod weak;
 
 pub use confidence::Confidence;
 pub use normalise::{decode_utf16, encode_like};

@@ -228,6 +228,8 @@ impl Scanner {
         }
         // Names and values apart (siblings, tables, next lines): see `pairs`.
         super::pairs::scan(text, kind, &mut pair_windows, trace, &mut found);
+        // Random values in a secret's position under weak names, URL parameters: see `weak`.
+        super::weak::scan(text, kind, &mut found);
         if entropy && kind != TextKind::Lock {
             entropy::scan(text, kind, &mut found);
         }

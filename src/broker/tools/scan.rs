@@ -644,6 +644,9 @@ pub fn sarif(report: &ScanReport) -> serde_json::Value {
             .map(|r| r.description)
             .unwrap_or(match id {
                 "high-entropy-hex" => "High-entropy hexadecimal string",
+                "secret-position-entropy" => {
+                    "Random-looking value in a secret's position (a weakly secret name, a signature or code parameter, a session cookie)"
+                }
                 _ => "High-entropy base64 string",
             })
     };
