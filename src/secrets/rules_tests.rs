@@ -162,6 +162,12 @@ fn long_jwts_are_found_whole() {
             ),
             format!("2026-12-07T10:00:00Z INFO got {jwt} for the session\n"),
             format!("> Authorization: Bearer {jwt}\r\n"),
+            // Alone on its line (`az account get-access-token --query accessToken -o tsv`),
+            // first in the text or after another line: the window's rematch must see the
+            // line start that the first pass saw.
+            format!("{jwt}\n"),
+            format!("$ az account get-access-token -o tsv\n{jwt}\n"),
+            format!("x\r\n{jwt}\r\n"),
         ] {
             let f = found(&text);
             assert!(

@@ -289,9 +289,14 @@ impl Scanner {
             let Some(re) = self.regex(ri) else { continue };
             let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
                 let at = ws + at;
-                let Some((s, e, unquoted)) =
-                    at_window_end(re, rule.generic, text, we, at, (ws + s, ws + e, unquoted))
-                else {
+                let Some((s, e, unquoted)) = at_window_end(
+                    re,
+                    rule.generic,
+                    text,
+                    (ws, we),
+                    at,
+                    (ws + s, ws + e, unquoted),
+                ) else {
                     return;
                 };
                 if let Some(parts) = rule.parts {
@@ -356,7 +361,7 @@ fn at_window_end(
     re: &Regex,
     generic: bool,
     text: &[u8],
-    we: usize,
+    (ws, we): (usize, usize),
     at: usize,
     (s, e, unquoted): (usize, usize, bool),
 ) -> Option<(usize, usize, bool)> {
@@ -366,7 +371,7 @@ fn at_window_end(
     if text[we] == b'\n' {
         return (!generic || unquoted).then_some((s, e, unquoted));
     }
-    rematch(re, generic, text, at, s)
+    rematch(re, generic, text, ws, at, s)
 }
 
 /// The findings of a rule whose secret group holds several ([`super::rules::Rule::parts`]):
@@ -403,31 +408,38 @@ fn push_parts(
 /// line ends before it closes). A secret that reaches the bound is cut there and goes on
 /// over the rest of its token ([`rest_end`]). Runs only where a window ends inside a match;
 /// each such window is followed by the bytes this reads, so the work stays linear.
+///
+/// The haystack starts where the window `ws` did, as in the first pass: a rule's `^` (a JWT
+/// alone on its line, `start!()`) matched at the window's start there and must match again
+/// here (`az account get-access-token -o tsv` prints a bare 3 KiB JWT on a line of its own).
 fn rematch(
     re: &Regex,
     generic: bool,
     text: &[u8],
+    ws: usize,
     at: usize,
     s: usize,
 ) -> Option<(usize, usize, bool)> {
     let hi = text.len().min(s.saturating_add(VALUE_BOUND));
-    let hay = &text[..hi];
-    let m = re.find_at(hay, at).filter(|m| m.start() == at)?;
-    let read = if generic && m.end() < hi {
-        keyword_value(&hay[at..m.end()], false).map(|(vs, ve, u)| (at + vs, at + ve, u))
+    let hay = &text[ws..hi];
+    let rat = at - ws;
+    let m = re.find_at(hay, rat).filter(|m| m.start() == rat)?;
+    let read = if generic && ws + m.end() < hi {
+        keyword_value(&hay[rat..m.end()], false).map(|(vs, ve, u)| (at + vs, at + ve, u))
     } else {
         None
     };
     let (vs, ve, u) = match read {
         Some(v) => v,
         None => {
-            let caps = re.captures_at(&hay[..m.end()], at)?;
+            let caps = re.captures_at(&hay[..m.end()], rat)?;
             let (_, vs, ve, u) = secret_of(&caps)?;
-            (vs, ve, u)
+            (ws + vs, ws + ve, u)
         }
     };
+    let m_end = ws + m.end();
     // Still open at the line's end: not a value (as in the first pass).
-    if generic && !u && ve == m.end() && hi < text.len() && text[ve] == b'\n' {
+    if generic && !u && ve == m_end && hi < text.len() && text[ve] == b'\n' {
         return None;
     }
     let ve = if ve == hi && hi < text.len() {
