@@ -779,8 +779,6 @@ pub fn run_class(class: &'static str) {
 /// Fixtures that leak still, by class, each a gap the engine does not close yet (issue 38 is
 /// open on them): the test fails when one of these stops leaking, so the list only shrinks.
 const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("no_rule", "Authorization: AWS4-HMAC-SHA256"),
-    ("no_rule", "curl -v: Authorization: Digest"),
     ("no_rule", "kubeadm token create"),
     ("partial", "sed -n 2,5p of an RSA key (neither armour line)"),
     ("punctuation", ".env: values opening with ( [ < {"),

@@ -981,8 +981,8 @@ pub fn anchor_tables() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 const ANCHORS_FOLDED: &[&str] = &[
     "-begin", "-key", "-us", ".acc", ".com", "432:", "4b1d", ":*:", "://", ":5433:", "_key",
     "_mmk", "_v1_", "actory", "adafru", "adobe", "algoli", "alibab", "api", "asana", "atadog",
-    "atlas", "auth", "aws", "beamer", "bintra", "bird", "book", "bucket", "cient:", "cio",
-    "clojar", "cloud", "cohere", "coin", "conflu", "cont", "cookie", "curl", "d key=", "darkly",
+    "atlas", "ature:", "auth", "aws", "beamer", "bintra", "bird", "book", "bucket", "cient:",
+    "cio", "clo", "cohere", "coin", "conflu", "cont", "cookie", "curl", "d key=", "darkly",
     "discor", "dnkey-", "dp.pt.", "dronec", "endesk", "ession", "etlify", "etsy", "expone", "eyj",
     "fastly", "fin", "fio-u-", "flickr", "fm1", "fm2", "fo1_", "ftlaye", "gho_", "ghp_", "ghr_",
     "ghs_", "ghu_", "glagen", "glc", "gldt-", "glf", "glimt-", "gloas-", "glp", "glrt-", "gls",

@@ -427,6 +427,108 @@ fn authorization_credential(s: &[u8]) -> bool {
         .any(|run| run.len() >= 12 && run.iter().any(u8::is_ascii_digit))
 }
 
+/// Parameters of an Authorization scheme that are no secret: Digest's (RFC 7616) but its
+/// `response`, AWS SigV4's `Credential` (its access key id is `aws-access-key-id`'s) and
+/// `SignedHeaders`, HTTP Signatures' and OAuth 1.0's descriptive ones.
+const READABLE_AUTH_PARAMS: &[&str] = &[
+    "username",
+    "realm",
+    "nonce",
+    "uri",
+    "algorithm",
+    "qop",
+    "nc",
+    "cnonce",
+    "opaque",
+    "userhash",
+    "charset",
+    "domain",
+    "stale",
+    "credential",
+    "signedheaders",
+    "keyid",
+    "headers",
+    "created",
+    "expires",
+    "oauth_signature_method",
+    "oauth_timestamp",
+    "oauth_nonce",
+    "oauth_version",
+];
+
+/// One `name=value` parameter of an Authorization header from `p` of `s`: (name, value
+/// start, value end, where the next parameter may start). A quoted value (`"..."`, or
+/// `\"...\"` inside a JSON string) is its bytes inside the quotes.
+fn auth_param(s: &[u8], p: usize) -> Option<(&[u8], usize, usize, usize)> {
+    let ne = p + s[p..]
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        .unwrap_or(s.len() - p);
+    if ne == p || s.get(ne) != Some(&b'=') {
+        return None;
+    }
+    let v = ne + 1;
+    let quote: &[u8] = if s[v..].starts_with(b"\\\"") {
+        b"\\\""
+    } else if s[v..].starts_with(b"\"") {
+        b"\""
+    } else {
+        b""
+    };
+    let (vs, ve, next) = if quote.is_empty() {
+        let ve = memchr::memchr(b',', &s[v..]).map_or(s.len(), |i| v + i);
+        let vt = v + s[v..ve].trim_ascii_end().len();
+        (v, vt, ve)
+    } else {
+        let vs = v + quote.len();
+        let ve = vs + memchr::memmem::find(&s[vs..], quote)?;
+        (vs, ve, ve + quote.len())
+    };
+    (ve > vs).then_some((&s[p..ne], vs, ve, next))
+}
+
+/// An Authorization header's secret parts: for a scheme with a parameter list (Digest, AWS
+/// SigV4, OAuth 1.0, HTTP Signatures: two or more `name=value` pairs), each value but those
+/// [`READABLE_AUTH_PARAMS`] names (Digest's `response`, SigV4's `Signature`; `username`,
+/// `realm`, `uri` stay readable); otherwise (a Bearer or Basic token, an NTLM blob) the whole.
+fn authorization_parts(s: &[u8]) -> Vec<(usize, usize)> {
+    let whole = vec![(0, s.len())];
+    let mut params = Vec::new();
+    let mut p = 0;
+    loop {
+        while p < s.len() && (s[p] == b',' || s[p].is_ascii_whitespace()) {
+            p += 1;
+        }
+        if p >= s.len() {
+            break;
+        }
+        let Some((name, vs, ve, next)) = auth_param(s, p) else {
+            return whole;
+        };
+        params.push((name, vs, ve));
+        p = next;
+        // A parameter ends at a comma (spaces before it aside).
+        while p < s.len() && s[p].is_ascii_whitespace() {
+            p += 1;
+        }
+        if p < s.len() && s[p] != b',' {
+            return whole;
+        }
+    }
+    if params.len() < 2 {
+        return whole;
+    }
+    params
+        .into_iter()
+        .filter(|(name, _, _)| {
+            !READABLE_AUTH_PARAMS
+                .iter()
+                .any(|r| name.eq_ignore_ascii_case(r.as_bytes()))
+        })
+        .map(|(_, vs, ve)| (vs, ve))
+        .collect()
+}
+
 /// Not a run of one character nor the documented example (`abcdef.0123456789abcdef`).
 fn not_a_run(s: &[u8]) -> bool {
     !super::entropy::is_repetitive(s)
@@ -1221,21 +1323,33 @@ pub static RULES: &[Rule] = &[
     ),
     Rule {
         check: Some(authorization_credential),
+        parts: Some(authorization_parts),
         ..rule(
             "http-authorization",
-            "HTTP Authorization or Proxy-Authorization header, any scheme (Bearer, Basic, token, AWS4-HMAC-SHA256, Digest, Negotiate, NTLM, custom)",
+            "HTTP Authorization or Proxy-Authorization header, any scheme (Bearer, Basic, token, AWS4-HMAC-SHA256, Digest, Negotiate, NTLM, custom); of a parameter list, the secret parameters (Digest's `response`, SigV4's `Signature`)",
             &["authorization"],
             concat!(
                 r#"(?i)authorization['"]?\s{0,5}(?::|=>|=)\s{0,5}(?:"#,
-                // Bearer, Basic, token: the credential, one token.
-                r#"['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
+                // Bearer, Basic, token: the credential, one token (a Python bytes literal's
+                // `b'` too: botocore's `--debug` prints its headers as a dict's repr).
+                r#"b?['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
                 r"(?P<s>[A-Za-z0-9._~+/=-]{12,4000})(?:[^A-Za-z0-9._~+/=-]|$)",
                 // Any other scheme: its parameters, to the closing quote of a JSON string...
-                r#"|"[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s2>(?:[^"\\\n]|\\.){8,4000})""#,
+                r#"|b?"[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s2>(?:[^"\\\n]|\\.){8,4000})""#,
                 // ... or to the end of the line (a `'...'` argument's closing quote aside).
-                r#"|'?[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s3>[^\s'"][^\r\n']{6,4000}[^\s'])"#,
+                r#"|(?:b?')?[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s3>[^\s'"][^\r\n']{6,4000}[^\s'])"#,
                 r")"
             ),
+        )
+    },
+    Rule {
+        lines_after: 1,
+        check: Some(not_a_run),
+        ..rule(
+            "aws-sigv4-signature",
+            "AWS SigV4 request signature that botocore's `--debug` log prints alone on the line after `Signature:`",
+            &["signature:"],
+            r"(?i)signature:[ \t]*\r?\n(?P<s>[0-9a-f]{64})[ \t]*(?:\r?\n|$)",
         )
     },
     Rule {
@@ -2190,10 +2304,14 @@ pub static RULES: &[Rule] = &[
                 "-token\":",
                 "-key\":",
                 "-auth\":",
+                // A Python dict's repr (botocore's `--debug`: `'X-Amz-Security-Token': b'...'`).
+                "-token':",
+                "-key':",
+                "-auth':",
             ],
             concat!(
                 r#"(?i)(?:^|[\s'"])(?:[<>][ \t])?(?:x-[A-Za-z0-9-]{0,40}|[A-Za-z0-9]{1,40}-(?:[A-Za-z0-9]{1,40}-)?)"#,
-                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}['"]?"#,
+                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}(?:b?['"])?"#,
                 r#"(?P<s>[^\s'"]{8,4000})(?:[\s'"]|$)"#
             ),
         )

@@ -333,21 +333,68 @@ fn headers_named_for_secrets_and_any_authorization_scheme() {
     let aws4 = format!(
         "Credential={akid}/20261207/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature={sig}"
     );
+    // Of a parameter list, the secret parameters: SigV4's `Signature` (the access key id in
+    // `Credential` is `aws-access-key-id`'s), Digest's `response`; the rest stays readable.
+    let aws4_found = [
+        ("aws-access-key-id", akid.as_str()),
+        ("http-authorization", &sig),
+    ];
     finds(
         &format!("> Authorization: AWS4-HMAC-SHA256 {aws4}\r\n"),
-        &[("http-authorization", &aws4)],
+        &aws4_found,
     );
     finds(
         &format!("{{\"Authorization\": \"AWS4-HMAC-SHA256 {aws4}\", \"Host\": \"s3\"}}\n"),
-        &[("http-authorization", &aws4)],
+        &aws4_found,
+    );
+    // botocore's `--debug`: the signature alone after `Signature:`, then the headers as a
+    // Python dict's repr of bytes literals, with the session token.
+    let st = format!("IQoJb3JpZ2luX2VjE{}", random_of(B64, 400, 80));
+    finds(
+        &format!(
+            "2024-03-01 10:22:31,123 - MainThread - botocore.auth - DEBUG - Signature:\n{sig}\n"
+        ),
+        &[("aws-sigv4-signature", &sig)],
+    );
+    finds(
+        &format!(
+            "headers={{'X-Amz-Date': b'20240301T102231Z', 'Authorization': b'AWS4-HMAC-SHA256 {aws4}', 'X-Amz-Security-Token': b'{st}'}}>\n"
+        ),
+        &[
+            ("aws-access-key-id", &akid),
+            ("http-authorization", &sig),
+            ("http-secret-header", &st),
+        ],
+    );
+    finds(
+        &format!("{{'Authorization': b'Bearer {st}'}}\n"),
+        &[("http-authorization", &st)],
     );
     let resp = random_of(b"0123456789abcdef", 32, 68);
-    let digest =
-        format!("username=\"bob\", realm=\"api\", nonce=\"{sig}\", uri=\"/\", response=\"{resp}\"");
-    finds(
-        &format!("Authorization: Digest {digest}\n"),
-        &[("http-authorization", &digest)],
-    );
+    for realm in ["api", "api@example.com"] {
+        let digest = format!(
+            "username=\"bob\", realm=\"{realm}\", nonce=\"{sig}\", uri=\"/\", cnonce=\"{}\", nc=00000001, qop=auth, response=\"{resp}\", algorithm=MD5",
+            &sig[..16]
+        );
+        finds(
+            &format!("> Authorization: Digest {digest}\n"),
+            &[("http-authorization", &resp)],
+        );
+        let escaped = digest.replace('"', "\\\"");
+        finds(
+            &format!("{{\"Authorization\": \"Digest {escaped}\"}}\n"),
+            &[("http-authorization", &resp)],
+        );
+        let out = String::from_utf8_lossy(&redacted_whole(
+            format!("Authorization: Digest {digest}\n").as_bytes(),
+        ))
+        .to_string();
+        assert!(
+            out.contains("username=\"bob\"")
+                && out.contains("response=\"[REDACTED:http-authorization]\""),
+            "{out}"
+        );
+    }
     let blob = format!("TlRMTVNTUAAB{}", random_of(B64, 120, 69));
     finds(
         &format!("Proxy-Authorization: NTLM {blob}\n"),
@@ -365,6 +412,20 @@ fn headers_named_for_secrets_and_any_authorization_scheme() {
     no_finding_of(
         "Authorization: Negotiate authentication is used by the proxy\nAuthorization: Bearer $TOKEN\nAuthorization: Digest <credentials>\n",
         &["http-authorization"],
+    );
+    // A parameter list with no secret parameter, or a placeholder for it; a `Signature:` line
+    // followed by what is not a lone 64-hex signature.
+    no_finding_of(
+        "Authorization: Digest username=\"bob\", realm=\"api\", uri=\"/\"\nAuthorization: Digest username=\"bob\", response=\"<response>\"\n",
+        &["http-authorization"],
+    );
+    no_finding_of(
+        &format!(
+            "Signature:\n{sig}  release.tar.gz\nSignature:\n{}\nGood signature:\n{}\n",
+            "0".repeat(64),
+            &sig[..40]
+        ),
+        &["aws-sigv4-signature"],
     );
 }
 
