@@ -537,6 +537,25 @@ fn not_a_run(s: &[u8]) -> bool {
         && !s.windows(10).any(|w| w == b"0123456789")
 }
 
+/// A line that is only a kubeadm bootstrap token (`kubeadm token create` prints it so, with
+/// no name): `[a-z0-9]{6}.[a-z0-9]{16}` once spaces around it are trimmed. A file name, a
+/// host or a `module.function` rarely has that shape; what does is told apart by its secret
+/// part, which kubeadm draws at random: letters and digits both, 3 bits of entropy or more
+/// (16 random characters of 36 reach that but once in millions), no run nor sequence.
+pub fn is_bootstrap_token_line(line: &[u8]) -> bool {
+    let t = line.trim_ascii();
+    let tok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if t.len() != 23 || t[6] != b'.' || !t[..6].iter().all(tok) || !t[7..].iter().all(tok) {
+        return false;
+    }
+    let secret = &t[7..];
+    secret.iter().any(u8::is_ascii_digit)
+        && secret.iter().any(u8::is_ascii_lowercase)
+        && super::entropy::shannon(secret) >= 3.0
+        && not_a_run(t)
+        && not_a_run(secret)
+}
+
 /// A cookie's value that is a credential: a name saying session, token, auth, key, secret,
 /// sid or login with a value of 4 bytes or more, or any value of 8 or more that a program
 /// made (a digit, mixed case or a symbol): `theme=dark`, `lang=en` stay.
@@ -1455,7 +1474,7 @@ pub static RULES: &[Rule] = &[
         check: Some(not_a_run),
         ..rule(
             "kubeadm-bootstrap-token",
-            "kubeadm bootstrap token (`kubeadm join --token`, `kubeadm token list`, a bootstrap Secret's token-secret)",
+            "kubeadm bootstrap token (`kubeadm join --token`, `kubeadm token list`, a bootstrap Secret's token-secret; alone on a line, as `kubeadm token create` prints it: `scan`'s line pass, see `is_bootstrap_token_line`)",
             &["kubeadm", "system:bootstrappers", "token-secret"],
             concat!(
                 r"(?i)kubeadm\b[^\n]{0,400}?--token(?:[ \t]{1,5}|=)(?P<s>[a-z0-9]{6}\.[a-z0-9]{16})(?:[^a-z0-9]|$)",

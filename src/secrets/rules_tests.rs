@@ -463,6 +463,35 @@ fn google_kubeadm_pgpass_and_ecr() {
         "kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef\nkubeadm join --token <token>\n",
         &["kubeadm-bootstrap-token"],
     );
+    // Alone on its line, as `kubeadm token create` prints it (no name to find it by).
+    finds(&format!("{kt}\n"), &[("kubeadm-bootstrap-token", &kt)]);
+    finds(
+        &format!("$ kubeadm token create --ttl 2h\n{kt}\r\n$ echo done\n"),
+        &[("kubeadm-bootstrap-token", &kt)],
+    );
+    // The CA certificate's hash of a join command is public: the token only.
+    let ca = random_of(b"0123456789abcdef", 64, 74);
+    finds(
+        &format!(
+            "kubeadm join 10.0.0.1:6443 --token {kt} --discovery-token-ca-cert-hash sha256:{ca}\n"
+        ),
+        &[("kubeadm-bootstrap-token", &kt)],
+    );
+    for text in [
+        format!("kubeadm join 10.0.0.1:6443 --discovery-token-ca-cert-hash sha256:{ca}\n"),
+        format!("    --discovery-token-ca-cert-hash sha256:{ca} \\\n"),
+        format!("discovery-token-ca-cert-hash: sha256:{ca}\n"),
+    ] {
+        assert!(found(&text).is_empty(), "{text}: {:?}", found(&text));
+    }
+    // Lines of the shape that are no token: a file, a host, `module.function`, a secret part
+    // with no digit, no letter, a run or a sequence; a token inside a sentence is not alone.
+    no_finding_of(
+        &format!(
+            "abcdef.txt\nmodule.function_name_here\ndb01ab.internal-example\nconfig.productionserver\nbackup.2024122520241226\nworker.node1node2node3n\nabcdef.0123456789abcdef\nq1w2e3.aaaaaaaaaaaaaaaa\nsee {kt} above\n"
+        ),
+        &["kubeadm-bootstrap-token"],
+    );
     let pw = random_of(AN, 18, 76);
     finds(
         &format!("db.internal:5432:app:app_user:{pw}\n"),

@@ -226,6 +226,9 @@ impl Scanner {
             let regions = context_regions(text, &generic_windows, programs, resume);
             self.scan_contexts(text, kind, &regions, start, trace, &mut found);
         }
+        if kind != TextKind::Lock {
+            bootstrap_token_lines(text, &mut found);
+        }
         // Names and values apart (siblings, tables, next lines): see `pairs`.
         super::pairs::scan(text, kind, &mut pair_windows, trace, &mut found);
         if entropy && kind != TextKind::Lock {
@@ -350,6 +353,34 @@ impl Scanner {
             }
         }
         names
+    }
+}
+
+/// Lines that are only a kubeadm bootstrap token (`kubeadm token create` prints no name
+/// for a keyword to find): a pass over the line ends, looking only at lines of the token's
+/// length ([`super::rules::is_bootstrap_token_line`]).
+fn bootstrap_token_lines(text: &[u8], out: &mut Vec<(usize, Finding)>) {
+    static RI: OnceLock<Option<usize>> = OnceLock::new();
+    let Some(ri) = *RI.get_or_init(|| RULES.iter().position(|r| r.id == "kubeadm-bootstrap-token"))
+    else {
+        return;
+    };
+    let mut ls = 0;
+    for le in memchr::memchr_iter(b'\n', text).chain(std::iter::once(text.len())) {
+        let line = &text[ls..le];
+        if (23..=40).contains(&line.len()) && super::rules::is_bootstrap_token_line(line) {
+            let s = ls + line.len() - line.trim_ascii_start().len();
+            out.push((
+                ri,
+                Finding {
+                    rule: RULES[ri].id,
+                    start: s,
+                    end: s + 23,
+                    specific: true,
+                },
+            ));
+        }
+        ls = le + 1;
     }
 }
 
