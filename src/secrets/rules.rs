@@ -711,6 +711,44 @@ pub static RULES: &[Rule] = &[
             r"(?m)(?P<s>(?:^[A-Za-z0-9+/=]{4,200}\r?\n){2,}-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)",
         )
     },
+    // Key lines with neither armour line (`sed -n 2,5p key.pem`, a body pasted alone): a
+    // base64 line that opens with a private key's DER (the version `INTEGER 0` or `1` then
+    // the key, which no certificate nor public key starts so: theirs hold `AwIBAgI`,
+    // `AAOC`, `KoZIzj0CAQ`), and the base64 lines that follow it.
+    Rule {
+        lines_after: 400,
+        check: Some(has_key_body),
+        ..exact(
+            "private-key-body",
+            "The base64 lines of a private key without its armour lines, from a line that opens with a private key's DER (PKCS#1 RSA, PKCS#8, SEC1 EC, OpenSSH)",
+            &[
+                "IBAAKCAQEA",
+                "IBAAKCAgEA",
+                "IBAAKCAYEA",
+                "IBAAKBgQ",
+                "IBADANBgkqhkiG9w0BAQEFAASC",
+                "MHcCAQEEI",
+                "MIGkAgEBBDA",
+                "MIHcAgEBBEI",
+                "MIGHAgEAMBMGByqGSM49",
+                "MIG2AgEAMBAGByqGSM49",
+                "MC4CAQAwBQYDK2VwBCIEI",
+                "b3BlbnNzaC1rZXktdjEAAAAA",
+            ],
+            concat!(
+                r"(?m)(?:^|[^A-Za-z0-9+/=])(?P<s>(?:",
+                // PKCS#1 RSA (1024 to 4096 bits) and PKCS#8 RSA: `SEQUENCE`, `INTEGER 0`,
+                // then the modulus or the rsaEncryption OID and the `OCTET STRING`.
+                r"MII[A-Za-z0-9+/]{3}IBA(?:AKCAQEA|AKCAgEA|AKCAYEA|AKBgQ|DANBgkqhkiG9w0BAQEFAASC)",
+                // SEC1 EC (P-256, P-384, P-521), PKCS#8 EC (P-256, P-384), PKCS#8 Ed25519,
+                // OpenSSH's `openssh-key-v1`.
+                r"|MHcCAQEEI|MIGkAgEBBDA|MIHcAgEBBEI|MIGHAgEAMBMGByqGSM49|MIG2AgEAMBAGByqGSM49",
+                r"|MC4CAQAwBQYDK2VwBCIEI|b3BlbnNzaC1rZXktdjEAAAAA",
+                r")[A-Za-z0-9+/=]*(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/]{2,200}={0,2})*)",
+                r"[ \t]*(?:\r?\n|$)"
+            ),
+        )
+    },
     Rule {
         lines_after: 60,
         ..rule(

@@ -635,6 +635,93 @@ fn open_and_tail_key_blocks_are_redacted() {
     assert!(found(&cert).is_empty(), "{:?}", found(&cert));
 }
 
+/// Key lines with neither armour line (`sed -n 2,5p key.pem`): from a line opening with a
+/// private key's DER prefix over the base64 lines after it, whole-text and streamed (a pause
+/// after each line too); certificates' and public keys' lines stay.
+#[test]
+fn key_lines_without_armour_are_redacted_from_a_private_keys_prefix() {
+    for (i, prefix) in [
+        "MIIEowIBAAKCAQEA",
+        "MIIJKAIBAAKCAgEA",
+        "MIIG4wIBAAKCAYEA",
+        "MIICXAIBAAKBgQ",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        "MIIJQgIBADANBgkqhkiG9w0BAQEFAASC",
+        "MHcCAQEEI",
+        "MIGkAgEBBDA",
+        "MIGHAgEAMBMGByqGSM49AwEHBG0wawIBAQQg",
+        "MC4CAQAwBQYDK2VwBCIEI",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = format!(
+            "{prefix}{}",
+            random_of(B64, 300 - prefix.len(), 300 + i as u64)
+        );
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or_default())
+            .collect();
+        let block = lines.join("\n");
+        for text in [
+            format!("{block}\n"),
+            format!("$ sed -n 2,6p server.key\n{block}\n$ echo done\ndone\n"),
+            format!("  key: |\n    {}\n", lines.join("\n    ")),
+        ] {
+            let f = found(&text);
+            assert_eq!(f.len(), 1, "{prefix}: {f:?}");
+            assert_eq!(f[0].0, "private-key-body", "{prefix}");
+            for l in &lines {
+                assert!(f[0].1.contains(l), "{prefix}: a line is left out");
+            }
+            streams_redacted(&text, &lines);
+            let mut r = Redactor::new(TextKind::Stream);
+            let mut out = Vec::new();
+            for l in text.split_inclusive('\n') {
+                r.feed(l.as_bytes(), &mut out);
+                r.flush_lines(&mut out);
+            }
+            r.finish(&mut out);
+            assert_eq!(out, redacted_whole(text.as_bytes()), "{prefix}: paused");
+        }
+        // What follows the block stays.
+        let out = String::from_utf8_lossy(&redacted_whole(
+            format!("{block}\n$ echo done\ndone.\n").as_bytes(),
+        ))
+        .to_string();
+        assert!(out.ends_with("$ echo done\ndone.\n"), "{out}");
+    }
+    // Certificates, public keys (SPKI RSA and EC, PKCS#1 RSA), an SSH public key, and a
+    // private key's prefix inside a longer base64 word: no key body.
+    for (i, prefix) in [
+        "MIIDxTCCAq2gAwIBAgIJAK",
+        "MIIFazCCA1OgAwIBAgIUE",
+        "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA",
+        "MIICIjANBgkqhkiG9w0BAQEFAAOCAg8AMIICCgKCAgEA",
+        "MIIBCgKCAQEA",
+        "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
+        "AAAAB3NzaC1yc2EAAAADAQABAAABAQ",
+        "QUJDRE1IcCAQEEI",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = format!(
+            "{prefix}{}",
+            random_of(B64, 300 - prefix.len(), 320 + i as u64)
+        );
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or_default())
+            .collect();
+        no_finding_of(&format!("{}\n", lines.join("\n")), &["private-key-body"]);
+    }
+}
+
 #[test]
 fn values_with_punctuation_are_found_whole() {
     let pw = random_of(AN, 12, 200);

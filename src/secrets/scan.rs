@@ -63,12 +63,13 @@ pub fn is_rest_byte(b: u8) -> bool {
 }
 
 /// Where a run of wrapped base64 lines ending `buf[..limit]` (just after a newline) starts,
-/// if its last line is as wide as a key block's (64, 70 or 76 bytes): a private key's tail
-/// may follow (its `-----END` line, `private-key-tail`), so a stream holds the run back from
-/// there. Walks back at most the tail rule's reach.
+/// if its last line is as wide as a key block's (64, 70 or 76 bytes, indentation aside): a
+/// private key's tail may follow (its `-----END` line, `private-key-tail`), or more lines of
+/// a body a private key's DER opened (`private-key-body`, indented in a YAML block too), so
+/// a stream holds the run back from there. Walks back at most the tail rule's reach.
 pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize> {
     let b64 = |l: &[u8]| {
-        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        let l = key_line_body(l);
         (4..=200).contains(&l.len())
             && l.iter()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
@@ -80,7 +81,7 @@ pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize
         Some((s, e))
     };
     let (s, e) = line_before(limit).filter(|&(s, _)| s >= from)?;
-    let width = buf[s..e].strip_suffix(b"\r").unwrap_or(&buf[s..e]).len();
+    let width = key_line_body(&buf[s..e]).len();
     if !matches!(width, 64 | 70 | 76) || !b64(&buf[s..e]) {
         return None;
     }
@@ -93,6 +94,13 @@ pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize
         }
     }
     Some(start)
+}
+
+/// A line of a key block without its indentation and `\r`.
+fn key_line_body(l: &[u8]) -> &[u8] {
+    let l = l.strip_suffix(b"\r").unwrap_or(l);
+    let indent = l.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    &l[indent..]
 }
 
 /// The end of a cut value's token: the first byte from `from` on that is not a
