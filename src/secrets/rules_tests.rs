@@ -722,6 +722,45 @@ fn key_lines_without_armour_are_redacted_from_a_private_keys_prefix() {
     }
 }
 
+/// `.env` values in brackets (`API_SECRET=(...)`, `[...]`, `<...>`, `{...}`): a value when
+/// what is inside is random, found whole with its brackets; a placeholder of each bracket
+/// shape stays.
+#[test]
+fn env_values_in_brackets_are_judged_by_what_is_inside() {
+    for (i, (open, close)) in [("(", ")"), ("[", "]"), ("<", ">"), ("{", "}")]
+        .into_iter()
+        .enumerate()
+    {
+        let inner = random_of(AN, 16, 400 + i as u64);
+        let v = format!("{open}{inner}{close}");
+        for text in [
+            format!("API_SECRET={v}\n"),
+            format!("DB_PASSWORD={v}\nREDIS_HOST=cache\n"),
+            format!("export SMTP_PASSWORD={v}\n"),
+        ] {
+            finds(&text, &[("keyword-secret", &v)]);
+        }
+    }
+    for text in [
+        "SMTP_PASSWORD=<your-password>\n",
+        "SMTP_PASSWORD=<PASSWORD>\n",
+        "SMTP_PASSWORD=<PASSWORD123>\n",
+        "REDIS_PASSWORD={password}\n",
+        "REDIS_PASSWORD={{ db_password }}\n",
+        "REDIS_PASSWORD={{db_password}}\n",
+        "DB_PASSWORD=[REDACTED]\n",
+        "DB_PASSWORD=[changeme]\n",
+        "API_SECRET=(none)\n",
+        "API_SECRET=${X}\n",
+        "API_SECRET=(aaaaaaaaaaaaaaaa)\n",
+        "API_SECRET=<abcdefghij0123456789>\n",
+        "API_SECRET=[your_api_secret_here]\n",
+        "API_SECRET={API_SECRET_VALUE}\n",
+    ] {
+        no_finding_of(text, &["keyword-secret"]);
+    }
+}
+
 #[test]
 fn values_with_punctuation_are_found_whole() {
     let pw = random_of(AN, 12, 200);

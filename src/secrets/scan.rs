@@ -1313,7 +1313,14 @@ fn punctuated_values(
                 && !(cut && ve == line.len())
             {
                 let (s, e) = (ls + vs, ls + ve);
-                if accept(rule, text, (ls + ns, s, e), &text[s..e], kind, true) {
+                // A value in brackets (`(x)`, `[x]`, `<x>`, `{x}`) is judged by what is
+                // inside (`punctuated_word` took it for being random), redacted whole.
+                let (js, je) = if is_wrapped(&text[s..e]) {
+                    (s + 1, e - 1)
+                } else {
+                    (s, e)
+                };
+                if accept(rule, text, (ls + ns, js, je), &text[js..je], kind, true) {
                     out.push((
                         ri,
                         Finding {
@@ -1424,14 +1431,50 @@ fn punctuated_word(
                 .is_some_and(|c| c > p && matches!(v.get(c + 1), None | Some(b'?' | b'!' | b'.')))
     }) || v.ends_with(b");")
         || v.ends_with(b"),");
-    let wrapped = matches!(
-        (v[0], v[v.len() - 1]),
-        (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
-    );
-    if call || wrapped || v.starts_with(b"$") || entropy::is_placeholder(v) {
+    // In brackets: a placeholder (`<your-password>`, `<PASSWORD>`, `{password}`,
+    // `[REDACTED]`, `(none)`) unless what is inside is random (`(x8Kq...)`, a generated
+    // password that opens with a bracket).
+    if is_wrapped(v) {
+        return (
+            random_in_brackets(&v[1..v.len() - 1]).then_some((ns, vs, word_end)),
+            word_end,
+        );
+    }
+    if call || v.starts_with(b"$") || entropy::is_placeholder(v) {
         return (None, word_end);
     }
     (Some((ns, vs, word_end)), word_end)
+}
+
+/// A value that opens with `(`, `[`, `{` or `<` and closes with its pair.
+fn is_wrapped(v: &[u8]) -> bool {
+    v.len() >= 2
+        && matches!(
+            (v[0], v[v.len() - 1]),
+            (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
+        )
+}
+
+/// What is inside a bracketed value is a generated secret, not a placeholder's words: 10
+/// bytes or more of letters, digits and symbols that no word holds (no space, `-`, `_`, nor
+/// another bracket or `$`), letters and digits or both cases, 3 bits of entropy or more, and
+/// no placeholder word (`<PASSWORD123>`).
+fn random_in_brackets(inner: &[u8]) -> bool {
+    let lower = inner.to_ascii_lowercase();
+    inner.len() >= 10
+        && inner
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"+/=!@#%^&*.~:".contains(&b))
+        && inner.iter().any(u8::is_ascii_alphabetic)
+        && !is_letter_run(inner)
+        && entropy::shannon(inner) >= 3.0
+        && !entropy::is_placeholder(inner)
+        && !entropy::is_sequential(inner)
+        && ![
+            "pass", "secret", "token", "your", "key", "example", "change",
+        ]
+        .iter()
+        .any(|w| memchr::memmem::find(&lower, w.as_bytes()).is_some())
 }
 
 /// Rules whose match is a slot that declares a credential (see
