@@ -778,9 +778,7 @@ pub fn run_class(class: &'static str) {
 
 /// Fixtures that leak still, by class, each a gap the engine does not close yet (issue 38 is
 /// open on them): the test fails when one of these stops leaking, so the list only shrinks.
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("punctuation", "passphrases with spaces"),
-];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 /// The routes a command's output takes out of the broker (the state directory's files come
 /// on top).

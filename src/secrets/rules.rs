@@ -164,7 +164,7 @@ macro_rules! named {
 /// (`db_password`, `apiKey`, `--client-secret`): the keyword rule's names.
 macro_rules! strong_secret_names {
     () => {
-        r#"(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#
+        r#"(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|passphrase|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#
     };
 }
 
@@ -2382,6 +2382,7 @@ pub static RULES: &[Rule] = &[
             &[
                 "password",
                 "passwd",
+                "passphrase",
                 "pwd",
                 "secret",
                 "api_key",

@@ -761,6 +761,104 @@ fn env_values_in_brackets_are_judged_by_what_is_inside() {
     }
 }
 
+/// `words` random lower-case words, space-separated (a passphrase).
+fn passphrase(words: usize, seed: u64) -> String {
+    (0..words)
+        .map(|i| random_of(b"abcdefghijklmnopqrstuvwxyz", 6 + i % 4, seed + i as u64))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Passphrases with spaces under a secret name: quoted, whole; unquoted to the line's end in
+/// `.env` and YAML shapes (`PASSPHRASE` names anywhere, `PASSWORD` names in configuration).
+/// A shell line's environment prefix (`PGPASSWORD=x psql ...`), a reference and prose stay
+/// as they are read today.
+#[test]
+fn passphrases_with_spaces_are_found_whole() {
+    let p1 = passphrase(5, 500);
+    let p2 = passphrase(4, 510);
+    let p3 = passphrase(4, 520);
+    for kind in [TextKind::Stream, TextKind::Config, TextKind::Prose] {
+        for (text, secret) in [
+            (format!("export GPG_PASSPHRASE=\"{p1}\"\n"), &p1),
+            (format!("GPG_PASSPHRASE='{p1}'\n"), &p1),
+            (format!("BACKUP_PASSPHRASE={p2}\n"), &p2),
+            (format!("export BACKUP_PASSPHRASE={p2}\n"), &p2),
+            (format!("signing:\n  key_passphrase: {p3}\n"), &p3),
+            (format!("BORG_PASSPHRASE={p2}\r\nX=1\n"), &p2),
+        ] {
+            let f: Vec<_> = scanner()
+                .scan(text.as_bytes(), kind, false)
+                .into_iter()
+                .map(|f| text[f.start..f.end].to_string())
+                .collect();
+            assert_eq!(f, vec![secret.clone()], "{kind:?} {text:?}");
+        }
+    }
+    finds(
+        &format!("BACKUP_PASSPHRASE={p2}\n"),
+        &[("keyword-secret", &p2)],
+    );
+    // `PASSWORD` names: to the line's end in configuration (a `.env` file) only.
+    let cfg = format!("DB_PASSWORD={p2}\n");
+    let f = scanner().scan(cfg.as_bytes(), TextKind::Config, false);
+    assert_eq!(f.len(), 1);
+    assert_eq!(&cfg[f[0].start..f[0].end], p2);
+    let pw = random_of(AN, 14, 530);
+    for (text, kind, want) in [
+        // A command's environment: the value is the first word, the rest is the command.
+        (
+            format!("PGPASSWORD={pw} psql -h db -U app\n"),
+            TextKind::Stream,
+            Some(pw.as_str()),
+        ),
+        (
+            format!("DB_PASSWORD={pw} ./migrate.sh --up\n"),
+            TextKind::Prose,
+            Some(&pw),
+        ),
+        (
+            format!("GPG_PASSPHRASE={pw} gpg --batch --sign f\n"),
+            TextKind::Stream,
+            Some(&pw),
+        ),
+        (
+            format!("DB_PASSWORD={pw} make migrate\n"),
+            TextKind::Stream,
+            Some(&pw),
+        ),
+        ("PASSWORD=$1 shift\n".to_string(), TextKind::Stream, None),
+        (
+            "BACKUP_PASSPHRASE=$BORG_PASSPHRASE borg create ::a\n".to_string(),
+            TextKind::Stream,
+            None,
+        ),
+        (
+            "Passphrase: must be at least 12 characters\n".to_string(),
+            TextKind::Prose,
+            None,
+        ),
+        (
+            "passphrase: the one you chose\n".to_string(),
+            TextKind::Config,
+            None,
+        ),
+        (
+            "password = get_passphrase()\n".to_string(),
+            TextKind::Code,
+            None,
+        ),
+    ] {
+        let f: Vec<_> = scanner()
+            .scan(text.as_bytes(), kind, false)
+            .into_iter()
+            .map(|f| text[f.start..f.end].to_string())
+            .collect();
+        let want: Vec<String> = want.into_iter().map(str::to_string).collect();
+        assert_eq!(f, want, "{kind:?} {text:?}");
+    }
+}
+
 #[test]
 fn values_with_punctuation_are_found_whole() {
     let pw = random_of(AN, 12, 200);

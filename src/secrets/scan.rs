@@ -1394,18 +1394,36 @@ fn punctuated_word(
         word_end -= 1;
     }
     let v = &line[vs..word_end];
-    // A passphrase: `Name: words` alone on its line, in prose and streams.
+    // A passphrase: `Name: words` alone on its line, in prose and streams; in configuration
+    // (a YAML plain scalar, an INI value) when the name says password or passphrase. And
+    // `NAME=words` to the line's end (a `.env` line, `export NAME=...`) when the name says
+    // passphrase, or password in configuration: in a shell line or a stream,
+    // `PASSWORD=x cmd args` puts `x` in a command's environment, the rest is the command.
     let rest = &line[vs..trimmed_end.max(vs)];
-    let passphrase = line[o] == b':'
+    let name = line[ns..o].trim_ascii_end().to_ascii_lowercase();
+    let says = |w: &[u8]| memchr::memmem::find(&name, w).is_some();
+    let colon = line[o] == b':'
         && spaced
-        && matches!(kind, TextKind::Prose | TextKind::Stream)
+        && (matches!(kind, TextKind::Prose | TextKind::Stream)
+            || (kind == TextKind::Config && (says(b"passphrase") || says(b"password"))))
+        && ns <= 8
+        && matches!(line[..ns].trim_ascii(), b"" | b">" | b"<" | b"#");
+    let env = line[o] == b'='
+        && !spaced
+        && (says(b"passphrase") || (kind == TextKind::Config && says(b"password")))
+        && kind != TextKind::Code
+        && matches!(line[..ns].trim_ascii(), b"" | b"export")
+        && line[ns..o]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    let passphrase = (colon || env)
         && rest.len() > v.len()
         && rest.len() <= 200
-        && ns <= 8
-        && matches!(line[..ns].trim_ascii(), b"" | b">" | b"<" | b"#")
         && (2..=8).contains(&rest.split(|&b| b == b' ').filter(|w| !w.is_empty()).count())
         && rest.split(|&b| b == b' ').all(|w| {
+            // A flag is a command's (`GPG_PASSPHRASE=x gpg --batch ...`), not a word of one.
             !w.is_empty()
+                && w[0] != b'-'
                 && w.iter()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_!@#%^&*+=".contains(b))
                 && !PROSE_WORDS
