@@ -898,4 +898,27 @@ fn values_with_punctuation_are_found_whole() {
     ] {
         assert!(found(text).is_empty(), "{text:?}: {:?}", found(text));
     }
+    // A name in capitals closing the string it sits in (gitleaks' huggingface fp3): no
+    // value; one in capitals and digits still is, and so is a docker Env entry's value.
+    for text in [
+        "API_ORG_CREATE(\"https://qyapi.weixin.qq.com/cgi-bin/department/create?access_token=ACCESS_TOKEN\"),\n",
+        "\"url\": \"https://api.example.io/x?access_token=ACCESS_TOKEN\\\"),\"\n",
+        "f(\"?password=DB_PASSWORD'),\n",
+    ] {
+        no_finding_of(text, &["keyword-secret"]);
+    }
+    let caps = random_of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 16, 210);
+    let caps = format!("{}7{}", &caps[..8], &caps[8..]);
+    let text = format!("f(\"?access_token={caps}\"),\n");
+    assert!(
+        found(&text).iter().any(|(_, s)| s.contains(&caps)),
+        "{text}: {:?}",
+        found(&text)
+    );
+    let env = format!("[\n  \"DB_PASSWORD=({pw})\",\n  \"LANG=C.UTF-8\"\n]\n");
+    assert!(
+        found(&env).iter().any(|(_, s)| s.contains(&pw)),
+        "{env}: {:?}",
+        found(&env)
+    );
 }

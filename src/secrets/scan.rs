@@ -1433,6 +1433,20 @@ fn punctuated_word(
     if passphrase {
         return (Some((ns, vs, trimmed_end)), trimmed_end);
     }
+    // An identifier in capitals closed by a quote (`?access_token=ACCESS_TOKEN")` in a
+    // URL template, `\"` in a JSON string): the name repeated or a placeholder, at the end of
+    // the string it sits in, not a value with punctuation. Capitals and digits with no `_`
+    // (`AB12CD34EF56")`) may be a generated value still.
+    if let Some(q) = v.iter().position(|b| matches!(b, b'"' | b'\'' | b'\\'))
+        && q >= 2
+        && v[0].is_ascii_uppercase()
+        && v[..q]
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
+        && (v[..q].contains(&b'_') || !v[..q].iter().any(u8::is_ascii_digit))
+    {
+        return (None, word_end);
+    }
     // Punctuation the regex's bare value stops at, inside or first.
     let punct = |b: &u8| b"();[]{}<>,".contains(b);
     if v.len() < 4 || !v.iter().any(punct) || v.len() > VALUE_BOUND {
@@ -1516,6 +1530,16 @@ pub(super) fn accept(
     kind: TextKind,
     unquoted: bool,
 ) -> bool {
+    // A bare value that an escaped quote ends (`?access_token=ACCESS_TOKEN\"` inside a JSON
+    // string): the backslash is the string's escape, the value is judged without it.
+    let (secret, e) = match secret {
+        [rest @ .., b'\\']
+            if rule.generic && unquoted && matches!(text.get(e), Some(b'"' | b'\'')) =>
+        {
+            (rest, e - 1)
+        }
+        _ => (secret, e),
+    };
     // What a person writes to stand for a secret (a placeholder, a fixture's words, a
     // demo value) is short: a value longer than JUDGED_HEAD bytes (a session token, a JWT)
     // is judged by its head, where its length would otherwise spell such words by chance
