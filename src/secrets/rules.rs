@@ -2401,6 +2401,9 @@ pub static RULES: &[Rule] = &[
                 "db_pass",
                 "database_pass",
                 "key_pass",
+                // The last word of a name (`REDISCLI_AUTH`, `RABBITMQ_DEFAULT_PASS`).
+                "_auth",
+                "_pass",
                 // `_token` covers `access_token`, `auth_token`, `api_token`.
                 "_token",
                 "contrase",
@@ -2415,7 +2418,12 @@ pub static RULES: &[Rule] = &[
             // checks the two agree: change them together.
             concat!(
                 r#"(?i)[A-Za-z0-9_.-]{0,40}?"#,
+                // `auth` and `pass` count as the name's last word only (`REDISCLI_AUTH`,
+                // `RABBITMQ_DEFAULT_PASS`; not `OAUTH_CALLBACK_URL`, `MAX_PASS_COUNT`):
+                // `scan::accept` checks the word, `scan::names_by_last_word`.
+                r#"(?:"#,
                 secret_names!(),
+                r#"|[_.-](?:auth|pass))"#,
                 r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|==|=|:)\s{0,5}"#,
                 // Unbounded: a value reaches `scan::VALUE_BOUND` (a window cut inside it is
                 // matched again); a quoted one still open at the window's end (`$`) is judged

@@ -859,6 +859,47 @@ fn passphrases_with_spaces_are_found_whole() {
     }
 }
 
+/// `AUTH` and `PASS` as a name's last word name a secret (`REDISCLI_AUTH`,
+/// `RABBITMQ_DEFAULT_PASS`); inside a name or a word (`OAUTH_...`, `MAX_PASS_COUNT`,
+/// `BYPASS`, `DEFAULT_AUTH_METHOD`) they do not.
+#[test]
+fn auth_and_pass_as_a_names_last_word_name_a_secret() {
+    let v = random_of(AN, 20, 600);
+    for (text, kind) in [
+        (format!("REDISCLI_AUTH={v}\n"), TextKind::Stream),
+        (
+            format!("export RABBITMQ_DEFAULT_PASS={v}\n"),
+            TextKind::Stream,
+        ),
+        (format!("RABBITMQ_DEFAULT_PASS={v}\n"), TextKind::Config),
+        (format!("SMTP_PASS = {v}\n"), TextKind::Config),
+        (format!("{{\"REDISCLI_AUTH\": \"{v}\"}}\n"), TextKind::Code),
+        (
+            format!("  - name: REDIS_AUTH\n    value: {v}\n"),
+            TextKind::Stream,
+        ),
+    ] {
+        let f: Vec<_> = scanner()
+            .scan(text.as_bytes(), kind, false)
+            .into_iter()
+            .map(|f| text[f.start..f.end].to_string())
+            .collect();
+        assert_eq!(f, vec![v.clone()], "{kind:?} {text:?}");
+    }
+    for text in [
+        "OAUTH_CALLBACK_URL=https://app.example.io/oauth/callback\n".to_string(),
+        "PASS_COUNT=3\nBYPASS=1\n".to_string(),
+        format!("MAX_PASS_COUNT={v}\n"),
+        format!("DEFAULT_AUTH_METHOD={v}\n"),
+        format!("OAUTH_CALLBACK_URL={v}\n"),
+        format!("BYPASS={v}\n"),
+        format!("GIT_AUTHOR_NAME={v}\n"),
+        format!("FIRST_PASS.RESULT={v}\n"),
+    ] {
+        no_finding_of(&text, &["keyword-secret"]);
+    }
+}
+
 #[test]
 fn values_with_punctuation_are_found_whole() {
     let pw = random_of(AN, 12, 200);

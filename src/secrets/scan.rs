@@ -1009,23 +1009,60 @@ pub(super) fn names_strongly(name: &[u8]) -> bool {
     .is_some_and(|re| re.is_match(name))
 }
 
+/// [`super::rules::SECRET_NAME`], compiled once.
+fn secret_name_regex() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        RegexBuilder::new(super::rules::SECRET_NAME)
+            .unicode(false)
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// A keyword match's name (with its operator) that the keyword regex took only for an
+/// `auth` or `pass` word after `_`, `.` or `-` which is not the name's last word
+/// (`MAX_PASS_COUNT=`, `DEFAULT_AUTH_METHOD=`).
+fn named_only_by_a_word_inside(name: &[u8]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let word_inside = [b'_', b'.', b'-'].iter().any(|&sep| {
+        [&b"auth"[..], b"pass"].iter().any(|w| {
+            lower
+                .windows(w.len() + 1)
+                .any(|win| win[0] == sep && &win[1..] == *w)
+        })
+    });
+    word_inside
+        && !names_by_last_word(name)
+        && !secret_name_regex().is_some_and(|re| re.is_match(name))
+}
+
+/// Whether a name's last word (after `_`, `.` or `-`; operators, quotes and spaces after it
+/// aside) is `auth` or `pass`: `REDISCLI_AUTH`, `RABBITMQ_DEFAULT_PASS`, `smtp.pass` name a
+/// secret; `OAUTH_CALLBACK_URL`, `MAX_PASS_COUNT`, `BYPASS` do not.
+pub(super) fn names_by_last_word(name: &[u8]) -> bool {
+    let Some(end) = name.iter().rposition(u8::is_ascii_alphanumeric) else {
+        return false;
+    };
+    let t = &name[..=end];
+    let Some(sep) = t.iter().rposition(|b| matches!(b, b'_' | b'.' | b'-')) else {
+        return false;
+    };
+    let last = &t[sep + 1..];
+    sep > 0
+        && t[sep - 1].is_ascii_alphanumeric()
+        && (last.eq_ignore_ascii_case(b"auth") || last.eq_ignore_ascii_case(b"pass"))
+}
+
 /// Whether a name (a key, an XML element or attribute, a long flag) names a secret: the
 /// keyword rule's names ([`super::rules::SECRET_NAME`]), unless it ends in a word that
 /// says where the secret is rather than being it (`--password-file`).
 pub(super) fn names_a_secret(name: &[u8]) -> bool {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(re) = RE
-        .get_or_init(|| {
-            RegexBuilder::new(super::rules::SECRET_NAME)
-                .unicode(false)
-                .build()
-                .ok()
-        })
-        .as_ref()
-    else {
+    let Some(re) = secret_name_regex() else {
         return false;
     };
-    if name.len() > 128 || !re.is_match(name) {
+    if name.len() > 128 || !(re.is_match(name) || names_by_last_word(name)) {
         return false;
     }
     let lower = name.to_ascii_lowercase();
@@ -1605,8 +1642,14 @@ pub(super) fn accept(
         // `s.THISSTRINGISALLUPPERCASE`: gitleaks' fps; 16 random base62 or hex characters
         // hold a digit or both cases but for a chance of about 1e-5), nor an anti-forgery
         // nonce (`csrf-token`, `xsrfToken`: per session, not a credential).
+        // Named only by the regex's `auth` or `pass` word, and that is not the name's last
+        // word (`MAX_PASS_COUNT`, `DEFAULT_AUTH_METHOD`): no name.
+        if at < s && named_only_by_a_word_inside(&text[at..s]) {
+            return false;
+        }
         if at < s
             && !names_strongly(&text[at..s])
+            && !names_by_last_word(&text[at..s])
             && (secret.len() < 16
                 || entropy::shannon(secret) < 3.5
                 || precision::is_wordy(secret)
