@@ -814,16 +814,7 @@ pub fn run_class(class: &'static str) {
 
 /// Fixtures that leak still, by class, each a gap the engine does not close yet (issue 38 is
 /// open on them): the test fails when one of these stops leaking, so the list only shrinks.
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("long", "az account get-access-token -o tsv"),
-    ("no_rule", "Authorization: AWS4-HMAC-SHA256"),
-    ("no_rule", "curl -v: Authorization: Digest"),
-    ("no_rule", "kubeadm token create"),
-    ("partial", "sed -n 2,5p of an RSA key (neither armour line)"),
-    ("punctuation", ".env: values opening with ( [ < {"),
-    ("punctuation", "history: mysql -p with a semicolon"),
-    ("punctuation", "passphrases with spaces"),
-];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 /// The routes a command's output takes out of the broker (the state directory's files come
 /// on top).

@@ -468,8 +468,12 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 }
                 b'"' => i = self.quoted(i, b'"'),
                 b'\'' => {
-                    // An apostrophe inside a word (`don't`) opens nothing.
-                    if i > 0 && text[i - 1].is_ascii_alphanumeric() {
+                    // An apostrophe inside a word (`don't`) opens nothing; after a flag
+                    // waiting for its value (`mysql -p'a;b'`), the value opens.
+                    if i > 0
+                        && text[i - 1].is_ascii_alphanumeric()
+                        && !matches!(self.pending, Pending::Next(..))
+                    {
                         self.punct();
                         i += 1;
                     } else {
@@ -611,10 +615,15 @@ impl<'t, 'f> Lexer<'t, 'f> {
         if first {
             // `sudo`, `env`, `exec` and `xargs` run the next word.
             let w = &text[i..j];
-            if !matches!(
-                w,
-                b"sudo" | b"env" | b"exec" | b"xargs" | b"time" | b"nohup"
-            ) {
+            // A shell history's line number (`  512  mysql -p...`) and a prompt's `$` come
+            // before the command too.
+            let numbered = w.iter().all(u8::is_ascii_digit);
+            if !numbered
+                && !matches!(
+                    w,
+                    b"sudo" | b"env" | b"exec" | b"xargs" | b"time" | b"nohup" | b"$"
+                )
+            {
                 self.command = SECRET_FLAGS
                     .iter()
                     .flat_map(|f| f.programs.iter())
@@ -683,6 +692,15 @@ impl<'t, 'f> Lexer<'t, 'f> {
                 continue;
             }
             let glued = e > i + fl.len();
+            // Glued to a quoted value (`mysql -p'a;b'`, `-p"a b"`): the string that follows
+            // is the value, whatever it holds.
+            if matches!(f.form, FlagForm::Glued | FlagForm::GluedOrNext)
+                && e == i + fl.len()
+                && matches!(text.get(e), Some(b'\'' | b'"'))
+            {
+                self.pending = Pending::Next((i, e), true);
+                return e;
+            }
             match f.form {
                 FlagForm::Glued | FlagForm::GluedOrNext if glued => {
                     self.emit_word((i, i + fl.len()), i + fl.len(), e, true);

@@ -509,6 +509,41 @@ fn keyword_secrets_are_found_in_every_context() {
             ));
         }
     }
+    // A quoted value glued to the flag, holding what ends a bare word (`;`, a space), in a
+    // shell history's numbered lines and after a prompt.
+    for (name, template) in [
+        (
+            "history: mysql -p'<a;b>'",
+            "  512  mysql -h db -u app -p'{v}' shop_prod\n",
+        ),
+        (
+            "mysql -p\"<a;b>\"",
+            "mysql -h db -u app -p\"{v}\" shop_prod\n",
+        ),
+        (
+            "$ mysqldump -p'<a;b>'",
+            "$ mysqldump -u app -p'{v}' shop > d.sql\n",
+        ),
+        (
+            "mysql --password='<a;b>'",
+            "mysql -u app --password='{v}' shop\n",
+        ),
+        ("history: mysql -p<pw>", "  7  mysql -u root -p{w} shop\n"),
+    ] {
+        let v = format!("{};{} {}", rng.of(AN, 8), rng.of(AN, 10), rng.of(AN, 4));
+        let w = rng.of(AN, 20);
+        let text = template.replace("{v}", &v).replace("{w}", &w);
+        let written = if template.contains("{w}") { w } else { v };
+        for kind in [TextKind::Stream, TextKind::Prose] {
+            cases.push((
+                format!("{name} as {kind:?}"),
+                text.clone(),
+                written.clone(),
+                "keyword-secret",
+                kind,
+            ));
+        }
+    }
     let mut failures = run_cases(&cases);
     // What names a secret but holds none is not a finding in these contexts either.
     for (text, kind) in [
@@ -537,6 +572,9 @@ fn keyword_secrets_are_found_in_every_context() {
         ("docker login --password-stdin deploy\n", TextKind::Stream),
         ("mysql -p shop\n", TextKind::Stream),
         ("mysql -u root -p\n", TextKind::Stream),
+        ("  513  mysql -u root -p shop_prod\n", TextKind::Stream),
+        ("mysql -u root -p\"$MYSQL_PWD\" shop\n", TextKind::Stream),
+        ("  514  echo 'don't' -p'x' done\n", TextKind::Stream),
         ("sshpass -p \"$SSHPASS\" ssh host\n", TextKind::Stream),
         ("http -a \"$USER:$PASS\" :8080\n", TextKind::Stream),
         (

@@ -230,11 +230,40 @@ pub fn keyword_value_is_not_a_secret(text: &[u8], start: usize, s: usize, e: usi
         return true;
     }
     is_metavariable(v)
+        || is_published_digest(&key, v)
         || is_uuid(v)
         || is_demo_value(v)
         || names_itself(v)
         || is_other_assignment(v)
         || credential_is_not_a_secret(v)
+}
+
+/// A digest written with its algorithm (`sha256:<64 hex>`) under a name that says it is a
+/// hash or a fingerprint (`--discovery-token-ca-cert-hash sha256:...`: kubeadm's hash of the
+/// cluster's public CA certificate, printed by `kubeadm token create --print-join-command`):
+/// it identifies something published, it opens nothing. (A password's hash is written in a
+/// crypt form, `$2b$...`, `{SSHA}...`, not so.)
+fn is_published_digest(key: &[String], v: &[u8]) -> bool {
+    let named = key.last().is_some_and(|w| {
+        matches!(
+            w.as_str(),
+            "hash" | "hashes" | "digest" | "checksum" | "fingerprint" | "thumbprint"
+        )
+    });
+    let Some(colon) = memchr::memchr(b':', v) else {
+        return false;
+    };
+    let (alg, hex) = (&v[..colon], &v[colon + 1..]);
+    let len = match alg.to_ascii_lowercase().as_slice() {
+        b"md5" => 32,
+        b"sha1" => 40,
+        b"sha224" => 56,
+        b"sha256" => 64,
+        b"sha384" => 96,
+        b"sha512" => 128,
+        _ => return false,
+    };
+    named && hex.len() == len && hex.iter().all(u8::is_ascii_hexdigit)
 }
 
 /// An environment assignment whose name names no secret (`Bench secrets: SCAN_RUNS=0 skips

@@ -981,8 +981,8 @@ pub fn anchor_tables() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 const ANCHORS_FOLDED: &[&str] = &[
     "-begin", "-key", "-us", ".acc", ".com", "432:", "4b1d", ":*:", "://", ":5433:", "_key",
     "_mmk", "_v1_", "actory", "adafru", "adobe", "algoli", "alibab", "api", "asana", "atadog",
-    "atlas", "auth", "aws", "beamer", "bintra", "bird", "book", "bucket", "cient:", "cio",
-    "clojar", "cloud", "cohere", "coin", "conflu", "cont", "cookie", "curl", "d key=", "darkly",
+    "atlas", "ature:", "auth", "aws", "beamer", "bintra", "bird", "book", "bucket", "cient:",
+    "cio", "clo", "cohere", "coin", "conflu", "cont", "cookie", "curl", "d key=", "darkly",
     "discor", "dnkey-", "dp.pt.", "dronec", "endesk", "ession", "etlify", "etsy", "expone", "eyj",
     "fastly", "fin", "fio-u-", "flickr", "fm1", "fm2", "fo1_", "ftlaye", "gho_", "ghp_", "ghr_",
     "ghs_", "ghu_", "glagen", "glc", "gldt-", "glf", "glimt-", "gloas-", "glp", "glrt-", "gls",
@@ -998,11 +998,12 @@ const ANCHORS_FOLDED: &[&str] = &[
 ];
 /// Anchors of the exact space (see [`ANCHORS_FOLDED`]).
 const ANCHORS_EXACT: &[&str] = &[
-    "134894", "3BlbkF", ":AA", "A3-", "A3T", "AAAAAA", "ABIA", "ACCA", "AIza", "AKC", "AKIA",
-    "AP0", "AP1", "AP2", "AP3", "AP4", "AP5", "AP6", "AP7", "AP8", "AP9", "APA", "APB", "APC",
-    "APD", "APE", "APF", "API-", "ASIA", "ATATT3", "BSKQmV", "EAAA", "EAAC", "EAAM", "ET-KEY",
-    "EZAK", "EZTK", "GOCSPX", "Ijoi", "K_TEST", "LS1CRU", "LTAI", "NRAK-", "NRJS-", "PMAK-", "SG.",
-    "TELEGR", "Telegr", "ZXlK", "cmVmd", "pi-AgE", "ps_eyJ", "sk.eyJ", "uthTok",
+    "0BAQEF", "134894", "3Blb", ":AA", "A3-", "A3T", "AAAAAA", "ABIA", "ACCA", "AIza", "AKC",
+    "AKIA", "AP0", "AP1", "AP2", "AP3", "AP4", "AP5", "AP6", "AP7", "AP8", "AP9", "APA", "APB",
+    "APC", "APD", "APE", "APF", "API-", "ASIA", "ATATT3", "AgEBB", "BQYDK2", "BSKQmV", "EAAA",
+    "EAAC", "EAAM", "ET-KEY", "EZAK", "EZTK", "GOCSPX", "IBAAK", "Ijoi", "K_TEST", "LS1CRU",
+    "LTAI", "MHcCAQ", "NRAK-", "NRJS-", "PMAK-", "SG.", "TELEGR", "Telegr", "ZXlK", "cmVmd",
+    "pi-AgE", "ps_eyJ", "qGSM49", "sk.eyJ", "uthTok",
 ];
 
 #[cfg(test)]

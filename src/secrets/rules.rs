@@ -164,7 +164,7 @@ macro_rules! named {
 /// (`db_password`, `apiKey`, `--client-secret`): the keyword rule's names.
 macro_rules! strong_secret_names {
     () => {
-        r#"(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#
+        r#"(?:api[_-]?key|auth[_-]?key|service[_-]?key|account[_-]?key|db[_-]?key|database[_-]?key|priv(?:ate)?[_-]?key|client[_-]?key|db[_-]?pass|database[_-]?pass|key[_-]?pass|password|passwd|passphrase|pwd|secret|access[_-]?token|auth[_-]?token|api[_-]?token|contrase(?:n|\xC3\xB1)a)"#
     };
 }
 
@@ -427,12 +427,133 @@ fn authorization_credential(s: &[u8]) -> bool {
         .any(|run| run.len() >= 12 && run.iter().any(u8::is_ascii_digit))
 }
 
+/// Parameters of an Authorization scheme that are no secret: Digest's (RFC 7616) but its
+/// `response`, AWS SigV4's `Credential` (its access key id is `aws-access-key-id`'s) and
+/// `SignedHeaders`, HTTP Signatures' and OAuth 1.0's descriptive ones.
+const READABLE_AUTH_PARAMS: &[&str] = &[
+    "username",
+    "realm",
+    "nonce",
+    "uri",
+    "algorithm",
+    "qop",
+    "nc",
+    "cnonce",
+    "opaque",
+    "userhash",
+    "charset",
+    "domain",
+    "stale",
+    "credential",
+    "signedheaders",
+    "keyid",
+    "headers",
+    "created",
+    "expires",
+    "oauth_signature_method",
+    "oauth_timestamp",
+    "oauth_nonce",
+    "oauth_version",
+];
+
+/// One `name=value` parameter of an Authorization header from `p` of `s`: (name, value
+/// start, value end, where the next parameter may start). A quoted value (`"..."`, or
+/// `\"...\"` inside a JSON string) is its bytes inside the quotes.
+fn auth_param(s: &[u8], p: usize) -> Option<(&[u8], usize, usize, usize)> {
+    let ne = p + s[p..]
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        .unwrap_or(s.len() - p);
+    if ne == p || s.get(ne) != Some(&b'=') {
+        return None;
+    }
+    let v = ne + 1;
+    let quote: &[u8] = if s[v..].starts_with(b"\\\"") {
+        b"\\\""
+    } else if s[v..].starts_with(b"\"") {
+        b"\""
+    } else {
+        b""
+    };
+    let (vs, ve, next) = if quote.is_empty() {
+        let ve = memchr::memchr(b',', &s[v..]).map_or(s.len(), |i| v + i);
+        let vt = v + s[v..ve].trim_ascii_end().len();
+        (v, vt, ve)
+    } else {
+        let vs = v + quote.len();
+        let ve = vs + memchr::memmem::find(&s[vs..], quote)?;
+        (vs, ve, ve + quote.len())
+    };
+    (ve > vs).then_some((&s[p..ne], vs, ve, next))
+}
+
+/// An Authorization header's secret parts: for a scheme with a parameter list (Digest, AWS
+/// SigV4, OAuth 1.0, HTTP Signatures: two or more `name=value` pairs), each value but those
+/// [`READABLE_AUTH_PARAMS`] names (Digest's `response`, SigV4's `Signature`; `username`,
+/// `realm`, `uri` stay readable); otherwise (a Bearer or Basic token, an NTLM blob) the whole.
+fn authorization_parts(s: &[u8]) -> Vec<(usize, usize)> {
+    let whole = vec![(0, s.len())];
+    let mut params = Vec::new();
+    let mut p = 0;
+    loop {
+        while p < s.len() && (s[p] == b',' || s[p].is_ascii_whitespace()) {
+            p += 1;
+        }
+        if p >= s.len() {
+            break;
+        }
+        let Some((name, vs, ve, next)) = auth_param(s, p) else {
+            return whole;
+        };
+        params.push((name, vs, ve));
+        p = next;
+        // A parameter ends at a comma (spaces before it aside).
+        while p < s.len() && s[p].is_ascii_whitespace() {
+            p += 1;
+        }
+        if p < s.len() && s[p] != b',' {
+            return whole;
+        }
+    }
+    if params.len() < 2 {
+        return whole;
+    }
+    params
+        .into_iter()
+        .filter(|(name, _, _)| {
+            !READABLE_AUTH_PARAMS
+                .iter()
+                .any(|r| name.eq_ignore_ascii_case(r.as_bytes()))
+        })
+        .map(|(_, vs, ve)| (vs, ve))
+        .collect()
+}
+
 /// Not a run of one character nor the documented example (`abcdef.0123456789abcdef`).
 fn not_a_run(s: &[u8]) -> bool {
     !super::entropy::is_repetitive(s)
         && !super::entropy::is_placeholder(s)
         && !super::entropy::is_sequential(s)
         && !s.windows(10).any(|w| w == b"0123456789")
+}
+
+/// A line that is only a kubeadm bootstrap token (`kubeadm token create` prints it so, with
+/// no name): `[a-z0-9]{6}.[a-z0-9]{16}` once spaces around it are trimmed. A file name, a
+/// host or a `module.function` rarely has that shape; what does is told apart by its secret
+/// part, which kubeadm draws at random: letters and digits both, 3 bits of entropy or more
+/// (16 random characters of 36 reach that but once in millions), no run nor sequence.
+pub fn is_bootstrap_token_line(line: &[u8]) -> bool {
+    let t = line.trim_ascii();
+    let tok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if t.len() != 23 || t[6] != b'.' || !t[..6].iter().all(tok) || !t[7..].iter().all(tok) {
+        return false;
+    }
+    let secret = &t[7..];
+    secret.iter().any(u8::is_ascii_digit)
+        && secret.iter().any(u8::is_ascii_lowercase)
+        && super::entropy::shannon(secret) >= 3.0
+        && not_a_run(t)
+        && not_a_run(secret)
 }
 
 /// A cookie's value that is a credential: a name saying session, token, auth, key, secret,
@@ -588,6 +709,44 @@ pub static RULES: &[Rule] = &[
             // every dashed line.
             &["private key-----", "private key block-----"],
             r"(?m)(?P<s>(?:^[A-Za-z0-9+/=]{4,200}\r?\n){2,}-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)",
+        )
+    },
+    // Key lines with neither armour line (`sed -n 2,5p key.pem`, a body pasted alone): a
+    // base64 line that opens with a private key's DER (the version `INTEGER 0` or `1` then
+    // the key, which no certificate nor public key starts so: theirs hold `AwIBAgI`,
+    // `AAOC`, `KoZIzj0CAQ`), and the base64 lines that follow it.
+    Rule {
+        lines_after: 400,
+        check: Some(has_key_body),
+        ..exact(
+            "private-key-body",
+            "The base64 lines of a private key without its armour lines, from a line that opens with a private key's DER (PKCS#1 RSA, PKCS#8, SEC1 EC, OpenSSH)",
+            &[
+                "IBAAKCAQEA",
+                "IBAAKCAgEA",
+                "IBAAKCAYEA",
+                "IBAAKBgQ",
+                "IBADANBgkqhkiG9w0BAQEFAASC",
+                "MHcCAQEEI",
+                "MIGkAgEBBDA",
+                "MIHcAgEBBEI",
+                "MIGHAgEAMBMGByqGSM49",
+                "MIG2AgEAMBAGByqGSM49",
+                "MC4CAQAwBQYDK2VwBCIEI",
+                "b3BlbnNzaC1rZXktdjEAAAAA",
+            ],
+            concat!(
+                r"(?m)(?:^|[^A-Za-z0-9+/=])(?P<s>(?:",
+                // PKCS#1 RSA (1024 to 4096 bits) and PKCS#8 RSA: `SEQUENCE`, `INTEGER 0`,
+                // then the modulus or the rsaEncryption OID and the `OCTET STRING`.
+                r"MII[A-Za-z0-9+/]{3}IBA(?:AKCAQEA|AKCAgEA|AKCAYEA|AKBgQ|DANBgkqhkiG9w0BAQEFAASC)",
+                // SEC1 EC (P-256, P-384, P-521), PKCS#8 EC (P-256, P-384), PKCS#8 Ed25519,
+                // OpenSSH's `openssh-key-v1`.
+                r"|MHcCAQEEI|MIGkAgEBBDA|MIHcAgEBBEI|MIGHAgEAMBMGByqGSM49|MIG2AgEAMBAGByqGSM49",
+                r"|MC4CAQAwBQYDK2VwBCIEI|b3BlbnNzaC1rZXktdjEAAAAA",
+                r")[A-Za-z0-9+/=]*(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/]{2,200}={0,2})*)",
+                r"[ \t]*(?:\r?\n|$)"
+            ),
         )
     },
     Rule {
@@ -1221,21 +1380,33 @@ pub static RULES: &[Rule] = &[
     ),
     Rule {
         check: Some(authorization_credential),
+        parts: Some(authorization_parts),
         ..rule(
             "http-authorization",
-            "HTTP Authorization or Proxy-Authorization header, any scheme (Bearer, Basic, token, AWS4-HMAC-SHA256, Digest, Negotiate, NTLM, custom)",
+            "HTTP Authorization or Proxy-Authorization header, any scheme (Bearer, Basic, token, AWS4-HMAC-SHA256, Digest, Negotiate, NTLM, custom); of a parameter list, the secret parameters (Digest's `response`, SigV4's `Signature`)",
             &["authorization"],
             concat!(
                 r#"(?i)authorization['"]?\s{0,5}(?::|=>|=)\s{0,5}(?:"#,
-                // Bearer, Basic, token: the credential, one token.
-                r#"['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
+                // Bearer, Basic, token: the credential, one token (a Python bytes literal's
+                // `b'` too: botocore's `--debug` prints its headers as a dict's repr).
+                r#"b?['"]?\s{0,5}(?:bearer|basic|token)\s{1,5}"#,
                 r"(?P<s>[A-Za-z0-9._~+/=-]{12,4000})(?:[^A-Za-z0-9._~+/=-]|$)",
                 // Any other scheme: its parameters, to the closing quote of a JSON string...
-                r#"|"[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s2>(?:[^"\\\n]|\\.){8,4000})""#,
+                r#"|b?"[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s2>(?:[^"\\\n]|\\.){8,4000})""#,
                 // ... or to the end of the line (a `'...'` argument's closing quote aside).
-                r#"|'?[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s3>[^\s'"][^\r\n']{6,4000}[^\s'])"#,
+                r#"|(?:b?')?[A-Za-z][A-Za-z0-9_.-]{1,40}[ \t]{1,5}(?P<s3>[^\s'"][^\r\n']{6,4000}[^\s'])"#,
                 r")"
             ),
+        )
+    },
+    Rule {
+        lines_after: 1,
+        check: Some(not_a_run),
+        ..rule(
+            "aws-sigv4-signature",
+            "AWS SigV4 request signature that botocore's `--debug` log prints alone on the line after `Signature:`",
+            &["signature:"],
+            r"(?i)signature:[ \t]*\r?\n(?P<s>[0-9a-f]{64})[ \t]*(?:\r?\n|$)",
         )
     },
     Rule {
@@ -1341,7 +1512,7 @@ pub static RULES: &[Rule] = &[
         check: Some(not_a_run),
         ..rule(
             "kubeadm-bootstrap-token",
-            "kubeadm bootstrap token (`kubeadm join --token`, `kubeadm token list`, a bootstrap Secret's token-secret)",
+            "kubeadm bootstrap token (`kubeadm join --token`, `kubeadm token list`, a bootstrap Secret's token-secret; alone on a line, as `kubeadm token create` prints it: `scan`'s line pass, see `is_bootstrap_token_line`)",
             &["kubeadm", "system:bootstrappers", "token-secret"],
             concat!(
                 r"(?i)kubeadm\b[^\n]{0,400}?--token(?:[ \t]{1,5}|=)(?P<s>[a-z0-9]{6}\.[a-z0-9]{16})(?:[^a-z0-9]|$)",
@@ -2190,10 +2361,14 @@ pub static RULES: &[Rule] = &[
                 "-token\":",
                 "-key\":",
                 "-auth\":",
+                // A Python dict's repr (botocore's `--debug`: `'X-Amz-Security-Token': b'...'`).
+                "-token':",
+                "-key':",
+                "-auth':",
             ],
             concat!(
                 r#"(?i)(?:^|[\s'"])(?:[<>][ \t])?(?:x-[A-Za-z0-9-]{0,40}|[A-Za-z0-9]{1,40}-(?:[A-Za-z0-9]{1,40}-)?)"#,
-                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}['"]?"#,
+                r#"(?:token|api-?key|key|secret|auth|session(?:-?id)?|password|passwd)['"]?[ \t]{0,5}:[ \t]{0,5}(?:b?['"])?"#,
                 r#"(?P<s>[^\s'"]{8,4000})(?:[\s'"]|$)"#
             ),
         )
@@ -2207,6 +2382,7 @@ pub static RULES: &[Rule] = &[
             &[
                 "password",
                 "passwd",
+                "passphrase",
                 "pwd",
                 "secret",
                 "api_key",
@@ -2225,6 +2401,9 @@ pub static RULES: &[Rule] = &[
                 "db_pass",
                 "database_pass",
                 "key_pass",
+                // The last word of a name (`REDISCLI_AUTH`, `RABBITMQ_DEFAULT_PASS`).
+                "_auth",
+                "_pass",
                 // `_token` covers `access_token`, `auth_token`, `api_token`.
                 "_token",
                 "contrase",
@@ -2239,7 +2418,12 @@ pub static RULES: &[Rule] = &[
             // checks the two agree: change them together.
             concat!(
                 r#"(?i)[A-Za-z0-9_.-]{0,40}?"#,
+                // `auth` and `pass` count as the name's last word only (`REDISCLI_AUTH`,
+                // `RABBITMQ_DEFAULT_PASS`; not `OAUTH_CALLBACK_URL`, `MAX_PASS_COUNT`):
+                // `scan::accept` checks the word, `scan::names_by_last_word`.
+                r#"(?:"#,
                 secret_names!(),
+                r#"|[_.-](?:auth|pass))"#,
                 r#"[A-Za-z0-9_.-]{0,25}['"]?\s{0,5}(?::=|=>|==|=|:)\s{0,5}"#,
                 // Unbounded: a value reaches `scan::VALUE_BOUND` (a window cut inside it is
                 // matched again); a quoted one still open at the window's end (`$`) is judged

@@ -162,6 +162,12 @@ fn long_jwts_are_found_whole() {
             ),
             format!("2026-12-07T10:00:00Z INFO got {jwt} for the session\n"),
             format!("> Authorization: Bearer {jwt}\r\n"),
+            // Alone on its line (`az account get-access-token --query accessToken -o tsv`),
+            // first in the text or after another line: the window's rematch must see the
+            // line start that the first pass saw.
+            format!("{jwt}\n"),
+            format!("$ az account get-access-token -o tsv\n{jwt}\n"),
+            format!("x\r\n{jwt}\r\n"),
         ] {
             let f = found(&text);
             assert!(
@@ -327,21 +333,68 @@ fn headers_named_for_secrets_and_any_authorization_scheme() {
     let aws4 = format!(
         "Credential={akid}/20261207/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature={sig}"
     );
+    // Of a parameter list, the secret parameters: SigV4's `Signature` (the access key id in
+    // `Credential` is `aws-access-key-id`'s), Digest's `response`; the rest stays readable.
+    let aws4_found = [
+        ("aws-access-key-id", akid.as_str()),
+        ("http-authorization", &sig),
+    ];
     finds(
         &format!("> Authorization: AWS4-HMAC-SHA256 {aws4}\r\n"),
-        &[("http-authorization", &aws4)],
+        &aws4_found,
     );
     finds(
         &format!("{{\"Authorization\": \"AWS4-HMAC-SHA256 {aws4}\", \"Host\": \"s3\"}}\n"),
-        &[("http-authorization", &aws4)],
+        &aws4_found,
+    );
+    // botocore's `--debug`: the signature alone after `Signature:`, then the headers as a
+    // Python dict's repr of bytes literals, with the session token.
+    let st = format!("IQoJb3JpZ2luX2VjE{}", random_of(B64, 400, 80));
+    finds(
+        &format!(
+            "2024-03-01 10:22:31,123 - MainThread - botocore.auth - DEBUG - Signature:\n{sig}\n"
+        ),
+        &[("aws-sigv4-signature", &sig)],
+    );
+    finds(
+        &format!(
+            "headers={{'X-Amz-Date': b'20240301T102231Z', 'Authorization': b'AWS4-HMAC-SHA256 {aws4}', 'X-Amz-Security-Token': b'{st}'}}>\n"
+        ),
+        &[
+            ("aws-access-key-id", &akid),
+            ("http-authorization", &sig),
+            ("http-secret-header", &st),
+        ],
+    );
+    finds(
+        &format!("{{'Authorization': b'Bearer {st}'}}\n"),
+        &[("http-authorization", &st)],
     );
     let resp = random_of(b"0123456789abcdef", 32, 68);
-    let digest =
-        format!("username=\"bob\", realm=\"api\", nonce=\"{sig}\", uri=\"/\", response=\"{resp}\"");
-    finds(
-        &format!("Authorization: Digest {digest}\n"),
-        &[("http-authorization", &digest)],
-    );
+    for realm in ["api", "api@example.com"] {
+        let digest = format!(
+            "username=\"bob\", realm=\"{realm}\", nonce=\"{sig}\", uri=\"/\", cnonce=\"{}\", nc=00000001, qop=auth, response=\"{resp}\", algorithm=MD5",
+            &sig[..16]
+        );
+        finds(
+            &format!("> Authorization: Digest {digest}\n"),
+            &[("http-authorization", &resp)],
+        );
+        let escaped = digest.replace('"', "\\\"");
+        finds(
+            &format!("{{\"Authorization\": \"Digest {escaped}\"}}\n"),
+            &[("http-authorization", &resp)],
+        );
+        let out = String::from_utf8_lossy(&redacted_whole(
+            format!("Authorization: Digest {digest}\n").as_bytes(),
+        ))
+        .to_string();
+        assert!(
+            out.contains("username=\"bob\"")
+                && out.contains("response=\"[REDACTED:http-authorization]\""),
+            "{out}"
+        );
+    }
     let blob = format!("TlRMTVNTUAAB{}", random_of(B64, 120, 69));
     finds(
         &format!("Proxy-Authorization: NTLM {blob}\n"),
@@ -359,6 +412,20 @@ fn headers_named_for_secrets_and_any_authorization_scheme() {
     no_finding_of(
         "Authorization: Negotiate authentication is used by the proxy\nAuthorization: Bearer $TOKEN\nAuthorization: Digest <credentials>\n",
         &["http-authorization"],
+    );
+    // A parameter list with no secret parameter, or a placeholder for it; a `Signature:` line
+    // followed by what is not a lone 64-hex signature.
+    no_finding_of(
+        "Authorization: Digest username=\"bob\", realm=\"api\", uri=\"/\"\nAuthorization: Digest username=\"bob\", response=\"<response>\"\n",
+        &["http-authorization"],
+    );
+    no_finding_of(
+        &format!(
+            "Signature:\n{sig}  release.tar.gz\nSignature:\n{}\nGood signature:\n{}\n",
+            "0".repeat(64),
+            &sig[..40]
+        ),
+        &["aws-sigv4-signature"],
     );
 }
 
@@ -394,6 +461,35 @@ fn google_kubeadm_pgpass_and_ecr() {
     );
     no_finding_of(
         "kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef\nkubeadm join --token <token>\n",
+        &["kubeadm-bootstrap-token"],
+    );
+    // Alone on its line, as `kubeadm token create` prints it (no name to find it by).
+    finds(&format!("{kt}\n"), &[("kubeadm-bootstrap-token", &kt)]);
+    finds(
+        &format!("$ kubeadm token create --ttl 2h\n{kt}\r\n$ echo done\n"),
+        &[("kubeadm-bootstrap-token", &kt)],
+    );
+    // The CA certificate's hash of a join command is public: the token only.
+    let ca = random_of(b"0123456789abcdef", 64, 74);
+    finds(
+        &format!(
+            "kubeadm join 10.0.0.1:6443 --token {kt} --discovery-token-ca-cert-hash sha256:{ca}\n"
+        ),
+        &[("kubeadm-bootstrap-token", &kt)],
+    );
+    for text in [
+        format!("kubeadm join 10.0.0.1:6443 --discovery-token-ca-cert-hash sha256:{ca}\n"),
+        format!("    --discovery-token-ca-cert-hash sha256:{ca} \\\n"),
+        format!("discovery-token-ca-cert-hash: sha256:{ca}\n"),
+    ] {
+        assert!(found(&text).is_empty(), "{text}: {:?}", found(&text));
+    }
+    // Lines of the shape that are no token: a file, a host, `module.function`, a secret part
+    // with no digit, no letter, a run or a sequence; a token inside a sentence is not alone.
+    no_finding_of(
+        &format!(
+            "abcdef.txt\nmodule.function_name_here\ndb01ab.internal-example\nconfig.productionserver\nbackup.2024122520241226\nworker.node1node2node3n\nabcdef.0123456789abcdef\nq1w2e3.aaaaaaaaaaaaaaaa\nsee {kt} above\n"
+        ),
         &["kubeadm-bootstrap-token"],
     );
     let pw = random_of(AN, 18, 76);
@@ -539,6 +635,271 @@ fn open_and_tail_key_blocks_are_redacted() {
     assert!(found(&cert).is_empty(), "{:?}", found(&cert));
 }
 
+/// Key lines with neither armour line (`sed -n 2,5p key.pem`): from a line opening with a
+/// private key's DER prefix over the base64 lines after it, whole-text and streamed (a pause
+/// after each line too); certificates' and public keys' lines stay.
+#[test]
+fn key_lines_without_armour_are_redacted_from_a_private_keys_prefix() {
+    for (i, prefix) in [
+        "MIIEowIBAAKCAQEA",
+        "MIIJKAIBAAKCAgEA",
+        "MIIG4wIBAAKCAYEA",
+        "MIICXAIBAAKBgQ",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        "MIIJQgIBADANBgkqhkiG9w0BAQEFAASC",
+        "MHcCAQEEI",
+        "MIGkAgEBBDA",
+        "MIGHAgEAMBMGByqGSM49AwEHBG0wawIBAQQg",
+        "MC4CAQAwBQYDK2VwBCIEI",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = format!(
+            "{prefix}{}",
+            random_of(B64, 300 - prefix.len(), 300 + i as u64)
+        );
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or_default())
+            .collect();
+        let block = lines.join("\n");
+        for text in [
+            format!("{block}\n"),
+            format!("$ sed -n 2,6p server.key\n{block}\n$ echo done\ndone\n"),
+            format!("  key: |\n    {}\n", lines.join("\n    ")),
+        ] {
+            let f = found(&text);
+            assert_eq!(f.len(), 1, "{prefix}: {f:?}");
+            assert_eq!(f[0].0, "private-key-body", "{prefix}");
+            for l in &lines {
+                assert!(f[0].1.contains(l), "{prefix}: a line is left out");
+            }
+            streams_redacted(&text, &lines);
+            let mut r = Redactor::new(TextKind::Stream);
+            let mut out = Vec::new();
+            for l in text.split_inclusive('\n') {
+                r.feed(l.as_bytes(), &mut out);
+                r.flush_lines(&mut out);
+            }
+            r.finish(&mut out);
+            assert_eq!(out, redacted_whole(text.as_bytes()), "{prefix}: paused");
+        }
+        // What follows the block stays.
+        let out = String::from_utf8_lossy(&redacted_whole(
+            format!("{block}\n$ echo done\ndone.\n").as_bytes(),
+        ))
+        .to_string();
+        assert!(out.ends_with("$ echo done\ndone.\n"), "{out}");
+    }
+    // Certificates, public keys (SPKI RSA and EC, PKCS#1 RSA), an SSH public key, and a
+    // private key's prefix inside a longer base64 word: no key body.
+    for (i, prefix) in [
+        "MIIDxTCCAq2gAwIBAgIJAK",
+        "MIIFazCCA1OgAwIBAgIUE",
+        "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA",
+        "MIICIjANBgkqhkiG9w0BAQEFAAOCAg8AMIICCgKCAgEA",
+        "MIIBCgKCAQEA",
+        "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
+        "AAAAB3NzaC1yc2EAAAADAQABAAABAQ",
+        "QUJDRE1IcCAQEEI",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = format!(
+            "{prefix}{}",
+            random_of(B64, 300 - prefix.len(), 320 + i as u64)
+        );
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or_default())
+            .collect();
+        no_finding_of(&format!("{}\n", lines.join("\n")), &["private-key-body"]);
+    }
+}
+
+/// `.env` values in brackets (`API_SECRET=(...)`, `[...]`, `<...>`, `{...}`): a value when
+/// what is inside is random, found whole with its brackets; a placeholder of each bracket
+/// shape stays.
+#[test]
+fn env_values_in_brackets_are_judged_by_what_is_inside() {
+    for (i, (open, close)) in [("(", ")"), ("[", "]"), ("<", ">"), ("{", "}")]
+        .into_iter()
+        .enumerate()
+    {
+        let inner = random_of(AN, 16, 400 + i as u64);
+        let v = format!("{open}{inner}{close}");
+        for text in [
+            format!("API_SECRET={v}\n"),
+            format!("DB_PASSWORD={v}\nREDIS_HOST=cache\n"),
+            format!("export SMTP_PASSWORD={v}\n"),
+        ] {
+            finds(&text, &[("keyword-secret", &v)]);
+        }
+    }
+    for text in [
+        "SMTP_PASSWORD=<your-password>\n",
+        "SMTP_PASSWORD=<PASSWORD>\n",
+        "SMTP_PASSWORD=<PASSWORD123>\n",
+        "REDIS_PASSWORD={password}\n",
+        "REDIS_PASSWORD={{ db_password }}\n",
+        "REDIS_PASSWORD={{db_password}}\n",
+        "DB_PASSWORD=[REDACTED]\n",
+        "DB_PASSWORD=[changeme]\n",
+        "API_SECRET=(none)\n",
+        "API_SECRET=${X}\n",
+        "API_SECRET=(aaaaaaaaaaaaaaaa)\n",
+        "API_SECRET=<abcdefghij0123456789>\n",
+        "API_SECRET=[your_api_secret_here]\n",
+        "API_SECRET={API_SECRET_VALUE}\n",
+    ] {
+        no_finding_of(text, &["keyword-secret"]);
+    }
+}
+
+/// `words` random lower-case words, space-separated (a passphrase).
+fn passphrase(words: usize, seed: u64) -> String {
+    (0..words)
+        .map(|i| random_of(b"abcdefghijklmnopqrstuvwxyz", 6 + i % 4, seed + i as u64))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Passphrases with spaces under a secret name: quoted, whole; unquoted to the line's end in
+/// `.env` and YAML shapes (`PASSPHRASE` names anywhere, `PASSWORD` names in configuration).
+/// A shell line's environment prefix (`PGPASSWORD=x psql ...`), a reference and prose stay
+/// as they are read today.
+#[test]
+fn passphrases_with_spaces_are_found_whole() {
+    let p1 = passphrase(5, 500);
+    let p2 = passphrase(4, 510);
+    let p3 = passphrase(4, 520);
+    for kind in [TextKind::Stream, TextKind::Config, TextKind::Prose] {
+        for (text, secret) in [
+            (format!("export GPG_PASSPHRASE=\"{p1}\"\n"), &p1),
+            (format!("GPG_PASSPHRASE='{p1}'\n"), &p1),
+            (format!("BACKUP_PASSPHRASE={p2}\n"), &p2),
+            (format!("export BACKUP_PASSPHRASE={p2}\n"), &p2),
+            (format!("signing:\n  key_passphrase: {p3}\n"), &p3),
+            (format!("BORG_PASSPHRASE={p2}\r\nX=1\n"), &p2),
+        ] {
+            let f: Vec<_> = scanner()
+                .scan(text.as_bytes(), kind, false)
+                .into_iter()
+                .map(|f| text[f.start..f.end].to_string())
+                .collect();
+            assert_eq!(f, vec![secret.clone()], "{kind:?} {text:?}");
+        }
+    }
+    finds(
+        &format!("BACKUP_PASSPHRASE={p2}\n"),
+        &[("keyword-secret", &p2)],
+    );
+    // `PASSWORD` names: to the line's end in configuration (a `.env` file) only.
+    let cfg = format!("DB_PASSWORD={p2}\n");
+    let f = scanner().scan(cfg.as_bytes(), TextKind::Config, false);
+    assert_eq!(f.len(), 1);
+    assert_eq!(&cfg[f[0].start..f[0].end], p2);
+    let pw = random_of(AN, 14, 530);
+    for (text, kind, want) in [
+        // A command's environment: the value is the first word, the rest is the command.
+        (
+            format!("PGPASSWORD={pw} psql -h db -U app\n"),
+            TextKind::Stream,
+            Some(pw.as_str()),
+        ),
+        (
+            format!("DB_PASSWORD={pw} ./migrate.sh --up\n"),
+            TextKind::Prose,
+            Some(&pw),
+        ),
+        (
+            format!("GPG_PASSPHRASE={pw} gpg --batch --sign f\n"),
+            TextKind::Stream,
+            Some(&pw),
+        ),
+        (
+            format!("DB_PASSWORD={pw} make migrate\n"),
+            TextKind::Stream,
+            Some(&pw),
+        ),
+        ("PASSWORD=$1 shift\n".to_string(), TextKind::Stream, None),
+        (
+            "BACKUP_PASSPHRASE=$BORG_PASSPHRASE borg create ::a\n".to_string(),
+            TextKind::Stream,
+            None,
+        ),
+        (
+            "Passphrase: must be at least 12 characters\n".to_string(),
+            TextKind::Prose,
+            None,
+        ),
+        (
+            "passphrase: the one you chose\n".to_string(),
+            TextKind::Config,
+            None,
+        ),
+        (
+            "password = get_passphrase()\n".to_string(),
+            TextKind::Code,
+            None,
+        ),
+    ] {
+        let f: Vec<_> = scanner()
+            .scan(text.as_bytes(), kind, false)
+            .into_iter()
+            .map(|f| text[f.start..f.end].to_string())
+            .collect();
+        let want: Vec<String> = want.into_iter().map(str::to_string).collect();
+        assert_eq!(f, want, "{kind:?} {text:?}");
+    }
+}
+
+/// `AUTH` and `PASS` as a name's last word name a secret (`REDISCLI_AUTH`,
+/// `RABBITMQ_DEFAULT_PASS`); inside a name or a word (`OAUTH_...`, `MAX_PASS_COUNT`,
+/// `BYPASS`, `DEFAULT_AUTH_METHOD`) they do not.
+#[test]
+fn auth_and_pass_as_a_names_last_word_name_a_secret() {
+    let v = random_of(AN, 20, 600);
+    for (text, kind) in [
+        (format!("REDISCLI_AUTH={v}\n"), TextKind::Stream),
+        (
+            format!("export RABBITMQ_DEFAULT_PASS={v}\n"),
+            TextKind::Stream,
+        ),
+        (format!("RABBITMQ_DEFAULT_PASS={v}\n"), TextKind::Config),
+        (format!("SMTP_PASS = {v}\n"), TextKind::Config),
+        (format!("{{\"REDISCLI_AUTH\": \"{v}\"}}\n"), TextKind::Code),
+        (
+            format!("  - name: REDIS_AUTH\n    value: {v}\n"),
+            TextKind::Stream,
+        ),
+    ] {
+        let f: Vec<_> = scanner()
+            .scan(text.as_bytes(), kind, false)
+            .into_iter()
+            .map(|f| text[f.start..f.end].to_string())
+            .collect();
+        assert_eq!(f, vec![v.clone()], "{kind:?} {text:?}");
+    }
+    for text in [
+        "OAUTH_CALLBACK_URL=https://app.example.io/oauth/callback\n".to_string(),
+        "PASS_COUNT=3\nBYPASS=1\n".to_string(),
+        format!("MAX_PASS_COUNT={v}\n"),
+        format!("DEFAULT_AUTH_METHOD={v}\n"),
+        format!("OAUTH_CALLBACK_URL={v}\n"),
+        format!("BYPASS={v}\n"),
+        format!("GIT_AUTHOR_NAME={v}\n"),
+        format!("FIRST_PASS.RESULT={v}\n"),
+    ] {
+        no_finding_of(&text, &["keyword-secret"]);
+    }
+}
+
 #[test]
 fn values_with_punctuation_are_found_whole() {
     let pw = random_of(AN, 12, 200);
@@ -578,4 +939,27 @@ fn values_with_punctuation_are_found_whole() {
     ] {
         assert!(found(text).is_empty(), "{text:?}: {:?}", found(text));
     }
+    // A name in capitals closing the string it sits in (gitleaks' huggingface fp3): no
+    // value; one in capitals and digits still is, and so is a docker Env entry's value.
+    for text in [
+        "API_ORG_CREATE(\"https://qyapi.weixin.qq.com/cgi-bin/department/create?access_token=ACCESS_TOKEN\"),\n",
+        "\"url\": \"https://api.example.io/x?access_token=ACCESS_TOKEN\\\"),\"\n",
+        "f(\"?password=DB_PASSWORD'),\n",
+    ] {
+        no_finding_of(text, &["keyword-secret"]);
+    }
+    let caps = random_of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 16, 210);
+    let caps = format!("{}7{}", &caps[..8], &caps[8..]);
+    let text = format!("f(\"?access_token={caps}\"),\n");
+    assert!(
+        found(&text).iter().any(|(_, s)| s.contains(&caps)),
+        "{text}: {:?}",
+        found(&text)
+    );
+    let env = format!("[\n  \"DB_PASSWORD=({pw})\",\n  \"LANG=C.UTF-8\"\n]\n");
+    assert!(
+        found(&env).iter().any(|(_, s)| s.contains(&pw)),
+        "{env}: {:?}",
+        found(&env)
+    );
 }

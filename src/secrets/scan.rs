@@ -63,12 +63,13 @@ pub fn is_rest_byte(b: u8) -> bool {
 }
 
 /// Where a run of wrapped base64 lines ending `buf[..limit]` (just after a newline) starts,
-/// if its last line is as wide as a key block's (64, 70 or 76 bytes): a private key's tail
-/// may follow (its `-----END` line, `private-key-tail`), so a stream holds the run back from
-/// there. Walks back at most the tail rule's reach.
+/// if its last line is as wide as a key block's (64, 70 or 76 bytes, indentation aside): a
+/// private key's tail may follow (its `-----END` line, `private-key-tail`), or more lines of
+/// a body a private key's DER opened (`private-key-body`, indented in a YAML block too), so
+/// a stream holds the run back from there. Walks back at most the tail rule's reach.
 pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize> {
     let b64 = |l: &[u8]| {
-        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        let l = key_line_body(l);
         (4..=200).contains(&l.len())
             && l.iter()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
@@ -80,7 +81,7 @@ pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize
         Some((s, e))
     };
     let (s, e) = line_before(limit).filter(|&(s, _)| s >= from)?;
-    let width = buf[s..e].strip_suffix(b"\r").unwrap_or(&buf[s..e]).len();
+    let width = key_line_body(&buf[s..e]).len();
     if !matches!(width, 64 | 70 | 76) || !b64(&buf[s..e]) {
         return None;
     }
@@ -93,6 +94,13 @@ pub fn key_body_run_start(buf: &[u8], from: usize, limit: usize) -> Option<usize
         }
     }
     Some(start)
+}
+
+/// A line of a key block without its indentation and `\r`.
+fn key_line_body(l: &[u8]) -> &[u8] {
+    let l = l.strip_suffix(b"\r").unwrap_or(l);
+    let indent = l.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    &l[indent..]
 }
 
 /// The end of a cut value's token: the first byte from `from` on that is not a
@@ -226,6 +234,9 @@ impl Scanner {
             let regions = context_regions(text, &generic_windows, programs, resume);
             self.scan_contexts(text, kind, &regions, start, trace, &mut found);
         }
+        if kind != TextKind::Lock {
+            bootstrap_token_lines(text, &mut found);
+        }
         // Names and values apart (siblings, tables, next lines): see `pairs`.
         super::pairs::scan(text, kind, &mut pair_windows, trace, &mut found);
         // Random values in a secret's position under weak names, URL parameters: see `weak`.
@@ -291,9 +302,14 @@ impl Scanner {
             let Some(re) = self.regex(ri) else { continue };
             let mut matched = |(at, s, e, unquoted): (usize, usize, usize, bool)| {
                 let at = ws + at;
-                let Some((s, e, unquoted)) =
-                    at_window_end(re, rule.generic, text, we, at, (ws + s, ws + e, unquoted))
-                else {
+                let Some((s, e, unquoted)) = at_window_end(
+                    re,
+                    rule.generic,
+                    text,
+                    (ws, we),
+                    at,
+                    (ws + s, ws + e, unquoted),
+                ) else {
                     return;
                 };
                 if let Some(parts) = rule.parts {
@@ -350,6 +366,34 @@ impl Scanner {
     }
 }
 
+/// Lines that are only a kubeadm bootstrap token (`kubeadm token create` prints no name
+/// for a keyword to find): a pass over the line ends, looking only at lines of the token's
+/// length ([`super::rules::is_bootstrap_token_line`]).
+fn bootstrap_token_lines(text: &[u8], out: &mut Vec<(usize, Finding)>) {
+    static RI: OnceLock<Option<usize>> = OnceLock::new();
+    let Some(ri) = *RI.get_or_init(|| RULES.iter().position(|r| r.id == "kubeadm-bootstrap-token"))
+    else {
+        return;
+    };
+    let mut ls = 0;
+    for le in memchr::memchr_iter(b'\n', text).chain(std::iter::once(text.len())) {
+        let line = &text[ls..le];
+        if (23..=40).contains(&line.len()) && super::rules::is_bootstrap_token_line(line) {
+            let s = ls + line.len() - line.trim_ascii_start().len();
+            out.push((
+                ri,
+                Finding {
+                    rule: RULES[ri].id,
+                    start: s,
+                    end: s + 23,
+                    specific: true,
+                },
+            ));
+        }
+        ls = le + 1;
+    }
+}
+
 /// A match (its secret `s..e`) as it stands once its window's end `we` is taken into
 /// account: a quoted keyword value still open at its line's end (the keyword rule's
 /// `(?:"|$)`) is none; one the window cut (at a byte limit) is matched again over up to
@@ -358,7 +402,7 @@ fn at_window_end(
     re: &Regex,
     generic: bool,
     text: &[u8],
-    we: usize,
+    (ws, we): (usize, usize),
     at: usize,
     (s, e, unquoted): (usize, usize, bool),
 ) -> Option<(usize, usize, bool)> {
@@ -368,7 +412,7 @@ fn at_window_end(
     if text[we] == b'\n' {
         return (!generic || unquoted).then_some((s, e, unquoted));
     }
-    rematch(re, generic, text, at, s)
+    rematch(re, generic, text, ws, at, s)
 }
 
 /// The findings of a rule whose secret group holds several ([`super::rules::Rule::parts`]):
@@ -405,31 +449,38 @@ fn push_parts(
 /// line ends before it closes). A secret that reaches the bound is cut there and goes on
 /// over the rest of its token ([`rest_end`]). Runs only where a window ends inside a match;
 /// each such window is followed by the bytes this reads, so the work stays linear.
+///
+/// The haystack starts where the window `ws` did, as in the first pass: a rule's `^` (a JWT
+/// alone on its line, `start!()`) matched at the window's start there and must match again
+/// here (`az account get-access-token -o tsv` prints a bare 3 KiB JWT on a line of its own).
 fn rematch(
     re: &Regex,
     generic: bool,
     text: &[u8],
+    ws: usize,
     at: usize,
     s: usize,
 ) -> Option<(usize, usize, bool)> {
     let hi = text.len().min(s.saturating_add(VALUE_BOUND));
-    let hay = &text[..hi];
-    let m = re.find_at(hay, at).filter(|m| m.start() == at)?;
-    let read = if generic && m.end() < hi {
-        keyword_value(&hay[at..m.end()], false).map(|(vs, ve, u)| (at + vs, at + ve, u))
+    let hay = &text[ws..hi];
+    let rat = at - ws;
+    let m = re.find_at(hay, rat).filter(|m| m.start() == rat)?;
+    let read = if generic && ws + m.end() < hi {
+        keyword_value(&hay[rat..m.end()], false).map(|(vs, ve, u)| (at + vs, at + ve, u))
     } else {
         None
     };
     let (vs, ve, u) = match read {
         Some(v) => v,
         None => {
-            let caps = re.captures_at(&hay[..m.end()], at)?;
+            let caps = re.captures_at(&hay[..m.end()], rat)?;
             let (_, vs, ve, u) = secret_of(&caps)?;
-            (vs, ve, u)
+            (ws + vs, ws + ve, u)
         }
     };
+    let m_end = ws + m.end();
     // Still open at the line's end: not a value (as in the first pass).
-    if generic && !u && ve == m.end() && hi < text.len() && text[ve] == b'\n' {
+    if generic && !u && ve == m_end && hi < text.len() && text[ve] == b'\n' {
         return None;
     }
     let ve = if ve == hi && hi < text.len() {
@@ -960,23 +1011,60 @@ pub(super) fn names_strongly(name: &[u8]) -> bool {
     .is_some_and(|re| re.is_match(name))
 }
 
+/// [`super::rules::SECRET_NAME`], compiled once.
+fn secret_name_regex() -> Option<&'static Regex> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    RE.get_or_init(|| {
+        RegexBuilder::new(super::rules::SECRET_NAME)
+            .unicode(false)
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// A keyword match's name (with its operator) that the keyword regex took only for an
+/// `auth` or `pass` word after `_`, `.` or `-` which is not the name's last word
+/// (`MAX_PASS_COUNT=`, `DEFAULT_AUTH_METHOD=`).
+fn named_only_by_a_word_inside(name: &[u8]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let word_inside = [b'_', b'.', b'-'].iter().any(|&sep| {
+        [&b"auth"[..], b"pass"].iter().any(|w| {
+            lower
+                .windows(w.len() + 1)
+                .any(|win| win[0] == sep && &win[1..] == *w)
+        })
+    });
+    word_inside
+        && !names_by_last_word(name)
+        && !secret_name_regex().is_some_and(|re| re.is_match(name))
+}
+
+/// Whether a name's last word (after `_`, `.` or `-`; operators, quotes and spaces after it
+/// aside) is `auth` or `pass`: `REDISCLI_AUTH`, `RABBITMQ_DEFAULT_PASS`, `smtp.pass` name a
+/// secret; `OAUTH_CALLBACK_URL`, `MAX_PASS_COUNT`, `BYPASS` do not.
+pub(super) fn names_by_last_word(name: &[u8]) -> bool {
+    let Some(end) = name.iter().rposition(u8::is_ascii_alphanumeric) else {
+        return false;
+    };
+    let t = &name[..=end];
+    let Some(sep) = t.iter().rposition(|b| matches!(b, b'_' | b'.' | b'-')) else {
+        return false;
+    };
+    let last = &t[sep + 1..];
+    sep > 0
+        && t[sep - 1].is_ascii_alphanumeric()
+        && (last.eq_ignore_ascii_case(b"auth") || last.eq_ignore_ascii_case(b"pass"))
+}
+
 /// Whether a name (a key, an XML element or attribute, a long flag) names a secret: the
 /// keyword rule's names ([`super::rules::SECRET_NAME`]), unless it ends in a word that
 /// says where the secret is rather than being it (`--password-file`).
 pub(super) fn names_a_secret(name: &[u8]) -> bool {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(re) = RE
-        .get_or_init(|| {
-            RegexBuilder::new(super::rules::SECRET_NAME)
-                .unicode(false)
-                .build()
-                .ok()
-        })
-        .as_ref()
-    else {
+    let Some(re) = secret_name_regex() else {
         return false;
     };
-    if name.len() > 128 || !re.is_match(name) {
+    if name.len() > 128 || !(re.is_match(name) || names_by_last_word(name)) {
         return false;
     }
     let lower = name.to_ascii_lowercase();
@@ -1264,7 +1352,14 @@ fn punctuated_values(
                 && !(cut && ve == line.len())
             {
                 let (s, e) = (ls + vs, ls + ve);
-                if accept(rule, text, (ls + ns, s, e), &text[s..e], kind, true) {
+                // A value in brackets (`(x)`, `[x]`, `<x>`, `{x}`) is judged by what is
+                // inside (`punctuated_word` took it for being random), redacted whole.
+                let (js, je) = if is_wrapped(&text[s..e]) {
+                    (s + 1, e - 1)
+                } else {
+                    (s, e)
+                };
+                if accept(rule, text, (ls + ns, js, je), &text[js..je], kind, true) {
                     out.push((
                         ri,
                         Finding {
@@ -1338,18 +1433,36 @@ fn punctuated_word(
         word_end -= 1;
     }
     let v = &line[vs..word_end];
-    // A passphrase: `Name: words` alone on its line, in prose and streams.
+    // A passphrase: `Name: words` alone on its line, in prose and streams; in configuration
+    // (a YAML plain scalar, an INI value) when the name says password or passphrase. And
+    // `NAME=words` to the line's end (a `.env` line, `export NAME=...`) when the name says
+    // passphrase, or password in configuration: in a shell line or a stream,
+    // `PASSWORD=x cmd args` puts `x` in a command's environment, the rest is the command.
     let rest = &line[vs..trimmed_end.max(vs)];
-    let passphrase = line[o] == b':'
+    let name = line[ns..o].trim_ascii_end().to_ascii_lowercase();
+    let says = |w: &[u8]| memchr::memmem::find(&name, w).is_some();
+    let colon = line[o] == b':'
         && spaced
-        && matches!(kind, TextKind::Prose | TextKind::Stream)
+        && (matches!(kind, TextKind::Prose | TextKind::Stream)
+            || (kind == TextKind::Config && (says(b"passphrase") || says(b"password"))))
+        && ns <= 8
+        && matches!(line[..ns].trim_ascii(), b"" | b">" | b"<" | b"#");
+    let env = line[o] == b'='
+        && !spaced
+        && (says(b"passphrase") || (kind == TextKind::Config && says(b"password")))
+        && kind != TextKind::Code
+        && matches!(line[..ns].trim_ascii(), b"" | b"export")
+        && line[ns..o]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    let passphrase = (colon || env)
         && rest.len() > v.len()
         && rest.len() <= 200
-        && ns <= 8
-        && matches!(line[..ns].trim_ascii(), b"" | b">" | b"<" | b"#")
         && (2..=8).contains(&rest.split(|&b| b == b' ').filter(|w| !w.is_empty()).count())
         && rest.split(|&b| b == b' ').all(|w| {
+            // A flag is a command's (`GPG_PASSPHRASE=x gpg --batch ...`), not a word of one.
             !w.is_empty()
+                && w[0] != b'-'
                 && w.iter()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_!@#%^&*+=".contains(b))
                 && !PROSE_WORDS
@@ -1358,6 +1471,20 @@ fn punctuated_word(
         });
     if passphrase {
         return (Some((ns, vs, trimmed_end)), trimmed_end);
+    }
+    // An identifier in capitals closed by a quote (`?access_token=ACCESS_TOKEN")` in a
+    // URL template, `\"` in a JSON string): the name repeated or a placeholder, at the end of
+    // the string it sits in, not a value with punctuation. Capitals and digits with no `_`
+    // (`AB12CD34EF56")`) may be a generated value still.
+    if let Some(q) = v.iter().position(|b| matches!(b, b'"' | b'\'' | b'\\'))
+        && q >= 2
+        && v[0].is_ascii_uppercase()
+        && v[..q]
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
+        && (v[..q].contains(&b'_') || !v[..q].iter().any(u8::is_ascii_digit))
+    {
+        return (None, word_end);
     }
     // Punctuation the regex's bare value stops at, inside or first.
     let punct = |b: &u8| b"();[]{}<>,".contains(b);
@@ -1375,14 +1502,50 @@ fn punctuated_word(
                 .is_some_and(|c| c > p && matches!(v.get(c + 1), None | Some(b'?' | b'!' | b'.')))
     }) || v.ends_with(b");")
         || v.ends_with(b"),");
-    let wrapped = matches!(
-        (v[0], v[v.len() - 1]),
-        (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
-    );
-    if call || wrapped || v.starts_with(b"$") || entropy::is_placeholder(v) {
+    // In brackets: a placeholder (`<your-password>`, `<PASSWORD>`, `{password}`,
+    // `[REDACTED]`, `(none)`) unless what is inside is random (`(x8Kq...)`, a generated
+    // password that opens with a bracket).
+    if is_wrapped(v) {
+        return (
+            random_in_brackets(&v[1..v.len() - 1]).then_some((ns, vs, word_end)),
+            word_end,
+        );
+    }
+    if call || v.starts_with(b"$") || entropy::is_placeholder(v) {
         return (None, word_end);
     }
     (Some((ns, vs, word_end)), word_end)
+}
+
+/// A value that opens with `(`, `[`, `{` or `<` and closes with its pair.
+fn is_wrapped(v: &[u8]) -> bool {
+    v.len() >= 2
+        && matches!(
+            (v[0], v[v.len() - 1]),
+            (b'(', b')') | (b'[', b']') | (b'{', b'}') | (b'<', b'>')
+        )
+}
+
+/// What is inside a bracketed value is a generated secret, not a placeholder's words: 10
+/// bytes or more of letters, digits and symbols that no word holds (no space, `-`, `_`, nor
+/// another bracket or `$`), letters and digits or both cases, 3 bits of entropy or more, and
+/// no placeholder word (`<PASSWORD123>`).
+fn random_in_brackets(inner: &[u8]) -> bool {
+    let lower = inner.to_ascii_lowercase();
+    inner.len() >= 10
+        && inner
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"+/=!@#%^&*.~:".contains(&b))
+        && inner.iter().any(u8::is_ascii_alphabetic)
+        && !is_letter_run(inner)
+        && entropy::shannon(inner) >= 3.0
+        && !entropy::is_placeholder(inner)
+        && !entropy::is_sequential(inner)
+        && ![
+            "pass", "secret", "token", "your", "key", "example", "change",
+        ]
+        .iter()
+        .any(|w| memchr::memmem::find(&lower, w.as_bytes()).is_some())
 }
 
 /// Rules whose match is a slot that declares a credential (see
@@ -1406,6 +1569,16 @@ pub(super) fn accept(
     kind: TextKind,
     unquoted: bool,
 ) -> bool {
+    // A bare value that an escaped quote ends (`?access_token=ACCESS_TOKEN\"` inside a JSON
+    // string): the backslash is the string's escape, the value is judged without it.
+    let (secret, e) = match secret {
+        [rest @ .., b'\\']
+            if rule.generic && unquoted && matches!(text.get(e), Some(b'"' | b'\'')) =>
+        {
+            (rest, e - 1)
+        }
+        _ => (secret, e),
+    };
     // What a person writes to stand for a secret (a placeholder, a fixture's words, a
     // demo value) is short: a value longer than JUDGED_HEAD bytes (a session token, a JWT)
     // is judged by its head, where its length would otherwise spell such words by chance
@@ -1471,8 +1644,14 @@ pub(super) fn accept(
         // `s.THISSTRINGISALLUPPERCASE`: gitleaks' fps; 16 random base62 or hex characters
         // hold a digit or both cases but for a chance of about 1e-5), nor an anti-forgery
         // nonce (`csrf-token`, `xsrfToken`: per session, not a credential).
+        // Named only by the regex's `auth` or `pass` word, and that is not the name's last
+        // word (`MAX_PASS_COUNT`, `DEFAULT_AUTH_METHOD`): no name.
+        if at < s && named_only_by_a_word_inside(&text[at..s]) {
+            return false;
+        }
         if at < s
             && !names_strongly(&text[at..s])
+            && !names_by_last_word(&text[at..s])
             && (secret.len() < 16
                 || entropy::shannon(secret) < 3.5
                 || precision::is_wordy(secret)
