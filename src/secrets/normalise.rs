@@ -68,19 +68,31 @@ fn parse(b: &[u8], at_end: bool) -> Seq {
             Seq::Partial
         }
     };
+    // NULs are removed wherever they are, inside sequences too: a terminal shows nothing
+    // for them, and UTF-16 text is ASCII with a NUL after (or before) each byte.
+    let at = 1 + b
+        .iter()
+        .skip(1)
+        .take(MAX_CSI)
+        .take_while(|&&c| c == 0)
+        .count();
     match b.first() {
+        Some(&0) => Seq::Whole {
+            len: 1,
+            payload: None,
+        },
         Some(&CSI8) => csi(b, 1, at_end),
-        Some(&ESC) => match b.get(1) {
-            None => more(2),
-            Some(b'[') => csi(b, 2, at_end),
-            Some(b']' | b'P' | b'X' | b'^' | b'_') => string(b, at_end),
+        Some(&ESC) => match b.get(at) {
+            None => more(MAX_CSI),
+            Some(b'[') => csi(b, at + 1, at_end),
+            Some(b']' | b'P' | b'X' | b'^' | b'_') => string(b, at + 1, at_end),
             Some(0x20..=0x2f) => {
                 // `ESC`, intermediates, a final byte (`ESC ( B`).
-                let body = b.get(2..b.len().min(MAX_CSI)).unwrap_or_default();
+                let body = b.get(at + 1..b.len().min(MAX_CSI)).unwrap_or_default();
                 for (k, &c) in body.iter().enumerate() {
-                    let i = k + 2;
+                    let i = k + at + 1;
                     match c {
-                        0x20..=0x2f => {}
+                        0 | 0x20..=0x2f => {}
                         0x30..=0x7e => {
                             return Seq::Whole {
                                 len: i + 1,
@@ -93,7 +105,7 @@ fn parse(b: &[u8], at_end: bool) -> Seq {
                 more(MAX_CSI)
             }
             Some(0x30..=0x7e) => Seq::Whole {
-                len: 2,
+                len: at + 1,
                 payload: None,
             },
             Some(_) => Seq::Text,
@@ -113,6 +125,7 @@ fn csi(b: &[u8], from: usize, at_end: bool) -> Seq {
         let c = b[i];
         i += 1;
         match c {
+            0 => {}
             0x30..=0x3f if !intermediate => {}
             0x20..=0x2f => intermediate = true,
             0x40..=0x7e => {
@@ -133,24 +146,26 @@ fn csi(b: &[u8], from: usize, at_end: bool) -> Seq {
 
 /// A string sequence (`ESC ]` and the like): printable bytes up to BEL or `ESC \`. A control
 /// byte inside (a newline) means it was not one: a stray `ESC ]` hides no lines.
-fn string(b: &[u8], at_end: bool) -> Seq {
-    let body = b.get(2..b.len().min(MAX_STRING)).unwrap_or_default();
+fn string(b: &[u8], from: usize, at_end: bool) -> Seq {
+    let body = b.get(from..b.len().min(MAX_STRING)).unwrap_or_default();
     for (k, &c) in body.iter().enumerate() {
-        let i = k + 2;
+        let i = k + from;
         match c {
+            0 => {}
             BEL => {
                 return Seq::Whole {
                     len: i + 1,
-                    payload: Some((2, i)),
+                    payload: Some((from, i)),
                 };
             }
             ESC => {
-                return match b.get(i + 1) {
+                let st = i + 1 + b.iter().skip(i + 1).take_while(|&&c| c == 0).count();
+                return match b.get(st) {
                     Some(b'\\') => Seq::Whole {
-                        len: i + 2,
-                        payload: Some((2, i)),
+                        len: st + 1,
+                        payload: Some((from, i)),
                     },
-                    None if !at_end => Seq::Partial,
+                    None if !at_end && b.len() < MAX_STRING => Seq::Partial,
                     _ => Seq::Text,
                 };
             }
@@ -168,7 +183,7 @@ fn string(b: &[u8], at_end: bool) -> Seq {
 /// Whether `chunk` holds (the start of) an escape sequence, `prev` the byte before it: if
 /// not, a stream that has none pending can take it as it is.
 pub(crate) fn has_sequence(chunk: &[u8], prev: u8) -> bool {
-    memchr::memchr2_iter(ESC, CSI8, chunk).any(|j| {
+    memchr::memchr3_iter(ESC, CSI8, 0, chunk).any(|j| {
         let before = if j > 0 { chunk[j - 1] } else { prev };
         (chunk[j] == ESC || before < 0x80) && parse(&chunk[j..], false) != Seq::Text
     })
@@ -184,12 +199,12 @@ fn next_escape(bytes: &[u8], i: usize) -> Option<usize> {
     let near = bytes.len().min(i + 8);
     let mut k = i;
     while k < near {
-        if matches!(bytes[k], ESC | CSI8) {
+        if matches!(bytes[k], ESC | CSI8 | 0) {
             return Some(k);
         }
         k += 1;
     }
-    memchr::memchr2(ESC, CSI8, &bytes[near..]).map(|k| near + k)
+    memchr::memchr3(ESC, CSI8, 0, &bytes[near..]).map(|k| near + k)
 }
 
 /// Copies `src[a..b]` to `dst[w..]`, where room for it and [`BLOCK`] bytes more was made
@@ -724,9 +739,21 @@ pub(crate) fn write_redacted(
             continue;
         }
         out.extend_from_slice(&raw[pos..s]);
-        out.extend_from_slice(b"[REDACTED:");
-        out.extend_from_slice(rule.as_bytes());
-        out.push(b']');
+        if e - s >= 3 && raw[s + 1] == 0 && raw[e - 2] == 0 {
+            // UTF-16 text (a NUL after each byte of the value): the marker is written so,
+            // keeping the code units around it aligned.
+            let marker = format!("[REDACTED:{rule}]");
+            for (i, &c) in marker.as_bytes().iter().enumerate() {
+                if i > 0 {
+                    out.push(0);
+                }
+                out.push(c);
+            }
+        } else {
+            out.extend_from_slice(b"[REDACTED:");
+            out.extend_from_slice(rule.as_bytes());
+            out.push(b']');
+        }
         rules.push(rule);
         pos = e;
     }
@@ -765,29 +792,10 @@ fn redact_bytes_whole(raw: &[u8]) -> Vec<u8> {
 }
 
 /// What the streaming redactor makes of a whole input, computed from the whole (the
-/// reference the streamed output is compared with): decoded if UTF-16, escape sequences
-/// removed, scanned whole, redacted in the original bytes and encoding.
+/// reference the streamed output is compared with): escape sequences and NULs removed (UTF-16
+/// read as its bytes without the NULs), scanned whole, redacted in the original bytes.
 pub(crate) fn redact_whole(input: &[u8]) -> Vec<u8> {
-    match detect(input, true) {
-        Some(Encoding::Utf16 { be, bom }) => {
-            let body = if bom { &input[2..] } else { input };
-            let mut text = Vec::with_capacity(body.len());
-            let mut dec = Utf16Decoder::new(be);
-            dec.decode(body, &mut text);
-            let odd = dec.finish(&mut text);
-            let red = redact_bytes_whole(&text);
-            let mut out = Vec::with_capacity(input.len() + 64);
-            if bom {
-                out.extend_from_slice(&input[..2]);
-            }
-            let mut enc = Utf16Encoder::new(be);
-            enc.encode(&red, &mut out);
-            enc.finish(&mut out);
-            out.extend(odd);
-            out
-        }
-        _ => redact_bytes_whole(input),
-    }
+    redact_bytes_whole(input)
 }
 
 /// A file's text as the scanner should read it: UTF-16 (with a BOM, or NUL-interleaved

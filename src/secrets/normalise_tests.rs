@@ -460,3 +460,51 @@ fn utf16_is_told_by_its_bom_or_its_nuls() {
     assert_eq!(encode_like(&file, b"password: x\r\n"), file);
     assert_eq!(decode_utf16(b"plain"), None);
 }
+
+/// UTF-16 anywhere in a stream, and ASCII after UTF-16: each is read (the stream was decided
+/// UTF-16 or not by its first bytes: a BOM turned redaction off for the ASCII after it, and
+/// UTF-16 after some ASCII was never decoded). At either alignment, LE and BE.
+#[test]
+fn utf16_and_ascii_mixed_in_one_stream_are_both_read() {
+    let v = random_of(AN, 24, 7);
+    let w = random_of(AN, 24, 8);
+    let line = |val: &str| format!("DB_PASSWORD={val}\n");
+    let ascii = line(&v);
+    for be in [false, true] {
+        for bom in [false, true] {
+            // UTF-16 first, then ASCII (`cat notes-utf16.txt .env`).
+            let mut input = utf16(&format!("notes\r\n{}", line(&w)), be, bom);
+            input.extend_from_slice(ascii.as_bytes());
+            // ASCII first (one byte or more: both alignments), then UTF-16.
+            for pre in ["ok", "x", "some output first\n"] {
+                input.extend_from_slice(pre.as_bytes());
+                input.extend_from_slice(&utf16(&line(&w), be, false));
+            }
+            let out = redacted_every_way(&input);
+            let shown: Vec<u8> = out.iter().copied().filter(|&b| b != 0).collect();
+            let shown = String::from_utf8_lossy(&shown);
+            assert!(!shown.contains(&v[4..]), "be {be} bom {bom}: {shown:?}");
+            assert!(!shown.contains(&w[4..]), "be {be} bom {bom}: {shown:?}");
+            assert_eq!(shown.matches("[REDACTED:").count(), 5, "{shown:?}");
+        }
+    }
+}
+
+/// What a terminal shows nothing for does not hide a token: a NUL inside it, a NUL inside a
+/// sequence inside it, a sequence with many parameters.
+#[test]
+fn nuls_inside_a_token_or_its_sequences_do_not_hide_it() {
+    let v = format!("ghp_{}", random_of(AN, 36, 9));
+    let (a, b) = v.split_at(10);
+    for mid in [
+        "\0".to_string(),
+        "\0\0\0".to_string(),
+        "\x1b[3\x001m".to_string(),
+        "\x1b\0[0m".to_string(),
+    ] {
+        let input = format!("the token {a}{mid}{b} here\n");
+        let out = redacted_every_way(input.as_bytes());
+        let o = String::from_utf8_lossy(&out);
+        assert!(!o.contains(a) && !o.contains(b), "{mid:?}: {o:?}");
+    }
+}

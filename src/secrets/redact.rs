@@ -9,17 +9,20 @@
 //! tail may end). A value cut at `scan::VALUE_BOUND` is emitted as its marker as soon as it
 //! is seen past the bound, and the rest of its token is dropped as it comes.
 //!
-//! What is scanned is the stream normalised ([`super::normalise`]): escape sequences
-//! removed, UTF-16 decoded. `buf` holds the normalised text; while a sequence was removed
-//! from what is pending, `raw` holds the raw bytes not emitted yet and findings are mapped
-//! back to them (the escapes inside a redacted value go with it, the others stay). A
-//! stream with no escape sequence and not UTF-16 costs one `memchr` per chunk more.
+//! What is scanned is the stream normalised ([`super::normalise`]): escape sequences and
+//! NULs removed. UTF-16 is not decoded here: its ASCII is its bytes with a NUL after (or
+//! before) each, so removing the NULs reads it, wherever it starts in the stream and whatever
+//! came before it (a stream decided UTF-16 by its first bytes once read a `cat` of an ASCII
+//! file after a UTF-16 one as UTF-16, and the other way round: both unredacted); a marker in
+//! such text is written with a NUL after each byte, keeping the code units aligned.
+//!
+//! `buf` holds the normalised text; while a sequence was removed from what is pending, `raw`
+//! holds the raw bytes not emitted yet and findings are mapped back to them (the escapes
+//! inside a redacted value go with it, the others stay). A stream with no escape sequence
+//! and no NUL costs one `memchr3` per chunk more.
 
 use super::context::{LexState, REDO_NAMES, Trace};
-use super::normalise::{
-    Encoding, Escapes, RawSpan, Utf16Decoder, Utf16Encoder, detect, has_sequence, payload_findings,
-    write_redacted,
-};
+use super::normalise::{Escapes, RawSpan, has_sequence, payload_findings, write_redacted};
 use super::scan::{Finding, MAX_EXTENT, MAX_TOKEN, MAX_WINDOW, rest_end, scanner};
 use super::{Confidence, TextKind};
 
@@ -76,32 +79,6 @@ pub struct Redactor {
     mapped: bool,
     raw: Vec<u8>,
     raw_base: usize,
-    /// The stream's encoding, once its first bytes tell.
-    enc: Enc,
-}
-
-/// A stream's encoding in the redactor.
-enum Enc {
-    /// Not known yet: the first bytes, held (fewer than `normalise::DETECT`, like UTF-16).
-    Undecided(Vec<u8>),
-    Bytes,
-    Utf16(Box<Utf16>),
-}
-
-/// A UTF-16 stream's decoder and encoder, and scratch buffers.
-struct Utf16 {
-    dec: Utf16Decoder,
-    enc: Utf16Encoder,
-    text: Vec<u8>,
-    out: Vec<u8>,
-}
-
-/// What a UTF-16 stream's bytes go through after decoding.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Feed,
-    Flush,
-    Finish,
 }
 
 impl Redactor {
@@ -125,7 +102,6 @@ impl Redactor {
             mapped: false,
             raw: Vec::new(),
             raw_base: 0,
-            enc: Enc::Undecided(Vec::new()),
         }
     }
 
@@ -151,97 +127,21 @@ impl Redactor {
 
     /// Feeds a chunk; appends to `out` what is final (redacted).
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        match &mut self.enc {
-            Enc::Bytes => self.feed_text(chunk, out),
-            Enc::Undecided(head) => {
-                head.extend_from_slice(chunk);
-                if let Some(e) = detect(head, false) {
-                    self.begin(e, out);
-                }
-            }
-            Enc::Utf16(_) => self.utf16(chunk, out, Step::Feed),
-        }
+        self.feed_text(chunk, out);
     }
 
     /// The source has paused: emits through the last newline that no open multi-line secret
     /// needs. (Not at `\r`: a quoted value may contain one; no single-line rule crosses `\n`.)
-    /// A stream whose encoding is not known yet (its first bytes look like UTF-16, fewer
-    /// than `normalise::DETECT` of them) is held.
     pub fn flush_lines(&mut self, out: &mut Vec<u8>) {
-        match self.enc {
-            Enc::Bytes => self.flush_text(out),
-            Enc::Undecided(_) => {}
-            Enc::Utf16(_) => self.utf16(&[], out, Step::Flush),
-        }
+        self.flush_text(out);
     }
 
     /// End of stream: emits everything.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
-        if let Enc::Undecided(head) = &self.enc {
-            let e = detect(head, true).unwrap_or(Encoding::Bytes);
-            self.begin(e, out);
-        }
-        match self.enc {
-            Enc::Utf16(_) => self.utf16(&[], out, Step::Finish),
-            _ => self.finish_text(out),
-        }
+        self.finish_text(out);
     }
 
-    /// The stream's encoding is known: the bytes held go on.
-    fn begin(&mut self, e: Encoding, out: &mut Vec<u8>) {
-        let Enc::Undecided(head) = std::mem::replace(&mut self.enc, Enc::Bytes) else {
-            return;
-        };
-        match e {
-            Encoding::Bytes => self.feed_text(&head, out),
-            Encoding::Utf16 { be, bom } => {
-                // The BOM is written as it came, never scanned.
-                let body = if bom {
-                    out.extend_from_slice(&head[..2]);
-                    &head[2..]
-                } else {
-                    &head[..]
-                };
-                self.enc = Enc::Utf16(Box::new(Utf16 {
-                    dec: Utf16Decoder::new(be),
-                    enc: Utf16Encoder::new(be),
-                    text: Vec::new(),
-                    out: Vec::new(),
-                }));
-                self.utf16(body, out, Step::Feed);
-            }
-        }
-    }
-
-    /// A UTF-16 stream's chunk: decoded, redacted as text, the result encoded back.
-    fn utf16(&mut self, chunk: &[u8], out: &mut Vec<u8>, step: Step) {
-        let Enc::Utf16(mut u) = std::mem::replace(&mut self.enc, Enc::Bytes) else {
-            return;
-        };
-        u.text.clear();
-        u.out.clear();
-        u.dec.decode(chunk, &mut u.text);
-        let odd = if step == Step::Finish {
-            u.dec.finish(&mut u.text)
-        } else {
-            None
-        };
-        let Utf16 { text, out: red, .. } = &mut *u;
-        self.feed_text(text, red);
-        match step {
-            Step::Feed => {}
-            Step::Flush => self.flush_text(red),
-            Step::Finish => self.finish_text(red),
-        }
-        u.enc.encode(&u.out, out);
-        if step == Step::Finish {
-            u.enc.finish(out);
-            out.extend(odd);
-        }
-        self.enc = Enc::Utf16(u);
-    }
-
-    /// Feeds a chunk of text (not UTF-16): escape sequences are removed from what is scanned.
+    /// Feeds a chunk: escape sequences and NULs are removed from what is scanned.
     fn feed_text(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let before = self.buf.len();
         if !self.mapped && !self.esc.pending() && !has_sequence(chunk, self.esc.prev()) {
