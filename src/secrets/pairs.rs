@@ -439,6 +439,18 @@ impl<'a> Pairs<'a, '_> {
         {
             return;
         }
+        // A value that runs on past the line's cap (a line of more than LINE_CAP bytes: a
+        // 10 KiB value) is judged on what the cap holds and redacted over the rest of its
+        // token, as a keyword value past its bound is: never shown whole or half.
+        let e = if e < text.len()
+            && scan::is_rest_byte(text[e])
+            && memchr::memrchr(b'\n', &text[e.saturating_sub(LINE_CAP)..e]).is_none()
+            && e >= LINE_CAP
+        {
+            scan::rest_end(text, e)
+        } else {
+            e
+        };
         self.out.push((
             self.gi,
             Finding {
@@ -495,8 +507,10 @@ impl<'a> Pairs<'a, '_> {
             return;
         }
         let objects = parse(text, &toks, le);
+        // A line cut at its cap: the object open at the cut is read as far as it goes.
+        let capped = le < text.len() && !matches!(text[le], b'\n' | b'\r');
         for (i, o) in objects.iter().enumerate() {
-            if i == 0 || o.closed {
+            if i == 0 || o.closed || (capped && i + 1 == objects.len()) {
                 self.pair_object(ls, o);
             }
         }

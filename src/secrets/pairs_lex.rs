@@ -95,7 +95,14 @@ pub(super) fn lex(text: &[u8], a: usize, b: usize) -> Vec<Tok> {
                     }
                     j += 1;
                 }
-                let Some(j) = closed else { return out };
+                let Some(j) = closed else {
+                    // Open at the end of a line cut at its cap (`pairs::LINE_CAP`): the
+                    // string runs on past it, a value as far as it is read.
+                    if b < text.len() && !matches!(text[b], b'\n' | b'\r') && b > i + 1 {
+                        out.push(Tok::Str(i + 1, b));
+                    }
+                    return out;
+                };
                 out.push(Tok::Str(i + 1, j));
                 i = j + 1;
             }

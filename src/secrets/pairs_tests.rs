@@ -387,3 +387,40 @@ fn a_value_before_its_name_is_held_at_every_pause() {
         );
     }
 }
+
+/// Values longer than a line's cap (`LINE_CAP`, 8 KiB) are not shown whole or in part: they
+/// were not read at all past it (a JSON sibling value of 8,185 bytes leaked whole, a YAML
+/// next-line value of 70,000 bytes kept all but its head). Streamed as well as whole.
+#[test]
+fn pair_values_past_the_line_cap_are_hidden_whole() {
+    for n in [8_150, 8_185, 10_000, 70_000] {
+        let v = tok(n as u64, n);
+        let tail = &v[v.len() - 16..];
+        let cases = [
+            format!("{{\"name\": \"DB_PASSWORD\", \"value\": \"{v}\"}}\nnext line\n"),
+            format!("  - name: DB_PASSWORD\n    value: \"{v}\"\nnext line\n"),
+            format!("password:\n  {v}\nnext: line\n"),
+        ];
+        for text in &cases {
+            let out = redact(text);
+            assert!(
+                !out.contains(tail),
+                "{n}: the value's tail shown in {:.200}",
+                out
+            );
+            assert!(out.contains("next"), "{n}: what follows lost");
+            let mut r = Redactor::new(TextKind::Stream);
+            let mut streamed = Vec::new();
+            for c in text.as_bytes().chunks(4096) {
+                r.feed(c, &mut streamed);
+                r.flush_lines(&mut streamed);
+            }
+            r.finish(&mut streamed);
+            let streamed = String::from_utf8_lossy(&streamed);
+            assert!(
+                !streamed.contains(tail),
+                "{n}: streamed, the value's tail shown"
+            );
+        }
+    }
+}
