@@ -37,8 +37,10 @@ pub(crate) const ESC: u8 = 0x1b;
 pub(crate) const CSI8: u8 = 0x9b;
 const BEL: u8 = 0x07;
 /// The longest control sequence (CSI, `ESC` with intermediates) recognised: an `ESC [` not
-/// finished within it is text.
-pub(crate) const MAX_CSI: usize = 64;
+/// finished within it is text. Terminals read any number of parameters (a CSI of 40 of
+/// them hid a token from a bound of 64); each byte is read by one sequence at most, so a
+/// larger bound costs no more.
+pub(crate) const MAX_CSI: usize = 1024;
 /// The longest string sequence (OSC and the like) recognised, terminator included.
 pub(crate) const MAX_STRING: usize = 4096;
 /// The bytes at a stream's start that decide whether it is UTF-16 without a BOM.

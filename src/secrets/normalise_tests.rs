@@ -501,6 +501,8 @@ fn nuls_inside_a_token_or_its_sequences_do_not_hide_it() {
         "\0\0\0".to_string(),
         "\x1b[3\x001m".to_string(),
         "\x1b\0[0m".to_string(),
+        format!("\x1b[{}m", "1;".repeat(40)),
+        format!("\x1b[{}m", "38;5;1;".repeat(100)),
     ] {
         let input = format!("the token {a}{mid}{b} here\n");
         let out = redacted_every_way(input.as_bytes());
