@@ -2407,6 +2407,36 @@ pub const POSITIVES: &[(&str, &str, &str)] = &[
         "{b:64}\n{b:64}\n={b:4}\n-----END PGP PRIVATE KEY BLOCK-----\n",
     ),
     (
+        "aws-sigv4-signature",
+        "aws-debug.log",
+        "2026-12-07 10:22:31,123 - MainThread - botocore.auth - DEBUG - Signature:\n{h:64}\n",
+    ),
+    (
+        "aws-sigv4-signature",
+        "boto.txt",
+        "DEBUG botocore.auth Signature:\r\n{h:64}\r\nDEBUG botocore.endpoint Sending\r\n",
+    ),
+    (
+        "aws-sigv4-signature",
+        "s3-sync.log",
+        "aws s3 sync . s3://bucket --debug\n...\nbotocore.auth - DEBUG - Signature:\n{h:64}\n",
+    ),
+    (
+        "private-key-body",
+        "key-middle.txt",
+        "$ sed -n 2,5p server.key\nMIIEowIBAAKCAQEA{b:48}\n{b:64}\n{b:64}\n{b:64}\n",
+    ),
+    (
+        "private-key-body",
+        "ec-body.txt",
+        "MHcCAQEEI{b:55}\n{b:64}\n{b:24}\n",
+    ),
+    (
+        "private-key-body",
+        "pkcs8-body.log",
+        "pasted:\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC{b:32}\n{b:64}\n{b:64}\n{b:64}\n",
+    ),
+    (
         "private-key-open",
         "head-key.log",
         "$ head -n 3 ec.pem\n-----BEGIN EC PRIVATE KEY-----\n{b:64}\n{b:64}\n",
