@@ -70,8 +70,7 @@ fn parse(b: &[u8], at_end: bool) -> Seq {
             Seq::Partial
         }
     };
-    // NULs are removed wherever they are, inside sequences too: a terminal shows nothing
-    // for them, and UTF-16 text is ASCII with a NUL after (or before) each byte.
+    // NULs inside a sequence are part of it (UTF-16's sequences hold one after each byte).
     let at = 1 + b
         .iter()
         .skip(1)
@@ -79,10 +78,6 @@ fn parse(b: &[u8], at_end: bool) -> Seq {
         .take_while(|&&c| c == 0)
         .count();
     match b.first() {
-        Some(&0) => Seq::Whole {
-            len: 1,
-            payload: None,
-        },
         Some(&CSI8) => csi(b, 1, at_end),
         Some(&ESC) => match b.get(at) {
             None => more(MAX_CSI),
@@ -113,6 +108,26 @@ fn parse(b: &[u8], at_end: bool) -> Seq {
             Some(_) => Seq::Text,
         },
         _ => Seq::Text,
+    }
+}
+
+/// A NUL at `b[0]`, after the raw bytes `prev2`, `prev`: removed when it is UTF-16's, in
+/// `NUL X NUL` with X not a NUL (this NUL the first or the last), else text. Binary data's
+/// NULs (`name\0value\0`, runs of them) stay: removed, they joined strings a scan then
+/// read as one (`STRING\0parse_string` as a keyword's value).
+fn nul(b: &[u8], prev2: u8, prev: u8, at_end: bool) -> Seq {
+    const WHOLE: Seq = Seq::Whole {
+        len: 1,
+        payload: None,
+    };
+    if prev != 0 && prev2 == 0 {
+        return WHOLE;
+    }
+    match (b.get(1), b.get(2)) {
+        (Some(&x), Some(&0)) if x != 0 => WHOLE,
+        (Some(&0), _) | (Some(_), Some(_)) => Seq::Text,
+        _ if at_end => Seq::Text,
+        _ => Seq::Partial,
     }
 }
 
@@ -182,11 +197,19 @@ fn string(b: &[u8], from: usize, at_end: bool) -> Seq {
     }
 }
 
-/// Whether `chunk` holds (the start of) an escape sequence, `prev` the byte before it: if
-/// not, a stream that has none pending can take it as it is.
-pub(crate) fn has_sequence(chunk: &[u8], prev: u8) -> bool {
+/// Whether `chunk` holds (the start of) an escape sequence or a UTF-16 NUL, `prev2` and
+/// `prev` the bytes before it: if not, a stream that has none pending can take it as it is.
+pub(crate) fn has_sequence(chunk: &[u8], prev2: u8, prev: u8) -> bool {
     memchr::memchr3_iter(ESC, CSI8, 0, chunk).any(|j| {
         let before = if j > 0 { chunk[j - 1] } else { prev };
+        if chunk[j] == 0 {
+            let before2 = match j {
+                0 => prev2,
+                1 => prev,
+                _ => chunk[j - 2],
+            };
+            return nul(&chunk[j..], before2, before, false) != Seq::Text;
+        }
         (chunk[j] == ESC || before < 0x80) && parse(&chunk[j..], false) != Seq::Text
     })
 }
@@ -229,8 +252,10 @@ fn copy_text(dst: &mut [u8], w: usize, src: &[u8], a: usize, b: usize) -> usize 
 pub(crate) struct Escapes {
     /// The bytes of a sequence begun and not finished yet (in no output).
     partial: Vec<u8>,
-    /// The last raw byte taken (`0x9b` after a byte >= 0x80 is not a CSI).
+    /// The last raw byte taken (`0x9b` after a byte >= 0x80 is not a CSI), and the one
+    /// before it (a NUL is UTF-16's after `NUL X`).
     prev: u8,
+    prev2: u8,
     /// Raw bytes taken, normalised bytes given.
     raw_pos: usize,
     norm_pos: usize,
@@ -254,11 +279,21 @@ impl Escapes {
         self.prev
     }
 
+    /// The raw byte taken before the last.
+    pub(crate) fn prev2(&self) -> u8 {
+        self.prev2
+    }
+
     /// Takes `chunk`, known to hold no sequence, as text (nothing is copied).
     pub(crate) fn skip(&mut self, chunk: &[u8]) {
         if let Some(&last) = chunk.last() {
             self.raw_pos += chunk.len();
             self.norm_pos += chunk.len();
+            self.prev2 = if chunk.len() >= 2 {
+                chunk[chunk.len() - 2]
+            } else {
+                self.prev
+            };
             self.prev = last;
         }
     }
@@ -302,11 +337,22 @@ impl Escapes {
             let old = self.partial.len();
             let k = rest.len().min(MAX_STRING + 2);
             self.partial.extend_from_slice(&rest[..k]);
-            match parse(&self.partial, at_end && k == rest.len()) {
+            let end = at_end && k == rest.len();
+            let seq = if self.partial[0] == 0 {
+                nul(&self.partial, self.prev2, self.prev, end)
+            } else {
+                parse(&self.partial, end)
+            };
+            match seq {
                 Seq::Partial => return,
                 Seq::Whole { len, payload } => {
                     let p = std::mem::take(&mut self.partial);
                     self.remove(&p[..len], payload);
+                    if len < old {
+                        // Shorter than what was held (a NUL told by the bytes after it):
+                        // the rest held is read again, before the chunk.
+                        self.push(&p[len..old], norm, false);
+                    }
                     rest = &rest[len.saturating_sub(old).min(rest.len())..];
                 }
                 Seq::Text => {
@@ -344,7 +390,22 @@ impl Escapes {
                 i = j + 1;
                 continue;
             }
-            match parse(&bytes[j..], at_end) {
+            let seq = if bytes[j] == 0 {
+                let before2 = match j {
+                    0 => self.prev2,
+                    1 => self.prev,
+                    _ => bytes[j - 2],
+                };
+                nul(&bytes[j..], before2, before, at_end)
+            } else {
+                parse(&bytes[j..], at_end)
+            };
+            match seq {
+                // A run of NULs that are text: its last may begin UTF-16 (`NUL X NUL`).
+                Seq::Text if bytes[j] == 0 => {
+                    let run = bytes[j..].iter().take_while(|&&c| c == 0).count();
+                    i = j + run.saturating_sub(1).max(1);
+                }
                 Seq::Text => i = j + 1,
                 Seq::Partial => {
                     held = j;
@@ -371,6 +432,11 @@ impl Escapes {
         self.raw_pos = raw0 + held;
         self.norm_pos = norm0 + (w - len0);
         if held > 0 {
+            self.prev2 = if held >= 2 {
+                bytes[held - 2]
+            } else {
+                self.prev
+            };
             self.prev = bytes[held - 1];
         }
         held
@@ -386,7 +452,14 @@ impl Escapes {
             self.strings.push_back((self.raw_pos + s, self.raw_pos + e));
         }
         self.raw_pos += seq.len();
-        self.prev = seq.last().copied().unwrap_or(self.prev);
+        if let Some(&last) = seq.last() {
+            self.prev2 = if seq.len() >= 2 {
+                seq[seq.len() - 2]
+            } else {
+                self.prev
+            };
+            self.prev = last;
+        }
         match self.segs.last_mut() {
             Some(s) if s.0 == self.norm_pos => s.1 = self.raw_pos,
             _ => self.segs.push((self.norm_pos, self.raw_pos)),

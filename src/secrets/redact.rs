@@ -144,7 +144,10 @@ impl Redactor {
     /// Feeds a chunk: escape sequences and NULs are removed from what is scanned.
     fn feed_text(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let before = self.buf.len();
-        if !self.mapped && !self.esc.pending() && !has_sequence(chunk, self.esc.prev()) {
+        if !self.mapped
+            && !self.esc.pending()
+            && !has_sequence(chunk, self.esc.prev2(), self.esc.prev())
+        {
             // The common case: no sequence, the chunk is the text.
             self.buf.extend_from_slice(chunk);
             self.esc.skip(chunk);

@@ -2428,7 +2428,7 @@ pub static RULES: &[Rule] = &[
                 // Unbounded: a value reaches `scan::VALUE_BOUND` (a window cut inside it is
                 // matched again); a quoted one still open at the window's end (`$`) is judged
                 // by the scanner (open at its line's end: none; at the window's: go on).
-                r#"(?:"(?P<s>[^"\n\\]{4,})(?:"|$)|'(?P<s2>[^'\n\\]{4,})(?:'|$)|(?P<s3>[^\s'",;)(\]\[{}<>]{4,}))"#
+                r#"(?:"(?P<s>[^"\n\\]{4,})(?:"|$)|'(?P<s2>[^'\n\\]{4,})(?:'|$)|(?P<s3>[^\s'",;)(\]\[{}<>\x00]{4,}))"#
             ),
         )
     },

@@ -534,9 +534,9 @@ fn is_regex_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
-/// A byte of the keyword rule's unquoted value (`s3`: `[^\s'",;)(\]\[{}<>]`).
+/// A byte of the keyword rule's unquoted value (`s3`: `[^\s'",;)(\]\[{}<>\x00]`).
 fn is_bare_value_byte(b: u8) -> bool {
-    !is_regex_space(b) && !b"'\",;)(][{}<>".contains(&b)
+    !is_regex_space(b) && !b"'\",;)(][{}<>\0".contains(&b)
 }
 
 /// A byte of the keyword rule's name prefix and suffix (`[A-Za-z0-9_.-]`).
