@@ -963,3 +963,27 @@ fn values_with_punctuation_are_found_whole() {
         found(&env)
     );
 }
+
+/// A bracket a value opens and its word does not close is a tool's note, not a value:
+/// terraform's plan printed `password = (known after apply)` as `= [REDACTED] after apply)`.
+#[test]
+fn an_open_bracket_in_prose_is_no_value() {
+    for text in [
+        "      + password      = (known after apply)\n",
+        "      ~ secret        = (sensitive value)\n",
+        "      + auth_token    = (sensitive value)\n",
+        "  db_password: [not set]\n",
+        "API_SECRET={ see vault }\n",
+    ] {
+        for kind in [TextKind::Stream, TextKind::Config] {
+            assert!(rules_in(text, kind).is_empty(), "{kind:?}: {text}");
+        }
+    }
+    // A generated value that opens with a bracket and closes it is still one.
+    let v = random_of(
+        b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789",
+        20,
+        41,
+    );
+    assert!(!rules_in(&format!("API_SECRET=({v})\n"), TextKind::Stream).is_empty());
+}

@@ -1433,6 +1433,22 @@ fn punctuated_word(
         word_end -= 1;
     }
     let v = &line[vs..word_end];
+    // A bracket the word opens and words after it close is prose or a tool's note, not a
+    // value: terraform's `password = (known after apply)`, `(sensitive value)`, `[not
+    // set]`. (One never closed on the line is a value that opens with it: `PASSWORD=(x…`.)
+    let closer = match v.first() {
+        Some(b'(') => Some(b')'),
+        Some(b'[') => Some(b']'),
+        Some(b'{') => Some(b'}'),
+        Some(b'<') => Some(b'>'),
+        _ => None,
+    };
+    if let Some(c) = closer
+        && !v[1..].contains(&c)
+        && line[word_end..].contains(&c)
+    {
+        return (None, word_end);
+    }
     // A passphrase: `Name: words` alone on its line, in prose and streams; in configuration
     // (a YAML plain scalar, an INI value) when the name says password or passphrase. And
     // `NAME=words` to the line's end (a `.env` line, `export NAME=...`) when the name says
