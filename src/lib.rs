@@ -157,10 +157,11 @@
 //!   test suites' cases (`benches/recall.rs`), re-randomised each run, never on a corpus
 //!   tuned to our rules.
 //! - What is matched is the text a person would read, not the bytes: escape sequences are
-//!   removed first, and NULs (`secrets::normalise`), and a finding redacts the raw bytes it
-//!   maps back to (the escapes inside the value with it). UTF-16 is read by its NULs going,
-//!   not decoded: a stream is not decided UTF-16 or not once, by its start (a `cat` of a
-//!   UTF-16 file then an ASCII one was read wrong either way); files are decoded whole. Values are paired with
+//!   removed first, and UTF-16's NULs (`NUL X NUL`; binary data's NULs stay, they separate
+//!   its strings) (`secrets::normalise`), and a finding redacts the raw bytes it maps back
+//!   to (the escapes inside the value with it). UTF-16 is read by its NULs going, not
+//!   decoded: a stream is not decided UTF-16 or not once, by its start (a `cat` of a UTF-16
+//!   file then an ASCII one was read wrong either way); files are decoded whole. Values are paired with
 //!   their names by structure too (`secrets::pairs`: name/value siblings, tables, dumps),
 //!   within the redactor's held-back tail so that a stream finds what the whole text does.
 //!   Values are found whole up to 64 KiB (`VALUE_BOUND`); past it, to the bound and the

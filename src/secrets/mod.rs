@@ -199,7 +199,7 @@ pub fn fuzz_scan(data: &[u8]) {
 
 /// `input` with every secret a scan of the whole text finds replaced by its marker: what
 /// the streaming redactor must produce, however the stream is chunked or paused. (The text
-/// scanned is normalised as the redactor's: escape sequences and NULs removed.)
+/// scanned is normalised as the redactor's: escape sequences and UTF-16's NULs removed.)
 pub(crate) fn redacted_whole(input: &[u8]) -> Vec<u8> {
     normalise::redact_whole(input)
 }

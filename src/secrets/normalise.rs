@@ -12,11 +12,14 @@
 //!   window title) is not part of the text around it: it is scanned on its own
 //!   ([`Escapes::strings`]). An `ESC` that begins no complete sequence (within [`MAX_CSI`] or
 //!   [`MAX_STRING`] bytes, or by the end of the stream) stays, as text. `\r` rewrites stay.
-//! - UTF-16 ([`detect`]: a BOM, or NUL-interleaved ASCII in the first [`DETECT`] bytes) is
-//!   decoded to UTF-8 ([`Utf16Decoder`]; lone surrogates as WTF-8, so that encoding back gives
-//!   the same code units), and what is emitted is encoded back ([`Utf16Encoder`]): the
-//!   markers are UTF-16 too, code units stay aligned, the BOM stays.
-//!
+//! - UTF-16's NULs are removed: a NUL in `NUL X NUL` (X not a NUL), so that UTF-16's ASCII
+//!   (a NUL after or before each byte, LE or BE) reads as ASCII wherever it starts in a
+//!   stream, whatever came before it. A marker replacing such a value is written with a NUL
+//!   after each byte: code units stay aligned, the BOM stays. Binary data's NULs (runs of
+//!   them, one between two strings) are text: removed, they joined an ELF's strings into
+//!   keyword values. NULs inside an escape sequence are part of it. (Files are decoded
+//!   whole instead: [`detect`], [`decode_utf16`], for `gateway scan`.)
+
 //! The normalised text is a subsequence of the raw bytes (only whole sequences are removed),
 //! so the map back is a list of segments ([`Escapes::raw_of`]): after each removed run,
 //! where the next normalised byte is in the raw stream. A finding at `[s, e)` of the
@@ -867,7 +870,7 @@ fn redact_bytes_whole(raw: &[u8]) -> Vec<u8> {
 }
 
 /// What the streaming redactor makes of a whole input, computed from the whole (the
-/// reference the streamed output is compared with): escape sequences and NULs removed (UTF-16
+/// reference the streamed output is compared with): escape sequences and UTF-16's NULs removed (UTF-16
 /// read as its bytes without the NULs), scanned whole, redacted in the original bytes.
 pub(crate) fn redact_whole(input: &[u8]) -> Vec<u8> {
     redact_bytes_whole(input)
