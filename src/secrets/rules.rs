@@ -764,7 +764,9 @@ pub static RULES: &[Rule] = &[
         "AWS access key id",
         &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
         concat!(
-            r"(?P<s>(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})",
+            // Bounded on both sides: inside a longer run of capitals and digits (an
+            // upper-case hex digest holding `ACCA` or `AKIA`) it is no key id.
+            r"(?:^|[^A-Za-z0-9])(?P<s>(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})",
             r"(?:[^A-Za-z0-9]|$)"
         ),
     ),

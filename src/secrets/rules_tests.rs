@@ -987,3 +987,34 @@ fn an_open_bracket_in_prose_is_no_value() {
     );
     assert!(!rules_in(&format!("API_SECRET=({v})\n"), TextKind::Stream).is_empty());
 }
+
+/// An AWS key id's prefix inside a longer run of capitals and digits (an upper-case hex
+/// digest, a fingerprint) is no key id; one standing alone still is.
+#[test]
+fn aws_key_ids_inside_upper_case_hex_are_not_found() {
+    let hex = random_of(b"0123456789ABCDEF", 16, 77);
+    for text in [
+        format!("SHA256: 0AE91E0F14C22D3948871AACCA{hex}\n"),
+        format!("fingerprint 9D0AE91E0F14AKIA{hex}\n"),
+    ] {
+        assert!(
+            !rules_in(&text, TextKind::Stream).contains(&"aws-access-key-id"),
+            "{text}"
+        );
+    }
+    let id = format!(
+        "AKIA{}",
+        random_of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 78)
+    );
+    for text in [
+        format!("aws_access_key_id = {id}\n"),
+        format!("Credential={id}/20261207/us-east-1/s3/aws4_request\n"),
+        format!("\"{id}\"\n"),
+        format!("{id}\n"),
+    ] {
+        assert!(
+            rules_in(&text, TextKind::Stream).contains(&"aws-access-key-id"),
+            "{text}"
+        );
+    }
+}
