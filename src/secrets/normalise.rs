@@ -19,7 +19,7 @@
 //!   them, one between two strings) are text: removed, they joined an ELF's strings into
 //!   keyword values. NULs inside an escape sequence are part of it. (Files are decoded
 //!   whole instead: [`detect`], [`decode_utf16`], for `gateway scan`.)
-
+//!
 //! The normalised text is a subsequence of the raw bytes (only whole sequences are removed),
 //! so the map back is a list of segments ([`Escapes::raw_of`]): after each removed run,
 //! where the next normalised byte is in the raw stream. A finding at `[s, e)` of the
