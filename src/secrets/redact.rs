@@ -11,10 +11,11 @@
 //!
 //! What is scanned is the stream normalised ([`super::normalise`]): escape sequences and
 //! UTF-16's NULs removed (`NUL X NUL`; binary data's stay). UTF-16 is not decoded here: its
-//! ASCII is its bytes with a NUL after (or before) each, so removing the NULs reads it, wherever it starts in the stream and whatever
-//! came before it (a stream decided UTF-16 by its first bytes once read a `cat` of an ASCII
-//! file after a UTF-16 one as UTF-16, and the other way round: both unredacted); a marker in
-//! such text is written with a NUL after each byte, keeping the code units aligned.
+//! ASCII is its bytes with a NUL after (or before) each, so removing the NULs reads it,
+//! wherever it starts in the stream and whatever came before it (a stream decided UTF-16 by
+//! its first bytes once read a `cat` of an ASCII file after a UTF-16 one as UTF-16, and the
+//! other way round: both unredacted); a marker in such text is written with a NUL after
+//! each byte, keeping the code units aligned.
 //!
 //! `buf` holds the normalised text; while a sequence was removed from what is pending, `raw`
 //! holds the raw bytes not emitted yet and findings are mapped back to them (the escapes
