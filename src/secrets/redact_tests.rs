@@ -1,6 +1,7 @@
 //! Tests of the streaming redactor: property tests that streamed redaction agrees with the
 //! whole-text scan (random mixes, long dense lines), and the regressions they found (a child
-//! module of `redact.rs`, in a file of its own).
+//! module of `redact.rs`, in a file of its own). Over 1,000 lines: the property tests'
+//! generators and their regressions belong together.
 
 use super::*;
 

@@ -2,7 +2,8 @@
 //! [`VALUE_BOUND`], longer ones cut and their token's rest dropped), values with punctuation,
 //! the rules for what real tools print (docker, npm, cookies, headers, Authorization schemes,
 //! Google, kubeadm, `.pgpass`, ECR, `openssl -text`) and open private key blocks. Every
-//! secret is generated at run time.
+//! secret is generated at run time. Over 1,000 lines: one test or two per rule, positives
+//! and negatives side by side.
 
 use super::scan::VALUE_BOUND;
 use super::*;

@@ -2,7 +2,9 @@
 //! `exec`, the file tools, `cd`, `undo`, `history`, `scan`, `http_request` — with JSON Schemas and read-only /
 //! destructive hints. A refusal is a tool result with `isError` naming the rule and its
 //! reason, not a protocol error. One server process is one session: `cd` moves the session's
-//! virtual working directory for the calls after it.
+//! virtual working directory for the calls after it. Over 1,000 lines: the tool table, the
+//! schemas and the per-call dispatch read together; the budget and the transports are
+//! modules of their own.
 //!
 //! One code path: every tool call, whoever makes it, is [`run_tool`] — in this process when
 //! the server is its own broker, in the daemon when one runs (`gateway serve`): then the
